@@ -1,0 +1,32 @@
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test run lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check actors eventstore runtime tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/python -m pytest
+
+run: $(STAMP)
+	$(BIN)/python -m examples.travel_agent
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks all --quick
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

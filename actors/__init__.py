@@ -1,0 +1,32 @@
+"""The actor core: actors with bounded mailboxes exchanging msgspec messages on anyio.
+
+Nothing here knows about graphs, LLMs or the event log.
+"""
+
+from ._actor import Actor, ActorRef, ActorSystem
+from ._errors import (
+    ActorError,
+    ActorStoppedError,
+    AskTimeoutError,
+    MagistrateError,
+    MailboxFullError,
+    NotAMessageError,
+)
+from ._mailbox import MailboxConfig, MailboxStatistics
+from ._messages import Message, Terminated
+
+__all__ = [
+    "Actor",
+    "ActorError",
+    "ActorRef",
+    "ActorStoppedError",
+    "ActorSystem",
+    "AskTimeoutError",
+    "MagistrateError",
+    "MailboxConfig",
+    "MailboxFullError",
+    "MailboxStatistics",
+    "Message",
+    "NotAMessageError",
+    "Terminated",
+]

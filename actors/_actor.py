@@ -1,0 +1,359 @@
+"""Actors, their references and the system that runs them on an anyio task group."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._errors import (
+    ActorError,
+    ActorStoppedError,
+    AskTimeoutError,
+    MailboxFullError,
+    NotAMessageError,
+)
+from ._mailbox import MailboxConfig, MailboxStatistics
+from ._messages import Terminated
+
+__all__ = ["Actor", "ActorRef", "ActorSystem"]
+
+_ON_STOP_GRACE = 5.0
+_names = itertools.count(1)
+
+
+class Actor:
+    """Base class of an actor: private state plus a handler run one message at a time.
+
+    Override :meth:`receive`; its return value is the reply to an ``ask`` (ignored for a
+    ``tell``). An exception raised by ``receive`` (or ``on_start``) stops the actor: the
+    exception is raised to the asker of that message, kept as ``ActorRef.failure`` and
+    announced to watchers as a :class:`Terminated` message. It never reaches the system's
+    task group, so siblings keep running.
+
+    ``self.ref`` and ``self.system`` are set by :meth:`ActorSystem.spawn` before
+    ``on_start`` runs.
+    """
+
+    ref: ActorRef
+    system: ActorSystem
+
+    async def on_start(self) -> None:
+        """Runs once in the actor's task before the first message."""
+
+    async def receive(self, message: Any) -> Any:
+        """Handle one message. Never called concurrently with itself."""
+        raise NotImplementedError(f"{type(self).__qualname__} does not implement receive()")
+
+    async def on_stop(self) -> None:
+        """Runs once when the actor stops, shielded from cancellation for a few seconds."""
+
+
+class _Reply:
+    """A one-shot reply slot for ``ask``."""
+
+    __slots__ = ("done", "error", "event", "value")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def set(self, value: Any) -> None:
+        if not self.done:
+            self.done = True
+            self.value = value
+            self.event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done:
+            self.done = True
+            self.error = error
+            self.event.set()
+
+
+_Envelope = tuple[Any, "_Reply | None"]
+
+
+class ActorRef:
+    """The only handle to an actor. Cheap to copy around; safe to use from any task."""
+
+    __slots__ = (
+        "_actor",
+        "_capacity",
+        "_current",
+        "_processed",
+        "_receive",
+        "_received",
+        "_scope",
+        "_send",
+        "_stop_requested",
+        "_stopped",
+        "_watchers",
+        "failure",
+        "name",
+    )
+
+    def __init__(self, name: str, actor: Actor, capacity: int) -> None:
+        self.name = name
+        self._actor = actor
+        self._capacity = capacity
+        send, receive = anyio.create_memory_object_stream[_Envelope](capacity)
+        self._send: MemoryObjectSendStream[_Envelope] = send
+        self._receive: MemoryObjectReceiveStream[_Envelope] = receive
+        self._scope: anyio.CancelScope | None = None
+        self._stop_requested = False
+        self._stopped = anyio.Event()
+        self._watchers: list[ActorRef] = []
+        self._current: _Reply | None = None
+        self._received = 0
+        self._processed = 0
+        #: The exception that stopped the actor, or ``None``.
+        self.failure: BaseException | None = None
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped.is_set() else "running"
+        return f"<ActorRef {self.name} {state}>"
+
+    @property
+    def stopped(self) -> bool:
+        """True once the actor has stopped (cleanly or by failure)."""
+        return self._stopped.is_set()
+
+    def _check(self, message: object) -> None:
+        if not isinstance(message, msgspec.Struct):
+            raise NotAMessageError(self.name, message)
+
+    async def tell(self, message: msgspec.Struct) -> None:
+        """Enqueue ``message``; wait only while the mailbox is full (backpressure).
+
+        Raises ActorStoppedError if the actor is stopped, or stops while this waits.
+        Cancellation while waiting leaves the message unsent. Messages from one sender are
+        handled in the order they were told.
+        """
+        self._check(message)
+        try:
+            await self._send.send((message, None))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ActorStoppedError(self.name) from None
+        self._received += 1
+
+    def tell_nowait(self, message: msgspec.Struct) -> None:
+        """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
+        self._check(message)
+        try:
+            self._send.send_nowait((message, None))
+        except anyio.WouldBlock:
+            raise MailboxFullError(self.name, self._capacity) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ActorStoppedError(self.name) from None
+        self._received += 1
+
+    async def ask(self, message: msgspec.Struct, *, timeout: float | None = None) -> Any:
+        """Send ``message`` and wait for the actor's reply (the return value of ``receive``).
+
+        Blocks on mailbox space, then on the reply; ``timeout`` (seconds) bounds both and
+        raises AskTimeoutError. If the handler raises, that exception is raised here. If the
+        actor stops before answering, raises ActorStoppedError. Cancelling the caller
+        abandons the reply; the actor still handles the message.
+        """
+        self._check(message)
+        reply = _Reply()
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+            try:
+                await self._send.send((message, reply))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise ActorStoppedError(self.name) from None
+            self._received += 1
+            await reply.event.wait()
+        if scope.cancelled_caught and not reply.done:
+            raise AskTimeoutError(self.name, type(message).__name__, float(timeout or 0.0))
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+    async def stop(self) -> None:
+        """Stop the actor now, cancelling the message in flight, and wait until it is stopped.
+
+        Messages still queued are dropped; their askers get ActorStoppedError. Idempotent.
+        """
+        self._stop_requested = True
+        if self._scope is not None:
+            self._scope.cancel()
+        await self._stopped.wait()
+
+    async def wait_stopped(self) -> None:
+        """Wait until the actor has stopped, for whatever reason."""
+        await self._stopped.wait()
+
+    def statistics(self) -> MailboxStatistics:
+        """A snapshot of this actor's mailbox and counters."""
+        return MailboxStatistics(
+            actor=self.name,
+            capacity=self._capacity,
+            queued=self._receive.statistics().current_buffer_used,
+            received=self._received,
+            processed=self._processed,
+            failed=self.failure is not None,
+            stopped=self._stopped.is_set(),
+        )
+
+    async def _run(self, system: ActorSystem) -> None:
+        actor = self._actor
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._stop_requested:
+                    scope.cancel()
+                try:
+                    await actor.on_start()
+                    async for message, reply in self._receive:
+                        self._current = reply
+                        try:
+                            result = await actor.receive(message)
+                        except Exception as exc:
+                            # The actor is stopped; the exception goes to the asker and
+                            # the watchers, never to the task group.
+                            self.failure = exc
+                            if reply is not None:
+                                reply.fail(exc)
+                            break
+                        self._processed += 1
+                        if reply is not None:
+                            reply.set(result)
+                        self._current = None
+                except Exception as exc:  # raised by on_start: same treatment
+                    self.failure = exc
+        finally:
+            await self._shutdown(system)
+
+    async def _shutdown(self, system: ActorSystem) -> None:
+        stopped = ActorStoppedError(self.name, reason="stopped before answering")
+        if self._current is not None:
+            self._current.fail(stopped)
+        self._send.close()
+        for _ in range(self._receive.statistics().current_buffer_used):
+            try:
+                _message, reply = self._receive.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+            if reply is not None:
+                reply.fail(stopped)
+        self._receive.close()
+        with anyio.move_on_after(_ON_STOP_GRACE, shield=True):
+            try:
+                await self._actor.on_stop()
+            except Exception as exc:
+                if self.failure is None:
+                    self.failure = exc
+        self._stopped.set()
+        system._forget(self)
+        error = None
+        if self.failure is not None:
+            error = f"{type(self.failure).__name__}: {self.failure}"
+        note = Terminated(actor=self.name, error=error)
+        for watcher in self._watchers:
+            system._notify(watcher, note)
+
+
+class ActorSystem:
+    """Runs actors in one anyio task group.
+
+    Use as ``async with ActorSystem() as system``. Leaving the block stops every actor,
+    cancelling in-flight work; no actor task outlives it.
+    """
+
+    def __init__(self, *, default_mailbox: MailboxConfig | None = None) -> None:
+        self._default_mailbox = default_mailbox or MailboxConfig()
+        self._tg: TaskGroup | None = None
+        self._live: dict[str, ActorRef] = {}
+        self._closing = False
+
+    async def __aenter__(self) -> ActorSystem:
+        if self._tg is not None:
+            raise ActorError("an ActorSystem can be entered only once")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._tg is not None
+        self._closing = True
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(*exc_info)
+
+    @property
+    def running(self) -> bool:
+        return self._tg is not None and not self._closing
+
+    def spawn(
+        self,
+        actor: Actor,
+        *,
+        name: str | None = None,
+        mailbox: MailboxConfig | None = None,
+        watcher: ActorRef | None = None,
+    ) -> ActorRef:
+        """Start ``actor`` in the system's task group and return its reference.
+
+        Does not wait: messages told before the actor's task runs wait in its mailbox.
+        ``watcher`` receives a :class:`Terminated` message when the actor stops.
+        """
+        if self._tg is None or self._closing:
+            raise ActorError("the actor system is not running (use 'async with ActorSystem()')")
+        if name is None:
+            name = f"{type(actor).__name__}-{next(_names)}"
+        elif name in self._live:
+            raise ActorError(f"an actor named {name!r} is already running")
+        ref = ActorRef(name, actor, (mailbox or self._default_mailbox).capacity)
+        actor.ref = ref
+        actor.system = self
+        if watcher is not None:
+            ref._watchers.append(watcher)
+        self._live[name] = ref
+        self._tg.start_soon(ref._run, self, name=f"actor:{name}")
+        return ref
+
+    def watch(self, ref: ActorRef, watcher: ActorRef) -> None:
+        """Have ``watcher`` told :class:`Terminated` when ``ref`` stops (at once if it has)."""
+        if ref.stopped:
+            error = None if ref.failure is None else f"{type(ref.failure).__name__}: {ref.failure}"
+            self._notify(watcher, Terminated(actor=ref.name, error=error))
+        else:
+            ref._watchers.append(watcher)
+
+    async def stop(self, ref: ActorRef) -> None:
+        """Stop one actor and wait for it (see :meth:`ActorRef.stop`)."""
+        await ref.stop()
+
+    def actors(self) -> list[ActorRef]:
+        """The actors running now."""
+        return list(self._live.values())
+
+    def _forget(self, ref: ActorRef) -> None:
+        if self._live.get(ref.name) is ref:
+            del self._live[ref.name]
+
+    def _notify(self, watcher: ActorRef, note: Terminated) -> None:
+        try:
+            watcher.tell_nowait(note)
+        except MailboxFullError:
+            # Never drop a termination notice: wait for space in a task of our own.
+            if self._tg is not None and not self._closing:
+                self._tg.start_soon(_tell_ignoring_stopped, watcher, note)
+        except ActorStoppedError:
+            pass  # the watcher is gone; nobody is left to tell
+
+
+async def _tell_ignoring_stopped(watcher: ActorRef, note: Terminated) -> None:
+    try:
+        await watcher.tell(note)
+    except ActorStoppedError:
+        pass

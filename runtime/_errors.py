@@ -1,0 +1,120 @@
+"""Exceptions of the runtime.
+
+The tree (rooted at :class:`actors.MagistrateError`)::
+
+    MagistrateError
+    ├── SpecError               a graph/node/edge spec is invalid; ``path`` names the field
+    │   └── SpecErrors          several spec problems found in one validation pass
+    ├── ExpressionError         an expression is malformed, forbidden or failed to evaluate
+    ├── ProviderError           an LLM provider call failed (``retryable`` says if a retry may help)
+    │   ├── ProviderHTTPError       the provider answered with an HTTP error status
+    │   ├── ProviderTimeoutError    connect/read timeout after retries
+    │   └── MalformedResponseError  the response (or a tool call's arguments) could not be parsed
+    ├── NodeError               a node failed (function raised, judge escalated, ...)
+    ├── RunNotFoundError        no run with that id in the store
+    └── RunStateError           the run is not in a state that allows the operation
+"""
+
+from __future__ import annotations
+
+from actors import MagistrateError
+
+__all__ = [
+    "ExpressionError",
+    "MalformedResponseError",
+    "NodeError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderTimeoutError",
+    "RunNotFoundError",
+    "RunStateError",
+    "SpecError",
+    "SpecErrors",
+]
+
+
+class SpecError(MagistrateError):
+    """A spec is invalid. ``path`` names the offending field, e.g. ``edges[3].expression``."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}" if path else reason)
+
+
+class SpecErrors(SpecError):
+    """Every problem one validation pass found; ``errors`` lists them in field order."""
+
+    def __init__(self, errors: list[SpecError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0] if self.errors else SpecError("", "invalid spec")
+        lines = "\n".join(f"  - {e}" for e in self.errors)
+        MagistrateError.__init__(self, f"{len(self.errors)} problem(s) in graph spec:\n{lines}")
+        self.path = first.path
+        self.reason = first.reason
+
+
+class ExpressionError(MagistrateError):
+    """An expression could not be compiled, is not allowed, or failed to evaluate."""
+
+    def __init__(self, expression: str, reason: str, *, position: int | None = None) -> None:
+        self.expression = expression
+        self.reason = reason
+        self.position = position
+        shown = expression if len(expression) <= 80 else expression[:77] + "..."
+        where = f" at column {position}" if position is not None else ""
+        super().__init__(f"expression {shown!r}{where}: {reason}")
+
+
+class ProviderError(MagistrateError):
+    """An LLM provider call failed."""
+
+    def __init__(
+        self, provider: str, reason: str, *, status: int | None = None, retryable: bool = False
+    ) -> None:
+        self.provider = provider
+        self.reason = reason
+        self.status = status
+        self.retryable = retryable
+        code = f" (HTTP {status})" if status is not None else ""
+        super().__init__(f"{provider}{code}: {reason}")
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an error status (after retries, where retryable)."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer in time (after retries)."""
+
+
+class MalformedResponseError(ProviderError):
+    """The provider's answer could not be understood (bad JSON, bad tool-call arguments)."""
+
+
+class NodeError(MagistrateError):
+    """A node failed."""
+
+    def __init__(self, run_id: str, node_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.node_id = node_id
+        self.reason = reason
+        super().__init__(f"run {run_id}: node {node_id!r} failed: {reason}")
+
+
+class RunNotFoundError(MagistrateError):
+    """No run with this id exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id!r}")
+
+
+class RunStateError(MagistrateError):
+    """The run's status does not allow the requested operation."""
+
+    def __init__(self, run_id: str, status: str, reason: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.reason = reason
+        super().__init__(f"run {run_id} is {status}: {reason}")
