@@ -1,0 +1,230 @@
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import (
+    Actor,
+    ActorError,
+    ActorRef,
+    ActorStoppedError,
+    ActorSystem,
+    AskTimeoutError,
+    MailboxConfig,
+    MailboxFullError,
+    Message,
+    NotAMessageError,
+    Terminated,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class Item(Message, frozen=True, tag="test.item"):
+    value: int
+
+
+class Boom(Message, frozen=True, tag="test.boom"):
+    pass
+
+
+class Hold(Message, frozen=True, tag="test.hold"):
+    pass
+
+
+class Recorder(Actor):
+    """Records each message, and checks that it never handles two at once."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.active = 0
+        self.max_active = 0
+        self.release = anyio.Event()
+
+    async def receive(self, message: Any) -> Any:
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            if isinstance(message, Boom):
+                raise ValueError("boom")
+            if isinstance(message, Hold):
+                await self.release.wait()
+                return "released"
+            await anyio.sleep(0)  # yield so a concurrent handler would overlap
+            self.seen.append(message.value)
+            return message.value * 2
+        finally:
+            self.active -= 1
+
+
+class Watcher(Actor):
+    def __init__(self) -> None:
+        self.notes: list[Terminated] = []
+        self.got = anyio.Event()
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, Terminated):
+            self.notes.append(message)
+            self.got.set()
+
+
+async def test_messages_are_handled_in_fifo_order_one_at_a_time() -> None:
+    async with ActorSystem() as system:
+        actor = Recorder()
+        ref = system.spawn(actor)
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(ref.tell, Item(value=i))
+                await anyio.sleep(0)
+        for i in range(50, 100):
+            await ref.tell(Item(value=i))
+        assert await ref.ask(Item(value=100)) == 200
+        assert actor.seen == list(range(101))
+        assert actor.max_active == 1
+
+
+async def test_tell_waits_when_the_mailbox_is_full_and_tell_nowait_raises() -> None:
+    async with ActorSystem() as system:
+        actor = Recorder()
+        ref = system.spawn(actor, mailbox=MailboxConfig(capacity=2))
+        await ref.tell(Hold())
+        await anyio.wait_all_tasks_blocked()  # the actor is now inside Hold
+        await ref.tell(Item(value=1))
+        await ref.tell(Item(value=2))
+        with pytest.raises(MailboxFullError) as info:
+            ref.tell_nowait(Item(value=3))
+        assert info.value.capacity == 2
+        sent = anyio.Event()
+
+        async def blocked_sender() -> None:
+            await ref.tell(Item(value=3))
+            sent.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(blocked_sender)
+            await anyio.wait_all_tasks_blocked()
+            assert not sent.is_set(), "tell must wait while the mailbox is full"
+            assert ref.statistics().queued == 2
+            actor.release.set()
+        assert sent.is_set()
+        assert await ref.ask(Item(value=4)) == 8
+        assert actor.seen == [1, 2, 3, 4]
+
+
+async def test_ask_times_out_with_a_clear_error() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Recorder(), name="slow")
+        with pytest.raises(AskTimeoutError) as info:
+            await ref.ask(Hold(), timeout=0.05)
+        assert info.value.actor == "slow"
+        assert isinstance(info.value, TimeoutError)
+        assert "Hold" in str(info.value)
+
+
+async def test_failing_actor_stops_alone_and_its_watcher_is_told() -> None:
+    async with ActorSystem() as system:
+        watcher = Watcher()
+        watcher_ref = system.spawn(watcher)
+        sibling = system.spawn(Recorder())
+        failing = system.spawn(Recorder(), name="failing", watcher=watcher_ref)
+        with pytest.raises(ValueError, match="boom"):
+            await failing.ask(Boom())
+        with anyio.fail_after(5):
+            await watcher.got.wait()
+        assert watcher.notes == [Terminated(actor="failing", error="ValueError: boom")]
+        assert isinstance(failing.failure, ValueError)
+        assert failing.stopped
+        # the sibling is untouched
+        assert await sibling.ask(Item(value=21)) == 42
+
+
+async def test_watching_an_already_stopped_actor_notifies_at_once() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Recorder())
+        await ref.stop()
+        watcher = Watcher()
+        system.watch(ref, system.spawn(watcher))
+        with anyio.fail_after(5):
+            await watcher.got.wait()
+        assert watcher.notes[0].error is None
+
+
+async def test_telling_or_asking_a_stopped_actor_raises() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Recorder(), name="gone")
+        await ref.stop()
+        with pytest.raises(ActorStoppedError, match="gone"):
+            await ref.tell(Item(value=1))
+        with pytest.raises(ActorStoppedError):
+            ref.tell_nowait(Item(value=1))
+        with pytest.raises(ActorStoppedError):
+            await ref.ask(Item(value=1))
+
+
+async def test_stop_fails_the_ask_in_flight_and_queued_asks() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Recorder())
+        errors: list[BaseException] = []
+
+        async def ask(msg: Message) -> None:
+            try:
+                await ref.ask(msg)
+            except ActorStoppedError as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, Hold())
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(ask, Item(value=1))
+            await anyio.wait_all_tasks_blocked()
+            await ref.stop()
+        assert len(errors) == 2
+
+
+async def test_stopping_the_system_leaves_no_task_running() -> None:
+    refs: list[ActorRef] = []
+    async with ActorSystem() as system:
+        for _ in range(20):
+            ref = system.spawn(Recorder())
+            await ref.tell(Hold())
+            refs.append(ref)
+        await anyio.wait_all_tasks_blocked()
+        assert len(system.actors()) == 20
+    # every actor task has ended (the task group has exited) and each actor is stopped
+    assert all(ref.stopped for ref in refs)
+    assert system.actors() == []
+    with pytest.raises(ActorError):
+        system.spawn(Recorder())
+
+
+async def test_only_msgspec_structs_are_accepted() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Recorder())
+        with pytest.raises(NotAMessageError):
+            await ref.tell({"value": 1})  # type: ignore[arg-type]
+
+
+async def test_on_stop_runs_and_statistics_count() -> None:
+    stopped: list[str] = []
+
+    class Closing(Recorder):
+        async def on_stop(self) -> None:
+            stopped.append("done")
+
+    async with ActorSystem() as system:
+        ref = system.spawn(Closing())
+        for i in range(3):
+            await ref.ask(Item(value=i))
+        stats = ref.statistics()
+        assert (stats.received, stats.processed, stats.failed) == (3, 3, False)
+        await ref.stop()
+    assert stopped == ["done"]
+
+
+async def test_duplicate_names_are_refused() -> None:
+    async with ActorSystem() as system:
+        system.spawn(Recorder(), name="x")
+        with pytest.raises(ActorError, match="already running"):
+            system.spawn(Recorder(), name="x")
