@@ -333,6 +333,16 @@ class ActorSystem:
         """Stop one actor and wait for it (see :meth:`ActorRef.stop`)."""
         await ref.stop()
 
+    def tell_later(self, ref: ActorRef, message: msgspec.Struct, delay: float) -> None:
+        """Tell ``message`` to ``ref`` after ``delay`` seconds (a timer; does not wait).
+
+        The timer lives in the system's task group: stopping the system cancels it. If the
+        actor has stopped by then, the message is dropped.
+        """
+        if self._tg is None or self._closing:
+            raise ActorError("the actor system is not running")
+        self._tg.start_soon(_tell_after, ref, message, delay)
+
     def actors(self) -> list[ActorRef]:
         """The actors running now."""
         return list(self._live.values())
@@ -357,3 +367,11 @@ async def _tell_ignoring_stopped(watcher: ActorRef, note: Terminated) -> None:
         await watcher.tell(note)
     except ActorStoppedError:
         pass
+
+
+async def _tell_after(ref: ActorRef, message: msgspec.Struct, delay: float) -> None:
+    await anyio.sleep(delay)
+    try:
+        await ref.tell(message)
+    except ActorStoppedError:
+        pass  # the addressee is gone: a timer for a stopped actor has nothing to do

@@ -10,12 +10,16 @@ The tree (rooted at :class:`actors.MagistrateError`)::
     │   ├── ProviderHTTPError       the provider answered with an HTTP error status
     │   ├── ProviderTimeoutError    connect/read timeout after retries
     │   └── MalformedResponseError  the response (or a tool call's arguments) could not be parsed
+    ├── ToolArgumentsError      the arguments a model gave a tool do not fit its signature
+    ├── UnknownToolError        no tool of that name is registered (also a LookupError)
     ├── NodeError               a node failed (function raised, judge escalated, ...)
     ├── RunNotFoundError        no run with that id in the store
     └── RunStateError           the run is not in a state that allows the operation
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from actors import MagistrateError
 
@@ -30,6 +34,8 @@ __all__ = [
     "RunStateError",
     "SpecError",
     "SpecErrors",
+    "ToolArgumentsError",
+    "UnknownToolError",
 ]
 
 
@@ -90,6 +96,25 @@ class ProviderTimeoutError(ProviderError):
 
 class MalformedResponseError(ProviderError):
     """The provider's answer could not be understood (bad JSON, bad tool-call arguments)."""
+
+
+class ToolArgumentsError(MagistrateError):
+    """The arguments a model gave a tool do not match its signature."""
+
+    def __init__(self, tool: str, reason: str) -> None:
+        self.tool = tool
+        self.reason = reason
+        super().__init__(f"invalid arguments for tool {tool!r}: {reason}")
+
+
+class UnknownToolError(MagistrateError, LookupError):
+    """No tool of this name is registered."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        self.known = list(known)
+        listed = ", ".join(sorted(self.known)) or "none"
+        super().__init__(f"unknown tool {name!r} (registered: {listed})")
 
 
 class NodeError(MagistrateError):

@@ -71,6 +71,9 @@ class StallDetector:
 
     __slots__ = ("_count", "_last", "threshold")
 
+    #: :func:`signature`, reachable from the class for callers that import only it.
+    signature = staticmethod(signature)
+
     def __init__(self, threshold: int = 3) -> None:
         if threshold < 1:
             raise ValueError(f"threshold must be at least 1, got {threshold}")

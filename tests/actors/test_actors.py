@@ -228,3 +228,19 @@ async def test_duplicate_names_are_refused() -> None:
         system.spawn(Recorder(), name="x")
         with pytest.raises(ActorError, match="already running"):
             system.spawn(Recorder(), name="x")
+
+
+async def test_tell_later_delivers_after_the_delay_and_drops_for_a_stopped_actor() -> None:
+    async with ActorSystem() as system:
+        actor = Recorder()
+        ref = system.spawn(actor)
+        system.tell_later(ref, Item(value=7), 0.01)
+        assert actor.seen == []
+        with anyio.fail_after(5):
+            while not actor.seen:
+                await anyio.sleep(0.005)
+        assert actor.seen == [7]
+        gone = system.spawn(Recorder())
+        system.tell_later(gone, Item(value=1), 0.01)
+        await gone.stop()
+        await anyio.sleep(0.03)  # the timer fires into a stopped actor and must not raise
