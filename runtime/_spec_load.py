@@ -1,0 +1,160 @@
+"""Loading GraphSpecs from dicts and from TOML, YAML and JSON text or files.
+
+One schema for every format: the text is parsed to builtins, then converted with
+``msgspec.convert`` so a type error names the field; every failure is a
+:class:`SpecError` (never a raw msgspec, YAML or TOML exception).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import yaml
+
+from ._errors import SpecError
+from ._spec import GraphSpec
+from ._spec_validate import validate_graph
+
+__all__ = ["SpecFormat", "graph_from_dict", "load_graph", "parse_graph"]
+
+SpecFormat = Literal["toml", "yaml", "json"]
+
+_SUFFIXES: dict[str, SpecFormat] = {
+    ".toml": "toml",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".json": "json",
+}
+
+# msgspec: "Expected `int`, got `str` - at `$.edges[3].priority`"
+_AT = re.compile(r"^(?P<reason>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
+# msgspec: "Object missing required field `entry_node`" / "... unknown field `x`"
+_FIELD = re.compile(r"(?:missing required|contains unknown) field `(?P<field>[^`]*)`")
+
+
+def _spec_error(exc: msgspec.ValidationError) -> SpecError:
+    """Turn msgspec's message into SpecError(path="edges[3].condition", reason=...)."""
+    message = str(exc)
+    path = ""
+    match = _AT.match(message)
+    if match:
+        message = match["reason"]
+        path = match["path"].lstrip(".")
+    field = _FIELD.search(message)
+    if field:
+        path = f"{path}.{field['field']}" if path else field["field"]
+    return SpecError(path, message)
+
+
+#: Bound on the values in a parsed spec, counted with repetition: a YAML alias bomb
+#: (nested anchors) is tiny as text but would be walked exponentially by conversion.
+MAX_SPEC_VALUES = 1_000_000
+
+
+def _too_big(data: Any) -> bool:
+    count = 0
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > MAX_SPEC_VALUES:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def graph_from_dict(data: Any, *, validate: bool = True) -> GraphSpec:
+    """Build a GraphSpec from builtins (as ``graph_to_dict`` gives); validate it unless told.
+
+    Strict types: a string is never coerced to a number. Unknown fields are errors.
+    Raises :class:`SpecError` (a type or shape problem, with its path) or
+    :class:`SpecErrors` (validation problems).
+    """
+    if not isinstance(data, dict):
+        raise SpecError("", f"a graph spec must be a mapping, got {type(data).__name__}")
+    if _too_big(data):
+        raise SpecError("", f"a graph spec may hold at most {MAX_SPEC_VALUES} values")
+    try:
+        graph = msgspec.convert(data, GraphSpec)
+    except msgspec.ValidationError as exc:
+        raise _spec_error(exc) from exc
+    if validate:
+        validate_graph(graph)
+    return graph
+
+
+def parse_graph(
+    text: str | bytes, format: SpecFormat, *, validate: bool = True, source: str = "<string>"
+) -> GraphSpec:
+    """Parse spec text in ``format`` (``"toml"``, ``"yaml"`` or ``"json"``).
+
+    ``source`` names the text in error messages. Raises :class:`SpecError` for a syntax
+    error (path empty, line and column in the reason), a type problem (with its path)
+    or, if ``validate``, :class:`SpecErrors`.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpecError("", f"{source}: not UTF-8 text: {exc}") from exc
+    data: Any
+    if format == "toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError("", f"{source}: invalid TOML: {exc}") from exc
+    elif format == "yaml":
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SpecError("", f"{source}: invalid YAML: {_yaml_reason(exc)}") from exc
+    elif format == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError("", f"{source}: invalid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise SpecError("", f"{source}: invalid JSON: nested too deeply") from exc
+    else:
+        raise SpecError("", f"unknown spec format {format!r} (toml, yaml or json)")
+    try:
+        return graph_from_dict(data, validate=validate)
+    except SpecError as exc:
+        exc.add_note(f"in {source}")
+        raise
+
+
+def load_graph(path: str | Path, *, validate: bool = True) -> GraphSpec:
+    """Load a spec file; the format follows the suffix (.toml, .yaml/.yml, .json).
+
+    Blocks on reading the file (call it from a worker thread in async code if the file
+    may be slow). Raises :class:`SpecError` for an unknown suffix, an unreadable file or
+    any problem ``parse_graph`` reports.
+    """
+    file = Path(path)
+    format = _SUFFIXES.get(file.suffix.lower())
+    if format is None:
+        raise SpecError(
+            "", f"{file}: unknown spec file suffix {file.suffix!r} (.toml, .yaml, .yml, .json)"
+        )
+    try:
+        text = file.read_bytes()
+    except OSError as exc:
+        raise SpecError("", f"{file}: cannot read: {exc}") from exc
+    return parse_graph(text, format, validate=validate, source=str(file))
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return str(problem)

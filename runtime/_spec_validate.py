@@ -1,0 +1,228 @@
+"""Validation of a GraphSpec beyond its types: everything a run would trip on later.
+
+``validate_graph`` reports every problem at once (a :class:`SpecErrors`), each naming
+the field by its path (``edges[2].target``), in field order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ._errors import ExpressionError, SpecError, SpecErrors
+from ._expr import compile_expression
+from ._spec import GraphSpec, NodeSpec, RetryPolicy, VerifierSpec
+
+__all__ = ["validate_graph"]
+
+
+def validate_graph(graph: GraphSpec) -> None:
+    """Check ``graph``; return None if it is sound, else raise :class:`SpecErrors`.
+
+    Checked: node ids (empty, duplicate), node settings (function nodes need a
+    ``function``; ``max_iterations`` and ``judge_every_n_turns`` >= 1; nullable keys
+    are output keys; retry policies; verifier configuration and expression), nodes
+    unreachable from the entry node, edge endpoints, edge conditions (a conditional
+    edge needs a valid expression, no other edge may have one; ``llm_decide`` needs a
+    ``fallback`` naming a node, no other edge may have one), the entry, terminal and
+    pause nodes, ``max_steps`` >= 1, memory keys declared twice, the graph retry policy.
+    """
+    errors: list[SpecError] = []
+    known = {node.id for node in graph.nodes}
+
+    if not graph.id:
+        errors.append(SpecError("id", "must not be empty"))
+
+    seen: set[str] = set()
+    for i, node in enumerate(graph.nodes):
+        if not node.id:
+            errors.append(SpecError(f"nodes[{i}].id", "must not be empty"))
+        elif node.id in seen:
+            errors.append(SpecError(f"nodes[{i}].id", f"duplicate node id {node.id!r}"))
+        seen.add(node.id)
+        errors.extend(_check_node(f"nodes[{i}]", node))
+    if not graph.nodes:
+        errors.append(SpecError("nodes", "a graph needs at least one node"))
+
+    if graph.entry_node in known:
+        reachable = _reachable(graph)
+        reported: set[str] = set()
+        for i, node in enumerate(graph.nodes):
+            if node.id and node.id not in reachable and node.id not in reported:
+                reported.add(node.id)
+                errors.append(
+                    SpecError(
+                        f"nodes[{i}].id",
+                        f"node {node.id!r} is unreachable from entry node {graph.entry_node!r}",
+                    )
+                )
+
+    for i, edge in enumerate(graph.edges):
+        where = f"edges[{i}]"
+        if edge.source not in known:
+            errors.append(SpecError(f"{where}.source", f"unknown node {edge.source!r}"))
+        if edge.target not in known:
+            errors.append(SpecError(f"{where}.target", f"unknown node {edge.target!r}"))
+        if edge.condition == "conditional":
+            if edge.expression is None or not edge.expression.strip():
+                errors.append(
+                    SpecError(f"{where}.expression", "a conditional edge needs an expression")
+                )
+            else:
+                errors.extend(_check_expression(f"{where}.expression", edge.expression))
+        elif edge.expression is not None:
+            errors.append(
+                SpecError(
+                    f"{where}.expression",
+                    f"only conditional edges take an expression (condition is {edge.condition!r})",
+                )
+            )
+        if edge.condition == "llm_decide":
+            if edge.fallback is None:
+                errors.append(
+                    SpecError(f"{where}.fallback", "an llm_decide edge needs a fallback node")
+                )
+            elif edge.fallback not in known:
+                errors.append(
+                    SpecError(f"{where}.fallback", f"unknown fallback node {edge.fallback!r}")
+                )
+        elif edge.fallback is not None:
+            errors.append(SpecError(f"{where}.fallback", "only llm_decide edges take a fallback"))
+
+    if not graph.entry_node:
+        errors.append(SpecError("entry_node", "must name the node the run starts at"))
+    elif graph.entry_node not in known:
+        errors.append(SpecError("entry_node", f"unknown node {graph.entry_node!r}"))
+    for field, ids in (
+        ("terminal_nodes", graph.terminal_nodes),
+        ("pause_nodes", graph.pause_nodes),
+    ):
+        for j, node_id in enumerate(ids):
+            if node_id not in known:
+                errors.append(SpecError(f"{field}[{j}]", f"unknown node {node_id!r}"))
+
+    if graph.max_steps < 1:
+        errors.append(SpecError("max_steps", f"must be at least 1, got {graph.max_steps}"))
+
+    declared: set[str] = set()
+    for j, key in enumerate(graph.memory):
+        if not key.name:
+            errors.append(SpecError(f"memory[{j}].name", "must not be empty"))
+        elif key.name in declared:
+            errors.append(SpecError(f"memory[{j}].name", f"memory key {key.name!r} declared twice"))
+        declared.add(key.name)
+
+    errors.extend(_check_retry("retry", graph.retry))
+
+    if errors:
+        raise SpecErrors(errors)
+
+
+def _reachable(graph: GraphSpec) -> set[str]:
+    """Node ids reachable from the entry along edges (and llm_decide fallbacks)."""
+    successors: dict[str, set[str]] = {}
+    for edge in graph.edges:
+        targets = successors.setdefault(edge.source, set())
+        targets.add(edge.target)
+        if edge.fallback is not None:
+            targets.add(edge.fallback)
+    reached = {graph.entry_node}
+    queue = deque([graph.entry_node])
+    while queue:
+        for target in successors.get(queue.popleft(), ()):
+            if target not in reached:
+                reached.add(target)
+                queue.append(target)
+    return reached
+
+
+def _check_expression(path: str, source: str) -> list[SpecError]:
+    try:
+        compile_expression(source)
+    except ExpressionError as exc:
+        where = f" (column {exc.position})" if exc.position is not None else ""
+        return [SpecError(path, f"invalid expression {source!r}{where}: {exc.reason}")]
+    return []
+
+
+def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
+    errors: list[SpecError] = []
+    if node.kind == "function" and not node.function:
+        errors.append(
+            SpecError(
+                f"{where}.function",
+                "a function node needs 'function' (an import path 'module:name' or a "
+                "registered name)",
+            )
+        )
+    if node.max_iterations < 1:
+        errors.append(
+            SpecError(f"{where}.max_iterations", f"must be at least 1, got {node.max_iterations}")
+        )
+    if node.judge_every_n_turns < 1:
+        errors.append(
+            SpecError(
+                f"{where}.judge_every_n_turns",
+                f"must be at least 1, got {node.judge_every_n_turns}",
+            )
+        )
+    outputs = set(node.output_keys)
+    for j, key in enumerate(node.nullable_keys):
+        if key not in outputs:
+            errors.append(
+                SpecError(f"{where}.nullable_keys[{j}]", f"{key!r} is not one of output_keys")
+            )
+    if node.retry is not None:
+        errors.extend(_check_retry(f"{where}.retry", node.retry))
+    if node.kind == "verifier" and node.verifier is None:
+        errors.append(SpecError(f"{where}.verifier", "a verifier node needs 'verifier'"))
+    if node.verifier is not None:
+        if node.kind != "verifier":
+            errors.append(
+                SpecError(
+                    f"{where}.verifier", f"only verifier nodes take one (kind is {node.kind!r})"
+                )
+            )
+        errors.extend(_check_verifier(f"{where}.verifier", node.verifier))
+    return errors
+
+
+def _check_verifier(where: str, spec: VerifierSpec) -> list[SpecError]:
+    errors: list[SpecError] = []
+    if spec.type == "expression":
+        if not spec.expression:
+            errors.append(
+                SpecError(f"{where}.expression", "an expression verifier needs 'expression'")
+            )
+        else:
+            errors.extend(_check_expression(f"{where}.expression", spec.expression))
+    if spec.type in ("jsonpath", "llm_judge") and not spec.target_key:
+        errors.append(
+            SpecError(f"{where}.target_key", f"a {spec.type} verifier needs 'target_key'")
+        )
+    if spec.type == "jsonpath":
+        if not spec.path:
+            errors.append(SpecError(f"{where}.path", "a jsonpath verifier needs 'path'"))
+        if not spec.op:
+            errors.append(SpecError(f"{where}.op", "a jsonpath verifier needs 'op'"))
+    if not 0.0 <= spec.pass_threshold <= 1.0:
+        errors.append(
+            SpecError(
+                f"{where}.pass_threshold", f"must be between 0 and 1, got {spec.pass_threshold}"
+            )
+        )
+    return errors
+
+
+def _check_retry(where: str, policy: RetryPolicy) -> list[SpecError]:
+    errors: list[SpecError] = []
+    if policy.max_attempts < 1:
+        errors.append(
+            SpecError(f"{where}.max_attempts", f"must be at least 1, got {policy.max_attempts}")
+        )
+    for field in ("initial_delay", "max_delay", "jitter"):
+        value: float = getattr(policy, field)
+        if not value >= 0:  # also refuses NaN
+            errors.append(SpecError(f"{where}.{field}", f"must be >= 0, got {value}"))
+    if not policy.multiplier >= 1:
+        errors.append(SpecError(f"{where}.multiplier", f"must be >= 1, got {policy.multiplier}"))
+    return errors
