@@ -1,0 +1,226 @@
+"""An LLM provider for OpenAI-compatible chat completions APIs (OpenAI, vLLM, Ollama, ...)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ._errors import MalformedResponseError, ProviderError
+from ._llm import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    ProviderStatistics,
+    ToolCall,
+    Usage,
+    _HttpTransport,
+    decode_tool_arguments,
+    elapsed_ms,
+    require,
+)
+
+__all__ = ["OpenAIProvider"]
+
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_DEFAULT_MODEL = "gpt-4o-mini"
+
+
+class OpenAIProvider:
+    """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
+
+    Unset arguments come from the environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``
+    (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL`` (default
+    ``gpt-4o-mini``). A missing API key is a :class:`ProviderError` at construction.
+
+    Retries (``max_retries`` beyond the first attempt) on HTTP 429 (honouring
+    ``Retry-After``, capped by ``retry_wait_max``), 5xx, connection failures and
+    timeouts; other 4xx fail at once. The provider owns its ``httpx.AsyncClient``
+    unless one is passed in; close it with :meth:`aclose` or ``async with``::
+
+        async with OpenAIProvider(model="gpt-4o-mini") as llm:
+            answer = await llm.complete(LlmRequest(messages=[ChatMessage(role="user",
+                                                                         content="Hi")]))
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        http_client: httpx.AsyncClient | None = None,
+        retry_wait_initial: float = 0.5,
+        retry_wait_max: float = 20.0,
+        name: str = "openai",
+    ) -> None:
+        self.name = name
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise ProviderError(
+                name, "no API key: pass api_key=... or set the OPENAI_API_KEY environment variable"
+            )
+        self._api_key = key
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
+        self.base_url = url.rstrip("/")
+        self.model = model or os.environ.get("OPENAI_MODEL") or _DEFAULT_MODEL
+        self._transport = _HttpTransport(
+            provider=name,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_wait_initial=retry_wait_initial,
+            retry_wait_max=retry_wait_max,
+            http_client=http_client,
+        )
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        """Send one chat completion and return the parsed answer.
+
+        Blocks until the API answered, through retries and their waits; cancellation
+        abandons the call. Raises ProviderHTTPError, ProviderTimeoutError, ProviderError
+        (connection failed) after the last attempt, or MalformedResponseError at once
+        for an answer that cannot be parsed (including tool arguments that are not a
+        JSON object).
+        """
+        started = time.perf_counter()
+        payload = self.build_payload(request)
+        data = await self._transport.post_json(
+            f"{self.base_url}/chat/completions",
+            payload,
+            {"authorization": f"Bearer {self._api_key}"},
+        )
+        response = self.parse_response(data, latency_ms=elapsed_ms(started))
+        self._transport.count_usage(response.usage)
+        return response
+
+    def build_payload(self, request: LlmRequest) -> dict[str, Any]:
+        """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend(_encode_message(m) for m in request.messages)
+        payload: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        if request.tools:
+            payload["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            if request.tool_choice in ("auto", "none", "required"):
+                payload["tool_choice"] = request.tool_choice
+            else:
+                payload["tool_choice"] = {
+                    "type": "function",
+                    "function": {"name": request.tool_choice},
+                }
+        if request.json_response:
+            payload["response_format"] = {"type": "json_object"}
+        return payload
+
+    def parse_response(self, data: dict[str, Any], *, latency_ms: float = 0.0) -> LlmResponse:
+        """An :class:`LlmResponse` from a decoded chat completion body."""
+        name = self.name
+        choices = require(name, data, "choices", list)
+        if not choices or not isinstance(choices[0], dict):
+            raise MalformedResponseError(name, "response has no choices")
+        choice = choices[0]
+        message = require(name, choice, "message", dict)
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise MalformedResponseError(name, "message content is not a string")
+        calls: list[ToolCall] = []
+        for raw in message.get("tool_calls") or []:
+            if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
+                raise MalformedResponseError(name, f"malformed tool call: {raw!r}")
+            function = raw["function"]
+            tool = function.get("name")
+            if not isinstance(tool, str) or not tool:
+                raise MalformedResponseError(name, f"tool call without a name: {raw!r}")
+            calls.append(
+                ToolCall(
+                    id=str(raw.get("id") or f"call_{len(calls) + 1}"),
+                    name=tool,
+                    arguments=decode_tool_arguments(name, tool, function.get("arguments")),
+                )
+            )
+        usage_data = data.get("usage")
+        usage = Usage()
+        if isinstance(usage_data, dict):
+            usage = Usage(
+                input_tokens=int(usage_data.get("prompt_tokens") or 0),
+                output_tokens=int(usage_data.get("completion_tokens") or 0),
+            )
+        finish = choice.get("finish_reason")
+        return LlmResponse(
+            text=text,
+            tool_calls=calls,
+            usage=usage,
+            model=str(data.get("model") or ""),
+            stop_reason=finish if isinstance(finish, str) else None,
+            latency_ms=latency_ms,
+        )
+
+    def statistics(self) -> ProviderStatistics:
+        """Counters since creation: calls, HTTP attempts, retries, waits, failures, tokens."""
+        return self._transport.statistics()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> OpenAIProvider:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _encode_message(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content,
+        }
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            # The API wants null, not "", when the turn is only tool calls.
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    encoded: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.name and message.role == "user":
+        encoded["name"] = message.name
+    return encoded

@@ -1,0 +1,355 @@
+"""OpenAIProvider against a real loopback HTTP server speaking chat completions."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import httpx
+import pytest
+
+from runtime._errors import (
+    MalformedResponseError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+)
+from runtime._llm import ChatMessage, LlmProvider, LlmRequest, ToolCall, ToolSpec
+from runtime._openai import OpenAIProvider
+
+from .llm_servers import OpenAIServer, Scripted, openai_completion
+
+pytestmark = pytest.mark.anyio
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+
+
+def make(server: OpenAIServer, **kwargs: object) -> OpenAIProvider:
+    options: dict[str, object] = {
+        "api_key": server.api_key,
+        "base_url": server.base_url,
+        "retry_wait_initial": 0.01,
+        "retry_wait_max": 0.05,
+    }
+    options.update(kwargs)
+    return OpenAIProvider(**options)  # type: ignore[arg-type]
+
+
+def ask(text: str = "Hello", **kwargs: object) -> LlmRequest:
+    return LlmRequest(messages=[ChatMessage(role="user", content=text)], **kwargs)  # type: ignore[arg-type]
+
+
+async def test_plain_text_answer_and_wire_format(openai_server: OpenAIServer) -> None:
+    openai_server.respond(openai_completion("Hi there", prompt_tokens=21, completion_tokens=3))
+    async with make(openai_server, model="gpt-test") as llm:
+        assert isinstance(llm, LlmProvider)
+        answer = await llm.complete(ask(system="Be brief.", temperature=0.2, max_tokens=50))
+    assert answer.text == "Hi there"
+    assert answer.tool_calls == []
+    assert answer.usage.input_tokens == 21 and answer.usage.output_tokens == 3
+    assert answer.stop_reason == "stop"
+    assert answer.model == "gpt-4o-mini-2024-07-18"
+    assert answer.latency_ms > 0
+    [request] = openai_server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {openai_server.api_key}"
+    assert request.body == {
+        "model": "gpt-test",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hello"},
+        ],
+        "max_tokens": 50,
+        "temperature": 0.2,
+    }
+
+
+async def test_request_model_overrides_default_and_json_mode(openai_server: OpenAIServer) -> None:
+    openai_server.respond(openai_completion('{"a": 1}'))
+    async with make(openai_server) as llm:
+        await llm.complete(ask(model="gpt-other", json_response=True))
+    body = openai_server.requests[0].body
+    assert body["model"] == "gpt-other"
+    assert body["response_format"] == {"type": "json_object"}
+    assert "tools" not in body and "temperature" not in body
+
+
+async def test_tool_calls_round_trip(openai_server: OpenAIServer) -> None:
+    openai_server.respond(
+        openai_completion(
+            None,
+            tool_calls=[
+                ("call_a", "get_weather", '{"city": "Lisbon"}'),
+                ("call_b", "get_weather", '{"city": "Porto"}'),
+            ],
+        )
+    )
+    openai_server.respond(openai_completion("Sunny in both."))
+    async with make(openai_server) as llm:
+        first = await llm.complete(ask("Weather?", tools=[WEATHER], tool_choice="auto"))
+        assert first.text == ""
+        assert first.stop_reason == "tool_calls"
+        assert first.tool_calls == [
+            ToolCall(id="call_a", name="get_weather", arguments={"city": "Lisbon"}),
+            ToolCall(id="call_b", name="get_weather", arguments={"city": "Porto"}),
+        ]
+        history = [
+            ChatMessage(role="user", content="Weather?"),
+            ChatMessage(role="assistant", content=first.text, tool_calls=first.tool_calls),
+            ChatMessage(role="tool", tool_call_id="call_a", name="get_weather", content="21C"),
+            ChatMessage(role="tool", tool_call_id="call_b", name="get_weather", content="19C"),
+        ]
+        second = await llm.complete(LlmRequest(messages=history, tools=[WEATHER]))
+    assert second.text == "Sunny in both."
+    sent_tools = openai_server.requests[0].body["tools"]
+    assert sent_tools == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather for a city.",
+                "parameters": WEATHER.parameters,
+            },
+        }
+    ]
+    assert openai_server.requests[0].body["tool_choice"] == "auto"
+    messages = openai_server.requests[1].body["messages"]
+    assert messages[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'},
+            },
+            {
+                "id": "call_b",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Porto"}'},
+            },
+        ],
+    }
+    assert messages[2] == {"role": "tool", "tool_call_id": "call_a", "content": "21C"}
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_b", "content": "19C"}
+
+
+async def test_named_tool_choice_is_a_function_object(openai_server: OpenAIServer) -> None:
+    openai_server.respond(openai_completion("ok"))
+    async with make(openai_server) as llm:
+        await llm.complete(ask(tools=[WEATHER], tool_choice="get_weather"))
+    assert openai_server.requests[0].body["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "get_weather"},
+    }
+
+
+async def test_usage_accumulates_in_statistics(openai_server: OpenAIServer) -> None:
+    openai_server.respond(openai_completion("a", prompt_tokens=5, completion_tokens=2))
+    openai_server.respond(openai_completion("b", prompt_tokens=7, completion_tokens=4))
+    async with make(openai_server) as llm:
+        await llm.complete(ask())
+        await llm.complete(ask())
+        stats = llm.statistics()
+    assert (stats.calls, stats.attempts, stats.retries, stats.failures) == (2, 2, 0, 0)
+    assert (stats.input_tokens, stats.output_tokens) == (12, 6)
+
+
+async def test_429_with_retry_after_seconds_is_retried_and_honoured(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(
+        Scripted(
+            status=429,
+            body={"error": {"message": "Rate limit reached"}},
+            headers={"retry-after": "0.3"},
+        )
+    )
+    openai_server.respond(openai_completion("after the wait"))
+    async with make(openai_server, retry_wait_max=5.0) as llm:
+        answer = await llm.complete(ask())
+        stats = llm.statistics()
+    assert answer.text == "after the wait"
+    assert len(openai_server.requests) == 2
+    assert stats.retries == 1
+    # The wait came from Retry-After (0.3 s), not from the 0.01 s backoff.
+    assert stats.retry_wait_s == pytest.approx(0.3)
+
+
+async def test_retry_after_http_date_is_capped_by_retry_wait_max(
+    openai_server: OpenAIServer,
+) -> None:
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    openai_server.enqueue(
+        Scripted(
+            status=429, body={"error": {"message": "slow down"}}, headers={"retry-after": later}
+        )
+    )
+    openai_server.respond(openai_completion("ok"))
+    async with make(openai_server, retry_wait_max=0.05) as llm:
+        assert (await llm.complete(ask())).text == "ok"
+        assert llm.statistics().retry_wait_s == pytest.approx(0.05)
+    assert len(openai_server.requests) == 2
+
+
+async def test_500_then_success(openai_server: OpenAIServer) -> None:
+    openai_server.enqueue(Scripted(status=500, body={"error": {"message": "boom"}}))
+    openai_server.enqueue(Scripted(status=503, body=b"upstream unavailable"))
+    openai_server.respond(openai_completion("recovered"))
+    async with make(openai_server) as llm:
+        assert (await llm.complete(ask())).text == "recovered"
+        assert llm.statistics().retries == 2
+    assert len(openai_server.requests) == 3
+
+
+async def test_500_forever_fails_after_all_attempts(openai_server: OpenAIServer) -> None:
+    for _ in range(10):
+        openai_server.enqueue(Scripted(status=500, body={"error": {"message": "server melted"}}))
+    async with make(openai_server, max_retries=2) as llm:
+        with pytest.raises(ProviderHTTPError) as caught:
+            await llm.complete(ask())
+        assert llm.statistics().failures == 1
+    assert len(openai_server.requests) == 3  # the first attempt and two retries
+    assert caught.value.status == 500
+    assert caught.value.retryable is True
+    assert "server melted" in str(caught.value)
+
+
+async def test_400_is_not_retried_and_carries_the_api_message(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(
+        Scripted(status=400, body={"error": {"message": "Invalid 'messages[0].role'"}})
+    )
+    async with make(openai_server) as llm:
+        with pytest.raises(ProviderHTTPError) as caught:
+            await llm.complete(ask())
+    assert len(openai_server.requests) == 1
+    assert caught.value.status == 400
+    assert caught.value.retryable is False
+    assert "Invalid 'messages[0].role'" in caught.value.reason
+
+
+async def test_wrong_api_key_is_a_401_at_once(openai_server: OpenAIServer) -> None:
+    async with make(openai_server, api_key="wrong") as llm:
+        with pytest.raises(ProviderHTTPError) as caught:
+            await llm.complete(ask())
+    assert caught.value.status == 401
+    assert "Incorrect API key" in str(caught.value)
+    assert len(openai_server.requests) == 1
+
+
+async def test_slow_answer_times_out_is_retried_then_fails(openai_server: OpenAIServer) -> None:
+    for _ in range(2):
+        openai_server.enqueue(Scripted(body=openai_completion("too late"), delay=5.0))
+    async with make(openai_server, timeout=0.2, max_retries=1) as llm:
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await llm.complete(ask())
+        assert llm.statistics().attempts == 2
+    assert len(openai_server.requests) == 2
+    assert caught.value.retryable is True
+    assert isinstance(caught.value.__cause__, httpx.TimeoutException)
+
+
+async def test_slow_answer_then_fast_answer_succeeds(openai_server: OpenAIServer) -> None:
+    openai_server.enqueue(Scripted(body=openai_completion("too late"), delay=5.0))
+    openai_server.respond(openai_completion("in time"))
+    async with make(openai_server, timeout=0.2) as llm:
+        assert (await llm.complete(ask())).text == "in time"
+    assert len(openai_server.requests) == 2
+
+
+async def test_connection_refused_is_retried_then_a_provider_error() -> None:
+    closed = OpenAIServer()  # bound, never started: take its port then close it
+    port = closed.port
+    closed.close()
+    llm = OpenAIProvider(
+        api_key="k", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, retry_wait_initial=0.01
+    )
+    async with llm:
+        with pytest.raises(ProviderError) as caught:
+            await llm.complete(ask())
+        assert llm.statistics().attempts == 2
+    assert caught.value.retryable is True
+    assert "connection failed" in caught.value.reason
+
+
+async def test_malformed_json_body_is_not_retried(openai_server: OpenAIServer) -> None:
+    openai_server.enqueue(Scripted(body=b"{not json"))
+    async with make(openai_server) as llm:
+        with pytest.raises(MalformedResponseError) as caught:
+            await llm.complete(ask())
+    assert len(openai_server.requests) == 1
+    assert "not JSON" in caught.value.reason
+
+
+async def test_missing_choices_is_malformed(openai_server: OpenAIServer) -> None:
+    openai_server.respond({"id": "x", "object": "chat.completion"})
+    async with make(openai_server) as llm:
+        with pytest.raises(MalformedResponseError, match="choices"):
+            await llm.complete(ask())
+
+
+async def test_broken_tool_arguments_name_the_tool(openai_server: OpenAIServer) -> None:
+    openai_server.respond(
+        openai_completion(None, tool_calls=[("call_1", "get_weather", '{"city": "Lis')])
+    )
+    async with make(openai_server) as llm:
+        with pytest.raises(MalformedResponseError) as caught:
+            await llm.complete(ask(tools=[WEATHER]))
+    assert "get_weather" in str(caught.value)
+    assert '{"city": "Lis' in str(caught.value)
+    assert len(openai_server.requests) == 1
+
+
+async def test_tool_arguments_that_are_not_an_object_are_malformed(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.respond(openai_completion(None, tool_calls=[("c", "get_weather", "[1, 2]")]))
+    async with make(openai_server) as llm:
+        with pytest.raises(MalformedResponseError, match=r"get_weather.*not a JSON object"):
+            await llm.complete(ask(tools=[WEATHER]))
+
+
+async def test_configuration_from_environment(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, no_provider_env: None
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", openai_server.api_key)
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url + "/")
+    monkeypatch.setenv("OPENAI_MODEL", "env-model")
+    openai_server.respond(openai_completion("from env"))
+    async with OpenAIProvider() as llm:
+        assert llm.model == "env-model"
+        assert (await llm.complete(ask())).text == "from env"
+    assert openai_server.requests[0].body["model"] == "env-model"
+
+
+async def test_defaults_without_environment(
+    monkeypatch: pytest.MonkeyPatch, no_provider_env: None
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    async with OpenAIProvider() as llm:
+        assert llm.base_url == "https://api.openai.com/v1"
+        assert llm.model == "gpt-4o-mini"
+
+
+async def test_missing_api_key_fails_at_construction(no_provider_env: None) -> None:
+    with pytest.raises(ProviderError, match="OPENAI_API_KEY"):
+        OpenAIProvider()
+
+
+async def test_given_http_client_is_used_and_not_closed(openai_server: OpenAIServer) -> None:
+    openai_server.respond(openai_completion("shared"))
+    async with httpx.AsyncClient(headers={"x-app": "magistrate-test"}) as client:
+        async with make(openai_server, http_client=client) as llm:
+            assert (await llm.complete(ask())).text == "shared"
+        assert not client.is_closed
+    assert openai_server.requests[0].headers["x-app"] == "magistrate-test"
