@@ -1,0 +1,136 @@
+"""Edge resolution: which edges fire after a node finishes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from ._errors import ExpressionError, ProviderError
+from ._expr import compile_expression
+from ._llm import ChatMessage, LlmProvider, LlmRequest, parse_json_object
+from ._spec import EdgeSpec, GraphSpec
+
+__all__ = ["Route", "resolve_edges"]
+
+
+class Route(msgspec.Struct, frozen=True, kw_only=True):
+    """One edge chosen to fire: its index in ``graph.edges``, target and why."""
+
+    index: int
+    target: str
+    condition: str
+    reason: str = ""
+
+
+def _ordered(edges: list[tuple[int, EdgeSpec]]) -> list[tuple[int, EdgeSpec]]:
+    # Higher priority first; declaration order breaks ties (and is the whole order when
+    # nobody sets a priority, as the seed requires for conditional edges).
+    return sorted(edges, key=lambda pair: (-pair[1].priority, pair[0]))
+
+
+async def resolve_edges(
+    graph: GraphSpec,
+    node_id: str,
+    *,
+    success: bool,
+    names: Mapping[str, Any],
+    outputs: Mapping[str, Any],
+    provider: LlmProvider | None,
+) -> list[Route]:
+    """Return the edges that fire, in order; several mean a fan-out.
+
+    On success: the first conditional edge (priority, then declaration order) whose
+    expression is truthy wins alone; otherwise the llm_decide edges, if any, make one
+    choice among their targets; otherwise every ``on_success`` and ``always`` edge fires.
+    On failure: every ``on_failure`` and ``always`` edge fires.
+    An expression that fails to evaluate counts as false for that edge and the error is
+    given as the reason of nothing; it never fails the run.
+    """
+    outgoing = graph.outgoing(node_id)
+    if not success:
+        return [
+            Route(index=i, target=e.target, condition=e.condition)
+            for i, e in _ordered(outgoing)
+            if e.condition in ("on_failure", "always")
+        ]
+    for index, edge in _ordered([p for p in outgoing if p[1].condition == "conditional"]):
+        assert edge.expression is not None  # validated
+        try:
+            matched = compile_expression(edge.expression).truthy(names)
+        except ExpressionError:
+            matched = False
+        if matched:
+            return [
+                Route(
+                    index=index, target=edge.target, condition="conditional", reason=edge.expression
+                )
+            ]
+    deciders = _ordered([p for p in outgoing if p[1].condition == "llm_decide"])
+    if deciders:
+        return [await _llm_decide(graph, node_id, deciders, outputs, provider)]
+    return [
+        Route(index=i, target=e.target, condition=e.condition)
+        for i, e in _ordered(outgoing)
+        if e.condition in ("on_success", "always")
+    ]
+
+
+async def _llm_decide(
+    graph: GraphSpec,
+    node_id: str,
+    deciders: list[tuple[int, EdgeSpec]],
+    outputs: Mapping[str, Any],
+    provider: LlmProvider | None,
+) -> Route:
+    first_index, first = deciders[0]
+    fallback = next((e.fallback for _, e in deciders if e.fallback), first.target)
+    by_target = {e.target: i for i, e in deciders}
+    if provider is None:
+        return Route(
+            index=first_index,
+            target=fallback,
+            condition="llm_decide",
+            reason="fallback: no LLM provider configured",
+        )
+    goal = graph.goal.description if graph.goal is not None else ""
+    candidates = "\n".join(
+        f"- {e.target}: {e.description or graph.node(e.target).description}" for _, e in deciders
+    )
+    prompt = (
+        f"Goal: {goal}\n"
+        f"Node {node_id!r} just finished with output:\n"
+        f"{msgspec.json.encode(dict(outputs)).decode()}\n\n"
+        f"Choose the next node among:\n{candidates}\n\n"
+        'Answer with JSON only: {"target": "<node id>", "reasoning": "<why>"}'
+    )
+    request = LlmRequest(
+        messages=[ChatMessage(role="user", content=prompt)],
+        system="You route an agent graph to the node that best serves the goal.",
+        json_response=True,
+        purpose="route",
+        max_tokens=256,
+    )
+    try:
+        response = await provider.complete(request)
+        answer = parse_json_object(response.text)
+    except ProviderError as exc:
+        return Route(
+            index=by_target.get(fallback, first_index),
+            target=fallback,
+            condition="llm_decide",
+            reason=f"fallback: {exc}",
+        )
+    target = answer.get("target")
+    if not isinstance(target, str) or target not in by_target:
+        return Route(
+            index=by_target.get(fallback, first_index),
+            target=fallback,
+            condition="llm_decide",
+            reason=f"fallback: unknown target {target!r}",
+        )
+    reasoning = answer.get("reasoning", "")
+    return Route(
+        index=by_target[target], target=target, condition="llm_decide", reason=str(reasoning)
+    )

@@ -1,0 +1,694 @@
+"""The executor: one actor per run that walks the graph and writes every fact to the log.
+
+The executor never waits on a node: it tells a node actor ``ExecuteNode`` and goes back
+to its mailbox; the node tells ``NodeDone`` when it finishes. So pause, cancel and input
+messages are handled while nodes run, branches of a fan-out run concurrently, and two
+branches that finish "in the same tick" are still handled one after the other.
+
+Durability: events are buffered and committed as one batch at each node start, so a step
+is one append and one commit (the previous node's completion, its memory writes, the edge
+taken and the next node's start). A crash re-runs only the node that had started and not
+completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import msgspec
+from tenacity import RetryCallState, wait_exponential_jitter
+
+from actors import Actor, ActorRef, Terminated
+from eventstore import (
+    BranchesForked,
+    BranchesJoined,
+    EdgeTaken,
+    Event,
+    EventBody,
+    InputInjected,
+    MemoryWritten,
+    NodeCompleted,
+    NodeFailed,
+    NodeStarted,
+    RunCancelled,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    RunState,
+)
+
+from ._edges import Route, resolve_edges
+from ._llm import LlmProvider
+from ._messages import (
+    CancelRun,
+    ExecuteNode,
+    InjectInput,
+    NodeDone,
+    PauseRun,
+    RetryNode,
+    StartRun,
+)
+from ._result import RunResult, RunStatus
+from ._runlog import RunLog
+from ._spec import GraphSpec, NodeSpec, RetryPolicy, graph_hash, graph_to_dict
+
+__all__ = ["ExecutorActor", "NodeFactory", "RunOutcome"]
+
+#: Builds the actor for one node of one run: (spec, executor ref, run log) -> actor.
+NodeFactory = Callable[[NodeSpec, ActorRef, RunLog], Actor]
+
+_ASYNC_COMMIT_EVERY = 64
+
+
+class RunOutcome:
+    """Where the executor leaves its result; ``wait()`` blocks until it does."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+
+    def set(self, result: RunResult) -> None:
+        if not self._event.is_set():
+            self.result = result
+            self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self.error = error
+            self._event.set()
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> RunResult:
+        await self._event.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+@dataclass
+class _FanOut:
+    source: str
+    join: str | None
+    branches: dict[str, str] = field(default_factory=dict)  # branch -> running|done|failed
+    errors: dict[str, str] = field(default_factory=dict)
+    writes: dict[str, str] = field(default_factory=dict)  # memory key -> first writing branch
+    node_branch: dict[str, str] = field(default_factory=dict)  # (resume) node -> its branch
+
+
+def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
+    """The nearest node reachable from every branch start (None if the branches never meet).
+
+    "Nearest" minimises the longest branch's distance, then declaration order.
+    """
+    order = {node.id: i for i, node in enumerate(graph.nodes)}
+    distances: list[dict[str, int]] = []
+    for start in starts:
+        seen = {start: 0}
+        frontier = [start]
+        while frontier:
+            nxt: list[str] = []
+            for node in frontier:
+                for _, edge in graph.outgoing(node):
+                    if edge.target not in seen:
+                        seen[edge.target] = seen[node] + 1
+                        nxt.append(edge.target)
+            frontier = nxt
+        distances.append(seen)
+    common = set(distances[0]).intersection(*distances[1:]) - set(starts)
+    if not common:
+        return None
+    return min(common, key=lambda n: (max(d[n] for d in distances), order.get(n, 0)))
+
+
+class ExecutorActor(Actor):
+    """Walks one run of a graph. See the module docstring for the protocol."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        graph: GraphSpec,
+        log: RunLog,
+        node_factory: NodeFactory,
+        provider: LlmProvider | None,
+        outcome: RunOutcome,
+        input: dict[str, Any] | None = None,
+        resume_from: RunState | None = None,
+        resume_events: Sequence[Event] = (),
+        resume_input: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.graph = graph
+        self.log = log
+        self.node_factory = node_factory
+        self.provider = provider
+        self.outcome = outcome
+        self.input = dict(input or {})
+        self.resume_from = resume_from
+        self.resume_events = resume_events
+        self.resume_input = resume_input
+        self.reducers = {key.name: key.reducer for key in graph.memory}
+        self.memory: dict[str, Any] = {}
+        self.visits: dict[str, int] = {}
+        self.path: list[str] = []
+        self.failed_nodes: list[str] = []
+        self.steps = 0
+        self.total_retries = 0
+        self.buffer: list[EventBody] = []
+        self.nodes: dict[str, ActorRef] = {}
+        self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
+        self.retry_timers = 0
+        self.deferred: list[tuple[str, str | None, str]] = []  # (node, branch, reason)
+        self.pass_pause: set[str] = set()
+        self.fanout: _FanOut | None = None
+        self.pause_requested = False
+        self.stopping = False
+
+    # ------------------------------------------------------------------ messages
+
+    async def receive(self, message: Any) -> Any:
+        if self.stopping:
+            return None  # late messages after the run stopped (e.g. a NodeDone in flight)
+        try:
+            await self._dispatch(message)
+        except Exception as exc:
+            self.outcome.fail(exc)
+            raise
+        if self.stopping:
+            await self._stop_nodes()
+            await self.ref.stop()
+        return None
+
+    async def _dispatch(self, message: Any) -> None:
+        if isinstance(message, NodeDone):
+            await self._on_node_done(message)
+        elif isinstance(message, RetryNode):
+            self.retry_timers -= 1
+            await self._start_node(message.node_id, message.branch, attempt=message.attempt)
+        elif isinstance(message, StartRun):
+            await self._on_start()
+        elif isinstance(message, PauseRun):
+            self.pause_requested = True
+            await self._maybe_pause()
+        elif isinstance(message, CancelRun):
+            await self._cancel(message.reason)
+        elif isinstance(message, Terminated):
+            await self._on_node_terminated(message)
+        elif isinstance(message, InjectInput):
+            self.emit(InputInjected(data=dict(message.data)))
+            self.memory.update(message.data)
+            await self.commit()
+        else:
+            raise TypeError(f"executor got an unknown message {type(message).__name__}")
+
+    # ------------------------------------------------------------------ log
+
+    def emit(self, body: EventBody) -> None:
+        self.buffer.append(body)
+
+    async def commit(self, *, boundary: bool = True) -> None:
+        """Commit the buffered events as one batch (write-behind in "async" durability)."""
+        if not self.buffer:
+            return
+        if boundary and self.graph.durability == "async" and len(self.buffer) < _ASYNC_COMMIT_EVERY:
+            return
+        batch, self.buffer = self.buffer, []
+        await self.log.append(batch)
+
+    # ------------------------------------------------------------------ start / resume
+
+    async def _on_start(self) -> None:
+        state = self.resume_from
+        if state is None:
+            self.memory = dict(self.input)
+            self.emit(
+                RunStarted(
+                    graph=graph_to_dict(self.graph),
+                    graph_hash=graph_hash(self.graph),
+                    entry=self.graph.entry_node,
+                    goal=None if self.graph.goal is None else _plain(self.graph.goal),
+                    input=dict(self.input),
+                )
+            )
+            await self._start_node(self.graph.entry_node, None)
+            return
+        self.memory = dict(state.memory)
+        self.visits = dict(state.visit_counts)
+        self.path = list(state.path)
+        self.failed_nodes = list(state.failed_nodes)
+        self.total_retries = state.total_retries
+        self.steps = sum(self.visits.values())
+        self.emit(RunResumed())
+        if self.resume_input:
+            self.emit(InputInjected(data=dict(self.resume_input)))
+            self.memory.update(self.resume_input)
+        pending = list(state.pending)
+        # Nodes due at a resume were the pause points: they run now, without pausing again.
+        self.pass_pause = set(pending)
+        self.fanout = _restore_fanout(self.resume_events, self.graph.conflict_strategy)
+        if self.fanout is not None and self.fanout.join in pending:
+            pending.remove(self.fanout.join)  # a finished branch's edge; the join waits
+        starts: list[tuple[str, str | None]] = []
+        for node in pending:
+            branch = None
+            if self.fanout is not None:
+                branch = self.fanout.node_branch.get(node, node)
+            starts.append((node, branch))
+        if self.fanout is not None:
+            live = {branch for _, branch in starts}
+            for branch, status in self.fanout.branches.items():
+                if status == "running" and branch not in live:
+                    self.fanout.branches[branch] = "done"  # it ended without reaching the join
+        unfinished = _unfinished_nodes(self.resume_events)
+        for node, branch in starts:
+            await self._start_node(node, branch, rerun=node in unfinished)
+        if self.fanout is not None:
+            await self._maybe_join(self.fanout)
+        elif not starts:
+            await self._finish("completed", None)
+
+    # ------------------------------------------------------------------ nodes
+
+    async def _start_node(
+        self, node_id: str, branch: str | None, *, attempt: int = 1, rerun: bool = False
+    ) -> None:
+        if self.stopping:
+            return
+        if attempt == 1 and node_id not in self.pass_pause:
+            if self.pause_requested:
+                self.deferred.append((node_id, branch, "user"))
+            elif node_id in self.graph.pause_nodes:
+                self.deferred.append((node_id, branch, "hitl"))
+            if self.deferred and self.deferred[-1][0] == node_id:
+                await self._maybe_pause()
+                return
+        self.pass_pause.discard(node_id)
+        if attempt == 1 and not rerun:
+            if self.steps >= self.graph.max_steps:
+                await self._finish(
+                    "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
+                )
+                return
+            self.steps += 1
+            self.visits[node_id] = self.visits.get(node_id, 0) + 1
+        visit = self.visits.get(node_id, 1)
+        self.emit(NodeStarted(node_id=node_id, visit=visit, attempt=attempt, branch=branch))
+        await self.commit()
+        spec = self.graph.node(node_id)
+        if spec.input_keys:
+            inputs = {k: self.memory[k] for k in spec.input_keys if k in self.memory}
+        else:
+            inputs = dict(self.memory)
+        self.running[node_id] = (attempt, branch)
+        ref = self.nodes.get(node_id)
+        if ref is None or ref.stopped:
+            ref = self.system.spawn(self.node_factory(spec, self.ref, self.log), watcher=self.ref)
+            self.nodes[node_id] = ref
+        await ref.tell(
+            ExecuteNode(node_id=node_id, attempt=attempt, visit=visit, branch=branch, inputs=inputs)
+        )
+
+    async def _on_node_done(self, done: NodeDone) -> None:
+        if self.running.get(done.node_id, (None, None))[0] != done.attempt:
+            return  # a stale answer (the attempt was cancelled)
+        del self.running[done.node_id]
+        if done.needs_input:
+            # The node asked for user input: pause with the node itself as the resume
+            # point (it started and did not complete, so a resume runs it again).
+            self.deferred.insert(0, (done.node_id, done.branch, "input"))
+            await self._maybe_pause()
+            return
+        spec = self.graph.node(done.node_id)
+        if done.success:
+            conflict = self._write_outputs(done)
+            if conflict is not None:
+                done = NodeDone(
+                    node_id=done.node_id,
+                    attempt=done.attempt,
+                    branch=done.branch,
+                    success=False,
+                    error=conflict,
+                    error_type="MemoryConflictError",
+                    retryable=False,
+                )
+            else:
+                self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
+                self.path.append(done.node_id)
+        if not done.success:
+            policy = spec.retry or self.graph.retry
+            will_retry = (
+                done.retryable and spec.kind != "llm" and done.attempt < policy.max_attempts
+            )
+            self.emit(
+                NodeFailed(
+                    node_id=done.node_id,
+                    error=done.error or "",
+                    attempt=done.attempt,
+                    error_type=done.error_type or "Error",
+                    will_retry=will_retry,
+                    branch=done.branch,
+                )
+            )
+            if will_retry:
+                self.total_retries += 1
+                await self.commit()
+                self.retry_timers += 1
+                self.system.tell_later(
+                    self.ref,
+                    RetryNode(node_id=done.node_id, attempt=done.attempt + 1, branch=done.branch),
+                    _backoff(policy, done.attempt),
+                )
+                return
+            self.failed_nodes.append(done.node_id)
+            self.path.append(done.node_id)
+        names = {**self.memory, **done.outputs}
+        routes = await resolve_edges(
+            self.graph,
+            done.node_id,
+            success=done.success,
+            names=names,
+            outputs=done.outputs,
+            provider=self.provider,
+        )
+        await self._advance(done, routes)
+
+    async def _on_node_terminated(self, note: Terminated) -> None:
+        """A node actor died outside its own error handling: its attempt failed for good."""
+        if note.error is None:
+            return  # we stopped it ourselves
+        for node_id, ref in self.nodes.items():
+            if ref.name == note.actor and node_id in self.running:
+                attempt, branch = self.running[node_id]
+                await self._on_node_done(
+                    NodeDone(
+                        node_id=node_id,
+                        attempt=attempt,
+                        branch=branch,
+                        success=False,
+                        error=f"node actor crashed: {note.error}",
+                        error_type="NodeCrashed",
+                        retryable=False,
+                    )
+                )
+                return
+
+    def _write_outputs(self, done: NodeDone) -> str | None:
+        """Emit the memory writes of a successful node; return an error on a conflict."""
+        fan = self.fanout if done.branch is not None else None
+        for key, value in done.outputs.items():
+            if fan is not None:
+                first = fan.writes.setdefault(key, done.branch or "")
+                if first != done.branch:
+                    strategy = self.graph.conflict_strategy
+                    if strategy == "first_wins":
+                        continue
+                    if strategy == "error":
+                        return (
+                            f"memory key {key!r} written by branch {first!r} and by "
+                            f"branch {done.branch!r}"
+                        )
+            op = self.reducers.get(key, "replace")
+            self.emit(
+                MemoryWritten(key=key, value=value, op=op, node_id=done.node_id, branch=done.branch)
+            )
+            self.memory[key] = _reduce(self.memory.get(key), value, op)
+        return None
+
+    # ------------------------------------------------------------------ edges
+
+    async def _advance(self, done: NodeDone, routes: list[Route]) -> None:
+        node_id, branch = done.node_id, done.branch
+        if branch is not None and self.fanout is not None:
+            await self._advance_branch(done, routes, self.fanout)
+            return
+        if done.success and node_id in self.graph.terminal_nodes:
+            await self._finish("completed", None)
+            return
+        if not routes:
+            if not done.success:
+                await self._finish("failed", f"node {node_id!r} failed: {done.error}")
+            elif self.graph.terminal_nodes:
+                await self._finish(
+                    "failed", f"no edge out of {node_id!r} fired and it is not a terminal node"
+                )
+            else:
+                await self._finish("completed", None)
+            return
+        for route in routes:
+            self.emit(
+                EdgeTaken(
+                    source=node_id,
+                    target=route.target,
+                    edge_index=route.index,
+                    condition=route.condition,
+                    reason=route.reason,
+                )
+            )
+        if len(routes) == 1:
+            await self._start_node(routes[0].target, None)
+            return
+        targets = [r.target for r in routes]
+        fan = _FanOut(source=node_id, join=convergence_node(self.graph, targets))
+        fan.branches = dict.fromkeys(targets, "running")
+        self.fanout = fan
+        self.emit(
+            BranchesForked(
+                source=node_id, targets=targets, join=fan.join, policy=self.graph.fan_out_policy
+            )
+        )
+        for target in targets:
+            await self._start_node(target, target)
+
+    async def _advance_branch(self, done: NodeDone, routes: list[Route], fan: _FanOut) -> None:
+        branch = done.branch
+        assert branch is not None
+        if not done.success and not routes:
+            await self._branch_failed(fan, branch, f"node {done.node_id!r} failed: {done.error}")
+            return
+        if len(routes) > 1:
+            await self._branch_failed(
+                fan, branch, f"node {done.node_id!r} fans out inside a branch (not supported)"
+            )
+            return
+        if not routes or routes[0].target == fan.join:
+            for route in routes:
+                self.emit(
+                    EdgeTaken(
+                        source=done.node_id,
+                        target=route.target,
+                        edge_index=route.index,
+                        condition=route.condition,
+                        reason=route.reason,
+                    )
+                )
+            fan.branches[branch] = "done"
+            await self._maybe_join(fan)
+            return
+        route = routes[0]
+        self.emit(
+            EdgeTaken(
+                source=done.node_id,
+                target=route.target,
+                edge_index=route.index,
+                condition=route.condition,
+                reason=route.reason,
+            )
+        )
+        await self._start_node(route.target, branch)
+
+    async def _branch_failed(self, fan: _FanOut, branch: str, error: str) -> None:
+        fan.branches[branch] = "failed"
+        fan.errors[branch] = error
+        if self.graph.fan_out_policy == "fail_all":
+            # Cancel the other branches at once; their partial work is not merged.
+            for node_id, (_attempt, node_branch) in list(self.running.items()):
+                if node_branch is not None:
+                    await self.nodes[node_id].stop()
+                    del self.running[node_id]
+                    fan.branches[node_branch] = "failed"
+                    fan.errors.setdefault(node_branch, "cancelled: another branch failed")
+            self._emit_join(fan)
+            await self._finish("failed", f"branch {branch!r} failed: {error}")
+            return
+        await self._maybe_join(fan)
+
+    def _emit_join(self, fan: _FanOut) -> None:
+        self.emit(
+            BranchesJoined(
+                join=fan.join,
+                completed=[b for b, s in fan.branches.items() if s == "done"],
+                failed=[b for b, s in fan.branches.items() if s == "failed"],
+            )
+        )
+
+    async def _maybe_join(self, fan: _FanOut) -> None:
+        if any(state == "running" for state in fan.branches.values()):
+            return
+        self.fanout = None
+        self._emit_join(fan)
+        failed = [b for b, s in fan.branches.items() if s == "failed"]
+        succeeded = [b for b, s in fan.branches.items() if s == "done"]
+        if failed and (self.graph.fan_out_policy == "wait_all" or not succeeded):
+            details = "; ".join(f"{b}: {fan.errors[b]}" for b in failed)
+            await self._finish("failed", f"branches failed: {details}")
+            return
+        if fan.join is None:
+            await self._finish("completed", None)
+            return
+        await self._start_node(fan.join, None)
+
+    # ------------------------------------------------------------------ pause / cancel / end
+
+    async def _maybe_pause(self) -> None:
+        if not self.deferred or self.running or self.retry_timers or self.stopping:
+            return
+        node_id, _branch, reason = self.deferred[0]
+        self.emit(RunPaused(reason=reason, node_id=node_id))
+        await self.commit(boundary=False)
+        self._report(
+            "paused", None, resume_at=[n for n, _, _ in self.deferred], paused_reason=reason
+        )
+
+    async def _cancel(self, reason: str) -> None:
+        resume_at = list(self.running) + [n for n, _, _ in self.deferred]
+        for node_id, (_attempt, branch) in list(self.running.items()):
+            await self.nodes[node_id].stop()
+            # Partial outputs survive: the node's accumulator goes into memory as events.
+            for key, value in self.log.accumulators.get(node_id, {}).items():
+                op = self.reducers.get(key, "replace")
+                self.emit(
+                    MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch)
+                )
+                self.memory[key] = _reduce(self.memory.get(key), value, op)
+        self.running.clear()
+        self.emit(RunCancelled(node_id=resume_at[0] if resume_at else None, reason=reason))
+        await self.commit(boundary=False)
+        self._report("cancelled", None, resume_at=resume_at)
+
+    async def _finish(self, status: RunStatus, error: str | None) -> None:
+        if status == "completed":
+            quality = "degraded" if self.failed_nodes else "clean"
+        else:
+            quality = "failed"
+        self.emit(
+            RunFinished(
+                status=status, quality=quality, total_retries=self.total_retries, error=error
+            )
+        )
+        await self.commit(boundary=False)
+        self._report(status, error, quality=quality)
+
+    def _report(
+        self,
+        status: RunStatus,
+        error: str | None,
+        *,
+        quality: Any = None,
+        resume_at: list[str] | None = None,
+        paused_reason: str | None = None,
+    ) -> None:
+        self.stopping = True
+        self.outcome.set(
+            RunResult(
+                run_id=self.run_id,
+                status=status,
+                quality=quality,
+                memory=dict(self.memory),
+                path=list(self.path),
+                steps=self.steps,
+                total_retries=self.total_retries,
+                error=error,
+                resume_at=resume_at or [],
+                paused_reason=paused_reason,
+            )
+        )
+
+    async def _stop_nodes(self) -> None:
+        for ref in self.nodes.values():
+            await ref.stop()
+
+    async def on_stop(self) -> None:
+        if not self.outcome.done:
+            self.outcome.fail(RuntimeError(f"executor of run {self.run_id} stopped early"))
+
+
+def _reduce(old: Any, value: Any, op: str) -> Any:
+    if op == "append":
+        return [*(old or []), value]
+    if op == "merge":
+        return {**(old or {}), **value}
+    return value
+
+
+def _backoff(policy: RetryPolicy, attempt: int) -> float:
+    wait = wait_exponential_jitter(
+        multiplier=policy.initial_delay,
+        max=policy.max_delay,
+        exp_base=policy.multiplier,
+        jitter=policy.jitter,
+    )
+    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    state.attempt_number = attempt
+    return float(wait(state))
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    result: dict[str, Any] = msgspec.to_builtins(value)
+    return result
+
+
+def _restore_fanout(events: Sequence[Event], conflict_strategy: str) -> _FanOut | None:
+    """Rebuild an open fan-out (forked, not joined) from the log, for a resume."""
+    fork_at = None
+    for index, event in enumerate(events):
+        if isinstance(event.body, BranchesForked):
+            fork_at = index
+        elif isinstance(event.body, BranchesJoined):
+            fork_at = None
+    if fork_at is None:
+        return None
+    fork = events[fork_at].body
+    assert isinstance(fork, BranchesForked)
+    fan = _FanOut(source=fork.source, join=fork.join)
+    fan.branches = dict.fromkeys(fork.targets, "running")
+    fan.node_branch = {t: t for t in fork.targets}
+    for event in events[fork_at + 1 :]:
+        body = event.body
+        if isinstance(body, NodeStarted) and body.branch is not None:
+            fan.node_branch[body.node_id] = body.branch
+        elif isinstance(body, EdgeTaken):
+            branch = fan.node_branch.get(body.source)
+            if branch is not None:
+                if body.target == fan.join:
+                    fan.branches[branch] = "done"
+                else:
+                    fan.node_branch[body.target] = branch
+        elif isinstance(body, NodeFailed) and body.branch is not None and not body.will_retry:
+            fan.branches[body.branch] = "failed"
+            fan.errors[body.branch] = body.error
+        elif isinstance(body, MemoryWritten) and body.branch is not None:
+            fan.writes.setdefault(body.key, body.branch)
+    return fan
+
+
+def _unfinished_nodes(events: Sequence[Event]) -> set[str]:
+    """Nodes whose last start has no completion or final failure (they re-run, same visit)."""
+    unfinished: set[str] = set()
+    for event in events:
+        body = event.body
+        if isinstance(body, NodeStarted):
+            unfinished.add(body.node_id)
+        elif isinstance(body, NodeCompleted) or (
+            isinstance(body, NodeFailed) and not body.will_retry
+        ):
+            unfinished.discard(body.node_id)
+    return unfinished

@@ -1,0 +1,75 @@
+"""Messages between a run's executor and its node actors, and control messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors import Message
+
+__all__ = [
+    "CancelRun",
+    "ExecuteNode",
+    "InjectInput",
+    "NodeDone",
+    "PauseRun",
+    "RetryNode",
+    "StartRun",
+]
+
+
+class StartRun(Message, frozen=True, kw_only=True, tag="executor.start"):
+    """Begin (or resume) walking the graph."""
+
+
+class ExecuteNode(Message, frozen=True, kw_only=True, tag="executor.execute_node"):
+    """Executor -> node: run one attempt of a node with these inputs."""
+
+    node_id: str
+    attempt: int
+    visit: int
+    branch: str | None = None
+    inputs: dict[str, Any] = {}
+
+
+class NodeDone(Message, frozen=True, kw_only=True, tag="executor.node_done"):
+    """Node -> executor: one attempt finished.
+
+    ``retryable`` is False for failures the executor must not retry (LLM nodes, whose
+    retries belong to their judge, and escalations). ``needs_input`` (with success False)
+    means the node stopped to wait for user input: the run pauses with reason "input" and a
+    resume runs the node again, which continues from its recorded conversation.
+    """
+
+    node_id: str
+    attempt: int
+    branch: str | None = None
+    success: bool
+    outputs: dict[str, Any] = {}
+    error: str | None = None
+    error_type: str | None = None
+    retryable: bool = True
+    needs_input: bool = False
+
+
+class RetryNode(Message, frozen=True, kw_only=True, tag="executor.retry_node"):
+    """A backoff timer fired: run the next attempt of a failed plain node."""
+
+    node_id: str
+    attempt: int
+    branch: str | None = None
+
+
+class PauseRun(Message, frozen=True, kw_only=True, tag="executor.pause"):
+    """Pause at the next node boundary."""
+
+
+class CancelRun(Message, frozen=True, kw_only=True, tag="executor.cancel"):
+    """Stop now; flush partial outputs; record the resume point."""
+
+    reason: str = ""
+
+
+class InjectInput(Message, frozen=True, kw_only=True, tag="executor.inject_input"):
+    """Merge data into the run's memory (recorded as an event)."""
+
+    data: dict[str, Any]

@@ -1,0 +1,330 @@
+"""The Python API: ``async with Runtime(store=...) as rt``."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+from actors import Actor, ActorRef, ActorSystem, MailboxConfig
+from eventstore import (
+    Event,
+    EventStore,
+    InputInjected,
+    RunCancelled,
+    RunState,
+    SqliteEventStore,
+    fold,
+)
+
+from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
+from ._executor import ExecutorActor, RunOutcome
+from ._function_node import FunctionNodeActor
+from ._functions import resolve_callable
+from ._judge import JudgeProtocol
+from ._llm import LlmProvider
+from ._llm_node import LlmNodeActor
+from ._messages import CancelRun, InjectInput, PauseRun, StartRun
+from ._result import RunResult
+from ._runlog import CommitHook, RunLog
+from ._spec import GraphSpec, NodeSpec
+from ._spec_load import graph_from_dict
+from ._spec_validate import validate_graph
+from ._tools import Tool, ToolRegistry
+
+__all__ = ["RunHandle", "Runtime"]
+
+_FINAL = ("completed", "failed")
+
+
+class RunHandle:
+    """A started (or resumed) run in this process."""
+
+    def __init__(self, runtime: Runtime, run_id: str, outcome: RunOutcome) -> None:
+        self.runtime = runtime
+        self.run_id = run_id
+        self._outcome = outcome
+
+    async def result(self) -> RunResult:
+        """Wait until the run completes, fails, pauses or is cancelled; return its result.
+
+        Raises whatever stopped the executor itself (a store error, for instance).
+        Cancelling the wait does not affect the run.
+        """
+        return await self._outcome.wait()
+
+
+class Runtime:
+    """Runs graphs on an event store; one per application is enough.
+
+    ``store`` is an EventStore, a path to a SQLite file (opened and closed by the
+    runtime), or None for an in-memory log with no durability. ``functions`` maps names
+    used in specs to callables (looked up before import paths). ``provider`` is the LLM
+    provider for LLM nodes, judges and llm_decide edges. ``hooks`` are called after every
+    commit with (run_id, last seq, events). ``tools`` are what LLM nodes may call (each
+    node offers those its ``tools`` names); ``judges`` maps names used in
+    ``NodeSpec.judge`` to custom judges (else the name is a ``"module:attr"`` path);
+    ``context_budget_tokens`` is the conversation size above which LLM nodes compact
+    older turns.
+    """
+
+    def __init__(
+        self,
+        store: EventStore | str | os.PathLike[str] | None = None,
+        *,
+        provider: LlmProvider | None = None,
+        functions: Mapping[str, Callable[..., Any]] | None = None,
+        hooks: Sequence[CommitHook] = (),
+        mailbox: MailboxConfig | None = None,
+        tools: ToolRegistry | Iterable[Tool] | None = None,
+        judges: Mapping[str, JudgeProtocol] | None = None,
+        context_budget_tokens: int = 60_000,
+    ) -> None:
+        self._store_arg = store
+        self.store: EventStore | None = None
+        self.provider = provider
+        self.functions: dict[str, Callable[..., Any]] = dict(functions or {})
+        self.hooks = list(hooks)
+        self._mailbox = mailbox
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
+        self.judges: dict[str, JudgeProtocol] = dict(judges or {})
+        self.context_budget_tokens = context_budget_tokens
+        self._stack: AsyncExitStack | None = None
+        self._system: ActorSystem | None = None
+        self._live: dict[str, tuple[ActorRef, RunOutcome, RunLog]] = {}
+        self._memory_logs: dict[str, RunLog] = {}
+
+    async def __aenter__(self) -> Runtime:
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            if isinstance(self._store_arg, (str, os.PathLike)):
+                store = SqliteEventStore(self._store_arg)
+                await stack.enter_async_context(store)
+                self.store = store
+            else:
+                self.store = self._store_arg
+            self._system = await stack.enter_async_context(
+                ActorSystem(default_mailbox=self._mailbox)
+            )
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        assert self._stack is not None
+        self._live.clear()
+        await self._stack.__aexit__(*exc_info)
+        self._stack = None
+
+    @property
+    def system(self) -> ActorSystem:
+        if self._system is None:
+            raise RunStateError("-", "closed", "use 'async with Runtime(...) as rt' first")
+        return self._system
+
+    # ------------------------------------------------------------------ runs
+
+    async def start(
+        self,
+        graph: GraphSpec,
+        *,
+        input: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> RunHandle:
+        """Validate ``graph`` and start a run; return at once with its handle.
+
+        Raises SpecErrors (before anything is written) for an invalid graph or a function
+        that cannot be found.
+        """
+        validate_graph(graph)
+        self._check_functions(graph)
+        run_id = run_id or uuid.uuid4().hex
+        log = RunLog(run_id, self.store, hooks=self.hooks)
+        return await self._launch(run_id, graph, log, input=dict(input or {}))
+
+    async def resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> RunHandle:
+        """Resume a paused, cancelled or crashed run from its log, in this process.
+
+        A completed node never runs again; a node that started and did not complete runs
+        again. ``input`` is injected (recorded) first. Raises RunNotFoundError, or
+        RunStateError for a finished run or one already running here.
+        """
+        if run_id in self._live:
+            raise RunStateError(run_id, "running", "it is already running in this runtime")
+        events = await self.read_events(run_id)
+        if not events:
+            raise RunNotFoundError(run_id)
+        state = fold(events)
+        if state.status in _FINAL:
+            raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
+        if state.graph is None:
+            raise RunNotFoundError(run_id)
+        graph = graph_from_dict(state.graph)
+        self._check_functions(graph)
+        log = self._memory_logs.get(run_id) or RunLog(
+            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks
+        )
+        return await self._launch(
+            run_id,
+            graph,
+            log,
+            resume_from=state,
+            resume_events=events,
+            resume_input=dict(input or {}) or None,
+        )
+
+    async def _launch(
+        self,
+        run_id: str,
+        graph: GraphSpec,
+        log: RunLog,
+        *,
+        input: dict[str, Any] | None = None,
+        resume_from: RunState | None = None,
+        resume_events: Sequence[Event] = (),
+        resume_input: dict[str, Any] | None = None,
+    ) -> RunHandle:
+        outcome = RunOutcome()
+        executor = ExecutorActor(
+            run_id=run_id,
+            graph=graph,
+            log=log,
+            node_factory=self._make_node,
+            provider=self.provider,
+            outcome=outcome,
+            input=input,
+            resume_from=resume_from,
+            resume_events=resume_events,
+            resume_input=resume_input,
+        )
+        ref = self.system.spawn(executor, name=f"run:{run_id}")
+        self._live[run_id] = (ref, outcome, log)
+        if self.store is None:
+            self._memory_logs[run_id] = log
+        await ref.tell(StartRun())
+        return RunHandle(self, run_id, outcome)
+
+    async def result(self, run_id: str) -> RunResult:
+        """The run's result: waits for a run live in this runtime, else reads the log."""
+        live = self._live.get(run_id)
+        if live is not None:
+            return await live[1].wait()
+        state = await self.get_state(run_id)
+        return _result_from_state(state)
+
+    async def pause(self, run_id: str) -> None:
+        """Ask a running run to pause at its next node boundary (does not wait for it)."""
+        ref = self._live_ref(run_id, "pause")
+        await ref.tell(PauseRun())
+
+    async def cancel(self, run_id: str, *, reason: str = "") -> None:
+        """Cancel a run: a live one stops at once (partial outputs are flushed into memory);
+        a paused one is marked cancelled. Does not wait; ``result()`` tells when it stopped.
+        """
+        live = self._live.get(run_id)
+        if live is not None and not live[1].done:
+            await live[0].tell(CancelRun(reason=reason))
+            return
+        state = await self.get_state(run_id)
+        if state.status in _FINAL or state.status == "cancelled":
+            raise RunStateError(run_id, state.status, "nothing to cancel")
+        await self._append_offline(
+            run_id, state, RunCancelled(node_id=_first(state.pending), reason=reason)
+        )
+
+    async def inject_input(self, run_id: str, data: Mapping[str, Any]) -> None:
+        """Merge ``data`` into the run's memory, recorded as an InputInjected event."""
+        live = self._live.get(run_id)
+        if live is not None and not live[1].done:
+            await live[0].tell(InjectInput(data=dict(data)))
+            return
+        state = await self.get_state(run_id)
+        if state.status in _FINAL:
+            raise RunStateError(run_id, state.status, "cannot inject input into a finished run")
+        await self._append_offline(run_id, state, InputInjected(data=dict(data)))
+
+    async def get_state(self, run_id: str, *, at_seq: int | None = None) -> RunState:
+        """The run's state as the fold of its log, up to ``at_seq`` (time travel) if given."""
+        events = await self.read_events(run_id, to_seq=at_seq)
+        if not events:
+            raise RunNotFoundError(run_id)
+        return fold(events)
+
+    async def read_events(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+        """The run's events in order (from the store, or the in-memory log)."""
+        if self.store is not None:
+            return await self.store.read_all(run_id, to_seq=to_seq)
+        log = self._memory_logs.get(run_id)
+        if log is None:
+            return []
+        return log.events(to_seq=to_seq)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _live_ref(self, run_id: str, action: str) -> ActorRef:
+        live = self._live.get(run_id)
+        if live is None or live[1].done:
+            raise RunStateError(run_id, "not running", f"cannot {action} a run that is not live")
+        return live[0]
+
+    async def _append_offline(self, run_id: str, state: RunState, body: Any) -> None:
+        self._live.pop(run_id, None)
+        log = self._memory_logs.get(run_id) or RunLog(
+            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks
+        )
+        await log.append([body])
+
+    def _check_functions(self, graph: GraphSpec) -> None:
+        errors: list[SpecError] = []
+        for index, node in enumerate(graph.nodes):
+            if node.kind in ("function", "router") and node.function is not None:
+                try:
+                    resolve_callable(node.function, self.functions, path=f"nodes[{index}].function")
+                except SpecError as exc:
+                    errors.append(exc)
+        if errors:
+            raise SpecErrors(errors)
+
+    def _make_node(self, spec: NodeSpec, executor: ActorRef, log: RunLog) -> Actor:
+        if spec.kind in ("function", "router"):
+            function = None
+            if spec.function is not None:
+                function = resolve_callable(spec.function, self.functions, path=spec.id)
+            return FunctionNodeActor(spec, function, executor, log)
+        if spec.kind == "llm":
+            return LlmNodeActor(
+                spec,
+                executor,
+                log,
+                provider=self.provider,
+                tools=self.tools,
+                judges=self.judges,
+                context_budget_tokens=self.context_budget_tokens,
+            )
+        raise SpecError(f"node {spec.id}", f"node kind {spec.kind!r} is not supported yet")
+
+
+def _first(items: Sequence[str]) -> str | None:
+    return items[0] if items else None
+
+
+def _result_from_state(state: RunState) -> RunResult:
+    if state.status not in (*_FINAL, "paused", "cancelled"):
+        raise RunStateError(state.run_id, state.status, "the run has no result yet")
+    return RunResult(
+        run_id=state.run_id,
+        status=state.status,  # type: ignore[arg-type]  # checked just above
+        quality=state.quality,  # type: ignore[arg-type]
+        memory=dict(state.memory),
+        path=list(state.path),
+        steps=sum(state.visit_counts.values()),
+        total_retries=state.total_retries,
+        error=state.error,
+        resume_at=list(state.pending),
+        paused_reason=state.paused.reason if state.paused else None,
+    )
