@@ -573,3 +573,31 @@ async def test_fold_of_the_log_equals_the_live_result_for_a_fan_out(tmp_path: Pa
     assert state.memory == result.memory
     assert sorted(state.path) == sorted(result.path)
     assert state.pending == []
+
+
+async def test_async_durability_writes_behind_in_fewer_commits(tmp_path: Path) -> None:
+    functions = {f"n{i}": counter([], f"n{i}", {f"k{i}": i}) for i in range(10)}
+    nodes = [fn(f"n{i}") for i in range(10)]
+    edges = [edge(f"n{i}", f"n{i + 1}") for i in range(9)]
+    appends = {}
+    for mode in ("sync", "async"):
+        async with SqliteEventStore(tmp_path / f"{mode}.db") as store:
+            async with Runtime(store, functions=functions) as rt:
+                handle = await rt.start(graph(nodes, edges, durability=mode))
+                result = await handle.result()
+                assert result.status == "completed"
+                state = await rt.get_state(handle.run_id)
+                assert state.memory == result.memory and state.status == "completed"
+            appends[mode] = store.statistics().appends
+    assert appends["sync"] == 11  # one append per step, plus the last completion + RunFinished
+    assert appends["async"] < appends["sync"]
+
+
+async def test_resume_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:
+    from runtime._errors import RunNotFoundError
+
+    async with Runtime(tmp_path / "m.db") as rt:
+        with pytest.raises(RunNotFoundError, match="ghost"):
+            await rt.resume("ghost")
+        with pytest.raises(RunNotFoundError):
+            await rt.get_state("ghost")
