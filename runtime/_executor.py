@@ -67,20 +67,26 @@ _ASYNC_COMMIT_EVERY = 64
 class RunOutcome:
     """Where the executor leaves its result; ``wait()`` blocks until it does."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
         self._event = anyio.Event()
+        self._on_done = on_done
         self.result: RunResult | None = None
         self.error: BaseException | None = None
 
     def set(self, result: RunResult) -> None:
         if not self._event.is_set():
             self.result = result
-            self._event.set()
+            self._done()
 
     def fail(self, error: BaseException) -> None:
         if not self._event.is_set():
             self.error = error
-            self._event.set()
+            self._done()
+
+    def _done(self) -> None:
+        self._event.set()
+        if self._on_done is not None:
+            self._on_done()
 
     @property
     def done(self) -> bool:

@@ -189,7 +189,13 @@ class Runtime:
         resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
     ) -> RunHandle:
-        outcome = RunOutcome()
+        def forget() -> None:
+            # A stopped run is read back from the log; keep no reference to it here.
+            live = self._live.get(run_id)
+            if live is not None and live[1] is outcome:
+                del self._live[run_id]
+
+        outcome = RunOutcome(on_done=forget)
         executor = ExecutorActor(
             run_id=run_id,
             graph=graph,
