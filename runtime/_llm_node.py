@@ -1,0 +1,461 @@
+"""The LLM event-loop node: call the model, run its tool calls, let the judge rule, repeat.
+
+One :class:`LlmNodeActor` per LLM node of a run. For each ``ExecuteNode`` it runs one
+attempt (the executor never retries LLM nodes: retry is the judge's job) and tells the
+executor ``NodeDone``:
+
+- ACCEPT: success, with the output accumulator as outputs (the executor writes them to
+  memory); ESCALATE (or max_iterations with required keys missing): failure with
+  ``error_type="Escalated"``, never retryable, so on_failure edges apply; a provider
+  error that survived the provider's own retries: failure, never retryable;
+- a client-facing node that stalls asks for user input (``needs_input``): the run
+  pauses with reason "input", and a resume reruns the node, which shows the model the
+  injected data (a ``MessageAdded(kind="input")``) and continues its conversation.
+
+Record before act: a turn is committed as an ``LlmTurn`` before its tool calls run, tool
+results and outputs (``ToolResult``, ``OutputSet``) are committed before the judge rules,
+and the verdict with the message it injects is one more batch. Nothing lives only in
+memory: every attempt starts by rebuilding the node's visit from the log
+(:func:`._llm_history.rebuild`), so after a crash the node runs the missing tool calls
+of its last turn, judges that turn if it was not judged, and asks the model only for new
+turns; recorded turns are never sent again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from actors import Actor, ActorRef
+from eventstore import (
+    ConversationCompacted,
+    EventBody,
+    LlmTurn,
+    MessageAdded,
+    OutputSet,
+    StallDetected,
+    ToolCallRecord,
+    ToolResult,
+    Verdict,
+)
+
+from ._conversation import (
+    build_system_prompt,
+    plan_compaction,
+    to_chat_messages,
+    transition_marker,
+)
+from ._errors import ProviderError, SpecError, UnknownToolError
+from ._judge import (
+    ImplicitJudge,
+    JudgeProtocol,
+    JudgeVerdict,
+    feedback_message,
+    judge_context,
+    max_iterations_verdict,
+    missing_required_keys,
+    rule,
+    should_judge,
+    stall_verdict,
+)
+from ._llm import LlmProvider, LlmRequest
+from ._llm_history import (
+    ConversationEntry,
+    NodeHistory,
+    as_tool_call,
+    entry_of,
+    rebuild,
+    summary_entry,
+)
+from ._llm_support import SET_OUTPUT, apply_set_output, listing, resolve_judge, set_output_spec
+from ._messages import ExecuteNode, NodeDone
+from ._runlog import RunLog
+from ._spec import GraphSpec, NodeSpec
+from ._spec_load import graph_from_dict
+from ._stall import StallDetector, signature
+from ._tools import Tool, ToolRegistry, run_tool_calls
+
+__all__ = ["LlmNodeActor"]
+_STALL_THRESHOLD = 3
+_MAX_TOKENS = 4096
+
+
+class LlmNodeActor(Actor):
+    """Runs one LLM node of one run: one attempt per ``ExecuteNode`` (see module docs).
+
+    ``tools`` is the runtime's registry: the node offers the tools named in
+    ``NodeSpec.tools`` plus ``set_output``. ``judges`` resolves ``NodeSpec.judge``.
+    ``context_budget_tokens`` is the estimated size above which older turns are compacted.
+    """
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        executor: ActorRef,
+        log: RunLog,
+        *,
+        provider: LlmProvider | None,
+        tools: ToolRegistry | None = None,
+        judges: Mapping[str, JudgeProtocol] | None = None,
+        context_budget_tokens: int = 60_000,
+    ) -> None:
+        self.spec = spec
+        self.executor = executor
+        self.log = log
+        self.provider = provider
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.judges = dict(judges or {})
+        self.context_budget_tokens = context_budget_tokens
+        self._graph: GraphSpec | None = None
+
+    async def receive(self, message: Any) -> Any:
+        """Run one attempt and tell the executor its NodeDone.
+
+        Blocks on the log, the model, the tools and the judge. Cancellation (the executor
+        stopping the node) abandons the attempt; what was committed stays, so partial
+        outputs are flushed by the executor and a resume continues from the log. Store
+        errors propagate (the actor stops and the executor records the crash).
+        """
+        assert isinstance(message, ExecuteNode)
+        done = await self._attempt(message)
+        await self.executor.tell(done)
+
+    async def _attempt(self, message: ExecuteNode) -> NodeDone:
+        spec = self.spec
+        if self.provider is None:
+            return _failure(message, "no LLM provider is configured for LLM nodes", "SpecError")
+        try:
+            judge = None
+            if spec.judge is not None:
+                judge = resolve_judge(spec.judge, self.judges, path=f"node {spec.id}.judge")
+            registry = ToolRegistry(self._tool(name) for name in spec.tools if name != SET_OUTPUT)
+        except (SpecError, UnknownToolError) as exc:
+            return _failure(message, str(exc), type(exc).__name__)
+        events = await self.log.read_events()
+        history = rebuild(events, spec.id, visit=message.visit)
+        graph = self._graph_of(history)
+        loop = _Loop(
+            node=self,
+            message=message,
+            graph=graph,
+            history=history,
+            judge=judge,
+            registry=registry,
+            provider=self.provider,
+        )
+        return await loop.run()
+
+    def _tool(self, name: str) -> Tool:
+        return self.tools.get(name)
+
+    def _graph_of(self, history: NodeHistory) -> GraphSpec | None:
+        if self._graph is None and history.graph is not None:
+            self._graph = graph_from_dict(history.graph, validate=False)
+        return self._graph
+
+
+def _failure(message: ExecuteNode, error: str, error_type: str) -> NodeDone:
+    return NodeDone(
+        node_id=message.node_id,
+        attempt=message.attempt,
+        branch=message.branch,
+        success=False,
+        error=error,
+        error_type=error_type,
+        retryable=False,
+    )
+
+
+class _Loop:
+    """One attempt's turn loop; its state starts as the rebuilt history."""
+
+    def __init__(
+        self,
+        *,
+        node: LlmNodeActor,
+        message: ExecuteNode,
+        graph: GraphSpec | None,
+        history: NodeHistory,
+        judge: JudgeProtocol | None,
+        registry: ToolRegistry,
+        provider: LlmProvider,
+    ) -> None:
+        spec = node.spec
+        self.spec = spec
+        self.node_id = spec.id
+        self.log = node.log
+        self.message = message
+        self.graph = graph
+        self.history = history
+        self.judge = judge
+        self.implicit = ImplicitJudge(provider, fail_closed=spec.judge_fail_closed)
+        self.registry = registry
+        self.provider = provider
+        self.budget = node.context_budget_tokens
+        self.entries: list[ConversationEntry] = list(history.entries)
+        self.accumulator: dict[str, Any] = dict(history.accumulator)
+        self.iteration = history.iteration
+        turns = history.turn_calls
+        if history.last_turn is not None and history.last_verdict is None and turns:
+            turns = turns[:-1]  # the last turn is judged again below, which observes it
+        self.stall = StallDetector.from_history(turns, threshold=_STALL_THRESHOLD)
+        self.tool_specs = registry.specs()
+        if spec.output_keys:
+            self.tool_specs.append(set_output_spec(spec.output_keys, spec.nullable_keys))
+        self.system = build_system_prompt(
+            identity=graph.identity if graph else "",
+            narrative=graph.narrative if graph else "",
+            goal=graph.goal if graph else None,
+            focus=spec.system_prompt,
+            node_description=spec.description,
+            output_keys=spec.output_keys,
+            nullable_keys=spec.nullable_keys,
+        )
+        # A rerun (input resume) must keep the accumulator the executor flushes on cancel.
+        node.log.accumulators[self.node_id] = dict(self.accumulator)
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> NodeDone:
+        history = self.history
+        last = history.last_turn
+        if last is not None and history.missing_calls:
+            # First, so the results follow the turn that asked for them.
+            await self._run_tools(history.missing_calls)
+        await self._open()
+        if last is not None:
+            verdict = history.last_verdict
+            if verdict is None:
+                done = await self._judge(last)
+                if done is not None:
+                    return done
+            elif verdict.action in ("accept", "escalate"):
+                return self._done(verdict.action, verdict.feedback)
+            elif self._waits_for_user(verdict, last) and not history.answered_since_verdict:
+                return self._needs_input()
+        while True:
+            if self.iteration >= self.spec.max_iterations:
+                # Only reachable on a rerun whose last turn was already at the bound.
+                verdict_mi = max_iterations_verdict(
+                    self.iteration, self.spec.max_iterations, missing_keys=self._missing()
+                )
+                assert verdict_mi is not None
+                await self.log.append([self._verdict_event(verdict_mi)])
+                return self._done(verdict_mi.action, verdict_mi.feedback)
+            await self._maybe_compact()
+            request = LlmRequest(
+                messages=to_chat_messages(self.entries),
+                system=self.system,
+                tools=self.tool_specs,
+                model=self.spec.model,
+                max_tokens=_MAX_TOKENS,
+                purpose="turn",
+            )
+            started = time.perf_counter()
+            try:
+                response = await self.provider.complete(request)
+            except ProviderError as exc:
+                return _failure(self.message, str(exc), type(exc).__name__)
+            latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
+            self.iteration += 1
+            turn = LlmTurn(
+                node_id=self.node_id,
+                iteration=self.iteration,
+                text=response.text,
+                tool_calls=[
+                    ToolCallRecord(id=c.id, name=c.name, arguments=dict(c.arguments))
+                    for c in response.tool_calls
+                ],
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                latency_ms=latency,
+                model=response.model,
+            )
+            await self._record([turn])
+            if turn.tool_calls:
+                await self._run_tools(turn.tool_calls)
+            done = await self._judge(turn)
+            if done is not None:
+                return done
+
+    # ------------------------------------------------------------------ steps
+
+    async def _open(self) -> None:
+        """Record what the model must see before its first turn of this visit."""
+        history = self.history
+        bodies: list[EventBody] = []
+        if not history.opened:
+            continuous = self.graph is None or self.graph.conversation_mode == "continuous"
+            if continuous and history.previous_node is not None:
+                marker = transition_marker(
+                    from_node=history.previous_node,
+                    outputs=history.previous_outputs,
+                    to_node=self.node_id,
+                    to_description=self.spec.description,
+                )
+                bodies.append(self._message(marker, "transition"))
+            inputs = self.message.inputs
+            if inputs:
+                bodies.append(self._message(listing("[Inputs]", inputs), "inputs"))
+            elif not bodies and not self.entries:
+                bodies.append(self._message("Begin the task.", "inputs"))
+        if history.pending_input:
+            bodies.append(self._message(listing("[User input]", history.pending_input), "input"))
+            self.stall.reset()
+            history.answered_since_verdict = True
+        await self._record(bodies)
+
+    async def _run_tools(self, calls: Sequence[ToolCallRecord]) -> None:
+        """Run the calls (set_output inline, the rest through the registry); record results."""
+        tool_calls = [as_tool_call(c) for c in calls]
+        others = [c for c in tool_calls if c.name != SET_OUTPUT]
+        ran = {id(c): (text, err) for c, text, err in await run_tool_calls(self.registry, others)}
+        bodies: list[EventBody] = []
+        outputs: list[EventBody] = []
+        for call in tool_calls:
+            if call.name == SET_OUTPUT:
+                text, is_error, assignment = apply_set_output(call, self.spec.output_keys)
+                if assignment is not None:
+                    key, value = assignment
+                    outputs.append(OutputSet(node_id=self.node_id, key=key, value=value))
+                    self.accumulator[key] = value
+            else:
+                text, is_error = ran[id(call)]
+            bodies.append(
+                ToolResult(
+                    node_id=self.node_id,
+                    call_id=call.id,
+                    name=call.name,
+                    content=text,
+                    is_error=is_error,
+                )
+            )
+        await self._record([*bodies, *outputs])
+
+    async def _judge(self, turn: LlmTurn) -> NodeDone | None:
+        """Rule on ``turn``: stall check, judge, max_iterations; record; maybe finish."""
+        spec = self.spec
+        calls = turn.tool_calls
+        bodies: list[EventBody] = []
+        verdict: JudgeVerdict | None = None
+        if self.stall.observe(calls):
+            bodies.append(
+                StallDetected(
+                    node_id=self.node_id, iteration=turn.iteration, signature=signature(calls)
+                )
+            )
+            verdict = stall_verdict(threshold=_STALL_THRESHOLD, client_facing=spec.client_facing)
+        elif should_judge(turn.iteration, spec.judge_every_n_turns, bool(calls)):
+            context = judge_context(
+                node_id=self.node_id,
+                iteration=turn.iteration,
+                accumulator=self.accumulator,
+                expected_keys=spec.output_keys,
+                nullable_keys=spec.nullable_keys,
+                turn_had_tool_calls=bool(calls),
+                node_description=spec.description,
+                success_criteria=spec.success_criteria,
+                client_facing=spec.client_facing,
+                messages=to_chat_messages(self.entries),
+            )
+            verdict = await rule(context, judge=self.judge, implicit=self.implicit)
+        if verdict is None or verdict.action == "retry":
+            final = max_iterations_verdict(
+                turn.iteration, spec.max_iterations, missing_keys=self._missing()
+            )
+            if final is not None:
+                verdict = final
+        if verdict is None:
+            return None  # not judged this turn: the model just goes on
+        bodies.append(self._verdict_event(verdict, iteration=turn.iteration))
+        ask_user = self._waits_for_user(verdict, turn)
+        if verdict.action == "retry" and verdict.feedback and not ask_user:
+            kind = "stall_warning" if verdict.level == "stall" else "feedback"
+            bodies.append(self._message(feedback_message(verdict), kind))
+        await self._record(bodies)
+        if verdict.action == "retry":
+            return self._needs_input() if ask_user else None
+        return self._done(verdict.action, verdict.feedback)
+
+    def _waits_for_user(self, verdict: JudgeVerdict | Verdict, turn: LlmTurn) -> bool:
+        """Whether a client-facing node stops for user input after this RETRY.
+
+        It does when it stalled (the seed: ask the user instead of warning), and when
+        the model answered in text and the judge had nothing to tell it (a conversation
+        node: its next input can only come from the user).
+        """
+        if not self.spec.client_facing or verdict.action != "retry":
+            return False
+        if verdict.level == "stall":
+            return True
+        return not turn.tool_calls and not verdict.feedback
+
+    async def _maybe_compact(self) -> None:
+        messages = to_chat_messages(self.entries)
+        plan = plan_compaction(messages, budget_tokens=self.budget)
+        if plan is None:
+            return
+        upto, summary = plan
+        # to_chat_messages drops what precedes the last summary, so message i is entry
+        # i + offset; the event counts entries of the scope.
+        offset = len(self.entries) - len(messages)
+        upto_entries = upto + offset
+        await self.log.append(
+            [ConversationCompacted(node_id=self.node_id, upto=upto_entries, summary=summary)]
+        )
+        self.entries[:upto_entries] = [summary_entry(self.node_id, summary)]
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _record(self, bodies: list[EventBody]) -> None:
+        if not bodies:
+            return
+        await self.log.append(bodies)
+        for body in bodies:
+            if isinstance(body, LlmTurn | ToolResult | MessageAdded):
+                self.entries.append(entry_of(body))
+
+    def _message(self, content: str, kind: str) -> MessageAdded:
+        return MessageAdded(node_id=self.node_id, role="user", content=content, kind=kind)
+
+    def _verdict_event(self, verdict: JudgeVerdict, *, iteration: int | None = None) -> Verdict:
+        return Verdict(
+            node_id=self.node_id,
+            iteration=self.iteration if iteration is None else iteration,
+            action=verdict.action,
+            level=verdict.level,
+            feedback=verdict.feedback,
+            confidence=verdict.confidence,
+            error=verdict.error,
+        )
+
+    def _missing(self) -> list[str]:
+        return missing_required_keys(
+            self.accumulator, self.spec.output_keys, self.spec.nullable_keys
+        )
+
+    def _done(self, action: str, feedback: str) -> NodeDone:
+        message = self.message
+        if action == "accept":
+            return NodeDone(
+                node_id=message.node_id,
+                attempt=message.attempt,
+                branch=message.branch,
+                success=True,
+                outputs=dict(self.accumulator),
+            )
+        return _failure(message, feedback or "the judge escalated", "Escalated")
+
+    def _needs_input(self) -> NodeDone:
+        message = self.message
+        return NodeDone(
+            node_id=message.node_id,
+            attempt=message.attempt,
+            branch=message.branch,
+            success=False,
+            error="waiting for user input",
+            error_type="NeedsInput",
+            retryable=False,
+            needs_input=True,
+        )
