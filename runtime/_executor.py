@@ -61,8 +61,6 @@ __all__ = ["ExecutorActor", "NodeFactory", "RunOutcome"]
 #: Builds the actor for one node of one run: (spec, executor ref, run log) -> actor.
 NodeFactory = Callable[[NodeSpec, ActorRef, RunLog], Actor]
 
-_ASYNC_COMMIT_EVERY = 64
-
 
 class RunOutcome:
     """Where the executor leaves its result; ``wait()`` blocks until it does."""
@@ -222,13 +220,17 @@ class ExecutorActor(Actor):
         self.buffer.append(body)
 
     async def commit(self, *, boundary: bool = True) -> None:
-        """Commit the buffered events as one batch (write-behind in "async" durability)."""
+        """Append the buffered events as one batch.
+
+        With durability "sync" every commit waits for the store. With "async", node
+        boundaries are written behind (queued in the run log, committed with the next
+        durable append); pauses, cancellation and the end of the run always wait.
+        """
         if not self.buffer:
             return
-        if boundary and self.graph.durability == "async" and len(self.buffer) < _ASYNC_COMMIT_EVERY:
-            return
         batch, self.buffer = self.buffer, []
-        await self.log.append(batch)
+        durable = not boundary or self.graph.durability == "sync"
+        await self.log.append(batch, durable=durable)
 
     # ------------------------------------------------------------------ start / resume
 

@@ -18,10 +18,11 @@ CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
 class RunLog:
     """Numbers a run's events and appends them to the store in order.
 
-    Sequence numbers are assigned synchronously when :meth:`append` is called, so several
-    tasks of one run (its branches, its nodes) may append at once: the store commits their
-    batches in submission order, and a batch that races a foreign writer fails with
-    ConcurrencyError. ``store=None`` keeps the log in memory only (no durability).
+    Every task of one run (the executor, its nodes, its branches) appends through this one
+    object, so the log order is the order of the calls; sequence numbers are assigned when
+    a batch is submitted, and the store commits batches in submission order. A batch that
+    races a foreign writer fails with ConcurrencyError. ``store=None`` keeps the log in
+    memory only (no durability).
 
     The log also tracks each running node's output accumulator (from OutputSet events), so
     a cancellation can flush partial outputs into memory.
@@ -34,41 +35,55 @@ class RunLog:
         *,
         last_seq: int = 0,
         hooks: Sequence[CommitHook] = (),
+        write_behind: int = 64,
     ) -> None:
         self.run_id = run_id
         self.store = store
         self.last_seq = last_seq
-        self.committed_seq = last_seq
+        self.write_behind = write_behind
+        self.pending: list[EventBody] = []
         self.hooks = list(hooks)
         self.memory_events: list[EventBody] = []
         self.accumulators: dict[str, dict[str, Any]] = {}
 
-    async def append(self, bodies: Sequence[EventBody]) -> int:
-        """Append ``bodies`` as one atomic batch; return once committed (durable).
+    async def append(self, bodies: Sequence[EventBody], *, durable: bool = True) -> int:
+        """Append ``bodies`` after everything appended before; return the last seq.
 
-        Blocks on the store's group commit. Raises the store's errors (ConcurrencyError when
-        another writer got there first). Cancellation after submission may still let the
-        batch commit; the caller must then treat the run's state as unknown and re-read it.
+        ``durable=True`` (the default): the bodies, and any write-behind bodies queued
+        before them, are committed as one atomic batch before this returns (it blocks on
+        the store's group commit). ``durable=False`` queues them write-behind: they are
+        committed with the next durable append, or once ``write_behind`` bodies are queued.
+        Every appender goes through this one queue, so the log order is the call order.
+
+        Raises the store's errors (ConcurrencyError when another writer got there first).
+        Cancellation cannot interrupt a submitted batch: the commit is shielded.
         """
-        if not bodies:
-            return self.last_seq
-        expected = self.last_seq
-        self.last_seq += len(bodies)
+        self.pending.extend(bodies)
         for body in bodies:
             self._track(body)
+        if not durable and len(self.pending) < self.write_behind:
+            return self.last_seq + len(self.pending)
+        return await self.flush()
+
+    async def flush(self) -> int:
+        """Commit every queued body as one batch (no-op when none); return the last seq."""
+        if not self.pending:
+            return self.last_seq
+        batch, self.pending = self.pending, []
+        expected = self.last_seq
+        self.last_seq += len(batch)
         if self.store is None:
-            self.memory_events.extend(bodies)
+            self.memory_events.extend(batch)
         else:
             # Shielded: once submitted, a batch must be answered, or the next append's
             # expected_seq would be wrong; a commit takes milliseconds.
             with anyio.CancelScope(shield=True):
-                await self.store.append(self.run_id, bodies, expected_seq=expected)
-        self.committed_seq = max(self.committed_seq, expected + len(bodies))
+                await self.store.append(self.run_id, batch, expected_seq=expected)
         for hook in self.hooks:
-            result = hook(self.run_id, expected + len(bodies), bodies)
+            result = hook(self.run_id, self.last_seq, batch)
             if result is not None:
                 await result
-        return expected + len(bodies)
+        return self.last_seq
 
     async def read_events(self) -> list[Event]:
         """Every committed event of the run, in order (reads the store)."""
