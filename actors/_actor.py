@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -139,7 +140,13 @@ class ActorRef:
         """
         self._check(message)
         try:
-            await self._send.send((message, None))
+            # Enqueue without a scheduler round trip when there is room; wait otherwise.
+            self._send.send_nowait((message, None))
+        except anyio.WouldBlock:
+            try:
+                await self._send.send((message, None))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise ActorStoppedError(self.name) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise ActorStoppedError(self.name) from None
         self._received += 1
@@ -213,7 +220,24 @@ class ActorRef:
                     scope.cancel()
                 try:
                     await actor.on_start()
-                    async for message, reply in self._receive:
+                    receive = self._receive
+                    streak = 0
+                    while True:
+                        # Drain without a scheduler round trip while messages are queued,
+                        # but yield now and then so a busy actor cannot starve the others.
+                        streak += 1
+                        if streak % 64 == 0:
+                            await anyio.lowlevel.checkpoint()
+                        try:
+                            message, reply = receive.receive_nowait()
+                        except anyio.WouldBlock:
+                            streak = 0
+                            try:
+                                message, reply = await receive.receive()
+                            except anyio.EndOfStream:
+                                break
+                        except anyio.EndOfStream:
+                            break
                         self._current = reply
                         try:
                             result = await actor.receive(message)

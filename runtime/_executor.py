@@ -58,8 +58,11 @@ from ._spec import GraphSpec, NodeSpec, RetryPolicy, graph_hash, graph_to_dict
 
 __all__ = ["ExecutorActor", "NodeFactory", "RunOutcome"]
 
-#: Builds the actor for one node of one run: (spec, executor ref, run log) -> actor.
-NodeFactory = Callable[[NodeSpec, ActorRef, RunLog], Actor]
+#: Builds a node actor of one run: (graph, spec, executor ref, run log) -> actor. Plain
+#: nodes (function, router) share one actor per lane (main path or branch), built from the
+#: lane's first node; every other kind gets an actor of its own.
+NodeFactory = Callable[[GraphSpec, NodeSpec, ActorRef, RunLog], Actor]
+PLAIN_KINDS = ("function", "router")
 
 
 class RunOutcome:
@@ -168,7 +171,8 @@ class ExecutorActor(Actor):
         self.steps = 0
         self.total_retries = 0
         self.buffer: list[EventBody] = []
-        self.nodes: dict[str, ActorRef] = {}
+        self.nodes: dict[str, ActorRef] = {}  # actor key (lane or node) -> actor
+        self.node_refs: dict[str, ActorRef] = {}  # node id -> the actor that runs it
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
         self.deferred: list[tuple[str, str | None, str]] = []  # (node, branch, reason)
@@ -317,10 +321,13 @@ class ExecutorActor(Actor):
         else:
             inputs = dict(self.memory)
         self.running[node_id] = (attempt, branch)
-        ref = self.nodes.get(node_id)
+        key = f"lane:{branch}" if spec.kind in PLAIN_KINDS else f"node:{node_id}"
+        ref = self.nodes.get(key)
         if ref is None or ref.stopped:
-            ref = self.system.spawn(self.node_factory(spec, self.ref, self.log), watcher=self.ref)
-            self.nodes[node_id] = ref
+            actor = self.node_factory(self.graph, spec, self.ref, self.log)
+            ref = self.system.spawn(actor, watcher=self.ref)
+            self.nodes[key] = ref
+        self.node_refs[node_id] = ref
         await ref.tell(
             ExecuteNode(node_id=node_id, attempt=attempt, visit=visit, branch=branch, inputs=inputs)
         )
@@ -393,7 +400,7 @@ class ExecutorActor(Actor):
         """A node actor died outside its own error handling: its attempt failed for good."""
         if note.error is None:
             return  # we stopped it ourselves
-        for node_id, ref in self.nodes.items():
+        for node_id, ref in self.node_refs.items():
             if ref.name == note.actor and node_id in self.running:
                 attempt, branch = self.running[node_id]
                 await self._on_node_done(
@@ -520,7 +527,7 @@ class ExecutorActor(Actor):
             # Cancel the other branches at once; their partial work is not merged.
             for node_id, (_attempt, node_branch) in list(self.running.items()):
                 if node_branch is not None:
-                    await self.nodes[node_id].stop()
+                    await self.node_refs[node_id].stop()
                     del self.running[node_id]
                     fan.branches[node_branch] = "failed"
                     fan.errors.setdefault(node_branch, "cancelled: another branch failed")
@@ -569,7 +576,7 @@ class ExecutorActor(Actor):
     async def _cancel(self, reason: str) -> None:
         resume_at = list(self.running) + [n for n, _, _ in self.deferred]
         for node_id, (_attempt, branch) in list(self.running.items()):
-            await self.nodes[node_id].stop()
+            await self.node_refs[node_id].stop()
             # Partial outputs survive: the node's accumulator goes into memory as events.
             for key, value in self.log.accumulators.get(node_id, {}).items():
                 op = self.reducers.get(key, "replace")

@@ -11,9 +11,9 @@ from eventstore import OutputSet
 
 from ._messages import ExecuteNode, NodeDone
 from ._runlog import RunLog
-from ._spec import NodeSpec
+from ._spec import GraphSpec, NodeSpec
 
-__all__ = ["FunctionNodeActor", "NodeContext"]
+__all__ = ["FunctionNodeActor", "NodeContext", "PlainFunction"]
 
 
 class NodeContext:
@@ -37,12 +37,17 @@ class NodeContext:
 
 
 class FunctionNodeActor(Actor):
-    """Runs a plain node's callable once per ExecuteNode and tells the executor NodeDone.
+    """Runs plain nodes (functions and routers) and tells the executor NodeDone.
 
-    The callable receives one dict (the node's input keys read from memory, or all of
-    memory when it declares none) and returns a mapping of outputs (or None). It may be
-    async or sync; a sync callable runs inline, so it must not block. A router without a
-    callable returns no outputs: its outgoing edges decide on memory alone.
+    One such actor serves one lane of a run (the main path, or one branch of a fan-out):
+    a lane runs one node at a time, so one mailbox per lane keeps branches concurrent
+    without spawning an actor for every node.
+
+    A node's callable receives one dict (the node's input keys read from memory, or all of
+    memory when it declares none) and, if it takes a second parameter, a
+    :class:`NodeContext`; it returns a mapping of outputs (or None). It may be async or
+    sync; a sync callable runs inline, so it must not block. A router without a callable
+    returns no outputs: its outgoing edges decide on memory alone.
 
     Outputs are checked against ``output_keys``: an undeclared key, or a declared
     non-nullable key that is missing, is a failure (and so is retried by the executor).
@@ -50,16 +55,15 @@ class FunctionNodeActor(Actor):
 
     def __init__(
         self,
-        spec: NodeSpec,
-        function: Callable[..., Any] | None,
+        graph: GraphSpec,
+        resolve: Callable[[NodeSpec], PlainFunction | None],
         executor: ActorRef,
         log: RunLog,
     ) -> None:
-        self.spec = spec
-        self.function = function
+        self.graph = graph
+        self.resolve = resolve
         self.executor = executor
         self.log = log
-        self.wants_context = function is not None and _arity(function) >= 2
 
     async def receive(self, message: Any) -> Any:
         assert isinstance(message, ExecuteNode)
@@ -85,32 +89,44 @@ class FunctionNodeActor(Actor):
         await self.executor.tell(done)
 
     async def _call(self, message: ExecuteNode) -> dict[str, Any]:
-        if self.function is None:
+        spec = self.graph.node(message.node_id)
+        plain = self.resolve(spec)
+        if plain is None:
             return {}
-        if self.wants_context:
+        if plain.wants_context:
             context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
-            result = self.function(message.inputs, context)
+            result = plain.function(message.inputs, context)
         else:
-            result = self.function(message.inputs)
+            result = plain.function(message.inputs)
         if inspect.isawaitable(result):
             result = await result
         if result is None:
             result = {}
         if not isinstance(result, Mapping):
             raise TypeError(
-                f"node {self.spec.id!r} returned {type(result).__name__}; "
+                f"node {spec.id!r} returned {type(result).__name__}; "
                 "a node returns a mapping of output keys (or None)"
             )
         outputs = dict(result)
-        declared = self.spec.output_keys
+        declared = spec.output_keys
         if declared:
             extra = sorted(set(outputs) - set(declared))
             if extra:
-                raise KeyError(f"node {self.spec.id!r} returned undeclared output keys: {extra}")
-            missing = [k for k in declared if k not in outputs and k not in self.spec.nullable_keys]
+                raise KeyError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+            missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
             if missing:
-                raise KeyError(f"node {self.spec.id!r} did not return output keys: {missing}")
+                raise KeyError(f"node {spec.id!r} did not return output keys: {missing}")
         return outputs
+
+
+class PlainFunction:
+    """A resolved node callable and whether it takes a NodeContext (computed once)."""
+
+    __slots__ = ("function", "wants_context")
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self.wants_context = _arity(function) >= 2
 
 
 def _arity(function: Callable[..., Any]) -> int:

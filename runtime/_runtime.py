@@ -21,7 +21,7 @@ from eventstore import (
 
 from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
 from ._executor import ExecutorActor, RunOutcome
-from ._function_node import FunctionNodeActor
+from ._function_node import FunctionNodeActor, PlainFunction
 from ._functions import resolve_callable
 from ._judge import JudgeProtocol
 from ._llm import LlmProvider
@@ -95,6 +95,7 @@ class Runtime:
         self._system: ActorSystem | None = None
         self._live: dict[str, tuple[ActorRef, RunOutcome, RunLog]] = {}
         self._memory_logs: dict[str, RunLog] = {}
+        self._plain_cache: dict[str, PlainFunction] = {}
 
     async def __aenter__(self) -> Runtime:
         stack = AsyncExitStack()
@@ -296,12 +297,20 @@ class Runtime:
         if errors:
             raise SpecErrors(errors)
 
-    def _make_node(self, spec: NodeSpec, executor: ActorRef, log: RunLog) -> Actor:
+    def _resolve_plain(self, spec: NodeSpec) -> PlainFunction | None:
+        if spec.function is None:
+            return None
+        plain = self._plain_cache.get(spec.function)
+        if plain is None:
+            function = resolve_callable(spec.function, self.functions, path=spec.id)
+            plain = self._plain_cache[spec.function] = PlainFunction(function)
+        return plain
+
+    def _make_node(
+        self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog
+    ) -> Actor:
         if spec.kind in ("function", "router"):
-            function = None
-            if spec.function is not None:
-                function = resolve_callable(spec.function, self.functions, path=spec.id)
-            return FunctionNodeActor(spec, function, executor, log)
+            return FunctionNodeActor(graph, self._resolve_plain, executor, log)
         if spec.kind == "llm":
             return LlmNodeActor(
                 spec,
