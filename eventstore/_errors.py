@@ -1,0 +1,98 @@
+"""Exceptions of the event log.
+
+The tree (rooted at :class:`actors.MagistrateError`)::
+
+    MagistrateError
+    └── StoreError                 any failure of an event store
+        ├── ConcurrencyError       append's expected_seq is not the run's last seq (a conflict)
+        ├── CorruptLogError        a stored event cannot be read back as written
+        ├── NotAStoreError         the file is not a magistrate event store
+        ├── SchemaVersionError     the store was written by a newer release
+        ├── StoreClosedError       the store is not open (or closed while the call waited)
+        └── UnknownEventError      a stored event has a type tag no release registered
+"""
+
+from __future__ import annotations
+
+from actors import MagistrateError
+
+__all__ = [
+    "ConcurrencyError",
+    "CorruptLogError",
+    "NotAStoreError",
+    "SchemaVersionError",
+    "StoreClosedError",
+    "StoreError",
+    "UnknownEventError",
+]
+
+
+class StoreError(MagistrateError):
+    """An error of an event store."""
+
+
+class ConcurrencyError(StoreError):
+    """The run's last seq is not what the appender expected: nothing of the batch was written.
+
+    ``actual_seq`` is the run's last seq when the batch was checked (0 for an empty run).
+    """
+
+    def __init__(self, run_id: str, expected_seq: int, actual_seq: int) -> None:
+        self.run_id = run_id
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+        super().__init__(
+            f"run {run_id!r}: expected last seq {expected_seq}, but the log is at {actual_seq}"
+        )
+
+
+class CorruptLogError(StoreError):
+    """A stored event of ``run_id`` at ``seq`` cannot be read back as it was written."""
+
+    def __init__(self, run_id: str, seq: int, reason: str) -> None:
+        self.run_id = run_id
+        self.seq = seq
+        self.reason = reason
+        super().__init__(f"run {run_id!r}, seq {seq}: corrupt log: {reason}")
+
+
+class NotAStoreError(StoreError):
+    """The file at ``path`` is not a magistrate event store; it was left unchanged."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: not a magistrate event store: {reason}")
+
+
+class SchemaVersionError(StoreError):
+    """The store's schema version is newer than this release supports; it was left unchanged."""
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{path}: store schema version {found} is newer than the supported version "
+            f"{supported}; upgrade magistrate to open it"
+        )
+
+
+class StoreClosedError(StoreError):
+    """The store is not open, or was closed before the call completed."""
+
+    def __init__(self, operation: str = "", reason: str = "the event store is closed") -> None:
+        self.operation = operation
+        self.reason = reason
+        super().__init__(f"{operation}: {reason}" if operation else reason)
+
+
+class UnknownEventError(StoreError):
+    """A stored event's type tag (at ``version``) is not registered in this release."""
+
+    def __init__(self, tag: str, version: int, run_id: str | None = None) -> None:
+        self.tag = tag
+        self.version = version
+        self.run_id = run_id
+        where = f" in run {run_id!r}" if run_id is not None else ""
+        super().__init__(f"unknown event type {tag!r} (version {version}){where}")

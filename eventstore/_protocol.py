@@ -1,0 +1,132 @@
+"""The backend-neutral store interface and the records it returns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Literal, Protocol, Self, runtime_checkable
+
+import msgspec
+
+from ._events import Event, EventBody
+
+__all__ = [
+    "AppendResult",
+    "DurabilityConfig",
+    "EventStore",
+    "RunInfo",
+    "StoreStatistics",
+    "VerifyReport",
+]
+
+
+class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How hard the store works to keep what it acknowledged.
+
+    ``synchronous`` is SQLite's pragma: FULL (the default) fsyncs the WAL at every commit, so
+    an acknowledged append survives power loss; NORMAL may lose the last commits on power loss
+    (never on a process crash); OFF leaves syncing to the OS. ``max_batch`` caps how many
+    appends one group commit takes. ``page_size`` applies to new stores only (4096 measured
+    smallest for 2 KB memory values, since bodies of 1 KB or more are stored compressed).
+    """
+
+    synchronous: Literal["FULL", "NORMAL", "OFF"] = "FULL"
+    max_batch: int = 1000
+    page_size: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"DurabilityConfig.max_batch must be >= 1, got {self.max_batch}")
+        if self.page_size < 512 or self.page_size > 65536 or self.page_size & (self.page_size - 1):
+            raise ValueError(
+                f"DurabilityConfig.page_size must be a power of two in 512..65536, "
+                f"got {self.page_size}"
+            )
+
+
+class AppendResult(msgspec.Struct, frozen=True):
+    """Where a committed batch landed: its seqs, the last global position and the last hash."""
+
+    first_seq: int
+    last_seq: int
+    last_position: int
+    last_hash: str
+
+
+class RunInfo(msgspec.Struct, frozen=True):
+    """A row of the run listing. ``status`` is new, running, paused, cancelled, completed or
+    failed, derived from the run's events when they were appended."""
+
+    run_id: str
+    status: str
+    created: float
+    updated: float
+    last_seq: int
+    graph_hash: str | None
+
+
+class VerifyReport(msgspec.Struct, frozen=True):
+    """The outcome of checking a run's hash chain. ``broken_at`` is the first bad seq."""
+
+    run_id: str
+    ok: bool
+    checked: int
+    broken_at: int | None
+    reason: str | None
+
+
+class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of a store's writer since it was opened."""
+
+    appends: int
+    events: int
+    batches: int
+    mean_batch_size: float
+    max_batch_size: int
+    commit_seconds_total: float
+    conflicts: int = 0
+    queued: int = 0
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """An append-only, per-run event log. SQLite today; PostgreSQL implements the same.
+
+    See :class:`eventstore.SqliteEventStore` for each method's full semantics; every
+    implementation must pass ``tests/eventstore/test_store.py``.
+    """
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def append(
+        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+    ) -> AppendResult: ...
+
+    def read(
+        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+    ) -> AsyncIterator[Event]: ...
+
+    async def read_all(self, run_id: str, *, to_seq: int | None = None) -> list[Event]: ...
+
+    async def verify(self, run_id: str) -> VerifyReport: ...
+
+    def tail(
+        self, *, from_position: int = 0, poll_interval: float = 0.05
+    ) -> AsyncIterator[Event]: ...
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]: ...
+
+    async def get_run(self, run_id: str) -> RunInfo | None: ...
+
+    def statistics(self) -> StoreStatistics: ...

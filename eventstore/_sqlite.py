@@ -1,0 +1,439 @@
+"""The SQLite event store: WAL, one group-committing writer actor, a separate read connection."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import zlib
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import aiosqlite
+import anyio
+import msgspec
+
+from actors import ActorRef, ActorStoppedError, ActorSystem, MailboxConfig
+
+from ._errors import ConcurrencyError, CorruptLogError, StoreClosedError, UnknownEventError
+from ._events import Event, EventBody, chain_digest, decode_body
+from ._protocol import AppendResult, DurabilityConfig, RunInfo, StoreStatistics, VerifyReport
+from ._schema import check_file, load_body
+from ._writer import AppendRequest, WriterActor, WriterCore, _Drain, prepare
+
+__all__ = ["SqliteEventStore"]
+
+_CHUNK = 1000
+_DEFAULT_CONFIG = DurabilityConfig()
+_EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
+# The runs row is written when a run's status changes; its live last seq and update time
+# come from the run's last event (one index seek each).
+_RUN_COLUMNS = (
+    "r.run_id, r.status, r.created, "
+    "coalesce((SELECT e.ts FROM events e WHERE e.run = r.run ORDER BY e.seq DESC LIMIT 1), "
+    "r.updated), "
+    "coalesce((SELECT max(e.seq) FROM events e WHERE e.run = r.run), 0), r.graph_hash"
+)
+
+
+class SqliteEventStore:
+    """An :class:`EventStore` in one SQLite file (WAL mode).
+
+    Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close`,
+    called from the same task (the store runs its writer actor in a task group of its own).
+    Appends from every task go through one writer actor that group-commits them; reads use
+    a separate connection and run beside the writer.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, config: DurabilityConfig = _DEFAULT_CONFIG
+    ) -> None:
+        self.path = os.fspath(path)
+        self.config = config
+        self._state = "new"  # new -> open -> closing -> closed
+        self._host: asyncio.Task[None] | None = None
+        self._stop_host = anyio.Event()
+        self._host_error: Exception | None = None
+        self._writer: ActorRef | None = None
+        self._writer_actor: WriterActor | None = None
+        self._core = WriterCore(self.path, config.synchronous)
+        self._reader: aiosqlite.Connection | None = None
+        self._run_keys: dict[str, int] = {}
+        self._inflight: set[AppendRequest] = set()
+        self._committed = anyio.Event()
+        # statistics
+        self._appends = 0
+        self._events = 0
+        self._batches = 0
+        self._max_batch = 0
+        self._commit_seconds = 0.0
+        self._conflicts = 0
+
+    def __repr__(self) -> str:
+        return f"<SqliteEventStore {self.path!r} {self._state}>"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open (creating it if absent) the store at ``path``.
+
+        Blocks on file I/O in a worker thread. Raises NotAStoreError if the file is not a
+        magistrate store, SchemaVersionError if a newer release wrote it (in both cases the
+        file is left byte-for-byte unchanged), StoreError if the store was already opened.
+        """
+        if self._state != "new":
+            raise StoreClosedError("open", f"the store is {self._state}; open it only once")
+        create = await anyio.to_thread.run_sync(check_file, self.path)
+        await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
+        try:
+            self._reader = await aiosqlite.connect(self.path)
+            await self._reader.execute("PRAGMA query_only = ON")
+            ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._host = asyncio.create_task(self._host_writer(ready), name=f"eventstore:{self}")
+            await ready
+        except BaseException:
+            await self._release()
+            raise
+        self._state = "open"
+
+    async def _host_writer(self, ready: asyncio.Future[None]) -> None:
+        # The writer's ActorSystem lives in a task of its own, not in the caller's: its task
+        # group is then not bound to the scopes of whoever called open(), so open() and
+        # close() may be called from any task, inside or outside other task groups.
+        try:
+            async with ActorSystem() as system:
+                capacity = max(1024, 2 * self.config.max_batch)
+                writer = WriterActor(self, self._core, self.config.max_batch, capacity)
+                name = f"eventstore-writer:{self.path}"
+                self._writer = system.spawn(writer, name=name, mailbox=MailboxConfig(capacity=8))
+                self._writer_actor = writer
+                ready.set_result(None)
+                await self._stop_host.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    async def close(self) -> None:
+        """Close the store; idempotent; may be called from any task.
+
+        Appends already queued are committed first and their callers answered; appends that
+        arrive after close began raise StoreClosedError. Then the writer stops, the WAL is
+        merged into the database file and both connections close. Shielded from cancellation
+        (it finishes what it started). Followers in :meth:`tail` end.
+        """
+        if self._state in ("closing", "closed"):
+            return
+        if self._state == "new":
+            self._state = "closed"
+            return
+        self._state = "closing"
+        with anyio.CancelScope(shield=True):
+            if self._writer is not None and not self._writer.stopped:
+                drain = AppendRequest("", [], [], [], (None, None), None)
+                try:
+                    await self._writer.tell(_Drain(request=drain))
+                    await drain.future
+                except ActorStoppedError:
+                    pass  # the writer died; its on_stop already failed every waiter
+            await self._release()
+        self._state = "closed"
+        self._wake_followers()
+
+    async def _release(self) -> None:
+        if self._host is not None:
+            host, self._host = self._host, None
+            self._stop_host.set()
+            with anyio.CancelScope(shield=True):
+                try:
+                    await host
+                except Exception as exc:
+                    # The writer's system failed while stopping; nothing is lost (every
+                    # waiter was answered or failed), so note it on the store and go on.
+                    self._host_error = exc
+        self._writer = None
+        self._writer_actor = None
+        self._fail_inflight()
+        with anyio.CancelScope(shield=True):
+            if self._reader is not None:
+                reader, self._reader = self._reader, None
+                await reader.close()
+            await anyio.to_thread.run_sync(self._core.close)
+
+    async def __aenter__(self) -> SqliteEventStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def append(
+        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+    ) -> AppendResult:
+        """Append one run's batch atomically; return once it is committed (durably, per config).
+
+        ``expected_seq`` is the run's last seq before this batch (0 for a new run); the batch
+        gets seqs ``expected_seq + 1, ...``. ``None`` skips the check (append at the end).
+        Several appends of one run may be in flight: they commit in the order submitted, each
+        checked against the ones before it. Blocks on the writer's mailbox (backpressure) and
+        on the group commit. Raises ConcurrencyError if the run's last seq differs (nothing
+        of the batch is written), StoreClosedError if the store is closed or closes before the
+        batch was written, StoreError if the transaction failed, ValueError for an empty
+        batch. Cancelling the caller does not withdraw a batch already handed to the writer:
+        it may still commit.
+        """
+        writer = self._writer_actor
+        if self._state != "open" or writer is None:
+            raise StoreClosedError("append")
+        if not events:
+            raise ValueError("append needs at least one event")
+        request = prepare(run_id, events, expected_seq)
+        self._inflight.add(request)
+        try:
+            while not writer.submit(request):
+                await writer.wait_for_space()  # backpressure: the inbox is full
+                if self._state != "open":
+                    raise StoreClosedError("append")
+            await request.future
+        finally:
+            self._inflight.discard(request)
+        if request.error is not None:
+            if isinstance(request.error, ConcurrencyError):
+                self._conflicts += 1
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
+        self._batches += 1
+        self._appends += len(batch)
+        self._events += sum(len(r.bodies) for r in batch if r.error is None)
+        self._max_batch = max(self._max_batch, len(batch))
+        self._commit_seconds += seconds
+        self._wake_followers()
+
+    def _wake_followers(self) -> None:
+        committed, self._committed = self._committed, anyio.Event()
+        committed.set()
+
+    def _fail_inflight(self) -> None:
+        for request in list(self._inflight):
+            request.fail(StoreClosedError("append", "the store closed before it was written"))
+
+    def statistics(self) -> StoreStatistics:
+        """Counters of the writer since open (read by the Prometheus exporter)."""
+        queued = 0 if self._writer_actor is None else self._writer_actor.queued
+        return StoreStatistics(
+            appends=self._appends,
+            events=self._events,
+            batches=self._batches,
+            mean_batch_size=self._appends / self._batches if self._batches else 0.0,
+            max_batch_size=self._max_batch,
+            commit_seconds_total=self._commit_seconds,
+            conflicts=self._conflicts,
+            queued=queued,
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _conn(self, operation: str) -> aiosqlite.Connection:
+        if self._reader is None or self._state not in ("open", "closing"):
+            raise StoreClosedError(operation)
+        return self._reader
+
+    async def _fetch(self, operation: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        conn = self._conn(operation)
+        try:
+            return list(await conn.execute_fetchall(sql, params))
+        except (ValueError, sqlite3.ProgrammingError) as exc:
+            # aiosqlite raises these when the connection closed under the call.
+            if self._reader is None:
+                raise StoreClosedError(operation) from exc
+            raise
+
+    async def _run_key(self, operation: str, run_id: str) -> int | None:
+        key = self._run_keys.get(run_id)
+        if key is None:
+            rows = await self._fetch(operation, "SELECT run FROM runs WHERE run_id = ?", (run_id,))
+            if not rows:
+                return None
+            key = self._run_keys[run_id] = rows[0][0]
+        return key
+
+    @staticmethod
+    def _event(run_id: str, row: Any, prev_hash: str) -> Event:
+        position, seq, ts, tag, version, digest, stored = row[:7]
+        try:
+            body = decode_body(tag, version, load_body(stored))
+        except UnknownEventError as exc:
+            raise UnknownEventError(tag, version, run_id) from exc
+        except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:
+            raise CorruptLogError(run_id, seq, f"undecodable {tag!r} body: {exc}") from exc
+        return Event(
+            run_id=run_id,
+            seq=seq,
+            position=position,
+            ts=ts,
+            version=version,
+            prev_hash=prev_hash,
+            hash=digest.hex(),
+            body=body,
+        )
+
+    async def read(
+        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Yield the run's events with ``from_seq <= seq <= to_seq`` in seq order.
+
+        Reads in chunks (no cursor stays open between yields), each from a committed
+        snapshot; events committed while iterating are included if they fall in range.
+        Yields nothing for an unknown run. Raises CorruptLogError on a seq gap or an
+        undecodable body, UnknownEventError for an unregistered type, StoreClosedError if
+        the store is closed.
+        """
+        key = await self._run_key("read", run_id)
+        if key is None:
+            return
+        last = max(1, from_seq) - 1
+        high = to_seq if to_seq is not None else 2**62
+        prev = ""
+        if last > 0:
+            rows = await self._fetch(
+                "read", "SELECT hash FROM events WHERE run = ? AND seq = ?", (key, last)
+            )
+            if rows:
+                prev = bytes(rows[0][0]).hex()
+        while last < high:
+            rows = await self._fetch(
+                "read",
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = ? AND seq > ? AND seq <= ? "
+                "ORDER BY seq LIMIT ?",
+                (key, last, high, _CHUNK),
+            )
+            for row in rows:
+                if row[1] != last + 1:
+                    raise CorruptLogError(run_id, last + 1, "event missing (gap in seq)")
+                event = self._event(run_id, row, prev)
+                prev = event.hash
+                last = event.seq
+                yield event
+            if len(rows) < _CHUNK:
+                return
+
+    async def read_all(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+        """All of the run's events up to ``to_seq`` (inclusive), in order; see :meth:`read`."""
+        return [event async for event in self.read(run_id, to_seq=to_seq)]
+
+    async def verify(self, run_id: str) -> VerifyReport:
+        """Recompute the run's hash chain from the stored bytes and say where it first breaks.
+
+        Detects an edited body, type, version, hash or seq, a missing event (gap) and
+        missing trailing events (the run's recorded last seq is beyond the log). Raises
+        StoreClosedError if the store is closed; never raises for a broken log.
+        """
+        key = await self._run_key("verify", run_id)
+        if key is None:
+            return VerifyReport(run_id, False, 0, None, "no such run")
+        recorded = await self._fetch("verify", "SELECT last_seq FROM runs WHERE run = ?", (key,))
+        prev = b""
+        expected = 1
+        checked = 0
+        while True:
+            rows = await self._fetch(
+                "verify",
+                "SELECT seq, type, version, hash, body FROM events WHERE run = ? AND seq >= ? "
+                "ORDER BY seq LIMIT ?",
+                (key, expected, _CHUNK),
+            )
+            for seq, tag, version, stored, blob in rows:
+                if seq != expected:
+                    return VerifyReport(run_id, False, checked, expected, "event missing")
+                try:
+                    body = load_body(blob)
+                except zlib.error as exc:
+                    return VerifyReport(run_id, False, checked, seq, f"corrupt body: {exc}")
+                digest = chain_digest(prev, run_id, seq, tag, version, body)
+                if digest != bytes(stored):
+                    return VerifyReport(
+                        run_id, False, checked, seq, "hash mismatch: event edited after append"
+                    )
+                try:
+                    decode_body(tag, version, body)
+                except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
+                    return VerifyReport(run_id, False, checked, seq, f"undecodable body: {exc}")
+                prev = digest
+                checked += 1
+                expected += 1
+            if len(rows) < _CHUNK:
+                break
+        # The runs row records the seq of the run's last status change: events up to there
+        # must exist, or the log was cut short.
+        if recorded and recorded[0][0] > checked:
+            return VerifyReport(
+                run_id,
+                False,
+                checked,
+                checked + 1,
+                f"run's status changed at seq {recorded[0][0]} but the log ends at {checked}",
+            )
+        return VerifyReport(run_id, True, checked, None, None)
+
+    async def tail(
+        self, *, from_position: int = 0, poll_interval: float = 0.05
+    ) -> AsyncIterator[Event]:
+        """Yield every event with ``position > from_position`` in position order, then follow.
+
+        Catches up in chunks, then waits for new commits: woken by this store's writer at
+        each commit, and polling every ``poll_interval`` seconds for other writers of the
+        file. Runs until the caller stops iterating (or is cancelled) or the store closes,
+        when it ends. Raises CorruptLogError / UnknownEventError like :meth:`read`.
+        """
+        position = from_position
+        while self._state in ("open", "closing"):
+            wake = self._committed
+            try:
+                rows = await self._fetch(
+                    "tail",
+                    "SELECT e.position, e.seq, e.ts, e.type, e.version, e.hash, e.body, r.run_id, "
+                    "(SELECT p.hash FROM events p WHERE p.run = e.run AND p.seq = e.seq - 1) "
+                    "FROM events e JOIN runs r ON r.run = e.run "
+                    "WHERE e.position > ? ORDER BY e.position LIMIT ?",
+                    (position, _CHUNK),
+                )
+            except StoreClosedError:
+                return
+            for row in rows:
+                prev = row[8]
+                event = self._event(row[7], row, "" if prev is None else bytes(prev).hex())
+                position = event.position
+                yield event
+            if len(rows) < _CHUNK:
+                with anyio.move_on_after(poll_interval):
+                    await wake.wait()
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        """Runs, newest first, optionally only those with ``status``."""
+        if status is None:
+            sql = f"SELECT {_RUN_COLUMNS} FROM runs r ORDER BY r.run DESC LIMIT ?"
+            params: tuple[Any, ...] = (limit,)
+        else:
+            sql = (
+                f"SELECT {_RUN_COLUMNS} FROM runs r WHERE r.status = ? ORDER BY r.run DESC LIMIT ?"
+            )
+            params = (status, limit)
+        return [RunInfo(*row) for row in await self._fetch("list_runs", sql, params)]
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        """The run's listing row, or None if no event of it was ever appended."""
+        rows = await self._fetch(
+            "get_run", f"SELECT {_RUN_COLUMNS} FROM runs r WHERE r.run_id = ?", (run_id,)
+        )
+        return RunInfo(*rows[0]) if rows else None
