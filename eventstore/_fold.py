@@ -203,9 +203,10 @@ def _memory_written(s: RunState, b: Any, owned: set[str]) -> None:
         if key in owned:
             s.memory[key].append(b.value)  # a list this fold call created: ours to grow
         else:
-            # The contract's rule: memory[key] = list(old or []) + [value].
+            # memory[key] = list(old or []) + [value]; a non-list old value becomes the first
+            # item (fold must be total: a log is replayed as it is, never refused).
             old = s.memory.get(key)
-            grown = list(old or [])
+            grown = list(old) if isinstance(old, list) else ([old] if old else [])
             grown.append(b.value)
             s.memory[key] = grown
             owned.add(key)

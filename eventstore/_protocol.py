@@ -55,7 +55,8 @@ class AppendResult(msgspec.Struct, frozen=True):
 
 class RunInfo(msgspec.Struct, frozen=True):
     """A row of the run listing. ``status`` is new, running, paused, cancelled, completed or
-    failed, derived from the run's events when they were appended."""
+    failed, derived from the run's events when they were appended; ``last_seq`` and
+    ``updated`` (time of the last append) are live."""
 
     run_id: str
     status: str

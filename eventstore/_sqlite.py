@@ -40,10 +40,10 @@ _RUN_COLUMNS = (
 class SqliteEventStore:
     """An :class:`EventStore` in one SQLite file (WAL mode).
 
-    Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close`,
-    called from the same task (the store runs its writer actor in a task group of its own).
+    Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close` (from
+    any tasks: the store runs its writer actor in an ActorSystem in a task of its own).
     Appends from every task go through one writer actor that group-commits them; reads use
-    a separate connection and run beside the writer.
+    a separate connection and run beside the writer. asyncio only (as aiosqlite is).
     """
 
     def __init__(

@@ -1,0 +1,187 @@
+"""The projection: fold laws (hypothesis) and the meaning of each event."""
+
+from __future__ import annotations
+
+import copy
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventstore import (
+    ConversationCompacted,
+    ConversationEntry,
+    EdgeTaken,
+    Event,
+    EventBody,
+    InputInjected,
+    LlmTurn,
+    MemoryWritten,
+    MessageAdded,
+    NodeCompleted,
+    NodeFailed,
+    NodeStarted,
+    OutputSet,
+    PauseInfo,
+    RunCancelled,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    RunState,
+    ToolCallRecord,
+    ToolResult,
+    Verdict,
+    VerdictRecord,
+    fold,
+)
+
+from .strategies import as_log, logs
+
+
+def snapshot(state: RunState) -> bytes:
+    return msgspec.json.encode(state)
+
+
+@settings(max_examples=150, deadline=None)
+@given(logs, st.lists(st.integers(0, 40), max_size=5))
+def test_folding_in_chunks_equals_folding_at_once(log: list[Event], cuts: list[int]) -> None:
+    bounds = sorted({min(c, len(log)) for c in cuts})
+    state = None
+    start = 0
+    for end in [*bounds, len(log)]:
+        state = fold(log[start:end], state)
+        start = end
+    assert state == fold(log)
+
+
+@settings(max_examples=150, deadline=None)
+@given(logs, st.integers(0, 40))
+def test_fold_never_changes_the_state_it_is_given(log: list[Event], cut: int) -> None:
+    prefix = fold(log[:cut])
+    before = snapshot(prefix)
+    fold(log[cut:], prefix)
+    fold(log[cut:], prefix)
+    assert snapshot(prefix) == before
+    assert fold(log[:cut]) == prefix  # time travel: a prefix is the state as it was
+
+
+@settings(max_examples=100, deadline=None)
+@given(logs)
+def test_fold_is_deterministic_and_leaves_events_alone(log: list[Event]) -> None:
+    before = copy.deepcopy(log)
+    assert fold(log) == fold(log)
+    assert log == before
+
+
+def run(*bodies: EventBody) -> RunState:
+    return fold(as_log("r", list(bodies)))
+
+
+START = RunStarted(graph={"n": 1}, graph_hash="gh", entry="a", goal={"g": 1}, input={"q": "?"})
+
+
+def test_run_started_seeds_memory_and_the_entry_point() -> None:
+    state = run(START)
+    assert state.status == "running" and state.run_id == "r"
+    assert state.memory == {"q": "?"} and state.memory is not state.input
+    assert state.pending == ["a"] and state.entry == "a" and state.goal == {"g": 1}
+    assert (state.last_seq, state.last_hash, state.last_position) == (1, "h1", 10)
+
+
+def test_memory_writes_apply_their_op() -> None:
+    state = run(
+        START,
+        MemoryWritten(key="l", value=1, op="append"),
+        MemoryWritten(key="l", value=2, op="append"),
+        MemoryWritten(key="d", value={"a": 1}, op="merge"),
+        MemoryWritten(key="d", value={"b": 2}, op="merge"),
+        MemoryWritten(key="q", value="!", op="replace"),
+        InputInjected(data={"extra": True}),
+    )
+    assert state.memory == {"q": "!", "l": [1, 2], "d": {"a": 1, "b": 2}, "extra": True}
+
+
+def test_a_node_lifecycle_moves_it_through_pending_running_and_path() -> None:
+    mid = run(START, NodeStarted(node_id="a", visit=1), OutputSet(node_id="a", key="o", value=3))
+    assert mid.running == {"a": 1} and mid.pending == ["a"] and mid.outputs == {"a": {"o": 3}}
+    done = fold(
+        as_log(
+            "r",
+            [
+                NodeCompleted(node_id="a"),
+                EdgeTaken(source="a", target="b", edge_index=0, condition="always"),
+            ],
+        ),
+        mid,
+    )
+    assert done.path == ["a"] and done.running == {} and done.outputs == {}
+    assert done.pending == ["b"] and done.visit_counts == {"a": 1}
+
+
+def test_failures_count_retries_and_final_failures() -> None:
+    state = run(
+        START,
+        NodeStarted(node_id="a", visit=1),
+        NodeFailed(node_id="a", error="boom", error_type="E", attempt=1, will_retry=True),
+        NodeStarted(node_id="a", visit=1, attempt=2),
+        NodeFailed(node_id="a", error="boom", error_type="E", attempt=2, will_retry=False),
+    )
+    assert state.total_retries == 1 and state.failed_nodes == ["a"] and state.path == ["a"]
+    assert state.pending == [] and state.running == {}
+
+
+def test_the_conversation_is_rebuilt_and_compacted() -> None:
+    call = ToolCallRecord(id="c1", name="search", arguments={"q": "x"})
+    state = run(
+        START,
+        NodeStarted(node_id="a", visit=1),
+        MessageAdded(node_id="a", role="user", content="hi", kind="input"),
+        LlmTurn(node_id="a", iteration=1, text="let me look", tool_calls=[call]),
+        ToolResult(node_id="a", call_id="c1", name="search", content="found"),
+        LlmTurn(node_id="a", iteration=2, text="done", tool_calls=[]),
+        Verdict(node_id="a", iteration=2, action="accept", level="quality", feedback="ok"),
+    )
+    assert [(e.role, e.content) for e in state.conversation] == [
+        ("user", "hi"),
+        ("assistant", "let me look"),
+        ("tool", "found"),
+        ("assistant", "done"),
+    ]
+    assert state.conversation[1].tool_calls == [call]
+    assert state.conversation[2].tool_call_id == "c1"
+    assert state.iterations == {"a": 2}
+    assert state.verdicts == {
+        "a": VerdictRecord(iteration=2, action="accept", level="quality", feedback="ok")
+    }
+    compacted = fold(
+        as_log("r", [ConversationCompacted(node_id="a", upto=3, summary="earlier: looked")]),
+        state,
+    )
+    assert compacted.conversation == [
+        ConversationEntry(role="system", content="earlier: looked", node_id="a", kind="summary"),
+        state.conversation[3],
+    ]
+
+
+def test_pause_resume_cancel_and_finish_set_the_status() -> None:
+    paused = run(START, RunPaused(reason="hitl", node_id="a"))
+    assert paused.status == "paused" and paused.paused == PauseInfo(reason="hitl", node_id="a")
+    resumed = fold(as_log("r", [RunResumed()]), paused)
+    assert resumed.status == "running" and resumed.paused is None
+    cancelled = fold(as_log("r", [RunCancelled(node_id="a", reason="user")]), resumed)
+    assert cancelled.status == "cancelled" and cancelled.cancelled_at == "a"
+    finished = run(
+        START,
+        RunFinished(
+            status="completed", quality="degraded", total_retries=2, goal_outcome={"met": True}
+        ),
+    )
+    assert finished.status == "completed" and finished.quality == "degraded"
+    assert finished.pending == [] and finished.goal_outcome == {"met": True}
+    assert finished.total_retries == 2
+
+
+def test_an_empty_fold_is_a_new_run() -> None:
+    assert fold([]) == RunState()
+    assert fold([]).status == "new"

@@ -1,0 +1,264 @@
+"""SQLite-specific behaviour: the file format, bad files, tampering and durability."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from eventstore import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    DurabilityConfig,
+    EventBody,
+    MemoryWritten,
+    NodeCompleted,
+    NodeStarted,
+    NotAStoreError,
+    RunFinished,
+    RunStarted,
+    SchemaVersionError,
+    SqliteEventStore,
+    UnknownEventError,
+    chain_hash,
+    encode_body,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def started() -> RunStarted:
+    return RunStarted(graph={}, graph_hash="gh", entry="a")
+
+
+async def make_store(path: Path, steps: int = 3) -> None:
+    async with SqliteEventStore(path) as store:
+        batch: list[EventBody] = [started()]
+        for i in range(steps):
+            batch += [NodeStarted(node_id=f"n{i}", visit=1), NodeCompleted(node_id=f"n{i}")]
+        await store.append("r1", batch, expected_seq=0)
+
+
+def side_files(path: Path) -> list[Path]:
+    return [p for p in path.parent.iterdir() if p != path]
+
+
+async def test_a_new_store_is_marked_and_versioned(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 7
+    finally:
+        conn.close()
+
+
+async def test_close_merges_the_wal_into_the_database_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path)
+    wal = path.with_name("s.db-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    # Readable with the WAL gone: everything is in the main file.
+    wal.unlink(missing_ok=True)
+    path.with_name("s.db-shm").unlink(missing_ok=True)
+    async with SqliteEventStore(path) as store:
+        assert len(await store.read_all("r1")) == 7
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"hello, this is a text file\n" * 10, b"SQLite format 3\x00 but truncated"],
+    ids=["text", "truncated"],
+)
+async def test_a_file_that_is_not_sqlite_is_refused_and_left_unchanged(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(NotAStoreError) as caught:
+        await SqliteEventStore(path).open()
+    assert caught.value.path == str(path)
+    assert "not an SQLite database" in str(caught.value)
+    assert path.read_bytes() == content
+    assert side_files(path) == []
+
+
+async def test_another_sqlite_database_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, what TEXT)")
+    conn.execute("INSERT INTO events (what) VALUES ('x')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    store = SqliteEventStore(path)
+    with pytest.raises(NotAStoreError) as caught:
+        await store.open()
+    assert "application_id" in caught.value.reason
+    assert path.read_bytes() == before
+    assert side_files(path) == []
+    await store.close()  # closing a store that never opened is harmless
+
+
+async def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NotAStoreError):
+        await SqliteEventStore(tmp_path).open()
+
+
+async def test_a_store_from_a_newer_release_is_refused_and_left_unchanged(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError) as caught:
+        await SqliteEventStore(path).open()
+    assert (caught.value.found, caught.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+    assert path.read_bytes() == before
+    assert side_files(path) == []
+
+
+def tamper(path: Path, sql: str, *params: object) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(sql, params)
+    conn.commit()
+    conn.close()
+
+
+async def test_verify_finds_an_edited_body(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path)
+    forged = encode_body(NodeStarted(node_id="evil", visit=1))
+    tamper(path, "UPDATE events SET body = ? WHERE seq = 4", forged)
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+        events = await store.read_all("r1")  # reads still decode: it is well-formed
+    assert not report.ok and report.broken_at == 4 and report.checked == 3
+    assert report.reason is not None and "hash" in report.reason
+    assert events[3].body == NodeStarted(node_id="evil", visit=1)
+
+
+async def test_verify_finds_an_edited_hash_and_a_rewritten_chain_tail(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path)
+    tamper(path, "UPDATE events SET hash = zeroblob(32) WHERE seq = 6")
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+    assert not report.ok and report.broken_at == 6
+
+
+async def test_verify_finds_a_missing_event(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path)
+    tamper(path, "DELETE FROM events WHERE seq = 2")
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+        with pytest.raises(Exception, match="gap"):
+            await store.read_all("r1")
+    assert not report.ok and report.broken_at == 2 and report.checked == 1
+
+
+async def test_verify_finds_a_cut_off_end(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        await store.append("r1", [started()], expected_seq=0)
+        await store.append("r1", [RunFinished(status="completed", quality="clean")], expected_seq=1)
+    tamper(path, "DELETE FROM events WHERE seq = 2")
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+    assert not report.ok and report.broken_at == 2
+
+
+async def test_an_unknown_event_type_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path, steps=0)
+    body = b'{"type":"from.the.future","x":1}'
+    digest = chain_hash("", "r1", 2, "from.the.future", 1, body)
+    conn = sqlite3.connect(path)
+    prev = conn.execute("SELECT hash FROM events WHERE seq = 1").fetchone()[0]
+    digest = chain_hash(prev.hex(), "r1", 2, "from.the.future", 1, body)
+    conn.execute(
+        "INSERT INTO events VALUES (2, 1, 2, 0, 'from.the.future', 1, ?, ?)",
+        (bytes.fromhex(digest), body),
+    )
+    conn.commit()
+    conn.close()
+    async with SqliteEventStore(path) as store:
+        with pytest.raises(UnknownEventError) as caught:
+            await store.read_all("r1")
+        report = await store.verify("r1")
+    assert caught.value.tag == "from.the.future" and caught.value.run_id == "r1"
+    assert not report.ok and report.broken_at == 2
+
+
+async def test_two_stores_on_one_file_never_duplicate_a_seq(tmp_path: Path) -> None:
+    from eventstore import ConcurrencyError
+
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as a, SqliteEventStore(path) as b:
+        await b.append("r1", [started()], expected_seq=0)  # b caches r1 at seq 1
+        await a.append("r1", [NodeStarted(node_id="a", visit=1)], expected_seq=1)
+        with pytest.raises(ConcurrencyError) as caught:
+            # b's cache is stale; the UNIQUE key catches it and b re-checks.
+            await b.append("r1", [NodeCompleted(node_id="a")], expected_seq=1)
+        assert caught.value.actual_seq == 2
+        result = await b.append("r1", [NodeCompleted(node_id="a")], expected_seq=2)
+        assert result.last_position == 3
+        assert (await a.verify("r1")).ok
+
+
+async def test_synchronous_setting_is_applied(tmp_path: Path) -> None:
+    config = DurabilityConfig(synchronous="NORMAL")
+    async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
+        assert store._core.conn is not None
+        assert store._core.conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+
+
+def test_durability_config_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        DurabilityConfig(max_batch=0)
+    with pytest.raises(ValueError):
+        DurabilityConfig(page_size=3000)
+
+
+async def test_memory_payload_overhead_stays_small(tmp_path: Path) -> None:
+    # The size budget: a run writing 50 x 2 KB to memory stays within 1.5x the payload.
+    # Hex of random bytes: realistic-looking data that compresses only about 2:1.
+    path = tmp_path / "s.db"
+    rng = random.Random(5)
+    payload = 0
+    async with SqliteEventStore(path) as store:
+        seq = (await store.append("r1", [started()], expected_seq=0)).last_seq
+        for i in range(50):
+            value = rng.randbytes(1024).hex()
+            payload += len(value)
+            batch: list[EventBody] = [
+                NodeStarted(node_id=f"step{i}", visit=1),
+                MemoryWritten(key="notes", value=value, op="append", node_id=f"step{i}"),
+                NodeCompleted(node_id=f"step{i}"),
+            ]
+            seq = (await store.append("r1", batch, expected_seq=seq)).last_seq
+    assert path.stat().st_size <= 1.5 * payload
+
+
+async def test_verify_finds_an_edited_compressed_body(tmp_path: Path) -> None:
+    import zlib
+
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        value = "abc " * 1000
+        await store.append("r1", [started(), MemoryWritten(key="k", value=value)], expected_seq=0)
+    forged = zlib.compress(encode_body(MemoryWritten(key="k", value="abd " * 1000)))
+    tamper(path, "UPDATE events SET body = ? WHERE seq = 2", forged)
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+    assert not report.ok and report.broken_at == 2
