@@ -1,0 +1,1 @@
+"""Runnable example graphs. Each runs offline by default: ``python -m examples.<name>``."""
