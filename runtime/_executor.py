@@ -130,7 +130,8 @@ def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
                         nxt.append(edge.target)
             frontier = nxt
         distances.append(seen)
-    common = set(distances[0]).intersection(*distances[1:]) - set(starts)
+    # A start that another branch reaches is itself the join (a diamond with a shortcut).
+    common = set(distances[0]).intersection(*distances[1:])
     if not common:
         return None
     return min(common, key=lambda n: (max(d[n] for d in distances), order.get(n, 0)))
@@ -304,6 +305,12 @@ class ExecutorActor(Actor):
                 await self._maybe_pause()
                 return
         self.pass_pause.discard(node_id)
+        if node_id in self.running and branch is not None and self.fanout is not None:
+            other = self.running[node_id][1]
+            await self._branch_failed(
+                self.fanout, branch, f"node {node_id!r} is already running in branch {other!r}"
+            )
+            return
         if attempt == 1 and not rerun:
             if self.steps >= self.graph.max_steps:
                 await self._finish(
@@ -473,7 +480,9 @@ class ExecutorActor(Actor):
             return
         targets = [r.target for r in routes]
         fan = _FanOut(source=node_id, join=convergence_node(self.graph, targets))
-        fan.branches = dict.fromkeys(targets, "running")
+        # A branch that starts at the join has already arrived: the join runs once, after
+        # the other branches.
+        fan.branches = {t: "done" if t == fan.join else "running" for t in targets}
         self.fanout = fan
         self.emit(
             BranchesForked(
@@ -481,7 +490,8 @@ class ExecutorActor(Actor):
             )
         )
         for target in targets:
-            await self._start_node(target, target)
+            if target != fan.join:
+                await self._start_node(target, target)
 
     async def _advance_branch(self, done: NodeDone, routes: list[Route], fan: _FanOut) -> None:
         branch = done.branch
@@ -674,7 +684,7 @@ def _restore_fanout(events: Sequence[Event], conflict_strategy: str) -> _FanOut 
     fork = events[fork_at].body
     assert isinstance(fork, BranchesForked)
     fan = _FanOut(source=fork.source, join=fork.join)
-    fan.branches = dict.fromkeys(fork.targets, "running")
+    fan.branches = {t: "done" if t == fork.join else "running" for t in fork.targets}
     fan.node_branch = {t: t for t in fork.targets}
     for event in events[fork_at + 1 :]:
         body = event.body

@@ -27,7 +27,8 @@ def test_all_lists_exactly_the_public_names(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("lower", "higher"), [("actors", "eventstore"), ("actors", "runtime"), ("eventstore", "runtime")]
+    ("lower", "higher"),
+    [("actors", "eventstore"), ("actors", "runtime"), ("eventstore", "runtime")],
 )
 def test_dependencies_point_one_way(lower: str, higher: str) -> None:
     import pathlib

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from actors import (
@@ -52,7 +53,7 @@ class Recorder(Actor):
             if isinstance(message, Hold):
                 await self.release.wait()
                 return "released"
-            await anyio.sleep(0)  # yield so a concurrent handler would overlap
+            await anyio.lowlevel.checkpoint()  # yield so a concurrent handler would overlap
             self.seen.append(message.value)
             return message.value * 2
         finally:
@@ -77,7 +78,7 @@ async def test_messages_are_handled_in_fifo_order_one_at_a_time() -> None:
         async with anyio.create_task_group() as tg:
             for i in range(50):
                 tg.start_soon(ref.tell, Item(value=i))
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
         for i in range(50, 100):
             await ref.tell(Item(value=i))
         assert await ref.ask(Item(value=100)) == 200
@@ -236,9 +237,17 @@ async def test_tell_later_delivers_after_the_delay_and_drops_for_a_stopped_actor
         ref = system.spawn(actor)
         system.tell_later(ref, Item(value=7), 0.01)
         assert actor.seen == []
+        arrived = anyio.Event()
+        real_receive = actor.receive
+
+        async def receive(message: Any) -> Any:
+            result = await real_receive(message)
+            arrived.set()
+            return result
+
+        actor.receive = receive  # type: ignore[method-assign]
         with anyio.fail_after(5):
-            while not actor.seen:
-                await anyio.sleep(0.005)
+            await arrived.wait()
         assert actor.seen == [7]
         gone = system.spawn(Recorder())
         system.tell_later(gone, Item(value=1), 0.01)

@@ -279,10 +279,6 @@ async def test_no_run_exceeds_max_steps_on_random_graphs(
     assert_finished_once(events)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="executor bug: a branch reaching a node that another branch is running hangs",
-)
 async def test_a_branch_reaching_a_node_another_branch_runs_still_finishes() -> None:
     # a fans out to b and c; b then goes to c while c's own branch may still run it.
     graph = GraphSpec(

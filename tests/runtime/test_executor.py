@@ -601,3 +601,14 @@ async def test_resume_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:
             await rt.resume("ghost")
         with pytest.raises(RunNotFoundError):
             await rt.get_state("ghost")
+
+
+async def test_a_fan_out_target_that_another_branch_reaches_runs_once_as_the_join() -> None:
+    calls: list[str] = []
+    functions = {n: counter(calls, n, {n: 1}) for n in "abc"}
+    g = graph([fn("a"), fn("b"), fn("c")], [edge("a", "b"), edge("a", "c"), edge("b", "c")])
+    async with Runtime(None, functions=functions) as rt:
+        with anyio.fail_after(5):
+            result = await (await rt.start(g)).result()
+    assert result.status == "completed"
+    assert calls == ["a", "b", "c"]
