@@ -12,10 +12,7 @@ from typing import TextIO
 import msgspec
 
 from eventstore import SqliteEventStore, fold
-from runtime._anthropic import AnthropicProvider
-from runtime._llm import LlmProvider
-from runtime._openai import OpenAIProvider
-from runtime._runtime import Runtime
+from runtime import AnthropicProvider, LlmProvider, OpenAIProvider, Runtime
 
 from .graph import FUNCTIONS, TRIP_REQUEST, build_graph
 from .script import scripted_provider

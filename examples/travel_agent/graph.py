@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Final
 
-from runtime._spec import EdgeSpec, Goal, GraphSpec, NodeSpec
+from runtime import EdgeSpec, Goal, GraphSpec, NodeSpec
 
 __all__ = [
     "CRITERIA",

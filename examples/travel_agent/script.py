@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from runtime._scripted import ScriptedProvider, reply, tool_call
+from runtime.testing import ScriptedProvider, reply, tool_call
 
 from .graph import TRIP_REQUEST
 from .tools import FLIGHTS, HOTELS

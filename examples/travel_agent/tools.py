@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from runtime._tools import Tool, tool
+from runtime import Tool, tool
 
 __all__ = ["FLIGHTS", "HOTELS", "TOOLS", "search_flights", "search_hotels"]
 
