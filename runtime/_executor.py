@@ -14,7 +14,6 @@ completed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -42,6 +41,7 @@ from eventstore import (
 )
 
 from ._edges import Route, resolve_edges
+from ._fanout import FanOut, convergence_node, restore_fanout, unfinished_nodes
 from ._llm import LlmProvider
 from ._messages import (
     CancelRun,
@@ -101,42 +101,6 @@ class RunOutcome:
         return self.result
 
 
-@dataclass
-class _FanOut:
-    source: str
-    join: str | None
-    branches: dict[str, str] = field(default_factory=dict)  # branch -> running|done|failed
-    errors: dict[str, str] = field(default_factory=dict)
-    writes: dict[str, str] = field(default_factory=dict)  # memory key -> first writing branch
-    node_branch: dict[str, str] = field(default_factory=dict)  # (resume) node -> its branch
-
-
-def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
-    """The nearest node reachable from every branch start (None if the branches never meet).
-
-    "Nearest" minimises the longest branch's distance, then declaration order.
-    """
-    order = {node.id: i for i, node in enumerate(graph.nodes)}
-    distances: list[dict[str, int]] = []
-    for start in starts:
-        seen = {start: 0}
-        frontier = [start]
-        while frontier:
-            nxt: list[str] = []
-            for node in frontier:
-                for _, edge in graph.outgoing(node):
-                    if edge.target not in seen:
-                        seen[edge.target] = seen[node] + 1
-                        nxt.append(edge.target)
-            frontier = nxt
-        distances.append(seen)
-    # A start that another branch reaches is itself the join (a diamond with a shortcut).
-    common = set(distances[0]).intersection(*distances[1:])
-    if not common:
-        return None
-    return min(common, key=lambda n: (max(d[n] for d in distances), order.get(n, 0)))
-
-
 class ExecutorActor(Actor):
     """Walks one run of a graph. See the module docstring for the protocol."""
 
@@ -178,7 +142,7 @@ class ExecutorActor(Actor):
         self.retry_timers = 0
         self.deferred: list[tuple[str, str | None, str]] = []  # (node, branch, reason)
         self.pass_pause: set[str] = set()
-        self.fanout: _FanOut | None = None
+        self.fanout: FanOut | None = None
         self.pause_requested = False
         self.stopping = False
 
@@ -267,7 +231,7 @@ class ExecutorActor(Actor):
         pending = list(state.pending)
         # Nodes due at a resume were the pause points: they run now, without pausing again.
         self.pass_pause = set(pending)
-        self.fanout = _restore_fanout(self.resume_events, self.graph.conflict_strategy)
+        self.fanout = restore_fanout(self.resume_events, self.graph.conflict_strategy)
         if self.fanout is not None and self.fanout.join in pending:
             pending.remove(self.fanout.join)  # a finished branch's edge; the join waits
         starts: list[tuple[str, str | None]] = []
@@ -281,7 +245,7 @@ class ExecutorActor(Actor):
             for branch, status in self.fanout.branches.items():
                 if status == "running" and branch not in live:
                     self.fanout.branches[branch] = "done"  # it ended without reaching the join
-        unfinished = _unfinished_nodes(self.resume_events)
+        unfinished = unfinished_nodes(self.resume_events)
         for node, branch in starts:
             await self._start_node(node, branch, rerun=node in unfinished)
         if self.fanout is not None:
@@ -479,7 +443,7 @@ class ExecutorActor(Actor):
             await self._start_node(routes[0].target, None)
             return
         targets = [r.target for r in routes]
-        fan = _FanOut(source=node_id, join=convergence_node(self.graph, targets))
+        fan = FanOut(source=node_id, join=convergence_node(self.graph, targets))
         # A branch that starts at the join has already arrived: the join runs once, after
         # the other branches.
         fan.branches = {t: "done" if t == fan.join else "running" for t in targets}
@@ -493,7 +457,7 @@ class ExecutorActor(Actor):
             if target != fan.join:
                 await self._start_node(target, target)
 
-    async def _advance_branch(self, done: NodeDone, routes: list[Route], fan: _FanOut) -> None:
+    async def _advance_branch(self, done: NodeDone, routes: list[Route], fan: FanOut) -> None:
         branch = done.branch
         assert branch is not None
         if not done.success and not routes:
@@ -530,7 +494,7 @@ class ExecutorActor(Actor):
         )
         await self._start_node(route.target, branch)
 
-    async def _branch_failed(self, fan: _FanOut, branch: str, error: str) -> None:
+    async def _branch_failed(self, fan: FanOut, branch: str, error: str) -> None:
         fan.branches[branch] = "failed"
         fan.errors[branch] = error
         if self.graph.fan_out_policy == "fail_all":
@@ -546,7 +510,7 @@ class ExecutorActor(Actor):
             return
         await self._maybe_join(fan)
 
-    def _emit_join(self, fan: _FanOut) -> None:
+    def _emit_join(self, fan: FanOut) -> None:
         self.emit(
             BranchesJoined(
                 join=fan.join,
@@ -555,7 +519,7 @@ class ExecutorActor(Actor):
             )
         )
 
-    async def _maybe_join(self, fan: _FanOut) -> None:
+    async def _maybe_join(self, fan: FanOut) -> None:
         if any(state == "running" for state in fan.branches.values()):
             return
         self.fanout = None
@@ -669,51 +633,3 @@ def _backoff(policy: RetryPolicy, attempt: int) -> float:
 def _plain(value: Any) -> dict[str, Any]:
     result: dict[str, Any] = msgspec.to_builtins(value)
     return result
-
-
-def _restore_fanout(events: Sequence[Event], conflict_strategy: str) -> _FanOut | None:
-    """Rebuild an open fan-out (forked, not joined) from the log, for a resume."""
-    fork_at = None
-    for index, event in enumerate(events):
-        if isinstance(event.body, BranchesForked):
-            fork_at = index
-        elif isinstance(event.body, BranchesJoined):
-            fork_at = None
-    if fork_at is None:
-        return None
-    fork = events[fork_at].body
-    assert isinstance(fork, BranchesForked)
-    fan = _FanOut(source=fork.source, join=fork.join)
-    fan.branches = {t: "done" if t == fork.join else "running" for t in fork.targets}
-    fan.node_branch = {t: t for t in fork.targets}
-    for event in events[fork_at + 1 :]:
-        body = event.body
-        if isinstance(body, NodeStarted) and body.branch is not None:
-            fan.node_branch[body.node_id] = body.branch
-        elif isinstance(body, EdgeTaken):
-            branch = fan.node_branch.get(body.source)
-            if branch is not None:
-                if body.target == fan.join:
-                    fan.branches[branch] = "done"
-                else:
-                    fan.node_branch[body.target] = branch
-        elif isinstance(body, NodeFailed) and body.branch is not None and not body.will_retry:
-            fan.branches[body.branch] = "failed"
-            fan.errors[body.branch] = body.error
-        elif isinstance(body, MemoryWritten) and body.branch is not None:
-            fan.writes.setdefault(body.key, body.branch)
-    return fan
-
-
-def _unfinished_nodes(events: Sequence[Event]) -> set[str]:
-    """Nodes whose last start has no completion or final failure (they re-run, same visit)."""
-    unfinished: set[str] = set()
-    for event in events:
-        body = event.body
-        if isinstance(body, NodeStarted):
-            unfinished.add(body.node_id)
-        elif isinstance(body, NodeCompleted) or (
-            isinstance(body, NodeFailed) and not body.will_retry
-        ):
-            unfinished.discard(body.node_id)
-    return unfinished
