@@ -208,7 +208,7 @@ def transition_marker(
     nxt = f'Next phase: "{to_node}"'
     if to_description.strip():
         nxt += f" - {to_description.strip()}"
-    lines.append(nxt + ".")
+    lines.append(nxt if nxt.endswith((".", "!", "?")) else nxt + ".")
     lines.append(
         "Briefly reflect on what has been accomplished and what the next phase needs, "
         "then follow the instructions for the new phase in the system prompt."
