@@ -13,6 +13,7 @@ completed.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -356,7 +357,8 @@ class ExecutorActor(Actor):
                 return
             self.failed_nodes.append(done.node_id)
             self.path.append(done.node_id)
-        names = {**self.memory, **done.outputs}
+        # A view, not a copy: outputs shadow memory for edge expressions.
+        names = ChainMap(done.outputs, self.memory)
         routes = await resolve_edges(
             self.graph,
             done.node_id,
