@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -14,9 +13,9 @@ from ._llm import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
-    ProviderStatistics,
     ToolCall,
     Usage,
+    _HttpProvider,
     _HttpTransport,
     elapsed_ms,
     require,
@@ -30,7 +29,7 @@ _API_VERSION = "2023-06-01"
 _JSON_INSTRUCTION = "Answer with a single JSON object and nothing else."
 
 
-class AnthropicProvider:
+class AnthropicProvider(_HttpProvider):
     """Messages over HTTP: ``POST {base_url}/v1/messages``.
 
     Unset arguments come from the environment: ``ANTHROPIC_API_KEY``,
@@ -177,25 +176,6 @@ class AnthropicProvider:
             stop_reason=stop if isinstance(stop, str) else None,
             latency_ms=latency_ms,
         )
-
-    def statistics(self) -> ProviderStatistics:
-        """Counters since creation: calls, HTTP attempts, retries, waits, failures, tokens."""
-        return self._transport.statistics()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider created it."""
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:

@@ -19,7 +19,8 @@ import random
 import re
 import time
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 import anyio
 import httpx
@@ -383,6 +384,31 @@ class _HttpTransport:
 
 
 _STAT_FIELDS = ProviderStatistics.__struct_fields__
+
+
+class _HttpProvider:
+    """What both HTTP providers share: statistics, closing, use as a context manager."""
+
+    _transport: _HttpTransport
+
+    def statistics(self) -> ProviderStatistics:
+        """Counters since creation: calls, HTTP attempts, retries, waits, failures, tokens."""
+        return self._transport.statistics()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 def require(provider: str, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:

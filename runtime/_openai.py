@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -15,9 +14,9 @@ from ._llm import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
-    ProviderStatistics,
     ToolCall,
     Usage,
+    _HttpProvider,
     _HttpTransport,
     decode_tool_arguments,
     elapsed_ms,
@@ -30,7 +29,7 @@ _DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _DEFAULT_MODEL = "gpt-4o-mini"
 
 
-class OpenAIProvider:
+class OpenAIProvider(_HttpProvider):
     """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
 
     Unset arguments come from the environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``
@@ -178,25 +177,6 @@ class OpenAIProvider:
             stop_reason=finish if isinstance(finish, str) else None,
             latency_ms=latency_ms,
         )
-
-    def statistics(self) -> ProviderStatistics:
-        """Counters since creation: calls, HTTP attempts, retries, waits, failures, tokens."""
-        return self._transport.statistics()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider created it."""
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _encode_message(message: ChatMessage) -> dict[str, Any]:
