@@ -17,7 +17,6 @@ from collections import ChainMap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import anyio
 import msgspec
 from tenacity import RetryCallState, wait_exponential_jitter
 
@@ -53,53 +52,17 @@ from ._messages import (
     RetryNode,
     StartRun,
 )
-from ._result import RunResult, RunStatus
+from ._result import RunOutcome, RunResult, RunStatus
 from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec, RetryPolicy, graph_hash, graph_to_dict
 
-__all__ = ["ExecutorActor", "NodeFactory", "RunOutcome"]
+__all__ = ["ExecutorActor", "NodeFactory"]
 
 #: Builds a node actor of one run: (graph, spec, executor ref, run log) -> actor. Plain
 #: nodes (function, router) share one actor per lane (main path or branch), built from the
 #: lane's first node; every other kind gets an actor of its own.
 NodeFactory = Callable[[GraphSpec, NodeSpec, ActorRef, RunLog], Actor]
 PLAIN_KINDS = ("function", "router")
-
-
-class RunOutcome:
-    """Where the executor leaves its result; ``wait()`` blocks until it does."""
-
-    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
-        self._event = anyio.Event()
-        self._on_done = on_done
-        self.result: RunResult | None = None
-        self.error: BaseException | None = None
-
-    def set(self, result: RunResult) -> None:
-        if not self._event.is_set():
-            self.result = result
-            self._done()
-
-    def fail(self, error: BaseException) -> None:
-        if not self._event.is_set():
-            self.error = error
-            self._done()
-
-    def _done(self) -> None:
-        self._event.set()
-        if self._on_done is not None:
-            self._on_done()
-
-    @property
-    def done(self) -> bool:
-        return self._event.is_set()
-
-    async def wait(self) -> RunResult:
-        await self._event.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
 
 
 class ExecutorActor(Actor):

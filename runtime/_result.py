@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
+import anyio
 import msgspec
 
-__all__ = ["RunResult", "RunStatus"]
+__all__ = ["RunOutcome", "RunResult", "RunStatus"]
 
 RunStatus = Literal["completed", "failed", "paused", "cancelled"]
 
@@ -29,3 +31,39 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     resume_at: list[str] = []
     paused_reason: str | None = None
+
+
+class RunOutcome:
+    """Where the executor leaves its result; ``wait()`` blocks until it does."""
+
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
+        self._event = anyio.Event()
+        self._on_done = on_done
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+
+    def set(self, result: RunResult) -> None:
+        if not self._event.is_set():
+            self.result = result
+            self._done()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self.error = error
+            self._done()
+
+    def _done(self) -> None:
+        self._event.set()
+        if self._on_done is not None:
+            self._on_done()
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> RunResult:
+        await self._event.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result

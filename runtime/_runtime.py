@@ -20,14 +20,14 @@ from eventstore import (
 )
 
 from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
-from ._executor import ExecutorActor, RunOutcome
+from ._executor import ExecutorActor
 from ._function_node import FunctionNodeActor, PlainFunction
 from ._functions import resolve_callable
 from ._judge import JudgeProtocol
 from ._llm import LlmProvider
 from ._llm_node import LlmNodeActor
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
-from ._result import RunResult
+from ._result import RunOutcome, RunResult
 from ._runlog import CommitHook, RunLog
 from ._spec import GraphSpec, NodeSpec
 from ._spec_load import graph_from_dict
