@@ -131,7 +131,7 @@ class SqliteEventStore:
         self._state = "closing"
         with anyio.CancelScope(shield=True):
             if self._writer is not None and not self._writer.stopped:
-                drain = AppendRequest("", [], [], [], (None, None), None)
+                drain = AppendRequest("", [], [], [], [], (None, None), None)
                 try:
                     await self._writer.tell(_Drain(request=drain))
                     await drain.future

@@ -1,16 +1,16 @@
-"""The single writer of a SQLite store: an actor that group-commits appends.
+"""The single writer of a SQLite store: an actor whose thread group-commits appends.
 
-Every append goes through one :class:`WriterActor`. It takes requests from its mailbox one
-at a time but commits only when the mailbox is empty (or ``max_batch`` requests are
-buffered), so everything queued at that moment lands in ONE ``BEGIN IMMEDIATE`` transaction
-and costs one fsync. The transaction runs in one call to a worker thread
-(:class:`WriterCore`), so a batch costs one thread round trip, whatever its size.
+Every append goes through one :class:`WriterActor`. Its thread owns the write connection
+and, whenever it is free, takes everything queued at that moment (at most ``max_batch``
+requests) into ONE ``BEGIN IMMEDIATE`` transaction, so a batch costs one fsync and one
+hand-back to the event loop, whatever its size. While a batch commits the next one gathers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from actors import Actor, ActorStoppedError, Message
+from actors import Actor, Message
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
 from ._events import (
@@ -43,10 +43,6 @@ __all__ = ["AppendRequest", "WriterActor", "WriterCore", "prepare"]
 # Bound the writer's per-run cache; when exceeded it is dropped and refilled by queries.
 _RUN_CACHE_LIMIT = 50_000
 
-_INSERT_EVENT = (
-    "INSERT INTO events (position, run, seq, ts, type, version, hash, body) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _INSERT_RUN = (
     "INSERT INTO runs (run, run_id, status, created, updated, last_seq, graph_hash) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -75,6 +71,7 @@ class AppendRequest:
         "result",
         "run_id",
         "status",
+        "stored",
         "tags",
         "versions",
     )
@@ -85,13 +82,15 @@ class AppendRequest:
         tags: list[str],
         versions: list[int],
         bodies: list[bytes],
+        stored: list[bytes],
         status: tuple[str | None, str | None],
         expected_seq: int | None,
     ) -> None:
         self.run_id = run_id
         self.tags = tags
         self.versions = versions
-        self.bodies = bodies
+        self.bodies = bodies  # encoded (what the hash covers)
+        self.stored = stored  # as written to the file (large bodies compressed)
         self.status = status  # (new run status or None, graph_hash or None)
         self.expected_seq = expected_seq
         # A bare future, not an anyio.Event: it is the cheapest wake-up on asyncio (the
@@ -130,6 +129,7 @@ def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) 
     tags: list[str] = []
     versions: list[int] = []
     bodies: list[bytes] = []
+    stored: list[bytes] = []
     status: str | None = None
     graph_hash: str | None = None
     for body in events:
@@ -139,17 +139,52 @@ def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) 
             info = _TYPE_INFO[cls] = (event_tag(cls), cls.schema_version)
         tags.append(info[0])
         versions.append(info[1])
-        bodies.append(encode_body(body))
+        data = encode_body(body)
+        bodies.append(data)
+        stored.append(store_body(data))
         change = _STATUS_OF.get(cls)
         if change is not None:
             new_status, new_hash = change(body)
             status = new_status
             graph_hash = new_hash or graph_hash
-    return AppendRequest(run_id, tags, versions, bodies, (status, graph_hash), expected_seq)
+    return AppendRequest(run_id, tags, versions, bodies, stored, (status, graph_hash), expected_seq)
+
+
+class _Plan:
+    """One transaction worked out before it is written: rows, run changes, outcomes."""
+
+    __slots__ = ("changed", "new_runs", "next_position", "next_run", "outcomes", "rows", "touched")
+
+    def __init__(self) -> None:
+        self.rows: list[Any] = []  # the events' column values, flat, 8 per event
+        self.new_runs: list[tuple[Any, ...]] = []
+        self.changed: list[tuple[Any, ...]] = []
+        self.outcomes: list[AppendResult | StoreError] = []
+        self.touched: dict[str, tuple[int, int, bytes]] = {}
+        self.next_position = 0
+        self.next_run = 0
+
+
+def _insert_sql(count: int) -> str:
+    head = "INSERT INTO events (position, run, seq, ts, type, version, hash, body) VALUES "
+    return head + ",".join(("(?,?,?,?,?,?,?,?)",) * count)
+
+
+# Events are inserted by multi-row statements of at most _CHUNK_ROWS rows, in power-of-two
+# sizes (so few distinct statements are prepared and cached). sqlite3 releases the GIL for
+# each statement step; one step per chunk instead of per row lets the event loop run during
+# the inserts instead of trading the GIL back and forth with the writer thread every row.
+_CHUNK_ROWS = 128
+_INSERT_SQL = {1 << i: _insert_sql(1 << i) for i in range(_CHUNK_ROWS.bit_length())}
 
 
 class WriterCore:
-    """The write connection and the writer's caches. Used from one worker thread at a time."""
+    """The write connection and the writer's caches; used by the writer thread only.
+
+    A batch is committed in three parts: :meth:`plan` (seq checks, hash chain and rows; it
+    reads the file only for runs not in the cache), :meth:`write` (one transaction) and
+    :meth:`apply` (caches and results, once COMMIT succeeded).
+    """
 
     def __init__(self, path: str, synchronous: str) -> None:
         self.path = path
@@ -186,13 +221,14 @@ class WriterCore:
         finally:
             conn.close()
 
-    def _invalidate(self) -> None:
+    def invalidate(self) -> None:
+        """Forget the caches (another process may have written; a transaction failed)."""
         self._runs.clear()
         self._next_position = None
         self._next_run = None
 
     def commit(self, requests: list[AppendRequest]) -> None:
-        """Write every acceptable request in one transaction; set each one's result or error.
+        """Plan, write and apply ``requests`` in one transaction (in the commit thread).
 
         A request whose expected_seq does not match gets ConcurrencyError and writes nothing;
         the others still commit. If the whole transaction fails, it raises (every request
@@ -201,108 +237,129 @@ class WriterCore:
         """
         for attempt in (1, 2):
             try:
-                outcomes = self._commit_once(requests)
+                plan = self.plan(requests)
+                self.write(plan)
             except sqlite3.IntegrityError:
-                self._invalidate()
+                self.invalidate()
                 if attempt == 2:
                     raise
                 continue
             except BaseException:
-                self._invalidate()
+                self.invalidate()
                 raise
-            for request, outcome in zip(requests, outcomes, strict=True):
-                if isinstance(outcome, AppendResult):
-                    request.result = outcome
-                else:
-                    request.error = outcome
+            self.apply(requests, plan)
             return
 
-    def _commit_once(self, requests: list[AppendRequest]) -> list[AppendResult | StoreError]:
-        conn = self.conn
-        if conn is None:
-            raise StoreClosedError("append")
+    def plan(self, requests: list[AppendRequest]) -> _Plan:
+        """Work out the transaction: seq checks, hash chain, rows. Reads only on cache misses."""
+        plan = _Plan()
+        if self._next_position is None or self._next_run is None:
+            conn = self._connection()
+            self._next_position = conn.execute(
+                "SELECT coalesce(max(position), 0) + 1 FROM events"
+            ).fetchone()[0]
+            self._next_run = conn.execute("SELECT coalesce(max(run), 0) + 1 FROM runs").fetchone()[
+                0
+            ]
+        position: int = self._next_position
+        next_run: int = self._next_run
         now = time.time()
+        cache = self._runs
+        touched = plan.touched
+        rows = plan.rows
+        outcomes = plan.outcomes
+        new_runs: dict[str, list[Any]] = {}  # run_id -> [key, status, graph_hash, seq]
+        changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash, seq]
+        for request in requests:
+            run_id = request.run_id
+            state = touched.get(run_id) or cache.get(run_id)
+            if state is None:
+                state = self._load_run(run_id)
+            seq = 0 if state is None else state[1]
+            if request.expected_seq is not None and request.expected_seq != seq:
+                outcomes.append(ConcurrencyError(run_id, request.expected_seq, seq))
+                continue
+            if state is None:
+                state = (next_run, 0, b"")
+                new_runs[run_id] = [next_run, "new", None, 0]
+                next_run += 1
+            key, seq, prev = state
+            first = seq + 1
+            for tag, version, body, stored in zip(
+                request.tags, request.versions, request.bodies, request.stored, strict=True
+            ):
+                seq += 1
+                prev = chain_digest(prev, run_id, seq, tag, version, body)
+                rows += (position, key, seq, now, tag, version, prev, stored)
+                position += 1
+            touched[run_id] = (key, seq, prev)
+            status, graph_hash = request.status
+            created = new_runs.get(run_id)
+            if created is not None:
+                created[3] = seq
+                if status is not None:
+                    created[1] = status
+                if graph_hash is not None:
+                    created[2] = graph_hash
+            elif status is not None or graph_hash is not None:
+                change = changed.setdefault(key, [None, None, seq])
+                change[2] = seq
+                if status is not None:
+                    change[0] = status
+                if graph_hash is not None:
+                    change[1] = graph_hash
+            outcomes.append(AppendResult(first, seq, position - 1, prev.hex()))
+        plan.new_runs = [
+            (key, rid, st, now, now, sq, gh) for rid, (key, st, gh, sq) in new_runs.items()
+        ]
+        plan.changed = [(st, now, sq, gh, k) for k, (st, gh, sq) in changed.items()]
+        plan.next_position = position
+        plan.next_run = next_run
+        return plan
+
+    def write(self, plan: _Plan) -> None:
+        """Run ``plan``'s transaction (commit thread). Rolls back and raises on any error."""
+        conn = self._connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if self._next_position is None:
-                self._next_position = conn.execute(
-                    "SELECT coalesce(max(position), 0) + 1 FROM events"
-                ).fetchone()[0]
-            if self._next_run is None:
-                self._next_run = conn.execute(
-                    "SELECT coalesce(max(run), 0) + 1 FROM runs"
-                ).fetchone()[0]
-            position: int = self._next_position
-            next_run: int = self._next_run
-            cache = self._runs
-            # run_id -> (key, last seq, last digest) as of this transaction so far
-            touched: dict[str, tuple[int, int, bytes]] = {}
-            new_runs: dict[str, list[Any]] = {}  # run_id -> [key, status, graph_hash, seq]
-            changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash, seq]
-            rows: list[tuple[Any, ...]] = []
-            outcomes: list[AppendResult | StoreError] = []
-            for request in requests:
-                run_id = request.run_id
-                state = touched.get(run_id) or cache.get(run_id) or self._load_run(conn, run_id)
-                seq = 0 if state is None else state[1]
-                if request.expected_seq is not None and request.expected_seq != seq:
-                    outcomes.append(ConcurrencyError(run_id, request.expected_seq, seq))
-                    continue
-                if state is None:
-                    state = (next_run, 0, b"")
-                    new_runs[run_id] = [next_run, "new", None, 0]
-                    next_run += 1
-                key, seq, prev = state
-                first = seq + 1
-                for tag, version, body in zip(
-                    request.tags, request.versions, request.bodies, strict=True
-                ):
-                    seq += 1
-                    prev = chain_digest(prev, run_id, seq, tag, version, body)
-                    rows.append((position, key, seq, now, tag, version, prev, store_body(body)))
-                    position += 1
-                touched[run_id] = (key, seq, prev)
-                status, graph_hash = request.status
-                created = new_runs.get(run_id)
-                if created is not None:
-                    created[3] = seq
-                    if status is not None:
-                        created[1] = status
-                    if graph_hash is not None:
-                        created[2] = graph_hash
-                elif status is not None or graph_hash is not None:
-                    change = changed.setdefault(key, [None, None, seq])
-                    change[2] = seq
-                    if status is not None:
-                        change[0] = status
-                    if graph_hash is not None:
-                        change[1] = graph_hash
-                outcomes.append(AppendResult(first, seq, position - 1, prev.hex()))
-            if rows:
-                conn.executemany(_INSERT_EVENT, rows)
-            if new_runs:
-                conn.executemany(
-                    _INSERT_RUN,
-                    [(k, rid, st, now, now, sq, gh) for rid, (k, st, gh, sq) in new_runs.items()],
-                )
-            if changed:
-                conn.executemany(
-                    _UPDATE_RUN, [(st, now, sq, gh, k) for k, (st, gh, sq) in changed.items()]
-                )
+            rows = plan.rows
+            done, total = 0, len(rows) // 8
+            while done < total:
+                size = min(total - done, _CHUNK_ROWS)
+                size = 1 << (size.bit_length() - 1)  # the largest power of two <= size
+                conn.execute(_INSERT_SQL[size], rows[done * 8 : (done + size) * 8])
+                done += size
+            if plan.new_runs:
+                conn.executemany(_INSERT_RUN, plan.new_runs)
+            if plan.changed:
+                conn.executemany(_UPDATE_RUN, plan.changed)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        self._next_position = position
-        self._next_run = next_run
+
+    def apply(self, requests: list[AppendRequest], plan: _Plan) -> None:
+        """After COMMIT: advance the caches and hand each request its outcome."""
+        self._next_position = plan.next_position
+        self._next_run = plan.next_run
+        cache = self._runs
         if len(cache) > _RUN_CACHE_LIMIT:
             cache.clear()
-        cache.update(touched)
-        return outcomes
+        cache.update(plan.touched)
+        for request, outcome in zip(requests, plan.outcomes, strict=True):
+            if isinstance(outcome, AppendResult):
+                request.result = outcome
+            else:
+                request.error = outcome
 
-    @staticmethod
-    def _load_run(conn: sqlite3.Connection, run_id: str) -> tuple[int, int, bytes] | None:
+    def _connection(self) -> sqlite3.Connection:
+        if self.conn is None:
+            raise StoreClosedError("append")
+        return self.conn
+
+    def _load_run(self, run_id: str) -> tuple[int, int, bytes] | None:
+        conn = self._connection()
         row = conn.execute("SELECT run FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             return None
@@ -314,29 +371,20 @@ class WriterCore:
         return (row[0], last[0], bytes(last[1]))
 
 
-class _Wake(Message, frozen=True, tag="eventstore.wake"):
-    """Requests are waiting in the writer's inbox."""
-
-
 class _Drain(Message, frozen=True, tag="eventstore.drain"):
     request: Any  # an AppendRequest with no events, finished once everything before it is
 
 
-# From idle, an inbox at least this full is committed in two halves. While the first half
-# commits, the second waits; while the second commits, the first half's appenders (answered)
-# prepare their next appends. The two groups then keep alternating, so the event loop's work
-# overlaps the commit thread's instead of adding to it.
-_SPLIT_AT = 8
-
-
 class WriterActor(Actor):
-    """Commits append requests in groups; see the module docstring.
+    """Owns the write connection's thread and commits append requests in groups.
 
-    Appenders put requests in the writer's inbox (:meth:`submit`, bounded: the caller waits
-    for space) and tell the actor once per wake-up; the actor then drains the inbox into
-    transactions of at most ``max_batch`` requests until it is empty. After a
-    :class:`_Drain` message it commits what it holds and refuses later appends with
-    StoreClosedError, so closing never leaves an acknowledged append unwritten.
+    Appenders put requests in the writer's queue (:meth:`submit`, bounded: the caller waits
+    for space). The writer's own thread takes everything queued whenever it is free (at most
+    ``max_batch`` requests), commits it as ONE transaction, and hands the outcomes back to
+    the event loop in one callback. So while a batch commits, the next one gathers, and the
+    thread never waits for the event loop to hand it work. After a :class:`_Drain` message
+    the writer refuses new appends and answers the drain once everything queued before it
+    is committed, so closing never leaves an acknowledged append unwritten.
     """
 
     def __init__(
@@ -346,84 +394,105 @@ class WriterActor(Actor):
         self._core = core
         self._max_batch = max_batch
         self._capacity = capacity
-        self._inbox: deque[AppendRequest] = deque()
+        self._queue: deque[AppendRequest] = deque()  # appended by the loop, taken by the thread
+        self._cond = threading.Condition()
+        self._stopping = False
         self._space = anyio.Event()
-        self._woken = False
         self._draining = False
-        self._limiter = anyio.CapacityLimiter(1)
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(
+            target=self._run, name=f"eventstore-writer:{core.path}", daemon=True
+        )
+        self._thread.start()
 
     @property
     def queued(self) -> int:
-        return len(self._inbox)
+        return len(self._queue)
 
     def submit(self, request: AppendRequest) -> bool:
-        """Queue ``request`` without waiting; False if the inbox is full (see wait_for_space).
+        """Queue ``request`` without waiting; False if the queue is full (see wait_for_space).
 
         Raises StoreClosedError once the writer drains for close or has stopped.
         """
         if self._draining or self.ref.stopped:
             raise StoreClosedError("append")
-        if len(self._inbox) >= self._capacity:
+        if len(self._queue) >= self._capacity:
             return False
-        self._inbox.append(request)
-        if not self._woken:
-            self._woken = True
-            try:
-                self.ref.tell_nowait(_Wake())
-            except ActorStoppedError:
-                raise StoreClosedError("append") from None
+        with self._cond:
+            self._queue.append(request)
+            self._cond.notify()
         return True
 
     async def wait_for_space(self) -> None:
-        """Wait until the writer next takes requests from its inbox."""
+        """Wait until the writer next answers a batch."""
         await self._space.wait()
 
     async def receive(self, message: Any) -> None:
-        if isinstance(message, _Wake):
-            await self._drain_inbox()
-        elif isinstance(message, _Drain):
-            await self._drain_inbox()
+        if isinstance(message, _Drain):
             self._draining = True
-            message.request.finish()
+            with self._cond:
+                self._queue.append(message.request)
+                self._cond.notify()
 
-    async def _drain_inbox(self) -> None:
-        inbox = self._inbox
-        from_idle = True
-        while inbox:
-            available = len(inbox)
-            take = min(available, self._max_batch)
-            if from_idle and available >= _SPLIT_AT:
-                take = min(take, (available + 1) // 2)
-            from_idle = False
-            batch = [inbox.popleft() for _ in range(take)]
-            space, self._space = self._space, anyio.Event()
-            space.set()
-            await self._commit(batch)
-        self._woken = False
+    # -- the writer thread -----------------------------------------------------------------
 
-    async def _commit(self, batch: list[AppendRequest]) -> None:
-        # Shielded: once a transaction starts, its callers must learn its outcome, even if the
-        # writer is being stopped (a committed append is never reported as lost).
-        with anyio.CancelScope(shield=True):
+    def _run(self) -> None:
+        queue, cond, core = self._queue, self._cond, self._core
+        while True:
+            with cond:
+                while not queue and not self._stopping:
+                    cond.wait()
+                if self._stopping:
+                    return
+                batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
+            writes = [request for request in batch if request.bodies]  # drains have none
+            error: StoreError | None = None
             started = time.perf_counter()
-            try:
-                await anyio.to_thread.run_sync(self._core.commit, batch, limiter=self._limiter)
-            except (sqlite3.Error, StoreError) as exc:
-                error = exc if isinstance(exc, StoreError) else StoreError(f"append failed: {exc}")
-                if error is not exc:
+            if writes:
+                try:
+                    core.commit(writes)
+                except StoreError as exc:
+                    error = exc
+                except Exception as exc:
+                    # sqlite3 errors, and anything unforeseen: every waiter of the batch
+                    # learns it failed, and the thread goes on with the next batch.
+                    error = StoreError(f"append failed: {exc}")
                     error.__cause__ = exc
-                for request in batch:
-                    request.fail(error)
-                return
-            self._store._record_batch(batch, time.perf_counter() - started)
-            for request in batch:
+            seconds = time.perf_counter() - started
+            try:
+                self._loop.call_soon_threadsafe(self._answer, batch, writes, error, seconds)
+            except RuntimeError:
+                return  # the event loop is closed: nobody is waiting any more
+
+    def _answer(
+        self,
+        batch: list[AppendRequest],
+        writes: list[AppendRequest],
+        error: StoreError | None,
+        seconds: float,
+    ) -> None:
+        # On the event loop, once the batch's transaction is over.
+        if error is None:
+            self._store._record_batch(writes, seconds)
+        for request in batch:
+            if error is not None and request.bodies:
+                request.fail(error)
+            else:
                 request.finish()
+        space, self._space = self._space, anyio.Event()
+        space.set()
 
     async def on_stop(self) -> None:
-        # Whatever is still waiting in the inbox was never written.
+        # Let the thread finish the transaction it is in (if any), then fail whatever is
+        # still queued: it was never written.
         self._draining = True
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        await anyio.to_thread.run_sync(self._thread.join)
+        await anyio.lowlevel.checkpoint()  # run the thread's last answer callback
         closed = StoreClosedError("append", "the store closed before it was written")
-        while self._inbox:
-            self._inbox.popleft().fail(closed)
+        while self._queue:
+            self._queue.popleft().fail(closed)
         self._space.set()
         self._store._fail_inflight()

@@ -216,6 +216,31 @@ async def test_two_stores_on_one_file_never_duplicate_a_seq(tmp_path: Path) -> N
         assert (await a.verify("r1")).ok
 
 
+async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
+    tmp_path: Path,
+) -> None:
+    from eventstore import StoreError
+
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        await store.append("r1", [started()], expected_seq=0)
+        # Another connection makes SQLite refuse the next insert of run r1 (seq 2).
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = 2 "
+            "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+        with pytest.raises(StoreError, match="refused by the test"):
+            await store.append("r1", [NodeStarted(node_id="a", visit=1)], expected_seq=1)
+        other.execute("DROP TRIGGER refuse")
+        other.close()
+        # Nothing of the failed batch was written; the writer still commits later batches.
+        result = await store.append("r1", [NodeStarted(node_id="a", visit=1)], expected_seq=1)
+        assert (result.first_seq, result.last_seq) == (2, 2)
+        assert [e.seq for e in await store.read_all("r1")] == [1, 2]
+        assert (await store.verify("r1")).ok
+
+
 async def test_synchronous_setting_is_applied(tmp_path: Path) -> None:
     config = DurabilityConfig(synchronous="NORMAL")
     async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
