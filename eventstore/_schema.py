@@ -115,23 +115,37 @@ def check_schema(conn: sqlite3.Connection, path: str) -> None:
         raise NotAStoreError(path, f"tables missing: {', '.join(sorted(missing))}")
 
 
-# Bodies of at least this many bytes are stored zlib-compressed when that saves a tenth or
-# more: large memory values and tool results dominate a store's size. Encoded bodies are JSON
-# objects and start with "{", a zlib stream with 0x78 ("x"), so the first byte tells them
-# apart. Hashes are always over the uncompressed body.
+# How a body is stored. Encoded bodies are JSON objects that start with their tag,
+# '{"type":"<tag>"', which the row's type column already holds, so small bodies are stored
+# without it and start with "," or "}". Bodies of at least _COMPRESS_AT bytes are stored
+# zlib-compressed when that saves a tenth or more (large memory values and tool results
+# dominate a store's size); a zlib stream starts with 0x78 ("x"). A body stored whole starts
+# with "{" (stores written before the tag was dropped). So the first byte tells the forms
+# apart. Hashes are always over the whole encoded body.
 _COMPRESS_AT = 1024
 
 
-def store_body(body: bytes) -> bytes:
-    """The bytes to store for an encoded body (compressed when large and compressible)."""
-    if len(body) < _COMPRESS_AT:
-        return body
-    packed = zlib.compress(body, 1)
-    return packed if len(packed) * 10 <= len(body) * 9 else body
+def _tag_prefix(tag: str) -> bytes:
+    return b'{"type":"' + tag.encode() + b'"'
 
 
-def load_body(stored: bytes) -> bytes:
+def store_body(body: bytes, tag: str) -> bytes:
+    """The bytes to store for the encoded body of a ``tag`` event."""
+    if len(body) >= _COMPRESS_AT:
+        packed = zlib.compress(body, 1)
+        if len(packed) * 10 <= len(body) * 9:
+            return packed
+    prefix = _tag_prefix(tag)
+    if body.startswith(prefix) and body[len(prefix) : len(prefix) + 1] in (b",", b"}"):
+        return body[len(prefix) :]
+    return body
+
+
+def load_body(stored: bytes, tag: str) -> bytes:
     """The encoded body back from its stored bytes. Raises zlib.error if corrupt."""
-    if stored[:1] == b"x":
+    first = stored[:1]
+    if first == b"x":
         return zlib.decompress(stored)
+    if first == b"," or first == b"}":
+        return _tag_prefix(tag) + stored
     return stored

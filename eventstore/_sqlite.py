@@ -272,7 +272,7 @@ class SqliteEventStore:
     def _event(run_id: str, row: Any, prev_hash: str) -> Event:
         position, seq, ts, tag, version, digest, stored = row[:7]
         try:
-            body = decode_body(tag, version, load_body(stored))
+            body = decode_body(tag, version, load_body(stored, tag))
         except UnknownEventError as exc:
             raise UnknownEventError(tag, version, run_id) from exc
         except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:
@@ -357,7 +357,7 @@ class SqliteEventStore:
                 if seq != expected:
                     return VerifyReport(run_id, False, checked, expected, "event missing")
                 try:
-                    body = load_body(blob)
+                    body = load_body(blob, tag)
                 except zlib.error as exc:
                     return VerifyReport(run_id, False, checked, seq, f"corrupt body: {exc}")
                 digest = chain_digest(prev, run_id, seq, tag, version, body)

@@ -141,7 +141,7 @@ def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) 
         versions.append(info[1])
         data = encode_body(body)
         bodies.append(data)
-        stored.append(store_body(data))
+        stored.append(store_body(data, info[0]))
         change = _STATUS_OF.get(cls)
         if change is not None:
             new_status, new_hash = change(body)

@@ -147,6 +147,26 @@ async def test_verify_finds_an_edited_body(tmp_path: Path) -> None:
     assert events[3].body == NodeStarted(node_id="evil", visit=1)
 
 
+async def test_small_bodies_are_stored_without_their_tag_and_whole_ones_still_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path)
+    conn = sqlite3.connect(path)
+    try:
+        stored = conn.execute("SELECT body FROM events WHERE seq = 2").fetchone()[0]
+    finally:
+        conn.close()
+    whole = encode_body(NodeStarted(node_id="n0", visit=1))
+    assert stored == whole[len(b'{"type":"node.started"') :]  # the type column has the tag
+    # A row as releases before this format wrote it (the whole body) reads and verifies.
+    tamper(path, "UPDATE events SET body = ? WHERE seq = 2", whole)
+    async with SqliteEventStore(path) as store:
+        assert (await store.verify("r1")).ok
+        events = await store.read_all("r1")
+    assert events[1].body == NodeStarted(node_id="n0", visit=1)
+
+
 async def test_verify_finds_an_edited_hash_and_a_rewritten_chain_tail(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     await make_store(path)
