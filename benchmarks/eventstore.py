@@ -35,6 +35,7 @@ from eventstore import (
 )
 from eventstore._events import chain_digest
 from eventstore._schema import create_schema, store_body
+from eventstore._writer import wal_autocheckpoint_pages
 
 from ._common import Timer, figure, print_table
 
@@ -158,6 +159,7 @@ def raw_floor(
     create_schema(conn, page_size or DurabilityConfig().page_size)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
     runs = {row[1] for row in rows}
     conn.executemany(
         "INSERT INTO runs VALUES (?, ?, 'running', 0, 0, 0, NULL)",

@@ -125,8 +125,14 @@ def check_schema(conn: sqlite3.Connection, path: str) -> None:
 _COMPRESS_AT = 1024
 
 
+_PREFIXES: dict[str, bytes] = {}
+
+
 def _tag_prefix(tag: str) -> bytes:
-    return b'{"type":"' + tag.encode() + b'"'
+    prefix = _PREFIXES.get(tag)
+    if prefix is None:
+        prefix = _PREFIXES[tag] = b'{"type":"' + tag.encode() + b'"'
+    return prefix
 
 
 def store_body(body: bytes, tag: str) -> bytes:
