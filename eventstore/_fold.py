@@ -89,6 +89,9 @@ class RunState(msgspec.Struct, kw_only=True):
     total_retries: int = 0
     outputs: dict[str, dict[str, Any]] = {}
     conversation: list[ConversationEntry] = []
+    #: Index in ``conversation`` at which each node's current visit began (an isolated-mode
+    #: compaction counts the node's own entries from there).
+    conversation_starts: dict[str, int] = {}
     iterations: dict[str, int] = {}
     verdicts: dict[str, VerdictRecord] = {}
     paused: PauseInfo | None = None
@@ -121,6 +124,7 @@ def _copy(state: RunState) -> RunState:
         total_retries=state.total_retries,
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=list(state.conversation),
+        conversation_starts=dict(state.conversation_starts),
         iterations=dict(state.iterations),
         verdicts=dict(state.verdicts),
         paused=state.paused,
@@ -149,6 +153,7 @@ def _node_started(s: RunState, b: Any, owned: set[str]) -> None:
     s.running[b.node_id] = b.attempt
     s.outputs[b.node_id] = {}
     s.iterations[b.node_id] = 0
+    s.conversation_starts[b.node_id] = len(s.conversation)
 
 
 def _llm_turn(s: RunState, b: Any, owned: set[str]) -> None:
@@ -180,8 +185,27 @@ def _message_added(s: RunState, b: Any, owned: set[str]) -> None:
 
 
 def _compacted(s: RunState, b: Any, owned: set[str]) -> None:
+    """Replace the first ``upto`` entries of the compacting node's scope by the summary.
+
+    The scope is the whole run's conversation in continuous mode; in isolated mode it is the
+    node's own entries since its current visit began (as the node itself counts them).
+    """
     summary = ConversationEntry(role="system", content=b.summary, node_id=b.node_id, kind="summary")
-    s.conversation = [summary, *s.conversation[b.upto :]]
+    conversation = s.conversation
+    if (s.graph or {}).get("conversation_mode") == "isolated":
+        start = s.conversation_starts.get(b.node_id, len(conversation))
+        scope = [i for i in range(start, len(conversation)) if conversation[i].node_id == b.node_id]
+    else:
+        scope = list(range(len(conversation)))
+    removed = scope[: max(0, b.upto)]
+    at = removed[0] if removed else (scope[0] if scope else len(conversation))
+    gone = set(removed)
+    kept = [entry for i, entry in enumerate(conversation) if i not in gone]
+    kept.insert(at, summary)
+    s.conversation = kept
+    for node, start in s.conversation_starts.items():
+        if start > at:
+            s.conversation_starts[node] = start - sum(1 for i in removed if i < start) + 1
 
 
 def _output_set(s: RunState, b: Any, owned: set[str]) -> None:

@@ -164,6 +164,44 @@ def test_the_conversation_is_rebuilt_and_compacted() -> None:
     ]
 
 
+def test_isolated_compaction_counts_the_nodes_own_visit_as_the_node_does() -> None:
+    from runtime._llm_history import rebuild
+
+    def said(node: str, text: str) -> MessageAdded:
+        return MessageAdded(node_id=node, role="user", content=text, kind="input")
+
+    bodies: list[EventBody] = [
+        RunStarted(graph={"conversation_mode": "isolated"}, graph_hash="g", entry="a"),
+        NodeStarted(node_id="a", visit=1),
+        said("a", "a1"),
+        said("a", "a2"),
+        NodeCompleted(node_id="a"),
+        NodeStarted(node_id="b", visit=1),
+        said("b", "b1"),
+        said("b", "b2"),
+        said("b", "b3"),
+        ConversationCompacted(node_id="b", upto=2, summary="b said two things"),
+        said("b", "b4"),
+    ]
+    log = as_log("r", bodies)
+    state = fold(log)
+    # a's entries are untouched (a continuous-mode reading would have eaten them)...
+    assert [(e.kind, e.content) for e in state.conversation] == [
+        ("input", "a1"),
+        ("input", "a2"),
+        ("summary", "b said two things"),
+        ("input", "b3"),
+        ("input", "b4"),
+    ]
+    # ...and b's part is exactly what the LLM node rebuilds for its own visit.
+    start = state.conversation_starts["b"]
+    mine = [e for e in state.conversation[start:] if e.node_id == "b"]
+    # (runtime keeps its own ConversationEntry class of the same shape)
+    assert msgspec.to_builtins(mine) == msgspec.to_builtins(rebuild(log, "b").entries)
+    # Chunked folds agree across the compaction.
+    assert fold(log[9:], fold(log[:9])) == state
+
+
 def test_pause_resume_cancel_and_finish_set_the_status() -> None:
     paused = run(START, RunPaused(reason="hitl", node_id="a"))
     assert paused.status == "paused" and paused.paused == PauseInfo(reason="hitl", node_id="a")
