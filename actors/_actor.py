@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import msgspec
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import (
     ActorError,
@@ -19,7 +17,7 @@ from ._errors import (
     MailboxFullError,
     NotAMessageError,
 )
-from ._mailbox import MailboxConfig, MailboxStatistics
+from ._mailbox import Mailbox, MailboxClosed, MailboxConfig, MailboxStatistics, new_waiter
 from ._messages import Terminated
 
 __all__ = ["Actor", "ActorRef", "ActorSystem"]
@@ -54,14 +52,29 @@ class Actor:
     async def on_stop(self) -> None:
         """Runs once when the actor stops, shielded from cancellation for a few seconds."""
 
+    def stop_self(self) -> None:
+        """Stop this actor once the message in hand is handled; does not wait.
+
+        For an actor that decides, in ``receive``, that its work is over: the messages
+        still queued are dropped (their askers get ActorStoppedError), ``on_stop`` runs
+        and watchers are told. (``await self.ref.stop()`` from ``receive`` would cancel the
+        handler itself at its next checkpoint.)
+        """
+        self.ref._stop_requested = True
+
 
 class _Reply:
-    """A one-shot reply slot for ``ask``."""
+    """An asked message with its one-shot reply slot (the handler's value or exception).
 
-    __slots__ = ("done", "error", "event", "value")
+    It is what the mailbox holds for an ``ask``; a ``tell`` puts the bare message, so the
+    common case allocates no envelope.
+    """
 
-    def __init__(self) -> None:
-        self.event = anyio.Event()
+    __slots__ = ("done", "error", "message", "value", "waiter")
+
+    def __init__(self, message: msgspec.Struct) -> None:
+        self.message = message
+        self.waiter = new_waiter()
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
@@ -70,16 +83,19 @@ class _Reply:
         if not self.done:
             self.done = True
             self.value = value
-            self.event.set()
+            if not self.waiter.done():  # done already: the asker gave up (cancelled)
+                self.waiter.set_result(None)
 
     def fail(self, error: BaseException) -> None:
         if not self.done:
             self.done = True
             self.error = error
-            self.event.set()
+            if not self.waiter.done():
+                self.waiter.set_result(None)
 
 
-_Envelope = tuple[Any, "_Reply | None"]
+#: A mailbox item: a told message, or a _Reply that carries an asked one.
+_Item = msgspec.Struct | _Reply
 
 
 class ActorRef:
@@ -87,13 +103,12 @@ class ActorRef:
 
     __slots__ = (
         "_actor",
-        "_capacity",
         "_current",
+        "_is_stopped",
+        "_mailbox",
         "_processed",
-        "_receive",
         "_received",
         "_scope",
-        "_send",
         "_stop_requested",
         "_stopped",
         "_watchers",
@@ -103,14 +118,12 @@ class ActorRef:
 
     def __init__(self, name: str, actor: Actor, capacity: int) -> None:
         self.name = name
-        self._actor = actor
-        self._capacity = capacity
-        send, receive = anyio.create_memory_object_stream[_Envelope](capacity)
-        self._send: MemoryObjectSendStream[_Envelope] = send
-        self._receive: MemoryObjectReceiveStream[_Envelope] = receive
+        self._actor: Actor | None = actor
+        self._mailbox: Mailbox[_Item] = Mailbox(capacity)
         self._scope: anyio.CancelScope | None = None
         self._stop_requested = False
-        self._stopped = anyio.Event()
+        self._stopped: anyio.Event | None = None  # made when someone waits for the stop
+        self._is_stopped = False
         self._watchers: list[ActorRef] = []
         self._current: _Reply | None = None
         self._received = 0
@@ -119,13 +132,13 @@ class ActorRef:
         self.failure: BaseException | None = None
 
     def __repr__(self) -> str:
-        state = "stopped" if self._stopped.is_set() else "running"
+        state = "stopped" if self._is_stopped else "running"
         return f"<ActorRef {self.name} {state}>"
 
     @property
     def stopped(self) -> bool:
         """True once the actor has stopped (cleanly or by failure)."""
-        return self._stopped.is_set()
+        return self._is_stopped
 
     def _check(self, message: object) -> None:
         if not isinstance(message, msgspec.Struct):
@@ -138,16 +151,13 @@ class ActorRef:
         Cancellation while waiting leaves the message unsent. Messages from one sender are
         handled in the order they were told.
         """
-        self._check(message)
+        if not isinstance(message, msgspec.Struct):
+            raise NotAMessageError(self.name, message)
         try:
             # Enqueue without a scheduler round trip when there is room; wait otherwise.
-            self._send.send_nowait((message, None))
-        except anyio.WouldBlock:
-            try:
-                await self._send.send((message, None))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise ActorStoppedError(self.name) from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if not self._mailbox.put_nowait(message):
+                await self._mailbox.put(message)
+        except MailboxClosed:
             raise ActorStoppedError(self.name) from None
         self._received += 1
 
@@ -155,11 +165,11 @@ class ActorRef:
         """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
         self._check(message)
         try:
-            self._send.send_nowait((message, None))
-        except anyio.WouldBlock:
-            raise MailboxFullError(self.name, self._capacity) from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            queued = self._mailbox.put_nowait(message)
+        except MailboxClosed:
             raise ActorStoppedError(self.name) from None
+        if not queued:
+            raise MailboxFullError(self.name, self._mailbox.capacity)
         self._received += 1
 
     async def ask(self, message: msgspec.Struct, *, timeout: float | None = None) -> Any:
@@ -171,73 +181,98 @@ class ActorRef:
         abandons the reply; the actor still handles the message.
         """
         self._check(message)
-        reply = _Reply()
-        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
-            try:
-                await self._send.send((message, reply))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise ActorStoppedError(self.name) from None
-            self._received += 1
-            await reply.event.wait()
-        if scope.cancelled_caught and not reply.done:
-            raise AskTimeoutError(self.name, type(message).__name__, float(timeout or 0.0))
+        reply = _Reply(message)
+        if timeout is None:
+            await self._ask(reply)
+        else:
+            with anyio.move_on_after(timeout):
+                await self._ask(reply)
+            if not reply.done:
+                raise AskTimeoutError(self.name, type(message).__name__, float(timeout))
         if reply.error is not None:
             raise reply.error
         return reply.value
+
+    async def _ask(self, reply: _Reply) -> None:
+        try:
+            if not self._mailbox.put_nowait(reply):
+                await self._mailbox.put(reply)
+        except MailboxClosed:
+            raise ActorStoppedError(self.name) from None
+        self._received += 1
+        await reply.waiter
 
     async def stop(self) -> None:
         """Stop the actor now, cancelling the message in flight, and wait until it is stopped.
 
         Messages still queued are dropped; their askers get ActorStoppedError. Idempotent.
         """
+        self.stop_nowait()
+        await self.wait_stopped()
+
+    def stop_nowait(self) -> None:
+        """Start stopping the actor as :meth:`stop` does, without waiting for it to end.
+
+        The actor's task finishes stopping (``on_stop``, watchers) when it next runs.
+        From the actor's own ``receive``, use :meth:`Actor.stop_self` instead.
+        """
         self._stop_requested = True
-        if self._scope is not None:
+        if self._is_stopped:
+            return
+        if self._mailbox.consumer_waiting or self._scope is None:
+            # Idle (parked on an empty mailbox) or not started: nothing is in flight, so
+            # closing the mailbox ends its loop without a cancellation (anyio's cancel
+            # delivery is far dearer than a wake-up).
+            self._mailbox.close()
+        else:
             self._scope.cancel()
-        await self._stopped.wait()
 
     async def wait_stopped(self) -> None:
         """Wait until the actor has stopped, for whatever reason."""
+        if self._is_stopped:
+            return
+        if self._stopped is None:
+            self._stopped = anyio.Event()
         await self._stopped.wait()
 
     def statistics(self) -> MailboxStatistics:
         """A snapshot of this actor's mailbox and counters."""
         return MailboxStatistics(
             actor=self.name,
-            capacity=self._capacity,
-            queued=self._receive.statistics().current_buffer_used,
+            capacity=self._mailbox.capacity,
+            queued=len(self._mailbox),
             received=self._received,
             processed=self._processed,
             failed=self.failure is not None,
-            stopped=self._stopped.is_set(),
+            stopped=self._is_stopped,
         )
 
     async def _run(self, system: ActorSystem) -> None:
         actor = self._actor
+        assert actor is not None
+        mailbox = self._mailbox
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
-                if self._stop_requested:
-                    scope.cancel()
                 try:
-                    await actor.on_start()
-                    receive = self._receive
+                    if not self._stop_requested:
+                        await actor.on_start()
                     streak = 0
-                    while True:
+                    while not self._stop_requested:
                         # Drain without a scheduler round trip while messages are queued,
                         # but yield now and then so a busy actor cannot starve the others.
                         streak += 1
                         if streak % 64 == 0:
                             await anyio.lowlevel.checkpoint()
-                        try:
-                            message, reply = receive.receive_nowait()
-                        except anyio.WouldBlock:
+                        item = mailbox.get_nowait()
+                        if item is None:
                             streak = 0
-                            try:
-                                message, reply = await receive.receive()
-                            except anyio.EndOfStream:
-                                break
-                        except anyio.EndOfStream:
-                            break
+                            item = await mailbox.get()
+                        if type(item) is _Reply:
+                            reply: _Reply | None = item
+                            message: Any = item.message
+                        else:
+                            reply, message = None, item
                         self._current = reply
                         try:
                             result = await actor.receive(message)
@@ -252,32 +287,38 @@ class ActorRef:
                         if reply is not None:
                             reply.set(result)
                         self._current = None
+                except MailboxClosed:
+                    pass  # stop() closed the mailbox of the idle actor
                 except Exception as exc:  # raised by on_start: same treatment
                     self.failure = exc
         finally:
             await self._shutdown(system)
 
     async def _shutdown(self, system: ActorSystem) -> None:
-        stopped = ActorStoppedError(self.name, reason="stopped before answering")
+        self._mailbox.close()
+        unanswered = [item for item in self._mailbox.drain() if type(item) is _Reply]
         if self._current is not None:
-            self._current.fail(stopped)
-        self._send.close()
-        for _ in range(self._receive.statistics().current_buffer_used):
-            try:
-                _message, reply = self._receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                break
-            if reply is not None:
+            unanswered.append(self._current)
+        if unanswered:
+            stopped = ActorStoppedError(self.name, reason="stopped before answering")
+            for reply in unanswered:
                 reply.fail(stopped)
-        self._receive.close()
-        with anyio.move_on_after(_ON_STOP_GRACE, shield=True):
-            try:
-                await self._actor.on_stop()
-            except Exception as exc:
-                if self.failure is None:
-                    self.failure = exc
-        self._stopped.set()
+        actor = self._actor
+        assert actor is not None
+        if type(actor).on_stop is not Actor.on_stop:
+            with anyio.move_on_after(_ON_STOP_GRACE, shield=True):
+                try:
+                    await actor.on_stop()
+                except Exception as exc:
+                    if self.failure is None:
+                        self.failure = exc
+        self._is_stopped = True
+        if self._stopped is not None:
+            self._stopped.set()
         system._forget(self)
+        # The actor and its ref point at each other; cut the cycle so a stopped actor's
+        # state is freed at once by reference counting, not by the cyclic collector.
+        self._actor = None
         error = None
         if self.failure is not None:
             error = f"{type(self.failure).__name__}: {self.failure}"

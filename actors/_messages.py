@@ -15,7 +15,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     """
 
 
-class Terminated(Message, frozen=True, kw_only=True, tag="actor.terminated"):
+class Terminated(Message, frozen=True, kw_only=True, gc=False, tag="actor.terminated"):
     """Sent to each watcher when an actor stops.
 
     ``error`` is ``None`` for a clean stop; otherwise it holds ``"ExcType: message"`` and

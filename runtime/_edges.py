@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,11 +13,14 @@ from ._expr import compile_expression
 from ._llm import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 from ._spec import EdgeSpec, GraphSpec
 
-__all__ = ["Route", "resolve_edges"]
+__all__ = ["Route", "decide_edge", "resolve_edges"]
 
 
-class Route(msgspec.Struct, frozen=True, kw_only=True):
-    """One edge chosen to fire: its index in ``graph.edges``, target and why."""
+class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One edge chosen to fire: its index in ``graph.edges``, target and why.
+
+    ``gc=False``: only strings and an int, never in a cycle; one is made per step.
+    """
 
     index: int
     target: str
@@ -24,57 +28,61 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
 
 
-def _ordered(edges: list[tuple[int, EdgeSpec]]) -> list[tuple[int, EdgeSpec]]:
-    # Higher priority first; declaration order breaks ties (and is the whole order when
-    # nobody sets a priority, as the seed requires for conditional edges).
-    return sorted(edges, key=lambda pair: (-pair[1].priority, pair[0]))
-
-
-async def resolve_edges(
+def resolve_edges(
     graph: GraphSpec,
     node_id: str,
     *,
     success: bool,
-    names: Mapping[str, Any],
+    memory: Mapping[str, Any],
     outputs: Mapping[str, Any],
-    provider: LlmProvider | None,
-) -> list[Route]:
-    """Return the edges that fire, in order; several mean a fan-out.
+) -> list[Route] | None:
+    """Return the edges that fire, in order (several mean a fan-out), or None when the
+    choice falls to the node's llm_decide edges (then :func:`decide_edge` asks a model).
 
     On success: the first conditional edge (priority, then declaration order) whose
     expression is truthy wins alone; otherwise the llm_decide edges, if any, make one
     choice among their targets; otherwise every ``on_success`` and ``always`` edge fires.
-    On failure: every ``on_failure`` and ``always`` edge fires.
+    On failure: every ``on_failure`` and ``always`` edge fires. Expressions read the
+    node's ``outputs`` over ``memory``.
     An expression that fails to evaluate counts as false for that edge and the error is
     given as the reason of nothing; it never fails the run.
+
+    Synchronous, as it runs at every step: edges come pre-sorted from the graph's index,
+    and the names an expression reads (a view, not a copy) are built only when a
+    conditional edge is evaluated.
     """
-    outgoing = graph.outgoing(node_id)
+    edges = graph.node_edges(node_id)
     if not success:
-        return [
-            Route(index=i, target=e.target, condition=e.condition)
-            for i, e in _ordered(outgoing)
-            if e.condition in ("on_failure", "always")
-        ]
-    for index, edge in _ordered([p for p in outgoing if p[1].condition == "conditional"]):
-        assert edge.expression is not None  # validated
-        try:
-            matched = compile_expression(edge.expression).truthy(names)
-        except ExpressionError:
-            matched = False
-        if matched:
-            return [
-                Route(
-                    index=index, target=edge.target, condition="conditional", reason=edge.expression
-                )
-            ]
-    deciders = _ordered([p for p in outgoing if p[1].condition == "llm_decide"])
-    if deciders:
-        return [await _llm_decide(graph, node_id, deciders, outputs, provider)]
-    return [
-        Route(index=i, target=e.target, condition=e.condition)
-        for i, e in _ordered(outgoing)
-        if e.condition in ("on_success", "always")
-    ]
+        return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges.on_failure]
+    if edges.conditional:
+        # ChainMap wants mutable maps; it is only read here.
+        names: Mapping[str, Any] = ChainMap(outputs, memory)  # type: ignore[arg-type]
+        for index, edge in edges.conditional:
+            assert edge.expression is not None  # validated
+            try:
+                matched = compile_expression(edge.expression).truthy(names)
+            except ExpressionError:
+                matched = False
+            if matched:
+                return [
+                    Route(
+                        index=index,
+                        target=edge.target,
+                        condition="conditional",
+                        reason=edge.expression,
+                    )
+                ]
+    if edges.llm_decide:
+        return None
+    return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges.on_success]
+
+
+async def decide_edge(
+    graph: GraphSpec, node_id: str, outputs: Mapping[str, Any], provider: LlmProvider | None
+) -> Route:
+    """The one llm_decide edge of ``node_id`` a model picks (its fallback on any failure)."""
+    deciders = list(graph.node_edges(node_id).llm_decide)
+    return await _llm_decide(graph, node_id, deciders, outputs, provider)
 
 
 async def _llm_decide(

@@ -13,7 +13,6 @@ completed.
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,7 +39,7 @@ from eventstore import (
     RunState,
 )
 
-from ._edges import Route, resolve_edges
+from ._edges import Route, decide_edge, resolve_edges
 from ._fanout import FanOut, convergence_node, restore_fanout, unfinished_nodes
 from ._llm import LlmProvider
 from ._messages import (
@@ -93,6 +92,10 @@ class ExecutorActor(Actor):
         self.resume_events = resume_events
         self.resume_input = resume_input
         self.reducers = {key.name: key.reducer for key in graph.memory}
+        self.specs = graph.node_map()
+        self.pause_nodes = frozenset(graph.pause_nodes)
+        self.terminal_nodes = frozenset(graph.terminal_nodes)
+        self.sync = graph.durability == "sync"
         self.memory: dict[str, Any] = {}
         self.visits: dict[str, int] = {}
         self.path: list[str] = []
@@ -116,19 +119,20 @@ class ExecutorActor(Actor):
         if self.stopping:
             return None  # late messages after the run stopped (e.g. a NodeDone in flight)
         try:
-            await self._dispatch(message)
+            if isinstance(message, NodeDone):  # the step message: one coroutine fewer
+                await self._on_node_done(message)
+            else:
+                await self._dispatch(message)
         except Exception as exc:
             self.outcome.fail(exc)
             raise
         if self.stopping:
-            await self._stop_nodes()
-            await self.ref.stop()
+            self._stop_nodes()
+            self.stop_self()
         return None
 
     async def _dispatch(self, message: Any) -> None:
-        if isinstance(message, NodeDone):
-            await self._on_node_done(message)
-        elif isinstance(message, RetryNode):
+        if isinstance(message, RetryNode):
             self.retry_timers -= 1
             await self._start_node(message.node_id, message.branch, attempt=message.attempt)
         elif isinstance(message, StartRun):
@@ -152,6 +156,17 @@ class ExecutorActor(Actor):
     def emit(self, body: EventBody) -> None:
         self.buffer.append(body)
 
+    def _emit_edge(self, source: str, route: Route) -> None:
+        self.buffer.append(
+            EdgeTaken(
+                source=source,
+                target=route.target,
+                edge_index=route.index,
+                condition=route.condition,
+                reason=route.reason,
+            )
+        )
+
     async def commit(self, *, boundary: bool = True) -> None:
         """Append the buffered events as one batch.
 
@@ -162,8 +177,7 @@ class ExecutorActor(Actor):
         if not self.buffer:
             return
         batch, self.buffer = self.buffer, []
-        durable = not boundary or self.graph.durability == "sync"
-        await self.log.append(batch, durable=durable)
+        await self.log.append(batch, durable=self.sync or not boundary)
 
     # ------------------------------------------------------------------ start / resume
 
@@ -227,7 +241,7 @@ class ExecutorActor(Actor):
         if attempt == 1 and node_id not in self.pass_pause:
             if self.pause_requested:
                 self.deferred.append((node_id, branch, "user"))
-            elif node_id in self.graph.pause_nodes:
+            elif node_id in self.pause_nodes:
                 self.deferred.append((node_id, branch, "hitl"))
             if self.deferred and self.deferred[-1][0] == node_id:
                 await self._maybe_pause()
@@ -249,12 +263,16 @@ class ExecutorActor(Actor):
             self.visits[node_id] = self.visits.get(node_id, 0) + 1
         visit = self.visits.get(node_id, 1)
         self.emit(NodeStarted(node_id=node_id, visit=visit, attempt=attempt, branch=branch))
-        await self.commit()
-        spec = self.graph.node(node_id)
+        # What commit() does, inline: this append is on every step's path. Unshielded:
+        # only the actor system's exit cancels an executor (see RunLog.append).
+        batch, self.buffer = self.buffer, []
+        await self.log.append(batch, durable=self.sync, shield=False)
+        spec = self.specs[node_id]
+        memory = self.memory
         if spec.input_keys:
-            inputs = {k: self.memory[k] for k in spec.input_keys if k in self.memory}
+            inputs = {k: memory[k] for k in spec.input_keys if k in memory}
         else:
-            inputs = dict(self.memory)
+            inputs = dict(memory)
         self.running[node_id] = (attempt, branch)
         key = f"lane:{branch}" if spec.kind in PLAIN_KINDS else f"node:{node_id}"
         ref = self.nodes.get(key)
@@ -268,7 +286,8 @@ class ExecutorActor(Actor):
         )
 
     async def _on_node_done(self, done: NodeDone) -> None:
-        if self.running.get(done.node_id, (None, None))[0] != done.attempt:
+        running = self.running.get(done.node_id)
+        if running is None or running[0] != done.attempt:
             return  # a stale answer (the attempt was cancelled)
         del self.running[done.node_id]
         if done.needs_input:
@@ -277,7 +296,7 @@ class ExecutorActor(Actor):
             self.deferred.insert(0, (done.node_id, done.branch, "input"))
             await self._maybe_pause()
             return
-        spec = self.graph.node(done.node_id)
+        spec = self.specs[done.node_id]
         if done.success:
             conflict = self._write_outputs(done)
             if conflict is not None:
@@ -320,16 +339,20 @@ class ExecutorActor(Actor):
                 return
             self.failed_nodes.append(done.node_id)
             self.path.append(done.node_id)
-        # A view, not a copy: outputs shadow memory for edge expressions.
-        names = ChainMap(done.outputs, self.memory)
-        routes = await resolve_edges(
-            self.graph,
-            done.node_id,
-            success=done.success,
-            names=names,
-            outputs=done.outputs,
-            provider=self.provider,
+        routes = resolve_edges(
+            self.graph, done.node_id, success=done.success, memory=self.memory, outputs=done.outputs
         )
+        if routes is None:  # llm_decide edges: a model chooses
+            routes = [await decide_edge(self.graph, done.node_id, done.outputs, self.provider)]
+        if (
+            len(routes) == 1
+            and (done.branch is None or self.fanout is None)
+            and not (done.success and done.node_id in self.terminal_nodes)
+        ):
+            # The common step, what _advance would do, inline (one coroutine fewer).
+            self._emit_edge(done.node_id, routes[0])
+            await self._start_node(routes[0].target, None)
+            return
         await self._advance(done, routes)
 
     async def _on_node_terminated(self, note: Terminated) -> None:
@@ -381,7 +404,7 @@ class ExecutorActor(Actor):
         if branch is not None and self.fanout is not None:
             await self._advance_branch(done, routes, self.fanout)
             return
-        if done.success and node_id in self.graph.terminal_nodes:
+        if done.success and node_id in self.terminal_nodes:
             await self._finish("completed", None)
             return
         if not routes:
@@ -395,15 +418,7 @@ class ExecutorActor(Actor):
                 await self._finish("completed", None)
             return
         for route in routes:
-            self.emit(
-                EdgeTaken(
-                    source=node_id,
-                    target=route.target,
-                    edge_index=route.index,
-                    condition=route.condition,
-                    reason=route.reason,
-                )
-            )
+            self._emit_edge(node_id, route)
         if len(routes) == 1:
             await self._start_node(routes[0].target, None)
             return
@@ -435,29 +450,12 @@ class ExecutorActor(Actor):
             return
         if not routes or routes[0].target == fan.join:
             for route in routes:
-                self.emit(
-                    EdgeTaken(
-                        source=done.node_id,
-                        target=route.target,
-                        edge_index=route.index,
-                        condition=route.condition,
-                        reason=route.reason,
-                    )
-                )
+                self._emit_edge(done.node_id, route)
             fan.branches[branch] = "done"
             await self._maybe_join(fan)
             return
-        route = routes[0]
-        self.emit(
-            EdgeTaken(
-                source=done.node_id,
-                target=route.target,
-                edge_index=route.index,
-                condition=route.condition,
-                reason=route.reason,
-            )
-        )
-        await self._start_node(route.target, branch)
+        self._emit_edge(done.node_id, routes[0])
+        await self._start_node(routes[0].target, branch)
 
     async def _branch_failed(self, fan: FanOut, branch: str, error: str) -> None:
         fan.branches[branch] = "failed"
@@ -566,9 +564,10 @@ class ExecutorActor(Actor):
             )
         )
 
-    async def _stop_nodes(self) -> None:
+    def _stop_nodes(self) -> None:
+        # The run's outcome is reported: nothing waits for the node actors to be gone.
         for ref in self.nodes.values():
-            await ref.stop()
+            ref.stop_nowait()
 
     async def on_stop(self) -> None:
         if not self.outcome.done:

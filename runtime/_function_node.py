@@ -61,14 +61,27 @@ class FunctionNodeActor(Actor):
         log: RunLog,
     ) -> None:
         self.graph = graph
+        self.specs = graph.node_map()
         self.resolve = resolve
         self.executor = executor
         self.log = log
 
     async def receive(self, message: Any) -> Any:
         assert isinstance(message, ExecuteNode)
+        spec = self.specs[message.node_id]
         try:
-            outputs = await self._call(message)
+            # The call is made here, not in a helper coroutine: this is every plain step.
+            plain = self.resolve(spec)
+            if plain is None:
+                result: Any = None
+            elif plain.wants_context:
+                context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
+                result = plain.function(message.inputs, context)
+            else:
+                result = plain.function(message.inputs)
+            if type(result) is not dict and inspect.isawaitable(result):
+                result = await result
+            outputs = _checked_outputs(spec, result)
         except Exception as exc:  # reported to the executor, which records and retries it
             done = NodeDone(
                 node_id=message.node_id,
@@ -88,35 +101,26 @@ class FunctionNodeActor(Actor):
             )
         await self.executor.tell(done)
 
-    async def _call(self, message: ExecuteNode) -> dict[str, Any]:
-        spec = self.graph.node(message.node_id)
-        plain = self.resolve(spec)
-        if plain is None:
-            return {}
-        if plain.wants_context:
-            context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
-            result = plain.function(message.inputs, context)
-        else:
-            result = plain.function(message.inputs)
-        if inspect.isawaitable(result):
-            result = await result
-        if result is None:
-            result = {}
-        if not isinstance(result, Mapping):
-            raise TypeError(
-                f"node {spec.id!r} returned {type(result).__name__}; "
-                "a node returns a mapping of output keys (or None)"
-            )
-        outputs = dict(result)
-        declared = spec.output_keys
-        if declared:
-            extra = sorted(set(outputs) - set(declared))
-            if extra:
-                raise KeyError(f"node {spec.id!r} returned undeclared output keys: {extra}")
-            missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
-            if missing:
-                raise KeyError(f"node {spec.id!r} did not return output keys: {missing}")
-        return outputs
+
+def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
+    """The node's outputs (a copy) if ``result`` is a valid return value, else raise."""
+    if result is None:
+        return {}
+    if type(result) is not dict and not isinstance(result, Mapping):
+        raise TypeError(
+            f"node {spec.id!r} returned {type(result).__name__}; "
+            "a node returns a mapping of output keys (or None)"
+        )
+    outputs = dict(result)
+    declared = spec.output_keys
+    if declared:
+        extra = sorted(set(outputs) - set(declared))
+        if extra:
+            raise KeyError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+        missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
+        if missing:
+            raise KeyError(f"node {spec.id!r} did not return output keys: {missing}")
+    return outputs
 
 
 class PlainFunction:

@@ -1,4 +1,10 @@
-"""Messages between a run's executor and its node actors, and control messages."""
+"""Messages between a run's executor and its node actors, and control messages.
+
+They are ``gc=False`` structs: a message never takes part in a reference cycle (nothing
+it holds refers back to it), and untracked instances do not count towards the cyclic
+collector's thresholds. Two of them are made per node step, so this keeps collections
+(and the promotion of in-flight objects to older generations) down.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +23,11 @@ __all__ = [
 ]
 
 
-class StartRun(Message, frozen=True, kw_only=True, tag="executor.start"):
+class StartRun(Message, frozen=True, kw_only=True, gc=False, tag="executor.start"):
     """Begin (or resume) walking the graph."""
 
 
-class ExecuteNode(Message, frozen=True, kw_only=True, tag="executor.execute_node"):
+class ExecuteNode(Message, frozen=True, kw_only=True, gc=False, tag="executor.execute_node"):
     """Executor -> node: run one attempt of a node with these inputs."""
 
     node_id: str
@@ -31,7 +37,7 @@ class ExecuteNode(Message, frozen=True, kw_only=True, tag="executor.execute_node
     inputs: dict[str, Any] = {}
 
 
-class NodeDone(Message, frozen=True, kw_only=True, tag="executor.node_done"):
+class NodeDone(Message, frozen=True, kw_only=True, gc=False, tag="executor.node_done"):
     """Node -> executor: one attempt finished.
 
     ``retryable`` is False for failures the executor must not retry (LLM nodes, whose
@@ -51,7 +57,7 @@ class NodeDone(Message, frozen=True, kw_only=True, tag="executor.node_done"):
     needs_input: bool = False
 
 
-class RetryNode(Message, frozen=True, kw_only=True, tag="executor.retry_node"):
+class RetryNode(Message, frozen=True, kw_only=True, gc=False, tag="executor.retry_node"):
     """A backoff timer fired: run the next attempt of a failed plain node."""
 
     node_id: str
@@ -59,17 +65,17 @@ class RetryNode(Message, frozen=True, kw_only=True, tag="executor.retry_node"):
     branch: str | None = None
 
 
-class PauseRun(Message, frozen=True, kw_only=True, tag="executor.pause"):
+class PauseRun(Message, frozen=True, kw_only=True, gc=False, tag="executor.pause"):
     """Pause at the next node boundary."""
 
 
-class CancelRun(Message, frozen=True, kw_only=True, tag="executor.cancel"):
+class CancelRun(Message, frozen=True, kw_only=True, gc=False, tag="executor.cancel"):
     """Stop now; flush partial outputs; record the resume point."""
 
     reason: str = ""
 
 
-class InjectInput(Message, frozen=True, kw_only=True, tag="executor.inject_input"):
+class InjectInput(Message, frozen=True, kw_only=True, gc=False, tag="executor.inject_input"):
     """Merge data into the run's memory (recorded as an event)."""
 
     data: dict[str, Any]

@@ -54,8 +54,11 @@ class RunOutcome:
 
     def _done(self) -> None:
         self._event.set()
-        if self._on_done is not None:
-            self._on_done()
+        # Dropped once called: the callback usually refers back to this outcome, and a
+        # cycle would keep every finished run alive until the cyclic collector runs.
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done()
 
     @property
     def done(self) -> bool:

@@ -24,8 +24,9 @@ class RunLog:
     races a foreign writer fails with ConcurrencyError. ``store=None`` keeps the log in
     memory only (no durability).
 
-    The log also tracks each running node's output accumulator (from OutputSet events), so
-    a cancellation can flush partial outputs into memory.
+    The log also tracks each running node's output accumulator (from OutputSet events;
+    absent until the node's first one), so a cancellation can flush partial outputs into
+    memory.
     """
 
     def __init__(
@@ -46,7 +47,9 @@ class RunLog:
         self.memory_events: list[EventBody] = []
         self.accumulators: dict[str, dict[str, Any]] = {}
 
-    async def append(self, bodies: Sequence[EventBody], *, durable: bool = True) -> int:
+    async def append(
+        self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
+    ) -> int:
         """Append ``bodies`` after everything appended before; return the last seq.
 
         ``durable=True`` (the default): the bodies, and any write-behind bodies queued
@@ -56,34 +59,46 @@ class RunLog:
         Every appender goes through this one queue, so the log order is the call order.
 
         Raises the store's errors (ConcurrencyError when another writer got there first).
-        Cancellation cannot interrupt a submitted batch: the commit is shielded.
+        Cancellation cannot interrupt a submitted batch: the commit is shielded, so the
+        caller learns how it ended and the hooks run. ``shield=False`` is for a caller
+        that is cancelled only when the whole runtime stops (the executor): then a
+        cancellation leaves the batch to the store, which still commits what it was
+        handed, and the hooks are not called for it; it saves a cancel scope per append.
         """
-        self.pending.extend(bodies)
-        for body in bodies:
-            self._track(body)
-        if not durable and len(self.pending) < self.write_behind:
-            return self.last_seq + len(self.pending)
-        return await self.flush()
-
-    async def flush(self) -> int:
-        """Commit every queued body as one batch (no-op when none); return the last seq."""
-        if not self.pending:
+        pending = self.pending
+        pending.extend(bodies)
+        accumulators = self.accumulators
+        for body in bodies:  # inline, not a method call: this runs for every event
+            if isinstance(body, NodeStarted):
+                accumulators.pop(body.node_id, None)  # a new attempt starts empty
+            elif isinstance(body, OutputSet):
+                accumulators.setdefault(body.node_id, {})[body.key] = body.value
+        if not durable and len(pending) < self.write_behind:
+            return self.last_seq + len(pending)
+        # The commit itself, here rather than in flush(): one coroutine fewer per append.
+        if not pending:
             return self.last_seq
-        batch, self.pending = self.pending, []
+        batch, self.pending = pending, []
         expected = self.last_seq
         self.last_seq += len(batch)
         if self.store is None:
             self.memory_events.extend(batch)
-        else:
+        elif shield:
             # Shielded: once submitted, a batch must be answered, or the next append's
             # expected_seq would be wrong; a commit takes milliseconds.
             with anyio.CancelScope(shield=True):
                 await self.store.append(self.run_id, batch, expected_seq=expected)
+        else:
+            await self.store.append(self.run_id, batch, expected_seq=expected)
         for hook in self.hooks:
             result = hook(self.run_id, self.last_seq, batch)
             if result is not None:
                 await result
         return self.last_seq
+
+    async def flush(self) -> int:
+        """Commit every queued body as one batch (no-op when none); return the last seq."""
+        return await self.append((), durable=True)
 
     async def read_events(self) -> list[Event]:
         """Every committed event of the run, in order (reads the store)."""
@@ -111,9 +126,3 @@ class RunLog:
             )
             for i, body in enumerate(bodies, start=1)
         ]
-
-    def _track(self, body: EventBody) -> None:
-        if isinstance(body, OutputSet):
-            self.accumulators.setdefault(body.node_id, {})[body.key] = body.value
-        elif isinstance(body, NodeStarted):
-            self.accumulators[body.node_id] = {}

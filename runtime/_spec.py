@@ -25,6 +25,7 @@ __all__ = [
     "Goal",
     "GraphSpec",
     "MemoryKey",
+    "NodeEdges",
     "NodeKind",
     "NodeSpec",
     "RetryPolicy",
@@ -143,18 +144,43 @@ class EdgeSpec(_Spec, frozen=True):
     description: str = ""
 
 
+class NodeEdges:
+    """A node's outgoing edges as edge resolution reads them, sorted once per graph.
+
+    Each group holds ``(index in edges, edge)`` pairs, highest priority first, then in
+    declaration order (the whole order when nobody sets a priority, as the seed requires
+    for conditional edges). ``on_failure``: on_failure and always edges; ``on_success``:
+    on_success and always edges.
+    """
+
+    __slots__ = ("conditional", "llm_decide", "on_failure", "on_success")
+
+    def __init__(self, edges: list[tuple[int, EdgeSpec]]) -> None:
+        ordered = sorted(edges, key=lambda pair: (-pair[1].priority, pair[0]))
+        self.conditional = tuple(p for p in ordered if p[1].condition == "conditional")
+        self.llm_decide = tuple(p for p in ordered if p[1].condition == "llm_decide")
+        self.on_success = tuple(p for p in ordered if p[1].condition in ("on_success", "always"))
+        self.on_failure = tuple(p for p in ordered if p[1].condition in ("on_failure", "always"))
+
+
+_NO_EDGES = NodeEdges([])
+
+
 class _Index:
     """Lookups derived from a GraphSpec, built once per instance."""
 
-    __slots__ = ("nodes", "outgoing")
+    __slots__ = ("edges", "hash", "nodes", "outgoing", "valid")
 
     def __init__(self, graph: GraphSpec) -> None:
+        self.hash: str | None = None  # graph_hash, once computed
+        self.valid = False  # validate_graph found no problem
         self.nodes: dict[str, NodeSpec] = {}
         for node in graph.nodes:
             self.nodes.setdefault(node.id, node)  # the first wins; validation flags dupes
         self.outgoing: dict[str, list[tuple[int, EdgeSpec]]] = {}
         for index, edge in enumerate(graph.edges):
             self.outgoing.setdefault(edge.source, []).append((index, edge))
+        self.edges: dict[str, NodeEdges] = {}  # filled as nodes are resolved
 
 
 # Frozen structs cannot hold a cache attribute, so the index lives beside the instance,
@@ -213,6 +239,19 @@ class GraphSpec(_Spec, frozen=True, kw_only=True, weakref=True):
         """
         return self._index().outgoing.get(node_id, [])
 
+    def node_edges(self, node_id: str) -> NodeEdges:
+        """The edges leaving ``node_id``, grouped and sorted for resolution (shared)."""
+        index = self._index()
+        edges = index.edges.get(node_id)
+        if edges is None:
+            pairs = index.outgoing.get(node_id)
+            edges = index.edges[node_id] = NodeEdges(pairs) if pairs else _NO_EDGES
+        return edges
+
+    def node_map(self) -> dict[str, NodeSpec]:
+        """Node id -> spec (first of duplicates), shared: do not mutate it."""
+        return self._index().nodes
+
 
 def graph_to_dict(graph: GraphSpec) -> dict[str, Any]:
     """Plain builtins (every field, defaults included); ``graph_from_dict`` inverts it."""
@@ -223,13 +262,17 @@ def graph_to_dict(graph: GraphSpec) -> dict[str, Any]:
 def graph_hash(graph: GraphSpec) -> str:
     """Hex sha256 of the graph's canonical JSON (every field, keys sorted).
 
-    Equal specs hash equal, whatever file format or key order they came from.
+    Equal specs hash equal, whatever file format or key order they came from. Computed
+    once per instance (every run records it).
     """
-    try:
-        canonical = msgspec.json.encode(graph, order="sorted")
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise SpecError("", f"graph cannot be encoded as JSON: {exc}") from exc
-    return hashlib.sha256(canonical).hexdigest()
+    index = graph._index()
+    if index.hash is None:
+        try:
+            canonical = msgspec.json.encode(graph, order="sorted")
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise SpecError("", f"graph cannot be encoded as JSON: {exc}") from exc
+        index.hash = hashlib.sha256(canonical).hexdigest()
+    return index.hash
 
 
 def function_ref(fn: Callable[..., Any]) -> str:

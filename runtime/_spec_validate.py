@@ -25,7 +25,13 @@ def validate_graph(graph: GraphSpec) -> None:
     edge needs a valid expression, no other edge may have one; ``llm_decide`` needs a
     ``fallback`` naming a node, no other edge may have one), the entry, terminal and
     pause nodes, ``max_steps`` >= 1, memory keys declared twice, the graph retry policy.
+
+    A spec is frozen, so a graph found sound is remembered as such: starting many runs
+    of one GraphSpec validates it once.
     """
+    index = graph._index()
+    if index.valid:
+        return
     errors: list[SpecError] = []
     known = {node.id for node in graph.nodes}
 
@@ -115,6 +121,7 @@ def validate_graph(graph: GraphSpec) -> None:
 
     if errors:
         raise SpecErrors(errors)
+    index.valid = True
 
 
 def _reachable(graph: GraphSpec) -> set[str]:

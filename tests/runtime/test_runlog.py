@@ -1,0 +1,83 @@
+"""The run log's append path: ordering, write-behind, accumulators and cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import pytest
+
+from eventstore import EventBody, NodeStarted, OutputSet
+from runtime._runlog import RunLog
+
+pytestmark = pytest.mark.anyio
+
+
+class SlowStore:
+    """Just enough of an EventStore: each append waits until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.appended: list[tuple[int | None, list[EventBody]]] = []
+
+    async def append(
+        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+    ) -> Any:
+        self.appended.append((expected_seq, list(events)))  # handed over at once
+        await self.release.wait()
+        return None
+
+
+@pytest.mark.parametrize("shield", [True, False])
+async def test_a_cancelled_append_is_left_to_the_store_and_hooks_run_only_if_shielded(
+    shield: bool,
+) -> None:
+    store = SlowStore()
+    hooked: list[int] = []
+    log = RunLog("r", store, hooks=[lambda run_id, seq, batch: hooked.append(seq)])  # type: ignore[arg-type]
+    finished: list[int] = []
+    scope = anyio.CancelScope()
+
+    async def append() -> None:
+        with scope:
+            finished.append(await log.append([NodeStarted(node_id="a", visit=1)], shield=shield))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(append)
+        await anyio.wait_all_tasks_blocked()  # waiting for the commit
+        scope.cancel()
+        await anyio.wait_all_tasks_blocked()
+        store.release.set()
+    assert store.appended == [(0, [NodeStarted(node_id="a", visit=1)])]
+    assert log.last_seq == 1  # the next append continues after the handed-over batch
+    if shield:
+        assert finished == [1] and hooked == [1]  # the commit was awaited to its end
+    else:
+        assert finished == [] and hooked == []  # cancelled at once
+
+
+async def test_write_behind_bodies_go_with_the_next_durable_append_in_order() -> None:
+    store = SlowStore()
+    store.release.set()
+    log = RunLog("r", store)  # type: ignore[arg-type]
+    first = OutputSet(node_id="a", key="k", value=1)
+    assert await log.append([first], durable=False) == 1
+    assert store.appended == []
+    second = NodeStarted(node_id="b", visit=1)
+    assert await log.append([second]) == 2
+    assert store.appended == [(0, [first, second])]
+    assert await log.flush() == 2  # nothing queued: no append
+    assert len(store.appended) == 1
+
+
+async def test_accumulators_follow_output_sets_and_reset_at_each_start() -> None:
+    log = RunLog("r", None)
+    await log.append([NodeStarted(node_id="a", visit=1)])
+    assert log.accumulators.get("a", {}) == {}
+    await log.append([OutputSet(node_id="a", key="k", value=1)])
+    await log.append([OutputSet(node_id="a", key="j", value=2)])
+    assert log.accumulators["a"] == {"k": 1, "j": 2}
+    await log.append([NodeStarted(node_id="a", visit=1, attempt=2)])
+    assert log.accumulators.get("a", {}) == {}
+    assert [e.seq for e in log.events()] == [1, 2, 3, 4]
