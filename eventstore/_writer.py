@@ -2,8 +2,9 @@
 
 Every append goes through one :class:`WriterActor`. Its thread owns the write connection
 and, whenever it is free, takes everything queued at that moment (at most ``max_batch``
-requests) into ONE ``BEGIN IMMEDIATE`` transaction, so a batch costs one fsync and one
-hand-back to the event loop, whatever its size. While a batch commits the next one gathers.
+requests) into ONE write transaction (one autocommit INSERT, or ``BEGIN IMMEDIATE`` ...
+``COMMIT`` when runs rows change too), so a batch costs one fsync and one hand-back to the
+event loop, whatever its size. While a batch commits the next one gathers.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
+from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -121,10 +122,15 @@ _STATUS_OF: dict[type[EventBody], Callable[[Any], tuple[str | None, str | None]]
     RunCancelled: lambda body: ("cancelled", None),
     RunFinished: lambda body: (body.status, None),
 }
-_TYPE_INFO: dict[type[EventBody], tuple[str, int]] = {}
+_StatusOf = Callable[[Any], tuple[str | None, str | None]]
+_TYPE_INFO: dict[type[EventBody], tuple[str, int, _StatusOf | None]] = {}
 
 
-def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) -> AppendRequest:
+def prepare(
+    run_id: str,
+    events: Sequence[EventBody],
+    expected_seq: int | None,
+) -> AppendRequest:
     """Encode a batch into a request (in the caller's task, so bad input raises there)."""
     tags: list[str] = []
     versions: list[int] = []
@@ -136,13 +142,13 @@ def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) 
         cls = type(body)
         info = _TYPE_INFO.get(cls)
         if info is None:
-            info = _TYPE_INFO[cls] = (event_tag(cls), cls.schema_version)
-        tags.append(info[0])
-        versions.append(info[1])
+            info = _TYPE_INFO[cls] = (event_tag(cls), cls.schema_version, _STATUS_OF.get(cls))
+        tag, version, change = info
         data = encode_body(body)
+        tags.append(tag)
+        versions.append(version)
         bodies.append(data)
-        stored.append(store_body(data, info[0]))
-        change = _STATUS_OF.get(cls)
+        stored.append(store_body(data, tag))
         if change is not None:
             new_status, new_hash = change(body)
             status = new_status
@@ -165,15 +171,34 @@ class _Plan:
         self.next_run = 0
 
 
+_COLUMNS = "position, run, seq, ts, type, version, hash, body"
+_ROW_PARAMS = "(?,?,?,?,?,?,?,?)"
+_NULL_ROW: list[None] = [None] * 8
+
+
 def _insert_sql(count: int) -> str:
-    head = "INSERT INTO events (position, run, seq, ts, type, version, hash, body) VALUES "
-    return head + ",".join(("(?,?,?,?,?,?,?,?)",) * count)
+    return f"INSERT INTO events ({_COLUMNS}) VALUES " + ",".join((_ROW_PARAMS,) * count)
 
 
-# Events are inserted by multi-row statements of at most _CHUNK_ROWS rows, in power-of-two
-# sizes (so few distinct statements are prepared and cached). sqlite3 releases the GIL for
-# each statement step; one step per chunk instead of per row lets the event loop run during
-# the inserts instead of trading the GIL back and forth with the writer thread every row.
+def _padded_insert_sql(count: int) -> str:
+    # Rows of NULLs pad the batch to ``count``; the WHERE drops them (position is never NULL).
+    values = ",".join((_ROW_PARAMS,) * count)
+    return f"INSERT INTO events ({_COLUMNS}) SELECT * FROM (VALUES {values}) WHERE column1 NOTNULL"
+
+
+# A batch that changes no runs row is written by ONE statement in autocommit mode: SQLite
+# runs it as a transaction of its own, which takes the write lock at its start as BEGIN
+# IMMEDIATE does and commits (and syncs) before the statement returns. sqlite3 releases the
+# GIL for a statement's whole execution, so the writer thread needs the GIL back once per
+# batch instead of after each of BEGIN, every insert and COMMIT; each time it does, it may
+# wait for the event loop. The statement is padded to a power-of-two row count, so at most a
+# dozen distinct statements are prepared and cached. Batches that also insert or update runs
+# rows, or are larger than _ONE_STATEMENT_ROWS rows, use BEGIN IMMEDIATE ... COMMIT with
+# multi-row inserts of at most _CHUNK_ROWS rows.
+# 8 parameters a row: 2,048 rows are within SQLite's default limit of 32,766 parameters; a
+# build with a lower limit gets smaller statements (WriterCore.connect reads the limit).
+_ONE_STATEMENT_ROWS = 2048
+_PADDED_SQL = {1 << i: _padded_insert_sql(1 << i) for i in range(_ONE_STATEMENT_ROWS.bit_length())}
 _CHUNK_ROWS = 128
 _INSERT_SQL = {1 << i: _insert_sql(1 << i) for i in range(_CHUNK_ROWS.bit_length())}
 
@@ -207,6 +232,8 @@ class WriterCore:
         self._runs: dict[str, tuple[int, int, bytes]] = {}
         self._next_position: int | None = None
         self._next_run: int | None = None
+        self._one_statement_rows = _ONE_STATEMENT_ROWS
+        self._chunk_rows = _CHUNK_ROWS
 
     def connect(self, create: bool, page_size: int) -> None:
         from ._schema import check_schema, create_schema
@@ -220,6 +247,10 @@ class WriterCore:
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA busy_timeout = 10000")
             conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
+            rows = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 8
+            fits = 1 << (rows.bit_length() - 1)  # the largest power of two <= rows
+            self._one_statement_rows = min(_ONE_STATEMENT_ROWS, fits)
+            self._chunk_rows = min(_CHUNK_ROWS, fits)
         except BaseException:
             conn.close()
             raise
@@ -334,12 +365,19 @@ class WriterCore:
     def write(self, plan: _Plan) -> None:
         """Run ``plan``'s transaction (commit thread). Rolls back and raises on any error."""
         conn = self._connection()
+        rows = plan.rows
+        total = len(rows) // 8
+        if not plan.new_runs and not plan.changed and total <= self._one_statement_rows:
+            size = 1 << (total - 1).bit_length()  # the smallest power of two >= total
+            if size > total:
+                rows = rows + _NULL_ROW * (size - total)
+            conn.execute(_PADDED_SQL[size], rows)  # a transaction of its own (autocommit)
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            rows = plan.rows
-            done, total = 0, len(rows) // 8
+            done = 0
             while done < total:
-                size = min(total - done, _CHUNK_ROWS)
+                size = min(total - done, self._chunk_rows)
                 size = 1 << (size.bit_length() - 1)  # the largest power of two <= size
                 conn.execute(_INSERT_SQL[size], rows[done * 8 : (done + size) * 8])
                 done += size
@@ -408,8 +446,10 @@ class WriterActor(Actor):
         self._core = core
         self._max_batch = max_batch
         self._capacity = capacity
-        self._queue: deque[AppendRequest] = deque()  # appended by the loop, taken by the thread
-        self._cond = threading.Condition()
+        # Put by the loop, taken by the thread (a C queue: putting costs no lock dance in
+        # Python, and the thread blocks in it with the GIL released). None wakes the thread
+        # to stop.
+        self._queue: SimpleQueue[AppendRequest | None] = SimpleQueue()
         self._stopping = False
         self._space = anyio.Event()
         self._draining = False
@@ -421,7 +461,7 @@ class WriterActor(Actor):
 
     @property
     def queued(self) -> int:
-        return len(self._queue)
+        return self._queue.qsize()
 
     def submit(self, request: AppendRequest) -> bool:
         """Queue ``request`` without waiting; False if the queue is full (see wait_for_space).
@@ -430,11 +470,9 @@ class WriterActor(Actor):
         """
         if self._draining or self.ref.stopped:
             raise StoreClosedError("append")
-        if len(self._queue) >= self._capacity:
+        if self._queue.qsize() >= self._capacity:
             return False
-        with self._cond:
-            self._queue.append(request)
-            self._cond.notify()
+        self._queue.put(request)
         return True
 
     async def wait_for_space(self) -> None:
@@ -444,21 +482,31 @@ class WriterActor(Actor):
     async def receive(self, message: Any) -> None:
         if isinstance(message, _Drain):
             self._draining = True
-            with self._cond:
-                self._queue.append(message.request)
-                self._cond.notify()
+            self._queue.put(message.request)
 
     # -- the writer thread -----------------------------------------------------------------
 
     def _run(self) -> None:
-        queue, cond, core = self._queue, self._cond, self._core
+        get, get_nowait, core, max_batch = (
+            self._queue.get,
+            self._queue.get_nowait,
+            self._core,
+            self._max_batch,
+        )
         while True:
-            with cond:
-                while not queue and not self._stopping:
-                    cond.wait()
-                if self._stopping:
-                    return
-                batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
+            first = get()
+            if first is None or self._stopping:
+                return  # on_stop fails whatever is still queued
+            batch = [first]
+            while len(batch) < max_batch:
+                try:
+                    request = get_nowait()
+                except Empty:
+                    break
+                if request is None:
+                    self._stopping = True  # commit what was taken, then stop
+                    break
+                batch.append(request)
             writes = [request for request in batch if request.bodies]  # drains have none
             error: StoreError | None = None
             started = time.perf_counter()
@@ -477,6 +525,8 @@ class WriterActor(Actor):
                 self._loop.call_soon_threadsafe(self._answer, batch, writes, error, seconds)
             except RuntimeError:
                 return  # the event loop is closed: nobody is waiting any more
+            if self._stopping:
+                return
 
     def _answer(
         self,
@@ -500,13 +550,17 @@ class WriterActor(Actor):
         # Let the thread finish the transaction it is in (if any), then fail whatever is
         # still queued: it was never written.
         self._draining = True
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
+        self._stopping = True
+        self._queue.put(None)
         await anyio.to_thread.run_sync(self._thread.join)
         await anyio.lowlevel.checkpoint()  # run the thread's last answer callback
         closed = StoreClosedError("append", "the store closed before it was written")
-        while self._queue:
-            self._queue.popleft().fail(closed)
+        while True:
+            try:
+                request = self._queue.get_nowait()
+            except Empty:
+                break
+            if request is not None:
+                request.fail(closed)
         self._space.set()
         self._store._fail_inflight()

@@ -18,6 +18,7 @@ from eventstore import (
     NodeStarted,
     NotAStoreError,
     RunFinished,
+    RunPaused,
     RunStarted,
     SchemaVersionError,
     SqliteEventStore,
@@ -236,29 +237,74 @@ async def test_two_stores_on_one_file_never_duplicate_a_seq(tmp_path: Path) -> N
         assert (await a.verify("r1")).ok
 
 
+def _failing_batch(shape: str) -> list[EventBody]:
+    if shape == "one statement":  # no runs row changes: one autocommit INSERT
+        return [NodeStarted(node_id="a", visit=1)]
+    if shape == "runs row changes":  # BEGIN IMMEDIATE, INSERT, UPDATE runs, COMMIT
+        return [NodeStarted(node_id="a", visit=1), RunPaused(reason="user", node_id="a")]
+    # More rows than one statement takes: several INSERTs in one transaction.
+    return [NodeStarted(node_id=f"n{i}", visit=1) for i in range(3000)]
+
+
+@pytest.mark.parametrize("shape", ["one statement", "runs row changes", "several statements"])
 async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
-    tmp_path: Path,
+    tmp_path: Path, shape: str
 ) -> None:
     from eventstore import StoreError
 
     path = tmp_path / "s.db"
+    batch = _failing_batch(shape)
     async with SqliteEventStore(path) as store:
         await store.append("r1", [started()], expected_seq=0)
-        # Another connection makes SQLite refuse the next insert of run r1 (seq 2).
+        # Another connection makes SQLite refuse the batch's last row: when several
+        # statements write the batch, the earlier ones have run when it is refused.
         other = sqlite3.connect(path, isolation_level=None)
         other.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = 2 "
+            f"CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = {len(batch) + 1} "
             "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
         )
         with pytest.raises(StoreError, match="refused by the test"):
-            await store.append("r1", [NodeStarted(node_id="a", visit=1)], expected_seq=1)
+            await store.append("r1", batch, expected_seq=1)
         other.execute("DROP TRIGGER refuse")
         other.close()
-        # Nothing of the failed batch was written; the writer still commits later batches.
-        result = await store.append("r1", [NodeStarted(node_id="a", visit=1)], expected_seq=1)
-        assert (result.first_seq, result.last_seq) == (2, 2)
-        assert [e.seq for e in await store.read_all("r1")] == [1, 2]
+        # Nothing of the failed batch was written, the run's row is as it was, and the
+        # writer still commits later batches.
+        assert [e.seq for e in await store.read_all("r1")] == [1]
+        info = await store.get_run("r1")
+        assert info is not None and info.status == "running"
+        result = await store.append("r1", batch, expected_seq=1)
+        assert (result.first_seq, result.last_seq) == (2, len(batch) + 1)
+        assert [e.body for e in await store.read_all("r1")] == [started(), *batch]
         assert (await store.verify("r1")).ok
+
+
+async def test_batches_of_every_size_read_back_in_order(tmp_path: Path) -> None:
+    # Single-statement batches are padded to a power of two rows; the padding is never
+    # written, and positions stay dense and in commit order.
+    path = tmp_path / "s.db"
+    sizes = [1, 2, 3, 5, 8, 9, 31, 64, 65, 127, 200, 2047, 2048, 2049]
+    async with SqliteEventStore(path) as store:
+        seq = (await store.append("r1", [started()], expected_seq=0)).last_seq
+        expected: list[EventBody] = [started()]
+        for size in sizes:
+            batch = [MemoryWritten(key="k", value=f"{size}:{i}") for i in range(size)]
+            result = await store.append("r1", batch, expected_seq=seq)
+            assert (result.first_seq, result.last_seq) == (seq + 1, seq + size)
+            assert result.last_position == result.last_seq  # one run: position == seq
+            seq = result.last_seq
+            expected += batch
+        events = await store.read_all("r1")
+        assert [e.body for e in events] == expected
+        assert [e.seq for e in events] == list(range(1, len(expected) + 1))
+        assert (await store.verify("r1")).ok
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("SELECT count(*), max(position) FROM events").fetchone() == (
+            len(expected),
+            len(expected),
+        )
+    finally:
+        raw.close()
 
 
 async def test_synchronous_setting_is_applied(tmp_path: Path) -> None:
