@@ -6,6 +6,7 @@ import random
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 
 from eventstore import (
@@ -353,3 +354,26 @@ async def test_verify_finds_an_edited_compressed_body(tmp_path: Path) -> None:
     async with SqliteEventStore(path) as store:
         report = await store.verify("r1")
     assert not report.ok and report.broken_at == 2
+
+
+async def test_concurrent_appends_share_transactions_of_at_most_half_those_in_flight(
+    tmp_path: Path,
+) -> None:
+    # Group commit: appends queued together share a transaction, but a transaction takes at
+    # most half of the appends in flight, so two groups of callers take turns.
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+
+        async def appender(index: int) -> None:
+            seq = 0
+            for visit in range(1, 6):
+                batch = [NodeStarted(node_id="a", visit=visit)]
+                seq = (await store.append(f"r{index}", batch, expected_seq=seq)).last_seq
+
+        async with anyio.create_task_group() as tg:
+            for index in range(100):
+                tg.start_soon(appender, index)
+        stats = store.statistics()
+        assert [len(await store.read_all(f"r{i}")) for i in range(100)] == [5] * 100
+    assert stats.appends == 500
+    assert stats.max_batch_size <= 50  # never more than half of the 100 in flight
+    assert stats.batches < 250  # grouped: more than two appends a transaction on average
