@@ -199,6 +199,13 @@ def _padded_insert_sql(count: int) -> str:
 # build with a lower limit gets smaller statements (WriterCore.connect reads the limit).
 _ONE_STATEMENT_ROWS = 2048
 _PADDED_SQL = {1 << i: _padded_insert_sql(1 << i) for i in range(_ONE_STATEMENT_ROWS.bit_length())}
+# Runs looked up by run_id, up to _LOOKUP_IDS per query, the list padded with NULLs (which
+# match nothing) to a power of two so few distinct statements are cached.
+_LOOKUP_IDS = 256
+_LOOKUP_SQL = {
+    1 << i: "SELECT run_id, run FROM runs WHERE run_id IN (" + ",".join("?" * (1 << i)) + ")"
+    for i in range(_LOOKUP_IDS.bit_length())
+}
 _CHUNK_ROWS = 128
 _INSERT_SQL = {1 << i: _insert_sql(1 << i) for i in range(_CHUNK_ROWS.bit_length())}
 
@@ -282,7 +289,7 @@ class WriterCore:
         """
         for attempt in (1, 2):
             try:
-                plan = self.plan(requests)
+                plan = self.plan(requests, assume_new=attempt == 1)
                 self.write(plan)
             except sqlite3.IntegrityError:
                 self.invalidate()
@@ -295,8 +302,14 @@ class WriterCore:
             self.apply(requests, plan)
             return
 
-    def plan(self, requests: list[AppendRequest]) -> _Plan:
-        """Work out the transaction: seq checks, hash chain, rows. Reads only on cache misses."""
+    def plan(self, requests: list[AppendRequest], *, assume_new: bool = False) -> _Plan:
+        """Work out the transaction: seq checks, hash chain, rows. Reads only on cache misses.
+
+        ``assume_new``: a run that is not in the cache and is appended at expected_seq 0 is
+        taken to be new without asking the file. If the file does hold it, inserting its
+        runs row breaks the UNIQUE run_id constraint, nothing is written, and
+        :meth:`commit` plans again without assuming.
+        """
         plan = _Plan()
         if self._next_position is None or self._next_run is None:
             conn = self._connection()
@@ -315,11 +328,15 @@ class WriterCore:
         outcomes = plan.outcomes
         new_runs: dict[str, list[Any]] = {}  # run_id -> [key, status, graph_hash, seq]
         changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash, seq]
+        missing = {
+            request.run_id
+            for request in requests
+            if request.run_id not in cache and not (assume_new and request.expected_seq == 0)
+        }
+        loaded = self._load_runs(missing) if missing else {}
         for request in requests:
             run_id = request.run_id
-            state = touched.get(run_id) or cache.get(run_id)
-            if state is None:
-                state = self._load_run(run_id)
+            state = touched.get(run_id) or cache.get(run_id) or loaded.get(run_id)
             seq = 0 if state is None else state[1]
             if request.expected_seq is not None and request.expected_seq != seq:
                 outcomes.append(ConcurrencyError(run_id, request.expected_seq, seq))
@@ -410,17 +427,27 @@ class WriterCore:
             raise StoreClosedError("append")
         return self.conn
 
-    def _load_run(self, run_id: str) -> tuple[int, int, bytes] | None:
+    def _load_runs(self, run_ids: set[str]) -> dict[str, tuple[int, int, bytes]]:
+        """The (run key, last seq, last digest) of those of ``run_ids`` the file holds.
+
+        One query finds up to 256 runs: each statement the writer thread runs gives up the
+        GIL, and getting it back may wait for the event loop (up to the 5 ms switch interval
+        while the loop is busy).
+        """
         conn = self._connection()
-        row = conn.execute("SELECT run FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            return None
-        last = conn.execute(
-            "SELECT seq, hash FROM events WHERE run = ? ORDER BY seq DESC LIMIT 1", (row[0],)
-        ).fetchone()
-        if last is None:
-            return (row[0], 0, b"")
-        return (row[0], last[0], bytes(last[1]))
+        found: dict[str, tuple[int, int, bytes]] = {}
+        ids: list[str | None] = [*sorted(run_ids)]
+        keys: list[tuple[str, int]] = []
+        for start in range(0, len(ids), _LOOKUP_IDS):
+            chunk = ids[start : start + _LOOKUP_IDS]
+            size = 1 << (len(chunk) - 1).bit_length()
+            keys += conn.execute(_LOOKUP_SQL[size], chunk + [None] * (size - len(chunk)))
+        for run_id, key in keys:
+            last = conn.execute(
+                "SELECT seq, hash FROM events WHERE run = ? ORDER BY seq DESC LIMIT 1", (key,)
+            ).fetchone()
+            found[run_id] = (key, 0, b"") if last is None else (key, last[0], bytes(last[1]))
+        return found
 
 
 class _Drain(Message, frozen=True, tag="eventstore.drain"):

@@ -275,6 +275,10 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
         assert info is not None and info.status == "running"
         result = await store.append("r1", batch, expected_seq=1)
         assert (result.first_seq, result.last_seq) == (2, len(batch) + 1)
+        info = await store.get_run("r1")
+        assert info is not None
+        assert info.status == ("paused" if shape == "runs row changes" else "running")
+        assert info.last_seq == len(batch) + 1
         assert [e.body for e in await store.read_all("r1")] == [started(), *batch]
         assert (await store.verify("r1")).ok
 
@@ -377,3 +381,89 @@ async def test_concurrent_appends_share_transactions_of_at_most_half_those_in_fl
     assert stats.appends == 500
     assert stats.max_batch_size <= 50  # never more than half of the 100 in flight
     assert stats.batches < 250  # grouped: more than two appends a transaction on average
+
+
+async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
+    tmp_path: Path,
+) -> None:
+    # One transaction holding new runs, status changes and plain appends.
+    from eventstore._writer import WriterCore, prepare
+
+    core = WriterCore(str(tmp_path / "s.db"), "FULL")
+    core.connect(True, 1024)
+    try:
+        core.commit([prepare("r2", [started()], 0)])
+        core.commit(
+            [
+                prepare("r1", [started(), NodeStarted(node_id="a", visit=1)], 0),
+                prepare("r2", [NodeStarted(node_id="a", visit=1)], 1),
+                prepare("r3", [NodeStarted(node_id="a", visit=1)], 0),
+                prepare("r2", [RunPaused(reason="user", node_id="a")], 2),
+                prepare("r2", [NodeStarted(node_id="b", visit=1)], 3),
+            ]
+        )
+        assert core.conn is not None
+        rows = core.conn.execute(
+            "SELECT run_id, status, last_seq, graph_hash, created <= updated FROM runs "
+            "ORDER BY run_id"
+        ).fetchall()
+        counts = core.conn.execute(
+            "SELECT r.run_id, count(*) FROM events e JOIN runs r ON r.run = e.run "
+            "GROUP BY r.run_id ORDER BY r.run_id"
+        ).fetchall()
+    finally:
+        core.close()
+    assert rows == [
+        ("r1", "running", 2, "gh", 1),
+        ("r2", "paused", 3, "gh", 1),  # as of the pause, not of the append after it
+        ("r3", "new", 1, None, 1),
+    ]
+    assert counts == [("r1", 2), ("r2", 4), ("r3", 1)]
+
+
+async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_rest_commits(
+    tmp_path: Path,
+) -> None:
+    # A writer that has not seen a run takes an append at expected_seq 0 for a new run
+    # without asking the file; when the file does hold it, the batch is planned again.
+    from eventstore import ConcurrencyError
+    from eventstore._writer import WriterCore, prepare
+
+    path = tmp_path / "s.db"
+    await make_store(path)  # r1 with 7 events
+    core = WriterCore(str(path), "FULL")
+    core.connect(False, 1024)
+    try:
+        again = prepare("r1", [started()], 0)
+        fresh = prepare("r2", [started()], 0)
+        core.commit([again, fresh])
+        assert isinstance(again.error, ConcurrencyError) and again.result is None
+        assert fresh.error is None and fresh.result is not None
+        assert (fresh.result.first_seq, fresh.result.last_seq) == (1, 1)
+    finally:
+        core.close()
+    async with SqliteEventStore(path) as store:
+        assert len(await store.read_all("r1")) == 7
+        assert [e.body for e in await store.read_all("r2")] == [started()]
+        assert (await store.verify("r1")).ok and (await store.verify("r2")).ok
+
+
+async def test_a_reopened_writer_finds_hundreds_of_runs_it_has_not_seen(tmp_path: Path) -> None:
+    # Runs the writer's cache does not hold are looked up in groups (of up to 256).
+    from eventstore._writer import WriterCore, prepare
+
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for i in range(300):
+            await store.append(f"r{i}", [started()], expected_seq=0)
+    core = WriterCore(str(path), "FULL")
+    core.connect(False, 1024)
+    try:
+        requests = [prepare(f"r{i}", [NodeStarted(node_id="a", visit=1)], None) for i in range(300)]
+        core.commit(requests)
+        assert [(r.error, r.result and r.result.last_seq) for r in requests] == [(None, 2)] * 300
+    finally:
+        core.close()
+    async with SqliteEventStore(path) as store:
+        assert all([(await store.verify(f"r{i}")).ok for i in (0, 255, 256, 299)])
+        assert len(await store.read_all("r299")) == 2
