@@ -26,11 +26,12 @@ class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
     ``synchronous`` is SQLite's pragma: FULL (the default) fsyncs the WAL at every commit, so
     an acknowledged append survives power loss; NORMAL may lose the last commits on power loss
     (never on a process crash); OFF leaves syncing to the OS. ``max_batch`` caps how many
-    appends one group commit takes. ``page_size`` applies to new stores only. 1024 is the
-    default because an event log mixes small rows with 1-4 KB ones (LLM turns, memory values):
-    on 4 KB pages a row that does not fit the page's free space starts a new page and strands
-    that space (a 50-step run appending 2 KB values filled 4 KB pages ~60%), while on 1 KB
-    pages such rows spill into overflow pages that are filled completely. A commit also
+    appends one group commit takes (it also takes at most half of the appends in flight).
+    ``page_size`` applies to new stores only. 1024 is the default because an event log mixes
+    small rows with 1-4 KB ones (LLM turns, memory values): on 4 KB pages a row that does not
+    fit the page's free space starts a new page and strands that space (a 50-step run
+    appending 2 KB values filled 4 KB pages ~60%), while on 1 KB pages such rows spill into
+    overflow pages that are filled completely. A commit also
     writes only the 1 KB pages it touched to the WAL, not 4 KB ones.
     """
 

@@ -1,10 +1,11 @@
 """The single writer of a SQLite store: an actor whose thread group-commits appends.
 
 Every append goes through one :class:`WriterActor`. Its thread owns the write connection
-and, whenever it is free, takes everything queued at that moment (at most ``max_batch``
-requests) into ONE write transaction (one autocommit INSERT, or ``BEGIN IMMEDIATE`` ...
-``COMMIT`` when runs rows change too), so a batch costs one fsync and one hand-back to the
-event loop, whatever its size. While a batch commits the next one gathers.
+and, whenever it is free, takes what is queued at that moment (at most ``max_batch``
+requests, and at most half of the appends in flight) into ONE write transaction (one
+autocommit INSERT, or ``BEGIN IMMEDIATE`` ... ``COMMIT`` when runs rows change too), so a
+batch costs one fsync and one hand-back to the event loop, whatever its size. While a batch
+commits the next one gathers.
 """
 
 from __future__ import annotations
@@ -458,13 +459,13 @@ class WriterActor(Actor):
     """Owns the write connection's thread and commits append requests in groups.
 
     Appenders put requests in the writer's queue (:meth:`submit`, bounded: the caller waits
-    for space). The writer's own thread takes everything queued whenever it is free (at most
+    for space). The writer's own thread takes what is queued whenever it is free (at most
     ``max_batch`` requests, and at most half of those in flight), commits it as ONE
     transaction, and hands the outcomes back to the event loop in one callback. So while a
     batch commits, the next one gathers, and the thread never waits for the event loop to
-    hand it work. After a :class:`_Drain` message
-    the writer refuses new appends and answers the drain once everything queued before it
-    is committed, so closing never leaves an acknowledged append unwritten.
+    hand it work. After a :class:`_Drain` message the writer refuses new appends and answers
+    the drain once everything queued before it is committed, so closing never leaves an
+    acknowledged append unwritten.
     """
 
     def __init__(
