@@ -116,22 +116,18 @@ def _started(body: Any) -> tuple[str | None, str | None]:
     return "running", body.graph_hash
 
 
-_STATUS_OF: dict[type[EventBody], Callable[[Any], tuple[str | None, str | None]]] = {
+_StatusOf = Callable[[Any], tuple[str | None, str | None]]
+_STATUS_OF: dict[type[EventBody], _StatusOf] = {
     RunStarted: _started,
     RunPaused: lambda body: ("paused", None),
     RunResumed: lambda body: ("running", None),
     RunCancelled: lambda body: ("cancelled", None),
     RunFinished: lambda body: (body.status, None),
 }
-_StatusOf = Callable[[Any], tuple[str | None, str | None]]
 _TYPE_INFO: dict[type[EventBody], tuple[str, int, _StatusOf | None]] = {}
 
 
-def prepare(
-    run_id: str,
-    events: Sequence[EventBody],
-    expected_seq: int | None,
-) -> AppendRequest:
+def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) -> AppendRequest:
     """Encode a batch into a request (in the caller's task, so bad input raises there)."""
     tags: list[str] = []
     versions: list[int] = []
@@ -177,6 +173,11 @@ _ROW_PARAMS = "(?,?,?,?,?,?,?,?)"
 _NULL_ROW: list[None] = [None] * 8
 
 
+def _padded_size(count: int) -> int:
+    """The smallest power of two >= ``count`` (statements are cached per padded size)."""
+    return 1 << (count - 1).bit_length()
+
+
 def _insert_sql(count: int) -> str:
     return f"INSERT INTO events ({_COLUMNS}) VALUES " + ",".join((_ROW_PARAMS,) * count)
 
@@ -196,8 +197,8 @@ def _padded_insert_sql(count: int) -> str:
 # dozen distinct statements are prepared and cached. Batches that also insert or update runs
 # rows, or are larger than _ONE_STATEMENT_ROWS rows, use BEGIN IMMEDIATE ... COMMIT with
 # multi-row inserts of at most _CHUNK_ROWS rows.
-# 8 parameters a row: 2,048 rows are within SQLite's default limit of 32,766 parameters; a
-# build with a lower limit gets smaller statements (WriterCore.connect reads the limit).
+# 8 parameters a row: 2,048 rows are within SQLite's default limit of 32,766 parameters (a
+# build with a lower limit gets smaller statements: WriterCore.connect reads the limit).
 _ONE_STATEMENT_ROWS = 2048
 _PADDED_SQL = {1 << i: _padded_insert_sql(1 << i) for i in range(_ONE_STATEMENT_ROWS.bit_length())}
 # Runs looked up by run_id, up to _LOOKUP_IDS per query, the list padded with NULLs (which
@@ -386,10 +387,9 @@ class WriterCore:
         rows = plan.rows
         total = len(rows) // 8
         if not plan.new_runs and not plan.changed and total <= self._one_statement_rows:
-            size = 1 << (total - 1).bit_length()  # the smallest power of two >= total
-            if size > total:
-                rows = rows + _NULL_ROW * (size - total)
-            conn.execute(_PADDED_SQL[size], rows)  # a transaction of its own (autocommit)
+            size = _padded_size(total)
+            # A transaction of its own (autocommit).
+            conn.execute(_PADDED_SQL[size], rows + _NULL_ROW * (size - total))
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -441,7 +441,7 @@ class WriterCore:
         keys: list[tuple[str, int]] = []
         for start in range(0, len(ids), _LOOKUP_IDS):
             chunk = ids[start : start + _LOOKUP_IDS]
-            size = 1 << (len(chunk) - 1).bit_length()
+            size = _padded_size(len(chunk))
             keys += conn.execute(_LOOKUP_SQL[size], chunk + [None] * (size - len(chunk)))
         for run_id, key in keys:
             last = conn.execute(
