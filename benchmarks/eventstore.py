@@ -35,7 +35,7 @@ from eventstore import (
 )
 from eventstore._events import chain_digest
 from eventstore._schema import create_schema, store_body
-from eventstore._writer import wal_autocheckpoint_pages
+from eventstore._statements import wal_autocheckpoint_pages
 
 from ._common import Timer, figure, print_table
 

@@ -36,6 +36,19 @@ from ._events import (
 )
 from ._protocol import AppendResult
 from ._schema import store_body
+from ._statements import (
+    CHUNK_ROWS,
+    CHUNK_SQL,
+    INSERT_RUN,
+    LOOKUP_IDS,
+    LOOKUP_SQL,
+    NULL_ROW,
+    ONE_STATEMENT_ROWS,
+    PADDED_SQL,
+    UPDATE_RUN,
+    padded_size,
+    wal_autocheckpoint_pages,
+)
 
 if TYPE_CHECKING:
     from ._sqlite import SqliteEventStore
@@ -44,18 +57,6 @@ __all__ = ["AppendRequest", "WriterActor", "WriterCore", "prepare"]
 
 # Bound the writer's per-run cache; when exceeded it is dropped and refilled by queries.
 _RUN_CACHE_LIMIT = 50_000
-
-_INSERT_RUN = (
-    "INSERT INTO runs (run, run_id, status, created, updated, last_seq, graph_hash) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-# The runs row changes only when the run's status does (new runs, RunStarted, RunPaused...),
-# not at every append: ``updated`` / ``last_seq`` there are as of that change, and listings
-# read the live last seq from the events index.
-_UPDATE_RUN = (
-    "UPDATE runs SET status = coalesce(?, status), updated = ?, last_seq = ?, "
-    "graph_hash = coalesce(?, graph_hash) WHERE run = ?"
-)
 
 
 class AppendRequest:
@@ -168,63 +169,6 @@ class _Plan:
         self.next_run = 0
 
 
-_COLUMNS = "position, run, seq, ts, type, version, hash, body"
-_ROW_PARAMS = "(?,?,?,?,?,?,?,?)"
-_NULL_ROW: list[None] = [None] * 8
-
-
-def _padded_size(count: int) -> int:
-    """The smallest power of two >= ``count`` (statements are cached per padded size)."""
-    return 1 << (count - 1).bit_length()
-
-
-def _insert_sql(count: int) -> str:
-    return f"INSERT INTO events ({_COLUMNS}) VALUES " + ",".join((_ROW_PARAMS,) * count)
-
-
-def _padded_insert_sql(count: int) -> str:
-    # Rows of NULLs pad the batch to ``count``; the WHERE drops them (position is never NULL).
-    values = ",".join((_ROW_PARAMS,) * count)
-    return f"INSERT INTO events ({_COLUMNS}) SELECT * FROM (VALUES {values}) WHERE column1 NOTNULL"
-
-
-# A batch that changes no runs row is written by ONE statement in autocommit mode: SQLite
-# runs it as a transaction of its own, which takes the write lock at its start as BEGIN
-# IMMEDIATE does and commits (and syncs) before the statement returns. sqlite3 releases the
-# GIL for a statement's whole execution, so the writer thread needs the GIL back once per
-# batch instead of after each of BEGIN, every insert and COMMIT; each time it does, it may
-# wait for the event loop. The statement is padded to a power-of-two row count, so at most a
-# dozen distinct statements are prepared and cached. Batches that also insert or update runs
-# rows, or are larger than _ONE_STATEMENT_ROWS rows, use BEGIN IMMEDIATE ... COMMIT with
-# multi-row inserts of at most _CHUNK_ROWS rows.
-# 8 parameters a row: 2,048 rows are within SQLite's default limit of 32,766 parameters (a
-# build with a lower limit gets smaller statements: WriterCore.connect reads the limit).
-_ONE_STATEMENT_ROWS = 2048
-_PADDED_SQL = {1 << i: _padded_insert_sql(1 << i) for i in range(_ONE_STATEMENT_ROWS.bit_length())}
-# Runs looked up by run_id, up to _LOOKUP_IDS per query, the list padded with NULLs (which
-# match nothing) to a power of two so few distinct statements are cached.
-_LOOKUP_IDS = 256
-_LOOKUP_SQL = {
-    1 << i: "SELECT run_id, run FROM runs WHERE run_id IN (" + ",".join("?" * (1 << i)) + ")"
-    for i in range(_LOOKUP_IDS.bit_length())
-}
-_CHUNK_ROWS = 128
-_INSERT_SQL = {1 << i: _insert_sql(1 << i) for i in range(_CHUNK_ROWS.bit_length())}
-
-
-# Checkpoint the WAL into the database file once it holds this many bytes. SQLite's default
-# is 1,000 pages (1 MB on our 1 KB pages): with many runs appending, commits rewrite the
-# same index pages, so a longer WAL lets one checkpoint copy each page once for many commits
-# (measured ~25% less commit time per event at 110 appends per commit, 8 MB vs 1 MB).
-WAL_CHECKPOINT_BYTES = 8 * 1024 * 1024
-
-
-def wal_autocheckpoint_pages(conn: sqlite3.Connection) -> int:
-    """The ``wal_autocheckpoint`` pragma value for WAL_CHECKPOINT_BYTES on ``conn``'s file."""
-    page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
-    return max(1000, WAL_CHECKPOINT_BYTES // page_size)
-
-
 class WriterCore:
     """The write connection and the writer's caches; used by the writer thread only.
 
@@ -241,8 +185,8 @@ class WriterCore:
         self._runs: dict[str, tuple[int, int, bytes]] = {}
         self._next_position: int | None = None
         self._next_run: int | None = None
-        self._one_statement_rows = _ONE_STATEMENT_ROWS
-        self._chunk_rows = _CHUNK_ROWS
+        self._one_statement_rows = ONE_STATEMENT_ROWS
+        self._chunk_rows = CHUNK_ROWS
 
     def connect(self, create: bool, page_size: int) -> None:
         from ._schema import check_schema, create_schema
@@ -258,8 +202,8 @@ class WriterCore:
             conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
             rows = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 8
             fits = 1 << (rows.bit_length() - 1)  # the largest power of two <= rows
-            self._one_statement_rows = min(_ONE_STATEMENT_ROWS, fits)
-            self._chunk_rows = min(_CHUNK_ROWS, fits)
+            self._one_statement_rows = min(ONE_STATEMENT_ROWS, fits)
+            self._chunk_rows = min(CHUNK_ROWS, fits)
         except BaseException:
             conn.close()
             raise
@@ -387,9 +331,9 @@ class WriterCore:
         rows = plan.rows
         total = len(rows) // 8
         if not plan.new_runs and not plan.changed and total <= self._one_statement_rows:
-            size = _padded_size(total)
+            size = padded_size(total)
             # A transaction of its own (autocommit).
-            conn.execute(_PADDED_SQL[size], rows + _NULL_ROW * (size - total))
+            conn.execute(PADDED_SQL[size], rows + NULL_ROW * (size - total))
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -397,12 +341,12 @@ class WriterCore:
             while done < total:
                 size = min(total - done, self._chunk_rows)
                 size = 1 << (size.bit_length() - 1)  # the largest power of two <= size
-                conn.execute(_INSERT_SQL[size], rows[done * 8 : (done + size) * 8])
+                conn.execute(CHUNK_SQL[size], rows[done * 8 : (done + size) * 8])
                 done += size
             if plan.new_runs:
-                conn.executemany(_INSERT_RUN, plan.new_runs)
+                conn.executemany(INSERT_RUN, plan.new_runs)
             if plan.changed:
-                conn.executemany(_UPDATE_RUN, plan.changed)
+                conn.executemany(UPDATE_RUN, plan.changed)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -439,10 +383,10 @@ class WriterCore:
         found: dict[str, tuple[int, int, bytes]] = {}
         ids: list[str | None] = [*sorted(run_ids)]
         keys: list[tuple[str, int]] = []
-        for start in range(0, len(ids), _LOOKUP_IDS):
-            chunk = ids[start : start + _LOOKUP_IDS]
-            size = _padded_size(len(chunk))
-            keys += conn.execute(_LOOKUP_SQL[size], chunk + [None] * (size - len(chunk)))
+        for start in range(0, len(ids), LOOKUP_IDS):
+            chunk = ids[start : start + LOOKUP_IDS]
+            size = padded_size(len(chunk))
+            keys += conn.execute(LOOKUP_SQL[size], chunk + [None] * (size - len(chunk)))
         for run_id, key in keys:
             last = conn.execute(
                 "SELECT seq, hash FROM events WHERE run = ? ORDER BY seq DESC LIMIT 1", (key,)
