@@ -12,7 +12,7 @@ from ._errors import (
     MailboxFullError,
     NotAMessageError,
 )
-from ._mailbox import MailboxConfig, MailboxStatistics
+from ._mailbox import MailboxConfig, MailboxStatistics, new_waiter
 from ._messages import Message, Terminated
 
 __all__ = [
@@ -29,4 +29,5 @@ __all__ = [
     "Message",
     "NotAMessageError",
     "Terminated",
+    "new_waiter",
 ]

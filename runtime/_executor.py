@@ -53,7 +53,7 @@ from ._messages import (
 )
 from ._result import RunOutcome, RunResult, RunStatus
 from ._runlog import RunLog
-from ._spec import GraphSpec, NodeSpec, RetryPolicy, graph_hash, graph_to_dict
+from ._spec import GraphSpec, NodeSpec, RetryPolicy, graph_hash, shared_graph_dict
 
 __all__ = ["ExecutorActor", "NodeFactory"]
 
@@ -187,7 +187,7 @@ class ExecutorActor(Actor):
             self.memory = dict(self.input)
             self.emit(
                 RunStarted(
-                    graph=graph_to_dict(self.graph),
+                    graph=shared_graph_dict(self.graph),
                     graph_hash=graph_hash(self.graph),
                     entry=self.graph.entry_node,
                     goal=None if self.graph.goal is None else _plain(self.graph.goal),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, Literal
 
-import anyio
 import msgspec
+
+from actors import new_waiter
 
 __all__ = ["RunOutcome", "RunResult", "RunStatus"]
 
@@ -37,23 +39,24 @@ class RunOutcome:
     """Where the executor leaves its result; ``wait()`` blocks until it does."""
 
     def __init__(self, on_done: Callable[[], None] | None = None) -> None:
-        self._event = anyio.Event()
+        # A one-shot waiter (a bare future on asyncio), not an anyio.Event: one per run.
+        self._waiter = new_waiter()
         self._on_done = on_done
         self.result: RunResult | None = None
         self.error: BaseException | None = None
 
     def set(self, result: RunResult) -> None:
-        if not self._event.is_set():
+        if not self._waiter.done():
             self.result = result
             self._done()
 
     def fail(self, error: BaseException) -> None:
-        if not self._event.is_set():
+        if not self._waiter.done():
             self.error = error
             self._done()
 
     def _done(self) -> None:
-        self._event.set()
+        self._waiter.set_result(None)
         # Dropped once called: the callback usually refers back to this outcome, and a
         # cycle would keep every finished run alive until the cyclic collector runs.
         on_done, self._on_done = self._on_done, None
@@ -62,10 +65,16 @@ class RunOutcome:
 
     @property
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._waiter.done()
 
     async def wait(self) -> RunResult:
-        await self._event.wait()
+        waiter = self._waiter
+        if not waiter.done():
+            if isinstance(waiter, asyncio.Future):
+                # Shielded: a cancelled waiter must not cancel the future others wait on.
+                await asyncio.shield(waiter)
+            else:
+                await waiter
         if self.error is not None:
             raise self.error
         assert self.result is not None

@@ -169,10 +169,11 @@ _NO_EDGES = NodeEdges([])
 class _Index:
     """Lookups derived from a GraphSpec, built once per instance."""
 
-    __slots__ = ("edges", "hash", "nodes", "outgoing", "valid")
+    __slots__ = ("builtins", "edges", "hash", "nodes", "outgoing", "valid")
 
     def __init__(self, graph: GraphSpec) -> None:
         self.hash: str | None = None  # graph_hash, once computed
+        self.builtins: dict[str, Any] | None = None  # shared_graph_dict, once computed
         self.valid = False  # validate_graph found no problem
         self.nodes: dict[str, NodeSpec] = {}
         for node in graph.nodes:
@@ -257,6 +258,18 @@ def graph_to_dict(graph: GraphSpec) -> dict[str, Any]:
     """Plain builtins (every field, defaults included); ``graph_from_dict`` inverts it."""
     result: dict[str, Any] = msgspec.to_builtins(graph)
     return result
+
+
+def shared_graph_dict(graph: GraphSpec) -> dict[str, Any]:
+    """``graph_to_dict(graph)`` computed once per instance and shared: never mutate it.
+
+    For the RunStarted event of every run of the graph (the conversion costs more than
+    the rest of a run's start).
+    """
+    index = graph._index()
+    if index.builtins is None:
+        index.builtins = graph_to_dict(graph)
+    return index.builtins
 
 
 def graph_hash(graph: GraphSpec) -> str:

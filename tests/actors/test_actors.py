@@ -253,3 +253,45 @@ async def test_tell_later_delivers_after_the_delay_and_drops_for_a_stopped_actor
         system.tell_later(gone, Item(value=1), 0.01)
         await gone.stop()
         await anyio.sleep(0.03)  # the timer fires into a stopped actor and must not raise
+
+
+async def test_leaving_the_system_waits_for_every_actor_and_cancels_timers() -> None:
+    # On asyncio the actors' tasks are plain tasks the system tracks: leaving the block must
+    # still stop each actor (on_stop included, even for one busy in a handler) and cancel
+    # pending timers, and no task of the system may be left behind.
+    import asyncio
+
+    stopped: list[str] = []
+
+    class Closing(Recorder):
+        async def on_stop(self) -> None:
+            await anyio.sleep(0.01)  # a slow on_stop: the exit must wait for it
+            stopped.append("done")
+
+    before = {t for t in asyncio.all_tasks() if not t.done()}
+    async with ActorSystem() as system:
+        busy = system.spawn(Closing())
+        await busy.tell(Hold())  # parked in its handler when the system exits
+        idle = system.spawn(Closing())
+        system.tell_later(idle, Item(value=1), 60)
+        await anyio.wait_all_tasks_blocked()
+    assert stopped == ["done", "done"]
+    assert busy.stopped and idle.stopped
+    assert {t for t in asyncio.all_tasks() if not t.done()} == before
+
+
+async def test_a_task_of_the_system_that_dies_is_reported_when_it_exits() -> None:
+    # An actor's task handles its own errors; anything escaping it (a bug in the system
+    # itself) must not vanish silently but be raised when the system exits.
+    class Fatal(BaseException):
+        pass
+
+    class Broken(Recorder):
+        async def on_stop(self) -> None:
+            raise Fatal  # not an Exception: the actor's task does not swallow it
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with ActorSystem() as system:
+            ref = system.spawn(Broken())
+            assert await ref.ask(Item(value=1)) == 2
+    assert info.group_contains(Fatal)

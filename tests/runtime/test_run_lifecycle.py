@@ -59,3 +59,37 @@ async def test_an_outcome_calls_its_callback_once_and_then_drops_it() -> None:
     assert calls == ["done"]
     assert (await outcome.wait()).status == "completed"
     assert outcome._on_done is None
+
+
+async def test_a_cancelled_waiter_leaves_the_outcome_to_the_others() -> None:
+    # The outcome is one future shared by every waiter: a waiter that gives up (a timeout)
+    # must not cancel it under the others, nor make set() fail.
+    outcome = RunOutcome()
+    with anyio.move_on_after(0.01):
+        await outcome.wait()
+    assert not outcome.done
+    got: list[str] = []
+
+    async def waiter() -> None:
+        got.append((await outcome.wait()).status)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        tg.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        outcome.set(RunResult(run_id="r", status="completed"))
+    assert got == ["completed", "completed"]
+
+
+async def test_every_run_records_the_whole_graph(tmp_path: Path) -> None:
+    # RunStarted's graph dict is computed once per GraphSpec and shared by its runs: each
+    # run's log must still hold the whole graph, equal to graph_to_dict.
+    from runtime._spec import graph_to_dict
+
+    async with Runtime(tmp_path / "runs.db", functions={"step": _step}) as rt:
+        handles = [await rt.start(GRAPH, input={"x": i}) for i in range(3)]
+        for handle in handles:
+            await handle.result()
+        states = [await rt.get_state(handle.run_id) for handle in handles]
+    assert [s.graph for s in states] == [graph_to_dict(GRAPH)] * 3
+    assert [s.memory["x"] for s in states] == [4, 5, 6]
