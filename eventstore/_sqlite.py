@@ -18,6 +18,7 @@ from actors import ActorRef, ActorStoppedError, ActorSystem, MailboxConfig
 
 from ._errors import ConcurrencyError, CorruptLogError, StoreClosedError, UnknownEventError
 from ._events import Event, EventBody, chain_digest, decode_body
+from ._gil import SwitchIntervalLease
 from ._protocol import AppendResult, DurabilityConfig, RunInfo, StoreStatistics, VerifyReport
 from ._schema import check_file, load_body
 from ._writer import AppendRequest, WriterActor, WriterCore, _Drain, prepare
@@ -62,6 +63,7 @@ class SqliteEventStore:
         self._run_keys: dict[str, int] = {}
         self._inflight: set[AppendRequest] = set()
         self._committed = anyio.Event()
+        self._switch_lease: SwitchIntervalLease | None = None
         # statistics
         self._appends = 0
         self._events = 0
@@ -95,6 +97,8 @@ class SqliteEventStore:
         except BaseException:
             await self._release()
             raise
+        if self.config.switch_interval is not None:
+            self._switch_lease = SwitchIntervalLease(self.config.switch_interval)
         self._state = "open"
 
     async def _host_writer(self, ready: asyncio.Future[None]) -> None:
@@ -142,6 +146,9 @@ class SqliteEventStore:
         self._wake_followers()
 
     async def _release(self) -> None:
+        if self._switch_lease is not None:
+            lease, self._switch_lease = self._switch_lease, None
+            lease.release()
         if self._host is not None:
             host, self._host = self._host, None
             self._stop_host.set()
@@ -195,6 +202,8 @@ class SqliteEventStore:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
+        if writer._answers:
+            writer.deliver()  # batches the thread finished while the loop was busy
         request = prepare(run_id, events, expected_seq)
         self._inflight.add(request)
         try:

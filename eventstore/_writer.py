@@ -14,6 +14,7 @@ import asyncio
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
@@ -426,6 +427,13 @@ class WriterActor(Actor):
         self._in_flight = 0  # submitted and not yet answered (changed on the loop only)
         self._stopping = False
         self._space = anyio.Event()
+        self._space_waiters = 0
+        # Outcomes the thread finished, for deliver() on the loop: (batch, writes, error,
+        # seconds). Appended by the thread, taken by the loop (deque ends are atomic).
+        self._answers: deque[
+            tuple[list[AppendRequest], list[AppendRequest], StoreError | None, float]
+        ] = deque()
+        self._wake_pending = False
         self._draining = False
         self._loop = asyncio.get_running_loop()
         self._thread = threading.Thread(
@@ -452,6 +460,7 @@ class WriterActor(Actor):
 
     async def wait_for_space(self) -> None:
         """Wait until the writer next answers a batch."""
+        self._space_waiters += 1
         await self._space.wait()
 
     async def receive(self, message: Any) -> None:
@@ -503,31 +512,49 @@ class WriterActor(Actor):
                     error = StoreError(f"append failed: {exc}")
                     error.__cause__ = exc
             seconds = time.perf_counter() - started
-            try:
-                self._loop.call_soon_threadsafe(self._answer, batch, writes, error, seconds)
-            except RuntimeError:
-                return  # the event loop is closed: nobody is waiting any more
+            self._answers.append((batch, writes, error, seconds))
             if self._stopping:
+                self._wake_loop()
                 return
+            if not self._queue.empty():
+                # More work is queued, so the loop is busy appending: the next append on
+                # the loop hands these answers out (see deliver). Waking the loop would cost
+                # a socket write, and waiting for the GIL again after it.
+                continue
+            self._wake_loop()
 
-    def _answer(
-        self,
-        batch: list[AppendRequest],
-        writes: list[AppendRequest],
-        error: StoreError | None,
-        seconds: float,
-    ) -> None:
-        # On the event loop, once the batch's transaction is over.
-        self._in_flight -= len(batch)
-        if error is None:
-            self._store._record_batch(writes, seconds)
-        for request in batch:
-            if error is not None and request.bodies:
-                request.fail(error)
-            else:
-                request.finish()
-        space, self._space = self._space, anyio.Event()
-        space.set()
+    def _wake_loop(self) -> None:
+        # On the writer thread, about to wait for work: make sure the loop sees the answers.
+        if self._wake_pending:
+            return  # a wake-up is scheduled and has not run yet: it takes these too
+        self._wake_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self.deliver)
+        except RuntimeError:
+            pass  # the event loop is closed: nobody is waiting any more
+
+    def deliver(self) -> None:
+        """Hand the outcomes of every batch the thread has finished to their callers.
+
+        On the event loop: from the thread's wake-up, and from every append (so a busy loop
+        collects answers without being woken for them).
+        """
+        self._wake_pending = False  # before draining: a later answer schedules a new wake
+        answers = self._answers
+        while answers:
+            batch, writes, error, seconds = answers.popleft()
+            self._in_flight -= len(batch)
+            if error is None:
+                self._store._record_batch(writes, seconds)
+            for request in batch:
+                if error is not None and request.bodies:
+                    request.fail(error)
+                else:
+                    request.finish()
+        if self._space_waiters:
+            space, self._space = self._space, anyio.Event()
+            self._space_waiters = 0
+            space.set()
 
     async def on_stop(self) -> None:
         # Let the thread finish the transaction it is in (if any), then fail whatever is
@@ -536,7 +563,8 @@ class WriterActor(Actor):
         self._stopping = True
         self._queue.put(None)
         await anyio.to_thread.run_sync(self._thread.join)
-        await anyio.lowlevel.checkpoint()  # run the thread's last answer callback
+        await anyio.lowlevel.checkpoint()  # run the thread's last wake-up, if any
+        self.deliver()  # batches it committed: their callers learn so, whatever happened
         closed = StoreClosedError("append", "the store closed before it was written")
         while True:
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import sys
 from pathlib import Path
 
 import anyio
@@ -324,6 +325,39 @@ def test_durability_config_rejects_nonsense() -> None:
         DurabilityConfig(max_batch=0)
     with pytest.raises(ValueError):
         DurabilityConfig(page_size=3000)
+    with pytest.raises(ValueError, match="switch_interval"):
+        DurabilityConfig(switch_interval=0)
+
+
+async def test_open_stores_hold_a_short_switch_interval_and_the_last_restores_it(
+    tmp_path: Path,
+) -> None:
+    original = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.004)
+        slow = DurabilityConfig(switch_interval=0.002)
+        async with SqliteEventStore(tmp_path / "a.db", config=slow):
+            assert sys.getswitchinterval() == pytest.approx(0.002)
+            async with SqliteEventStore(tmp_path / "b.db"):  # the default, 0.5 ms
+                assert sys.getswitchinterval() == pytest.approx(0.0005)
+            assert sys.getswitchinterval() == pytest.approx(0.002)  # b's lease is gone
+        assert sys.getswitchinterval() == pytest.approx(0.004)
+        # None leaves it alone; a value set by someone else while open is kept on close.
+        async with SqliteEventStore(
+            tmp_path / "c.db", config=DurabilityConfig(switch_interval=None)
+        ):
+            assert sys.getswitchinterval() == pytest.approx(0.004)
+        async with SqliteEventStore(tmp_path / "d.db"):
+            sys.setswitchinterval(0.003)
+        assert sys.getswitchinterval() == pytest.approx(0.003)
+        # A store that fails to open holds nothing.
+        bogus = tmp_path / "bogus.db"
+        bogus.write_bytes(b"not a database at all" * 100)
+        with pytest.raises(NotAStoreError):
+            await SqliteEventStore(bogus).open()
+        assert sys.getswitchinterval() == pytest.approx(0.003)
+    finally:
+        sys.setswitchinterval(original)
 
 
 async def test_memory_payload_overhead_stays_small(tmp_path: Path) -> None:
