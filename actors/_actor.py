@@ -53,6 +53,14 @@ class Actor:
     async def on_stop(self) -> None:
         """Runs once when the actor stops, shielded from cancellation for a few seconds."""
 
+    def on_stopped(self) -> None:
+        """Runs once, synchronously, after ``on_stop``, as the actor is marked stopped.
+
+        For clean-up that does not wait: it costs no shielded cancel scope, where an
+        overridden ``on_stop`` needs one (an actor per run adds up). An exception raised
+        here is recorded as the actor's failure, as one from ``on_stop`` is.
+        """
+
     def stop_self(self) -> None:
         """Stop this actor once the message in hand is handled; does not wait.
 
@@ -313,6 +321,12 @@ class ActorRef:
                 except Exception as exc:
                     if self.failure is None:
                         self.failure = exc
+        if type(actor).on_stopped is not Actor.on_stopped:
+            try:
+                actor.on_stopped()
+            except Exception as exc:
+                if self.failure is None:
+                    self.failure = exc
         self._is_stopped = True
         if self._stopped is not None:
             self._stopped.set()

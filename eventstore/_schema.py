@@ -117,18 +117,18 @@ def check_schema(conn: sqlite3.Connection, path: str) -> None:
 
 # How a body is stored. Encoded bodies are JSON objects that start with their tag,
 # '{"type":"<tag>"', which the row's type column already holds, so small bodies are stored
-# without it and start with "," or "}". Bodies of at least _COMPRESS_AT bytes are stored
+# without it and start with "," or "}". Bodies of at least COMPRESS_AT bytes are stored
 # zlib-compressed when that saves a tenth or more (large memory values and tool results
 # dominate a store's size); a zlib stream starts with 0x78 ("x"). A body stored whole starts
 # with "{" (stores written before the tag was dropped). So the first byte tells the forms
 # apart. Hashes are always over the whole encoded body.
-_COMPRESS_AT = 1024
+COMPRESS_AT = 1024
 
 
 _PREFIXES: dict[str, bytes] = {}
 
 
-def _tag_prefix(tag: str) -> bytes:
+def tag_prefix(tag: str) -> bytes:
     prefix = _PREFIXES.get(tag)
     if prefix is None:
         prefix = _PREFIXES[tag] = b'{"type":"' + tag.encode() + b'"'
@@ -137,11 +137,11 @@ def _tag_prefix(tag: str) -> bytes:
 
 def store_body(body: bytes, tag: str) -> bytes:
     """The bytes to store for the encoded body of a ``tag`` event."""
-    if len(body) >= _COMPRESS_AT:
+    if len(body) >= COMPRESS_AT:
         packed = zlib.compress(body, 1)
         if len(packed) * 10 <= len(body) * 9:
             return packed
-    prefix = _tag_prefix(tag)
+    prefix = tag_prefix(tag)
     if body.startswith(prefix) and body[len(prefix) : len(prefix) + 1] in (b",", b"}"):
         return body[len(prefix) :]
     return body
@@ -153,5 +153,5 @@ def load_body(stored: bytes, tag: str) -> bytes:
     if first == b"x":
         return zlib.decompress(stored)
     if first == b"," or first == b"}":
-        return _tag_prefix(tag) + stored
+        return tag_prefix(tag) + stored
     return stored

@@ -36,7 +36,7 @@ from ._events import (
     event_tag,
 )
 from ._protocol import AppendResult
-from ._schema import store_body
+from ._schema import COMPRESS_AT, store_body, tag_prefix
 from ._statements import (
     CHUNK_ROWS,
     CHUNK_SQL,
@@ -126,7 +126,21 @@ _STATUS_OF: dict[type[EventBody], _StatusOf] = {
     RunCancelled: lambda body: ("cancelled", None),
     RunFinished: lambda body: (body.status, None),
 }
-_TYPE_INFO: dict[type[EventBody], tuple[str, int, _StatusOf | None]] = {}
+#: Per event class: (tag, schema version, status change or None, tag prefix length).
+_TYPE_INFO: dict[type[EventBody], tuple[str, int, _StatusOf | None, int]] = {}
+
+
+def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, _StatusOf | None, int]:
+    """Learn a class's row facts from its first encoded body (``data``)."""
+    tag = event_tag(cls)
+    prefix = tag_prefix(tag)
+    # A tagged struct's encoding starts with its tag; if this class's does not, its
+    # bodies are stored whole (load_body tells the forms apart by the first byte).
+    tagged = data.startswith(prefix) and data[len(prefix) : len(prefix) + 1] in (b",", b"}")
+    cut = len(prefix) if tagged else 0
+    info = (tag, cls.schema_version, _STATUS_OF.get(cls), cut)
+    _TYPE_INFO[cls] = info
+    return info
 
 
 def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) -> AppendRequest:
@@ -137,17 +151,21 @@ def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) 
     stored: list[bytes] = []
     status: str | None = None
     graph_hash: str | None = None
+    encode = encode_body
     for body in events:
+        data = encode(body)
         cls = type(body)
-        info = _TYPE_INFO.get(cls)
-        if info is None:
-            info = _TYPE_INFO[cls] = (event_tag(cls), cls.schema_version, _STATUS_OF.get(cls))
-        tag, version, change = info
-        data = encode_body(body)
+        info = _TYPE_INFO.get(cls) or _type_info(cls, data)
+        tag, version, change, cut = info
         tags.append(tag)
         versions.append(version)
         bodies.append(data)
-        stored.append(store_body(data, tag))
+        if len(data) < COMPRESS_AT:
+            # What store_body does for a small body, inline (every event takes this path):
+            # an event struct's encoding always starts with its tag, so drop it.
+            stored.append(data[cut:])
+        else:
+            stored.append(store_body(data, tag))
         if change is not None:
             new_status, new_hash = change(body)
             status = new_status

@@ -177,7 +177,8 @@ class ExecutorActor(Actor):
         if not self.buffer:
             return
         batch, self.buffer = self.buffer, []
-        await self.log.append(batch, durable=self.sync or not boundary)
+        # Unshielded, as in _start_node: only the actor system's exit cancels an executor.
+        await self.log.append(batch, durable=self.sync or not boundary, shield=False)
 
     # ------------------------------------------------------------------ start / resume
 
@@ -569,7 +570,7 @@ class ExecutorActor(Actor):
         for ref in self.nodes.values():
             ref.stop_nowait()
 
-    async def on_stop(self) -> None:
+    def on_stopped(self) -> None:
         if not self.outcome.done:
             self.outcome.fail(RuntimeError(f"executor of run {self.run_id} stopped early"))
 

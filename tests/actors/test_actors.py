@@ -295,3 +295,31 @@ async def test_a_task_of_the_system_that_dies_is_reported_when_it_exits() -> Non
             ref = system.spawn(Broken())
             assert await ref.ask(Item(value=1)) == 2
     assert info.group_contains(Fatal)
+
+
+async def test_on_stopped_runs_after_on_stop_and_its_error_is_the_failure() -> None:
+    calls: list[str] = []
+
+    class Tidy(Recorder):
+        async def on_stop(self) -> None:
+            calls.append("on_stop")
+
+        def on_stopped(self) -> None:
+            calls.append("on_stopped")
+
+    class Faulty(Recorder):
+        def on_stopped(self) -> None:
+            raise RuntimeError("tidy-up failed")
+
+    async with ActorSystem() as system:
+        watcher = Watcher()
+        tidy = system.spawn(Tidy())
+        faulty = system.spawn(Faulty(), watcher=system.spawn(watcher))
+        await tidy.stop()
+        await faulty.stop()
+        with anyio.fail_after(5):
+            await watcher.got.wait()
+    assert calls == ["on_stop", "on_stopped"]
+    assert tidy.failure is None
+    assert isinstance(faulty.failure, RuntimeError)
+    assert watcher.notes[0].error == "RuntimeError: tidy-up failed"
