@@ -7,22 +7,21 @@ import sqlite3
 __all__ = [
     "CHUNK_ROWS",
     "CHUNK_SQL",
-    "INSERT_RUN",
+    "INSERT_RUNS_SQL",
     "LOOKUP_IDS",
     "LOOKUP_SQL",
     "NULL_ROW",
     "ONE_STATEMENT_ROWS",
     "PADDED_SQL",
+    "RUN_ROWS",
+    "UPDATE_FROM",
     "UPDATE_RUN",
+    "UPDATE_RUNS_SQL",
     "WAL_CHECKPOINT_BYTES",
     "padded_size",
     "wal_autocheckpoint_pages",
 ]
 
-INSERT_RUN = (
-    "INSERT INTO runs (run, run_id, status, created, updated, last_seq, graph_hash) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
 # The runs row changes only when the run's status does (new runs, RunStarted, RunPaused...),
 # not at every append: ``updated`` / ``last_seq`` there are as of that change, and listings
 # read the live last seq from the events index.
@@ -31,6 +30,26 @@ UPDATE_RUN = (
     "graph_hash = coalesce(?, graph_hash) WHERE run = ?"
 )
 
+# Runs rows are inserted and updated by one statement per up to RUN_ROWS rows (padded with
+# NULL rows to a power of two): executemany would run one statement per row, and each gives
+# up the GIL and waits to get it back (a batch of new runs, or of runs finishing, holds up
+# to hundreds). UPDATE ... FROM needs SQLite 3.33; older builds use UPDATE_RUN per row.
+RUN_ROWS = 256
+_RUN_COLUMNS = "run, run_id, status, created, updated, last_seq, graph_hash"
+INSERT_RUNS_SQL = {
+    1 << i: f"INSERT INTO runs ({_RUN_COLUMNS}) SELECT * FROM (VALUES "
+    + ",".join(("(?,?,?,?,?,?,?)",) * (1 << i))
+    + ") WHERE column1 NOTNULL"
+    for i in range(RUN_ROWS.bit_length())
+}
+UPDATE_RUNS_SQL = {
+    1 << i: "UPDATE runs SET status = coalesce(v.column1, status), updated = v.column2, "
+    "last_seq = v.column3, graph_hash = coalesce(v.column4, graph_hash) FROM (VALUES "
+    + ",".join(("(?,?,?,?,?)",) * (1 << i))
+    + ") AS v WHERE runs.run = v.column5"
+    for i in range(RUN_ROWS.bit_length())
+}
+UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 
 _COLUMNS = "position, run, seq, ts, type, version, hash, body"
 _ROW_PARAMS = "(?,?,?,?,?,?,?,?)"

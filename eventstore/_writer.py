@@ -40,13 +40,16 @@ from ._schema import COMPRESS_AT, store_body, tag_prefix
 from ._statements import (
     CHUNK_ROWS,
     CHUNK_SQL,
-    INSERT_RUN,
+    INSERT_RUNS_SQL,
     LOOKUP_IDS,
     LOOKUP_SQL,
     NULL_ROW,
     ONE_STATEMENT_ROWS,
     PADDED_SQL,
+    RUN_ROWS,
+    UPDATE_FROM,
     UPDATE_RUN,
+    UPDATE_RUNS_SQL,
     padded_size,
     wal_autocheckpoint_pages,
 )
@@ -363,9 +366,12 @@ class WriterCore:
                 conn.execute(CHUNK_SQL[size], rows[done * 8 : (done + size) * 8])
                 done += size
             if plan.new_runs:
-                conn.executemany(INSERT_RUN, plan.new_runs)
+                _padded_statements(conn, INSERT_RUNS_SQL, plan.new_runs, 7)
             if plan.changed:
-                conn.executemany(UPDATE_RUN, plan.changed)
+                if UPDATE_FROM:
+                    _padded_statements(conn, UPDATE_RUNS_SQL, plan.changed, 5)
+                else:
+                    conn.executemany(UPDATE_RUN, plan.changed)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -412,6 +418,17 @@ class WriterCore:
             ).fetchone()
             found[run_id] = (key, 0, b"") if last is None else (key, last[0], bytes(last[1]))
         return found
+
+
+def _padded_statements(
+    conn: sqlite3.Connection, sql: dict[int, str], rows: list[tuple[Any, ...]], width: int
+) -> None:
+    """Run ``sql`` (by padded row count) over ``rows``, RUN_ROWS rows per statement."""
+    for start in range(0, len(rows), RUN_ROWS):
+        chunk = rows[start : start + RUN_ROWS]
+        size = padded_size(len(chunk))
+        params = [value for row in chunk for value in row]
+        conn.execute(sql[size], params + [None] * (width * (size - len(chunk))))
 
 
 class _Drain(Message, frozen=True, tag="eventstore.drain"):

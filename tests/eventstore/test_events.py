@@ -162,3 +162,18 @@ async def test_a_v1_event_in_the_store_is_read_as_v2(tmp_path: Path) -> None:
     assert events[1].hash == digest
     assert report.ok and report.checked == 2  # upcasting does not break the chain
     assert latest[2].version == 2 and latest[2].body == Note(text="new", author="me")
+
+
+@pytest.mark.parametrize("size", [0, 1, 2000, 2047, 2048, 4095, 4096, 100_000])
+def test_chain_digest_is_sha256_of_header_and_body_whatever_the_size(size: int) -> None:
+    # Bodies of 2 KB and more are hashed in pieces (so hashlib keeps the GIL): the digest
+    # must still be the plain sha256 of the msgpack header followed by the body.
+    import hashlib
+    import os
+
+    from eventstore._events import chain_digest
+
+    body = os.urandom(size)
+    header = msgspec.msgpack.encode((b"\x01" * 32, "run-1", 7, "memory.written", 2))
+    expected = hashlib.sha256(header + body).digest()
+    assert chain_digest(b"\x01" * 32, "run-1", 7, "memory.written", 2, body) == expected

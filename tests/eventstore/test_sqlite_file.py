@@ -455,6 +455,41 @@ async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
     assert counts == [("r1", 2), ("r2", 4), ("r3", 1)]
 
 
+@pytest.mark.parametrize("update_from", [True, False], ids=["update-from", "per-row"])
+async def test_hundreds_of_runs_rows_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_from: bool
+) -> None:
+    # Runs rows go in by multi-row statements of up to 256 rows padded with NULL rows:
+    # 300 new runs, then 300 status changes, must each land exactly once, and the padding
+    # must neither insert nor update anything. Old SQLite builds update row by row.
+    from eventstore import _writer
+    from eventstore._writer import WriterCore, prepare
+
+    monkeypatch.setattr(_writer, "UPDATE_FROM", update_from)
+    core = WriterCore(str(tmp_path / "s.db"), "FULL")
+    core.connect(True, 1024)
+    try:
+        core.commit([prepare(f"r{i:03}", [started()], 0) for i in range(300)])
+        finished = [
+            prepare(f"r{i:03}", [RunFinished(status="completed", quality="clean")], 1)
+            for i in range(0, 300, 2)
+        ] + [
+            prepare(f"r{i:03}", [RunPaused(reason="user", node_id="a")], 1)
+            for i in range(1, 300, 2)
+        ]
+        core.commit(finished)
+        assert all(request.error is None for request in finished)
+        assert core.conn is not None
+        rows = core.conn.execute(
+            "SELECT run_id, status, last_seq, graph_hash FROM runs ORDER BY run_id"
+        ).fetchall()
+    finally:
+        core.close()
+    assert rows == [
+        (f"r{i:03}", "completed" if i % 2 == 0 else "paused", 2, "gh") for i in range(300)
+    ]
+
+
 async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_rest_commits(
     tmp_path: Path,
 ) -> None:
