@@ -6,7 +6,7 @@ import asyncio
 import os
 import sqlite3
 import zlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -220,6 +220,52 @@ class SqliteEventStore:
             raise request.error
         assert request.result is not None
         return request.result
+
+    def submit(
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        *,
+        expected_seq: int | None,
+        on_done: Callable[[AppendResult | None, BaseException | None], None],
+    ) -> bool:
+        """Hand a batch to the writer without waiting; ``on_done`` learns how it ended.
+
+        The same append as :meth:`append` (same checks, same order among appends), for a
+        caller that has nothing to do until the commit and would rather not be woken for
+        it: ``on_done(result, None)`` or ``on_done(None, error)`` is called on the event
+        loop once the batch is committed or failed (keep it short; it must not raise).
+        Returns False, and submits nothing, when the writer's queue is full: then use
+        :meth:`append`, which waits for space. Raises as ``append`` does for a closed store
+        or an empty batch, and encoding errors at once.
+        """
+        writer = self._writer_actor
+        if self._state != "open" or writer is None:
+            raise StoreClosedError("append")
+        if not events:
+            raise ValueError("append needs at least one event")
+        if writer._answers:
+            writer.deliver()
+        request = prepare(run_id, events, expected_seq)
+        request.callback = self._submitted(on_done)
+        if not writer.submit(request):
+            return False
+        self._inflight.add(request)
+        return True
+
+    def _submitted(
+        self, on_done: Callable[[AppendResult | None, BaseException | None], None]
+    ) -> Callable[[AppendRequest], None]:
+        def done(request: AppendRequest) -> None:
+            self._inflight.discard(request)
+            if request.error is not None:
+                if isinstance(request.error, ConcurrencyError):
+                    self._conflicts += 1
+                on_done(None, request.error)
+            else:
+                on_done(request.result, None)
+
+        return done
 
     def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
         self._batches += 1

@@ -11,6 +11,7 @@ commits the next one gathers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 import time
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AppendRequest", "WriterActor", "WriterCore", "prepare"]
 
+_log = logging.getLogger("magistrate.eventstore")
+
 # Bound the writer's per-run cache; when exceeded it is dropped and refilled by queries.
 _RUN_CACHE_LIMIT = 50_000
 
@@ -67,11 +70,13 @@ class AppendRequest:
     """One caller's batch on its way through the writer, with the slot for its outcome.
 
     Created and awaited on the event loop thread; the commit thread only fills ``result`` /
-    ``error``, and the writer actor then resolves ``future`` back on the loop.
+    ``error``, and the writer actor then resolves ``future`` back on the loop, or calls
+    ``callback`` (with the request) instead when one is set (see SqliteEventStore.submit).
     """
 
     __slots__ = (
         "bodies",
+        "callback",
         "error",
         "expected_seq",
         "future",
@@ -105,16 +110,27 @@ class AppendRequest:
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.result: AppendResult | None = None
         self.error: BaseException | None = None
+        self.callback: Callable[[AppendRequest], None] | None = None
 
     def finish(self) -> None:
         if not self.future.done():
             self.future.set_result(None)
+            self._call_back()
 
     def fail(self, error: BaseException) -> None:
         if not self.future.done():
             self.error = error
             self.result = None
             self.future.set_result(None)
+            self._call_back()
+
+    def _call_back(self) -> None:
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            try:
+                callback(self)
+            except Exception:  # never let one caller's callback stop the others' answers
+                _log.exception("an append callback failed")
 
 
 def _started(body: Any) -> tuple[str | None, str | None]:

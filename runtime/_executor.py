@@ -14,12 +14,12 @@ completed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
-from tenacity import RetryCallState, wait_exponential_jitter
 
-from actors import Actor, ActorRef, Terminated
+from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
 from eventstore import (
     BranchesForked,
     BranchesJoined,
@@ -44,6 +44,7 @@ from ._fanout import FanOut, convergence_node, restore_fanout, unfinished_nodes
 from ._llm import LlmProvider
 from ._messages import (
     CancelRun,
+    CommitFailed,
     ExecuteNode,
     InjectInput,
     NodeDone,
@@ -53,7 +54,14 @@ from ._messages import (
 )
 from ._result import RunOutcome, RunResult, RunStatus
 from ._runlog import RunLog
-from ._spec import GraphSpec, NodeSpec, RetryPolicy, graph_hash, shared_graph_dict
+from ._spec import (
+    GraphSpec,
+    NodeSpec,
+    graph_hash,
+    reduce_memory,
+    retry_delay,
+    shared_graph_dict,
+)
 
 __all__ = ["ExecutorActor", "NodeFactory"]
 
@@ -144,6 +152,8 @@ class ExecutorActor(Actor):
             await self._cancel(message.reason)
         elif isinstance(message, Terminated):
             await self._on_node_terminated(message)
+        elif isinstance(message, CommitFailed):
+            raise message.error
         elif isinstance(message, InjectInput):
             self.emit(InputInjected(data=dict(message.data)))
             self.memory.update(message.data)
@@ -191,7 +201,7 @@ class ExecutorActor(Actor):
                     graph=shared_graph_dict(self.graph),
                     graph_hash=graph_hash(self.graph),
                     entry=self.graph.entry_node,
-                    goal=None if self.graph.goal is None else _plain(self.graph.goal),
+                    goal=None if self.graph.goal is None else msgspec.to_builtins(self.graph.goal),
                     input=dict(self.input),
                 )
             )
@@ -264,10 +274,7 @@ class ExecutorActor(Actor):
             self.visits[node_id] = self.visits.get(node_id, 0) + 1
         visit = self.visits.get(node_id, 1)
         self.emit(NodeStarted(node_id=node_id, visit=visit, attempt=attempt, branch=branch))
-        # What commit() does, inline: this append is on every step's path. Unshielded:
-        # only the actor system's exit cancels an executor (see RunLog.append).
         batch, self.buffer = self.buffer, []
-        await self.log.append(batch, durable=self.sync, shield=False)
         spec = self.specs[node_id]
         memory = self.memory
         if spec.input_keys:
@@ -282,9 +289,29 @@ class ExecutorActor(Actor):
             ref = self.system.spawn(actor, watcher=self.ref)
             self.nodes[key] = ref
         self.node_refs[node_id] = ref
-        await ref.tell(
-            ExecuteNode(node_id=node_id, attempt=attempt, visit=visit, branch=branch, inputs=inputs)
+        message = ExecuteNode(
+            node_id=node_id, attempt=attempt, visit=visit, branch=branch, inputs=inputs
         )
+        # The node starts once this step's events are committed. Durably, the store's
+        # answer tells the node itself (_committed): the executor goes back to its mailbox
+        # at once instead of waiting to be woken by the commit, on every step's path.
+        if self.sync and self.log.submit(batch, partial(self._committed, ref, message)):
+            return
+        # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
+        await self.log.append(batch, durable=self.sync, shield=False)
+        await ref.tell(message)
+
+    def _committed(
+        self, ref: ActorRef, message: ExecuteNode, result: Any, error: BaseException | None
+    ) -> None:
+        """The store's answer to a node start's batch (on the loop, outside any task)."""
+        target, note = (ref, message) if error is None else (self.ref, CommitFailed(error=error))
+        try:
+            target.tell_nowait(note)
+        except ActorStoppedError:
+            pass  # the run (or the node's lane) stopped meanwhile: nothing is to run
+        except MailboxFullError:  # a full executor mailbox: deliver it from a task
+            self.system.tell_later(target, note, 0)
 
     async def _on_node_done(self, done: NodeDone) -> None:
         running = self.running.get(done.node_id)
@@ -335,7 +362,7 @@ class ExecutorActor(Actor):
                 self.system.tell_later(
                     self.ref,
                     RetryNode(node_id=done.node_id, attempt=done.attempt + 1, branch=done.branch),
-                    _backoff(policy, done.attempt),
+                    retry_delay(policy, done.attempt),
                 )
                 return
             self.failed_nodes.append(done.node_id)
@@ -395,7 +422,7 @@ class ExecutorActor(Actor):
             self.emit(
                 MemoryWritten(key=key, value=value, op=op, node_id=done.node_id, branch=done.branch)
             )
-            self.memory[key] = _reduce(self.memory.get(key), value, op)
+            self.memory[key] = reduce_memory(self.memory.get(key), value, op)
         return None
 
     # ------------------------------------------------------------------ edges
@@ -521,7 +548,7 @@ class ExecutorActor(Actor):
                 self.emit(
                     MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch)
                 )
-                self.memory[key] = _reduce(self.memory.get(key), value, op)
+                self.memory[key] = reduce_memory(self.memory.get(key), value, op)
         self.running.clear()
         self.emit(RunCancelled(node_id=resume_at[0] if resume_at else None, reason=reason))
         await self.commit(boundary=False)
@@ -573,28 +600,3 @@ class ExecutorActor(Actor):
     def on_stopped(self) -> None:
         if not self.outcome.done:
             self.outcome.fail(RuntimeError(f"executor of run {self.run_id} stopped early"))
-
-
-def _reduce(old: Any, value: Any, op: str) -> Any:
-    if op == "append":
-        return [*(old or []), value]
-    if op == "merge":
-        return {**(old or {}), **value}
-    return value
-
-
-def _backoff(policy: RetryPolicy, attempt: int) -> float:
-    wait = wait_exponential_jitter(
-        multiplier=policy.initial_delay,
-        max=policy.max_delay,
-        exp_base=policy.multiplier,
-        jitter=policy.jitter,
-    )
-    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
-    state.attempt_number = attempt
-    return float(wait(state))
-
-
-def _plain(value: Any) -> dict[str, Any]:
-    result: dict[str, Any] = msgspec.to_builtins(value)
-    return result

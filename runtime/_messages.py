@@ -14,6 +14,7 @@ from actors import Message
 
 __all__ = [
     "CancelRun",
+    "CommitFailed",
     "ExecuteNode",
     "InjectInput",
     "NodeDone",
@@ -79,3 +80,12 @@ class InjectInput(Message, frozen=True, kw_only=True, gc=False, tag="executor.in
     """Merge data into the run's memory (recorded as an event)."""
 
     data: dict[str, Any]
+
+
+class CommitFailed(Message, frozen=True, kw_only=True, tag="executor.commit_failed"):
+    """Store -> executor: a batch the executor handed over without waiting failed.
+
+    The executor fails the run with ``error``, as if its append had raised.
+    """
+
+    error: Any

@@ -7,7 +7,16 @@ from typing import Any
 
 import anyio
 
-from eventstore import Event, EventBody, EventStore, NodeStarted, OutputSet, RunState, fold
+from eventstore import (
+    AppendResult,
+    Event,
+    EventBody,
+    EventStore,
+    NodeStarted,
+    OutputSet,
+    RunState,
+    fold,
+)
 
 __all__ = ["CommitHook", "RunLog"]
 
@@ -67,12 +76,7 @@ class RunLog:
         """
         pending = self.pending
         pending.extend(bodies)
-        accumulators = self.accumulators
-        for body in bodies:  # inline, not a method call: this runs for every event
-            if isinstance(body, NodeStarted):
-                accumulators.pop(body.node_id, None)  # a new attempt starts empty
-            elif isinstance(body, OutputSet):
-                accumulators.setdefault(body.node_id, {})[body.key] = body.value
+        self._track(bodies)
         if not durable and len(pending) < self.write_behind:
             return self.last_seq + len(pending)
         # The commit itself, here rather than in flush(): one coroutine fewer per append.
@@ -95,6 +99,44 @@ class RunLog:
             if result is not None:
                 await result
         return self.last_seq
+
+    def _track(self, bodies: Sequence[EventBody]) -> None:
+        accumulators = self.accumulators
+        for body in bodies:
+            if isinstance(body, NodeStarted):
+                accumulators.pop(body.node_id, None)  # a new attempt starts empty
+            elif isinstance(body, OutputSet):
+                accumulators.setdefault(body.node_id, {})[body.key] = body.value
+
+    def submit(
+        self,
+        bodies: Sequence[EventBody],
+        on_done: Callable[[AppendResult | None, BaseException | None], None],
+    ) -> bool:
+        """A durable :meth:`append` that does not wait: ``on_done`` runs at the end.
+
+        For a caller with nothing to do until the commit (the executor starting a node):
+        it is not woken for the commit, its continuation runs from the store's answer. The
+        bodies (and any queued write-behind bodies) go in one batch, in call order with
+        every other append, as with ``append``. ``on_done(result, None)`` once committed,
+        ``on_done(None, error)`` if the batch failed; it runs on the event loop and must not
+        raise. Returns False, doing nothing, where this cannot be done (no store, commit
+        hooks to await, or a store without ``submit`` or with a full queue): then use
+        ``append``.
+        """
+        store = self.store
+        if store is None or self.hooks or not bodies:
+            return False
+        submit = getattr(store, "submit", None)
+        if submit is None:
+            return False
+        batch = [*self.pending, *bodies]
+        if not submit(self.run_id, batch, expected_seq=self.last_seq, on_done=on_done):
+            return False
+        self.pending = []
+        self.last_seq += len(batch)
+        self._track(bodies)
+        return True
 
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
+from tenacity import RetryCallState, wait_exponential_jitter
 
 from ._errors import SpecError
 
@@ -312,3 +313,25 @@ def function_ref(fn: Callable[..., Any]) -> str:
     if target is not fn:
         raise SpecError("function", f"importing {ref} does not give back {fn!r}")
     return ref
+
+
+def reduce_memory(old: Any, value: Any, op: str) -> Any:
+    """The memory value after a write of ``value`` with reducer ``op`` (see MemoryKey)."""
+    if op == "append":
+        return [*(old or []), value]
+    if op == "merge":
+        return {**(old or {}), **value}
+    return value
+
+
+def retry_delay(policy: RetryPolicy, attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based), jitter included."""
+    wait = wait_exponential_jitter(
+        multiplier=policy.initial_delay,
+        max=policy.max_delay,
+        exp_base=policy.multiplier,
+        jitter=policy.jitter,
+    )
+    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    state.attempt_number = attempt
+    return float(wait(state))

@@ -536,3 +536,36 @@ async def test_a_reopened_writer_finds_hundreds_of_runs_it_has_not_seen(tmp_path
     async with SqliteEventStore(path) as store:
         assert all([(await store.verify(f"r{i}")).ok for i in (0, 255, 256, 299)])
         assert len(await store.read_all("r299")) == 2
+
+
+async def test_submit_answers_through_its_callback_in_order_and_checks_like_append(
+    tmp_path: Path,
+) -> None:
+    from eventstore import AppendResult, ConcurrencyError, StoreClosedError
+
+    answers: list[tuple[AppendResult | None, BaseException | None]] = []
+    done = anyio.Event()
+
+    def on_done(result: AppendResult | None, error: BaseException | None) -> None:
+        answers.append((result, error))
+        if len(answers) == 3:
+            done.set()
+
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        assert store.submit("r", [started()], expected_seq=0, on_done=on_done)
+        assert store.submit(
+            "r", [NodeStarted(node_id="a", visit=1)], expected_seq=1, on_done=on_done
+        )
+        assert store.submit(
+            "r", [NodeStarted(node_id="b", visit=1)], expected_seq=1, on_done=on_done
+        )
+        with pytest.raises(ValueError):
+            store.submit("r", [], expected_seq=2, on_done=on_done)
+        with anyio.fail_after(5):
+            await done.wait()
+        events = await store.read_all("r")
+    assert [(r.first_seq, r.last_seq) for r, _ in answers[:2] if r is not None] == [(1, 1), (2, 2)]
+    assert isinstance(answers[2][1], ConcurrencyError) and answers[2][0] is None
+    assert [e.seq for e in events] == [1, 2]
+    with pytest.raises(StoreClosedError):
+        store.submit("r", [started()], expected_seq=2, on_done=on_done)

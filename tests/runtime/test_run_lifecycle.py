@@ -93,3 +93,45 @@ async def test_every_run_records_the_whole_graph(tmp_path: Path) -> None:
         states = [await rt.get_state(handle.run_id) for handle in handles]
     assert [s.graph for s in states] == [graph_to_dict(GRAPH)] * 3
     assert [s.memory["x"] for s in states] == [4, 5, 6]
+
+
+async def test_a_node_start_whose_commit_fails_fails_the_run_with_the_store_error(
+    tmp_path: Path,
+) -> None:
+    # A durable node start is handed to the store without the executor waiting for it;
+    # when that commit fails (here another writer appended to the run meanwhile), the run
+    # must fail with the store's error, and the next node must never run.
+    from eventstore import ConcurrencyError, InputInjected, SqliteEventStore
+
+    gate = anyio.Event()
+    entered = anyio.Event()
+    ran: list[str] = []
+
+    async def held(inputs: dict[str, Any]) -> dict[str, Any]:
+        ran.append("held")
+        entered.set()
+        await gate.wait()
+        return {"x": 1}
+
+    async def after(inputs: dict[str, Any]) -> dict[str, Any]:
+        ran.append("after")
+        return {"x": 2}
+
+    graph = GraphSpec(
+        id="two",
+        nodes=[NodeSpec(id="a", function="held"), NodeSpec(id="b", function="after")],
+        edges=[EdgeSpec(source="a", target="b")],
+        entry_node="a",
+    )
+    path = tmp_path / "runs.db"
+    async with Runtime(path, functions={"held": held, "after": after}) as rt:
+        handle = await rt.start(graph, input={})
+        with anyio.fail_after(10):
+            await entered.wait()
+        async with SqliteEventStore(path) as other:
+            last = (await other.read_all(handle.run_id))[-1].seq
+            await other.append(handle.run_id, [InputInjected(data={"y": 1})], expected_seq=last)
+        gate.set()
+        with anyio.fail_after(10), pytest.raises(ConcurrencyError):
+            await handle.result()
+    assert ran == ["held"]
