@@ -457,7 +457,8 @@ class WriterActor(Actor):
     Appenders put requests in the writer's queue (:meth:`submit`, bounded: the caller waits
     for space). The writer's own thread takes what is queued whenever it is free (at most
     ``max_batch`` requests, and at most half of those in flight), commits it as ONE
-    transaction, and hands the outcomes back to the event loop in one callback. So while a
+    transaction, and queues the outcomes for the event loop, which hands them out from a
+    wake-up the thread schedules (one at a time) or at its next append. So while a
     batch commits, the next one gathers, and the thread never waits for the event loop to
     hand it work. After a :class:`_Drain` message the writer refuses new appends and answers
     the drain once everything queued before it is committed, so closing never leaves an
