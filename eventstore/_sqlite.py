@@ -20,8 +20,9 @@ from ._errors import ConcurrencyError, CorruptLogError, StoreClosedError, Unknow
 from ._events import Event, EventBody, chain_digest, decode_body
 from ._gil import SwitchIntervalLease
 from ._protocol import AppendResult, DurabilityConfig, RunInfo, StoreStatistics, VerifyReport
+from ._requests import AppendRequest, prepare
 from ._schema import check_file, load_body
-from ._writer import AppendRequest, WriterActor, WriterCore, _Drain, prepare
+from ._writer import WriterActor, WriterCore, _Drain
 
 __all__ = ["SqliteEventStore"]
 

@@ -421,7 +421,8 @@ async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
     tmp_path: Path,
 ) -> None:
     # One transaction holding new runs, status changes and plain appends.
-    from eventstore._writer import WriterCore, prepare
+    from eventstore._requests import prepare
+    from eventstore._writer import WriterCore
 
     core = WriterCore(str(tmp_path / "s.db"), "FULL")
     core.connect(True, 1024)
@@ -463,7 +464,8 @@ async def test_hundreds_of_runs_rows_in_one_transaction(
     # 300 new runs, then 300 status changes, must each land exactly once, and the padding
     # must neither insert nor update anything. Old SQLite builds update row by row.
     from eventstore import _writer
-    from eventstore._writer import WriterCore, prepare
+    from eventstore._requests import prepare
+    from eventstore._writer import WriterCore
 
     monkeypatch.setattr(_writer, "UPDATE_FROM", update_from)
     core = WriterCore(str(tmp_path / "s.db"), "FULL")
@@ -496,7 +498,8 @@ async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_r
     # A writer that has not seen a run takes an append at expected_seq 0 for a new run
     # without asking the file; when the file does hold it, the batch is planned again.
     from eventstore import ConcurrencyError
-    from eventstore._writer import WriterCore, prepare
+    from eventstore._requests import prepare
+    from eventstore._writer import WriterCore
 
     path = tmp_path / "s.db"
     await make_store(path)  # r1 with 7 events
@@ -519,7 +522,8 @@ async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_r
 
 async def test_a_reopened_writer_finds_hundreds_of_runs_it_has_not_seen(tmp_path: Path) -> None:
     # Runs the writer's cache does not hold are looked up in groups (of up to 256).
-    from eventstore._writer import WriterCore, prepare
+    from eventstore._requests import prepare
+    from eventstore._writer import WriterCore
 
     path = tmp_path / "s.db"
     async with SqliteEventStore(path) as store:

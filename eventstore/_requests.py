@@ -1,0 +1,151 @@
+"""Append requests: a caller's batch encoded for the writer, with the slot for its outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._events import (
+    EventBody,
+    RunCancelled,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    encode_body,
+    event_tag,
+)
+from ._protocol import AppendResult
+from ._schema import COMPRESS_AT, store_body, tag_prefix
+
+__all__ = ["AppendRequest", "prepare"]
+
+_log = logging.getLogger("magistrate.eventstore")
+
+
+class AppendRequest:
+    """One caller's batch on its way through the writer, with the slot for its outcome.
+
+    Created and awaited on the event loop thread; the commit thread only fills ``result`` /
+    ``error``, and the writer actor then resolves ``future`` back on the loop, or calls
+    ``callback`` (with the request) instead when one is set (see SqliteEventStore.submit).
+    """
+
+    __slots__ = (
+        "bodies",
+        "callback",
+        "error",
+        "expected_seq",
+        "future",
+        "result",
+        "run_id",
+        "status",
+        "stored",
+        "tags",
+        "versions",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        tags: list[str],
+        versions: list[int],
+        bodies: list[bytes],
+        stored: list[bytes],
+        status: tuple[str | None, str | None],
+        expected_seq: int | None,
+    ) -> None:
+        self.run_id = run_id
+        self.tags = tags
+        self.versions = versions
+        self.bodies = bodies  # encoded (what the hash covers)
+        self.stored = stored  # as written to the file (large bodies compressed)
+        self.status = status  # (new run status or None, graph_hash or None)
+        self.expected_seq = expected_seq
+        # A bare future, not an anyio.Event: it is the cheapest wake-up on asyncio (the
+        # store is asyncio-only, as aiosqlite is), and appends are the hot path.
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.result: AppendResult | None = None
+        self.error: BaseException | None = None
+        self.callback: Callable[[AppendRequest], None] | None = None
+
+    def finish(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+            self._call_back()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.error = error
+            self.result = None
+            self.future.set_result(None)
+            self._call_back()
+
+    def _call_back(self) -> None:
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            try:
+                callback(self)
+            except Exception:  # never let one caller's callback stop the others' answers
+                _log.exception("an append callback failed")
+
+
+def _started(body: Any) -> tuple[str | None, str | None]:
+    return "running", body.graph_hash
+
+
+_StatusOf = Callable[[Any], tuple[str | None, str | None]]
+_STATUS_OF: dict[type[EventBody], _StatusOf] = {
+    RunStarted: _started,
+    RunPaused: lambda body: ("paused", None),
+    RunResumed: lambda body: ("running", None),
+    RunCancelled: lambda body: ("cancelled", None),
+    RunFinished: lambda body: (body.status, None),
+}
+#: Per event class: (tag, schema version, status change or None, tag prefix length).
+_TYPE_INFO: dict[type[EventBody], tuple[str, int, _StatusOf | None, int]] = {}
+
+
+def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, _StatusOf | None, int]:
+    """Learn a class's row facts from its first encoded body (``data``)."""
+    tag = event_tag(cls)
+    prefix = tag_prefix(tag)
+    # A tagged struct's encoding starts with its tag; if this class's does not, its
+    # bodies are stored whole (load_body tells the forms apart by the first byte).
+    tagged = data.startswith(prefix) and data[len(prefix) : len(prefix) + 1] in (b",", b"}")
+    cut = len(prefix) if tagged else 0
+    info = (tag, cls.schema_version, _STATUS_OF.get(cls), cut)
+    _TYPE_INFO[cls] = info
+    return info
+
+
+def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) -> AppendRequest:
+    """Encode a batch into a request (in the caller's task, so bad input raises there)."""
+    tags: list[str] = []
+    versions: list[int] = []
+    bodies: list[bytes] = []
+    stored: list[bytes] = []
+    status: str | None = None
+    graph_hash: str | None = None
+    encode = encode_body
+    for body in events:
+        data = encode(body)
+        cls = type(body)
+        info = _TYPE_INFO.get(cls) or _type_info(cls, data)
+        tag, version, change, cut = info
+        tags.append(tag)
+        versions.append(version)
+        bodies.append(data)
+        if len(data) < COMPRESS_AT:
+            # What store_body does for a small body, inline (every event takes this path):
+            # an event struct's encoding always starts with its tag, so drop it.
+            stored.append(data[cut:])
+        else:
+            stored.append(store_body(data, tag))
+        if change is not None:
+            new_status, new_hash = change(body)
+            status = new_status
+            graph_hash = new_hash or graph_hash
+    return AppendRequest(run_id, tags, versions, bodies, stored, (status, graph_hash), expected_seq)
