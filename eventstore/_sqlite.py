@@ -198,14 +198,7 @@ class SqliteEventStore:
         batch. Cancelling the caller does not withdraw a batch already handed to the writer:
         it may still commit.
         """
-        writer = self._writer_actor
-        if self._state != "open" or writer is None:
-            raise StoreClosedError("append")
-        if not events:
-            raise ValueError("append needs at least one event")
-        if writer._answers:
-            writer.deliver()  # batches the thread finished while the loop was busy
-        request = prepare(run_id, events, expected_seq)
+        writer, request = self._request(run_id, events, expected_seq)
         self._inflight.add(request)
         try:
             while not writer.submit(request):
@@ -215,10 +208,9 @@ class SqliteEventStore:
             await request.future
         finally:
             self._inflight.discard(request)
-        if request.error is not None:
-            if isinstance(request.error, ConcurrencyError):
-                self._conflicts += 1
-            raise request.error
+        error = self._error_of(request)
+        if error is not None:
+            raise error
         assert request.result is not None
         return request.result
 
@@ -240,33 +232,37 @@ class SqliteEventStore:
         :meth:`append`, which waits for space. Raises as ``append`` does for a closed store
         or an empty batch, and encoding errors at once.
         """
+        writer, request = self._request(run_id, events, expected_seq)
+
+        def done(request: AppendRequest) -> None:
+            self._inflight.discard(request)
+            error = self._error_of(request)
+            on_done(None if error is not None else request.result, error)
+
+        request.callback = done
+        if not writer.submit(request):
+            return False
+        self._inflight.add(request)
+        return True
+
+    def _request(
+        self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
+    ) -> tuple[WriterActor, AppendRequest]:
+        """The checks every append starts with, then the encoded request (not yet queued)."""
         writer = self._writer_actor
         if self._state != "open" or writer is None:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
         if writer._answers:
-            writer.deliver()
-        request = prepare(run_id, events, expected_seq)
-        request.callback = self._submitted(on_done)
-        if not writer.submit(request):
-            return False
-        self._inflight.add(request)
-        return True
+            writer.deliver()  # batches the thread finished while the loop was busy
+        return writer, prepare(run_id, events, expected_seq)
 
-    def _submitted(
-        self, on_done: Callable[[AppendResult | None, BaseException | None], None]
-    ) -> Callable[[AppendRequest], None]:
-        def done(request: AppendRequest) -> None:
-            self._inflight.discard(request)
-            if request.error is not None:
-                if isinstance(request.error, ConcurrencyError):
-                    self._conflicts += 1
-                on_done(None, request.error)
-            else:
-                on_done(request.result, None)
-
-        return done
+    def _error_of(self, request: AppendRequest) -> BaseException | None:
+        """An answered request's error, if any, counted when it is a conflict."""
+        if isinstance(request.error, ConcurrencyError):
+            self._conflicts += 1
+        return request.error
 
     def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
         self._batches += 1
