@@ -18,7 +18,7 @@ from ._events import (
     event_tag,
 )
 from ._protocol import AppendResult
-from ._schema import COMPRESS_AT, store_body, tag_prefix
+from ._schema import COMPRESS_AT, frame_rows, store_body, tag_prefix
 
 __all__ = ["AppendRequest", "prepare"]
 
@@ -40,9 +40,9 @@ class AppendRequest:
         "expected_seq",
         "future",
         "result",
+        "rows",
         "run_id",
         "status",
-        "stored",
         "tags",
         "versions",
     )
@@ -53,7 +53,6 @@ class AppendRequest:
         tags: list[str],
         versions: list[int],
         bodies: list[bytes],
-        stored: list[bytes],
         status: tuple[str | None, str | None],
         expected_seq: int | None,
     ) -> None:
@@ -61,7 +60,9 @@ class AppendRequest:
         self.tags = tags
         self.versions = versions
         self.bodies = bodies  # encoded (what the hash covers)
-        self.stored = stored  # as written to the file (large bodies compressed)
+        # The rows to write, (event count, type, version, body as stored): made by
+        # prepare, or by the writer thread (stored_rows) when a body is to be compressed.
+        self.rows: list[tuple[int, str, int, bytes]] | None = None
         self.status = status  # (new run status or None, graph_hash or None)
         self.expected_seq = expected_seq
         # A bare future, not an anyio.Event: it is the cheapest wake-up on asyncio (the
@@ -70,6 +71,15 @@ class AppendRequest:
         self.result: AppendResult | None = None
         self.error: BaseException | None = None
         self.callback: Callable[[AppendRequest], None] | None = None
+
+    def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
+        """The rows to write (computed once, in the writer thread if prepare left them)."""
+        if self.rows is None:
+            stored = [
+                store_body(body, tag) for body, tag in zip(self.bodies, self.tags, strict=True)
+            ]
+            self.rows = frame_rows(self.tags, self.versions, stored)
+        return self.rows
 
     def finish(self) -> None:
         if not self.future.done():
@@ -122,13 +132,20 @@ def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, _StatusOf |
 
 
 def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) -> AppendRequest:
-    """Encode a batch into a request (in the caller's task, so bad input raises there)."""
+    """Encode a batch into a request (in the caller's task, so bad input raises there).
+
+    Small bodies get their stored form and rows here. A batch with a body to compress is
+    left to the writer thread (AppendRequest.stored_rows): zlib gives up the GIL, and on
+    the event loop each call was a chance for the writer thread to take it and keep the
+    loop waiting.
+    """
     tags: list[str] = []
     versions: list[int] = []
     bodies: list[bytes] = []
     stored: list[bytes] = []
     status: str | None = None
     graph_hash: str | None = None
+    large = False
     encode = encode_body
     for body in events:
         data = encode(body)
@@ -143,9 +160,12 @@ def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) 
             # an event struct's encoding always starts with its tag, so drop it.
             stored.append(data[cut:])
         else:
-            stored.append(store_body(data, tag))
+            large = True
         if change is not None:
             new_status, new_hash = change(body)
             status = new_status
             graph_hash = new_hash or graph_hash
-    return AppendRequest(run_id, tags, versions, bodies, stored, (status, graph_hash), expected_seq)
+    request = AppendRequest(run_id, tags, versions, bodies, (status, graph_hash), expected_seq)
+    if not large:
+        request.rows = frame_rows(tags, versions, stored)
+    return request

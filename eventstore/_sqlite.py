@@ -21,7 +21,7 @@ from ._events import Event, EventBody, chain_digest, decode_body
 from ._gil import SwitchIntervalLease
 from ._protocol import AppendResult, DurabilityConfig, RunInfo, StoreStatistics, VerifyReport
 from ._requests import AppendRequest, prepare
-from ._schema import check_file, load_body
+from ._schema import check_file, load_body, row_events
 from ._writer import WriterActor, WriterCore, _Drain
 
 __all__ = ["SqliteEventStore"]
@@ -35,7 +35,9 @@ _RUN_COLUMNS = (
     "r.run_id, r.status, r.created, "
     "coalesce((SELECT e.ts FROM events e WHERE e.run = r.run ORDER BY e.seq DESC LIMIT 1), "
     "r.updated), "
-    "coalesce((SELECT max(e.seq) FROM events e WHERE e.run = r.run), 0), r.graph_hash"
+    # A row holds len(hash) / 32 events (see _schema): the last one's seq.
+    "coalesce((SELECT e.seq + length(e.hash) / 32 - 1 FROM events e WHERE e.run = r.run "
+    "ORDER BY e.seq DESC LIMIT 1), 0), r.graph_hash"
 )
 
 
@@ -136,7 +138,7 @@ class SqliteEventStore:
         self._state = "closing"
         with anyio.CancelScope(shield=True):
             if self._writer is not None and not self._writer.stopped:
-                drain = AppendRequest("", [], [], [], [], (None, None), None)
+                drain = AppendRequest("", [], [], [], (None, None), None)
                 try:
                     await self._writer.tell(_Drain(request=drain))
                     await drain.future
@@ -321,24 +323,38 @@ class SqliteEventStore:
         return key
 
     @staticmethod
-    def _event(run_id: str, row: Any, prev_hash: str) -> Event:
-        position, seq, ts, tag, version, digest, stored = row[:7]
+    def _row_events(run_id: str, row: Any, prev_hash: str) -> list[Event]:
+        """The events of one stored row (a frame holds several), chained from ``prev_hash``."""
+        position, seq, ts, row_type, row_version, hashes, stored_row = row[:7]
         try:
-            body = decode_body(tag, version, load_body(stored, tag))
-        except UnknownEventError as exc:
-            raise UnknownEventError(tag, version, run_id) from exc
-        except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:
-            raise CorruptLogError(run_id, seq, f"undecodable {tag!r} body: {exc}") from exc
-        return Event(
-            run_id=run_id,
-            seq=seq,
-            position=position,
-            ts=ts,
-            version=version,
-            prev_hash=prev_hash,
-            hash=digest.hex(),
-            body=body,
-        )
+            items = row_events(row_type, row_version, bytes(hashes), stored_row)
+        except ValueError as exc:
+            raise CorruptLogError(run_id, seq, str(exc)) from exc
+        events: list[Event] = []
+        for offset, (tag, version, digest, stored) in enumerate(items):
+            try:
+                body = decode_body(tag, version, load_body(stored, tag))
+            except UnknownEventError as exc:
+                raise UnknownEventError(tag, version, run_id) from exc
+            except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:
+                raise CorruptLogError(
+                    run_id, seq + offset, f"undecodable {tag!r} body: {exc}"
+                ) from exc
+            event_hash = digest.hex()
+            events.append(
+                Event(
+                    run_id=run_id,
+                    seq=seq + offset,
+                    position=position + offset,
+                    ts=ts,
+                    version=version,
+                    prev_hash=prev_hash,
+                    hash=event_hash,
+                    body=body,
+                )
+            )
+            prev_hash = event_hash
+        return events
 
     async def read(
         self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
@@ -354,29 +370,44 @@ class SqliteEventStore:
         key = await self._run_key("read", run_id)
         if key is None:
             return
-        last = max(1, from_seq) - 1
+        first = max(1, from_seq)
         high = to_seq if to_seq is not None else 2**62
+        # Rows are keyed by their first event's seq: start at the row holding ``first``,
+        # chained from the last hash of the row before it.
+        expected = first
         prev = ""
-        if last > 0:
+        if first > 1:
             rows = await self._fetch(
-                "read", "SELECT hash FROM events WHERE run = ? AND seq = ?", (key, last)
+                "read",
+                "SELECT seq FROM events WHERE run = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                (key, first),
+            )
+            expected = rows[0][0] if rows else first
+            rows = await self._fetch(
+                "read",
+                "SELECT substr(hash, -32) FROM events WHERE run = ? AND seq < ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (key, expected),
             )
             if rows:
                 prev = bytes(rows[0][0]).hex()
-        while last < high:
+        while expected <= high:
             rows = await self._fetch(
                 "read",
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = ? AND seq > ? AND seq <= ? "
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = ? AND seq >= ? AND seq <= ? "
                 "ORDER BY seq LIMIT ?",
-                (key, last, high, _CHUNK),
+                (key, expected, high, _CHUNK),
             )
             for row in rows:
-                if row[1] != last + 1:
-                    raise CorruptLogError(run_id, last + 1, "event missing (gap in seq)")
-                event = self._event(run_id, row, prev)
-                prev = event.hash
-                last = event.seq
-                yield event
+                if row[1] != expected:
+                    raise CorruptLogError(run_id, expected, "event missing (gap in seq)")
+                for event in self._row_events(run_id, row, prev):
+                    prev = event.hash
+                    expected = event.seq + 1
+                    if event.seq > high:
+                        return
+                    if event.seq >= first:
+                        yield event
             if len(rows) < _CHUNK:
                 return
 
@@ -405,25 +436,38 @@ class SqliteEventStore:
                 "ORDER BY seq LIMIT ?",
                 (key, expected, _CHUNK),
             )
-            for seq, tag, version, stored, blob in rows:
+            for seq, row_type, row_version, hashes, stored_row in rows:
                 if seq != expected:
                     return VerifyReport(run_id, False, checked, expected, "event missing")
                 try:
-                    body = load_body(blob, tag)
-                except zlib.error as exc:
-                    return VerifyReport(run_id, False, checked, seq, f"corrupt body: {exc}")
-                digest = chain_digest(prev, run_id, seq, tag, version, body)
-                if digest != bytes(stored):
-                    return VerifyReport(
-                        run_id, False, checked, seq, "hash mismatch: event edited after append"
-                    )
-                try:
-                    decode_body(tag, version, body)
-                except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
-                    return VerifyReport(run_id, False, checked, seq, f"undecodable body: {exc}")
-                prev = digest
-                checked += 1
-                expected += 1
+                    items = row_events(row_type, row_version, bytes(hashes), stored_row)
+                except ValueError as exc:
+                    return VerifyReport(run_id, False, checked, seq, f"corrupt row: {exc}")
+                for tag, version, stored, blob in items:
+                    try:
+                        body = load_body(blob, tag)
+                    except zlib.error as exc:
+                        return VerifyReport(
+                            run_id, False, checked, expected, f"corrupt body: {exc}"
+                        )
+                    digest = chain_digest(prev, run_id, expected, tag, version, body)
+                    if digest != stored:
+                        return VerifyReport(
+                            run_id,
+                            False,
+                            checked,
+                            expected,
+                            "hash mismatch: event edited after append",
+                        )
+                    try:
+                        decode_body(tag, version, body)
+                    except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
+                        return VerifyReport(
+                            run_id, False, checked, expected, f"undecodable body: {exc}"
+                        )
+                    prev = digest
+                    checked += 1
+                    expected += 1
             if len(rows) < _CHUNK:
                 break
         # The runs row records the seq of the run's last status change: events up to there
@@ -452,22 +496,31 @@ class SqliteEventStore:
         while self._state in ("open", "closing"):
             wake = self._committed
             try:
+                # From the row holding position + 1 (a frame may start before it); each
+                # row's previous hash is the last of the run's row before it.
                 rows = await self._fetch(
                     "tail",
                     "SELECT e.position, e.seq, e.ts, e.type, e.version, e.hash, e.body, r.run_id, "
-                    "(SELECT p.hash FROM events p WHERE p.run = e.run AND p.seq = e.seq - 1) "
-                    "FROM events e JOIN runs r ON r.run = e.run "
-                    "WHERE e.position > ? ORDER BY e.position LIMIT ?",
-                    (position, _CHUNK),
+                    "(SELECT substr(p.hash, -32) FROM events p WHERE p.run = e.run "
+                    "AND p.seq < e.seq ORDER BY p.seq DESC LIMIT 1) "
+                    "FROM events e JOIN runs r ON r.run = e.run WHERE e.position >= coalesce("
+                    "(SELECT position FROM events WHERE position <= ? "
+                    "ORDER BY position DESC LIMIT 1), 0) ORDER BY e.position LIMIT ?",
+                    (position + 1, _CHUNK),
                 )
             except StoreClosedError:
                 return
+            fresh = 0
             for row in rows:
                 prev = row[8]
-                event = self._event(row[7], row, "" if prev is None else bytes(prev).hex())
-                position = event.position
-                yield event
-            if len(rows) < _CHUNK:
+                for event in self._row_events(
+                    row[7], row, "" if prev is None else bytes(prev).hex()
+                ):
+                    if event.position > position:
+                        position = event.position
+                        fresh += 1
+                        yield event
+            if len(rows) < _CHUNK or not fresh:
                 with anyio.move_on_after(poll_interval):
                     await wake.wait()
 

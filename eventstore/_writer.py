@@ -58,7 +58,7 @@ class _Plan:
     __slots__ = ("changed", "new_runs", "next_position", "next_run", "outcomes", "rows", "touched")
 
     def __init__(self) -> None:
-        self.rows: list[Any] = []  # the events' column values, flat, 8 per event
+        self.rows: list[Any] = []  # the rows' column values, flat, 8 per row
         self.new_runs: list[tuple[Any, ...]] = []
         self.changed: list[tuple[Any, ...]] = []
         self.outcomes: list[AppendResult | StoreError] = []
@@ -87,13 +87,14 @@ class WriterCore:
         self._chunk_rows = CHUNK_ROWS
 
     def connect(self, create: bool, page_size: int) -> None:
-        from ._schema import check_schema, create_schema
+        from ._schema import check_schema, create_schema, migrate_schema
 
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             if create:
                 create_schema(conn, page_size)
             check_schema(conn, self.path)
+            migrate_schema(conn)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA busy_timeout = 10000")
@@ -157,9 +158,11 @@ class WriterCore:
         plan = _Plan()
         if self._next_position is None or self._next_run is None:
             conn = self._connection()
-            self._next_position = conn.execute(
-                "SELECT coalesce(max(position), 0) + 1 FROM events"
-            ).fetchone()[0]
+            # The row with the highest position; a frame's events take the positions after.
+            last = conn.execute(
+                "SELECT position + length(hash) / 32 FROM events ORDER BY position DESC LIMIT 1"
+            ).fetchone()
+            self._next_position = 1 if last is None else last[0]
             self._next_run = conn.execute("SELECT coalesce(max(run), 0) + 1 FROM runs").fetchone()[
                 0
             ]
@@ -191,13 +194,20 @@ class WriterCore:
                 next_run += 1
             key, seq, prev = state
             first = seq + 1
-            for tag, version, body, stored in zip(
-                request.tags, request.versions, request.bodies, request.stored, strict=True
+            digests: list[bytes] = []
+            for tag, version, body in zip(
+                request.tags, request.versions, request.bodies, strict=True
             ):
                 seq += 1
                 prev = chain_digest(prev, run_id, seq, tag, version, body)
-                rows += (position, key, seq, now, tag, version, prev, stored)
-                position += 1
+                digests.append(prev)
+            row_seq = first
+            for count, row_type, row_version, stored in request.stored_rows():
+                done = row_seq - first
+                hashes = digests[done] if count == 1 else b"".join(digests[done : done + count])
+                rows += (position, key, row_seq, now, row_type, row_version, hashes, stored)
+                position += count
+                row_seq += count
             touched[run_id] = (key, seq, prev)
             status, graph_hash = request.status
             created = new_runs.get(run_id)
@@ -292,7 +302,11 @@ class WriterCore:
             last = conn.execute(
                 "SELECT seq, hash FROM events WHERE run = ? ORDER BY seq DESC LIMIT 1", (key,)
             ).fetchone()
-            found[run_id] = (key, 0, b"") if last is None else (key, last[0], bytes(last[1]))
+            if last is None:
+                found[run_id] = (key, 0, b"")
+            else:  # the last row may be a frame: its last event's seq and hash
+                hashes = bytes(last[1])
+                found[run_id] = (key, last[0] + len(hashes) // 32 - 1, hashes[-32:])
         return found
 
 

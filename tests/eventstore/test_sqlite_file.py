@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
 import sys
@@ -13,6 +14,7 @@ import pytest
 from eventstore import (
     APPLICATION_ID,
     SCHEMA_VERSION,
+    CorruptLogError,
     DurabilityConfig,
     EventBody,
     MemoryWritten,
@@ -27,7 +29,9 @@ from eventstore import (
     UnknownEventError,
     chain_hash,
     encode_body,
+    event_tag,
 )
+from eventstore._schema import FRAME_TYPE, pack_frame, store_body
 
 pytestmark = pytest.mark.anyio
 
@@ -36,12 +40,23 @@ def started() -> RunStarted:
     return RunStarted(graph={}, graph_hash="gh", entry="a")
 
 
-async def make_store(path: Path, steps: int = 3) -> None:
+def make_events(steps: int = 3) -> list[EventBody]:
+    events: list[EventBody] = [started()]
+    for i in range(steps):
+        events += [NodeStarted(node_id=f"n{i}", visit=1), NodeCompleted(node_id=f"n{i}")]
+    return events
+
+
+async def make_store(path: Path, steps: int = 3, *, framed: bool = False) -> None:
+    """Run r1 with ``steps`` steps: one append per event (a row each), or ``framed``: all
+    in one append (one row, a frame)."""
+    events = make_events(steps)
     async with SqliteEventStore(path) as store:
-        batch: list[EventBody] = [started()]
-        for i in range(steps):
-            batch += [NodeStarted(node_id=f"n{i}", visit=1), NodeCompleted(node_id=f"n{i}")]
-        await store.append("r1", batch, expected_seq=0)
+        if framed:
+            await store.append("r1", events, expected_seq=0)
+            return
+        for seq, event in enumerate(events):
+            await store.append("r1", [event], expected_seq=seq)
 
 
 def side_files(path: Path) -> list[Path]:
@@ -57,6 +72,73 @@ async def test_a_new_store_is_marked_and_versioned(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 7
+    finally:
+        conn.close()
+
+
+async def test_one_append_of_several_events_is_one_row_a_frame(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path, framed=True)
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT position, seq, type, version, hash FROM events").fetchall()
+    finally:
+        conn.close()
+    assert [row[:4] for row in rows] == [(1, 1, FRAME_TYPE, 0)]
+    assert len(rows[0][4]) == 7 * 32  # every event's hash
+    async with SqliteEventStore(path) as store:
+        events = await store.read_all("r1")
+        assert (await store.verify("r1")).ok
+        info = await store.get_run("r1")
+    assert [e.body for e in events] == make_events()
+    assert [(e.seq, e.position) for e in events] == [(i, i) for i in range(1, 8)]
+    assert all(e.prev_hash == p.hash for p, e in itertools.pairwise(events))
+    assert info is not None and info.last_seq == 7
+
+
+async def test_reads_and_tails_start_and_stop_inside_frames(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        await store.append("r1", make_events(), expected_seq=0)  # seqs 1-7, one row
+        await store.append("r2", [started()], expected_seq=0)  # position 8
+        await store.append("r1", make_events(2)[1:], expected_seq=7)  # seqs 8-11, one row
+        whole = await store.read_all("r1")
+        assert [e.seq for e in whole] == list(range(1, 12))
+        middle = [e async for e in store.read("r1", from_seq=3, to_seq=9)]
+        assert middle == whole[2:9]  # same events, hashes and prev hashes
+        assert [e.seq for e in await store.read_all("r1", to_seq=5)] == [1, 2, 3, 4, 5]
+        assert [e async for e in store.read("r1", from_seq=12)] == []
+        followed: list[tuple[str, int, int]] = []
+        async for event in store.tail(from_position=4):
+            followed.append((event.run_id, event.seq, event.position))
+            if event.position == 12:
+                break
+    assert followed == [
+        ("r1", 5, 5),
+        ("r1", 6, 6),
+        ("r1", 7, 7),
+        ("r2", 1, 8),
+        ("r1", 8, 9),
+        ("r1", 9, 10),
+        ("r1", 10, 11),
+        ("r1", 11, 12),
+    ]
+
+
+async def test_a_store_of_schema_version_1_is_upgraded_and_keeps_reading(tmp_path: Path) -> None:
+    # Version 1 rows are rows of one event: the upgrade only raises the version (so older
+    # releases, which cannot read frames, refuse the file), and frames follow them.
+    path = tmp_path / "s.db"
+    await make_store(path)
+    tamper(path, "PRAGMA user_version = 1")
+    async with SqliteEventStore(path) as store:
+        await store.append("r1", make_events(1)[1:], expected_seq=7)
+        events = await store.read_all("r1")
+        assert (await store.verify("r1")).ok
+    assert [e.body for e in events] == make_events() + make_events(1)[1:]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     finally:
         conn.close()
 
@@ -244,7 +326,8 @@ def _failing_batch(shape: str) -> list[EventBody]:
         return [NodeStarted(node_id="a", visit=1)]
     if shape == "runs row changes":  # BEGIN IMMEDIATE, INSERT, UPDATE runs, COMMIT
         return [NodeStarted(node_id="a", visit=1), RunPaused(reason="user", node_id="a")]
-    # More rows than one statement takes: several INSERTs in one transaction.
+    # More rows (frames of 64 events) than one statement takes (the test lowers the
+    # limits): several INSERTs in one transaction.
     return [NodeStarted(node_id=f"n{i}", visit=1) for i in range(3000)]
 
 
@@ -257,12 +340,16 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
     path = tmp_path / "s.db"
     batch = _failing_batch(shape)
     async with SqliteEventStore(path) as store:
+        if shape == "several statements":  # 47 rows: statements of 4 rows, then of 2 or 1
+            store._core._one_statement_rows = 4
+            store._core._chunk_rows = 4
         await store.append("r1", [started()], expected_seq=0)
-        # Another connection makes SQLite refuse the batch's last row: when several
-        # statements write the batch, the earlier ones have run when it is refused.
+        # Another connection makes SQLite refuse the row holding the batch's last event:
+        # when several statements write the batch, the earlier ones have run by then.
         other = sqlite3.connect(path, isolation_level=None)
         other.execute(
-            f"CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = {len(batch) + 1} "
+            "CREATE TRIGGER refuse BEFORE INSERT ON events "
+            f"WHEN NEW.seq + length(NEW.hash) / 32 - 1 = {len(batch) + 1} "
             "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
         )
         with pytest.raises(StoreError, match="refused by the test"):
@@ -305,12 +392,16 @@ async def test_batches_of_every_size_read_back_in_order(tmp_path: Path) -> None:
         assert (await store.verify("r1")).ok
     raw = sqlite3.connect(path)
     try:
-        assert raw.execute("SELECT count(*), max(position) FROM events").fetchone() == (
-            len(expected),
-            len(expected),
-        )
+        rows = raw.execute(
+            "SELECT position, length(hash) / 32 FROM events ORDER BY position"
+        ).fetchall()
     finally:
         raw.close()
+    # A row per append, or per 64 events of a larger one; each row's events take the
+    # positions up to the next row's.
+    assert len(rows) == 1 + sum(-(-size // 64) for size in sizes)
+    assert [p for p, _ in rows[1:]] == [p + n for p, n in rows[:-1]]
+    assert rows[-1][0] + rows[-1][1] - 1 == len(expected)
 
 
 async def test_synchronous_setting_is_applied(tmp_path: Path) -> None:
@@ -386,12 +477,69 @@ async def test_verify_finds_an_edited_compressed_body(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     async with SqliteEventStore(path) as store:
         value = "abc " * 1000
-        await store.append("r1", [started(), MemoryWritten(key="k", value=value)], expected_seq=0)
+        await store.append("r1", [started()], expected_seq=0)
+        await store.append("r1", [MemoryWritten(key="k", value=value)], expected_seq=1)
     forged = zlib.compress(encode_body(MemoryWritten(key="k", value="abd " * 1000)))
     tamper(path, "UPDATE events SET body = ? WHERE seq = 2", forged)
     async with SqliteEventStore(path) as store:
         report = await store.verify("r1")
     assert not report.ok and report.broken_at == 2
+
+
+def rewrite_frame(path: Path, seq: int, body: EventBody) -> None:
+    """Replace the event at ``seq`` inside run r1's one frame with ``body``, hashes kept."""
+    events = make_events()
+    events[seq - 1] = body
+    tags = [event_tag(type(e)) for e in events]
+    stored = [store_body(encode_body(e), t) for e, t in zip(events, tags, strict=True)]
+    frame = pack_frame(tags, [1] * len(events), stored)
+    tamper(path, "UPDATE events SET body = ? WHERE seq = 1", frame)
+
+
+async def test_verify_finds_an_event_edited_inside_a_frame(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path, framed=True)
+    rewrite_frame(path, 4, NodeStarted(node_id="evil", visit=1))
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+        events = await store.read_all("r1")  # well-formed: reads still decode
+    assert not report.ok and report.broken_at == 4 and report.checked == 3
+    assert report.reason is not None and "hash" in report.reason
+    assert events[3].body == NodeStarted(node_id="evil", visit=1)
+
+
+async def test_verify_finds_a_frame_hash_edited_or_cut(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path, framed=True)
+    # The sixth event's hash zeroed: the first five still check.
+    conn = sqlite3.connect(path)
+    hashes = conn.execute("SELECT hash FROM events WHERE seq = 1").fetchone()[0]
+    conn.close()
+    tamper(
+        path, "UPDATE events SET hash = ? WHERE seq = 1", hashes[:160] + bytes(32) + hashes[192:]
+    )
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+    assert not report.ok and report.broken_at == 6 and report.checked == 5
+    # A hash dropped: the row no longer says how many events it holds.
+    tamper(path, "UPDATE events SET hash = substr(hash, 33) WHERE seq = 1")
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+        with pytest.raises(CorruptLogError, match="frame of 7 events"):
+            await store.read_all("r1")
+    assert not report.ok and report.broken_at == 1 and report.checked == 0
+
+
+async def test_an_undecodable_frame_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    await make_store(path, framed=True)
+    tamper(path, "UPDATE events SET body = x'c1c2c3' WHERE seq = 1")
+    async with SqliteEventStore(path) as store:
+        report = await store.verify("r1")
+        with pytest.raises(CorruptLogError, match="undecodable frame"):
+            await store.read_all("r1")
+    assert not report.ok and report.broken_at == 1
+    assert report.reason is not None and "corrupt row" in report.reason
 
 
 async def test_concurrent_appends_share_transactions_of_at_most_half_those_in_flight(
@@ -443,7 +591,7 @@ async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
             "ORDER BY run_id"
         ).fetchall()
         counts = core.conn.execute(
-            "SELECT r.run_id, count(*) FROM events e JOIN runs r ON r.run = e.run "
+            "SELECT r.run_id, sum(length(e.hash) / 32) FROM events e JOIN runs r ON r.run = e.run "
             "GROUP BY r.run_id ORDER BY r.run_id"
         ).fetchall()
     finally:
