@@ -510,17 +510,15 @@ class SqliteEventStore:
                 )
             except StoreClosedError:
                 return
-            fresh = 0
             for row in rows:
                 prev = row[8]
                 for event in self._row_events(
                     row[7], row, "" if prev is None else bytes(prev).hex()
                 ):
-                    if event.position > position:
+                    if event.position > position:  # only the first row may hold older ones
                         position = event.position
-                        fresh += 1
                         yield event
-            if len(rows) < _CHUNK or not fresh:
+            if len(rows) < _CHUNK:
                 with anyio.move_on_after(poll_interval):
                     await wake.wait()
 
