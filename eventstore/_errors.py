@@ -14,7 +14,7 @@ The tree (rooted at :class:`actors.MagistrateError`)::
 
 from __future__ import annotations
 
-from actors import MagistrateError
+from actors._errors import MagistrateError
 
 __all__ = [
     "ConcurrencyError",

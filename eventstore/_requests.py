@@ -18,7 +18,7 @@ from ._events import (
     event_tag,
 )
 from ._protocol import AppendResult
-from ._schema import COMPRESS_AT, frame_rows, store_body, tag_prefix
+from ._schema import COMPRESS_AT, frame_rows, stored_rows, tag_prefix
 
 __all__ = ["AppendRequest", "prepare"]
 
@@ -75,10 +75,7 @@ class AppendRequest:
     def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
         """The rows to write (computed once, in the writer thread if prepare left them)."""
         if self.rows is None:
-            stored = [
-                store_body(body, tag) for body, tag in zip(self.bodies, self.tags, strict=True)
-            ]
-            self.rows = frame_rows(self.tags, self.versions, stored)
+            self.rows = stored_rows(self.tags, self.versions, self.bodies)
         return self.rows
 
     def finish(self) -> None:
@@ -131,10 +128,14 @@ def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, _StatusOf |
     return info
 
 
-def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) -> AppendRequest:
+def prepare(
+    run_id: str, events: Sequence[EventBody], expected_seq: int | None, *, rows: bool = True
+) -> AppendRequest:
     """Encode a batch into a request (in the caller's task, so bad input raises there).
 
-    Small bodies get their stored form and rows here. A batch with a body to compress is
+    ``rows=False`` leaves the stored form and rows to whoever writes (the writer process
+    makes them: its CPU is its own). Otherwise small bodies get their stored form and rows
+    here. A batch with a body to compress is
     left to the writer thread (AppendRequest.stored_rows): zlib gives up the GIL, and on
     the event loop each call was a chance for the writer thread to take it and keep the
     loop waiting.
@@ -155,17 +156,18 @@ def prepare(run_id: str, events: Sequence[EventBody], expected_seq: int | None) 
         tags.append(tag)
         versions.append(version)
         bodies.append(data)
-        if len(data) < COMPRESS_AT:
-            # What store_body does for a small body, inline (every event takes this path):
-            # an event struct's encoding always starts with its tag, so drop it.
-            stored.append(data[cut:])
-        else:
-            large = True
+        if rows:
+            if len(data) < COMPRESS_AT:
+                # What store_body does for a small body, inline (every event takes this
+                # path): an event struct's encoding always starts with its tag, so drop it.
+                stored.append(data[cut:])
+            else:
+                large = True
         if change is not None:
             new_status, new_hash = change(body)
             status = new_status
             graph_hash = new_hash or graph_hash
     request = AppendRequest(run_id, tags, versions, bodies, (status, graph_hash), expected_seq)
-    if not large:
+    if rows and not large:
         request.rows = frame_rows(tags, versions, stored)
     return request

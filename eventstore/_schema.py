@@ -220,6 +220,14 @@ def frame_rows(
     return rows
 
 
+def stored_rows(
+    tags: list[str], versions: list[int], bodies: list[bytes]
+) -> list[tuple[int, str, int, bytes]]:
+    """The rows that store one append's encoded ``bodies`` (store_body, then frame_rows)."""
+    stored = [store_body(body, tag) for body, tag in zip(bodies, tags, strict=True)]
+    return frame_rows(tags, versions, stored)
+
+
 def row_events(
     row_type: str, version: int, hashes: bytes, body: bytes
 ) -> list[tuple[str, int, bytes, bytes]]:

@@ -16,13 +16,15 @@ import msgspec
 
 from actors import ActorRef, ActorStoppedError, ActorSystem, MailboxConfig
 
+from ._core import WriterCore
 from ._errors import ConcurrencyError, CorruptLogError, StoreClosedError, UnknownEventError
 from ._events import Event, EventBody, chain_digest, decode_body
 from ._gil import SwitchIntervalLease
+from ._process_writer import ProcessWriter
 from ._protocol import AppendResult, DurabilityConfig, RunInfo, StoreStatistics, VerifyReport
 from ._requests import AppendRequest, prepare
 from ._schema import check_file, load_body, row_events
-from ._writer import WriterActor, WriterCore, _Drain
+from ._writer import WriterActor, _Drain
 
 __all__ = ["SqliteEventStore"]
 
@@ -59,8 +61,11 @@ class SqliteEventStore:
         self._host: asyncio.Task[None] | None = None
         self._stop_host = anyio.Event()
         self._host_error: Exception | None = None
-        self._writer: ActorRef | None = None
-        self._writer_actor: WriterActor | None = None
+        self._writer: ActorRef | None = None  # the writer actor (writer="thread")
+        self._process: ProcessWriter | None = None  # writer="process"
+        # Where appends go: the writer process, or the writer actor.
+        self._sink: ProcessWriter | WriterActor | None = None
+        self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
         self._run_keys: dict[str, int] = {}
@@ -92,15 +97,27 @@ class SqliteEventStore:
         create = await anyio.to_thread.run_sync(check_file, self.path)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
         try:
+            if self.config.writer == "process":
+                # The file is created (or upgraded): the process opens a connection of its own.
+                await anyio.to_thread.run_sync(self._core.close)
+                process = ProcessWriter(
+                    self, self.config.synchronous, self.config.max_batch, self._capacity
+                )
+                self._process = process
+                await process.start()
+                self._sink = process
             self._reader = await aiosqlite.connect(self.path)
             await self._reader.execute("PRAGMA query_only = ON")
-            ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._host = asyncio.create_task(self._host_writer(ready), name=f"eventstore:{self}")
-            await ready
+            if self.config.writer == "thread":
+                ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._host = asyncio.create_task(
+                    self._host_writer(ready), name=f"eventstore:{self}"
+                )
+                await ready
         except BaseException:
             await self._release()
             raise
-        if self.config.switch_interval is not None:
+        if self.config.writer == "thread" and self.config.switch_interval is not None:
             self._switch_lease = SwitchIntervalLease(self.config.switch_interval)
         self._state = "open"
 
@@ -110,11 +127,10 @@ class SqliteEventStore:
         # close() may be called from any task, inside or outside other task groups.
         try:
             async with ActorSystem() as system:
-                capacity = max(1024, 2 * self.config.max_batch)
-                writer = WriterActor(self, self._core, self.config.max_batch, capacity)
+                writer = WriterActor(self, self._core, self.config.max_batch, self._capacity)
                 name = f"eventstore-writer:{self.path}"
                 self._writer = system.spawn(writer, name=name, mailbox=MailboxConfig(capacity=8))
-                self._writer_actor = writer
+                self._sink = writer
                 ready.set_result(None)
                 await self._stop_host.wait()
         except BaseException as exc:
@@ -137,7 +153,9 @@ class SqliteEventStore:
             return
         self._state = "closing"
         with anyio.CancelScope(shield=True):
-            if self._writer is not None and not self._writer.stopped:
+            if self._process is not None:
+                await self._process.close()
+            elif self._writer is not None and not self._writer.stopped:
                 drain = AppendRequest("", [], [], [], (None, None), None)
                 try:
                     await self._writer.tell(_Drain(request=drain))
@@ -163,7 +181,10 @@ class SqliteEventStore:
                     # waiter was answered or failed), so note it on the store and go on.
                     self._host_error = exc
         self._writer = None
-        self._writer_actor = None
+        self._sink = None
+        if self._process is not None:
+            process, self._process = self._process, None
+            process.kill()  # if it is still running (a failed open); else only disposes
         self._fail_inflight()
         with anyio.CancelScope(shield=True):
             if self._reader is not None:
@@ -249,16 +270,15 @@ class SqliteEventStore:
 
     def _request(
         self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
-    ) -> tuple[WriterActor, AppendRequest]:
+    ) -> tuple[ProcessWriter | WriterActor, AppendRequest]:
         """The checks every append starts with, then the encoded request (not yet queued)."""
-        writer = self._writer_actor
+        writer = self._sink
         if self._state != "open" or writer is None:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
-        if writer._answers:
-            writer.deliver()  # batches the thread finished while the loop was busy
-        return writer, prepare(run_id, events, expected_seq)
+        writer.collect()  # batches the writer thread finished while the loop was busy
+        return writer, prepare(run_id, events, expected_seq, rows=self._process is None)
 
     def _error_of(self, request: AppendRequest) -> BaseException | None:
         """An answered request's error, if any, counted when it is a conflict."""
@@ -284,7 +304,7 @@ class SqliteEventStore:
 
     def statistics(self) -> StoreStatistics:
         """Counters of the writer since open (read by the Prometheus exporter)."""
-        queued = 0 if self._writer_actor is None else self._writer_actor.queued
+        queued = 0 if self._sink is None else self._sink.queued
         return StoreStatistics(
             appends=self._appends,
             events=self._events,

@@ -7,6 +7,7 @@ import random
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -339,7 +340,10 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
 
     path = tmp_path / "s.db"
     batch = _failing_batch(shape)
-    async with SqliteEventStore(path) as store:
+    # The writer process runs the same WriterCore; only the thread's can be reached here
+    # to lower its row limits.
+    config = DurabilityConfig(writer="thread" if shape == "several statements" else "process")
+    async with SqliteEventStore(path, config=config) as store:
         if shape == "several statements":  # 47 rows: statements of 4 rows, then of 2 or 1
             store._core._one_statement_rows = 4
             store._core._chunk_rows = 4
@@ -404,11 +408,21 @@ async def test_batches_of_every_size_read_back_in_order(tmp_path: Path) -> None:
     assert rows[-1][0] + rows[-1][1] - 1 == len(expected)
 
 
-async def test_synchronous_setting_is_applied(tmp_path: Path) -> None:
-    config = DurabilityConfig(synchronous="NORMAL")
+@pytest.mark.parametrize("writer", ["process", "thread"])
+async def test_synchronous_setting_is_applied(tmp_path: Path, writer: Any) -> None:
+    config = DurabilityConfig(synchronous="NORMAL", writer=writer)
     async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
-        assert store._core.conn is not None
-        assert store._core.conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        if writer == "thread":
+            assert store._core.conn is not None
+            settings = {
+                name: store._core.conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("synchronous", "journal_mode")
+            }
+        else:  # what the writer process's own connection says
+            assert store._process is not None
+            settings = store._process.settings
+        assert settings["synchronous"] == 1  # NORMAL
+        assert settings["journal_mode"] == "wal"
 
 
 def test_durability_config_rejects_nonsense() -> None:
@@ -423,29 +437,33 @@ def test_durability_config_rejects_nonsense() -> None:
 async def test_open_stores_hold_a_short_switch_interval_and_the_last_restores_it(
     tmp_path: Path,
 ) -> None:
+    # Only writer threads need it; a store whose writer is a process leaves it alone.
     original = sys.getswitchinterval()
+    thread = DurabilityConfig(writer="thread")
     try:
         sys.setswitchinterval(0.004)
-        slow = DurabilityConfig(switch_interval=0.002)
+        slow = DurabilityConfig(switch_interval=0.002, writer="thread")
         async with SqliteEventStore(tmp_path / "a.db", config=slow):
             assert sys.getswitchinterval() == pytest.approx(0.002)
-            async with SqliteEventStore(tmp_path / "b.db"):  # the default, 0.5 ms
+            async with SqliteEventStore(tmp_path / "b.db", config=thread):  # 0.5 ms
                 assert sys.getswitchinterval() == pytest.approx(0.0005)
             assert sys.getswitchinterval() == pytest.approx(0.002)  # b's lease is gone
         assert sys.getswitchinterval() == pytest.approx(0.004)
+        async with SqliteEventStore(tmp_path / "p.db"):  # writer="process", the default
+            assert sys.getswitchinterval() == pytest.approx(0.004)
         # None leaves it alone; a value set by someone else while open is kept on close.
         async with SqliteEventStore(
-            tmp_path / "c.db", config=DurabilityConfig(switch_interval=None)
+            tmp_path / "c.db", config=DurabilityConfig(switch_interval=None, writer="thread")
         ):
             assert sys.getswitchinterval() == pytest.approx(0.004)
-        async with SqliteEventStore(tmp_path / "d.db"):
+        async with SqliteEventStore(tmp_path / "d.db", config=thread):
             sys.setswitchinterval(0.003)
         assert sys.getswitchinterval() == pytest.approx(0.003)
         # A store that fails to open holds nothing.
         bogus = tmp_path / "bogus.db"
         bogus.write_bytes(b"not a database at all" * 100)
         with pytest.raises(NotAStoreError):
-            await SqliteEventStore(bogus).open()
+            await SqliteEventStore(bogus, config=thread).open()
         assert sys.getswitchinterval() == pytest.approx(0.003)
     finally:
         sys.setswitchinterval(original)
@@ -545,32 +563,51 @@ async def test_an_undecodable_frame_is_a_clear_error(tmp_path: Path) -> None:
 async def test_concurrent_appends_share_transactions_of_at_most_half_those_in_flight(
     tmp_path: Path,
 ) -> None:
-    # Group commit: appends queued together share a transaction, but a transaction takes at
-    # most half of the appends in flight, so two groups of callers take turns.
-    async with SqliteEventStore(tmp_path / "s.db") as store:
-
-        async def appender(index: int) -> None:
-            seq = 0
-            for visit in range(1, 6):
-                batch = [NodeStarted(node_id="a", visit=visit)]
-                seq = (await store.append(f"r{index}", batch, expected_seq=seq)).last_seq
-
-        async with anyio.create_task_group() as tg:
-            for index in range(100):
-                tg.start_soon(appender, index)
-        stats = store.statistics()
-        assert [len(await store.read_all(f"r{i}")) for i in range(100)] == [5] * 100
-    assert stats.appends == 500
+    # Group commit in a writer thread: appends queued together share a transaction, but a
+    # transaction takes at most half of the appends in flight, so two groups of callers
+    # take turns (the event loop serves one while the other commits).
+    config = DurabilityConfig(writer="thread")
+    async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
+        stats = await _hundred_appenders(store)
     assert stats.max_batch_size <= 50  # never more than half of the 100 in flight
-    assert stats.batches < 250  # grouped: more than two appends a transaction on average
+
+
+@pytest.mark.parametrize("max_batch", [1000, 7])
+async def test_a_writer_process_commits_concurrent_appends_in_groups(
+    tmp_path: Path, max_batch: int
+) -> None:
+    # The writer process takes every append that has arrived (at most max_batch) into one
+    # transaction: 100 appenders need far fewer transactions than appends.
+    config = DurabilityConfig(max_batch=max_batch)
+    async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
+        stats = await _hundred_appenders(store)
+    assert stats.batches < stats.appends / 4
+    assert 1 < stats.max_batch_size <= max_batch
+
+
+async def _hundred_appenders(store: SqliteEventStore) -> Any:
+    async def appender(index: int) -> None:
+        seq = 0
+        for visit in range(1, 6):
+            batch = [NodeStarted(node_id="a", visit=visit)]
+            seq = (await store.append(f"r{index}", batch, expected_seq=seq)).last_seq
+
+    async with anyio.create_task_group() as tg:
+        for index in range(100):
+            tg.start_soon(appender, index)
+    stats = store.statistics()
+    assert [len(await store.read_all(f"r{i}")) for i in range(100)] == [5] * 100
+    assert stats.appends == 500
+    assert stats.events == 500
+    return stats
 
 
 async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
     tmp_path: Path,
 ) -> None:
     # One transaction holding new runs, status changes and plain appends.
+    from eventstore._core import WriterCore
     from eventstore._requests import prepare
-    from eventstore._writer import WriterCore
 
     core = WriterCore(str(tmp_path / "s.db"), "FULL")
     core.connect(True, 1024)
@@ -611,11 +648,11 @@ async def test_hundreds_of_runs_rows_in_one_transaction(
     # Runs rows go in by multi-row statements of up to 256 rows padded with NULL rows:
     # 300 new runs, then 300 status changes, must each land exactly once, and the padding
     # must neither insert nor update anything. Old SQLite builds update row by row.
-    from eventstore import _writer
+    from eventstore import _core
+    from eventstore._core import WriterCore
     from eventstore._requests import prepare
-    from eventstore._writer import WriterCore
 
-    monkeypatch.setattr(_writer, "UPDATE_FROM", update_from)
+    monkeypatch.setattr(_core, "UPDATE_FROM", update_from)
     core = WriterCore(str(tmp_path / "s.db"), "FULL")
     core.connect(True, 1024)
     try:
@@ -646,8 +683,8 @@ async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_r
     # A writer that has not seen a run takes an append at expected_seq 0 for a new run
     # without asking the file; when the file does hold it, the batch is planned again.
     from eventstore import ConcurrencyError
+    from eventstore._core import WriterCore
     from eventstore._requests import prepare
-    from eventstore._writer import WriterCore
 
     path = tmp_path / "s.db"
     await make_store(path)  # r1 with 7 events
@@ -670,8 +707,8 @@ async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_r
 
 async def test_a_reopened_writer_finds_hundreds_of_runs_it_has_not_seen(tmp_path: Path) -> None:
     # Runs the writer's cache does not hold are looked up in groups (of up to 256).
+    from eventstore._core import WriterCore
     from eventstore._requests import prepare
-    from eventstore._writer import WriterCore
 
     path = tmp_path / "s.db"
     async with SqliteEventStore(path) as store:
