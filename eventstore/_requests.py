@@ -28,17 +28,18 @@ _log = logging.getLogger("magistrate.eventstore")
 class AppendRequest:
     """One caller's batch on its way through the writer, with the slot for its outcome.
 
-    Created and awaited on the event loop thread; the commit thread only fills ``result`` /
-    ``error``, and the writer actor then resolves ``future`` back on the loop, or calls
-    ``callback`` (with the request) instead when one is set (see SqliteEventStore.submit).
+    Created and answered on the event loop thread (a writer thread only fills ``result`` /
+    ``error``): :meth:`finish` or :meth:`fail` wakes the caller waiting in :meth:`wait`, or
+    calls ``on_done(result, error)`` when one is set (see SqliteEventStore.submit).
     """
 
     __slots__ = (
         "bodies",
-        "callback",
+        "done",
         "error",
         "expected_seq",
         "future",
+        "on_done",
         "result",
         "rows",
         "run_id",
@@ -65,12 +66,12 @@ class AppendRequest:
         self.rows: list[tuple[int, str, int, bytes]] | None = None
         self.status = status  # (new run status or None, graph_hash or None)
         self.expected_seq = expected_seq
-        # A bare future, not an anyio.Event: it is the cheapest wake-up on asyncio (the
-        # store is asyncio-only, as aiosqlite is), and appends are the hot path.
-        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Made by wait() only: a request answered through on_done needs none.
+        self.future: asyncio.Future[None] | None = None
+        self.done = False
         self.result: AppendResult | None = None
         self.error: BaseException | None = None
-        self.callback: Callable[[AppendRequest], None] | None = None
+        self.on_done: Callable[[AppendResult | None, BaseException | None], None] | None = None
 
     def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
         """The rows to write (computed once, in the writer thread if prepare left them)."""
@@ -78,25 +79,40 @@ class AppendRequest:
             self.rows = stored_rows(self.tags, self.versions, self.bodies)
         return self.rows
 
+    async def wait(self) -> None:
+        """Return once the request is answered (finished or failed)."""
+        if not self.done:
+            # A bare future, not an anyio.Event: it is the cheapest wake-up on asyncio (the
+            # store is asyncio-only, as aiosqlite is), and appends are the hot path.
+            self.future = asyncio.get_running_loop().create_future()
+            await self.future
+
     def finish(self) -> None:
-        if not self.future.done():
+        """Answer the request with its ``result`` or ``error`` (once; later calls do nothing)."""
+        if self.done:
+            return
+        self.done = True
+        if self.future is not None:
             self.future.set_result(None)
+        if self.on_done is not None:
             self._call_back()
 
     def fail(self, error: BaseException) -> None:
-        if not self.future.done():
-            self.error = error
-            self.result = None
-            self.future.set_result(None)
-            self._call_back()
+        """Answer the request with ``error`` (unless it was answered already)."""
+        if self.done:
+            return
+        self.error = error
+        self.result = None
+        self.finish()
 
     def _call_back(self) -> None:
-        callback, self.callback = self.callback, None
-        if callback is not None:
-            try:
-                callback(self)
-            except Exception:  # never let one caller's callback stop the others' answers
-                _log.exception("an append callback failed")
+        on_done, self.on_done = self.on_done, None
+        assert on_done is not None
+        error = self.error
+        try:
+            on_done(None if error is not None else self.result, error)
+        except Exception:  # never let one caller's callback stop the others' answers
+            _log.exception("an append callback failed")
 
 
 def _started(body: Any) -> tuple[str | None, str | None]:

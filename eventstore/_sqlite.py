@@ -70,7 +70,9 @@ class SqliteEventStore:
         self._reader: aiosqlite.Connection | None = None
         self._run_keys: dict[str, int] = {}
         self._inflight: set[AppendRequest] = set()
-        self._committed = anyio.Event()
+        # Set at the next commit; made by a follower (tail) when it waits, so a store
+        # nobody tails makes none.
+        self._committed: anyio.Event | None = None
         self._switch_lease: SwitchIntervalLease | None = None
         # statistics
         self._appends = 0
@@ -159,7 +161,7 @@ class SqliteEventStore:
                 drain = AppendRequest("", [], [], [], (None, None), None)
                 try:
                     await self._writer.tell(_Drain(request=drain))
-                    await drain.future
+                    await drain.wait()
                 except ActorStoppedError:
                     pass  # the writer died; its on_stop already failed every waiter
             await self._release()
@@ -228,12 +230,11 @@ class SqliteEventStore:
                 await writer.wait_for_space()  # backpressure: the inbox is full
                 if self._state != "open":
                     raise StoreClosedError("append")
-            await request.future
+            await request.wait()
         finally:
             self._inflight.discard(request)
-        error = self._error_of(request)
-        if error is not None:
-            raise error
+        if request.error is not None:
+            raise request.error
         assert request.result is not None
         return request.result
 
@@ -256,16 +257,11 @@ class SqliteEventStore:
         or an empty batch, and encoding errors at once.
         """
         writer, request = self._request(run_id, events, expected_seq)
-
-        def done(request: AppendRequest) -> None:
-            self._inflight.discard(request)
-            error = self._error_of(request)
-            on_done(None if error is not None else request.result, error)
-
-        request.callback = done
+        request.on_done = on_done
         if not writer.submit(request):
             return False
-        self._inflight.add(request)
+        if self._process is None:  # the writer process keeps its own (see _fail_inflight)
+            self._inflight.add(request)
         return True
 
     def _request(
@@ -280,23 +276,22 @@ class SqliteEventStore:
         writer.collect()  # batches the writer thread finished while the loop was busy
         return writer, prepare(run_id, events, expected_seq, rows=self._process is None)
 
-    def _error_of(self, request: AppendRequest) -> BaseException | None:
-        """An answered request's error, if any, counted when it is a conflict."""
-        if isinstance(request.error, ConcurrencyError):
-            self._conflicts += 1
-        return request.error
-
     def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
         self._batches += 1
         self._appends += len(batch)
-        self._events += sum(len(r.bodies) for r in batch if r.error is None)
+        for request in batch:
+            if request.error is None:
+                self._events += len(request.bodies)
+            elif type(request.error) is ConcurrencyError:
+                self._conflicts += 1
         self._max_batch = max(self._max_batch, len(batch))
         self._commit_seconds += seconds
         self._wake_followers()
 
     def _wake_followers(self) -> None:
-        committed, self._committed = self._committed, anyio.Event()
-        committed.set()
+        committed, self._committed = self._committed, None
+        if committed is not None:
+            committed.set()
 
     def _fail_inflight(self) -> None:
         for request in list(self._inflight):
@@ -515,6 +510,8 @@ class SqliteEventStore:
         position = from_position
         while self._state in ("open", "closing"):
             wake = self._committed
+            if wake is None:
+                wake = self._committed = anyio.Event()
             try:
                 # From the row holding position + 1 (a frame may start before it); each
                 # row's previous hash is the last of the run's row before it.

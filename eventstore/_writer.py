@@ -183,6 +183,7 @@ class WriterActor(Actor):
         """
         self._wake_pending = False  # before draining: a later answer schedules a new wake
         answers = self._answers
+        inflight = self._store._inflight
         while answers:
             batch, writes, error, seconds = answers.popleft()
             self._in_flight -= len(batch)
@@ -193,6 +194,7 @@ class WriterActor(Actor):
                     request.fail(error)
                 else:
                     request.finish()
+                inflight.discard(request)
         if self._space_waiters:
             space, self._space = self._space, anyio.Event()
             self._space_waiters = 0
