@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Literal, Protocol, Self, runtime_checkable
@@ -20,6 +21,10 @@ __all__ = [
 ]
 
 
+#: The writer process waits on its stdin with select(), which Windows offers for sockets only.
+_DEFAULT_WRITER: Literal["process", "thread"] = "thread" if sys.platform == "win32" else "process"
+
+
 class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How hard the store works to keep what it acknowledged.
 
@@ -35,12 +40,13 @@ class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
     overflow pages that are filled completely. A commit also
     writes only the 1 KB pages it touched to the WAL, not 4 KB ones.
 
-    ``writer``: who commits. ``"process"`` (the default) is a child process that owns the
-    write connection: hashing, planning and committing then run outside this interpreter
-    and never take the event loop's GIL (200 concurrent runs of 10 steps: ~12% less wall
-    time per round, ~15% less loop CPU; see the README). It takes ~90 ms to start at
-    open, and it is killed if this process dies. ``"thread"`` is a thread of this
-    process, for where a child process cannot be started; ``switch_interval`` is for it.
+    ``writer``: who commits. ``"process"`` (the default, except on Windows) is a child
+    process that owns the write connection: hashing, planning and committing then run
+    outside this interpreter and never take the event loop's GIL (200 concurrent runs of 10
+    steps: about 12% less wall time per round and 15-20% less loop CPU; see the README). It
+    takes ~90 ms to start at open, and it is killed if this process dies. ``"thread"`` is a
+    thread of this process, for Windows and wherever a child process cannot be started;
+    ``switch_interval`` is for it.
 
     ``switch_interval`` (seconds, ``writer="thread"`` only): while the store is open, the
     interpreter's thread switch interval (``sys.setswitchinterval``, process-wide) is at
@@ -55,7 +61,7 @@ class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_batch: int = 1000
     page_size: int = 1024
     switch_interval: float | None = 0.0005
-    writer: Literal["process", "thread"] = "process"
+    writer: Literal["process", "thread"] = _DEFAULT_WRITER
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:
@@ -65,6 +71,8 @@ class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
                 f"DurabilityConfig.page_size must be a power of two in 512..65536, "
                 f"got {self.page_size}"
             )
+        if self.writer == "process" and sys.platform == "win32":
+            raise ValueError("DurabilityConfig.writer='process' needs a POSIX system; use 'thread'")
         if self.switch_interval is not None and not self.switch_interval > 0:
             raise ValueError(
                 f"DurabilityConfig.switch_interval must be > 0 seconds or None, "

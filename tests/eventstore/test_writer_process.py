@@ -183,3 +183,12 @@ async def test_appends_made_before_close_are_all_committed_by_the_writer_process
     async with SqliteEventStore(tmp_path / "s.db") as store:
         runs = await store.list_runs(limit=1000)
     assert len(runs) == 300
+
+
+def test_a_writer_process_is_refused_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It waits on its stdin with select(), which Windows has for sockets only.
+    assert DurabilityConfig().writer == "process"  # here, on a POSIX system
+    monkeypatch.setattr(sys, "platform", "win32")
+    with pytest.raises(ValueError, match="writer='process' needs a POSIX system"):
+        DurabilityConfig(writer="process")
+    assert DurabilityConfig(writer="thread").writer == "thread"
