@@ -1,4 +1,4 @@
-"""The SQLite event store: WAL, one group-committing writer actor, a separate read connection."""
+"""The SQLite event store: WAL, one group-committing writer, a separate read connection."""
 
 from __future__ import annotations
 
@@ -47,9 +47,10 @@ class SqliteEventStore:
     """An :class:`EventStore` in one SQLite file (WAL mode).
 
     Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close` (from
-    any tasks: the store runs its writer actor in an ActorSystem in a task of its own).
-    Appends from every task go through one writer actor that group-commits them; reads use
-    a separate connection and run beside the writer. asyncio only (as aiosqlite is).
+    any tasks). Appends from every task go through one writer that group-commits them: a
+    child process by default (``DurabilityConfig.writer``), or a writer actor whose thread
+    commits, run in an ActorSystem in a task of its own. Reads use a separate connection
+    and run beside the writer. asyncio only (as aiosqlite is).
     """
 
     def __init__(
