@@ -234,10 +234,7 @@ class ProcessWriter:
             self._store._record_batch(batch, seconds)
             for request in batch:
                 request.finish()
-        space = self._space
-        if space is not None:
-            self._space = None
-            space.set()
+        self._wake_space_waiters()
 
     def _died(self, reason: str) -> None:
         """The process can take no more appends: fail those it did not answer."""
@@ -252,9 +249,11 @@ class ProcessWriter:
         self._outbox.clear()
         while self._waiting:
             self._waiting.popleft().fail(error)
-        space = self._space
+        self._wake_space_waiters()
+
+    def _wake_space_waiters(self) -> None:
+        space, self._space = self._space, None
         if space is not None:
-            self._space = None
             space.set()
 
     def _stdout_closed(self) -> None:
