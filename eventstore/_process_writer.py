@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
 from ._protocol import AppendResult
@@ -110,9 +110,9 @@ class ProcessWriter:
             raise StoreError(f"cannot start the writer process: {exc}") from exc
         self._transport = transport
         self.pid = transport.get_pid()
-        stdin = transport.get_pipe_transport(0)
-        assert isinstance(stdin, asyncio.WriteTransport)
-        self._stdin = stdin
+        # A WriteTransport by contract, though not by class on every loop (uvloop's pipes
+        # are not asyncio.WriteTransport subclasses).
+        self._stdin = cast("asyncio.WriteTransport", transport.get_pipe_transport(0))
         try:
             await asyncio.shield(self._ready)
         except BaseException:
