@@ -69,6 +69,9 @@ class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunStarted(EventBody, frozen=True, tag="run.started"):
+    """A run began. ``graph`` is its spec as builtins; the runtime records the compact form
+    (fields at their default left out) and ``graph_hash`` hashes the full canonical form."""
+
     graph: dict[str, Any]
     graph_hash: str
     entry: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,10 +30,12 @@ from ._llm_node import LlmNodeActor
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._result import RunOutcome, RunResult
 from ._runlog import CommitHook, RunLog
-from ._spec import GraphSpec, NodeSpec
+from ._spec import GraphSpec, NodeSpec, graph_hash
 from ._spec_load import graph_from_dict
 from ._spec_validate import validate_graph
 from ._tools import Tool, ToolRegistry
+
+_log = logging.getLogger("magistrate.runtime")
 
 __all__ = ["RunHandle", "Runtime"]
 
@@ -166,6 +169,16 @@ class Runtime:
         if state.graph is None:
             raise RunNotFoundError(run_id)
         graph = graph_from_dict(state.graph)
+        if state.graph_hash is not None and graph_hash(graph) != state.graph_hash:
+            # The log holds the graph without its defaults (compact_graph_dict): fields or
+            # defaults changed since the run started, and it goes on with today's reading.
+            _log.warning(
+                "run %s: its graph reads back with hash %s, not the recorded %s (the spec's "
+                "fields or defaults changed since it started); it resumes as read now",
+                run_id,
+                graph_hash(graph),
+                state.graph_hash,
+            )
         self._check_functions(graph)
         log = self._memory_logs.get(run_id) or RunLog(
             run_id, self.store, last_seq=state.last_seq, hooks=self.hooks

@@ -31,6 +31,7 @@ __all__ = [
     "NodeSpec",
     "RetryPolicy",
     "VerifierSpec",
+    "compact_graph_dict",
     "function_ref",
     "graph_hash",
     "graph_to_dict",
@@ -261,15 +262,44 @@ def graph_to_dict(graph: GraphSpec) -> dict[str, Any]:
     return result
 
 
+def compact_graph_dict(graph: GraphSpec) -> dict[str, Any]:
+    """Plain builtins without the fields that hold their default; ``graph_from_dict``
+    restores them, so ``graph_from_dict(compact_graph_dict(g)) == g``.
+
+    The form a run's RunStarted event records: a 10-node graph of plain nodes takes ~0.4 KB
+    instead of ~4.8 KB with every default written out (and that for each run).
+    """
+    result: dict[str, Any] = _compact(graph)
+    return result
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):
+        out: dict[str, Any] = {}
+        for field in msgspec.structs.fields(value):
+            item = getattr(value, field.name)
+            if field.default is not msgspec.NODEFAULT:
+                if item == field.default:
+                    continue
+            elif field.default_factory is not msgspec.NODEFAULT:
+                if item == field.default_factory():
+                    continue
+            out[field.encode_name] = _compact(item)
+        return out
+    if isinstance(value, list):
+        return [_compact(item) for item in value]
+    return msgspec.to_builtins(value)
+
+
 def shared_graph_dict(graph: GraphSpec) -> dict[str, Any]:
-    """``graph_to_dict(graph)`` computed once per instance and shared: never mutate it.
+    """``compact_graph_dict(graph)`` computed once per instance and shared: never mutate it.
 
     For the RunStarted event of every run of the graph (the conversion costs more than
     the rest of a run's start).
     """
     index = graph._index()
     if index.builtins is None:
-        index.builtins = graph_to_dict(graph)
+        index.builtins = compact_graph_dict(graph)
     return index.builtins
 
 

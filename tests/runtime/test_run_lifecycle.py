@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from runtime._result import RunOutcome, RunResult
@@ -83,15 +84,21 @@ async def test_a_cancelled_waiter_leaves_the_outcome_to_the_others() -> None:
 
 async def test_every_run_records_the_whole_graph(tmp_path: Path) -> None:
     # RunStarted's graph dict is computed once per GraphSpec and shared by its runs: each
-    # run's log must still hold the whole graph, equal to graph_to_dict.
-    from runtime._spec import graph_to_dict
+    # run's log must still hold the whole graph, in its compact form (defaults left out),
+    # which reads back as the same graph with the same hash.
+    from runtime._spec import compact_graph_dict, graph_hash
+    from runtime._spec_load import graph_from_dict
 
     async with Runtime(tmp_path / "runs.db", functions={"step": _step}) as rt:
         handles = [await rt.start(GRAPH, input={"x": i}) for i in range(3)]
         for handle in handles:
             await handle.result()
         states = [await rt.get_state(handle.run_id) for handle in handles]
-    assert [s.graph for s in states] == [graph_to_dict(GRAPH)] * 3
+    assert [s.graph for s in states] == [compact_graph_dict(GRAPH)] * 3
+    assert states[0].graph is not None
+    assert "max_iterations" not in msgspec.json.encode(states[0].graph).decode()
+    assert graph_from_dict(states[0].graph) == GRAPH
+    assert [s.graph_hash for s in states] == [graph_hash(GRAPH)] * 3
     assert [s.memory["x"] for s in states] == [4, 5, 6]
 
 
@@ -135,3 +142,50 @@ async def test_a_node_start_whose_commit_fails_fails_the_run_with_the_store_erro
         with anyio.fail_after(10), pytest.raises(ConcurrencyError):
             await handle.result()
     assert ran == ["held"]
+
+
+async def test_a_run_whose_graph_no_longer_has_its_recorded_hash_resumes_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As if a release changed a default after the run started: the compact graph in the
+    # log reads back as another graph than the one hashed at the start.
+    from eventstore import NodeStarted, RunStarted, SqliteEventStore
+    from runtime._spec import compact_graph_dict, graph_hash
+
+    path = tmp_path / "runs.db"
+    async with SqliteEventStore(path) as store:
+        stale = "0" * 64
+        assert graph_hash(GRAPH) != stale
+        started = RunStarted(
+            graph=compact_graph_dict(GRAPH), graph_hash=stale, entry="n0", input={"x": 0}
+        )
+        await store.append("crashed", [started, NodeStarted(node_id="n0", visit=1)], expected_seq=0)
+    caplog.set_level("WARNING", logger="magistrate.runtime")
+    async with Runtime(path, functions={"step": _step}) as rt:
+        result = await (await rt.resume("crashed")).result()
+    assert result.status == "completed"
+    assert result.memory["x"] == 4
+    warnings = [r for r in caplog.records if r.name == "magistrate.runtime"]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert "crashed" in message and stale in message and graph_hash(GRAPH) in message
+
+
+async def test_a_run_whose_graph_has_its_recorded_hash_resumes_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    paused = GraphSpec(
+        id="chain",
+        nodes=GRAPH.nodes,
+        edges=GRAPH.edges,
+        entry_node="n0",
+        pause_nodes=["n2"],
+    )
+    caplog.set_level("WARNING", logger="magistrate.runtime")
+    async with Runtime(tmp_path / "runs.db", functions={"step": _step}) as rt:
+        first = await (await rt.start(paused, input={"x": 0})).result()
+        assert first.status == "paused"
+        result = await (await rt.resume(first.run_id)).result()
+    assert result.status == "completed"
+    assert result.memory["x"] == 4
+    assert [r for r in caplog.records if r.name == "magistrate.runtime"] == []

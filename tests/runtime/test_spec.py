@@ -24,6 +24,7 @@ from runtime._spec import (
     NodeSpec,
     RetryPolicy,
     VerifierSpec,
+    compact_graph_dict,
     function_ref,
     graph_hash,
     graph_to_dict,
@@ -182,6 +183,35 @@ def test_graph_to_dict_holds_every_field_including_defaults() -> None:
     }  # fmt: skip
     assert data["nodes"][0]["judge"] is None
     assert data["goal"] is None
+
+
+def test_the_compact_dict_leaves_out_defaults_and_reads_back_as_the_same_graph() -> None:
+    graph = example()
+    data = compact_graph_dict(graph)
+    assert graph_from_dict(json.loads(json.dumps(data))) == graph
+    assert graph_hash(graph_from_dict(data)) == graph_hash(graph)
+    check = next(n for n in data["nodes"] if n["id"] == "check_draft")
+    assert check["verifier"] == {
+        "type": "expression",
+        "expression": "len(draft) > 40 and not contains(lower(draft), 'guarantee')",
+        "result_key": "draft_check",
+    }
+    lookup = next(n for n in data["nodes"] if n["id"] == "lookup_account")
+    assert lookup["retry"] == {"max_attempts": 5, "initial_delay": 0.5}
+    # Every field left out holds its default; every field kept differs from it.
+    full = graph_to_dict(graph)
+    defaults = graph_to_dict(GraphSpec(id="x", nodes=[], entry_node="x"))
+    for key, value in full.items():
+        if key in data:
+            assert key in ("id", "nodes", "entry_node") or value != defaults[key], key
+        else:
+            assert value == defaults[key], key
+    assert len(json.dumps(data)) < len(json.dumps(full))
+
+
+def test_the_compact_dict_of_a_bare_graph_holds_only_its_required_fields() -> None:
+    graph = GraphSpec(id="g", nodes=[NodeSpec(id="a")], entry_node="a")
+    assert compact_graph_dict(graph) == {"id": "g", "nodes": [{"id": "a"}], "entry_node": "a"}
 
 
 def test_graph_hash_is_canonical_and_sensitive() -> None:
@@ -620,6 +650,8 @@ def test_any_graph_round_trips_and_validation_raises_only_spec_errors(graph: Gra
     again = graph_from_dict(json.loads(json.dumps(data)), validate=False)
     assert again == graph
     assert graph_hash(again) == graph_hash(graph)
+    compact = graph_from_dict(json.loads(json.dumps(compact_graph_dict(graph))), validate=False)
+    assert compact == graph
     try:
         validate_graph(graph)
     except SpecErrors as errors:
