@@ -40,6 +40,8 @@ __all__ = ["ProcessWriter"]
 
 #: Appends are sent when this many are waiting, or at the end of the loop's turn.
 _SEND_AT = 16
+#: The most one read of the answers' pipe takes.
+_READ_SIZE = 1 << 18
 _PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -69,6 +71,8 @@ class ProcessWriter:
         self._space: asyncio.Event | None = None
         self._closing = False
         self._failure: str | None = None  # why the process can take no more appends
+        self._stdout_fd: int | None = None
+        self._receiving = False  # handing out answers (_poll must not nest in it)
         self.pid: int | None = None
         #: The write connection's pragmas (synchronous, journal_mode, busy_timeout), as the
         #: process reported them once ready.
@@ -113,6 +117,11 @@ class ProcessWriter:
         # A WriteTransport by contract, though not by class on every loop (uvloop's pipes
         # are not asyncio.WriteTransport subclasses).
         self._stdin = cast("asyncio.WriteTransport", transport.get_pipe_transport(0))
+        # The answers' pipe, read by the transport when the loop polls, and by _poll when a
+        # send goes out mid-turn (None where the loop's pipe transport does not expose it).
+        stdout = transport.get_pipe_transport(1)
+        pipe = None if stdout is None else stdout.get_extra_info("pipe")
+        self._stdout_fd = pipe.fileno() if pipe is not None else None
         try:
             await asyncio.shield(self._ready)
         except BaseException:
@@ -195,6 +204,27 @@ class ProcessWriter:
             return
         outbox, self._outbox = self._outbox, []
         self._stdin.write(frame(outbox))
+        self._poll()
+
+    def _poll(self) -> None:
+        """Hand out the answers already in the pipe, without waiting for the loop's poll.
+
+        With many runs, the loop works through long turns (every run woken at once), and
+        the process answers while one is under way. Read only at the next poll, an answer
+        would start its caller's next step a whole turn later; read here (whenever a send
+        goes out mid-turn), its callbacks run now, so the steps they start are queued for
+        the very next turn. 200 concurrent runs of 10 steps (benchmark (c), on tmpfs):
+        wall medians ~200 -> ~160 ms.
+        """
+        fd = self._stdout_fd
+        if fd is None or self._receiving:
+            return
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except OSError:  # nothing there yet (EAGAIN), or an error the transport will see
+            return
+        if data:  # b"" is the end of the pipe: the transport sees it too, and handles it
+            self._received(data)
 
     # -- the process's answers (on the loop) -----------------------------------------------
 
@@ -205,6 +235,13 @@ class ProcessWriter:
             self._died(f"the writer process sent a corrupt answer ({exc})")
             self.kill()
             return
+        self._receiving = True
+        try:
+            self._handle(messages)
+        finally:
+            self._receiving = False
+
+    def _handle(self, messages: list[Any]) -> None:
         for message in messages:
             kind = message[0]
             if kind == "batch":

@@ -253,6 +253,9 @@ class SqliteEventStore:
         caller that has nothing to do until the commit and would rather not be woken for
         it: ``on_done(result, None)`` or ``on_done(None, error)`` is called on the event
         loop once the batch is committed or failed (keep it short; it must not raise).
+        Answers are handed out as soon as the store sees them, which may be inside a later
+        ``submit`` or ``append`` call on this store, from another task: ``on_done`` must
+        not append to this store itself (tell an actor, set a future).
         Returns False, and submits nothing, when the writer's queue is full: then use
         :meth:`append`, which waits for space. Raises as ``append`` does for a closed store
         or an empty batch, and encoding errors at once.

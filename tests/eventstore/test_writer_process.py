@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -192,3 +193,96 @@ def test_a_writer_process_is_refused_where_it_cannot_run(monkeypatch: pytest.Mon
     with pytest.raises(ValueError, match="writer='process' needs a POSIX system"):
         DurabilityConfig(writer="process")
     assert DurabilityConfig(writer="thread").writer == "thread"
+
+
+def _wait_for_answers(store: SqliteEventStore, timeout: float = 20.0, settle: float = 0) -> None:
+    """Block (without giving the event loop a turn) until answers wait in the pipe, then
+    ``settle`` seconds more (for the answers to the rest of what was sent)."""
+    import select
+
+    assert store._process is not None and store._process._stdout_fd is not None
+    readable, _, _ = select.select([store._process._stdout_fd], [], [], timeout)
+    assert readable, "the writer process did not answer"
+    time.sleep(settle)
+
+
+async def test_answers_already_in_the_pipe_are_handed_out_when_the_next_batch_is_sent(
+    tmp_path: Path,
+) -> None:
+    # Mid-turn, with no await in between: the answers to the first 16 appends are read
+    # and their callbacks run when the 16 appends after them go out, not at the loop's
+    # next poll.
+    answered: list[tuple[str, int]] = []
+    all_answered = anyio.Event()
+
+    def recorder(run_id: str) -> Any:
+        def on_done(result: Any, error: BaseException | None) -> None:
+            assert error is None and result is not None
+            answered.append((run_id, result.last_seq))
+            if len(answered) == 32:
+                all_answered.set()
+
+        return on_done
+
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        first = [f"a{i}" for i in range(16)]
+        for run_id in first:
+            assert store.submit(run_id, [started()], expected_seq=0, on_done=recorder(run_id))
+        _wait_for_answers(store)
+        assert answered == []  # nothing has read the pipe yet
+        second = [f"b{i}" for i in range(16)]
+        for run_id in second:
+            assert store.submit(run_id, [started()], expected_seq=0, on_done=recorder(run_id))
+        # The 16th submit sent the second batch and handed out the first one's answers.
+        assert answered == [(run_id, 1) for run_id in first]
+        with anyio.fail_after(20):
+            await all_answered.wait()
+        assert answered[16:] == [(run_id, 1) for run_id in second]
+
+
+async def test_a_callback_that_submits_while_answers_are_handed_out_gets_its_own_answer(
+    tmp_path: Path,
+) -> None:
+    # A callback may tell someone who appends at once. The send that append makes must not
+    # read the answers that arrived meanwhile in the middle of handing out answers: they
+    # would be given to the requests still waiting for theirs. With max_batch=8, one read
+    # holds the answers to two transactions, and the callback of the first one's first
+    # request submits. Each run appends its own number of events, so an answer given to
+    # the wrong request shows in last_seq.
+    results: dict[str, int] = {}
+    blocked: list[bool] = []
+    all_answered = anyio.Event()
+
+    def batch(index: int) -> list[Any]:
+        return [started()] + [NodeStarted(node_id=f"n{i}", visit=1) for i in range(index)]
+
+    def submit(run_id: str, index: int) -> None:
+        assert store.submit(run_id, batch(index), expected_seq=0, on_done=record(run_id))
+
+    def record(run_id: str) -> Any:
+        def on_done(result: Any, error: BaseException | None) -> None:
+            assert error is None and result is not None
+            results[run_id] = result.last_seq
+            if len(results) == 48:
+                all_answered.set()
+            if run_id == "a0" and not blocked:
+                blocked.append(True)
+                _wait_for_answers(store, settle=0.3)  # the b batch's answers are in the pipe
+                for i in range(16):  # the 16th sends, mid hand-out
+                    submit(f"c{i}", i)
+
+        return on_done
+
+    async with SqliteEventStore(tmp_path / "s.db", config=DurabilityConfig(max_batch=8)) as store:
+        for i in range(16):
+            submit(f"a{i}", i)
+        _wait_for_answers(store, settle=0.3)
+        for i in range(16):
+            submit(f"b{i}", 16 + i)  # the 16th sends, then hands out the a batch
+        assert blocked == [True]
+        with anyio.fail_after(20):
+            await all_answered.wait()
+    expected = {f"a{i}": i + 1 for i in range(16)}
+    expected |= {f"b{i}": 17 + i for i in range(16)}
+    expected |= {f"c{i}": i + 1 for i in range(16)}
+    assert results == expected
