@@ -264,7 +264,7 @@ class ActorRef:
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 try:
-                    if not self._stop_requested:
+                    if not self._stop_requested and type(actor).on_start is not Actor.on_start:
                         await actor.on_start()
                     streak = 0
                     while not self._stop_requested:
@@ -276,7 +276,10 @@ class ActorRef:
                         item = mailbox.get_nowait()
                         if item is None:
                             streak = 0
-                            item = await mailbox.get()
+                            # The wake-up itself (a future), not a get() coroutine: this
+                            # is every message's path to an idle actor.
+                            await mailbox.arrival()
+                            continue
                         if type(item) is _Reply:
                             reply: _Reply | None = item
                             message: Any = item.message

@@ -193,6 +193,20 @@ class Mailbox(Generic[T]):
             break
         return item
 
+    def arrival(self) -> _Waiter:
+        """An awaitable that completes when an item arrives or the mailbox closes.
+
+        For the one consumer, when :meth:`get_nowait` found nothing: await it, then call
+        :meth:`get_nowait` again. Raises MailboxClosed if the mailbox is closed (and so
+        stays empty for good).
+        """
+        if self.closed:
+            raise MailboxClosed
+        receiver = self._receiver
+        if receiver is None or receiver.done():
+            receiver = self._receiver = self._waiter()
+        return receiver
+
     async def get(self) -> T:
         """The next item, waiting while the mailbox is empty (one consumer only).
 

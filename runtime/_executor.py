@@ -70,6 +70,7 @@ __all__ = ["ExecutorActor", "NodeFactory"]
 #: lane's first node; every other kind gets an actor of its own.
 NodeFactory = Callable[[GraphSpec, NodeSpec, ActorRef, RunLog], Actor]
 PLAIN_KINDS = ("function", "router")
+_MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
 
 
 class ExecutorActor(Actor):
@@ -282,7 +283,10 @@ class ExecutorActor(Actor):
         else:
             inputs = dict(memory)
         self.running[node_id] = (attempt, branch)
-        key = f"lane:{branch}" if spec.kind in PLAIN_KINDS else f"node:{node_id}"
+        if spec.kind not in PLAIN_KINDS:
+            key = f"node:{node_id}"
+        else:
+            key = _MAIN_LANE if branch is None else f"lane:{branch}"
         ref = self.nodes.get(key)
         if ref is None or ref.stopped:
             actor = self.node_factory(self.graph, spec, self.ref, self.log)

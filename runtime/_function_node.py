@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from actors import Actor, ActorRef
+from actors import Actor, ActorRef, MailboxFullError
 from eventstore import OutputSet
 
 from ._messages import ExecuteNode, NodeDone
@@ -99,7 +99,10 @@ class FunctionNodeActor(Actor):
                 success=True,
                 outputs=outputs,
             )
-        await self.executor.tell(done)
+        try:
+            self.executor.tell_nowait(done)  # no coroutine on every step's path
+        except MailboxFullError:
+            await self.executor.tell(done)  # waits for room
 
 
 def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:

@@ -103,10 +103,10 @@ class RunLog:
     def _track(self, bodies: Sequence[EventBody]) -> None:
         accumulators = self.accumulators
         for body in bodies:
-            if isinstance(body, NodeStarted):
-                accumulators.pop(body.node_id, None)  # a new attempt starts empty
-            elif isinstance(body, OutputSet):
+            if type(body) is OutputSet:
                 accumulators.setdefault(body.node_id, {})[body.key] = body.value
+            elif accumulators and type(body) is NodeStarted:
+                accumulators.pop(body.node_id, None)  # a new attempt starts empty
 
     def submit(
         self,
