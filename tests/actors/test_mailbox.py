@@ -227,3 +227,36 @@ async def test_a_mailbox_made_outside_an_event_loop_waits_on_anyio_events() -> N
     with pytest.raises(MailboxClosed):
         await mailbox.get()  # closed: nothing more is handed out
     assert mailbox.drain() == [Item(value=2)]
+
+
+async def test_arrival_completes_when_an_item_is_put_or_the_mailbox_closes() -> None:
+    box: Mailbox[int] = Mailbox(4)
+    waiter = box.arrival()
+    assert box.consumer_waiting
+    assert box.arrival() is waiter  # one wake-up while nothing has arrived
+    assert not waiter.done()
+    assert box.put_nowait(7)
+    assert waiter.done() and not box.consumer_waiting
+    await waiter
+    assert box.get_nowait() == 7
+    assert box.get_nowait() is None
+
+    second = box.arrival()
+    assert second is not waiter and not second.done()
+    box.close()
+    assert second.done()
+    await second
+    assert box.get_nowait() is None  # closed: nothing more, ever
+    with pytest.raises(MailboxClosed):
+        box.arrival()
+
+
+async def test_a_cancelled_arrival_wait_leaves_a_fresh_one_for_the_next_wait() -> None:
+    box: Mailbox[int] = Mailbox(4)
+    with anyio.move_on_after(0.01):
+        await box.arrival()
+    waiter = box.arrival()
+    assert not waiter.done()
+    assert box.put_nowait(1)
+    await waiter
+    assert box.get_nowait() == 1
