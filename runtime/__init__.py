@@ -24,6 +24,7 @@ from ._errors import (
     UnknownToolError,
 )
 from ._expr import Expression, compile_expression
+from ._fork import RunForked
 from ._function_node import NodeContext
 from ._judge import (
     ImplicitJudge,
@@ -87,6 +88,7 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderTimeoutError",
     "RetryPolicy",
+    "RunForked",
     "RunHandle",
     "RunNotFoundError",
     "RunResult",

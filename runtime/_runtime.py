@@ -22,6 +22,7 @@ from eventstore import (
 
 from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
 from ._executor import ExecutorActor
+from ._fork import copy_prefix
 from ._function_node import FunctionNodeActor, PlainFunction
 from ._functions import resolve_callable
 from ._judge import JudgeProtocol
@@ -191,6 +192,22 @@ class Runtime:
             resume_events=events,
             resume_input=dict(input or {}) or None,
         )
+
+    async def fork(
+        self, run_id: str, at_seq: int, *, input: Mapping[str, Any] | None = None
+    ) -> RunHandle:
+        """Start a new run from ``run_id``'s first ``at_seq`` events; return its handle.
+
+        The new run's log is a copy of seqs 1..``at_seq`` (re-chained under the new id)
+        followed by a ``run.forked`` event naming the source, its seq and its chain hash;
+        the copy is written in one atomic batch. The new run is then resumed here like a
+        paused run, with ``input`` injected (recorded) first: a node that had started and
+        not completed at ``at_seq`` runs again; a pause at ``at_seq`` is passed. The source
+        run is not touched. Raises RunNotFoundError, or RunStateError when ``at_seq`` is
+        outside the log or at or after the run's ``run.finished`` event.
+        """
+        new_id = await copy_prefix(self, run_id, at_seq)
+        return await self.resume(new_id, input=input)
 
     async def _launch(
         self,

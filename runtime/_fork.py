@@ -1,0 +1,73 @@
+"""Forking a run: a new run whose log starts as a copy of another run's first events.
+
+The copy is appended to the new run in one atomic batch, so the store re-chains it (every
+hash covers the new run id) and a fork is either wholly written or not at all. The batch
+ends with a :class:`RunForked` event that records where the copy came from, including the
+source's chain hash at that seq, so an auditor can tie the fork back to the source's log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from eventstore import Event, EventBody, RunFinished, fold, register_event_type
+
+from ._errors import RunNotFoundError, RunStateError
+from ._runlog import RunLog
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+__all__ = ["RunForked", "copy_prefix"]
+
+
+class RunForked(EventBody, frozen=True, tag="run.forked"):
+    """This run's events before this one are a copy of ``source_run_id``'s seqs 1 to
+    ``source_seq``; ``source_hash`` is the source's chain hash at that seq ("" for a
+    source kept in memory only). It changes no state: the fold of the copy is the state."""
+
+    source_run_id: str
+    source_seq: int
+    source_hash: str
+
+
+register_event_type(RunForked)
+
+
+async def copy_prefix(
+    runtime: Runtime, run_id: str, at_seq: int, *, new_run_id: str | None = None
+) -> str:
+    """Write the new run (the copy of ``run_id``'s seqs 1..``at_seq`` and a RunForked event)
+    and return its id. Nothing is resumed here.
+
+    Raises RunNotFoundError for an unknown run, RunStateError when ``at_seq`` is outside
+    the log or the prefix already holds the run's end (a finished run cannot go on), and
+    the store's errors (ConcurrencyError if ``new_run_id`` already exists).
+    """
+    events: list[Event] = await runtime.read_events(run_id)
+    if not events:
+        raise RunNotFoundError(run_id)
+    last = events[-1].seq
+    if not 1 <= at_seq <= last:
+        raise RunStateError(
+            run_id, fold(events).status, f"cannot fork at seq {at_seq}: its log has seqs 1..{last}"
+        )
+    prefix = events[:at_seq]
+    for event in prefix:
+        if isinstance(event.body, RunFinished):
+            raise RunStateError(
+                run_id,
+                event.body.status,
+                f"cannot fork at seq {at_seq}: the run finished at seq {event.seq}; "
+                f"fork at an earlier seq",
+            )
+    source = prefix[-1]
+    new_id = new_run_id or uuid.uuid4().hex
+    bodies: list[EventBody] = [event.body for event in prefix]
+    bodies.append(RunForked(source_run_id=run_id, source_seq=at_seq, source_hash=source.hash))
+    log = RunLog(new_id, runtime.store, hooks=runtime.hooks)
+    await log.append(bodies)
+    if runtime.store is None:
+        runtime._memory_logs[new_id] = log
+    return new_id
