@@ -9,7 +9,9 @@ its :class:`RunState`.
 from ._errors import (
     ConcurrencyError,
     CorruptLogError,
+    LeaseLostError,
     NotAStoreError,
+    RunOwnedError,
     SchemaVersionError,
     StoreClosedError,
     StoreError,
@@ -50,6 +52,9 @@ from ._events import (
     register_upcaster,
 )
 from ._fold import ConversationEntry, PauseInfo, RunState, VerdictRecord, fold
+from ._open import open_store
+from ._postgres import PostgresEventStore
+from ._postgres_schema import PG_SCHEMA_VERSION
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -64,6 +69,7 @@ from ._sqlite import SqliteEventStore
 __all__ = [
     "APPLICATION_ID",
     "EVENT_TYPES",
+    "PG_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "AnyEvent",
     "AppendResult",
@@ -79,6 +85,7 @@ __all__ = [
     "EventBody",
     "EventStore",
     "InputInjected",
+    "LeaseLostError",
     "LlmTurn",
     "MemoryWritten",
     "MessageAdded",
@@ -88,9 +95,11 @@ __all__ = [
     "NotAStoreError",
     "OutputSet",
     "PauseInfo",
+    "PostgresEventStore",
     "RunCancelled",
     "RunFinished",
     "RunInfo",
+    "RunOwnedError",
     "RunPaused",
     "RunResumed",
     "RunStarted",
@@ -113,6 +122,7 @@ __all__ = [
     "encode_body",
     "event_tag",
     "fold",
+    "open_store",
     "register_event_type",
     "register_upcaster",
 ]

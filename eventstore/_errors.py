@@ -6,7 +6,9 @@ The tree (rooted at :class:`actors.MagistrateError`)::
     └── StoreError                 any failure of an event store
         ├── ConcurrencyError       append's expected_seq is not the run's last seq (a conflict)
         ├── CorruptLogError        a stored event cannot be read back as written
+        ├── LeaseLostError         this process's claim on a run was taken over (the epoch fence)
         ├── NotAStoreError         the file is not a magistrate event store
+        ├── RunOwnedError          a run is claimed by another owner whose lease is live
         ├── SchemaVersionError     the store was written by a newer release
         ├── StoreClosedError       the store is not open (or closed while the call waited)
         └── UnknownEventError      a stored event has a type tag no release registered
@@ -19,7 +21,9 @@ from actors._errors import MagistrateError
 __all__ = [
     "ConcurrencyError",
     "CorruptLogError",
+    "LeaseLostError",
     "NotAStoreError",
+    "RunOwnedError",
     "SchemaVersionError",
     "StoreClosedError",
     "StoreError",
@@ -54,6 +58,39 @@ class CorruptLogError(StoreError):
         self.seq = seq
         self.reason = reason
         super().__init__(f"run {run_id!r}, seq {seq}: corrupt log: {reason}")
+
+
+class LeaseLostError(StoreError):
+    """This process claimed ``run_id`` at ``expected_epoch``, but the store holds
+    ``actual_epoch`` (claimed by ``owner``, or released): the lease expired and the run was
+    taken over. Nothing of the batch was written; the run's executor here must stop.
+    """
+
+    def __init__(
+        self, run_id: str, expected_epoch: int, actual_epoch: int, owner: str | None
+    ) -> None:
+        self.run_id = run_id
+        self.expected_epoch = expected_epoch
+        self.actual_epoch = actual_epoch
+        self.owner = owner
+        super().__init__(
+            f"run {run_id!r}: this process's claim (epoch {expected_epoch}) is lost; the store "
+            f"is at epoch {actual_epoch}, owner {owner!r}; nothing was written"
+        )
+
+
+class RunOwnedError(StoreError):
+    """``run_id`` is claimed by ``owner`` whose lease runs until ``lease_expires`` (seconds
+    since the epoch, the store's clock): it is live elsewhere and cannot be claimed."""
+
+    def __init__(self, run_id: str, owner: str, lease_expires: float) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.lease_expires = lease_expires
+        super().__init__(
+            f"run {run_id!r} is owned by {owner!r} (lease live until {lease_expires:.3f}); "
+            "it cannot be claimed before that lease expires"
+        )
 
 
 class NotAStoreError(StoreError):

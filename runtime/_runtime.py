@@ -16,8 +16,8 @@ from eventstore import (
     InputInjected,
     RunCancelled,
     RunState,
-    SqliteEventStore,
     fold,
+    open_store,
 )
 
 from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
@@ -63,10 +63,11 @@ class RunHandle:
 class Runtime:
     """Runs graphs on an event store; one per application is enough.
 
-    ``store`` is an EventStore, a path to a SQLite file (opened and closed by the
-    runtime), or None for an in-memory log with no durability. ``functions`` maps names
-    used in specs to callables (looked up before import paths). ``provider`` is the LLM
-    provider for LLM nodes, judges and llm_decide edges. ``hooks`` are called after every
+    ``store`` is an EventStore, a store URL or SQLite file path (see
+    :func:`eventstore.open_store`; opened and closed by the runtime), or None for an
+    in-memory log with no durability. ``functions`` maps names used in specs to callables
+    (looked up before import paths). ``provider`` is the LLM provider for LLM nodes,
+    judges and llm_decide edges. ``hooks`` are called after every
     commit with (run_id, last seq, events). ``tools`` are what LLM nodes may call (each
     node offers those its ``tools`` names); ``judges`` maps names used in
     ``NodeSpec.judge`` to custom judges (else the name is a ``"module:attr"`` path);
@@ -106,7 +107,7 @@ class Runtime:
         await stack.__aenter__()
         try:
             if isinstance(self._store_arg, (str, os.PathLike)):
-                store = SqliteEventStore(self._store_arg)
+                store = open_store(self._store_arg)
                 await stack.enter_async_context(store)
                 self.store = store
             else:

@@ -1,0 +1,469 @@
+"""The PostgreSQL event store: psycopg 3 (async), one group-committing writer, pooled reads."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import msgspec
+import psycopg
+import psycopg_pool
+
+from ._errors import (
+    ConcurrencyError,
+    CorruptLogError,
+    StoreClosedError,
+    StoreError,
+    UnknownEventError,
+)
+from ._events import Event, EventBody, chain_digest, decode_body
+from ._postgres_schema import ensure_schema, valid_schema_name
+from ._postgres_writer import Connection, PostgresWriter
+from ._protocol import AppendResult, RunInfo, StoreStatistics, VerifyReport
+from ._requests import AppendRequest, prepare
+
+__all__ = ["PostgresEventStore"]
+
+_log = logging.getLogger("magistrate.eventstore")
+
+_CHUNK = 1000
+_EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
+_RUN_COLUMNS = "run_id, status, created, updated, last_seq, graph_hash"
+
+
+class PostgresEventStore:
+    """An :class:`EventStore` in a PostgreSQL database (tables in one schema, ``magistrate``
+    by default), shared by any number of processes and machines.
+
+    ``url`` is a libpq connection string or ``postgresql://`` URL. Appends from every task
+    of this store go through one writer task that group-commits them on its own connection;
+    each transaction checks every append against the run's head in the database (the fence:
+    two processes appending to one run never both succeed). Reads use a small connection
+    pool. :meth:`tail` is woken by LISTEN/NOTIFY and polls as a fallback. The semantics of
+    every method are :class:`SqliteEventStore`'s; the differences: ``RunInfo.last_seq`` and
+    ``updated`` are the run's head, and ``statistics().commit_seconds_total`` includes the
+    round trips to the server. asyncio only.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "magistrate",
+        max_batch: int = 1000,
+        pool_size: int = 4,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.url = url
+        self.schema = valid_schema_name(schema)
+        self.max_batch = max_batch
+        self._pool_size = pool_size
+        self._state = "new"  # new -> open -> closing -> closed
+        self._writer: PostgresWriter | None = None
+        self._pool: psycopg_pool.AsyncConnectionPool[Any] | None = None
+        self._capacity = max(1024, 2 * max_batch)
+        self._inflight: set[AppendRequest] = set()
+        self._committed: anyio.Event | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._channel = f"magistrate_{self.schema}"
+        self._appends = 0
+        self._events = 0
+        self._batches = 0
+        self._max_batch_seen = 0
+        self._commit_seconds = 0.0
+        self._conflicts = 0
+
+    def __repr__(self) -> str:
+        return f"<PostgresEventStore schema={self.schema!r} {self._state}>"
+
+    @property
+    def where(self) -> str:
+        """The database and schema, for messages (no password)."""
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(self.url)
+        except psycopg.ProgrammingError:
+            return f"PostgreSQL schema {self.schema}"
+        host = info.get("host", "localhost")
+        return f"postgresql://{host}:{info.get('port', 5432)}/{info.get('dbname', '')} " + (
+            f"schema {self.schema}"
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def _connect(self) -> Connection:
+        try:
+            conn: Connection = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: cannot connect: {exc}") from exc
+        await conn.execute(f"SET search_path TO {self.schema}")
+        return conn
+
+    async def _configure(self, conn: Connection) -> None:
+        await conn.execute(f"SET search_path TO {self.schema}")
+
+    async def open(self) -> None:
+        """Connect, and create the store's tables if its schema holds none.
+
+        Raises StoreError if the server cannot be reached, NotAStoreError if the schema
+        holds tables that are not a magistrate store's, SchemaVersionError if a newer
+        release made them (in both cases nothing is changed), StoreClosedError if the store
+        was already opened.
+        """
+        if self._state != "new":
+            raise StoreClosedError("open", f"the store is {self._state}; open it only once")
+        self._state = "opening"
+        try:
+            conn = await self._connect()
+            try:
+                await ensure_schema(conn, self.schema, self.where)
+            finally:
+                await conn.close()
+            writer = PostgresWriter(
+                self._connect, self._channel, self.max_batch, self._capacity, self._record_batch
+            )
+            await writer.start()
+            self._writer = writer
+            pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+            )
+            await pool.open(wait=True)
+            self._pool = pool
+        except BaseException:
+            await self._release()
+            self._state = "closed"
+            raise
+        self._state = "open"
+
+    async def close(self) -> None:
+        """Close the store; idempotent. Queued appends are committed and answered first;
+        appends after close began raise StoreClosedError. Followers in :meth:`tail` end."""
+        if self._state in ("closing", "closed"):
+            return
+        if self._state == "new":
+            self._state = "closed"
+            return
+        self._state = "closing"
+        with anyio.CancelScope(shield=True):
+            await self._release()
+        self._state = "closed"
+        self._wake_followers()
+
+    async def _release(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await writer.close()
+        for request in list(self._inflight):
+            request.fail(StoreClosedError("append", "the store closed before it was written"))
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            listener.cancel()
+            with anyio.move_on_after(5):
+                try:
+                    await listener
+                except asyncio.CancelledError:
+                    pass
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def __aenter__(self) -> PostgresEventStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def append(
+        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+    ) -> AppendResult:
+        """Append one run's batch atomically; return once it is committed.
+
+        As :meth:`SqliteEventStore.append`; the seq check runs in the database inside the
+        commit. Also raises LeaseLostError for a run this store claimed whose claim was
+        taken over (nothing written).
+        """
+        writer, request = self._request(run_id, events, expected_seq)
+        self._inflight.add(request)
+        try:
+            while not writer.submit(request):
+                await writer.wait_for_space()
+                if self._state != "open":
+                    raise StoreClosedError("append")
+            await request.wait()
+        finally:
+            self._inflight.discard(request)
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def submit(
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        *,
+        expected_seq: int | None,
+        on_done: Callable[[AppendResult | None, BaseException | None], None],
+    ) -> bool:
+        """Hand a batch to the writer without waiting (see :meth:`SqliteEventStore.submit`)."""
+        writer, request = self._request(run_id, events, expected_seq)
+        request.on_done = on_done
+        if not writer.submit(request):
+            return False
+        self._inflight.add(request)
+        return True
+
+    def _request(
+        self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
+    ) -> tuple[PostgresWriter, AppendRequest]:
+        writer = self._writer
+        if self._state != "open" or writer is None:
+            raise StoreClosedError("append")
+        if not events:
+            raise ValueError("append needs at least one event")
+        return writer, prepare(run_id, events, expected_seq, rows=False)
+
+    def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
+        self._batches += 1
+        self._appends += len(batch)
+        for request in batch:
+            self._inflight.discard(request)
+            if request.error is None:
+                self._events += len(request.bodies)
+            elif isinstance(request.error, ConcurrencyError):
+                self._conflicts += 1
+        self._max_batch_seen = max(self._max_batch_seen, len(batch))
+        self._commit_seconds += seconds
+        self._wake_followers()
+
+    def _wake_followers(self) -> None:
+        committed, self._committed = self._committed, None
+        if committed is not None:
+            committed.set()
+
+    def statistics(self) -> StoreStatistics:
+        """Counters of the writer since open."""
+        return StoreStatistics(
+            appends=self._appends,
+            events=self._events,
+            batches=self._batches,
+            mean_batch_size=self._appends / self._batches if self._batches else 0.0,
+            max_batch_size=self._max_batch_seen,
+            commit_seconds_total=self._commit_seconds,
+            conflicts=self._conflicts,
+            queued=0 if self._writer is None else self._writer.queued,
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _fetch(self, operation: str, query: str, params: tuple[Any, ...]) -> list[Any]:
+        pool = self._pool
+        if pool is None or self._state not in ("open", "closing"):
+            raise StoreClosedError(operation)
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(query, params)
+                rows: list[Any] = await cur.fetchall()
+                return rows
+        except psycopg_pool.PoolClosed as exc:
+            raise StoreClosedError(operation) from exc
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+
+    @staticmethod
+    def _event(run_id: str, row: Any, prev_hash: str) -> Event:
+        position, seq, ts, tag, version, digest, body = row[:7]
+        try:
+            decoded = decode_body(tag, version, bytes(body))
+        except UnknownEventError as exc:
+            raise UnknownEventError(tag, version, run_id) from exc
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise CorruptLogError(run_id, seq, f"undecodable {tag!r} body: {exc}") from exc
+        return Event(
+            run_id=run_id,
+            seq=seq,
+            position=position,
+            ts=ts,
+            version=version,
+            prev_hash=prev_hash,
+            hash=bytes(digest).hex(),
+            body=decoded,
+        )
+
+    async def _run_key(self, operation: str, run_id: str) -> int | None:
+        rows = await self._fetch(operation, "SELECT run FROM runs WHERE run_id = %s", (run_id,))
+        return int(rows[0][0]) if rows else None
+
+    async def read(
+        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Yield the run's events with ``from_seq <= seq <= to_seq`` in seq order (in
+        chunks, each from a committed snapshot); see :meth:`SqliteEventStore.read`."""
+        key = await self._run_key("read", run_id)
+        if key is None:
+            return
+        expected = max(1, from_seq)
+        high = to_seq if to_seq is not None else 2**62
+        prev = ""
+        if expected > 1:
+            rows = await self._fetch(
+                "read", "SELECT hash FROM events WHERE run = %s AND seq = %s", (key, expected - 1)
+            )
+            prev = bytes(rows[0][0]).hex() if rows else ""
+        while expected <= high:
+            rows = await self._fetch(
+                "read",
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = %s AND seq >= %s "
+                "AND seq <= %s ORDER BY seq LIMIT %s",
+                (key, expected, high, _CHUNK),
+            )
+            for row in rows:
+                if row[1] != expected:
+                    raise CorruptLogError(run_id, expected, "event missing (gap in seq)")
+                event = self._event(run_id, row, prev)
+                prev = event.hash
+                expected += 1
+                yield event
+            if len(rows) < _CHUNK:
+                return
+
+    async def read_all(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+        """All of the run's events up to ``to_seq`` (inclusive), in order; see :meth:`read`."""
+        return [event async for event in self.read(run_id, to_seq=to_seq)]
+
+    async def verify(self, run_id: str) -> VerifyReport:
+        """Recompute the run's hash chain from the stored bytes and say where it first
+        breaks (see :meth:`SqliteEventStore.verify`); the run's head must be the log's end."""
+        rows = await self._fetch(
+            "verify", "SELECT run, last_seq FROM runs WHERE run_id = %s", (run_id,)
+        )
+        if not rows:
+            return VerifyReport(run_id, False, 0, None, "no such run")
+        key, head = rows[0]
+        prev = b""
+        expected = 1
+        while True:
+            rows = await self._fetch(
+                "verify",
+                "SELECT seq, type, version, hash, body FROM events WHERE run = %s AND seq >= %s "
+                "ORDER BY seq LIMIT %s",
+                (key, expected, _CHUNK),
+            )
+            for seq, tag, version, stored, body in rows:
+                checked = expected - 1
+                if seq != expected:
+                    return VerifyReport(run_id, False, checked, expected, "event missing")
+                data = bytes(body)
+                digest = chain_digest(prev, run_id, seq, tag, version, data)
+                if digest != bytes(stored):
+                    return VerifyReport(
+                        run_id, False, checked, seq, "hash mismatch: event edited after append"
+                    )
+                try:
+                    decode_body(tag, version, data)
+                except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
+                    return VerifyReport(run_id, False, checked, seq, f"undecodable body: {exc}")
+                prev = digest
+                expected += 1
+            if len(rows) < _CHUNK:
+                break
+        checked = expected - 1
+        if head != checked:
+            return VerifyReport(
+                run_id,
+                False,
+                checked,
+                checked + 1,
+                f"the run's head is at seq {head} but the log ends at {checked}",
+            )
+        return VerifyReport(run_id, True, checked, None, None)
+
+    async def _listen(self) -> None:
+        """Set the followers' wake-up at every NOTIFY of any writer of this store."""
+        while self._state == "open":
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            except psycopg.Error:
+                await anyio.sleep(1.0)  # followers poll meanwhile
+                continue
+            try:
+                await conn.execute(f"LISTEN {self._channel}")
+                async for _ in conn.notifies():
+                    self._wake_followers()
+            except psycopg.Error:
+                await anyio.sleep(0.1)
+            finally:
+                await conn.close()
+
+    async def tail(
+        self, *, from_position: int = 0, poll_interval: float = 0.05
+    ) -> AsyncIterator[Event]:
+        """Yield every event with ``position > from_position`` in position order, then follow.
+
+        Woken by this store's commits and by other processes' NOTIFY (a hint: every wait
+        also ends after ``poll_interval`` seconds). Ends when the store closes.
+        """
+        if self._listener is None and self._state == "open":
+            self._listener = asyncio.create_task(self._listen(), name="eventstore-pg-listen")
+        position = from_position
+        while self._state in ("open", "closing"):
+            wake = self._committed
+            if wake is None:
+                wake = self._committed = anyio.Event()
+            try:
+                rows = await self._fetch(
+                    "tail",
+                    "SELECT e.position, e.seq, e.ts, e.type, e.version, e.hash, e.body, r.run_id, "
+                    "p.hash FROM events e JOIN runs r ON r.run = e.run "
+                    "LEFT JOIN events p ON p.run = e.run AND p.seq = e.seq - 1 "
+                    "WHERE e.position > %s ORDER BY e.position LIMIT %s",
+                    (position, _CHUNK),
+                )
+            except StoreClosedError:
+                return
+            for row in rows:
+                prev = "" if row[8] is None else bytes(row[8]).hex()
+                event = self._event(row[7], row, prev)
+                position = event.position
+                yield event
+            if len(rows) < _CHUNK:
+                with anyio.move_on_after(poll_interval):
+                    await wake.wait()
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        """Runs, newest first, optionally only those with ``status``."""
+        if status is None:
+            rows = await self._fetch(
+                "list_runs", f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run DESC LIMIT %s", (limit,)
+            )
+        else:
+            rows = await self._fetch(
+                "list_runs",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s ORDER BY run DESC LIMIT %s",
+                (status, limit),
+            )
+        return [RunInfo(*row) for row in rows]
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        """The run's listing row, or None if no event of it was ever appended."""
+        rows = await self._fetch(
+            "get_run", f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,)
+        )
+        return RunInfo(*rows[0]) if rows else None

@@ -1,0 +1,132 @@
+"""The PostgreSQL layout of the event store: tables, identification and version checks.
+
+A store lives in one PostgreSQL schema (``magistrate`` unless told otherwise). Its ``meta``
+table names the application and the layout's version, and holds the store-wide position
+counter. A schema that holds tables but no such row is someone else's and is never
+modified; a newer version is refused unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+from psycopg import sql
+
+from ._errors import NotAStoreError, SchemaVersionError
+
+__all__ = ["PG_APPLICATION", "PG_SCHEMA_VERSION", "ensure_schema", "valid_schema_name"]
+
+#: What the meta row's ``application`` column holds in a magistrate store.
+PG_APPLICATION = "magistrate-eventstore"
+#: The version of the tables this release reads and writes.
+PG_SCHEMA_VERSION = 1
+
+# One row per event (no frames: PostgreSQL's per-row cost is not SQLite's, and rows stay
+# plain to query). ``position`` is the store-wide commit order that tail follows: it is
+# taken from meta.next_position inside the append transaction, whose row lock keeps
+# positions gap-free and visible in order. ``body`` holds the encoded body bytes the hash
+# covers. ``runs.last_seq`` / ``last_hash`` are the run's head, the fence every append
+# checks (compare-and-set under the row lock); ``owner`` / ``lease_expires`` /
+# ``claim_epoch`` record who executes the run (see claim / renew).
+_DDL = """
+CREATE TABLE {schema}.meta (
+    application    TEXT    NOT NULL,
+    schema_version INTEGER NOT NULL,
+    next_position  BIGINT  NOT NULL
+);
+CREATE TABLE {schema}.runs (
+    run           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id        TEXT             NOT NULL UNIQUE,
+    status        TEXT             NOT NULL,
+    created       DOUBLE PRECISION NOT NULL,
+    updated       DOUBLE PRECISION NOT NULL,
+    last_seq      BIGINT           NOT NULL,
+    last_hash     BYTEA            NOT NULL,
+    graph_hash    TEXT,
+    owner         TEXT,
+    lease_expires DOUBLE PRECISION,
+    claim_epoch   BIGINT           NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_status ON {schema}.runs (status, run);
+CREATE TABLE {schema}.events (
+    position BIGINT           PRIMARY KEY,
+    run      BIGINT           NOT NULL,
+    seq      BIGINT           NOT NULL,
+    ts       DOUBLE PRECISION NOT NULL,
+    type     TEXT             NOT NULL,
+    version  INTEGER          NOT NULL,
+    hash     BYTEA            NOT NULL,
+    body     BYTEA            NOT NULL,
+    UNIQUE (run, seq)
+);
+CREATE TABLE {schema}.snapshots (
+    run_id  TEXT    NOT NULL,
+    seq     BIGINT  NOT NULL,
+    hash    TEXT    NOT NULL,
+    version TEXT    NOT NULL,
+    data    BYTEA   NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+
+_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def valid_schema_name(name: str) -> str:
+    """``name`` if it is a plain lower-case PostgreSQL identifier; else ValueError."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"a store's PostgreSQL schema name must match [a-z_][a-z0-9_]*, got {name!r}"
+        )
+    return name
+
+
+async def ensure_schema(
+    conn: psycopg.AsyncConnection[tuple[object, ...]], schema: str, where: str
+) -> None:
+    """Create the store's tables in ``schema`` if it holds none; check them otherwise.
+
+    ``conn`` is in autocommit mode. An advisory lock keyed on the schema name makes
+    concurrent first opens create the tables once. Raises NotAStoreError for a schema
+    holding other tables (or no meta row of ours) and SchemaVersionError for a newer
+    layout; neither changes anything.
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"magistrate:{schema}",))
+        cur = await conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        )
+        tables = {str(row[0]) for row in await cur.fetchall()}
+        if not tables:
+            ident = sql.Identifier(schema)
+            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+            for statement in _DDL.split(";"):
+                if statement.strip():
+                    await conn.execute(sql.SQL(statement).format(schema=ident))
+            await conn.execute(
+                sql.SQL("INSERT INTO {}.meta VALUES (%s, %s, 1)").format(ident),
+                (PG_APPLICATION, PG_SCHEMA_VERSION),
+            )
+            return
+        if "meta" not in tables:
+            raise NotAStoreError(where, f"schema {schema!r} holds other tables and no meta table")
+        try:
+            cur = await conn.execute(
+                sql.SQL("SELECT application, schema_version FROM {}.meta").format(
+                    sql.Identifier(schema)
+                )
+            )
+            rows = await cur.fetchall()
+        except psycopg.errors.UndefinedColumn as exc:
+            raise NotAStoreError(
+                where, f"schema {schema!r} has a meta table of another kind"
+            ) from exc
+        if len(rows) != 1 or rows[0][0] != PG_APPLICATION:
+            raise NotAStoreError(where, f"schema {schema!r} is not a magistrate store")
+        version = int(str(rows[0][1]))
+        if version > PG_SCHEMA_VERSION:
+            raise SchemaVersionError(where, version, PG_SCHEMA_VERSION)
+        missing = {"runs", "events", "snapshots"} - tables
+        if missing:
+            raise NotAStoreError(where, f"tables missing: {', '.join(sorted(missing))}")

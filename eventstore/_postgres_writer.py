@@ -1,0 +1,289 @@
+"""The PostgreSQL store's writer: one task, one connection, one transaction per group commit.
+
+Appends queue up while a commit is in flight and the next transaction takes them all (up
+to ``max_batch``). Each transaction locks the runs rows of its appends (``FOR UPDATE``, in
+run_id order so that two writers never deadlock on them), checks every append against the
+run's head in the database (and, for a run this store has claimed, the claim epoch), writes
+the accepted ones and moves each run's head (a compare-and-set under the row lock), takes
+the positions from the meta row last and commits. A NOTIFY after the commit wakes the
+followers of other processes; it is a transaction of its own, so it never holds a commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from ._errors import ConcurrencyError, LeaseLostError, StoreClosedError, StoreError
+from ._events import chain_digest
+from ._protocol import AppendResult
+from ._requests import AppendRequest
+
+__all__ = ["PostgresWriter"]
+
+_log = logging.getLogger("magistrate.eventstore")
+
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_LOCK_RUNS = (
+    "SELECT run_id, run, last_seq, last_hash, claim_epoch, owner FROM runs "
+    "WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE"
+)
+_INSERT_RUNS = (
+    "INSERT INTO runs (run_id, status, created, updated, last_seq, last_hash, graph_hash) "
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[], %s::bigint[], "
+    "%s::bytea[], %s::text[]) ON CONFLICT (run_id) DO NOTHING RETURNING run_id, run"
+)
+_UPDATE_RUNS = (
+    "UPDATE runs r SET last_seq = v.seq, last_hash = v.hash, updated = v.ts, "
+    "status = coalesce(v.status, r.status), graph_hash = coalesce(v.graph_hash, r.graph_hash) "
+    "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::text[], %s::text[]) "
+    "AS v(run, seq, hash, ts, status, graph_hash) WHERE r.run = v.run"
+)
+_TAKE_POSITIONS = "UPDATE meta SET next_position = next_position + %s RETURNING next_position - %s"
+_INSERT_EVENTS = (
+    "INSERT INTO events (position, run, seq, ts, type, version, hash, body) "
+    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::float8[], %s::text[], "
+    "%s::int[], %s::bytea[], %s::bytea[])"
+)
+
+
+class _Retry(Exception):
+    """Another writer created one of the batch's new runs meanwhile: plan again."""
+
+
+class PostgresWriter:
+    """Group-commits queued appends on its own connection, in a task of the store's."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        channel: str,
+        max_batch: int,
+        capacity: int,
+        on_batch: Callable[[list[AppendRequest], float], None],
+    ) -> None:
+        self._connect = connect
+        self._conn: Connection | None = None
+        self._channel = channel
+        self._max_batch = max_batch
+        self._capacity = capacity
+        self._on_batch = on_batch
+        self._queue: deque[AppendRequest] = deque()
+        self._wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        #: run_id -> the claim epoch every append of that run must still find in the store.
+        self.epochs: dict[str, int] = {}
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    async def start(self) -> None:
+        self._conn = await self._connect()
+        self._task = asyncio.create_task(self._run(), name="eventstore-pg-writer")
+
+    def submit(self, request: AppendRequest) -> bool:
+        """Queue ``request``; False (nothing queued) when the queue is full."""
+        if len(self._queue) >= self._capacity:
+            self._space.clear()
+            return False
+        self._queue.append(request)
+        self._wake.set()
+        return True
+
+    async def wait_for_space(self) -> None:
+        await self._space.wait()
+
+    def collect(self) -> None:
+        """Nothing to collect: answers are handed out by the writer task itself."""
+
+    async def close(self) -> None:
+        """Commit what is queued, then stop and close the connection."""
+        self._closing = True
+        self._wake.set()
+        self._space.set()
+        if self._task is not None:
+            task, self._task = self._task, None
+            try:
+                await task
+            except Exception as exc:  # the writer failed; its requests were failed too
+                _log.warning("the PostgreSQL writer stopped with %r", exc)
+        await self._disconnect()
+        for request in self._queue:
+            request.fail(StoreClosedError("append", "the store closed before it was written"))
+        self._queue.clear()
+
+    async def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def _run(self) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
+            self._space.set()
+            started = time.perf_counter()
+            try:
+                await self._commit(batch)
+            except (psycopg.Error, OSError, StoreError) as exc:
+                error = (
+                    exc
+                    if isinstance(exc, StoreError)
+                    else StoreError(f"append: the PostgreSQL transaction failed: {exc}")
+                )
+                for request in batch:
+                    request.error = error
+                    request.result = None
+                await self._disconnect()  # reconnect for the next batch
+            self._on_batch(batch, time.perf_counter() - started)
+            for request in batch:
+                request.finish()
+            if any(request.error is None for request in batch):
+                await self._notify()
+
+    async def _notify(self) -> None:
+        try:
+            conn = await self._connection()
+            await conn.execute("SELECT pg_notify(%s, '')", (self._channel,))
+        except (psycopg.Error, OSError, StoreError) as exc:  # followers still poll
+            _log.debug("NOTIFY failed: %r", exc)
+            await self._disconnect()
+
+    async def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = await self._connect()
+        return self._conn
+
+    async def _commit(self, batch: list[AppendRequest]) -> None:
+        for attempt in range(5):
+            conn = await self._connection()
+            try:
+                async with conn.transaction():
+                    await self._transaction(conn, batch)
+                return
+            except (_Retry, psycopg.errors.DeadlockDetected):
+                if attempt == 4:
+                    raise
+            except BaseException:
+                for request in batch:  # nothing of a failed transaction was written
+                    request.result = None
+                raise
+
+    async def _transaction(self, conn: Connection, batch: list[AppendRequest]) -> None:
+        now = time.time()
+        run_ids = sorted({request.run_id for request in batch})
+        cur = await conn.execute(_LOCK_RUNS, (run_ids,))
+        # run_id -> [run key or None (new), last seq, last digest]
+        rows = await cur.fetchall()
+        heads: dict[str, list[Any]] = {row[0]: [row[1], row[2], bytes(row[3])] for row in rows}
+        epochs = {row[0]: (row[4], row[5]) for row in rows}
+        new_runs: dict[str, list[Any]] = {}  # run_id -> [status, graph_hash]
+        changed: dict[str, list[Any]] = {}  # run_id -> [status, graph_hash]
+        accepted: list[tuple[AppendRequest, int, list[bytes]]] = []
+        for request in batch:
+            request.result = None
+            request.error = None
+            run_id = request.run_id
+            claimed = self.epochs.get(run_id)
+            if claimed is not None:
+                found = epochs.get(run_id, (0, None))
+                if found[0] != claimed:
+                    request.error = LeaseLostError(run_id, claimed, found[0], found[1])
+                    continue
+            head = heads.get(run_id)
+            seq = 0 if head is None else head[1]
+            if request.expected_seq is not None and request.expected_seq != seq:
+                request.error = ConcurrencyError(run_id, request.expected_seq, seq)
+                continue
+            if head is None:
+                head = heads[run_id] = [None, 0, b""]
+                new_runs[run_id] = ["new", None]
+            first = seq + 1
+            prev = head[2]
+            digests: list[bytes] = []
+            for tag, version, body in zip(
+                request.tags, request.versions, request.bodies, strict=True
+            ):
+                seq += 1
+                prev = chain_digest(prev, run_id, seq, tag, version, body)
+                digests.append(prev)
+            head[1], head[2] = seq, prev
+            status, graph_hash = request.status
+            change = new_runs.get(run_id) or changed.setdefault(run_id, [None, None])
+            if status is not None:
+                change[0] = status
+            if graph_hash is not None:
+                change[1] = graph_hash
+            accepted.append((request, first, digests))
+        if not accepted:
+            return
+        if new_runs:
+            ids = list(new_runs)
+            cur = await conn.execute(
+                _INSERT_RUNS,
+                (
+                    ids,
+                    [new_runs[i][0] for i in ids],
+                    [now] * len(ids),
+                    [now] * len(ids),
+                    [heads[i][1] for i in ids],
+                    [heads[i][2] for i in ids],
+                    [new_runs[i][1] for i in ids],
+                ),
+            )
+            inserted = {row[0]: row[1] for row in await cur.fetchall()}
+            if len(inserted) != len(ids):
+                raise _Retry
+            for run_id, key in inserted.items():
+                heads[run_id][0] = key
+        if changed:
+            ids = list(changed)
+            await conn.execute(
+                _UPDATE_RUNS,
+                (
+                    [heads[i][0] for i in ids],
+                    [heads[i][1] for i in ids],
+                    [heads[i][2] for i in ids],
+                    [now] * len(ids),
+                    [changed[i][0] for i in ids],
+                    [changed[i][1] for i in ids],
+                ),
+            )
+        count = sum(len(digests) for _, _, digests in accepted)
+        # Positions last: the meta row's lock is held only from here to COMMIT.
+        cur = await conn.execute(_TAKE_POSITIONS, (count, count))
+        row = await cur.fetchone()
+        assert row is not None
+        position = int(row[0])
+        columns: list[list[Any]] = [[] for _ in range(8)]
+        positions, runs, seqs, stamps, types, versions, hashes, bodies = columns
+        for request, first, digests in accepted:
+            key = heads[request.run_id][0]
+            n = len(digests)
+            positions.extend(range(position, position + n))
+            runs.extend([key] * n)
+            seqs.extend(range(first, first + n))
+            stamps.extend([now] * n)
+            types.extend(request.tags)
+            versions.extend(request.versions)
+            hashes.extend(digests)
+            bodies.extend(request.bodies)
+            position += n
+            request.result = AppendResult(first, first + n - 1, position - 1, digests[-1].hex())
+        await conn.execute(_INSERT_EVENTS, columns)
