@@ -28,6 +28,7 @@ __all__ = [
     "ConversationEntryLike",
     "GoalLike",
     "build_system_prompt",
+    "conversation_summary",
     "estimate_tokens",
     "plan_compaction",
     "summarise_value",
@@ -250,6 +251,33 @@ def _summary_lines(message: ChatMessage) -> list[str]:
         args = summarise_value(call.arguments, _LINE_CHARS)
         lines.append(f"{message.role} called {call.name}({args})")
     return lines
+
+
+def conversation_summary(messages: Sequence[ChatMessage], *, limit_chars: int = 2000) -> str:
+    """An extractive, bounded summary of a conversation: what a custom judge reads.
+
+    One line per message (as :func:`plan_compaction` summarises), the most recent ones
+    that fit in ``limit_chars``, oldest first, preceded by ``(earlier messages omitted)``
+    when some did not fit. Reads the messages from the end and stops at the limit, so its cost does
+    not grow with the conversation.
+    """
+    kept: list[str] = []
+    size = 0
+    index = len(messages) - 1
+    full = False
+    while index >= 0 and not full:
+        for line in reversed(_summary_lines(messages[index])):
+            size += len(line) + 1
+            if size > limit_chars:
+                full = True
+                break
+            kept.append(line)
+        else:
+            index -= 1
+    kept.reverse()
+    if index >= 0:
+        kept.insert(0, "(earlier messages omitted)")
+    return "\n".join(kept)
 
 
 def plan_compaction(

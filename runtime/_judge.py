@@ -13,9 +13,16 @@ edges apply). Without a custom judge it runs the :class:`ImplicitJudge` cascade:
 4. otherwise ACCEPT at level ``"structural"``.
 
 Safety nets: a custom judge's ACCEPT with required keys missing is overridden to RETRY
-(level ``"override"``); a failing quality call (after ``retries`` immediate re-tries)
-ACCEPTs with ``error`` set, or RETRYs when ``fail_closed``; :func:`max_iterations_verdict`
-and :func:`should_judge` bound the loop; :func:`stall_verdict` words the stall warning.
+(level ``"override"``, :func:`safety_net`); a judge that fails (a quality call failing
+after ``retries`` immediate re-tries, a custom judge that raises or returns nonsense, a
+judge that does not answer in time) follows :func:`judge_failure_verdict`: the cascade
+without its quality check decides, with ``error`` set, or, when the node fails closed,
+the verdict is ESCALATE carrying the error; :func:`max_iterations_verdict` and
+:func:`should_judge` bound the loop; :func:`stall_verdict` words the stall warning.
+
+On a run's path the judge is an actor (:class:`JudgeActor`) that the LLM node asks with
+a timeout; the actor runs :func:`consult` and :func:`safety_net`, and a judge that
+raises or hangs is an actor failure the node turns into the judge-failure verdict.
 
 The bail-out and structural paths allocate almost nothing (shared verdict constants, no
 regex, no logging) because they run on every turn of every node.
@@ -35,6 +42,7 @@ from ._errors import MalformedResponseError, ProviderError
 from ._llm import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 
 __all__ = [
+    "DEFAULT_RETRY_FEEDBACK",
     "FEEDBACK_PREFIX",
     "Action",
     "CustomJudgeResult",
@@ -45,12 +53,15 @@ __all__ = [
     "JudgeRequest",
     "JudgeVerdict",
     "Level",
+    "consult",
     "feedback_message",
     "judge_context",
+    "judge_failure_verdict",
     "max_iterations_verdict",
     "missing_required_keys",
     "parse_quality_answer",
     "rule",
+    "safety_net",
     "should_judge",
     "stall_verdict",
 ]
@@ -62,6 +73,12 @@ Level = Literal[
 
 #: The prefix of the user message that carries a RETRY's feedback (the seed's wording).
 FEEDBACK_PREFIX: Final = "[Judge feedback]: "
+#: The feedback a RETRY injects when its judge gave none: the model must not be asked
+#: again with an unchanged conversation.
+DEFAULT_RETRY_FEEDBACK: Final = (
+    "The judge did not accept this yet. Review your work against the task and the "
+    "required outputs, improve it, and set the outputs again."
+)
 #: How many trailing messages the quality check sees.
 RECENT_MESSAGES: Final = 10
 
@@ -295,8 +312,8 @@ class ImplicitJudge:
     Level 0 is enough. A quality call that raises :class:`ProviderError` or answers
     unintelligibly is re-tried ``retries`` times at once; if all attempts fail the
     verdict is ACCEPT with ``error`` set (graceful degradation: Level 0 already passed),
-    or, with ``fail_closed=True``, RETRY with the error in ``feedback`` (the node keeps
-    trying until the judge answers or max_iterations ends it).
+    or, with ``fail_closed=True``, ESCALATE with the error (the node fails; on_failure
+    edges apply).
     """
 
     __slots__ = ("fail_closed", "model", "provider", "retries")
@@ -356,18 +373,26 @@ class ImplicitJudge:
         return self.failure_verdict(f"quality check failed: {error}")
 
     def failure_verdict(self, error: str) -> JudgeVerdict:
-        """The verdict when a judge could not judge: ACCEPT, or RETRY when fail_closed."""
+        """The verdict when the quality check could not judge: ACCEPT, or ESCALATE when
+        fail_closed (Level 0 has passed when the quality check runs)."""
         if self.fail_closed:
-            return JudgeVerdict(
-                action="retry",
-                level="quality",
-                feedback=(
-                    "The quality check could not be completed, so this work is not accepted "
-                    f"yet ({error}). Review your outputs against the success criteria."
-                ),
-                error=error,
-            )
+            return _escalation(error, "quality")
         return JudgeVerdict(action="accept", level="quality", error=error)
+
+    def without_quality(self, context: JudgeContext) -> JudgeVerdict:
+        """The cascade without its Level 2 call: bail-out, structural, else ACCEPT."""
+        if context.turn_had_tool_calls:
+            return _BAIL_OUT
+        return _structural(context) or _STRUCTURAL_ACCEPT
+
+
+def _escalation(error: str, level: Level) -> JudgeVerdict:
+    return JudgeVerdict(
+        action="escalate",
+        level=level,
+        feedback=f"The judge failed and this node fails closed: {error}",
+        error=error,
+    )
 
 
 def _normalise(result: object) -> JudgeVerdict:
@@ -383,28 +408,23 @@ def _normalise(result: object) -> JudgeVerdict:
     raise TypeError(f"a custom judge returned {result!r}; expected a JudgeVerdict or an action")
 
 
-async def rule(
+async def consult(
     context: JudgeContext, *, judge: JudgeProtocol | None, implicit: ImplicitJudge
 ) -> JudgeVerdict:
-    """The verdict for one turn, safety nets applied. The LLM node calls this each turn.
+    """Ask the judge for its verdict, as it gives it: the custom ``judge`` (at level
+    ``"custom"``) or else the implicit cascade. No safety net is applied.
 
-    Without ``judge``: the implicit cascade. With one: its verdict at level
-    ``"custom"``, except that an ACCEPT while required keys are missing becomes RETRY at
-    level ``"override"`` naming the keys. A custom judge that raises (or returns
-    something that is not a verdict) does not stop the run and cannot accept by
-    accident: the implicit cascade decides instead, and the verdict's ``error`` records
-    the failure. Blocks on the judge; cancellation propagates.
+    Blocks on the judge; cancellation propagates. Raises whatever the judge raises, and
+    TypeError when a custom judge returns something that is not a verdict.
     """
     if judge is None:
         return await implicit.evaluate(context)
-    try:
-        verdict = _normalise(await judge.evaluate(context))
-    except Exception as exc:  # recorded in the verdict (and so in the log), not swallowed
-        fallback = await implicit.evaluate(context)
-        error = f"custom judge failed: {type(exc).__name__}: {exc}"
-        if fallback.error:
-            error = f"{error}; {fallback.error}"
-        return msgspec.structs.replace(fallback, error=error)
+    return _normalise(await judge.evaluate(context))
+
+
+def safety_net(context: JudgeContext, verdict: JudgeVerdict) -> JudgeVerdict:
+    """The ACCEPT override: an ACCEPT while required keys are missing becomes RETRY at
+    level ``"override"`` naming the keys; any other verdict is returned as is."""
     if verdict.action == "accept" and context.missing_keys:
         return JudgeVerdict(
             action="retry",
@@ -413,6 +433,46 @@ async def rule(
             confidence=verdict.confidence,
         )
     return verdict
+
+
+def judge_failure_verdict(
+    context: JudgeContext, error: str, *, implicit: ImplicitJudge, custom: bool
+) -> JudgeVerdict:
+    """The verdict when the judge itself failed (raised, hung, answered nonsense).
+
+    Fail-open (the default): the cascade without its quality call decides (a turn with
+    tool calls goes on, missing keys are asked for, else ACCEPT), with ``error`` set, so
+    a broken judge neither stops the run nor accepts incomplete work. Fail-closed
+    (``implicit.fail_closed``): ESCALATE with the error, so the node fails.
+    """
+    level: Level = "custom" if custom else "quality"
+    if implicit.fail_closed:
+        return _escalation(error, level)
+    fallback = implicit.without_quality(context)
+    return msgspec.structs.replace(fallback, error=error)
+
+
+async def rule(
+    context: JudgeContext, *, judge: JudgeProtocol | None, implicit: ImplicitJudge
+) -> JudgeVerdict:
+    """The verdict for one turn, safety nets applied, in the caller's task.
+
+    :func:`consult`, then :func:`safety_net`; a judge that raises (or returns something
+    that is not a verdict) gives :func:`judge_failure_verdict`, whose ``error`` records
+    the failure. (The LLM node asks a :class:`JudgeActor` instead, with a timeout.)
+    Blocks on the judge; cancellation propagates.
+    """
+    try:
+        verdict = await consult(context, judge=judge, implicit=implicit)
+    except Exception as exc:  # recorded in the verdict (and so in the log), not swallowed
+        error = f"{'custom ' if judge is not None else ''}judge failed: {describe(exc)}"
+        return judge_failure_verdict(context, error, implicit=implicit, custom=judge is not None)
+    return safety_net(context, verdict)
+
+
+def describe(exc: BaseException) -> str:
+    """``"Type: message"`` for an error recorded in a verdict."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 def should_judge(iteration: int, every_n: int, had_tool_calls: bool) -> bool:
@@ -495,11 +555,13 @@ class JudgeRequest(Message, frozen=True, tag="judge.request"):
 
 
 class JudgeActor(Actor):
-    """A thin actor around :func:`rule` for one judging configuration (usually one node).
+    """The judge of one LLM node, as an actor: ``ask(JudgeRequest(context=...))`` replies
+    with the :class:`JudgeVerdict` of :func:`consult` after :func:`safety_net`; when the
+    ask fails, the asker applies :func:`judge_failure_verdict`.
 
-    ``ask(JudgeRequest(context=...))`` replies with the :class:`JudgeVerdict`. It handles
-    one request at a time, so quality calls of one node never overlap. Any other message
-    is a programming error: it raises TypeError, which stops the actor.
+    It handles one request at a time, so quality calls of one node never overlap. A judge
+    that raises stops the actor and the exception reaches the asker; one that hangs is
+    the asker's timeout. Any other message is a programming error: TypeError.
     """
 
     def __init__(self, implicit: ImplicitJudge, judge: JudgeProtocol | None = None) -> None:
@@ -508,5 +570,7 @@ class JudgeActor(Actor):
 
     async def receive(self, message: Any) -> Any:
         if type(message) is JudgeRequest:
-            return await rule(message.context, judge=self.judge, implicit=self.implicit)
+            context = message.context
+            verdict = await consult(context, judge=self.judge, implicit=self.implicit)
+            return safety_net(context, verdict)
         raise TypeError(f"JudgeActor cannot handle {type(message).__name__}")

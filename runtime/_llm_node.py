@@ -27,7 +27,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors import Actor, ActorRef
+import msgspec
+
+from actors import Actor, ActorRef, AskTimeoutError
 from eventstore import (
     ConversationCompacted,
     EventBody,
@@ -42,20 +44,26 @@ from eventstore import (
 
 from ._conversation import (
     build_system_prompt,
+    conversation_summary,
     plan_compaction,
     to_chat_messages,
     transition_marker,
 )
 from ._errors import ProviderError, SpecError, UnknownToolError
 from ._judge import (
+    DEFAULT_RETRY_FEEDBACK,
     ImplicitJudge,
+    JudgeActor,
+    JudgeContext,
     JudgeProtocol,
+    JudgeRequest,
     JudgeVerdict,
+    describe,
     feedback_message,
     judge_context,
+    judge_failure_verdict,
     max_iterations_verdict,
     missing_required_keys,
-    rule,
     should_judge,
     stall_verdict,
 )
@@ -87,6 +95,9 @@ class LlmNodeActor(Actor):
     ``tools`` is the runtime's registry: the node offers the tools named in
     ``NodeSpec.tools`` plus ``set_output``. ``judges`` resolves ``NodeSpec.judge``.
     ``context_budget_tokens`` is the estimated size above which older turns are compacted.
+    ``judge_timeout`` bounds each verdict (seconds): the node asks its judge, a
+    :class:`JudgeActor` it spawns for the attempt, and a judge that raises or does not
+    answer in time gets the judge-failure verdict.
     """
 
     def __init__(
@@ -99,6 +110,7 @@ class LlmNodeActor(Actor):
         tools: ToolRegistry | None = None,
         judges: Mapping[str, JudgeProtocol] | None = None,
         context_budget_tokens: int = 60_000,
+        judge_timeout: float = 300.0,
     ) -> None:
         self.spec = spec
         self.executor = executor
@@ -107,6 +119,7 @@ class LlmNodeActor(Actor):
         self.tools = tools if tools is not None else ToolRegistry()
         self.judges = dict(judges or {})
         self.context_budget_tokens = context_budget_tokens
+        self.judge_timeout = judge_timeout
         self._graph: GraphSpec | None = None
 
     async def receive(self, message: Any) -> Any:
@@ -144,7 +157,10 @@ class LlmNodeActor(Actor):
             registry=registry,
             provider=self.provider,
         )
-        return await loop.run()
+        try:
+            return await loop.run()
+        finally:
+            loop.stop_judge()
 
     def _tool(self, name: str) -> Tool:
         return self.tools.get(name)
@@ -190,6 +206,8 @@ class _Loop:
         self.history = history
         self.judge = judge
         self.implicit = ImplicitJudge(provider, fail_closed=spec.judge_fail_closed)
+        self.node = node
+        self.judge_ref: ActorRef | None = None
         self.registry = registry
         self.provider = provider
         self.budget = node.context_budget_tokens
@@ -347,6 +365,7 @@ class _Loop:
             )
             verdict = stall_verdict(threshold=_STALL_THRESHOLD, client_facing=spec.client_facing)
         elif should_judge(turn.iteration, spec.judge_every_n_turns, bool(calls)):
+            messages = to_chat_messages(self.entries)
             context = judge_context(
                 node_id=self.node_id,
                 iteration=turn.iteration,
@@ -357,9 +376,10 @@ class _Loop:
                 node_description=spec.description,
                 success_criteria=spec.success_criteria,
                 client_facing=spec.client_facing,
-                messages=to_chat_messages(self.entries),
+                conversation_summary=conversation_summary(messages) if self.judge else "",
+                messages=messages,
             )
-            verdict = await rule(context, judge=self.judge, implicit=self.implicit)
+            verdict = await self._ask_judge(context)
         if verdict is None or verdict.action == "retry":
             final = max_iterations_verdict(
                 turn.iteration, spec.max_iterations, missing_keys=self._missing()
@@ -368,8 +388,11 @@ class _Loop:
                 verdict = final
         if verdict is None:
             return None  # not judged this turn: the model just goes on
-        bodies.append(self._verdict_event(verdict, iteration=turn.iteration))
         ask_user = self._waits_for_user(verdict, turn)
+        if verdict.action == "retry" and not verdict.feedback and not calls and not ask_user:
+            # Asking again with an unchanged conversation would get the same answer.
+            verdict = msgspec.structs.replace(verdict, feedback=DEFAULT_RETRY_FEEDBACK)
+        bodies.append(self._verdict_event(verdict, iteration=turn.iteration))
         if verdict.action == "retry" and verdict.feedback and not ask_user:
             kind = "stall_warning" if verdict.level == "stall" else "feedback"
             bodies.append(self._message(feedback_message(verdict), kind))
@@ -377,6 +400,31 @@ class _Loop:
         if verdict.action == "retry":
             return self._needs_input() if ask_user else None
         return self._done(verdict.action, verdict.feedback)
+
+    async def _ask_judge(self, context: JudgeContext) -> JudgeVerdict:
+        """The verdict of this node's judge actor, or the judge-failure verdict when it
+        raises, stops or does not answer within the node's ``judge_timeout``."""
+        ref = self.judge_ref
+        if ref is None or ref.stopped:
+            actor = JudgeActor(self.implicit, self.judge)
+            ref = self.judge_ref = self.node.system.spawn(actor)
+        timeout = self.node.judge_timeout
+        try:
+            verdict: JudgeVerdict = await ref.ask(JudgeRequest(context=context), timeout=timeout)
+            return verdict
+        except AskTimeoutError:
+            error = f"no verdict within {timeout:g}s"
+        except Exception as exc:  # the judge actor failed: recorded in the verdict
+            error = describe(exc)
+        self.stop_judge()  # a hung judge is abandoned; the next turn gets a fresh one
+        custom = self.judge is not None
+        error = f"{'custom ' if custom else ''}judge failed: {error}"
+        return judge_failure_verdict(context, error, implicit=self.implicit, custom=custom)
+
+    def stop_judge(self) -> None:
+        if self.judge_ref is not None:
+            self.judge_ref.stop_nowait()
+            self.judge_ref = None
 
     def _waits_for_user(self, verdict: JudgeVerdict | Verdict, turn: LlmTurn) -> bool:
         """Whether a client-facing node stops for user input after this RETRY.

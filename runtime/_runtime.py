@@ -72,7 +72,8 @@ class Runtime:
     node offers those its ``tools`` names); ``judges`` maps names used in
     ``NodeSpec.judge`` to custom judges (else the name is a ``"module:attr"`` path);
     ``context_budget_tokens`` is the conversation size above which LLM nodes compact
-    older turns.
+    older turns; ``judge_timeout`` (seconds) bounds each judge verdict of an LLM node (a
+    judge that does not answer in time gets the judge-failure verdict).
     """
 
     def __init__(
@@ -86,6 +87,7 @@ class Runtime:
         tools: ToolRegistry | Iterable[Tool] | None = None,
         judges: Mapping[str, JudgeProtocol] | None = None,
         context_budget_tokens: int = 60_000,
+        judge_timeout: float = 300.0,
     ) -> None:
         self._store_arg = store
         self.store: EventStore | None = None
@@ -96,6 +98,7 @@ class Runtime:
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
         self.judges: dict[str, JudgeProtocol] = dict(judges or {})
         self.context_budget_tokens = context_budget_tokens
+        self.judge_timeout = judge_timeout
         self._stack: AsyncExitStack | None = None
         self._system: ActorSystem | None = None
         self._live: dict[str, tuple[ActorRef, RunOutcome, RunLog]] = {}
@@ -351,6 +354,7 @@ class Runtime:
                 tools=self.tools,
                 judges=self.judges,
                 context_budget_tokens=self.context_budget_tokens,
+                judge_timeout=self.judge_timeout,
             )
         raise SpecError(f"node {spec.id}", f"node kind {spec.kind!r} is not supported yet")
 

@@ -183,11 +183,11 @@ async def test_unparseable_answers_are_a_judge_failure() -> None:
     assert verdict.error is not None and "unparseable" in verdict.error
 
 
-async def test_fail_closed_retries_instead_of_accepting() -> None:
+async def test_fail_closed_escalates_instead_of_accepting() -> None:
     provider = judge_only(ProviderHTTPError("p", "down", status=503))
     judge = ImplicitJudge(provider, fail_closed=True, retries=0)
     verdict = await judge.evaluate(ctx(FULL, criteria=CRITERIA))
-    assert (verdict.action, verdict.level) == ("retry", "quality")
+    assert (verdict.action, verdict.level) == ("escalate", "quality")
     assert verdict.error is not None and "down" in verdict.error
     assert "down" in verdict.feedback
 

@@ -412,24 +412,6 @@ async def test_a_failing_quality_judge_accepts_with_the_error_recorded(tmp_path:
     assert last.error is not None and "rate limited" in last.error
 
 
-async def test_a_failing_quality_judge_fails_closed_to_retry(tmp_path: Path) -> None:
-    node = llm("n", output_keys=["a"], success_criteria=["be good"], judge_fail_closed=True)
-    down = ProviderError("judge", "rate limited", status=429)
-    provider = ScriptedProvider(
-        [reply("", set_output("a", "x")), reply("done"), reply("done again")],
-        judge=[down, down, down, '{"verdict": "ACCEPT", "confidence": 1}'],
-    )
-    result, events = await run_graph(tmp_path, graph([node]), provider)
-    assert result.status == "completed"
-    verdicts = of(events, Verdict)
-    assert [(v.action, v.level, v.error is not None) for v in verdicts] == [
-        ("retry", "bail_out", False),
-        ("retry", "quality", True),
-        ("accept", "quality", False),
-    ]
-    assert provider.calls_for("turn") == 3
-
-
 async def test_stall_warning_at_exactly_the_third_identical_turn(tmp_path: Path) -> None:
     @tool
     def lookup(q: str) -> str:
