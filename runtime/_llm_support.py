@@ -3,7 +3,6 @@ and how data is shown to the model."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import msgspec
 
 from ._errors import SpecError
+from ._functions import import_reference
 from ._judge import CustomJudgeResult, JudgeContext, JudgeProtocol
 from ._llm import ToolCall, ToolSpec
 
@@ -56,32 +56,22 @@ class _FunctionJudge:
 
 
 def resolve_judge(
-    reference: str, judges: Mapping[str, JudgeProtocol], *, path: str
+    reference: str,
+    judges: Mapping[str, JudgeProtocol],
+    *,
+    path: str,
+    allow_imports: Sequence[str] = (),
 ) -> JudgeProtocol:
-    """The custom judge ``NodeSpec.judge`` names: a registered name, else ``"module:attr"``.
+    """The custom judge ``NodeSpec.judge`` names: a registered name, else a ``"module:attr"``
+    path under one of ``allow_imports`` (see ``import_reference``; none by default).
 
     An imported attribute may be a judge object (with ``evaluate``), a class (instantiated
     without arguments) or a function of the context (wrapped). Raises SpecError naming
-    ``path`` when it cannot be found or is not a judge.
+    ``path`` when it cannot be found, is not allowed or is not a judge.
     """
     if reference in judges:
         return judges[reference]
-    module_name, sep, attribute = reference.partition(":")
-    if not sep or not module_name or not attribute:
-        raise SpecError(
-            path, f"{reference!r} is neither a registered judge nor a 'module:attr' path"
-        )
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SpecError(path, f"cannot import module {module_name!r}: {exc}") from exc
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise SpecError(
-                path, f"module {module_name!r} has no attribute {attribute!r}"
-            ) from None
+    target: Any = import_reference(reference, allow_imports, path=path, what="judge")
     if isinstance(target, type):
         target = target()
     if callable(getattr(target, "evaluate", None)):

@@ -28,6 +28,7 @@ from ._functions import resolve_callable
 from ._judge import JudgeProtocol
 from ._llm import LlmProvider
 from ._llm_node import LlmNodeActor
+from ._llm_support import SET_OUTPUT, resolve_judge
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._result import RunOutcome, RunResult
 from ._runlog import CommitHook, RunLog
@@ -70,10 +71,17 @@ class Runtime:
     judges and llm_decide edges. ``hooks`` are called after every
     commit with (run_id, last seq, events). ``tools`` are what LLM nodes may call (each
     node offers those its ``tools`` names); ``judges`` maps names used in
-    ``NodeSpec.judge`` to custom judges (else the name is a ``"module:attr"`` path);
+    ``NodeSpec.judge`` to custom judges;
     ``context_budget_tokens`` is the conversation size above which LLM nodes compact
     older turns; ``judge_timeout`` (seconds) bounds each judge verdict of an LLM node (a
     judge that does not answer in time gets the judge-failure verdict).
+
+    ``allow_imports`` lists the module prefixes from which a graph may import callables
+    and judges by ``"package.module:attr"`` path (``["myapp.nodes"]`` allows
+    ``myapp.nodes`` and ``myapp.nodes.*``). It is empty by default: a graph may then name
+    only what is registered here (``functions``, ``tools``, ``judges``), so a graph file
+    stays data. Listing a prefix makes every graph file this runtime runs code that may
+    call whatever those modules define.
     """
 
     def __init__(
@@ -88,6 +96,7 @@ class Runtime:
         judges: Mapping[str, JudgeProtocol] | None = None,
         context_budget_tokens: int = 60_000,
         judge_timeout: float = 300.0,
+        allow_imports: Sequence[str] = (),
     ) -> None:
         self._store_arg = store
         self.store: EventStore | None = None
@@ -97,6 +106,11 @@ class Runtime:
         self._mailbox = mailbox
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
         self.judges: dict[str, JudgeProtocol] = dict(judges or {})
+        if isinstance(allow_imports, str):
+            raise TypeError("allow_imports is a sequence of module prefixes, not one string")
+        self.allow_imports: tuple[str, ...] = tuple(allow_imports)
+        # The registered judges plus those imported (under allow_imports) by started graphs.
+        self._judge_map: dict[str, JudgeProtocol] = dict(self.judges)
         self.context_budget_tokens = context_budget_tokens
         self.judge_timeout = judge_timeout
         self._stack: AsyncExitStack | None = None
@@ -147,11 +161,12 @@ class Runtime:
     ) -> RunHandle:
         """Validate ``graph`` and start a run; return at once with its handle.
 
-        Raises SpecErrors (before anything is written) for an invalid graph or a function
-        that cannot be found.
+        Raises SpecErrors (before anything is written) for an invalid graph, or one naming
+        a function, judge or tool that is neither registered nor an allowed import, or
+        with LLM nodes and no provider.
         """
         validate_graph(graph)
-        self._check_functions(graph)
+        self._check_graph(graph)
         run_id = run_id or uuid.uuid4().hex
         log = RunLog(run_id, self.store, hooks=self.hooks)
         return await self._launch(run_id, graph, log, input=dict(input or {}))
@@ -184,7 +199,7 @@ class Runtime:
                 graph_hash(graph),
                 state.graph_hash,
             )
-        self._check_functions(graph)
+        self._check_graph(graph)
         log = self._memory_logs.get(run_id) or RunLog(
             run_id, self.store, last_seq=state.last_seq, hooks=self.hooks
         )
@@ -320,14 +335,47 @@ class Runtime:
         )
         await log.append([body])
 
-    def _check_functions(self, graph: GraphSpec) -> None:
+    def _check_graph(self, graph: GraphSpec) -> None:
+        """What a run would otherwise trip on only when it reaches a node: functions and
+        judges that are neither registered nor allowed imports, unknown tools, LLM nodes
+        without a provider."""
         errors: list[SpecError] = []
         for index, node in enumerate(graph.nodes):
-            if node.kind in ("function", "router") and node.function is not None:
-                try:
-                    resolve_callable(node.function, self.functions, path=f"nodes[{index}].function")
-                except SpecError as exc:
-                    errors.append(exc)
+            where = f"nodes[{index}]"
+            try:
+                if node.kind in ("function", "router") and node.function is not None:
+                    resolve_callable(
+                        node.function,
+                        self.functions,
+                        path=f"{where}.function",
+                        allow_imports=self.allow_imports,
+                    )
+                if node.kind == "llm" and node.judge is not None:
+                    self._judge_map.setdefault(
+                        node.judge,
+                        resolve_judge(
+                            node.judge,
+                            self._judge_map,
+                            path=f"{where}.judge",
+                            allow_imports=self.allow_imports,
+                        ),
+                    )
+            except SpecError as exc:
+                errors.append(exc)
+            if node.kind == "llm":
+                for j, name in enumerate(node.tools):
+                    if name != SET_OUTPUT and name not in self.tools:
+                        known = ", ".join(self.tools.names) or "none"
+                        errors.append(
+                            SpecError(
+                                f"{where}.tools[{j}]",
+                                f"no tool {name!r} is registered with the runtime (known: {known})",
+                            )
+                        )
+                if self.provider is None:
+                    errors.append(
+                        SpecError(f"{where}.kind", "an llm node needs Runtime(provider=...)")
+                    )
         if errors:
             raise SpecErrors(errors)
 
@@ -336,7 +384,9 @@ class Runtime:
             return None
         plain = self._plain_cache.get(spec.function)
         if plain is None:
-            function = resolve_callable(spec.function, self.functions, path=spec.id)
+            function = resolve_callable(
+                spec.function, self.functions, path=spec.id, allow_imports=self.allow_imports
+            )
             plain = self._plain_cache[spec.function] = PlainFunction(function)
         return plain
 
@@ -352,7 +402,7 @@ class Runtime:
                 log,
                 provider=self.provider,
                 tools=self.tools,
-                judges=self.judges,
+                judges=self._judge_map,
                 context_budget_tokens=self.context_budget_tokens,
                 judge_timeout=self.judge_timeout,
             )

@@ -59,6 +59,9 @@ SCRIPT = [
     reply("The route is planned."),
 ]
 
+#: The graph names its function node by import path, so both processes allow this module.
+ALLOW = "tests.runtime.llm_resume_script"
+
 GRAPH = GraphSpec(
     id="trip",
     nodes=[
@@ -85,7 +88,9 @@ def _kill_after_turn(run_id: str, last_seq: int, bodies: Sequence[EventBody]) ->
 
 async def main(db: str, run_id: str) -> None:
     provider = ScriptedProvider(SCRIPT)
-    async with Runtime(db, provider=provider, tools=TOOLS, hooks=[_kill_after_turn]) as rt:
+    async with Runtime(
+        db, provider=provider, tools=TOOLS, hooks=[_kill_after_turn], allow_imports=[ALLOW]
+    ) as rt:
         handle = await rt.start(GRAPH, run_id=run_id)
         await handle.result()
     raise SystemExit("the run finished: it should have been killed after turn 3")

@@ -22,7 +22,7 @@ from eventstore import (
     Verdict,
 )
 from runtime._conversation import SUMMARY_PREFIX, to_chat_messages
-from runtime._errors import ProviderError
+from runtime._errors import ProviderError, SpecErrors
 from runtime._judge import JudgeContext, JudgeVerdict
 from runtime._llm import LlmRequest, ToolCall
 from runtime._result import RunResult
@@ -362,18 +362,38 @@ async def escalate_always(context: JudgeContext) -> str:
 @pytest.mark.parametrize("attribute", ["Escalating", "escalate_always"])
 async def test_a_custom_judge_by_import_path(tmp_path: Path, attribute: str) -> None:
     node = llm("n", output_keys=["a"], judge=f"{__name__}:{attribute}")
-    result, events = await run_graph(tmp_path, graph([node]), ScriptedProvider([reply("x")]))
+    result, events = await run_graph(
+        tmp_path, graph([node]), ScriptedProvider([reply("x")]), allow_imports=["tests.runtime"]
+    )
     assert result.status == "failed"
     assert [(v.action, v.level) for v in of(events, Verdict)] == [("escalate", "custom")]
 
 
-async def test_an_unknown_judge_fails_the_node_with_a_spec_error(tmp_path: Path) -> None:
-    node = llm("n", output_keys=["a"], judge="nowhere")
+async def test_an_unknown_judge_is_refused_when_the_run_starts(tmp_path: Path) -> None:
+    # The judge of the second node is found missing before the first one runs.
+    first = fn("first")
+    g = graph([first, llm("n", output_keys=["a"], judge="nowhere")], [edge("first", "n")])
     provider = ScriptedProvider([reply("x")])
-    result, events = await run_graph(tmp_path, graph([node]), provider)
-    assert result.status == "failed"
-    assert [f.error_type for f in of(events, NodeFailed)] == ["SpecError"]
+    runtime = Runtime(tmp_path / "run.db", provider=provider, functions={"first": dict})
+    async with runtime as rt:
+        with pytest.raises(
+            SpecErrors, match=r"nodes\[1\]\.judge: 'nowhere' is neither a registered judge"
+        ):
+            await rt.start(g)
+        assert rt.store is not None and await rt.store.list_runs() == []
     assert provider.calls == 0
+
+
+async def test_a_judge_import_path_outside_allow_imports_is_refused(tmp_path: Path) -> None:
+    node = llm("n", output_keys=["a"], judge=f"{__name__}:Escalating")
+    async with Runtime(tmp_path / "run.db", provider=ScriptedProvider([])) as rt:
+        with pytest.raises(SpecErrors, match=r"nodes\[0\]\.judge: .*not allowed"):
+            await rt.start(graph([node]))
+    # A prefix that only looks like the module's is not enough.
+    runtime = Runtime(None, provider=ScriptedProvider([]), allow_imports=["tests.run"])
+    async with runtime as rt:
+        with pytest.raises(SpecErrors, match="not allowed"):
+            await rt.start(graph([node]))
 
 
 class AlwaysAccept:
@@ -701,10 +721,17 @@ async def test_older_turns_are_compacted_when_over_the_context_budget(tmp_path: 
     assert turn_after
 
 
-async def test_a_node_naming_an_unregistered_tool_fails(tmp_path: Path) -> None:
+async def test_a_node_naming_an_unregistered_tool_is_refused_at_start(tmp_path: Path) -> None:
     node = llm("n", tools=["missing"], output_keys=["a"])
     provider = ScriptedProvider([reply("x")])
-    result, events = await run_graph(tmp_path, graph([node]), provider)
-    assert result.status == "failed"
-    assert [f.error_type for f in of(events, NodeFailed)] == ["UnknownToolError"]
+    async with Runtime(tmp_path / "run.db", provider=provider) as rt:
+        with pytest.raises(SpecErrors, match=r"nodes\[0\]\.tools\[0\]: no tool 'missing'"):
+            await rt.start(graph([node]))
+        assert rt.store is not None and await rt.store.list_runs() == []
     assert provider.calls == 0
+
+
+async def test_an_llm_node_without_a_provider_is_refused_at_start() -> None:
+    async with Runtime(None) as rt:
+        with pytest.raises(SpecErrors, match=r"nodes\[0\]\.kind: .*provider"):
+            await rt.start(graph([llm("n", output_keys=["a"])]))

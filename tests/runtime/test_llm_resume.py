@@ -14,7 +14,7 @@ from eventstore import LlmTurn, RunResumed, ToolResult
 from runtime._runtime import Runtime
 from runtime._scripted import ScriptedProvider
 
-from .llm_resume_script import GRAPH, KILL_AFTER_TURN, SCRIPT, TOOLS
+from .llm_resume_script import ALLOW, GRAPH, KILL_AFTER_TURN, SCRIPT, TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +39,7 @@ async def test_a_killed_llm_node_resumes_from_the_log_without_resending_turns(
     assert {r.call_id for r in before if isinstance(r, ToolResult)} == {"r1", "r2"}
 
     remaining = ScriptedProvider(SCRIPT[KILL_AFTER_TURN:])
-    async with Runtime(db, provider=remaining, tools=TOOLS) as rt:
+    async with Runtime(db, provider=remaining, tools=TOOLS, allow_imports=[ALLOW]) as rt:
         result = await (await rt.resume(run_id)).result()
         events = [e.body for e in await rt.read_events(run_id)]
         assert rt.store is not None
@@ -63,7 +63,10 @@ async def test_a_killed_llm_node_resumes_from_the_log_without_resending_turns(
 
     # The same graph, uninterrupted, ends in the same place and sent the same requests.
     reference = ScriptedProvider(SCRIPT)
-    async with Runtime(tmp_path / "reference.db", provider=reference, tools=TOOLS) as rt:
+    reference_runtime = Runtime(
+        tmp_path / "reference.db", provider=reference, tools=TOOLS, allow_imports=[ALLOW]
+    )
+    async with reference_runtime as rt:
         expected = await (await rt.start(GRAPH)).result()
     assert result.status == expected.status == "completed"
     assert result.memory == expected.memory
