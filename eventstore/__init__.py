@@ -60,6 +60,7 @@ from ._protocol import (
     DurabilityConfig,
     EventStore,
     RunInfo,
+    Snapshot,
     StoreStatistics,
     VerifyReport,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "RunStarted",
     "RunState",
     "SchemaVersionError",
+    "Snapshot",
     "SqliteEventStore",
     "StallDetected",
     "StoreClosedError",

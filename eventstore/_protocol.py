@@ -16,6 +16,7 @@ __all__ = [
     "DurabilityConfig",
     "EventStore",
     "RunInfo",
+    "Snapshot",
     "StoreStatistics",
     "VerifyReport",
 ]
@@ -112,6 +113,22 @@ class VerifyReport(msgspec.Struct, frozen=True):
     reason: str | None
 
 
+class Snapshot(msgspec.Struct, frozen=True):
+    """A derived cache of a run's folded state as of ``seq``, stored beside the log.
+
+    ``hash`` is the chain hash of the run's event at ``seq`` (hex) and ``version`` names the
+    fold that made ``data``: whoever loads a snapshot checks both against the log and its own
+    fold and ignores a snapshot that does not match. The store keeps ``data`` as opaque bytes
+    and never reads it; deleting snapshots changes no result, only how long a fold takes.
+    """
+
+    run_id: str
+    seq: int
+    hash: str
+    version: str
+    data: bytes
+
+
 class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     """Counters of a store's writer since it was opened."""
 
@@ -167,3 +184,9 @@ class EventStore(Protocol):
     async def get_run(self, run_id: str) -> RunInfo | None: ...
 
     def statistics(self) -> StoreStatistics: ...
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None: ...
+
+    async def load_snapshot(self, run_id: str) -> Snapshot | None: ...
+
+    async def delete_snapshots(self, run_id: str | None = None) -> int: ...

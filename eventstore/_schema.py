@@ -35,8 +35,9 @@ __all__ = [
 #: "MAGS" in ASCII: marks a SQLite file as a magistrate event store.
 APPLICATION_ID = 0x4D414753
 #: The version of the store's tables this release reads and writes. Version 2 added frames
-#: (rows holding several events, see below); version 1 files are upgraded when opened.
-SCHEMA_VERSION = 2
+#: (rows holding several events, see below); version 3 the snapshots table and the index of
+#: runs by status. Older files are upgraded when opened.
+SCHEMA_VERSION = 3
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -50,7 +51,21 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 # and a row of several events has type FRAME_TYPE, version 0 and a body made by pack_frame.
 # A row of one event is stored as in version 1. A step of a graph appends 3-5 events at
 # once; as one row it costs SQLite a third of the work (one table and one index entry).
-_DDL = """
+# Version 3: runs listed by status without a scan, and snapshots (a cache of a run's folded
+# state, see eventstore.Snapshot; only the newest of a run is kept).
+_V3_DDL = """
+CREATE INDEX runs_status ON runs (status, run);
+CREATE TABLE snapshots (
+    run     INTEGER NOT NULL,
+    seq     INTEGER NOT NULL,
+    hash    BLOB    NOT NULL,
+    version TEXT    NOT NULL,
+    data    BLOB    NOT NULL,
+    PRIMARY KEY (run, seq)
+) WITHOUT ROWID;
+"""
+_DDL = (
+    """
 CREATE TABLE runs (
     run        INTEGER PRIMARY KEY,
     run_id     TEXT    NOT NULL UNIQUE,
@@ -72,6 +87,8 @@ CREATE TABLE events (
 );
 CREATE UNIQUE INDEX events_run_seq ON events (run, seq);
 """
+    + _V3_DDL
+)
 
 
 def check_file(path: str) -> bool:
@@ -107,9 +124,7 @@ def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
     conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _DDL.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        _run_script(conn, _DDL)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -121,13 +136,28 @@ def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
 def migrate_schema(conn: sqlite3.Connection) -> None:
     """Upgrade an older store in place (``conn`` in autocommit mode, before any append).
 
-    Version 1 -> 2 changes no table: version 1 rows are rows of one event. The version is
-    raised so that a release that cannot read frames refuses the file instead of misreading
-    it.
+    In one transaction. Version 1 -> 2 changes no table: version 1 rows are rows of one
+    event; the version is raised so that a release that cannot read frames refuses the file
+    instead of misreading it. Version 2 -> 3 adds the snapshots table and the runs index.
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version < SCHEMA_VERSION:
+    if version >= SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if version < 3:
+            _run_script(conn, _V3_DDL)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def check_schema(conn: sqlite3.Connection, path: str) -> None:

@@ -21,9 +21,17 @@ from ._errors import ConcurrencyError, CorruptLogError, StoreClosedError, Unknow
 from ._events import Event, EventBody, chain_digest, decode_body
 from ._gil import SwitchIntervalLease
 from ._process_writer import ProcessWriter
-from ._protocol import AppendResult, DurabilityConfig, RunInfo, StoreStatistics, VerifyReport
+from ._protocol import (
+    AppendResult,
+    DurabilityConfig,
+    RunInfo,
+    Snapshot,
+    StoreStatistics,
+    VerifyReport,
+)
 from ._requests import AppendRequest, prepare
 from ._schema import check_file, load_body, row_events
+from ._snapshots import SnapshotTable
 from ._writer import WriterActor, _Drain
 
 __all__ = ["SqliteEventStore"]
@@ -69,6 +77,7 @@ class SqliteEventStore:
         self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
+        self._snapshots = SnapshotTable(self.path)
         self._run_keys: dict[str, int] = {}
         self._inflight: set[AppendRequest] = set()
         # Set at the next commit; made by a follower (tail) when it waits, so a store
@@ -193,6 +202,7 @@ class SqliteEventStore:
             if self._reader is not None:
                 reader, self._reader = self._reader, None
                 await reader.close()
+            await anyio.to_thread.run_sync(self._snapshots.close)
             await anyio.to_thread.run_sync(self._core.close)
 
     async def __aenter__(self) -> SqliteEventStore:
@@ -561,3 +571,34 @@ class SqliteEventStore:
             "get_run", f"SELECT {_RUN_COLUMNS} FROM runs r WHERE r.run_id = ?", (run_id,)
         )
         return RunInfo(*rows[0]) if rows else None
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Store ``snapshot`` as the run's newest (its older snapshots are dropped).
+
+        A snapshot is a cache, never part of the log: :meth:`verify` and :meth:`read`
+        ignore it. Blocks on one short transaction in a worker thread (it may wait for the
+        writer's commit in progress). Raises StoreError if the run has no events or the
+        write failed, ValueError if ``hash`` is not hex, StoreClosedError if the store is
+        not open.
+        """
+        self._check_open("save_snapshot")
+        await anyio.to_thread.run_sync(self._snapshots.save, snapshot)
+
+    async def load_snapshot(self, run_id: str) -> Snapshot | None:
+        """The run's newest snapshot, or None (no snapshot, or no such run).
+
+        The caller checks ``version`` and ``hash`` against its fold and the log.
+        """
+        self._check_open("load_snapshot")
+        return await anyio.to_thread.run_sync(self._snapshots.load, run_id)
+
+    async def delete_snapshots(self, run_id: str | None = None) -> int:
+        """Delete the run's snapshots, or every run's for None; return how many went."""
+        self._check_open("delete_snapshots")
+        return await anyio.to_thread.run_sync(self._snapshots.delete, run_id)
+
+    def _check_open(self, operation: str) -> None:
+        if self._state != "open":
+            raise StoreClosedError(operation)

@@ -26,6 +26,7 @@ from eventstore import (
     RunPaused,
     RunStarted,
     SchemaVersionError,
+    Snapshot,
     SqliteEventStore,
     UnknownEventError,
     chain_hash,
@@ -126,22 +127,63 @@ async def test_reads_and_tails_start_and_stop_inside_frames(tmp_path: Path) -> N
     ]
 
 
-async def test_a_store_of_schema_version_1_is_upgraded_and_keeps_reading(tmp_path: Path) -> None:
-    # Version 1 rows are rows of one event: the upgrade only raises the version (so older
-    # releases, which cannot read frames, refuse the file), and frames follow them.
+def downgrade(path: Path, version: int) -> None:
+    """Make ``path`` a store as a release of schema ``version`` (1 or 2) left it: version 3
+    added the snapshots table and the runs index, nothing else."""
+    tamper(path, "DROP TABLE snapshots")
+    tamper(path, "DROP INDEX runs_status")
+    tamper(path, f"PRAGMA user_version = {version}")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
+    tmp_path: Path, version: int
+) -> None:
+    # Version 1 rows are rows of one event: the upgrade raises the version (so older
+    # releases, which cannot read frames, refuse the file), adds what version 3 added, and
+    # frames follow the old rows.
     path = tmp_path / "s.db"
     await make_store(path)
-    tamper(path, "PRAGMA user_version = 1")
+    downgrade(path, version)
     async with SqliteEventStore(path) as store:
         await store.append("r1", make_events(1)[1:], expected_seq=7)
         events = await store.read_all("r1")
         assert (await store.verify("r1")).ok
+        snapshot = Snapshot("r1", 9, events[-1].hash, "v", b"state")
+        await store.save_snapshot(snapshot)
+        assert await store.load_snapshot("r1") == snapshot
+        assert [r.run_id for r in await store.list_runs(status="running")] == ["r1"]
     assert [e.body for e in events] == make_events() + make_events(1)[1:]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         conn.close()
+
+
+async def test_runs_are_listed_by_status_through_an_index(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for i in range(50):
+            events: list[EventBody] = [started()]
+            if i % 10 == 0:
+                events.append(RunFinished(status="completed", quality="clean"))
+            await store.append(f"r{i}", events, expected_seq=0)
+        done = await store.list_runs(status="completed", limit=3)
+        assert [r.run_id for r in done] == ["r40", "r30", "r20"]
+        assert len(await store.list_runs(status="running", limit=1000)) == 45
+    conn = sqlite3.connect(path)
+    try:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT run_id FROM runs r WHERE r.status = ? "
+            "ORDER BY r.run DESC LIMIT 5",
+            ("completed",),
+        ).fetchall()
+    finally:
+        conn.close()
+    details = " ".join(row[-1] for row in plan)
+    assert "USING INDEX runs_status" in details or "USING COVERING INDEX runs_status" in details
+    assert "TEMP B-TREE" not in details  # the index gives the order too
 
 
 async def test_close_merges_the_wal_into_the_database_file(tmp_path: Path) -> None:

@@ -21,7 +21,9 @@ from eventstore import (
     RunPaused,
     RunResumed,
     RunStarted,
+    Snapshot,
     StoreClosedError,
+    StoreError,
     fold,
 )
 
@@ -365,3 +367,44 @@ async def test_large_bodies_round_trip_and_verify(store_factory: StoreFactory) -
         report = await store.verify("r1")
     assert [e.body for e in events[1:]] == [big, odd]
     assert report.ok and report.checked == 3
+
+
+async def test_snapshots_are_saved_loaded_replaced_and_deleted(
+    store_factory: StoreFactory,
+) -> None:
+    async with store_factory("s") as store:
+        await store.append("r1", [started(), *step("a", 1)], expected_seq=0)
+        await store.append("r2", [started()], expected_seq=0)
+        events = await store.read_all("r1")
+        assert await store.load_snapshot("r1") is None
+        assert await store.load_snapshot("nobody") is None
+        first = Snapshot("r1", 2, events[1].hash, "fold-1", b"\x00state at 2")
+        await store.save_snapshot(first)
+        assert await store.load_snapshot("r1") == first
+        # A newer one replaces it; another run's is its own.
+        newer = Snapshot("r1", 4, events[3].hash, "fold-1", b"state at 4" * 1000)
+        await store.save_snapshot(newer)
+        other = Snapshot("r2", 1, (await store.read_all("r2"))[0].hash, "fold-2", b"")
+        await store.save_snapshot(other)
+        assert await store.load_snapshot("r1") == newer
+        assert await store.load_snapshot("r2") == other
+        # Snapshots are a cache: the log, its listing and its chain do not see them.
+        assert await store.read_all("r1") == events
+        assert (await store.verify("r1")).ok
+        assert await store.delete_snapshots("r1") == 1
+        assert await store.load_snapshot("r1") is None
+        assert await store.load_snapshot("r2") == other
+        await store.save_snapshot(newer)
+    async with store_factory("s") as store:  # they are kept in the store
+        assert await store.load_snapshot("r1") == newer
+        assert await store.delete_snapshots() == 2
+        assert await store.load_snapshot("r2") is None
+        assert await store.delete_snapshots() == 0
+
+
+async def test_a_snapshot_of_a_run_without_events_is_refused(store_factory: StoreFactory) -> None:
+    async with store_factory("s") as store:
+        with pytest.raises(StoreError, match="nobody"):
+            await store.save_snapshot(Snapshot("nobody", 1, "00" * 32, "v", b""))
+    with pytest.raises(StoreClosedError):
+        await store.load_snapshot("r1")
