@@ -23,7 +23,7 @@ from ._errors import (
 from ._events import Event, EventBody, chain_digest, decode_body
 from ._postgres_schema import ensure_schema, valid_schema_name
 from ._postgres_writer import Connection, PostgresWriter
-from ._protocol import AppendResult, RunInfo, StoreStatistics, VerifyReport
+from ._protocol import AppendResult, RunInfo, Snapshot, StoreStatistics, VerifyReport
 from ._requests import AppendRequest, prepare
 
 __all__ = ["PostgresEventStore"]
@@ -467,3 +467,77 @@ class PostgresEventStore:
             "get_run", f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,)
         )
         return RunInfo(*rows[0]) if rows else None
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    async def _snapshot_rows(
+        self, operation: str, statements: Sequence[tuple[str, tuple[Any, ...]]]
+    ) -> list[Any]:
+        """Run ``statements`` in one transaction; the rows of the last one that has any."""
+        pool = self._pool
+        if pool is None or self._state != "open":
+            raise StoreClosedError(operation)
+        rows: list[Any] = []
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                for query, params in statements:
+                    cur = await conn.execute(query, params)
+                    if cur.description is not None:
+                        rows = await cur.fetchall()
+                    elif query.startswith("DELETE"):
+                        rows = [(cur.rowcount,)]
+        except psycopg_pool.PoolClosed as exc:
+            raise StoreClosedError(operation) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+        return rows
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Store ``snapshot`` as the run's newest (its older snapshots are dropped); see
+        :meth:`SqliteEventStore.save_snapshot`."""
+        bytes.fromhex(snapshot.hash)  # ValueError for a hash that is not hex
+        if not await self._fetch(
+            "save_snapshot", "SELECT 1 FROM runs WHERE run_id = %s", (snapshot.run_id,)
+        ):
+            raise StoreError(f"save_snapshot: run {snapshot.run_id!r} has no events in the store")
+        await self._snapshot_rows(
+            "save_snapshot",
+            [
+                (
+                    "INSERT INTO snapshots (run_id, seq, hash, version, data) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, seq) DO UPDATE SET "
+                    "hash = EXCLUDED.hash, version = EXCLUDED.version, data = EXCLUDED.data",
+                    (snapshot.run_id, snapshot.seq, snapshot.hash, snapshot.version, snapshot.data),
+                ),
+                (
+                    "DELETE FROM snapshots WHERE run_id = %s AND seq <> %s",
+                    (snapshot.run_id, snapshot.seq),
+                ),
+            ],
+        )
+
+    async def load_snapshot(self, run_id: str) -> Snapshot | None:
+        """The run's newest snapshot, or None."""
+        rows = await self._snapshot_rows(
+            "load_snapshot",
+            [
+                (
+                    "SELECT seq, hash, version, data FROM snapshots WHERE run_id = %s "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (run_id,),
+                )
+            ],
+        )
+        if not rows:
+            return None
+        seq, digest, version, data = rows[0]
+        return Snapshot(run_id, int(seq), str(digest), str(version), bytes(data))
+
+    async def delete_snapshots(self, run_id: str | None = None) -> int:
+        """Delete the run's snapshots, or every run's for None; return how many went."""
+        if run_id is None:
+            statement: tuple[str, tuple[Any, ...]] = ("DELETE FROM snapshots", ())
+        else:
+            statement = ("DELETE FROM snapshots WHERE run_id = %s", (run_id,))
+        rows = await self._snapshot_rows("delete_snapshots", [statement])
+        return int(rows[0][0]) if rows else 0
