@@ -17,8 +17,10 @@ from ._llm import (
     Usage,
     _HttpProvider,
     _HttpTransport,
-    elapsed_ms,
+    parse_guarded,
     require,
+    shown,
+    token_count,
 )
 
 __all__ = ["AnthropicProvider"]
@@ -42,7 +44,9 @@ class AnthropicProvider(_HttpProvider):
     blocks in a user message; consecutive messages of one role are merged, so several
     tool results travel together. The API has no JSON mode: ``json_response`` adds an
     instruction to the system prompt. Retries as :class:`OpenAIProvider` (429 with
-    ``Retry-After``, 5xx including 529 overloaded, connection failures, timeouts).
+    ``Retry-After``, 5xx including 529 overloaded, connection failures, timeouts), with
+    ``timeout`` bounding each attempt as a whole and ``deadline`` the whole call.
+    ``max_tokens`` is the cap sent when a request sets none (the API requires one).
     """
 
     def __init__(
@@ -57,6 +61,8 @@ class AnthropicProvider(_HttpProvider):
         retry_wait_initial: float = 0.5,
         retry_wait_max: float = 20.0,
         name: str = "anthropic",
+        deadline: float | None = None,
+        max_tokens: int = 4096,
     ) -> None:
         self.name = name
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
@@ -69,6 +75,7 @@ class AnthropicProvider(_HttpProvider):
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL
         self.base_url = url.rstrip("/")
         self.model = model or os.environ.get("ANTHROPIC_MODEL") or _DEFAULT_MODEL
+        self.max_tokens = max_tokens
         self._transport = _HttpTransport(
             provider=name,
             timeout=timeout,
@@ -76,6 +83,7 @@ class AnthropicProvider(_HttpProvider):
             retry_wait_initial=retry_wait_initial,
             retry_wait_max=retry_wait_max,
             http_client=http_client,
+            deadline=deadline,
         )
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
@@ -92,7 +100,7 @@ class AnthropicProvider(_HttpProvider):
             self.build_payload(request),
             {"x-api-key": self._api_key, "anthropic-version": _API_VERSION},
         )
-        response = self.parse_response(data, latency_ms=elapsed_ms(started))
+        response = parse_guarded(self.name, self.parse_response, data, started)
         self._transport.count_usage(response.usage)
         return response
 
@@ -104,7 +112,8 @@ class AnthropicProvider(_HttpProvider):
             system_parts.append(_JSON_INSTRUCTION)
         payload: dict[str, Any] = {
             "model": request.model or self.model,
-            "max_tokens": request.max_tokens,
+            # The API requires a cap: the provider's own when the request sets none.
+            "max_tokens": self.max_tokens if request.max_tokens is None else request.max_tokens,
             "messages": _encode_messages(request.messages),
         }
         if system_parts:
@@ -136,7 +145,9 @@ class AnthropicProvider(_HttpProvider):
         calls: list[ToolCall] = []
         for block in content:
             if not isinstance(block, dict):
-                raise MalformedResponseError(name, f"content block is not an object: {block!r}")
+                raise MalformedResponseError(
+                    name, f"content block is not an object: {shown(block)}"
+                )
             kind = block.get("type")
             if kind == "text":
                 text = block.get("text")
@@ -146,15 +157,21 @@ class AnthropicProvider(_HttpProvider):
             elif kind == "tool_use":
                 tool = block.get("name")
                 if not isinstance(tool, str) or not tool:
-                    raise MalformedResponseError(name, f"tool_use block without a name: {block!r}")
+                    raise MalformedResponseError(
+                        name, f"tool_use block without a name: {shown(block)}"
+                    )
                 arguments = block.get("input", {})
                 if not isinstance(arguments, dict):
                     raise MalformedResponseError(
-                        name, f"tool call {tool!r} input is not a JSON object: {arguments!r}"
+                        name,
+                        f"tool call {tool!r} input is not a JSON object: {shown(arguments)}",
                     )
+                call_id = block.get("id") or f"toolu_{len(calls) + 1}"
+                if not isinstance(call_id, str):
+                    raise MalformedResponseError(name, f"tool_use {tool!r} has a non-string id")
                 calls.append(
                     ToolCall(
-                        id=str(block.get("id") or f"toolu_{len(calls) + 1}"),
+                        id=call_id,
                         name=tool,
                         arguments=arguments,
                     )
@@ -164,15 +181,15 @@ class AnthropicProvider(_HttpProvider):
         usage = Usage()
         if isinstance(usage_data, dict):
             usage = Usage(
-                input_tokens=int(usage_data.get("input_tokens") or 0),
-                output_tokens=int(usage_data.get("output_tokens") or 0),
+                input_tokens=token_count(name, usage_data, "input_tokens"),
+                output_tokens=token_count(name, usage_data, "output_tokens"),
             )
         stop = data.get("stop_reason")
         return LlmResponse(
             text="".join(texts),
             tool_calls=calls,
             usage=usage,
-            model=str(data.get("model") or ""),
+            model=data["model"] if isinstance(data.get("model"), str) else "",
             stop_reason=stop if isinstance(stop, str) else None,
             latency_ms=latency_ms,
         )

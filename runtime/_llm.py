@@ -17,8 +17,9 @@ import email.utils
 import json
 import random
 import re
+import reprlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
@@ -76,7 +77,9 @@ class LlmRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One completion request.
 
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or the name of one tool.
-    ``model`` overrides the provider's default model. ``json_response`` asks for a single
+    ``model`` overrides the provider's default model. ``max_tokens`` caps the answer's
+    length; None leaves it to the API (a provider that must send a cap sends its own
+    default). ``json_response`` asks for a single
     JSON object as the answer. ``purpose`` is a free label (``"turn"``, ``"judge"``,
     ``"route"``) that lets the scripted provider and the metrics tell calls apart.
     """
@@ -86,7 +89,7 @@ class LlmRequest(msgspec.Struct, frozen=True, kw_only=True):
     tools: list[ToolSpec] = []
     tool_choice: str | None = None
     model: str | None = None
-    max_tokens: int = 1024
+    max_tokens: int | None = None
     temperature: float | None = None
     json_response: bool = False
     purpose: str = "turn"
@@ -188,14 +191,14 @@ def decode_tool_arguments(provider: str, tool: str, raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
             value = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise MalformedResponseError(
-                provider, f"tool call {tool!r} has invalid JSON arguments {raw!r}: {exc}"
+                provider, f"tool call {tool!r} has invalid JSON arguments {shown(raw)}: {exc!r}"
             ) from exc
         if isinstance(value, dict):
             return value
     raise MalformedResponseError(
-        provider, f"tool call {tool!r} arguments are not a JSON object: {raw!r}"
+        provider, f"tool call {tool!r} arguments are not a JSON object: {shown(raw)}"
     )
 
 
@@ -233,7 +236,7 @@ def _error_message(response: httpx.Response) -> str:
     """The provider's own error text from an error body (OpenAI and Anthropic shapes)."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         text = response.text.strip()
         return text[:500] if text else response.reason_phrase
     if isinstance(body, dict):
@@ -254,6 +257,11 @@ class _HttpTransport:
     HTTP 5xx, connect errors and timeouts, read timeouts, dropped connections. Other
     statuses fail at once. Up to ``1 + max_retries`` attempts; otherwise exponential
     backoff with jitter starting at ``retry_wait_initial`` seconds.
+
+    ``timeout`` bounds each attempt as a whole (connecting, sending, and reading the
+    entire answer), not only each read, so a server that drips its answer cannot hold a
+    call open; ``deadline`` (None: no bound beyond the attempts') bounds the whole call,
+    retries and their waits included. Both end in ProviderTimeoutError.
     """
 
     def __init__(
@@ -265,11 +273,15 @@ class _HttpTransport:
         retry_wait_initial: float,
         retry_wait_max: float,
         http_client: httpx.AsyncClient | None,
+        deadline: float | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if not timeout > 0 or (deadline is not None and not deadline > 0):
+            raise ValueError("timeout and deadline must be positive numbers of seconds")
         self.provider = provider
         self.timeout = timeout
+        self.deadline = deadline
         self.max_retries = max_retries
         self.retry_wait_initial = retry_wait_initial
         self.retry_wait_max = retry_wait_max
@@ -323,25 +335,39 @@ class _HttpTransport:
             sleep=anyio.sleep,
             reraise=True,
         )
+        data: dict[str, Any] | None = None
         try:
-            async for attempt in retrying:
-                with attempt:
-                    return await self._attempt(url, body, headers)
+            with anyio.move_on_after(self.deadline):
+                async for attempt in retrying:
+                    with attempt:
+                        data = await self._attempt(url, body, headers)
         except _Retry as exc:
             self._stats["failures"] += 1
             raise exc.error from exc.error.__cause__
         except ProviderError:
             self._stats["failures"] += 1
             raise
-        raise AssertionError("unreachable: tenacity stops by raising")  # pragma: no cover
+        if data is None:
+            self._stats["failures"] += 1
+            raise ProviderTimeoutError(
+                self.provider, f"no answer within the call's deadline of {self.deadline}s"
+            )
+        return data
 
     async def _attempt(self, url: str, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         self._stats["attempts"] += 1
         request_headers = {"content-type": "application/json", **headers}
+        response: httpx.Response | None = None
         try:
-            response = await self._client.post(
-                url, content=body, headers=request_headers, timeout=httpx.Timeout(self.timeout)
-            )
+            # The whole attempt is bounded: httpx's timeout applies to each read, and a
+            # server sending a byte now and then would never trip it.
+            with anyio.move_on_after(self.timeout):
+                response = await self._client.post(
+                    url,
+                    content=body,
+                    headers=request_headers,
+                    timeout=httpx.Timeout(self.timeout),
+                )
         except httpx.TimeoutException as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
             if isinstance(exc, httpx.WriteTimeout | httpx.PoolTimeout):
@@ -359,6 +385,14 @@ class _HttpTransport:
             raise _Retry(error) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise ProviderError(self.provider, f"request to {url} failed: {exc!r}") from exc
+        if response is None:
+            raise _Retry(
+                ProviderTimeoutError(
+                    self.provider,
+                    f"no complete answer within {self.timeout}s calling {url}",
+                    retryable=True,
+                )
+            )
 
         status = response.status_code
         if status == 429 or status >= 500:
@@ -371,7 +405,7 @@ class _HttpTransport:
             raise ProviderHTTPError(self.provider, _error_message(response), status=status)
         try:
             data = response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             shown = response.text[:200]
             raise MalformedResponseError(
                 self.provider, f"response body is not JSON: {shown!r}", status=status
@@ -421,6 +455,44 @@ def require(provider: str, data: Mapping[str, Any], key: str, kind: type | tuple
             provider, f"response field {key!r} has the wrong type: {type(value).__name__}"
         )
     return value
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 120
+_REPR.maxother = 120
+
+
+def shown(value: Any) -> str:
+    """A short, bounded repr of a value from a provider's answer (depth and size capped,
+    so a hostile answer cannot blow up an error message)."""
+    return _REPR.repr(value)
+
+
+def token_count(provider: str, usage: Mapping[str, Any], key: str) -> int:
+    """``usage[key]`` as a token count (absent or null: 0); MalformedResponseError if it is
+    not a non-negative integer."""
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MalformedResponseError(
+            provider, f"usage field {key!r} is not a token count: {shown(value)}"
+        )
+    return value
+
+
+def parse_guarded(
+    provider: str,
+    parse: Callable[..., LlmResponse],
+    data: dict[str, Any],
+    started: float,
+) -> LlmResponse:
+    """``parse(data, latency_ms=...)``, with any error of reading a strange answer (a
+    wrong type deep inside it, nesting too deep) raised as MalformedResponseError."""
+    try:
+        return parse(data, latency_ms=elapsed_ms(started))
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise MalformedResponseError(provider, f"unreadable answer: {exc!r}") from exc
 
 
 def elapsed_ms(started: float) -> float:

@@ -86,7 +86,6 @@ from ._tools import Tool, ToolRegistry, run_tool_calls
 
 __all__ = ["LlmNodeActor"]
 _STALL_THRESHOLD = 3
-_MAX_TOKENS = 4096
 
 
 class LlmNodeActor(Actor):
@@ -267,7 +266,6 @@ class _Loop:
                 system=self.system,
                 tools=self.tool_specs,
                 model=self.spec.model,
-                max_tokens=_MAX_TOKENS,
                 purpose="turn",
             )
             started = time.perf_counter()

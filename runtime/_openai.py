@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -19,8 +19,10 @@ from ._llm import (
     _HttpProvider,
     _HttpTransport,
     decode_tool_arguments,
-    elapsed_ms,
+    parse_guarded,
     require,
+    shown,
+    token_count,
 )
 
 __all__ = ["OpenAIProvider"]
@@ -38,7 +40,12 @@ class OpenAIProvider(_HttpProvider):
 
     Retries (``max_retries`` beyond the first attempt) on HTTP 429 (honouring
     ``Retry-After``, capped by ``retry_wait_max``), 5xx, connection failures and
-    timeouts; other 4xx fail at once. The provider owns its ``httpx.AsyncClient``
+    timeouts; other 4xx fail at once. ``timeout`` bounds each attempt as a whole (a
+    server that drips its answer cannot hold it open); ``deadline`` bounds the whole
+    call with its retries. A request's ``max_tokens`` is sent as
+    ``max_completion_tokens`` (what current OpenAI models take; ``max_tokens_field=
+    "max_tokens"`` for servers that only know the older name), and nothing is sent when
+    the request leaves it unset. The provider owns its ``httpx.AsyncClient``
     unless one is passed in; close it with :meth:`aclose` or ``async with``::
 
         async with OpenAIProvider(model="gpt-4o-mini") as llm:
@@ -58,6 +65,10 @@ class OpenAIProvider(_HttpProvider):
         retry_wait_initial: float = 0.5,
         retry_wait_max: float = 20.0,
         name: str = "openai",
+        deadline: float | None = None,
+        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = (
+            "max_completion_tokens"
+        ),
     ) -> None:
         self.name = name
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -69,6 +80,7 @@ class OpenAIProvider(_HttpProvider):
         url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
         self.base_url = url.rstrip("/")
         self.model = model or os.environ.get("OPENAI_MODEL") or _DEFAULT_MODEL
+        self.max_tokens_field = max_tokens_field
         self._transport = _HttpTransport(
             provider=name,
             timeout=timeout,
@@ -76,6 +88,7 @@ class OpenAIProvider(_HttpProvider):
             retry_wait_initial=retry_wait_initial,
             retry_wait_max=retry_wait_max,
             http_client=http_client,
+            deadline=deadline,
         )
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
@@ -94,7 +107,7 @@ class OpenAIProvider(_HttpProvider):
             payload,
             {"authorization": f"Bearer {self._api_key}"},
         )
-        response = self.parse_response(data, latency_ms=elapsed_ms(started))
+        response = parse_guarded(self.name, self.parse_response, data, started)
         self._transport.count_usage(response.usage)
         return response
 
@@ -104,11 +117,9 @@ class OpenAIProvider(_HttpProvider):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         messages.extend(_encode_message(m) for m in request.messages)
-        payload: dict[str, Any] = {
-            "model": request.model or self.model,
-            "messages": messages,
-            "max_tokens": request.max_tokens,
-        }
+        payload: dict[str, Any] = {"model": request.model or self.model, "messages": messages}
+        if request.max_tokens is not None:
+            payload[self.max_tokens_field] = request.max_tokens
         if request.temperature is not None:
             payload["temperature"] = request.temperature
         if request.tools:
@@ -147,16 +158,24 @@ class OpenAIProvider(_HttpProvider):
         if not isinstance(text, str):
             raise MalformedResponseError(name, "message content is not a string")
         calls: list[ToolCall] = []
-        for raw in message.get("tool_calls") or []:
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise MalformedResponseError(
+                name, f"message tool_calls is not a list: {type(raw_calls).__name__}"
+            )
+        for raw in raw_calls:
             if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
-                raise MalformedResponseError(name, f"malformed tool call: {raw!r}")
+                raise MalformedResponseError(name, f"malformed tool call: {shown(raw)}")
             function = raw["function"]
             tool = function.get("name")
             if not isinstance(tool, str) or not tool:
-                raise MalformedResponseError(name, f"tool call without a name: {raw!r}")
+                raise MalformedResponseError(name, f"tool call without a name: {shown(raw)}")
+            call_id = raw.get("id") or f"call_{len(calls) + 1}"
+            if not isinstance(call_id, str):
+                raise MalformedResponseError(name, f"tool call {tool!r} has a non-string id")
             calls.append(
                 ToolCall(
-                    id=str(raw.get("id") or f"call_{len(calls) + 1}"),
+                    id=call_id,
                     name=tool,
                     arguments=decode_tool_arguments(name, tool, function.get("arguments")),
                 )
@@ -165,15 +184,15 @@ class OpenAIProvider(_HttpProvider):
         usage = Usage()
         if isinstance(usage_data, dict):
             usage = Usage(
-                input_tokens=int(usage_data.get("prompt_tokens") or 0),
-                output_tokens=int(usage_data.get("completion_tokens") or 0),
+                input_tokens=token_count(name, usage_data, "prompt_tokens"),
+                output_tokens=token_count(name, usage_data, "completion_tokens"),
             )
         finish = choice.get("finish_reason")
         return LlmResponse(
             text=text,
             tool_calls=calls,
             usage=usage,
-            model=str(data.get("model") or ""),
+            model=data["model"] if isinstance(data.get("model"), str) else "",
             stop_reason=finish if isinstance(finish, str) else None,
             latency_ms=latency_ms,
         )

@@ -21,12 +21,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Scripted:
-    """One scripted answer. ``body`` is JSON-encoded unless it is ``bytes``."""
+    """One scripted answer. ``body`` is JSON-encoded unless it is ``bytes``. ``drip``
+    sends the body one byte at a time, waiting that many seconds before each byte."""
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    drip: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,15 @@ class LlmServer:
                         self.send_header(key, value)
                     self.send_header("content-length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if not answer.drip:
+                        self.wfile.write(payload)
+                        return
+                    self.wfile.flush()
+                    for index in range(len(payload)):
+                        if server._stop.wait(answer.drip):
+                            return
+                        self.wfile.write(payload[index : index + 1])
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     # The client gave up (a timeout test): nothing left to answer.
                     self.close_connection = True

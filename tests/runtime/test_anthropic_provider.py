@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import httpx
+import json
+
 import pytest
 
 from runtime._anthropic import AnthropicProvider
@@ -252,7 +253,6 @@ async def test_slow_answer_times_out_is_retried_then_fails(
             await llm.complete(ask())
     assert len(anthropic_server.requests) == 3
     assert caught.value.retryable
-    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
 
 
 async def test_malformed_json_body(anthropic_server: AnthropicServer) -> None:
@@ -303,3 +303,58 @@ async def test_defaults_without_environment(
 async def test_missing_api_key_fails_at_construction(no_provider_env: None) -> None:
     with pytest.raises(ProviderError, match="ANTHROPIC_API_KEY"):
         AnthropicProvider()
+
+
+# --- answers a real API would never send, and servers that misbehave ---------------------
+
+
+async def test_a_request_without_max_tokens_sends_the_providers_cap(
+    anthropic_server: AnthropicServer,
+) -> None:
+    anthropic_server.respond(anthropic_message(text("ok")))
+    async with make(anthropic_server, max_tokens=333) as llm:
+        await llm.complete(ask())
+    assert anthropic_server.bodies()[0]["max_tokens"] == 333
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(
+            {**anthropic_message(text("x")), "usage": {"input_tokens": "many"}}, id="usage"
+        ),
+        pytest.param({**anthropic_message(text("x")), "content": 5}, id="content"),
+        pytest.param(anthropic_message({"type": "tool_use", "id": 3, "name": "f"}), id="id"),
+        pytest.param(
+            anthropic_message({"type": "text", "text": ["not", "a", "string"]}), id="text"
+        ),
+    ],
+)
+async def test_a_strange_answer_is_a_malformed_response_error(
+    anthropic_server: AnthropicServer, answer: dict[str, object]
+) -> None:
+    anthropic_server.respond(answer)
+    async with make(anthropic_server) as llm:
+        with pytest.raises(MalformedResponseError):
+            await llm.complete(ask())
+
+
+async def test_deeply_nested_tool_input_is_a_malformed_response_error(
+    anthropic_server: AnthropicServer,
+) -> None:
+    deep = '{"a":' * 5000 + "1" + "}" * 5000
+    body = anthropic_message(tool_use("t1", "f", {})) | {"placeholder": 0}
+    raw = json.dumps(body).replace('"input": {}', f'"input": {deep}').encode()
+    anthropic_server.enqueue(Scripted(body=raw))
+    async with make(anthropic_server) as llm:
+        with pytest.raises(MalformedResponseError):
+            await llm.complete(ask())
+
+
+async def test_a_dripping_server_cannot_outlast_the_timeout(
+    anthropic_server: AnthropicServer,
+) -> None:
+    anthropic_server.enqueue(Scripted(body=anthropic_message(text("slowly")), drip=0.5))
+    async with make(anthropic_server, timeout=1.0, max_retries=0) as llm:
+        with pytest.raises(ProviderTimeoutError):
+            await llm.complete(ask())

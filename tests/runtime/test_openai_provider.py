@@ -67,7 +67,7 @@ async def test_plain_text_answer_and_wire_format(openai_server: OpenAIServer) ->
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Hello"},
         ],
-        "max_tokens": 50,
+        "max_completion_tokens": 50,
         "temperature": 0.2,
     }
 
@@ -256,7 +256,6 @@ async def test_slow_answer_times_out_is_retried_then_fails(openai_server: OpenAI
         assert llm.statistics().attempts == 2
     assert len(openai_server.requests) == 2
     assert caught.value.retryable is True
-    assert isinstance(caught.value.__cause__, httpx.TimeoutException)
 
 
 async def test_slow_answer_then_fast_answer_succeeds(openai_server: OpenAIServer) -> None:
@@ -353,3 +352,84 @@ async def test_given_http_client_is_used_and_not_closed(openai_server: OpenAISer
             assert (await llm.complete(ask())).text == "shared"
         assert not client.is_closed
     assert openai_server.requests[0].headers["x-app"] == "magistrate-test"
+
+
+# --- answers a real API would never send, and servers that misbehave ---------------------
+
+
+async def test_max_tokens_is_sent_as_max_completion_tokens_only_when_asked(
+    openai_server: OpenAIServer,
+) -> None:
+    for _ in range(3):
+        openai_server.respond(openai_completion("ok"))
+    async with make(openai_server) as llm:
+        await llm.complete(ask())
+        await llm.complete(ask(max_tokens=77))
+    async with make(openai_server, max_tokens_field="max_tokens") as older:
+        await older.complete(ask(max_tokens=77))
+    unasked, asked, old_name = openai_server.bodies()
+    assert "max_tokens" not in unasked and "max_completion_tokens" not in unasked
+    assert asked["max_completion_tokens"] == 77 and "max_tokens" not in asked
+    assert old_name["max_tokens"] == 77 and "max_completion_tokens" not in old_name
+
+
+def nested(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param({**openai_completion("x"), "usage": {"prompt_tokens": "many"}}, id="usage"),
+        pytest.param(
+            {
+                **openai_completion("x"),
+                "choices": [{"message": {"role": "assistant", "tool_calls": 5}}],
+            },
+            id="tool_calls",
+        ),
+        pytest.param(
+            openai_completion("", tool_calls=[("c1", "deep", nested(5000))]), id="nesting"
+        ),
+        pytest.param(
+            openai_completion("", tool_calls=[("c1", "f", '{"a": 1}')])
+            | {"choices": [{"message": {"tool_calls": [{"id": 7, "function": {"name": "f"}}]}}]},
+            id="id",
+        ),
+    ],
+)
+async def test_a_strange_answer_is_a_malformed_response_error(
+    openai_server: OpenAIServer, answer: dict[str, object]
+) -> None:
+    openai_server.respond(answer)
+    async with make(openai_server) as llm:
+        with pytest.raises(MalformedResponseError):
+            await llm.complete(ask())
+
+
+async def test_a_deeply_nested_body_is_a_malformed_response_error(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(Scripted(body=nested(5000).encode()))
+    async with make(openai_server) as llm:
+        with pytest.raises(MalformedResponseError):
+            await llm.complete(ask())
+
+
+async def test_a_dripping_server_cannot_outlast_the_timeout(openai_server: OpenAIServer) -> None:
+    # One byte every half second: every read is quick, the answer never completes in time.
+    openai_server.enqueue(Scripted(body=openai_completion("slowly"), drip=0.5))
+    async with make(openai_server, timeout=1.0, max_retries=0) as llm:
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await llm.complete(ask())
+    assert "no complete answer within 1.0s" in caught.value.reason
+
+
+async def test_the_deadline_bounds_the_call_with_its_retries(openai_server: OpenAIServer) -> None:
+    async with make(
+        openai_server, deadline=0.3, max_retries=1000, retry_wait_initial=0.02, retry_wait_max=0.02
+    ) as llm:
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await llm.complete(ask())  # the server answers 500 to every attempt
+    assert "deadline of 0.3s" in caught.value.reason
+    assert 1 < len(openai_server.requests) < 1000
