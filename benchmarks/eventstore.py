@@ -18,24 +18,20 @@ from typing import Any
 
 import anyio
 
-from eventstore import (
-    DurabilityConfig,
-    EventBody,
+from eventstore import DurabilityConfig, EventBody, SqliteEventStore, encode_body, event_tag
+from eventstore._events import chain_digest
+from eventstore._schema import create_schema, store_body
+from eventstore._statements import wal_autocheckpoint_pages
+from runtime import (
     LlmTurn,
     MemoryWritten,
     NodeCompleted,
     NodeStarted,
-    SqliteEventStore,
     ToolCallRecord,
     ToolResult,
     Verdict,
-    encode_body,
-    event_tag,
     fold,
 )
-from eventstore._events import chain_digest
-from eventstore._schema import create_schema, store_body
-from eventstore._statements import wal_autocheckpoint_pages
 
 from ._common import Timer, figure, print_table
 

@@ -39,7 +39,8 @@ import anyio
 import msgspec
 
 from actors import ActorSystem
-from eventstore import Event, LlmTurn, NodeStarted, RunFinished, StallDetected
+from eventstore import Event
+from runtime import LlmTurn, NodeStarted, RunFinished, StallDetected
 from runtime._errors import ProviderError
 from runtime._judge import (
     ImplicitJudge,

@@ -1,9 +1,9 @@
-"""The event log: event types, stores, projections, replay and audit.
+"""The event log: the envelope, the body codec and its registry, stores, replay and audit.
 
-Every fact of a run is an :class:`Event` whose ``body`` is one of the tagged event types
-(``"node.started"``, ...). Stores implement the :class:`EventStore` protocol;
-:class:`SqliteEventStore` is the embedded default. :func:`fold` turns a run's events into
-its :class:`RunState`.
+Every fact of a run is an :class:`Event` whose ``body`` is a tagged :class:`EventBody`
+registered with :func:`register_event_type`; the store knows no particular catalogue (the
+runtime's lives in ``runtime``). Stores implement the :class:`EventStore` protocol;
+:class:`SqliteEventStore` is the embedded default.
 """
 
 from ._errors import (
@@ -19,31 +19,10 @@ from ._errors import (
 )
 from ._events import (
     EVENT_TYPES,
-    AnyEvent,
-    BranchesForked,
-    BranchesJoined,
-    ConversationCompacted,
-    EdgeTaken,
     Event,
     EventBody,
-    InputInjected,
-    LlmTurn,
-    MemoryWritten,
-    MessageAdded,
-    NodeCompleted,
-    NodeFailed,
-    NodeStarted,
-    OutputSet,
-    RunCancelled,
-    RunFinished,
-    RunPaused,
-    RunResumed,
-    RunStarted,
-    StallDetected,
-    ToolCallRecord,
-    ToolResult,
+    RunIndexHook,
     Upcaster,
-    Verdict,
     chain_hash,
     decode_body,
     encode_body,
@@ -51,7 +30,6 @@ from ._events import (
     register_event_type,
     register_upcaster,
 )
-from ._fold import ConversationEntry, PauseInfo, RunState, VerdictRecord, fold
 from ._open import open_store
 from ._postgres import PostgresEventStore
 from ._postgres_schema import PG_SCHEMA_VERSION
@@ -72,58 +50,32 @@ __all__ = [
     "EVENT_TYPES",
     "PG_SCHEMA_VERSION",
     "SCHEMA_VERSION",
-    "AnyEvent",
     "AppendResult",
-    "BranchesForked",
-    "BranchesJoined",
     "ConcurrencyError",
-    "ConversationCompacted",
-    "ConversationEntry",
     "CorruptLogError",
     "DurabilityConfig",
-    "EdgeTaken",
     "Event",
     "EventBody",
     "EventStore",
-    "InputInjected",
     "LeaseLostError",
-    "LlmTurn",
-    "MemoryWritten",
-    "MessageAdded",
-    "NodeCompleted",
-    "NodeFailed",
-    "NodeStarted",
     "NotAStoreError",
-    "OutputSet",
-    "PauseInfo",
     "PostgresEventStore",
-    "RunCancelled",
-    "RunFinished",
+    "RunIndexHook",
     "RunInfo",
     "RunOwnedError",
-    "RunPaused",
-    "RunResumed",
-    "RunStarted",
-    "RunState",
     "SchemaVersionError",
     "Snapshot",
     "SqliteEventStore",
-    "StallDetected",
     "StoreClosedError",
     "StoreError",
     "StoreStatistics",
-    "ToolCallRecord",
-    "ToolResult",
     "UnknownEventError",
     "Upcaster",
-    "Verdict",
-    "VerdictRecord",
     "VerifyReport",
     "chain_hash",
     "decode_body",
     "encode_body",
     "event_tag",
-    "fold",
     "open_store",
     "register_event_type",
     "register_upcaster",

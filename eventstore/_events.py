@@ -1,10 +1,17 @@
-"""Event types: the bodies of the log (a tagged union with stable tags), the stored envelope,
-their encoding, upcasting of older schema versions, and the per-run hash chain.
+"""The event envelope, the body codec and registry, upcasting, and the per-run hash chain.
 
-A body's identity on disk is its tag (``"node.started"``) and its schema version, never its
-class name. Each body class declares ``schema_version``; when a body's shape changes, bump
-it and register an upcaster from the previous version with :func:`register_upcaster`, so
-logs written by older releases still replay.
+The store knows no event catalogue: an application defines its bodies as tagged
+:class:`EventBody` subclasses and registers them with :func:`register_event_type` (the
+runtime registers its own in ``runtime._events``). A body's identity on disk is its tag
+(``"node.started"``) and its schema version, never its class name. Each body class declares
+``schema_version``; when a body's shape changes, bump it and register an upcaster from the
+previous version with :func:`register_upcaster`, so logs written by older releases still
+replay.
+
+A body class may also say how it changes the run listing (:meth:`EventStore.list_runs`):
+the ``run_index`` hook given to :func:`register_event_type` maps a body to the run's new
+status and graph hash (``None`` for "unchanged"). The store only records what the hook
+returns; it gives those strings no meaning.
 """
 
 from __future__ import annotations
@@ -19,31 +26,10 @@ from ._errors import UnknownEventError
 
 __all__ = [
     "EVENT_TYPES",
-    "AnyEvent",
-    "BranchesForked",
-    "BranchesJoined",
-    "ConversationCompacted",
-    "EdgeTaken",
     "Event",
     "EventBody",
-    "InputInjected",
-    "LlmTurn",
-    "MemoryWritten",
-    "MessageAdded",
-    "NodeCompleted",
-    "NodeFailed",
-    "NodeStarted",
-    "OutputSet",
-    "RunCancelled",
-    "RunFinished",
-    "RunPaused",
-    "RunResumed",
-    "RunStarted",
-    "StallDetected",
-    "ToolCallRecord",
-    "ToolResult",
+    "RunIndexHook",
     "Upcaster",
-    "Verdict",
     "chain_digest",
     "chain_hash",
     "decode_body",
@@ -51,6 +37,7 @@ __all__ = [
     "event_tag",
     "register_event_type",
     "register_upcaster",
+    "run_index_hook",
 ]
 
 
@@ -58,193 +45,6 @@ class EventBody(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     """Base of every event body. Subclasses set an explicit ``tag`` and ``schema_version``."""
 
     schema_version: ClassVar[int] = 1
-
-
-class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool call the model asked for in a turn."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-class RunStarted(EventBody, frozen=True, tag="run.started"):
-    """A run began. ``graph`` is its spec as builtins; the runtime records the compact form
-    (fields at their default left out) and ``graph_hash`` hashes the full canonical form."""
-
-    graph: dict[str, Any]
-    graph_hash: str
-    entry: str
-    goal: dict[str, Any] | None = None
-    input: dict[str, Any] = {}
-
-
-class NodeStarted(EventBody, frozen=True, tag="node.started"):
-    """The node_start checkpoint. ``visit`` is 1 for the node's first visit in the run."""
-
-    node_id: str
-    visit: int
-    attempt: int = 1
-    branch: str | None = None
-
-
-class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
-    node_id: str
-    iteration: int
-    text: str
-    tool_calls: list[ToolCallRecord]
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_ms: float = 0.0
-    model: str = ""
-
-
-class ToolResult(EventBody, frozen=True, tag="tool.result"):
-    node_id: str
-    call_id: str
-    name: str
-    content: str
-    is_error: bool = False
-
-
-class MessageAdded(EventBody, frozen=True, tag="conversation.message"):
-    """A message put into the conversation (``role``: user, system or assistant)."""
-
-    node_id: str
-    role: str
-    content: str
-    kind: str = "user"
-
-
-class ConversationCompacted(EventBody, frozen=True, tag="conversation.compacted"):
-    """The first ``upto`` conversation entries were replaced by ``summary``."""
-
-    node_id: str
-    upto: int
-    summary: str
-
-
-class OutputSet(EventBody, frozen=True, tag="output.set"):
-    node_id: str
-    key: str
-    value: Any
-
-
-class Verdict(EventBody, frozen=True, tag="judge.verdict"):
-    node_id: str
-    iteration: int
-    action: str
-    level: str
-    feedback: str = ""
-    confidence: float | None = None
-    error: str | None = None
-
-
-class StallDetected(EventBody, frozen=True, tag="node.stalled"):
-    node_id: str
-    iteration: int
-    signature: str
-
-
-class MemoryWritten(EventBody, frozen=True, tag="memory.written"):
-    """A write to shared memory; ``op`` is replace, append or merge."""
-
-    key: str
-    value: Any
-    op: str = "replace"
-    node_id: str | None = None
-    branch: str | None = None
-
-
-class NodeCompleted(EventBody, frozen=True, tag="node.completed"):
-    """The node_complete checkpoint."""
-
-    node_id: str
-    branch: str | None = None
-
-
-class NodeFailed(EventBody, frozen=True, tag="node.failed"):
-    node_id: str
-    error: str
-    error_type: str
-    attempt: int
-    will_retry: bool
-    branch: str | None = None
-
-
-class EdgeTaken(EventBody, frozen=True, tag="edge.taken"):
-    source: str
-    target: str
-    edge_index: int
-    condition: str
-    reason: str = ""
-
-
-class BranchesForked(EventBody, frozen=True, tag="branches.forked"):
-    source: str
-    targets: list[str]
-    join: str | None
-    policy: str
-
-
-class BranchesJoined(EventBody, frozen=True, tag="branches.joined"):
-    join: str | None
-    completed: list[str]
-    failed: list[str]
-
-
-class RunPaused(EventBody, frozen=True, tag="run.paused"):
-    """``reason``: hitl, user or input."""
-
-    reason: str
-    node_id: str | None
-
-
-class InputInjected(EventBody, frozen=True, tag="input.injected"):
-    data: dict[str, Any]
-
-
-class RunResumed(EventBody, frozen=True, tag="run.resumed"):
-    note: str = ""
-
-
-class RunCancelled(EventBody, frozen=True, tag="run.cancelled"):
-    node_id: str | None
-    reason: str = ""
-
-
-class RunFinished(EventBody, frozen=True, tag="run.finished"):
-    """``status``: completed or failed; ``quality``: clean, degraded or failed."""
-
-    status: str
-    quality: str
-    total_retries: int = 0
-    error: str | None = None
-    goal_outcome: dict[str, Any] | None = None
-
-
-AnyEvent = (
-    RunStarted
-    | NodeStarted
-    | LlmTurn
-    | ToolResult
-    | MessageAdded
-    | ConversationCompacted
-    | OutputSet
-    | Verdict
-    | StallDetected
-    | MemoryWritten
-    | NodeCompleted
-    | NodeFailed
-    | EdgeTaken
-    | BranchesForked
-    | BranchesJoined
-    | RunPaused
-    | InputInjected
-    | RunResumed
-    | RunCancelled
-    | RunFinished
-)
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -269,6 +69,12 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
 #: tag -> body class, for every registered event type.
 EVENT_TYPES: dict[str, type[EventBody]] = {}
 
+#: Maps a body to (the run's new status or None, the run's graph hash or None); see
+#: :func:`register_event_type`.
+RunIndexHook = Callable[[Any], tuple[str | None, str | None]]
+
+_RUN_INDEX: dict[type[EventBody], RunIndexHook] = {}
+
 #: An upcaster turns a body's plain data at version v into the data at version v + 1. It may
 #: change the ``"type"`` key to rename the tag; the chain then continues under the new tag.
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -288,10 +94,14 @@ def event_tag(body: EventBody | type[EventBody]) -> str:
     return tag
 
 
-def register_event_type(cls: type[EventBody]) -> type[EventBody]:
+def register_event_type(
+    cls: type[EventBody], *, run_index: RunIndexHook | None = None
+) -> type[EventBody]:
     """Add a body class to the catalogue (usable as a class decorator); returns ``cls``.
 
-    Raises ValueError if another class already holds its tag.
+    ``run_index``, if given, is called with each body of this class when it is appended and
+    returns ``(status, graph_hash)``: the values the run's listing row takes (``None``
+    leaves a value unchanged). Raises ValueError if another class already holds its tag.
     """
     tag = event_tag(cls)
     existing = EVENT_TYPES.get(tag)
@@ -299,7 +109,14 @@ def register_event_type(cls: type[EventBody]) -> type[EventBody]:
         raise ValueError(f"event tag {tag!r} is already registered to {existing.__qualname__}")
     EVENT_TYPES[tag] = cls
     _DECODERS[tag] = msgspec.json.Decoder(cls)
+    if run_index is not None:
+        _RUN_INDEX[cls] = run_index
     return cls
+
+
+def run_index_hook(cls: type[EventBody]) -> RunIndexHook | None:
+    """The ``run_index`` hook registered for ``cls`` (None: its bodies leave the listing)."""
+    return _RUN_INDEX.get(cls)
 
 
 def register_upcaster(tag: str, from_version: int, upcaster: Upcaster) -> None:
@@ -311,10 +128,6 @@ def register_upcaster(tag: str, from_version: int, upcaster: Upcaster) -> None:
     if key in _UPCASTERS and _UPCASTERS[key] is not upcaster:
         raise ValueError(f"an upcaster for {tag!r} version {from_version} is already registered")
     _UPCASTERS[key] = upcaster
-
-
-for _cls in AnyEvent.__args__:
-    register_event_type(_cls)
 
 
 def encode_body(body: EventBody) -> bytes:

@@ -5,18 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from ._events import (
-    EventBody,
-    RunCancelled,
-    RunFinished,
-    RunPaused,
-    RunResumed,
-    RunStarted,
-    encode_body,
-    event_tag,
-)
+from ._events import EventBody, RunIndexHook, encode_body, event_tag, run_index_hook
 from ._protocol import AppendResult
 from ._schema import COMPRESS_AT, frame_rows, stored_rows, tag_prefix
 
@@ -115,23 +105,11 @@ class AppendRequest:
             _log.exception("an append callback failed")
 
 
-def _started(body: Any) -> tuple[str | None, str | None]:
-    return "running", body.graph_hash
+#: Per event class: (tag, schema version, run listing hook or None, tag prefix length).
+_TYPE_INFO: dict[type[EventBody], tuple[str, int, RunIndexHook | None, int]] = {}
 
 
-_StatusOf = Callable[[Any], tuple[str | None, str | None]]
-_STATUS_OF: dict[type[EventBody], _StatusOf] = {
-    RunStarted: _started,
-    RunPaused: lambda body: ("paused", None),
-    RunResumed: lambda body: ("running", None),
-    RunCancelled: lambda body: ("cancelled", None),
-    RunFinished: lambda body: (body.status, None),
-}
-#: Per event class: (tag, schema version, status change or None, tag prefix length).
-_TYPE_INFO: dict[type[EventBody], tuple[str, int, _StatusOf | None, int]] = {}
-
-
-def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, _StatusOf | None, int]:
+def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, RunIndexHook | None, int]:
     """Learn a class's row facts from its first encoded body (``data``)."""
     tag = event_tag(cls)
     prefix = tag_prefix(tag)
@@ -139,7 +117,7 @@ def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, _StatusOf |
     # bodies are stored whole (load_body tells the forms apart by the first byte).
     tagged = data.startswith(prefix) and data[len(prefix) : len(prefix) + 1] in (b",", b"}")
     cut = len(prefix) if tagged else 0
-    info = (tag, cls.schema_version, _STATUS_OF.get(cls), cut)
+    info = (tag, cls.schema_version, run_index_hook(cls), cut)
     _TYPE_INFO[cls] = info
     return info
 

@@ -20,12 +20,13 @@ from typing import Any
 import msgspec
 
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
-from eventstore import (
+from eventstore import Event, EventBody
+
+from ._edges import Route, decide_edge, resolve_edges
+from ._events import (
     BranchesForked,
     BranchesJoined,
     EdgeTaken,
-    Event,
-    EventBody,
     InputInjected,
     MemoryWritten,
     NodeCompleted,
@@ -36,10 +37,7 @@ from eventstore import (
     RunPaused,
     RunResumed,
     RunStarted,
-    RunState,
 )
-
-from ._edges import Route, decide_edge, resolve_edges
 from ._fanout import FanOut, convergence_node, restore_fanout, unfinished_nodes
 from ._llm import LlmProvider
 from ._messages import (
@@ -62,6 +60,7 @@ from ._spec import (
     retry_delay,
     shared_graph_dict,
 )
+from ._state import RunState
 
 __all__ = ["ExecutorActor", "NodeFactory"]
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from eventstore import (
+from eventstore import Event
+
+from ._events import (
     BranchesForked,
     BranchesJoined,
     EdgeTaken,
-    Event,
     MemoryWritten,
     NodeCompleted,
     NodeFailed,
     NodeStarted,
 )
-
 from ._spec import GraphSpec
 
 __all__ = ["FanOut", "convergence_node", "restore_fanout", "unfinished_nodes"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from eventstore import Event, EventBody, RunFinished, fold, register_event_type
+from eventstore import Event, EventBody, register_event_type
 
 from ._errors import RunNotFoundError, RunStateError
+from ._events import RunFinished
 from ._runlog import RunLog
+from ._state import fold
 
 if TYPE_CHECKING:
     from ._runtime import Runtime

@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from actors import Actor, ActorRef, MailboxFullError
-from eventstore import OutputSet
 
+from ._events import OutputSet
 from ._messages import ExecuteNode, NodeDone
 from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec

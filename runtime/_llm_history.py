@@ -24,9 +24,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from eventstore import (
+from eventstore import Event
+
+from ._events import (
     ConversationCompacted,
-    Event,
     InputInjected,
     LlmTurn,
     MemoryWritten,
@@ -41,7 +42,6 @@ from eventstore import (
     ToolResult,
     Verdict,
 )
-
 from ._llm import ToolCall
 
 __all__ = ["ConversationEntry", "NodeHistory", "entry_of", "rebuild"]

@@ -30,17 +30,7 @@ from typing import Any
 import msgspec
 
 from actors import Actor, ActorRef, AskTimeoutError
-from eventstore import (
-    ConversationCompacted,
-    EventBody,
-    LlmTurn,
-    MessageAdded,
-    OutputSet,
-    StallDetected,
-    ToolCallRecord,
-    ToolResult,
-    Verdict,
-)
+from eventstore import EventBody
 
 from ._conversation import (
     build_system_prompt,
@@ -50,6 +40,16 @@ from ._conversation import (
     transition_marker,
 )
 from ._errors import ProviderError, SpecError, UnknownToolError
+from ._events import (
+    ConversationCompacted,
+    LlmTurn,
+    MessageAdded,
+    OutputSet,
+    StallDetected,
+    ToolCallRecord,
+    ToolResult,
+    Verdict,
+)
 from ._judge import (
     DEFAULT_RETRY_FEEDBACK,
     ImplicitJudge,

@@ -7,16 +7,10 @@ from typing import Any
 
 import anyio
 
-from eventstore import (
-    AppendResult,
-    Event,
-    EventBody,
-    EventStore,
-    NodeStarted,
-    OutputSet,
-    RunState,
-    fold,
-)
+from eventstore import AppendResult, Event, EventBody, EventStore
+
+from ._events import NodeStarted, OutputSet
+from ._state import RunState, fold
 
 __all__ = ["CommitHook", "RunLog"]
 

@@ -10,17 +10,10 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from actors import Actor, ActorRef, ActorSystem, MailboxConfig
-from eventstore import (
-    Event,
-    EventStore,
-    InputInjected,
-    RunCancelled,
-    RunState,
-    fold,
-    open_store,
-)
+from eventstore import Event, EventStore, open_store
 
 from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
+from ._events import InputInjected, RunCancelled
 from ._executor import ExecutorActor
 from ._fork import copy_prefix
 from ._function_node import FunctionNodeActor, PlainFunction
@@ -35,6 +28,7 @@ from ._runlog import CommitHook, RunLog
 from ._spec import GraphSpec, NodeSpec, graph_hash
 from ._spec_load import graph_from_dict
 from ._spec_validate import validate_graph
+from ._state import RunState, fold
 from ._tools import Tool, ToolRegistry
 
 _log = logging.getLogger("magistrate.runtime")

@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from eventstore import RunState, fold
-
 from ._runtime import Runtime
 from ._scripted import ScriptedProvider, reply, tool_call
 from ._spec import EdgeSpec, GraphSpec, NodeSpec
+from ._state import RunState, fold
 
 __all__ = [
     "ScriptedProvider",

@@ -11,8 +11,8 @@ from typing import TextIO
 
 import msgspec
 
-from eventstore import SqliteEventStore, fold
-from runtime import AnthropicProvider, LlmProvider, OpenAIProvider, Runtime
+from eventstore import SqliteEventStore
+from runtime import AnthropicProvider, LlmProvider, OpenAIProvider, Runtime, fold
 
 from .graph import FUNCTIONS, TRIP_REQUEST, build_graph
 from .script import scripted_provider

@@ -11,9 +11,9 @@ from typing import Any, Final
 
 import msgspec
 
-from eventstore import (
+from eventstore import Event, VerifyReport, event_tag
+from runtime import (
     EdgeTaken,
-    Event,
     LlmTurn,
     MemoryWritten,
     MessageAdded,
@@ -26,8 +26,6 @@ from eventstore import (
     StallDetected,
     ToolResult,
     Verdict,
-    VerifyReport,
-    event_tag,
     fold,
 )
 

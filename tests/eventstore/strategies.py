@@ -6,14 +6,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from eventstore import (
-    EVENT_TYPES,
+from eventstore import EVENT_TYPES, Event, EventBody
+from runtime import (
     BranchesForked,
     BranchesJoined,
     ConversationCompacted,
     EdgeTaken,
-    Event,
-    EventBody,
     InputInjected,
     LlmTurn,
     MemoryWritten,
@@ -154,7 +152,7 @@ bodies: st.SearchStrategy[EventBody] = st.one_of(*BODY_STRATEGIES.values())
 
 def catalogue_covered() -> bool:
     """True when every catalogue type has a strategy (checked by a test)."""
-    catalogue = {cls for cls in EVENT_TYPES.values() if cls.__module__ == "eventstore._events"}
+    catalogue = {cls for cls in EVENT_TYPES.values() if cls.__module__ == "runtime._events"}
     return catalogue == set(BODY_STRATEGIES)
 
 

@@ -13,8 +13,6 @@ from hypothesis import given, settings
 from eventstore import (
     EVENT_TYPES,
     EventBody,
-    NodeStarted,
-    RunStarted,
     SqliteEventStore,
     UnknownEventError,
     chain_hash,
@@ -24,6 +22,7 @@ from eventstore import (
     register_event_type,
     register_upcaster,
 )
+from runtime import NodeStarted, RunStarted
 
 from .strategies import BODY_STRATEGIES, bodies, catalogue_covered
 
@@ -177,3 +176,23 @@ def test_chain_digest_is_sha256_of_header_and_body_whatever_the_size(size: int) 
     header = msgspec.msgpack.encode((b"\x01" * 32, "run-1", 7, "memory.written", 2))
     expected = hashlib.sha256(header + body).digest()
     assert chain_digest(b"\x01" * 32, "run-1", 7, "memory.written", 2, body) == expected
+
+
+class Opened(EventBody, frozen=True, tag="test.opened"):
+    """An application's own lifecycle event: the store learns its listing effect by hook."""
+
+    label: str
+
+
+register_event_type(Opened, run_index=lambda body: (f"open:{body.label}", f"h-{body.label}"))
+
+
+async def test_a_registered_run_index_hook_sets_the_listing(tmp_path: Path) -> None:
+    async with SqliteEventStore(tmp_path / "hook.db") as store:
+        await store.append("r1", [Note(text="a", author="b")], expected_seq=0)
+        info = await store.get_run("r1")
+        assert info is not None and info.status == "new" and info.graph_hash is None
+        await store.append("r1", [Opened(label="x")], expected_seq=1)
+        info = await store.get_run("r1")
+        assert info is not None and (info.status, info.graph_hash) == ("open:x", "h-x")
+        assert [r.run_id for r in await store.list_runs(status="open:x")] == ["r1"]

@@ -17,16 +17,14 @@ from eventstore import (
     ConcurrencyError,
     EventBody,
     EventStore,
-    MemoryWritten,
     NotAStoreError,
     PostgresEventStore,
-    RunStarted,
     SchemaVersionError,
     SqliteEventStore,
     StoreError,
-    fold,
     open_store,
 )
+from runtime import MemoryWritten, RunStarted, fold
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 from .strategies import BODY_STRATEGIES

@@ -18,13 +18,7 @@ from eventstore import (
     CorruptLogError,
     DurabilityConfig,
     EventBody,
-    MemoryWritten,
-    NodeCompleted,
-    NodeStarted,
     NotAStoreError,
-    RunFinished,
-    RunPaused,
-    RunStarted,
     SchemaVersionError,
     Snapshot,
     SqliteEventStore,
@@ -34,6 +28,7 @@ from eventstore import (
     event_tag,
 )
 from eventstore._schema import FRAME_TYPE, pack_frame, store_body
+from runtime import MemoryWritten, NodeCompleted, NodeStarted, RunFinished, RunPaused, RunStarted
 
 pytestmark = pytest.mark.anyio
 

@@ -14,6 +14,11 @@ from eventstore import (
     ConcurrencyError,
     EventBody,
     EventStore,
+    Snapshot,
+    StoreClosedError,
+    StoreError,
+)
+from runtime import (
     MemoryWritten,
     NodeCompleted,
     NodeStarted,
@@ -21,9 +26,6 @@ from eventstore import (
     RunPaused,
     RunResumed,
     RunStarted,
-    Snapshot,
-    StoreClosedError,
-    StoreError,
     fold,
 )
 

@@ -16,13 +16,12 @@ import pytest
 
 from eventstore import (
     DurabilityConfig,
-    NodeStarted,
-    RunStarted,
     SqliteEventStore,
     StoreClosedError,
     StoreError,
     _process_writer,
 )
+from runtime import NodeStarted, RunStarted
 
 pytestmark = pytest.mark.anyio
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from eventstore import LlmTurn, SqliteEventStore, Verdict
+from eventstore import SqliteEventStore
 from examples.travel_agent import run_demo
 from examples.travel_agent.graph import build_graph, load_request
 from examples.travel_agent.script import QUALITY_FEEDBACK
+from runtime import LlmTurn, Verdict
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import anyio
 
-from eventstore import EventBody, LlmTurn
+from eventstore import EventBody
+from runtime import LlmTurn
 from runtime._llm import ToolCall
 from runtime._runtime import Runtime
 from runtime._scripted import ScriptedProvider, reply

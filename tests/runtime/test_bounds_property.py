@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore import Event, LlmTurn, NodeStarted, RunFinished
+from eventstore import Event
+from runtime import LlmTurn, NodeStarted, RunFinished
 from runtime._errors import ProviderError
 from runtime._judge import JudgeContext, JudgeProtocol
 from runtime._llm import LlmRequest, LlmResponse, ToolCall

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eventstore import NodeCompleted, SqliteEventStore, fold
+from eventstore import SqliteEventStore
+from runtime import NodeCompleted, fold
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

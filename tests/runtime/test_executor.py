@@ -6,7 +6,8 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import (
+from eventstore import SqliteEventStore
+from runtime import (
     BranchesJoined,
     EdgeTaken,
     MemoryWritten,
@@ -14,7 +15,6 @@ from eventstore import (
     NodeFailed,
     NodeStarted,
     RunFinished,
-    SqliteEventStore,
     fold,
 )
 from runtime._errors import RunStateError, SpecError

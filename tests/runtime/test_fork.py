@@ -7,17 +7,19 @@ from typing import Any
 
 import pytest
 
-from eventstore import (
+from eventstore import SqliteEventStore, event_tag
+from runtime import (
     InputInjected,
     NodeCompleted,
     NodeStarted,
     RunFinished,
+    RunForked,
+    RunNotFoundError,
     RunResumed,
-    SqliteEventStore,
-    event_tag,
+    RunStateError,
+    Runtime,
     fold,
 )
-from runtime import RunForked, RunNotFoundError, RunStateError, Runtime
 from runtime.testing import function_node, linear_graph
 
 pytestmark = pytest.mark.anyio

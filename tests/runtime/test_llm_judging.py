@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from eventstore import EdgeTaken, NodeFailed, Verdict
+from runtime import EdgeTaken, NodeFailed, Verdict
 from runtime._errors import ProviderError
 from runtime._judge import DEFAULT_RETRY_FEEDBACK, FEEDBACK_PREFIX, JudgeContext, JudgeVerdict
 from runtime._scripted import ScriptedProvider, reply

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import (
+from runtime import (
     ConversationCompacted,
     EdgeTaken,
     LlmTurn,

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import LlmTurn, RunResumed, ToolResult
+from runtime import LlmTurn, RunResumed, ToolResult
 from runtime._runtime import Runtime
 from runtime._scripted import ScriptedProvider
 

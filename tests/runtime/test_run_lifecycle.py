@@ -108,7 +108,8 @@ async def test_a_node_start_whose_commit_fails_fails_the_run_with_the_store_erro
     # A durable node start is handed to the store without the executor waiting for it;
     # when that commit fails (here another writer appended to the run meanwhile), the run
     # must fail with the store's error, and the next node must never run.
-    from eventstore import ConcurrencyError, InputInjected, SqliteEventStore
+    from eventstore import ConcurrencyError, SqliteEventStore
+    from runtime import InputInjected
 
     gate = anyio.Event()
     entered = anyio.Event()
@@ -149,7 +150,8 @@ async def test_a_run_whose_graph_no_longer_has_its_recorded_hash_resumes_with_a_
 ) -> None:
     # As if a release changed a default after the run started: the compact graph in the
     # log reads back as another graph than the one hashed at the start.
-    from eventstore import NodeStarted, RunStarted, SqliteEventStore
+    from eventstore import SqliteEventStore
+    from runtime import NodeStarted, RunStarted
     from runtime._spec import compact_graph_dict, graph_hash
 
     path = tmp_path / "runs.db"

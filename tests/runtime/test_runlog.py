@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import EventBody, NodeStarted, OutputSet
+from eventstore import EventBody
+from runtime import NodeStarted, OutputSet
 from runtime._runlog import RunLog
 
 pytestmark = pytest.mark.anyio

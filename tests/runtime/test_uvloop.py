@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import DurabilityConfig, Event, NodeCompleted, RunFinished, SqliteEventStore
-from runtime import Runtime
+from eventstore import DurabilityConfig, Event, SqliteEventStore
+from runtime import NodeCompleted, RunFinished, Runtime
 from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
 
 pytestmark = [

@@ -8,12 +8,11 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore import (
+from eventstore import Event, EventBody
+from runtime import (
     ConversationCompacted,
     ConversationEntry,
     EdgeTaken,
-    Event,
-    EventBody,
     InputInjected,
     LlmTurn,
     MemoryWritten,
@@ -36,7 +35,7 @@ from eventstore import (
     fold,
 )
 
-from .strategies import as_log, logs
+from ..eventstore.strategies import as_log, logs
 
 
 def snapshot(state: RunState) -> bytes:

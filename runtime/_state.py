@@ -11,12 +11,12 @@ from typing import Any
 
 import msgspec
 
+from eventstore import Event, EventBody
+
 from ._events import (
     BranchesForked,
     ConversationCompacted,
     EdgeTaken,
-    Event,
-    EventBody,
     InputInjected,
     LlmTurn,
     MemoryWritten,

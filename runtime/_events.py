@@ -1,0 +1,249 @@
+"""The runtime's event catalogue: the bodies of a run's log, a tagged union with stable tags.
+
+Each class is registered with the store's codec (:func:`eventstore.register_event_type`)
+when this module is imported, together with how it changes the run listing's status: the
+store itself knows nothing of runs' meaning. A body's identity on disk is its tag
+(``"node.started"``) and its schema version; when a body's shape changes, bump its
+``schema_version`` and register an upcaster (:func:`eventstore.register_upcaster`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from eventstore import EventBody, RunIndexHook, register_event_type
+
+__all__ = [
+    "AnyEvent",
+    "BranchesForked",
+    "BranchesJoined",
+    "ConversationCompacted",
+    "EdgeTaken",
+    "InputInjected",
+    "LlmTurn",
+    "MemoryWritten",
+    "MessageAdded",
+    "NodeCompleted",
+    "NodeFailed",
+    "NodeStarted",
+    "OutputSet",
+    "RunCancelled",
+    "RunFinished",
+    "RunPaused",
+    "RunResumed",
+    "RunStarted",
+    "StallDetected",
+    "ToolCallRecord",
+    "ToolResult",
+    "Verdict",
+]
+
+
+class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call the model asked for in a turn."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class RunStarted(EventBody, frozen=True, tag="run.started"):
+    """A run began. ``graph`` is its spec as builtins; the runtime records the compact form
+    (fields at their default left out) and ``graph_hash`` hashes the full canonical form."""
+
+    graph: dict[str, Any]
+    graph_hash: str
+    entry: str
+    goal: dict[str, Any] | None = None
+    input: dict[str, Any] = {}
+
+
+class NodeStarted(EventBody, frozen=True, tag="node.started"):
+    """The node_start checkpoint. ``visit`` is 1 for the node's first visit in the run."""
+
+    node_id: str
+    visit: int
+    attempt: int = 1
+    branch: str | None = None
+
+
+class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
+    node_id: str
+    iteration: int
+    text: str
+    tool_calls: list[ToolCallRecord]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    model: str = ""
+
+
+class ToolResult(EventBody, frozen=True, tag="tool.result"):
+    node_id: str
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+class MessageAdded(EventBody, frozen=True, tag="conversation.message"):
+    """A message put into the conversation (``role``: user, system or assistant)."""
+
+    node_id: str
+    role: str
+    content: str
+    kind: str = "user"
+
+
+class ConversationCompacted(EventBody, frozen=True, tag="conversation.compacted"):
+    """The first ``upto`` conversation entries were replaced by ``summary``."""
+
+    node_id: str
+    upto: int
+    summary: str
+
+
+class OutputSet(EventBody, frozen=True, tag="output.set"):
+    node_id: str
+    key: str
+    value: Any
+
+
+class Verdict(EventBody, frozen=True, tag="judge.verdict"):
+    node_id: str
+    iteration: int
+    action: str
+    level: str
+    feedback: str = ""
+    confidence: float | None = None
+    error: str | None = None
+
+
+class StallDetected(EventBody, frozen=True, tag="node.stalled"):
+    node_id: str
+    iteration: int
+    signature: str
+
+
+class MemoryWritten(EventBody, frozen=True, tag="memory.written"):
+    """A write to shared memory; ``op`` is replace, append or merge."""
+
+    key: str
+    value: Any
+    op: str = "replace"
+    node_id: str | None = None
+    branch: str | None = None
+
+
+class NodeCompleted(EventBody, frozen=True, tag="node.completed"):
+    """The node_complete checkpoint."""
+
+    node_id: str
+    branch: str | None = None
+
+
+class NodeFailed(EventBody, frozen=True, tag="node.failed"):
+    node_id: str
+    error: str
+    error_type: str
+    attempt: int
+    will_retry: bool
+    branch: str | None = None
+
+
+class EdgeTaken(EventBody, frozen=True, tag="edge.taken"):
+    source: str
+    target: str
+    edge_index: int
+    condition: str
+    reason: str = ""
+
+
+class BranchesForked(EventBody, frozen=True, tag="branches.forked"):
+    source: str
+    targets: list[str]
+    join: str | None
+    policy: str
+
+
+class BranchesJoined(EventBody, frozen=True, tag="branches.joined"):
+    join: str | None
+    completed: list[str]
+    failed: list[str]
+
+
+class RunPaused(EventBody, frozen=True, tag="run.paused"):
+    """``reason``: hitl, user or input."""
+
+    reason: str
+    node_id: str | None
+
+
+class InputInjected(EventBody, frozen=True, tag="input.injected"):
+    data: dict[str, Any]
+
+
+class RunResumed(EventBody, frozen=True, tag="run.resumed"):
+    note: str = ""
+
+
+class RunCancelled(EventBody, frozen=True, tag="run.cancelled"):
+    node_id: str | None
+    reason: str = ""
+
+
+class RunFinished(EventBody, frozen=True, tag="run.finished"):
+    """``status``: completed or failed; ``quality``: clean, degraded or failed."""
+
+    status: str
+    quality: str
+    total_retries: int = 0
+    error: str | None = None
+    goal_outcome: dict[str, Any] | None = None
+
+
+AnyEvent = (
+    RunStarted
+    | NodeStarted
+    | LlmTurn
+    | ToolResult
+    | MessageAdded
+    | ConversationCompacted
+    | OutputSet
+    | Verdict
+    | StallDetected
+    | MemoryWritten
+    | NodeCompleted
+    | NodeFailed
+    | EdgeTaken
+    | BranchesForked
+    | BranchesJoined
+    | RunPaused
+    | InputInjected
+    | RunResumed
+    | RunCancelled
+    | RunFinished
+)
+
+
+def _started(body: RunStarted) -> tuple[str | None, str | None]:
+    return "running", body.graph_hash
+
+
+def _finished(body: RunFinished) -> tuple[str | None, str | None]:
+    return body.status, None
+
+
+#: How each lifecycle event changes the run listing's (status, graph hash).
+_RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
+    RunStarted: _started,
+    RunPaused: lambda body: ("paused", None),
+    RunResumed: lambda body: ("running", None),
+    RunCancelled: lambda body: ("cancelled", None),
+    RunFinished: _finished,
+}
+
+for _cls in AnyEvent.__args__:
+    register_event_type(_cls, run_index=_RUN_INDEX.get(_cls))
