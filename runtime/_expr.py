@@ -28,7 +28,13 @@ would exceed it, so ``10**10**10`` or ``'a' * 10**9`` are refused at once):
 - every string, list, tuple, set or dict the expression builds weighs at most
   :data:`MAX_SIZE`, where a string weighs its length, a collection the sum of its
   items' weights (so ``[[0] * 1000] * 1000`` is refused as well);
-- ``str % args`` formatting is refused (``'%999999999d' % 1``).
+- ``str % args`` formatting is refused (``'%999999999d' % 1``);
+- the total work of one evaluation is at most :data:`MAX_WORK` units, charged as it
+  goes: a unit is roughly a nanosecond of C-level work on one item (comparing,
+  searching, copying, sorting cost per item they touch; the size checks cost per item
+  they walk, once per value). So every expression that compiles evaluates in tens of
+  milliseconds or raises, however its bounded operations are chained
+  (``[0]*99999+[] and [0]*99999+[] and ...`` is refused after a few terms).
 
 Evaluation never raises anything but :class:`ExpressionError`: a ``TypeError``,
 ``ZeroDivisionError``, ``KeyError`` or ``IndexError`` inside it is converted, with the
@@ -47,16 +53,20 @@ from ._errors import ExpressionError
 from ._expr_ops import (
     _BINOPS,
     _COMPARES,
+    _METER,
     FUNCTIONS,
     MAX_DEPTH,
     MAX_INT_BITS,
     MAX_NODES,
     MAX_SIZE,
     MAX_SOURCE_LENGTH,
+    MAX_WORK,
+    _charge,
     _check_size,
     _describe,
     _Env,
     _Fn,
+    _Meter,
     _Refusal,
     _weight,
 )
@@ -68,6 +78,7 @@ __all__ = [
     "MAX_NODES",
     "MAX_SIZE",
     "MAX_SOURCE_LENGTH",
+    "MAX_WORK",
     "Expression",
     "compile_expression",
 ]
@@ -243,7 +254,10 @@ class _Compiler:
             for op, comparator in zip(ops, rest, strict=True):
                 right = comparator(env)
                 try:
+                    _charge(left, right)
                     result = op(left, right)
+                except _Refusal as refusal:
+                    raise _Refusal(refusal.reason, pos) from refusal.__cause__
                 except Exception as exc:
                     raise _Refusal(_describe(exc), pos) from exc
                 if not result:
@@ -268,7 +282,12 @@ class _Compiler:
             container = value(env)
             key = index(env)
             try:
-                return container[key]
+                item = container[key]
+                if type(key) is slice:
+                    _charge(item)  # a copy
+                return item
+            except _Refusal as refusal:
+                raise _Refusal(refusal.reason, pos) from refusal.__cause__
             except Exception as exc:
                 raise _Refusal(_describe(exc), pos) from exc
 
@@ -293,6 +312,7 @@ class _Compiler:
         if node.keywords:
             raise self.refuse(node, f"keyword arguments are not allowed ({name})")
         impl, low, high = FUNCTIONS[name]
+        factor = _CALL_FACTORS.get(name, 1)
         if not low <= len(node.args) <= high:
             raise self.refuse(
                 node,
@@ -306,6 +326,8 @@ class _Compiler:
         def run(env: _Env) -> Any:
             values = [a(env) for a in args]
             try:
+                if factor:
+                    _charge(*values, factor=factor)
                 return _check_size(impl(*values), f"{name}()")
             except _Refusal as refusal:
                 raise _Refusal(refusal.reason, pos) from refusal.__cause__
@@ -314,6 +336,10 @@ class _Compiler:
 
         return run
 
+
+#: Work per item touched by a call, relative to a comparison (``len`` touches none;
+#: sorting and formatting cost many times a comparison per item).
+_CALL_FACTORS: Final = {"len": 0, "sorted": 8, "str": 3, "sum": 2}
 
 _CONSTRUCT_NAMES: Final = {
     "Attribute": "attribute access",
@@ -387,6 +413,7 @@ class Expression:
         exceeded, or any error of an operation (type mismatch, division by zero, missing
         key or index); the error's ``position`` is the column of the failing operation.
         """
+        token = _METER.set(_Meter(MAX_WORK))
         try:
             return self._fn(names)
         except _Refusal as refusal:
@@ -395,6 +422,8 @@ class Expression:
             ) from refusal.__cause__
         except Exception as exc:  # e.g. truthiness of a foreign object: converted, not lost
             raise ExpressionError(self.source, _describe(exc)) from exc
+        finally:
+            _METER.reset(token)
 
     def truthy(self, names: Mapping[str, Any]) -> bool:
         """``bool(evaluate(names))``; raises :class:`ExpressionError` like ``evaluate``."""

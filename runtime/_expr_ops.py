@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, Final
 
 MAX_SOURCE_LENGTH: Final = 1_000
@@ -16,6 +17,17 @@ MAX_NODES: Final = 500
 MAX_DEPTH: Final = 40
 MAX_INT_BITS: Final = 1024
 MAX_SIZE: Final = 100_000
+#: The work one evaluation may do, in units of roughly a nanosecond of C-level work on one
+#: item (see :class:`_Meter`): every expression that compiles finishes in tens of
+#: milliseconds or is refused, however its operations are chained.
+MAX_WORK: Final = 15_000_000
+#: Units charged per item an operation touches in C (comparing, searching, copying).
+_ITEM: Final = 20
+#: Units charged per item the weight check walks in Python, and per flat item it counts
+#: at C speed.
+_WALK_STEP: Final = 500
+_FLAT_ITEM: Final = 25
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
 #: ``round(x, n)`` computes ``10**-n`` for ints: keep ``n`` small.
 _MAX_ROUND_DIGITS: Final = 400
 
@@ -32,6 +44,59 @@ class _Refusal(Exception):
         self.position = position
 
 
+class _Meter:
+    """The work budget of one evaluation, charged as it goes (never after the fact).
+
+    Weights of containers already measured in this evaluation are remembered by identity
+    (with a reference, so an id is never reused while remembered): a value is walked once
+    however many operations read it.
+    """
+
+    __slots__ = ("kept", "left", "weights")
+
+    def __init__(self, budget: int = MAX_WORK) -> None:
+        self.left = budget
+        # id -> weight, and the objects themselves kept alive (a list, not a tuple per
+        # entry: no new objects for the garbage collector to scan while walking).
+        self.weights: dict[int, int] = {}
+        self.kept: list[Any] = []
+
+    def remember(self, value: Any, weight: int) -> None:
+        self.weights[id(value)] = weight
+        self.kept.append(value)
+
+    def spend(self, units: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            reason = f"the expression does more work than its budget ({MAX_WORK} units)"
+            raise _Refusal(reason, None)
+
+
+#: The meter of the evaluation running in this context (none outside an evaluation).
+_METER: ContextVar[_Meter | None] = ContextVar("magistrate_expression_meter", default=None)
+
+
+def _spend(units: int) -> None:
+    meter = _METER.get()
+    if meter is not None:
+        meter.spend(units)
+
+
+def _items(value: Any) -> int:
+    """How many items an operation on ``value`` may touch (strings count per 8 chars)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value) // 8 + 1
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        return _weight(value, 1 << 62) + 1
+    return 1
+
+
+def _charge(*values: Any, factor: int = 1) -> None:
+    """Charge an operation touching ``values`` in C, before it runs."""
+    if _METER.get() is not None:
+        _spend(_ITEM * factor * sum(_items(v) for v in values))
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -44,34 +109,61 @@ def _weight(value: Any, budget: int = MAX_SIZE) -> int:
     """Weight of ``value`` (see module doc), or ``budget + 1`` once it exceeds ``budget``.
 
     Iterative and stopped by the budget, so self-referencing or giant shared structures
-    cost at most ``budget`` steps.
+    cost at most ``budget`` steps. Inside an evaluation the walk is charged to its meter
+    as it goes, and containers it has weighed before cost one step.
     """
+    meter = _METER.get()
+    if meter is not None:
+        cached = meter.weights.get(id(value))
+        if cached is not None:
+            return cached if cached <= budget else budget + 1
     total = 0
+    steps = 0
+    flat = 0
     stack = [value]
     while stack:
         item = stack.pop()
+        steps += 1
         if isinstance(item, (str, bytes, bytearray)):
             total += max(1, len(item))
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            if total + len(item) > budget:
-                return budget + 1
-            if item:
-                stack.extend(item)
-            else:
+        elif isinstance(item, (list, tuple, set, frozenset, dict)):
+            known = meter.weights.get(id(item)) if meter is not None else None
+            if known is not None:
+                total += known
+            elif not item:
                 total += 1
-        elif isinstance(item, dict):
-            if total + 2 * len(item) > budget:
-                return budget + 1
-            if item:
+            elif isinstance(item, dict):
+                if total + 2 * len(item) > budget:
+                    return _walked(meter, steps, flat, budget + 1)
                 stack.extend(item.keys())
                 stack.extend(item.values())
             else:
-                total += 1
+                if total + len(item) > budget:
+                    return _walked(meter, steps, flat, budget + 1)
+                if set(map(type, item)) <= _SCALARS:  # counted in C: the common case
+                    total += len(item)
+                    flat += len(item)
+                    if meter is not None:  # a leaf shared many times is walked once
+                        meter.remember(item, len(item))
+                else:
+                    stack.extend(item)
         else:
             total += 1
         if total > budget:
-            return budget + 1
+            return _walked(meter, steps, flat, budget + 1)
+        if meter is not None and (steps & 1023) == 0:
+            meter.spend(steps * _WALK_STEP + flat * _FLAT_ITEM)
+            steps = flat = 0
+    _walked(meter, steps, flat, total)
+    if meter is not None and isinstance(value, (list, tuple, set, frozenset, dict)):
+        meter.remember(value, total)
     return total
+
+
+def _walked(meter: _Meter | None, steps: int, flat: int, result: int) -> int:
+    if meter is not None:
+        meter.spend(steps * _WALK_STEP + flat * _FLAT_ITEM)
+    return result
 
 
 def _check_size(value: Any, what: str) -> Any:
@@ -187,14 +279,14 @@ def _f_str(x: Any) -> str:
 
 
 def _f_sum(items: Any, start: Any = 0) -> Any:
-    total = start
-    if not _is_number(total):
+    if not _is_number(start):
         raise _Refusal("sum() takes numbers only", None)
-    for item in items:
-        if not _is_number(item):
-            raise _Refusal("sum() takes numbers only", None)
-        total = _add(total, item)
-    return total
+    values = list(items)
+    if not set(map(type, values)) <= _SCALARS - {type(None)}:
+        raise _Refusal("sum() takes numbers only", None)
+    # Each int is below 2**MAX_INT_BITS, so the total stays small enough to compute
+    # before _check_size refuses it.
+    return _check_size(sum(values, start), "sum()")
 
 
 def _f_sorted(items: Any) -> list[Any]:

@@ -118,6 +118,7 @@ def validate_graph(graph: GraphSpec) -> None:
         declared.add(key.name)
 
     errors.extend(_check_retry("retry", graph.retry))
+    errors.extend(_check_edge_names(graph))
 
     if errors:
         raise SpecErrors(errors)
@@ -140,6 +141,51 @@ def _reachable(graph: GraphSpec) -> set[str]:
                 reached.add(target)
                 queue.append(target)
     return reached
+
+
+def _writes(node: NodeSpec) -> set[str] | None:
+    """The memory keys ``node`` may write, or None when it may write any key (a callable
+    that declares no ``output_keys``)."""
+    keys = set(node.output_keys)
+    if node.kind == "verifier":
+        result = (node.verifier.result_key if node.verifier else None) or f"{node.id}_verification"
+        keys.update((result, f"{result}_passed"))
+        return keys
+    if node.kind == "llm" or node.output_keys or node.function is None:
+        return keys  # an LLM node sets only its output keys; a bare router writes nothing
+    return None
+
+
+def _check_edge_names(graph: GraphSpec) -> list[SpecError]:
+    """A conditional edge reading a name that nothing writes or declares (a typo such as
+    ``amont > 100`` would otherwise be false for ever). Checked when every node that
+    writes declares its keys; names read at run time are checked again then."""
+    known = {key.name for key in graph.memory}
+    for node in graph.nodes:
+        written = _writes(node)
+        if written is None:
+            return []
+        known |= written
+        known.update(node.input_keys)
+    errors: list[SpecError] = []
+    for i, edge in enumerate(graph.edges):
+        if edge.condition != "conditional" or not edge.expression:
+            continue
+        try:
+            names = compile_expression(edge.expression).names
+        except ExpressionError:
+            continue  # reported by _check_expression
+        unknown = sorted(names - known)
+        if unknown:
+            listed = ", ".join(repr(name) for name in unknown)
+            errors.append(
+                SpecError(
+                    f"edges[{i}].expression",
+                    f"reads {listed}, which no node writes (output_keys) and no input_keys "
+                    f"or memory key declares",
+                )
+            )
+    return errors
 
 
 def _check_expression(path: str, source: str) -> list[SpecError]:
