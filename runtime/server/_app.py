@@ -1,0 +1,406 @@
+"""The ASGI app: JSON API, server-sent event streams, /metrics, /openapi.json and the dashboard.
+
+``create_app(runtime, graphs=..., token=...)`` returns a Starlette app that a host mounts in
+its own ASGI app or that ``magistrate serve`` runs on uvicorn. Reads are open; every
+request that changes something (POST) needs ``Authorization: Bearer <token>``, or gets 401
+and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from actors import MagistrateError
+from eventstore import ConcurrencyError, CorruptLogError, EventStore, StoreError
+
+from .._errors import RunNotFoundError, RunStateError, SpecError
+from .._runtime import Runtime
+from .._spec import GraphSpec, graph_hash, graph_to_dict
+from ._openapi import MAX_INT, openapi_document
+from ._schemas import (
+    ApiError,
+    ApproveRequest,
+    CancelRequest,
+    GraphInfo,
+    GraphList,
+    ResumeRequest,
+    RunRef,
+    StartRequest,
+    VerifyView,
+)
+from ._sse import run_changes, run_events
+from ._views import RunFilter, RunReader
+
+__all__ = ["create_app"]
+
+_STATIC = Path(__file__).parent / "static"
+_MAX_BODY = 1 << 20
+_ENCODER = msgspec.json.Encoder()
+_STATUSES = ("new", "running", "paused", "cancelled", "completed", "failed")
+_QUALITIES = ("clean", "degraded", "failed")
+_NO_CACHE = {"Cache-Control": "no-cache"}
+_SSE_HEADERS = {**_NO_CACHE, "X-Accel-Buffering": "no"}
+
+B = TypeVar("B", bound=msgspec.Struct)
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.error, self.detail = status, error, detail
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(_ENCODER.encode(value), status_code=status, media_type="application/json")
+
+
+def _error(code: int, error: str, detail: str, **fields: Any) -> Response:
+    return _json(ApiError(error=error, detail=detail, **fields), code)
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int = MAX_INT) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _HttpError(400, "bad_query", f"{name} must be an integer, got {raw!r}") from None
+    if value < low or value > high:
+        raise _HttpError(400, "bad_query", f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _float(request: Request, name: str) -> float | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _HttpError(400, "bad_query", f"{name} must be a number, got {raw!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise _HttpError(400, "bad_query", f"{name} must be a finite number")
+    return value
+
+
+def _choice(request: Request, name: str, allowed: tuple[str, ...]) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw not in allowed:
+        raise _HttpError(400, "bad_query", f"{name} must be one of {', '.join(allowed)}")
+    return raw
+
+
+def _csv(request: Request, name: str) -> list[str]:
+    raw = request.query_params.get(name) or ""
+    return [part for part in (p.strip() for p in raw.split(",")) if part]
+
+
+async def _body(request: Request, kind: type[B]) -> B:
+    data = await request.body()
+    if len(data) > _MAX_BODY:
+        raise _HttpError(413, "body_too_large", f"request bodies are limited to {_MAX_BODY} bytes")
+    if not data.strip():
+        data = b"{}"
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise _HttpError(422, "invalid_body", str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise _HttpError(400, "invalid_json", f"request body is not JSON: {exc}") from None
+
+
+class _Api:
+    """The handlers, bound to one runtime, its store, the registered graphs and the token."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        store: EventStore,
+        graphs: dict[str, GraphSpec],
+        token: str,
+        registry: CollectorRegistry,
+    ) -> None:
+        self.runtime = runtime
+        self.store = store
+        self.graphs = graphs
+        self.token = token
+        self.registry = registry
+        self.reader = RunReader(store)
+        self.openapi = _ENCODER.encode(openapi_document(list(graphs)))
+        self.index = (_STATIC / "index.html").read_text(encoding="utf-8")
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def list_graphs(self, request: Request) -> Response:
+        return _json(
+            GraphList(
+                graphs=[
+                    GraphInfo(name=name, graph_hash=graph_hash(g), spec=graph_to_dict(g))
+                    for name, g in self.graphs.items()
+                ]
+            )
+        )
+
+    async def list_runs(self, request: Request) -> Response:
+        filters = RunFilter(
+            status=_choice(request, "status", _STATUSES),
+            quality=_choice(request, "quality", _QUALITIES),
+            graph=request.query_params.get("graph") or None,
+            created_after=_float(request, "created_after"),
+            created_before=_float(request, "created_before"),
+        )
+        limit = _int(request, "limit", 50, 1, 500)
+        offset = _int(request, "offset", 0, 0)
+        return _json(await self.reader.list(filters, offset=offset, limit=limit))
+
+    async def get_run(self, request: Request) -> Response:
+        return _json(await self.reader.detail(request.path_params["run_id"]))
+
+    async def list_events(self, request: Request) -> Response:
+        page = await self.reader.events(
+            request.path_params["run_id"],
+            after=_int(request, "after", 0, 0),
+            limit=_int(request, "limit", 200, 1, 1000),
+            nodes=_csv(request, "node"),
+            types=_csv(request, "type"),
+        )
+        return _json(page)
+
+    async def get_state(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        at = _int(request, "at", 0, 1) or None
+        return _json(await self.runtime.get_state(run_id, at_seq=at))
+
+    async def verify(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        await self.reader.info(run_id)
+        report = await self.store.verify(run_id)
+        return _json(
+            VerifyView(
+                run_id=run_id,
+                ok=report.ok,
+                checked=report.checked,
+                broken_at=report.broken_at,
+                reason=report.reason,
+            )
+        )
+
+    async def stream_run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        await self.reader.info(run_id)
+        last = request.headers.get("last-event-id", "")
+        after = int(last) if last.isdigit() else _int(request, "after", 0, 0)
+        return StreamingResponse(
+            run_events(self.store, run_id, after),
+            media_type="text/event-stream",
+            headers=_SSE_HEADERS,
+        )
+
+    async def stream_runs(self, request: Request) -> Response:
+        return StreamingResponse(
+            run_changes(self.store), media_type="text/event-stream", headers=_SSE_HEADERS
+        )
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def openapi_json(self, request: Request) -> Response:
+        return Response(self.openapi, media_type="application/json")
+
+    async def dashboard(self, request: Request) -> Response:
+        # The page's links and API calls start at the mount point of this app.
+        root = html.escape(str(request.scope.get("root_path", "")).rstrip("/"), quote=True)
+        return HTMLResponse(self.index.replace("{{ROOT}}", root), headers=_NO_CACHE)
+
+    # -- changes (each needs the token: see _guarded) ------------------------------------
+
+    async def start_run(self, request: Request) -> Response:
+        body = await _body(request, StartRequest)
+        graph = self.graphs.get(body.graph)
+        if graph is None:
+            known = ", ".join(sorted(self.graphs)) or "none"
+            return _error(404, "unknown_graph", f"no graph named {body.graph!r} (known: {known})")
+        if body.run_id is not None and await self.store.get_run(body.run_id) is not None:
+            return _error(
+                409, "run_exists", f"run {body.run_id} already exists", run_id=body.run_id
+            )
+        handle = await self.runtime.start(graph, input=body.input, run_id=body.run_id)
+        return _json(RunRef(run_id=handle.run_id, action="started"), 201)
+
+    async def pause(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        await self.reader.info(run_id)
+        await self.runtime.pause(run_id)
+        return _json(RunRef(run_id=run_id, action="pause requested"), 202)
+
+    async def resume(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        body = await _body(request, ResumeRequest)
+        await self.runtime.resume(run_id, input=body.input or None)
+        return _json(RunRef(run_id=run_id, action="resumed"), 202)
+
+    async def approve(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        body = await _body(request, ApproveRequest)
+        info = await self.reader.info(run_id)
+        if info.status != "paused":
+            return _error(
+                409,
+                "not_paused",
+                f"run {run_id} is {info.status}; only a paused run can be approved",
+                run_id=run_id,
+                status=info.status,
+            )
+        await self.runtime.resume(run_id, input=body.input or None)
+        return _json(RunRef(run_id=run_id, action="approved"), 202)
+
+    async def cancel(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        body = await _body(request, CancelRequest)
+        await self.runtime.cancel(run_id, reason=body.reason)
+        return _json(RunRef(run_id=run_id, action="cancel requested"), 202)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def guarded(self, handler: Handler) -> Handler:
+        """``handler`` behind the bearer token check (constant-time compare)."""
+        expected = f"Bearer {self.token}".encode()
+
+        async def checked(request: Request) -> Response:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return Response(
+                    _ENCODER.encode(
+                        ApiError(error="unauthorized", detail="a valid bearer token is required")
+                    ),
+                    status_code=401,
+                    media_type="application/json",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            return await handler(request)
+
+        return checked
+
+
+async def _on_error(request: Request, exc: Exception) -> Response:
+    """Known failures as 4xx (503 for a store that cannot answer); the rest propagate."""
+    match exc:
+        case _HttpError():
+            return _error(exc.status, exc.error, exc.detail)
+        case RunNotFoundError():
+            return _error(404, "run_not_found", str(exc), run_id=exc.run_id)
+        case RunStateError():
+            return _error(409, "run_state", str(exc), run_id=exc.run_id, status=exc.status)
+        case ConcurrencyError():
+            return _error(409, "conflict", str(exc))
+        case SpecError():
+            return _error(422, "invalid_spec", str(exc))
+        case CorruptLogError():
+            return _error(409, "corrupt_log", str(exc))
+        case StoreError() | MagistrateError():
+            return _error(503, "unavailable", str(exc))
+    raise exc  # pragma: no cover - only registered for the classes above
+
+
+async def _on_http(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error(exc.status_code, "http", str(exc.detail))
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    graphs: Mapping[str, GraphSpec] | Iterable[GraphSpec] = (),
+    token: str | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Starlette:
+    """The server as an ASGI app, for uvicorn or for mounting under a host's own app.
+
+    ``runtime`` must be entered (``async with``) by the caller, around the app's lifetime,
+    and have a store. ``graphs`` are what ``POST /api/runs`` may start, by name (a mapping)
+    or by their ids (an iterable). ``token`` guards every request that changes something;
+    None generates one, readable as ``app.state.token`` (show it to the user once).
+    ``registry`` is the Prometheus registry ``/metrics`` exposes (default: the global one).
+    Raises ValueError for two graphs with one name; a runtime without a store answers 503.
+    """
+    named: dict[str, GraphSpec] = {}
+    items = graphs.items() if isinstance(graphs, Mapping) else ((g.id, g) for g in graphs)
+    for name, graph in items:
+        if name in named:
+            raise ValueError(f"two graphs are named {name!r}")
+        named[name] = graph
+    secret = token or secrets.token_urlsafe(24)
+    holder: dict[str, _Api] = {}
+
+    def api() -> _Api:
+        # The runtime opens its store on entry, which may come after create_app.
+        found = holder.get("api")
+        if found is None:
+            if runtime.store is None:
+                raise _HttpError(503, "unavailable", "the runtime is not started")
+            found = holder["api"] = _Api(
+                runtime, runtime.store, named, secret, registry or REGISTRY
+            )
+        return found
+
+    def route(name: str) -> Handler:
+        async def call(request: Request) -> Response:
+            return await getattr(api(), name)(request)  # type: ignore[no-any-return]
+
+        return call
+
+    def guarded(name: str) -> Handler:
+        async def call(request: Request) -> Response:
+            return await api().guarded(getattr(api(), name))(request)
+
+        return call
+
+    routes = [
+        Route("/", route("dashboard"), methods=["GET"]),
+        Route("/runs/{run_id}", route("dashboard"), methods=["GET"]),
+        Route("/approvals", route("dashboard"), methods=["GET"]),
+        Route("/openapi.json", route("openapi_json"), methods=["GET"]),
+        Route("/metrics", route("metrics"), methods=["GET"]),
+        Route("/api/graphs", route("list_graphs"), methods=["GET"]),
+        Route("/api/runs", route("list_runs"), methods=["GET"]),
+        Route("/api/runs", guarded("start_run"), methods=["POST"]),
+        Route("/api/stream", route("stream_runs"), methods=["GET"]),
+        Route("/api/runs/{run_id}", route("get_run"), methods=["GET"]),
+        Route("/api/runs/{run_id}/events", route("list_events"), methods=["GET"]),
+        Route("/api/runs/{run_id}/state", route("get_state"), methods=["GET"]),
+        Route("/api/runs/{run_id}/verify", route("verify"), methods=["GET"]),
+        Route("/api/runs/{run_id}/stream", route("stream_run"), methods=["GET"]),
+        *(
+            Route(f"/api/runs/{{run_id}}/{action}", guarded(action), methods=["POST"])
+            for action in ("pause", "resume", "approve", "cancel")
+        ),
+        Mount("/static", StaticFiles(directory=_STATIC), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            _HttpError: _on_error,
+            MagistrateError: _on_error,
+            HTTPException: _on_http,
+        },
+    )
+    app.state.token = secret
+    return app

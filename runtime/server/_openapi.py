@@ -1,0 +1,236 @@
+"""The OpenAPI 3.1 description of the HTTP API, built from the msgspec shapes it uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._schemas import (
+    ApiError,
+    ApproveRequest,
+    CancelRequest,
+    EventPage,
+    ForkRequest,
+    GraphList,
+    ResumeRequest,
+    RunDetail,
+    RunList,
+    RunRef,
+    StartRequest,
+    VerifyView,
+)
+
+__all__ = ["MAX_INT", "openapi_document"]
+
+_REF = "#/components/schemas/{name}"
+#: The largest seq, offset or position a query may name (SQLite integers are 64-bit).
+MAX_INT = 2**53
+_STATUSES = ["new", "running", "paused", "cancelled", "completed", "failed"]
+
+
+def _json(name: str, description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": _REF.format(name=name)}}},
+    }
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    texts = {
+        400: "Malformed request (bad JSON or query parameter)",
+        401: "Missing or wrong bearer token; nothing was changed",
+        404: "No such run or graph",
+        409: "The run is not in a state that allows this",
+        413: "Request body too large",
+        422: "The request body does not fit the schema",
+    }
+    return {str(code): _json("ApiError", texts[code]) for code in codes}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+_RUN_ID = {
+    "name": "run_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+}
+_SSE = {"description": "Server-sent events", "content": {"text/event-stream": {}}}
+
+
+def _body(name: str) -> dict[str, Any]:
+    return {
+        "required": False,
+        "content": {"application/json": {"schema": {"$ref": _REF.format(name=name)}}},
+    }
+
+
+def _action(summary: str, body: str | None, code: str = "202") -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "parameters": [_RUN_ID],
+        "security": [{"bearer": []}],
+        "responses": {code: _json("RunRef", "Accepted"), **_errors(400, 401, 404, 409, 413, 422)},
+    }
+    if body is not None:
+        operation["requestBody"] = _body(body)
+    return {"post": operation}
+
+
+def openapi_document(graph_names: list[str]) -> dict[str, Any]:
+    """The API's OpenAPI document (paths relative to where the app is mounted).
+
+    ``graph_names`` are the graphs ``POST /api/runs`` accepts (an enum in its schema).
+    """
+    _, components = msgspec.json.schema_components(
+        [
+            StartRequest,
+            ResumeRequest,
+            ApproveRequest,
+            CancelRequest,
+            ForkRequest,
+            ApiError,
+            RunRef,
+            RunList,
+            RunDetail,
+            EventPage,
+            VerifyView,
+            GraphList,
+        ],
+        ref_template=_REF,
+    )
+    if graph_names:
+        components["StartRequest"]["properties"]["graph"]["enum"] = graph_names
+    components["RunState"] = {
+        "type": "object",
+        "description": "The fold of the run's log up to the requested seq",
+    }
+    paths: dict[str, Any] = {
+        "/api/graphs": {
+            "get": {
+                "summary": "Graphs this server can start",
+                "responses": {"200": _json("GraphList", "The registered graphs")},
+            }
+        },
+        "/api/runs": {
+            "get": {
+                "summary": "List runs, newest first",
+                "parameters": [
+                    _query("status", {"type": "string", "enum": _STATUSES}, "Run status"),
+                    _query(
+                        "quality",
+                        {"type": "string", "enum": ["clean", "degraded", "failed"]},
+                        "Quality of a finished run",
+                    ),
+                    _query("graph", {"type": "string"}, "Graph id or graph hash"),
+                    _query("created_after", {"type": "number"}, "Unix seconds"),
+                    _query("created_before", {"type": "number"}, "Unix seconds"),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "Page size"),
+                    _query(
+                        "offset",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_INT},
+                        "Rows to skip",
+                    ),
+                ],
+                "responses": {"200": _json("RunList", "A page of runs"), **_errors(400)},
+            },
+            "post": {
+                "summary": "Start a run of a registered graph",
+                "security": [{"bearer": []}],
+                "requestBody": {**_body("StartRequest"), "required": True},
+                "responses": {
+                    "201": _json("RunRef", "Started"),
+                    **_errors(400, 401, 404, 409, 413, 422),
+                },
+            },
+        },
+        "/api/runs/{run_id}": {
+            "get": {
+                "summary": "A run: summary, graph, memory, verdicts per LLM node, goal outcome",
+                "parameters": [_RUN_ID],
+                "responses": {"200": _json("RunDetail", "The run"), **_errors(404)},
+            }
+        },
+        "/api/runs/{run_id}/events": {
+            "get": {
+                "summary": "Page through a run's events",
+                "parameters": [
+                    _RUN_ID,
+                    _query(
+                        "after",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_INT},
+                        "Events after this seq",
+                    ),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "Page"),
+                    _query("node", {"type": "string"}, "Comma-separated node ids"),
+                    _query("type", {"type": "string"}, "Comma-separated tags; 'llm.' = prefix"),
+                ],
+                "responses": {"200": _json("EventPage", "Events"), **_errors(400, 404)},
+            }
+        },
+        "/api/runs/{run_id}/state": {
+            "get": {
+                "summary": "The run's state at a seq (time travel)",
+                "parameters": [
+                    _RUN_ID,
+                    _query(
+                        "at",
+                        {"type": "integer", "minimum": 1, "maximum": MAX_INT},
+                        "Fold up to this seq",
+                    ),
+                ],
+                "responses": {"200": _json("RunState", "Folded state"), **_errors(400, 404)},
+            }
+        },
+        "/api/runs/{run_id}/verify": {
+            "get": {
+                "summary": "Check the run's hash chain",
+                "parameters": [_RUN_ID],
+                "responses": {"200": _json("VerifyView", "Chain check"), **_errors(404)},
+            }
+        },
+        "/api/runs/{run_id}/stream": {
+            "get": {
+                "summary": "Live events of a run (read-only server-sent events)",
+                "parameters": [
+                    _RUN_ID,
+                    _query(
+                        "after",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_INT},
+                        "Events after this seq",
+                    ),
+                ],
+                "responses": {"200": _SSE, **_errors(400, 404)},
+            }
+        },
+        "/api/stream": {
+            "get": {
+                "summary": "Live run changes (read-only server-sent events)",
+                "responses": {"200": _SSE},
+            }
+        },
+        "/api/runs/{run_id}/pause": _action("Pause a live run at its next node boundary", None),
+        "/api/runs/{run_id}/resume": _action("Resume a run", "ResumeRequest"),
+        "/api/runs/{run_id}/cancel": _action("Cancel a run", "CancelRequest"),
+        "/api/runs/{run_id}/approve": _action(
+            "Approve a paused run: inject input and resume", "ApproveRequest"
+        ),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "magistrate", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

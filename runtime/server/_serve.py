@@ -1,0 +1,65 @@
+"""Run the server on uvicorn: what ``magistrate serve`` calls."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+
+import anyio
+import uvicorn
+from prometheus_client import CollectorRegistry
+
+from .._runtime import Runtime
+from .._spec import GraphSpec
+from ._app import create_app
+
+__all__ = ["serve"]
+
+LOOPBACK = "127.0.0.1"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def serve(
+    runtime: Runtime,
+    *,
+    graphs: Mapping[str, GraphSpec] | Iterable[GraphSpec] = (),
+    host: str = LOOPBACK,
+    port: int = 8765,
+    token: str | None = None,
+    registry: CollectorRegistry | None = None,
+    announce: Callable[[str], None] = _say,
+) -> None:
+    """Serve the API and dashboard for ``runtime`` (already entered) until SIGINT/SIGTERM.
+
+    Binds to loopback unless ``host`` says otherwise. Without ``token`` one is generated and
+    passed to ``announce`` (stderr by default) once, in the dashboard's address; a
+    configured token is never printed. Blocks until the server stops; cancelling it stops
+    the server.
+    """
+    app = create_app(runtime, graphs=graphs, token=token, registry=registry)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        # Event streams never end by themselves: give them a moment, then close them.
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    shown = host if ":" not in host else f"[{host}]"
+    if token is None:
+        announce(f"magistrate: dashboard at http://{shown}:{port}/#token={app.state.token}")
+        announce("magistrate: API token (shown once): " + app.state.token)
+    else:
+        announce(f"magistrate: dashboard at http://{shown}:{port}/")
+    try:
+        await server.serve()
+    except anyio.get_cancelled_exc_class():
+        # uvicorn leaves its listening socket open when cancelled: close it, then go.
+        with anyio.CancelScope(shield=True):
+            await server.shutdown()
+        raise

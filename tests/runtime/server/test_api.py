@@ -1,0 +1,273 @@
+"""The JSON API over real HTTP (uvicorn on a loopback port) against a real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .support import AUTH, VAGUE, served
+
+pytestmark = pytest.mark.anyio
+
+
+async def _start(s: Any, graph: str, **body: Any) -> str:
+    response = await s.client.post("/api/runs", json={"graph": graph, **body}, headers=AUTH)
+    assert response.status_code == 201, response.text
+    run_id: str = response.json()["run_id"]
+    return run_id
+
+
+async def test_a_run_started_over_http_pauses_shows_its_verdicts_and_finishes_when_approved(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        run_id = await _start(s, "reviewed", input={"topic": "Lisbon"})
+        detail = await s.wait_status(run_id, "paused")
+        assert detail["summary"]["graph_id"] == "reviewed"
+        assert detail["summary"]["paused"] == {
+            "reason": "hitl",
+            "node_id": "review",
+            "waiting_for": ["approved", "note"],
+        }
+        assert detail["current"] == ["review"]
+        assert detail["visit_counts"] == {"draft": 1}
+        [strip] = detail["llm_nodes"]
+        assert strip["node_id"] == "draft"
+        judged = [(v["action"], v["level"], v["confidence"]) for v in strip["verdicts"]]
+        assert ("retry", "quality", 0.4) in judged
+        assert judged[-1] == ("accept", "quality", 0.9)
+        assert any(v["feedback"] == VAGUE for v in strip["verdicts"])
+
+        listed = (await s.client.get("/api/runs", params={"status": "paused"})).json()
+        assert [r["run_id"] for r in listed["runs"]] == [run_id]
+
+        response = await s.client.post(
+            f"/api/runs/{run_id}/approve",
+            json={"input": {"approved": True, "note": "ok by Ana"}},
+            headers=AUTH,
+        )
+        assert response.status_code == 202, response.text
+        done = await s.wait_status(run_id, "completed", "failed")
+        assert done["summary"]["status"] == "completed"
+        assert done["summary"]["quality"] == "clean"
+        assert done["memory"]["published"] == "PUBLISHED: TP 1234 LIS-JFK"
+        assert done["memory"]["reviewed_by"] == "ok by Ana"
+        assert done["path"] == ["draft", "review", "publish"]
+
+        verify = (await s.client.get(f"/api/runs/{run_id}/verify")).json()
+        assert verify["ok"] is True
+        assert verify["checked"] == done["summary"]["last_seq"]
+
+
+async def test_every_change_needs_the_token_and_a_refused_one_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "token"}):
+            response = await s.client.post("/api/runs", json={"graph": "quick"}, headers=headers)
+            assert response.status_code == 401
+            assert response.headers["www-authenticate"] == "Bearer"
+            assert response.json()["error"] == "unauthorized"
+        assert (await s.client.get("/api/runs")).json()["runs"] == []
+
+        run_id = await _start(s, "quick")
+        paused = await s.wait_status(run_id, "paused")
+        for action in ("approve", "resume", "cancel", "pause"):
+            response = await s.client.post(f"/api/runs/{run_id}/{action}", json={})
+            assert response.status_code == 401, action
+        after = (await s.client.get(f"/api/runs/{run_id}")).json()
+        assert after["summary"]["status"] == "paused"
+        assert after["summary"]["last_seq"] == paused["summary"]["last_seq"]
+        assert len((await s.client.get("/api/runs")).json()["runs"]) == 1
+
+
+async def test_bad_requests_get_clear_4xx_answers(tmp_path: Path) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        post = s.client.post
+        bad_json = await post("/api/runs", content=b"{not json", headers=AUTH)
+        assert bad_json.status_code == 400
+        assert bad_json.json()["error"] == "invalid_json"
+
+        typo = await post("/api/runs", json={"graph": "quick", "inptu": {}}, headers=AUTH)
+        assert typo.status_code == 422
+        assert "inptu" in typo.json()["detail"]
+
+        wrong_type = await post("/api/runs", json={"graph": "quick", "input": [1]}, headers=AUTH)
+        assert wrong_type.status_code == 422
+        assert "$.input" in wrong_type.json()["detail"]
+
+        unknown = await post("/api/runs", json={"graph": "nope"}, headers=AUTH)
+        assert unknown.status_code == 404
+        assert "quick" in unknown.json()["detail"]
+
+        missing = await s.client.get("/api/runs/no-such-run")
+        assert missing.status_code == 404
+        assert missing.json()["run_id"] == "no-such-run"
+        assert (
+            await post("/api/runs/no-such-run/approve", json={}, headers=AUTH)
+        ).status_code == 404
+
+        for query in ({"limit": "0"}, {"limit": "x"}, {"status": "sleeping"}, {"offset": "-1"}):
+            response = await s.client.get("/api/runs", params=query)
+            assert response.status_code == 400, query
+            assert response.json()["error"] == "bad_query"
+
+        run_id = await _start(s, "quick", run_id="fixed-id")
+        assert run_id == "fixed-id"
+        again = await post("/api/runs", json={"graph": "quick", "run_id": "fixed-id"}, headers=AUTH)
+        assert again.status_code == 409
+        await s.wait_status(run_id, "paused")
+        await post(f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}}, headers=AUTH)
+        await s.wait_status(run_id, "completed")
+        late = await post(f"/api/runs/{run_id}/approve", json={}, headers=AUTH)
+        assert late.status_code == 409
+        assert late.json()["status"] == "completed"
+        cancel = await post(f"/api/runs/{run_id}/cancel", json={}, headers=AUTH)
+        assert cancel.status_code == 409
+
+
+async def test_runs_list_filters_and_pages(tmp_path: Path) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        quick = [await _start(s, "quick") for _ in range(5)]
+        for run_id in quick:
+            await s.wait_status(run_id, "paused")
+        reviewed = await _start(s, "reviewed")
+        await s.wait_status(reviewed, "paused")
+        for run_id in quick[:2]:
+            await s.client.post(f"/api/runs/{run_id}/approve", json={}, headers=AUTH)
+            await s.wait_status(run_id, "completed")
+        await s.client.post(f"/api/runs/{quick[2]}/cancel", json={}, headers=AUTH)
+        await s.wait_status(quick[2], "cancelled")
+
+        async def ids(**params: Any) -> list[str]:
+            body = (await s.client.get("/api/runs", params=params)).json()
+            return [r["run_id"] for r in body["runs"]]
+
+        newest_first = [reviewed, *reversed(quick)]
+        assert await ids() == newest_first
+        assert await ids(graph="quick") == list(reversed(quick))
+        assert await ids(graph="reviewed") == [reviewed]
+        assert await ids(status="paused") == [reviewed, quick[4], quick[3]]
+        assert await ids(status="completed") == [quick[1], quick[0]]
+        assert await ids(quality="clean") == [quick[1], quick[0]]
+        assert await ids(status="cancelled", graph="quick") == [quick[2]]
+
+        runs = (await s.client.get("/api/runs")).json()["runs"]
+        created = {r["run_id"]: r["created"] for r in runs}
+        middle = created[quick[2]]
+        assert set(await ids(created_after=middle)) == {reviewed, quick[4], quick[3], quick[2]}
+        assert set(await ids(created_before=middle)) == {quick[2], quick[1], quick[0]}
+
+        for filters in ({}, {"graph": "quick"}):
+            seen: list[str] = []
+            offset: int | None = 0
+            while offset is not None:
+                page = (
+                    await s.client.get(
+                        "/api/runs", params={"limit": 2, "offset": offset, **filters}
+                    )
+                ).json()
+                assert len(page["runs"]) <= 2
+                seen += [r["run_id"] for r in page["runs"]]
+                offset = page["next_offset"]
+            assert seen == (newest_first if not filters else list(reversed(quick)))
+
+
+async def test_events_page_and_filter_and_state_travels_in_time(tmp_path: Path) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        run_id = await _start(s, "reviewed", input={"topic": "Lisbon"})
+        await s.client.post(f"/api/runs/{run_id}/approve", json={}, headers=AUTH)  # not yet paused
+        detail = await s.wait_status(run_id, "paused", "completed", "failed")
+        last_seq = detail["summary"]["last_seq"]
+
+        seqs: list[int] = []
+        after: int | None = 0
+        while after is not None:
+            page = (
+                await s.client.get(
+                    f"/api/runs/{run_id}/events", params={"after": after, "limit": 3}
+                )
+            ).json()
+            assert len(page["events"]) <= 3
+            seqs += [e["seq"] for e in page["events"]]
+            after = page["next_after"]
+        assert seqs == list(range(1, last_seq + 1))
+
+        events = (await s.client.get(f"/api/runs/{run_id}/events", params={"limit": 1000})).json()
+        all_events = events["events"]
+        assert all_events[0]["body"]["type"] == "run.started"
+        verdicts = (
+            await s.client.get(f"/api/runs/{run_id}/events", params={"type": "judge.verdict"})
+        ).json()["events"]
+        assert verdicts and {e["body"]["type"] for e in verdicts} == {"judge.verdict"}
+        assert len(verdicts) == sum(1 for e in all_events if e["body"]["type"] == "judge.verdict")
+        llm = (await s.client.get(f"/api/runs/{run_id}/events", params={"type": "llm."})).json()
+        assert {e["body"]["type"] for e in llm["events"]} == {"llm.turn"}
+        drafted = (
+            await s.client.get(f"/api/runs/{run_id}/events", params={"node": "draft"})
+        ).json()
+        assert drafted["events"] and all(
+            "draft" in (e["body"].get("node_id"), e["body"].get("source"), e["body"].get("target"))
+            for e in drafted["events"]
+        )
+
+        first_output = next(e["seq"] for e in all_events if e["body"]["type"] == "output.set")
+        at_start = (await s.client.get(f"/api/runs/{run_id}/state", params={"at": 1})).json()
+        assert at_start["memory"] == {"topic": "Lisbon"}
+        assert at_start["last_seq"] == 1
+        mid = (await s.client.get(f"/api/runs/{run_id}/state", params={"at": first_output})).json()
+        assert mid["outputs"] == {"draft": {"draft": "fly somewhere"}}
+        now = (await s.client.get(f"/api/runs/{run_id}/state")).json()
+        assert now["last_seq"] == last_seq
+        assert now["memory"]["draft"] == "TP 1234 LIS-JFK"
+        assert (await s.client.get("/api/runs/none/state")).status_code == 404
+        assert (await s.client.get(f"/api/runs/{run_id}/state?at=0")).status_code == 400
+
+
+async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        run_id = await _start(s, "quick")
+        await s.wait_status(run_id, "paused")
+        response = await s.client.post(
+            f"/api/runs/{run_id}/cancel", json={"reason": "not needed"}, headers=AUTH
+        )
+        assert response.status_code == 202
+        await s.wait_status(run_id, "cancelled")
+        events = (await s.client.get(f"/api/runs/{run_id}/events", params={"type": "run."})).json()
+        assert events["events"][-1]["body"] == {
+            "type": "run.cancelled",
+            "node_id": "gate",
+            "reason": "not needed",
+        }
+        resumed = await s.client.post(
+            f"/api/runs/{run_id}/resume", json={"input": {"ok": True}}, headers=AUTH
+        )
+        assert resumed.status_code == 202, resumed.text
+        done = await s.wait_status(run_id, "completed")
+        assert done["memory"]["ok"] is True
+        assert done["path"] == ["step", "gate"]
+        not_live = await s.client.post(f"/api/runs/{run_id}/pause", headers=AUTH)
+        assert not_live.status_code == 409
+
+
+async def test_openapi_graphs_and_metrics(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, Counter
+    from prometheus_client.parser import text_string_to_metric_families
+
+    registry = CollectorRegistry()
+    Counter("probe_total", "a probe", registry=registry).inc(3)
+    async with served(tmp_path / "runs.db", registry=registry) as s:
+        spec = (await s.client.get("/openapi.json")).json()
+        assert spec["openapi"].startswith("3.")
+        for path in ("/api/runs", "/api/runs/{run_id}/approve", "/api/runs/{run_id}/stream"):
+            assert path in spec["paths"]
+        assert spec["paths"]["/api/runs"]["post"]["security"] == [{"bearer": []}]
+        graphs = (await s.client.get("/api/graphs")).json()["graphs"]
+        assert [g["name"] for g in graphs] == ["reviewed", "quick"]
+        assert graphs[0]["spec"]["pause_nodes"] == ["review"]
+        metrics = await s.client.get("/metrics")
+        assert metrics.status_code == 200
+        families = {f.name: f for f in text_string_to_metric_families(metrics.text)}
+        assert families["probe"].samples[0].value == 3
