@@ -1,0 +1,176 @@
+"""The dashboard in a real headless Chromium (Debian's chromium, driven by playwright)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .support import AUTH, TOKEN, VAGUE, served
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(180)]
+
+CHROMIUM = os.environ.get("MAGISTRATE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _need_browser() -> None:
+    if not Path(CHROMIUM).exists():
+        print(f"chromium not found at {CHROMIUM}: apt-get install chromium (.ci/run does)")
+        pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install chromium)")
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+        print("playwright is not installed (pip install -e '.[dev]')")
+        pytest.skip("playwright is not installed")
+
+
+@asynccontextmanager
+async def browser_page() -> AsyncIterator[Any]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            yield page
+        finally:
+            await browser.close()
+
+
+async def test_approve_a_paused_run_in_the_browser_and_watch_it_finish_live(
+    tmp_path: Path,
+) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        started = await s.client.post(
+            "/api/runs", json={"graph": "reviewed", "input": {"topic": "Lisbon"}}, headers=AUTH
+        )
+        run_id = started.json()["run_id"]
+        await s.wait_status(run_id, "paused")
+        other = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+        await s.wait_status(other.json()["run_id"], "paused")
+
+        # The runs page, with the token handed over in the address's fragment.
+        await page.goto(f"{s.url}/?status=paused#token={TOKEN}")
+        rows = page.locator("#runs tbody tr")
+        await expect(rows).to_have_count(2)
+        await expect(page.locator(f'tr[data-run="{run_id}"]')).to_contain_text("review (hitl)")
+        assert "token" not in page.url  # the fragment is taken out of the address
+        # Filters live in the URL: a reload keeps them.
+        await page.select_option("select[name=quality]", "clean")
+        await page.click("#filters button[type=submit]")
+        await expect(page.locator("#runs tbody")).to_contain_text("No runs match")
+        assert "quality=clean" in page.url and "status=paused" in page.url
+        await page.reload()
+        assert await page.locator("select[name=quality]").input_value() == "clean"
+        await page.goto(f"{s.url}/?status=paused")
+
+        # Open the paused run.
+        await page.click(f'a[href="/runs/{run_id}"]')
+        await expect(page.locator("#run-head")).to_contain_text("paused")
+        await expect(page.locator("#current")).to_have_text("review")
+        strip = page.locator('#verdicts .strip-block[data-node="draft"]')
+        await expect(strip.locator(".verdict")).to_have_count(4)
+        await expect(strip.locator(".verdict").last).to_have_attribute("data-action", "ACCEPT")
+        assert await strip.locator('.verdict[data-action="RETRY"]').count() == 3
+        await expect(strip.locator(".feedback").first).to_contain_text(VAGUE)
+        await expect(page.locator('#graph g.node.current[data-node="review"]')).to_have_count(1)
+        await expect(page.locator('#graph g.node[data-node="draft"] .count')).to_have_text("×1")
+
+        # Approve with typed input and watch the run finish without reloading.
+        await page.fill('input[data-key="approved"]', "true")
+        await page.fill('input[data-key="note"]', "ok by Ana")
+        await page.click("text=Approve and resume")
+        await expect(page.locator("#run-head .badge.s-completed")).to_be_visible()
+        await expect(page.locator("#memory")).to_contain_text("PUBLISHED: TP 1234 LIS-JFK")
+        await expect(page.locator("#timeline")).to_contain_text("run.finished")
+        detail = (await s.client.get(f"/api/runs/{run_id}")).json()
+        assert detail["memory"]["approved"] is True
+        assert detail["memory"]["reviewed_by"] == "ok by Ana"
+        last = detail["summary"]["last_seq"]
+        await expect(page.locator("#chain")).to_have_text(f"verified: {last:,} events intact")
+        # One page, never reloaded: every event once, in order.
+        seqs = [int(x) for x in await page.locator("#timeline tbody tr").evaluate_all(
+            "rows => rows.map(r => r.dataset.seq)"
+        )]
+        assert seqs == list(range(1, last + 1))
+
+
+async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        started = await s.client.post(
+            "/api/runs", json={"graph": "reviewed", "input": {"topic": "Lisbon"}}, headers=AUTH
+        )
+        run_id = started.json()["run_id"]
+        await s.wait_status(run_id, "paused")
+        events = (await s.client.get(f"/api/runs/{run_id}/events")).json()["events"]
+        first_output = next(e["seq"] for e in events if e["body"]["type"] == "output.set")
+
+        await page.goto(f"{s.url}/runs/{run_id}")
+        await expect(page.locator("#timeline tbody tr")).to_have_count(len(events))
+        # Only verdicts.
+        for label in ("turns", "tool calls", "memory writes", "edges", "pauses", "nodes", "run"):
+            await page.uncheck(f'input[data-category="{label}"]')
+        await expect(page.locator("#timeline tbody tr")).to_have_count(
+            sum(e["body"]["type"] in ("judge.verdict", "node.stalled") for e in events)
+        )
+        types = await page.locator("#timeline tbody tr").evaluate_all(
+            "rows => rows.map(r => r.dataset.type)"
+        )
+        assert set(types) == {"judge.verdict"}
+        await page.check('input[data-category="memory writes"]')
+        await page.click(f'#timeline tr[data-seq="{first_output}"]')
+        await expect(page.locator("#travel")).to_contain_text(f"State after seq {first_output}")
+        await expect(page.locator("#travel")).to_contain_text("fly somewhere")
+        await expect(page.locator("#state-memory")).to_contain_text("Lisbon")
+
+
+async def test_screenshots_of_the_runs_page_and_a_run_page(tmp_path: Path) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        ids = []
+        for graph in ("reviewed", "quick", "quick"):
+            response = await s.client.post("/api/runs", json={"graph": graph}, headers=AUTH)
+            ids.append(response.json()["run_id"])
+            await s.wait_status(ids[-1], "paused")
+        await s.client.post(f"/api/runs/{ids[1]}/approve", json={}, headers=AUTH)
+        await s.wait_status(ids[1], "completed")
+        await page.goto(f"{s.url}/")
+        await expect(page.locator("#runs tbody tr")).to_have_count(3)
+        runs_png = tmp_path / "runs.png"
+        await page.screenshot(path=str(runs_png), full_page=True)
+        await page.goto(f"{s.url}/runs/{ids[0]}")
+        await expect(page.locator("#chain")).to_contain_text("verified")
+        await page.click("#timeline tbody tr:nth-child(6)")
+        await expect(page.locator("#state-memory")).to_be_visible()
+        run_png = tmp_path / "run.png"
+        await page.screenshot(path=str(run_png), full_page=True)
+        await page.goto(f"{s.url}/approvals")
+        await expect(page.locator("#approvals .card")).to_have_count(2)
+        await page.screenshot(path=str(tmp_path / "approvals.png"), full_page=True)
+        for png in (runs_png, run_png):
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert png.stat().st_size > 10_000
+        print(f"screenshots in {tmp_path}")
