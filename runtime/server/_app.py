@@ -35,6 +35,7 @@ from ._schemas import (
     ApiError,
     ApproveRequest,
     CancelRequest,
+    ForkRequest,
     GraphInfo,
     GraphList,
     ResumeRequest,
@@ -278,6 +279,12 @@ class _Api:
         await self.runtime.cancel(run_id, reason=body.reason)
         return _json(RunRef(run_id=run_id, action="cancel requested"), 202)
 
+    async def fork(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        body = await _body(request, ForkRequest)
+        handle = await self.runtime.fork(run_id, body.at_seq, input=body.input or None)
+        return _json(RunRef(run_id=handle.run_id, action="forked"), 201)
+
     # -- plumbing -------------------------------------------------------------------------
 
     def guarded(self, handler: Handler) -> Handler:
@@ -390,7 +397,7 @@ def create_app(
         Route("/api/runs/{run_id}/stream", route("stream_run"), methods=["GET"]),
         *(
             Route(f"/api/runs/{{run_id}}/{action}", guarded(action), methods=["POST"])
-            for action in ("pause", "resume", "approve", "cancel")
+            for action in ("pause", "resume", "approve", "cancel", "fork")
         ),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
     ]

@@ -224,6 +224,9 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
         "/api/runs/{run_id}/approve": _action(
             "Approve a paused run: inject input and resume", "ApproveRequest"
         ),
+        "/api/runs/{run_id}/fork": _action(
+            "Start a new run from a copy of this run's first events", "ForkRequest", "201"
+        ),
     }
     return {
         "openapi": "3.1.0",

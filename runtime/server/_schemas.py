@@ -176,7 +176,8 @@ class RunDetail(msgspec.Struct, frozen=True, kw_only=True):
     """A run as its log folds: summary, graph, where it is, memory, verdicts and goal outcome.
 
     ``current`` lists the nodes running or due next; ``visit_counts`` counts each node's
-    starts; ``event_counts`` counts events by type.
+    starts; ``edges_taken`` lists each edge taken at least once as ``"source>target"``;
+    ``event_counts`` counts events by type.
     """
 
     summary: RunSummary
@@ -192,6 +193,7 @@ class RunDetail(msgspec.Struct, frozen=True, kw_only=True):
     failed_nodes: list[str]
     total_retries: int
     llm_nodes: list[NodeVerdicts]
+    edges_taken: list[str]
     event_counts: dict[str, int]
 
 

@@ -234,6 +234,7 @@ class RunReader:
         verdicts: dict[str, list[VerdictView]] = {}
         stalls: dict[str, list[StallView]] = {}
         counts: dict[str, int] = {}
+        taken: dict[str, None] = {}
         for event in events:
             body = event.body
             tag = event_tag(body)
@@ -250,6 +251,8 @@ class RunReader:
                         error=body.error,
                     )
                 )
+            elif isinstance(body, EdgeTaken):
+                taken[f"{body.source}>{body.target}"] = None
             elif isinstance(body, StallDetected):
                 stalls.setdefault(body.node_id, []).append(
                     StallView(seq=event.seq, iteration=body.iteration, signature=body.signature)
@@ -293,5 +296,6 @@ class RunReader:
                 )
                 for node_id in llm_ids
             ],
+            edges_taken=list(taken),
             event_counts=counts,
         )

@@ -345,6 +345,9 @@ function describe(body) {
     case "tool.result": return `${body.name} → ${short(body.content)}${body.is_error ? " (error)" : ""}`;
     case "judge.verdict": return `${body.action.toUpperCase()} (${body.level}${body.confidence !== null ? `, ${body.confidence}` : ""})${body.feedback ? ": " + short(body.feedback) : ""}`;
     case "node.stalled": return `stall warning at turn ${body.iteration}`;
+    case "conversation.message": return `${body.role} (${body.kind}): ${short(body.content)}`;
+    case "conversation.compacted": return `compacted ${body.upto} entries: ${short(body.summary)}`;
+    case "run.forked": return `forked from ${body.source_run_id} at seq ${body.source_seq}`;
     case "output.set": return `output ${body.key} = ${short(body.value)}`;
     case "memory.written": return `${body.key} ${body.op === "replace" ? "=" : body.op} ${short(body.value)}`;
     case "node.failed": return `${body.error_type}: ${short(body.error)}${body.will_retry ? " (will retry)" : ""}`;
@@ -409,7 +412,6 @@ async function runPage(runId) {
   let timelineAfter = 0; // the seq the next page starts after (null: no more stored)
   let lastSeen = 0; // the newest seq known to this page
   let loading = false;
-  const taken = new Set();
 
   const wantedTypes = () => {
     const all = typeBoxes.map((l) => l.querySelector("input"));
@@ -423,10 +425,9 @@ async function runPage(runId) {
     return types.split(",").some((t) => (t.endsWith(".") ? ev.body.type.startsWith(t) : ev.body.type === t));
   };
   const addRow = (ev) => {
-    if (ev.body.type === "edge.taken") taken.add(`${ev.body.source}>${ev.body.target}`);
     rows.append(h("tr", { "data-seq": ev.seq, "data-type": ev.body.type, onclick: (e) => pick(ev, e.currentTarget) },
       h("td", { class: "mono" }, ev.seq),
-      h("td", { class: "small" }, new Date(ev.ts * 1000).toLocaleTimeString()),
+      h("td", { class: "small nowrap" }, new Date(ev.ts * 1000).toLocaleTimeString([], { hour12: false })),
       h("td", { class: `mono ${tagClass(ev.body.type)}` }, ev.body.type),
       h("td", { class: "small" }, nodeOf(ev.body)),
       h("td", {}, describe(ev.body))));
@@ -498,7 +499,7 @@ async function runPage(runId) {
       detail.goal_outcome ? h("div", { id: "goal-outcome" }, h("b", {}, "Goal outcome"), h("pre", {}, JSON.stringify(detail.goal_outcome, null, 2))) : "",
       sum.error ? h("p", { class: "error" }, sum.error) : "",
       ["completed", "failed"].includes(sum.status) ? h("div", {}, h("b", {}, "Final memory"), h("pre", { id: "memory" }, JSON.stringify(detail.memory, null, 2))) : "");
-    fill(graphBox, h("h2", {}, "Graph"), drawGraph(detail, taken),
+    fill(graphBox, h("h2", {}, "Graph"), drawGraph(detail, new Set(detail.edges_taken)),
       h("p", { class: "small muted" }, "path: ", detail.path.join(" → ") || "—"));
     fill(verdictBox, h("h2", {}, "Verdicts"), verdictStrips(detail));
     const nodes = (detail.graph?.nodes || []).map((n) => n.id);
@@ -530,7 +531,6 @@ async function runPage(runId) {
     lastSeen = ev.seq;
     // Live rows join the table only once every stored page is shown, so order holds.
     if (timelineAfter === null && matches(ev)) addRow(ev);
-    else if (ev.body.type === "edge.taken") taken.add(`${ev.body.source}>${ev.body.target}`);
     refreshSoon();
   });
 }

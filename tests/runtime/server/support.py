@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -135,6 +136,52 @@ async def served(
 ) -> AsyncIterator[Served]:
     """A runtime on a SQLite file at ``path``, its app on a loopback port, and a client."""
     async with Runtime(path, provider=provider or draft_script(), functions=FUNCTIONS) as rt:
-        app = create_app(rt, graphs=[REVIEWED, QUICK], token=TOKEN, registry=registry)
+        app = create_app(rt, graphs=[REVIEWED, QUICK, LOOP], token=TOKEN, registry=registry)
         async with live_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
             yield Served(url, rt, client)
+
+
+def forge_a_verdict(path: Path, run_id: str) -> int:
+    """Rewrite a stored judge verdict of ``run_id`` in the SQLite file, as an attacker
+    with file access would (a row holding that one event); return its seq."""
+    from eventstore import Verdict, encode_body
+
+    conn = sqlite3.connect(path)
+    try:
+        (seq,) = conn.execute(
+            "SELECT e.seq FROM events e JOIN runs r ON r.run = e.run "
+            "WHERE r.run_id = ? AND e.type = 'judge.verdict' AND length(e.hash) = 32 "
+            "ORDER BY e.seq LIMIT 1",
+            (run_id,),
+        ).fetchone()
+        forged = encode_body(Verdict(node_id="draft", iteration=2, action="accept", level="forged"))
+        conn.execute(
+            "UPDATE events SET body = ? WHERE seq = ? AND run = (SELECT run FROM runs "
+            "WHERE run_id = ?)",
+            (forged, seq, run_id),
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    return int(seq)
+
+
+def tick(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"count": inputs.get("count", 0) + 1}
+
+
+FUNCTIONS["tick"] = tick
+
+LOOP = GraphSpec(
+    id="loop",
+    nodes=[
+        NodeSpec(id="tick", kind="function", function="tick", input_keys=["count"]),
+        NodeSpec(id="done", kind="function", function="step"),
+    ],
+    edges=[
+        EdgeSpec(source="tick", target="tick", condition="conditional", expression="count < 400"),
+        EdgeSpec(source="tick", target="done", condition="always"),
+    ],
+    entry_node="tick",
+    max_steps=1000,
+)

@@ -74,8 +74,9 @@ async def test_every_change_needs_the_token_and_a_refused_one_changes_nothing(
 
         run_id = await _start(s, "quick")
         paused = await s.wait_status(run_id, "paused")
-        for action in ("approve", "resume", "cancel", "pause"):
-            response = await s.client.post(f"/api/runs/{run_id}/{action}", json={})
+        for action in ("approve", "resume", "cancel", "pause", "fork"):
+            body = {"at_seq": 1} if action == "fork" else {}
+            response = await s.client.post(f"/api/runs/{run_id}/{action}", json=body)
             assert response.status_code == 401, action
         after = (await s.client.get(f"/api/runs/{run_id}")).json()
         assert after["summary"]["status"] == "paused"
@@ -265,9 +266,53 @@ async def test_openapi_graphs_and_metrics(tmp_path: Path) -> None:
             assert path in spec["paths"]
         assert spec["paths"]["/api/runs"]["post"]["security"] == [{"bearer": []}]
         graphs = (await s.client.get("/api/graphs")).json()["graphs"]
-        assert [g["name"] for g in graphs] == ["reviewed", "quick"]
+        assert [g["name"] for g in graphs] == ["reviewed", "quick", "loop"]
         assert graphs[0]["spec"]["pause_nodes"] == ["review"]
         metrics = await s.client.get("/metrics")
         assert metrics.status_code == 200
         families = {f.name: f for f in text_string_to_metric_families(metrics.text)}
         assert families["probe"].samples[0].value == 3
+
+
+async def test_fork_from_a_seq_with_edited_input(tmp_path: Path) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        run_id = await _start(s, "quick", input={"who": "Ana"})
+        paused = await s.wait_status(run_id, "paused")
+        at = paused["summary"]["last_seq"]
+        response = await s.client.post(
+            f"/api/runs/{run_id}/fork", json={"at_seq": at, "input": {"ok": 2}}, headers=AUTH
+        )
+        assert response.status_code == 201, response.text
+        fork_id = response.json()["run_id"]
+        assert fork_id != run_id
+        forked = await s.wait_status(fork_id, "completed", "failed")
+        assert forked["summary"]["status"] == "completed"
+        assert forked["memory"]["ok"] == 2 and forked["memory"]["who"] == "Ana"
+        source = (await s.client.get(f"/api/runs/{run_id}")).json()
+        assert source["summary"]["status"] == "paused"
+        assert source["summary"]["last_seq"] == at
+        assert (await s.client.get(f"/api/runs/{fork_id}/verify")).json()["ok"] is True
+
+        past = await s.client.post(
+            f"/api/runs/{run_id}/fork", json={"at_seq": at + 50}, headers=AUTH
+        )
+        assert past.status_code == 409
+        zero = await s.client.post(f"/api/runs/{run_id}/fork", json={"at_seq": 0}, headers=AUTH)
+        assert zero.status_code == 422
+
+
+async def test_verify_names_the_seq_where_an_edited_log_breaks(tmp_path: Path) -> None:
+    from .support import forge_a_verdict
+
+    async with served(tmp_path / "runs.db") as s:
+        run_id = await _start(s, "reviewed")
+        paused = await s.wait_status(run_id, "paused")
+        seq = forge_a_verdict(tmp_path / "runs.db", run_id)
+        report = (await s.client.get(f"/api/runs/{run_id}/verify")).json()
+        assert report["ok"] is False
+        assert report["broken_at"] == seq
+        assert report["checked"] == seq - 1
+        assert "hash" in report["reason"]
+        assert (await s.client.get(f"/api/runs/{run_id}")).json()["summary"]["last_seq"] == (
+            paused["summary"]["last_seq"]
+        )

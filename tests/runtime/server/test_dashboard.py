@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .support import AUTH, TOKEN, VAGUE, served
+from .support import AUTH, TOKEN, VAGUE, forge_a_verdict, served
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -92,7 +92,9 @@ async def test_approve_a_paused_run_in_the_browser_and_watch_it_finish_live(
         assert await strip.locator('.verdict[data-action="RETRY"]').count() == 3
         await expect(strip.locator(".feedback").first).to_contain_text(VAGUE)
         await expect(page.locator('#graph g.node.current[data-node="review"]')).to_have_count(1)
-        await expect(page.locator('#graph g.node[data-node="draft"] .count')).to_have_text("×1")
+        await expect(page.locator('#graph g.node[data-node="draft"] .count')).to_have_text(
+            "\u00d71"
+        )
 
         # Approve with typed input and watch the run finish without reloading.
         await page.fill('input[data-key="approved"]', "true")
@@ -107,9 +109,12 @@ async def test_approve_a_paused_run_in_the_browser_and_watch_it_finish_live(
         last = detail["summary"]["last_seq"]
         await expect(page.locator("#chain")).to_have_text(f"verified: {last:,} events intact")
         # One page, never reloaded: every event once, in order.
-        seqs = [int(x) for x in await page.locator("#timeline tbody tr").evaluate_all(
-            "rows => rows.map(r => r.dataset.seq)"
-        )]
+        seqs = [
+            int(x)
+            for x in await page.locator("#timeline tbody tr").evaluate_all(
+                "rows => rows.map(r => r.dataset.seq)"
+            )
+        ]
         assert seqs == list(range(1, last + 1))
 
 
@@ -126,7 +131,7 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
         events = (await s.client.get(f"/api/runs/{run_id}/events")).json()["events"]
         first_output = next(e["seq"] for e in events if e["body"]["type"] == "output.set")
 
-        await page.goto(f"{s.url}/runs/{run_id}")
+        await page.goto(f"{s.url}/runs/{run_id}#token={TOKEN}")
         await expect(page.locator("#timeline tbody tr")).to_have_count(len(events))
         # Only verdicts.
         for label in ("turns", "tool calls", "memory writes", "edges", "pauses", "nodes", "run"):
@@ -143,6 +148,34 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
         await expect(page.locator("#travel")).to_contain_text(f"State after seq {first_output}")
         await expect(page.locator("#travel")).to_contain_text("fly somewhere")
         await expect(page.locator("#state-memory")).to_contain_text("Lisbon")
+
+        # Fork from the pause with edited input: the fork runs on and completes.
+        paused_seq = events[-1]["seq"]
+        assert events[-1]["body"]["type"] == "run.paused"
+        await page.check('input[data-category="pauses"]')
+        await page.click(f'#timeline tr[data-seq="{paused_seq}"]')
+        await expect(page.locator("#travel")).to_contain_text(f"State after seq {paused_seq}")
+        await page.fill(
+            "#fork-input", '{"topic": "Porto", "approved": true, "note": "forked by Rui"}'
+        )
+        await page.click("#fork")
+        link = page.locator("#travel a")
+        await expect(link).to_have_count(1)
+        fork_id = await link.text_content()
+        assert fork_id and fork_id != run_id
+        await link.click()
+        await expect(page.locator("#run-head .badge.s-completed")).to_be_visible()
+        forked = (await s.client.get(f"/api/runs/{fork_id}")).json()
+        assert forked["memory"]["topic"] == "Porto"
+        assert forked["memory"]["reviewed_by"] == "forked by Rui"
+        source = (await s.client.get(f"/api/runs/{run_id}")).json()
+        assert source["summary"]["status"] == "paused"
+
+        # An edited log shows where its chain breaks.
+        seq = forge_a_verdict(tmp_path / "runs.db", run_id)
+        await page.goto(f"{s.url}/runs/{run_id}")
+        await expect(page.locator("#chain")).to_contain_text(f"chain broken at seq {seq}")
+        await expect(page.locator("#chain")).to_have_class("chain-bad")
 
 
 async def test_screenshots_of_the_runs_page_and_a_run_page(tmp_path: Path) -> None:
@@ -174,3 +207,29 @@ async def test_screenshots_of_the_runs_page_and_a_run_page(tmp_path: Path) -> No
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
             assert png.stat().st_size > 10_000
         print(f"screenshots in {tmp_path}")
+
+
+async def test_a_long_run_pages_its_timeline_as_it_scrolls(tmp_path: Path) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        started = await s.client.post("/api/runs", json={"graph": "loop"}, headers=AUTH)
+        run_id = started.json()["run_id"]
+        detail = await s.wait_status(run_id, "completed", "failed")
+        assert detail["summary"]["status"] == "completed"
+        last = detail["summary"]["last_seq"]
+        assert last > 1000
+        await page.goto(f"{s.url}/runs/{run_id}")
+        await expect(page.locator("#chain")).to_have_text(f"verified: {last:,} events intact")
+        await expect(page.locator('#graph g.node[data-node="tick"] .count')).to_have_text(
+            "\u00d7400"
+        )
+        rows = page.locator("#timeline tbody tr")
+        await expect(rows).to_have_count(200)  # one page; the rest comes as it scrolls
+        while await rows.count() < last:
+            before = await rows.count()
+            await page.locator("#timeline").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+            await expect(rows).not_to_have_count(before)
+        seqs = await rows.evaluate_all("rows => rows.map(r => Number(r.dataset.seq))")
+        assert seqs == list(range(1, last + 1))
