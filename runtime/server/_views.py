@@ -12,23 +12,11 @@ from typing import Any
 
 import msgspec
 
-from eventstore import (
-    CorruptLogError,
-    EdgeTaken,
-    Event,
-    EventStore,
-    RunFinished,
-    RunInfo,
-    RunPaused,
-    RunStarted,
-    StallDetected,
-    UnknownEventError,
-    Verdict,
-    event_tag,
-    fold,
-)
+from eventstore import CorruptLogError, Event, EventStore, RunInfo, UnknownEventError, event_tag
 
 from .._errors import RunNotFoundError
+from .._events import EdgeTaken, RunFinished, RunPaused, RunStarted, StallDetected, Verdict
+from .._state import fold
 from ._schemas import (
     EventPage,
     EventView,

@@ -144,7 +144,8 @@ async def served(
 def forge_a_verdict(path: Path, run_id: str) -> int:
     """Rewrite a stored judge verdict of ``run_id`` in the SQLite file, as an attacker
     with file access would (a row holding that one event); return its seq."""
-    from eventstore import Verdict, encode_body
+    from eventstore import encode_body
+    from runtime import Verdict
 
     conn = sqlite3.connect(path)
     try:
