@@ -21,11 +21,11 @@ from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
-from ._llm import ChatMessage, ToolCall
+from ._conversation_state import ConversationEntry
+from ._llm import ChatMessage
 
 __all__ = [
     "SUMMARY_PREFIX",
-    "ConversationEntryLike",
     "GoalLike",
     "build_system_prompt",
     "conversation_summary",
@@ -66,46 +66,6 @@ class GoalLike(Protocol):
 
     @property
     def constraints(self) -> Sequence[Any]: ...
-
-
-class _ToolCallLike(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def arguments(self) -> Mapping[str, Any]: ...
-
-
-class ConversationEntryLike(Protocol):
-    """One conversation entry of the event log's run state (or anything shaped like it).
-
-    ``kind`` is free-form (``"message"``, ``"transition"``, ``"feedback"``...); only
-    ``"summary"`` is treated specially.
-    """
-
-    @property
-    def role(self) -> str: ...
-
-    @property
-    def content(self) -> str: ...
-
-    @property
-    def node_id(self) -> str | None: ...
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def tool_calls(self) -> Sequence[_ToolCallLike]: ...
-
-    @property
-    def tool_call_id(self) -> str | None: ...
-
-    @property
-    def name(self) -> str | None: ...
 
 
 def _item_text(item: Any) -> str:
@@ -330,14 +290,8 @@ def summary_message(summary: str) -> ChatMessage:
     return ChatMessage(role="user", content=f"{SUMMARY_PREFIX}\n{summary}")
 
 
-def _tool_call(call: _ToolCallLike) -> ToolCall:
-    if isinstance(call, ToolCall):
-        return call
-    return ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments))
-
-
 def to_chat_messages(
-    entries: Sequence[ConversationEntryLike], *, node_id: str | None = None
+    entries: Sequence[ConversationEntry], *, node_id: str | None = None
 ) -> list[ChatMessage]:
     """Provider messages from logged conversation entries, oldest first.
 
@@ -365,7 +319,7 @@ def to_chat_messages(
             ChatMessage(
                 role=_ROLES.get(entry.role, "user"),
                 content=content,
-                tool_calls=[_tool_call(c) for c in entry.tool_calls or ()],
+                tool_calls=entry.tool_calls,
                 tool_call_id=entry.tool_call_id,
                 name=entry.name,
             )

@@ -9,25 +9,21 @@ calls of those turns (for stall detection), the calls of the last turn whose res
 are missing, the verdict on the last turn, and what happened before it (the previous
 node on the path and its outputs, for the phase-transition marker).
 
-Conversation entries mirror the event store's fold: ``LlmTurn`` is an assistant entry
-with its tool calls, ``ToolResult`` a ``tool`` entry, ``MessageAdded`` an entry of its
-role and kind, and ``ConversationCompacted`` replaces the first ``upto`` entries of the
-scope by one ``summary`` entry. The scope is the whole run in continuous mode and the
-node's current visit in isolated mode (where ``upto`` counts the visit's entries).
+The conversation is :class:`._conversation_state.Conversation`, the projection the
+run-state fold uses too, applied to the same events; the node sees its
+:meth:`~._conversation_state.Conversation.scope`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import msgspec
+from typing import Any
 
 from eventstore import Event
 
+from ._conversation_state import Conversation, ConversationEntry
 from ._events import (
-    ConversationCompacted,
     InputInjected,
     LlmTurn,
     MemoryWritten,
@@ -42,56 +38,8 @@ from ._events import (
     ToolResult,
     Verdict,
 )
-from ._llm import ToolCall
 
-__all__ = ["ConversationEntry", "NodeHistory", "entry_of", "rebuild"]
-
-Mode = Literal["continuous", "isolated"]
-
-
-class ConversationEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One conversation entry (satisfies ``_conversation.ConversationEntryLike``)."""
-
-    role: str
-    content: str
-    node_id: str | None
-    kind: str = ""
-    tool_calls: list[ToolCall] = []
-    tool_call_id: str | None = None
-    name: str | None = None
-
-
-def entry_of(body: LlmTurn | ToolResult | MessageAdded) -> ConversationEntry:
-    """The conversation entry an event body adds."""
-    if isinstance(body, LlmTurn):
-        return ConversationEntry(
-            role="assistant",
-            content=body.text,
-            node_id=body.node_id,
-            kind="turn",
-            tool_calls=[as_tool_call(c) for c in body.tool_calls],
-        )
-    if isinstance(body, ToolResult):
-        return ConversationEntry(
-            role="tool",
-            content=body.content,
-            node_id=body.node_id,
-            kind="tool_result",
-            tool_call_id=body.call_id,
-            name=body.name,
-        )
-    return ConversationEntry(
-        role=body.role, content=body.content, node_id=body.node_id, kind=body.kind
-    )
-
-
-def summary_entry(node_id: str, summary: str) -> ConversationEntry:
-    """The entry that stands in for compacted history (a ``system`` summary, as the fold)."""
-    return ConversationEntry(role="system", content=summary, node_id=node_id, kind="summary")
-
-
-def as_tool_call(record: ToolCallRecord) -> ToolCall:
-    return ToolCall(id=record.id, name=record.name, arguments=dict(record.arguments))
+__all__ = ["NodeHistory", "rebuild"]
 
 
 @dataclass
@@ -125,27 +73,23 @@ class NodeHistory:
     answered_since_verdict: bool = False
 
 
-def rebuild(
-    events: Sequence[Event], node_id: str, *, visit: int | None = None, mode: Mode | None = None
-) -> NodeHistory:
+def rebuild(events: Sequence[Event], node_id: str, *, visit: int | None = None) -> NodeHistory:
     """Rebuild ``node_id``'s visit number ``visit`` (default: its last) from ``events``.
 
     A visit whose NodeStarted is not in ``events`` yet (a write-behind executor has not
-    committed it) starts after the last event. ``mode`` None takes the conversation mode
-    from the RunStarted graph (default continuous). Pure: the same events always give the
+    committed it) starts after the last event. Pure: the same events always give the
     same history.
     """
     history = NodeHistory(node_id=node_id)
+    conversation = Conversation()
     last_visit = None
     for event in events:
         body = event.body
+        conversation.apply(body)
         if isinstance(body, RunStarted):
             history.graph = body.graph
         elif isinstance(body, NodeStarted) and body.node_id == node_id:
             last_visit = body.visit
-    if mode is None:
-        raw = (history.graph or {}).get("conversation_mode", "continuous")
-        mode = "isolated" if raw == "isolated" else "continuous"
     wanted = last_visit if visit is None else visit
     if wanted is not None:
         history.visit = wanted
@@ -155,8 +99,8 @@ def rebuild(
             if isinstance(body, NodeStarted) and body.node_id == node_id and body.visit == wanted:
                 history.visit_start = index
                 break
+    history.entries = conversation.scope(node_id, visit=wanted)
     _before_visit(history, events)
-    _conversation(history, events, mode)
     _visit(history, events)
     return history
 
@@ -179,26 +123,6 @@ def _before_visit(history: NodeHistory, events: Sequence[Event]) -> None:
     history.previous_node = previous
     if previous is not None:
         history.previous_outputs = dict(written.get(previous, {}))
-
-
-def _conversation(history: NodeHistory, events: Sequence[Event], mode: Mode) -> None:
-    entries: list[ConversationEntry] = []
-    start = 0
-    if mode == "isolated":
-        if history.visit_start < 0:
-            history.entries = entries
-            return
-        start = history.visit_start
-    for event in events[start:]:
-        body = event.body
-        if mode == "isolated" and getattr(body, "node_id", None) != history.node_id:
-            continue
-        if isinstance(body, LlmTurn | ToolResult | MessageAdded):
-            entries.append(entry_of(body))
-        elif isinstance(body, ConversationCompacted):
-            upto = max(0, min(body.upto, len(entries)))
-            entries[:upto] = [summary_entry(body.node_id, body.summary)]
-    history.entries = entries
 
 
 def _visit(history: NodeHistory, events: Sequence[Event]) -> None:

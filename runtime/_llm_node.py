@@ -39,6 +39,7 @@ from ._conversation import (
     to_chat_messages,
     transition_marker,
 )
+from ._conversation_state import ConversationEntry, entry_of, summary_entry
 from ._errors import ProviderError, SpecError, UnknownToolError
 from ._events import (
     ConversationCompacted,
@@ -67,15 +68,8 @@ from ._judge import (
     should_judge,
     stall_verdict,
 )
-from ._llm import LlmProvider, LlmRequest
-from ._llm_history import (
-    ConversationEntry,
-    NodeHistory,
-    as_tool_call,
-    entry_of,
-    rebuild,
-    summary_entry,
-)
+from ._llm import LlmProvider, LlmRequest, ToolCall
+from ._llm_history import NodeHistory, rebuild
 from ._llm_support import SET_OUTPUT, apply_set_output, listing, resolve_judge, set_output_spec
 from ._messages import ExecuteNode, NodeDone
 from ._runlog import RunLog
@@ -324,7 +318,7 @@ class _Loop:
 
     async def _run_tools(self, calls: Sequence[ToolCallRecord]) -> None:
         """Run the calls (set_output inline, the rest through the registry); record results."""
-        tool_calls = [as_tool_call(c) for c in calls]
+        tool_calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls]
         others = [c for c in tool_calls if c.name != SET_OUTPUT]
         ran = {id(c): (text, err) for c, text, err in await run_tool_calls(self.registry, others)}
         bodies: list[EventBody] = []

@@ -16,6 +16,7 @@ from runtime._conversation import (
     to_chat_messages,
     transition_marker,
 )
+from runtime._conversation_state import ConversationEntry
 from runtime._llm import ChatMessage, ToolCall
 
 pytestmark = pytest.mark.anyio
@@ -33,22 +34,10 @@ class Criterion:
     description: str
 
 
-@dataclass(frozen=True)
-class LoggedCall:
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Entry:
-    role: str
-    content: str
-    node_id: str | None = "n1"
-    kind: str = "message"
-    tool_calls: list[LoggedCall] = field(default_factory=list)
-    tool_call_id: str | None = None
-    name: str | None = None
+def Entry(role: str, content: str, **kw: Any) -> ConversationEntry:
+    kw.setdefault("node_id", "n1")
+    kw.setdefault("kind", "message")
+    return ConversationEntry(role=role, content=content, **kw)
 
 
 GOAL = Goal(
@@ -272,7 +261,7 @@ async def test_to_chat_messages_filters_by_node_and_converts_tool_calls() -> Non
             role="assistant",
             content="",
             node_id="b",
-            tool_calls=[LoggedCall(id="c1", name="search", arguments={"q": "x"})],
+            tool_calls=[ToolCall(id="c1", name="search", arguments={"q": "x"})],
         ),
         Entry(role="tool", content="result", node_id="b", tool_call_id="c1", name="search"),
         Entry(role="user", content="[Phase transition] ...", node_id="b", kind="transition"),
