@@ -26,6 +26,7 @@ from ._llm import ChatMessage
 
 __all__ = [
     "SUMMARY_PREFIX",
+    "ChatView",
     "GoalLike",
     "build_system_prompt",
     "conversation_summary",
@@ -290,6 +291,22 @@ def summary_message(summary: str) -> ChatMessage:
     return ChatMessage(role="user", content=f"{SUMMARY_PREFIX}\n{summary}")
 
 
+def chat_message(entry: ConversationEntry) -> ChatMessage:
+    """The provider message of one conversation entry (see :func:`to_chat_messages`)."""
+    content = entry.content or ""
+    if entry.kind == "summary":
+        if not content.startswith(SUMMARY_PREFIX):
+            content = f"{SUMMARY_PREFIX}\n{content}"
+        return ChatMessage(role="user", content=content)
+    return ChatMessage(
+        role=_ROLES.get(entry.role, "user"),
+        content=content,
+        tool_calls=entry.tool_calls,
+        tool_call_id=entry.tool_call_id,
+        name=entry.name,
+    )
+
+
 def to_chat_messages(
     entries: Sequence[ConversationEntry], *, node_id: str | None = None
 ) -> list[ChatMessage]:
@@ -307,21 +324,47 @@ def to_chat_messages(
         if selected[index].kind == "summary":
             start = index
             break
-    out: list[ChatMessage] = []
-    for entry in selected[start:]:
-        content = entry.content or ""
+    return [chat_message(entry) for entry in selected[start:]]
+
+
+def _tokens(message: ChatMessage) -> int:
+    return -(-_message_chars(message) // 4) + _MESSAGE_OVERHEAD_TOKENS
+
+
+class ChatView:
+    """A node's conversation entries and their provider messages, kept in step.
+
+    ``messages`` is ``to_chat_messages(entries)`` and ``tokens`` its
+    :func:`estimate_tokens`, updated entry by entry, so a turn costs the same at turn 500
+    as at turn 10: nothing is rebuilt from the whole conversation except when it is
+    compacted. ``entries`` is the node's scope as the conversation projection gives it.
+    """
+
+    __slots__ = ("entries", "messages", "tokens")
+
+    def __init__(self, entries: Sequence[ConversationEntry] = ()) -> None:
+        self.entries: list[ConversationEntry] = list(entries)
+        self.messages: list[ChatMessage] = to_chat_messages(self.entries)
+        self.tokens = estimate_tokens(self.messages)
+
+    def append(self, entry: ConversationEntry) -> None:
+        """Add one entry at the end (a summary entry replaces every message before it)."""
+        self.entries.append(entry)
+        message = chat_message(entry)
         if entry.kind == "summary":
-            if not content.startswith(SUMMARY_PREFIX):
-                content = f"{SUMMARY_PREFIX}\n{content}"
-            out.append(ChatMessage(role="user", content=content))
-            continue
-        out.append(
-            ChatMessage(
-                role=_ROLES.get(entry.role, "user"),
-                content=content,
-                tool_calls=entry.tool_calls,
-                tool_call_id=entry.tool_call_id,
-                name=entry.name,
-            )
-        )
-    return out
+            self.messages = [message]
+            self.tokens = _tokens(message)
+        else:
+            self.messages.append(message)
+            self.tokens += _tokens(message)
+
+    def compact(self, upto: int, summary: ConversationEntry) -> int:
+        """Replace ``messages[:upto]`` (a :func:`plan_compaction` plan) by ``summary``;
+        return how many entries that replaced (what ``ConversationCompacted.upto`` counts:
+        entries before an earlier summary are not among the messages)."""
+        hidden = len(self.entries) - len(self.messages)
+        upto_entries = upto + hidden
+        self.entries[:upto_entries] = [summary]
+        self.messages[:upto] = [chat_message(summary)]
+        self.tokens = estimate_tokens(self.messages)
+        return upto_entries

@@ -12,9 +12,12 @@ executor ``NodeDone``:
   pauses with reason "input", and a resume reruns the node, which shows the model the
   injected data (a ``MessageAdded(kind="input")``) and continues its conversation.
 
-Record before act: a turn is committed as an ``LlmTurn`` before its tool calls run, tool
-results and outputs (``ToolResult``, ``OutputSet``) are committed before the judge rules,
-and the verdict with the message it injects is one more batch. Nothing lives only in
+Record before act, in at most two commits per turn: the turn is committed as an
+``LlmTurn`` before its tool calls run (with what the model was shown since the last
+commit: the visit's opening messages, a compaction); its tool results and outputs
+(``ToolResult``, ``OutputSet``), the verdict and the feedback it injects are committed as
+one batch before the node acts on the verdict (the next model call, or its ``NodeDone``).
+A crash between the two loses only tool results, and the rerun runs those calls again. Nothing lives only in
 memory: every attempt starts by rebuilding the node's visit from the log
 (:func:`._llm_history.rebuild`), so after a crash the node runs the missing tool calls
 of its last turn, judges that turn if it was not judged, and asks the model only for new
@@ -33,13 +36,13 @@ from actors import Actor, ActorRef, AskTimeoutError
 from eventstore import EventBody
 
 from ._conversation import (
+    ChatView,
     build_system_prompt,
     conversation_summary,
     plan_compaction,
-    to_chat_messages,
     transition_marker,
 )
-from ._conversation_state import ConversationEntry, entry_of, summary_entry
+from ._conversation_state import entry_of, summary_entry
 from ._errors import ProviderError, SpecError, UnknownToolError
 from ._events import (
     ConversationCompacted,
@@ -204,7 +207,7 @@ class _Loop:
         self.registry = registry
         self.provider = provider
         self.budget = node.context_budget_tokens
-        self.entries: list[ConversationEntry] = list(history.entries)
+        self.chat = ChatView(history.entries)
         self.accumulator: dict[str, Any] = dict(history.accumulator)
         self.iteration = history.iteration
         turns = history.turn_calls
@@ -256,7 +259,7 @@ class _Loop:
                 return self._done(verdict_mi.action, verdict_mi.feedback)
             await self._maybe_compact()
             request = LlmRequest(
-                messages=to_chat_messages(self.entries),
+                messages=list(self.chat.messages),
                 system=self.system,
                 tools=self.tool_specs,
                 model=self.spec.model,
@@ -308,13 +311,13 @@ class _Loop:
             inputs = self.message.inputs
             if inputs:
                 bodies.append(self._message(listing("[Inputs]", inputs), "inputs"))
-            elif not bodies and not self.entries:
+            elif not bodies and not self.chat.entries:
                 bodies.append(self._message("Begin the task.", "inputs"))
         if history.pending_input:
             bodies.append(self._message(listing("[User input]", history.pending_input), "input"))
             self.stall.reset()
             history.answered_since_verdict = True
-        await self._record(bodies)
+        await self._record(bodies, durable=False)  # rides with the first turn
 
     async def _run_tools(self, calls: Sequence[ToolCallRecord]) -> None:
         """Run the calls (set_output inline, the rest through the registry); record results."""
@@ -341,7 +344,8 @@ class _Loop:
                     is_error=is_error,
                 )
             )
-        await self._record([*bodies, *outputs])
+        # Committed with the verdict on this turn (or before the next model call).
+        await self._record([*bodies, *outputs], durable=False)
 
     async def _judge(self, turn: LlmTurn) -> NodeDone | None:
         """Rule on ``turn``: stall check, judge, max_iterations; record; maybe finish."""
@@ -357,7 +361,7 @@ class _Loop:
             )
             verdict = stall_verdict(threshold=_STALL_THRESHOLD, client_facing=spec.client_facing)
         elif should_judge(turn.iteration, spec.judge_every_n_turns, bool(calls)):
-            messages = to_chat_messages(self.entries)
+            messages = self.chat.messages
             context = judge_context(
                 node_id=self.node_id,
                 iteration=turn.iteration,
@@ -379,6 +383,7 @@ class _Loop:
             if final is not None:
                 verdict = final
         if verdict is None:
+            await self.log.flush()  # the turn's results, before the model acts on them
             return None  # not judged this turn: the model just goes on
         ask_user = self._waits_for_user(verdict, turn)
         if verdict.action == "retry" and not verdict.feedback and not calls and not ask_user:
@@ -432,29 +437,33 @@ class _Loop:
         return not turn.tool_calls and not verdict.feedback
 
     async def _maybe_compact(self) -> None:
-        messages = to_chat_messages(self.entries)
-        plan = plan_compaction(messages, budget_tokens=self.budget)
+        """Compact older messages when over budget; recorded with the next turn."""
+        if self.chat.tokens <= self.budget:
+            return
+        continuous = self.graph is None or self.graph.conversation_mode == "continuous"
+        if continuous and self.message.branch is not None:
+            # Inside parallel branches the history before the fork is shared with the
+            # sibling branches: it is not this node's to replace.
+            return
+        plan = plan_compaction(self.chat.messages, budget_tokens=self.budget)
         if plan is None:
             return
         upto, summary = plan
-        # to_chat_messages drops what precedes the last summary, so message i is entry
-        # i + offset; the event counts entries of the scope.
-        offset = len(self.entries) - len(messages)
-        upto_entries = upto + offset
-        await self.log.append(
-            [ConversationCompacted(node_id=self.node_id, upto=upto_entries, summary=summary)]
-        )
-        self.entries[:upto_entries] = [summary_entry(self.node_id, summary)]
+        upto_entries = self.chat.compact(upto, summary_entry(self.node_id, summary))
+        compacted = ConversationCompacted(node_id=self.node_id, upto=upto_entries, summary=summary)
+        await self.log.append([compacted], durable=False)
 
     # ------------------------------------------------------------------ helpers
 
-    async def _record(self, bodies: list[EventBody]) -> None:
+    async def _record(self, bodies: list[EventBody], *, durable: bool = True) -> None:
+        """Append ``bodies`` to the log (``durable=False``: with the next commit) and show
+        their conversation entries to the model from now on."""
         if not bodies:
             return
-        await self.log.append(bodies)
+        await self.log.append(bodies, durable=durable)
         for body in bodies:
             if isinstance(body, LlmTurn | ToolResult | MessageAdded):
-                self.entries.append(entry_of(body))
+                self.chat.append(entry_of(body))
 
     def _message(self, content: str, kind: str) -> MessageAdded:
         return MessageAdded(node_id=self.node_id, role="user", content=content, kind=kind)
