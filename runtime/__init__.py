@@ -13,6 +13,7 @@ Start here::
 
 from ._anthropic import AnthropicProvider
 from ._conversation import build_system_prompt, transition_marker
+from ._conversation_state import Conversation
 from ._errors import (
     ExpressionError,
     MalformedResponseError,
@@ -98,6 +99,7 @@ __all__ = [
     "BranchesForked",
     "BranchesJoined",
     "ChatMessage",
+    "Conversation",
     "ConversationCompacted",
     "ConversationEntry",
     "EdgeSpec",

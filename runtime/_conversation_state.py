@@ -68,9 +68,7 @@ def entry_of(body: LlmTurn | ToolResult | MessageAdded) -> ConversationEntry:
             content=body.text,
             node_id=body.node_id,
             kind="turn",
-            tool_calls=[
-                ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in body.tool_calls
-            ],
+            tool_calls=body.tool_calls,
         )
     if isinstance(body, ToolResult):
         return ConversationEntry(

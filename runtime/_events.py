@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from eventstore import EventBody, RunIndexHook, register_event_type
+
+from ._llm import ToolCall
 
 __all__ = [
     "AnyEvent",
@@ -41,12 +41,9 @@ __all__ = [
 ]
 
 
-class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool call the model asked for in a turn."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
+#: One tool call the model asked for in a turn: the providers' own :class:`ToolCall`, so a
+#: call goes from the model's answer to the log and back into a request unconverted.
+ToolCallRecord = ToolCall
 
 
 class RunStarted(EventBody, frozen=True, tag="run.started"):

@@ -17,8 +17,8 @@ Record before act, in at most two commits per turn: the turn is committed as an
 commit: the visit's opening messages, a compaction); its tool results and outputs
 (``ToolResult``, ``OutputSet``), the verdict and the feedback it injects are committed as
 one batch before the node acts on the verdict (the next model call, or its ``NodeDone``).
-A crash between the two loses only tool results, and the rerun runs those calls again. Nothing lives only in
-memory: every attempt starts by rebuilding the node's visit from the log
+A crash between the two loses only tool results, and the rerun runs those calls again.
+Nothing lives only in memory: every attempt starts by rebuilding the node's visit from the log
 (:func:`._llm_history.rebuild`), so after a crash the node runs the missing tool calls
 of its last turn, judges that turn if it was not judged, and asks the model only for new
 turns; recorded turns are never sent again.
@@ -71,7 +71,7 @@ from ._judge import (
     should_judge,
     stall_verdict,
 )
-from ._llm import LlmProvider, LlmRequest, ToolCall
+from ._llm import LlmProvider, LlmRequest
 from ._llm_history import NodeHistory, rebuild
 from ._llm_support import SET_OUTPUT, apply_set_output, listing, resolve_judge, set_output_spec
 from ._messages import ExecuteNode, NodeDone
@@ -276,10 +276,7 @@ class _Loop:
                 node_id=self.node_id,
                 iteration=self.iteration,
                 text=response.text,
-                tool_calls=[
-                    ToolCallRecord(id=c.id, name=c.name, arguments=dict(c.arguments))
-                    for c in response.tool_calls
-                ],
+                tool_calls=list(response.tool_calls),
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
                 latency_ms=latency,
@@ -321,7 +318,7 @@ class _Loop:
 
     async def _run_tools(self, calls: Sequence[ToolCallRecord]) -> None:
         """Run the calls (set_output inline, the rest through the registry); record results."""
-        tool_calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls]
+        tool_calls = list(calls)
         others = [c for c in tool_calls if c.name != SET_OUTPUT]
         ran = {id(c): (text, err) for c, text, err in await run_tool_calls(self.registry, others)}
         bodies: list[EventBody] = []

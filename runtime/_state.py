@@ -13,8 +13,10 @@ import msgspec
 
 from eventstore import Event, EventBody
 
+from ._conversation_state import Conversation, ConversationEntry
 from ._events import (
     BranchesForked,
+    BranchesJoined,
     ConversationCompacted,
     EdgeTaken,
     InputInjected,
@@ -30,24 +32,11 @@ from ._events import (
     RunPaused,
     RunResumed,
     RunStarted,
-    ToolCallRecord,
     ToolResult,
     Verdict,
 )
 
 __all__ = ["ConversationEntry", "PauseInfo", "RunState", "VerdictRecord", "fold"]
-
-
-class ConversationEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One message of a node's conversation, as the model will see it."""
-
-    role: str
-    content: str
-    node_id: str
-    kind: str = ""
-    tool_calls: list[ToolCallRecord] = []
-    tool_call_id: str | None = None
-    name: str | None = None
 
 
 class VerdictRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,10 +77,9 @@ class RunState(msgspec.Struct, kw_only=True):
     failed_nodes: list[str] = []
     total_retries: int = 0
     outputs: dict[str, dict[str, Any]] = {}
-    conversation: list[ConversationEntry] = []
-    #: Index in ``conversation`` at which each node's current visit began (an isolated-mode
-    #: compaction counts the node's own entries from there).
-    conversation_starts: dict[str, int] = {}
+    #: The run's conversation: a sequence of ConversationEntry built by the projection the
+    #: LLM node uses too (parallel branches' entries grouped per branch).
+    conversation: Conversation = msgspec.field(default_factory=Conversation)
     iterations: dict[str, int] = {}
     verdicts: dict[str, VerdictRecord] = {}
     paused: PauseInfo | None = None
@@ -123,8 +111,7 @@ def _copy(state: RunState) -> RunState:
         failed_nodes=list(state.failed_nodes),
         total_retries=state.total_retries,
         outputs={node: dict(values) for node, values in state.outputs.items()},
-        conversation=list(state.conversation),
-        conversation_starts=dict(state.conversation_starts),
+        conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
         verdicts=dict(state.verdicts),
         paused=state.paused,
@@ -144,6 +131,7 @@ def _run_started(s: RunState, b: Any, owned: set[str]) -> None:
     s.goal, s.input = b.goal, b.input
     s.memory = dict(b.input)
     owned.clear()
+    s.conversation.apply(b)
     if b.entry not in s.pending:
         s.pending.append(b.entry)
 
@@ -153,59 +141,17 @@ def _node_started(s: RunState, b: Any, owned: set[str]) -> None:
     s.running[b.node_id] = b.attempt
     s.outputs[b.node_id] = {}
     s.iterations[b.node_id] = 0
-    s.conversation_starts[b.node_id] = len(s.conversation)
+    s.conversation.apply(b)
 
 
 def _llm_turn(s: RunState, b: Any, owned: set[str]) -> None:
-    s.conversation.append(
-        ConversationEntry(
-            role="assistant", content=b.text, node_id=b.node_id, tool_calls=b.tool_calls
-        )
-    )
+    s.conversation.apply(b)
     s.iterations[b.node_id] = s.iterations.get(b.node_id, 0) + 1
 
 
-def _tool_result(s: RunState, b: Any, owned: set[str]) -> None:
-    s.conversation.append(
-        ConversationEntry(
-            role="tool",
-            content=b.content,
-            node_id=b.node_id,
-            kind="tool_error" if b.is_error else "tool_result",
-            tool_call_id=b.call_id,
-            name=b.name,
-        )
-    )
-
-
-def _message_added(s: RunState, b: Any, owned: set[str]) -> None:
-    s.conversation.append(
-        ConversationEntry(role=b.role, content=b.content, node_id=b.node_id, kind=b.kind)
-    )
-
-
-def _compacted(s: RunState, b: Any, owned: set[str]) -> None:
-    """Replace the first ``upto`` entries of the compacting node's scope by the summary.
-
-    The scope is the whole run's conversation in continuous mode; in isolated mode it is the
-    node's own entries since its current visit began (as the node itself counts them).
-    """
-    summary = ConversationEntry(role="system", content=b.summary, node_id=b.node_id, kind="summary")
-    conversation = s.conversation
-    if (s.graph or {}).get("conversation_mode") == "isolated":
-        start = s.conversation_starts.get(b.node_id, len(conversation))
-        scope = [i for i in range(start, len(conversation)) if conversation[i].node_id == b.node_id]
-    else:
-        scope = list(range(len(conversation)))
-    removed = scope[: max(0, b.upto)]
-    at = removed[0] if removed else (scope[0] if scope else len(conversation))
-    gone = set(removed)
-    kept = [entry for i, entry in enumerate(conversation) if i not in gone]
-    kept.insert(at, summary)
-    s.conversation = kept
-    for node, start in s.conversation_starts.items():
-        if start > at:
-            s.conversation_starts[node] = start - sum(1 for i in removed if i < start) + 1
+def _conversation(s: RunState, b: Any, owned: set[str]) -> None:
+    """Tool results, messages, compactions and the branches' join: see Conversation."""
+    s.conversation.apply(b)
 
 
 def _output_set(s: RunState, b: Any, owned: set[str]) -> None:
@@ -273,6 +219,7 @@ def _edge_taken(s: RunState, b: Any, owned: set[str]) -> None:
 
 
 def _forked(s: RunState, b: Any, owned: set[str]) -> None:
+    s.conversation.apply(b)
     for target in b.targets:
         if target not in s.pending:
             s.pending.append(target)
@@ -318,9 +265,10 @@ _HANDLERS: dict[type[EventBody], _Handler] = {
     RunStarted: _run_started,
     NodeStarted: _node_started,
     LlmTurn: _llm_turn,
-    ToolResult: _tool_result,
-    MessageAdded: _message_added,
-    ConversationCompacted: _compacted,
+    ToolResult: _conversation,
+    MessageAdded: _conversation,
+    ConversationCompacted: _conversation,
+    BranchesJoined: _conversation,
     OutputSet: _output_set,
     Verdict: _verdict,
     MemoryWritten: _memory_written,
@@ -340,7 +288,7 @@ def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
     """Apply ``events`` (one run's, in seq order) to ``state`` (default: a new run).
 
     Pure: returns a new state and leaves ``state`` and the events untouched. Event types
-    without a handler (StallDetected, BranchesJoined, types registered later) only advance
+    without a handler (StallDetected, types registered later) only advance
     ``last_seq`` / ``last_hash`` / ``last_position``.
     """
     s = RunState() if state is None else _copy(state)

@@ -157,7 +157,7 @@ def test_the_conversation_is_rebuilt_and_compacted() -> None:
         as_log("r", [ConversationCompacted(node_id="a", upto=3, summary="earlier: looked")]),
         state,
     )
-    assert compacted.conversation == [
+    assert compacted.conversation.entries == [
         ConversationEntry(role="system", content="earlier: looked", node_id="a", kind="summary"),
         state.conversation[3],
     ]
@@ -193,10 +193,8 @@ def test_isolated_compaction_counts_the_nodes_own_visit_as_the_node_does() -> No
         ("input", "b4"),
     ]
     # ...and b's part is exactly what the LLM node rebuilds for its own visit.
-    start = state.conversation_starts["b"]
-    mine = [e for e in state.conversation[start:] if e.node_id == "b"]
-    # (runtime keeps its own ConversationEntry class of the same shape)
-    assert msgspec.to_builtins(mine) == msgspec.to_builtins(rebuild(log, "b").entries)
+    # (the fold and the node share one projection: the node's scope is the fold's)
+    assert state.conversation.scope("b") == rebuild(log, "b").entries
     # Chunked folds agree across the compaction.
     assert fold(log[9:], fold(log[:9])) == state
 
