@@ -6,6 +6,7 @@ runtime's lives in ``runtime``). Stores implement the :class:`EventStore` protoc
 :class:`SqliteEventStore` is the embedded default.
 """
 
+from ._claims import Claim, ClaimingStore
 from ._errors import (
     ConcurrencyError,
     CorruptLogError,
@@ -51,6 +52,8 @@ __all__ = [
     "PG_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "AppendResult",
+    "Claim",
+    "ClaimingStore",
     "ConcurrencyError",
     "CorruptLogError",
     "DurabilityConfig",

@@ -16,6 +16,8 @@ The tree (rooted at :class:`actors.MagistrateError`)::
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from actors._errors import MagistrateError
 
 __all__ = [
@@ -87,8 +89,9 @@ class RunOwnedError(StoreError):
         self.run_id = run_id
         self.owner = owner
         self.lease_expires = lease_expires
+        until = datetime.fromtimestamp(lease_expires, UTC).isoformat(timespec="milliseconds")
         super().__init__(
-            f"run {run_id!r} is owned by {owner!r} (lease live until {lease_expires:.3f}); "
+            f"run {run_id!r} is live elsewhere: owned by {owner!r} with a lease until {until}; "
             "it cannot be claimed before that lease expires"
         )
 

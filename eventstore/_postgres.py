@@ -13,6 +13,8 @@ import msgspec
 import psycopg
 import psycopg_pool
 
+from . import _postgres_claims as claims_sql
+from ._claims import Claim
 from ._errors import (
     ConcurrencyError,
     CorruptLogError,
@@ -70,6 +72,8 @@ class PostgresEventStore:
         self._inflight: set[AppendRequest] = set()
         self._committed: anyio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._lease_conn: Connection | None = None  # claims and renewals, never behind appends
+        self._lease_lock = asyncio.Lock()
         self._channel = f"magistrate_{self.schema}"
         self._appends = 0
         self._events = 0
@@ -175,6 +179,9 @@ class PostgresEventStore:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+        if self._lease_conn is not None:
+            conn, self._lease_conn = self._lease_conn, None
+            await conn.close()
 
     async def __aenter__(self) -> PostgresEventStore:
         await self.open()
@@ -541,3 +548,67 @@ class PostgresEventStore:
             statement = ("DELETE FROM snapshots WHERE run_id = %s", (run_id,))
         rows = await self._snapshot_rows("delete_snapshots", [statement])
         return int(rows[0][0]) if rows else 0
+
+    # -- ownership -------------------------------------------------------------------------
+
+    async def _leases(self, operation: str) -> Connection:
+        if self._state != "open":
+            raise StoreClosedError(operation)
+        if self._lease_conn is None or self._lease_conn.closed:
+            self._lease_conn = await self._connect()
+        return self._lease_conn
+
+    async def _lease_call(self, operation: str, call: Callable[[Connection], Any]) -> Any:
+        async with self._lease_lock:
+            conn = await self._leases(operation)
+            try:
+                return await call(conn)
+            except psycopg.OperationalError as exc:
+                self._lease_conn = None
+                await conn.close()
+                raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+
+    async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
+        """Take ``run_id`` for ``owner`` (see :class:`ClaimingStore`); from then on every
+        append of this store to the run checks the claim's epoch in its transaction and
+        raises LeaseLostError once another claimer took the run over."""
+        claim: Claim = await self._lease_call(
+            "claim", lambda conn: claims_sql.claim(conn, run_id, owner, lease)
+        )
+        if self._writer is not None:
+            self._writer.epochs[run_id] = claim.epoch
+        return claim
+
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
+        """Extend the leases of ``claims`` (see :class:`ClaimingStore`)."""
+        if not claims:
+            return []
+        owners = {claim.owner for claim in claims}
+        answers: dict[tuple[str, int], Claim | None] = {}
+        for owner in owners:
+            mine = [claim for claim in claims if claim.owner == owner]
+
+            def call(conn: Connection, owner: str = owner, mine: list[Claim] = mine) -> Any:
+                return claims_sql.renew(conn, mine, owner, lease)
+
+            renewed: list[Claim | None] = await self._lease_call("renew", call)
+            for claim, answer in zip(mine, renewed, strict=True):
+                answers[claim.run_id, claim.epoch] = answer
+        return [answers[claim.run_id, claim.epoch] for claim in claims]
+
+    async def release(self, claim: Claim) -> None:
+        """Give the run up if ``claim`` still holds it (see :class:`ClaimingStore`)."""
+        if self._writer is not None and self._writer.epochs.get(claim.run_id) == claim.epoch:
+            del self._writer.epochs[claim.run_id]
+        await self._lease_call("release", lambda conn: claims_sql.release(conn, claim))
+
+    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+        """Claim up to ``limit`` runnable runs with ``FOR UPDATE SKIP LOCKED`` (see
+        :class:`ClaimingStore`); their appends are fenced on the claim as with claim()."""
+        got: list[Claim] = await self._lease_call(
+            "claim_runnable", lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit)
+        )
+        if self._writer is not None:
+            for claim in got:
+                self._writer.epochs[claim.run_id] = claim.epoch
+        return got

@@ -601,5 +601,8 @@ class ExecutorActor(Actor):
             ref.stop_nowait()
 
     def on_stopped(self) -> None:
+        # Stopped from outside too (the runtime stops a run whose claim was lost): its
+        # nodes stop with it.
+        self._stop_nodes()
         if not self.outcome.done:
             self.outcome.fail(RuntimeError(f"executor of run {self.run_id} stopped early"))

@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from eventstore import AppendResult, Event, EventBody, EventStore
+from eventstore import AppendResult, Event, EventBody, EventStore, StoreError
 
 from ._events import NodeStarted, OutputSet
 from ._state import RunState, fold
@@ -49,6 +49,9 @@ class RunLog:
         self.hooks = list(hooks)
         self.memory_events: list[EventBody] = []
         self.accumulators: dict[str, dict[str, Any]] = {}
+        # The first store error of an append: the seqs numbered after it are wrong, so every
+        # later append raises it too instead of landing on a head another writer moved.
+        self.failed: BaseException | None = None
 
     async def append(
         self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
@@ -68,6 +71,8 @@ class RunLog:
         cancellation leaves the batch to the store, which still commits what it was
         handed, and the hooks are not called for it; it saves a cancel scope per append.
         """
+        if self.failed is not None:
+            raise self.failed
         pending = self.pending
         pending.extend(bodies)
         self._track(bodies)
@@ -81,13 +86,18 @@ class RunLog:
         self.last_seq += len(batch)
         if self.store is None:
             self.memory_events.extend(batch)
-        elif shield:
-            # Shielded: once submitted, a batch must be answered, or the next append's
-            # expected_seq would be wrong; a commit takes milliseconds.
-            with anyio.CancelScope(shield=True):
-                await self.store.append(self.run_id, batch, expected_seq=expected)
         else:
-            await self.store.append(self.run_id, batch, expected_seq=expected)
+            try:
+                if shield:
+                    # Shielded: once submitted, a batch must be answered, or the next
+                    # append's expected_seq would be wrong; a commit takes milliseconds.
+                    with anyio.CancelScope(shield=True):
+                        await self.store.append(self.run_id, batch, expected_seq=expected)
+                else:
+                    await self.store.append(self.run_id, batch, expected_seq=expected)
+            except StoreError as exc:
+                self.failed = exc
+                raise
         for hook in self.hooks:
             result = hook(self.run_id, self.last_seq, batch)
             if result is not None:
@@ -119,13 +129,19 @@ class RunLog:
         ``append``.
         """
         store = self.store
-        if store is None or self.hooks or not bodies:
+        if store is None or self.hooks or not bodies or self.failed is not None:
             return False
         submit = getattr(store, "submit", None)
         if submit is None:
             return False
         batch = [*self.pending, *bodies]
-        if not submit(self.run_id, batch, expected_seq=self.last_seq, on_done=on_done):
+
+        def done(result: AppendResult | None, error: BaseException | None) -> None:
+            if isinstance(error, StoreError) and self.failed is None:
+                self.failed = error
+            on_done(result, error)
+
+        if not submit(self.run_id, batch, expected_seq=self.last_seq, on_done=done):
             return False
         self.pending = []
         self.last_seq += len(batch)

@@ -9,11 +9,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
+import msgspec
+
 from actors import Actor, ActorRef, ActorSystem, MailboxConfig
-from eventstore import Event, EventStore, open_store
+from eventstore import (
+    ClaimingStore,
+    ConcurrencyError,
+    Event,
+    EventBody,
+    EventStore,
+    LeaseLostError,
+    open_store,
+)
 
 from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
-from ._events import InputInjected, RunCancelled
+from ._events import InputInjected, RunCancelled, RunPaused, RunStarted
 from ._executor import ExecutorActor
 from ._fork import copy_prefix
 from ._function_node import FunctionNodeActor, PlainFunction
@@ -23,9 +34,10 @@ from ._llm import LlmProvider
 from ._llm_node import LlmNodeActor
 from ._llm_support import SET_OUTPUT, resolve_judge
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
+from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
 from ._result import RunOutcome, RunResult
 from ._runlog import CommitHook, RunLog
-from ._spec import GraphSpec, NodeSpec, graph_hash
+from ._spec import GraphSpec, NodeSpec, graph_hash, shared_graph_dict
 from ._spec_load import graph_from_dict
 from ._spec_validate import validate_graph
 from ._state import RunState, fold
@@ -76,6 +88,15 @@ class Runtime:
     only what is registered here (``functions``, ``tools``, ``judges``), so a graph file
     stays data. Listing a prefix makes every graph file this runtime runs code that may
     call whatever those modules define.
+
+    Ownership (stores that record it, :class:`eventstore.ClaimingStore`: both built-in
+    stores): every run executed here is claimed first as ``worker_id`` (default
+    ``host:pid:random``) with a lease of ``lease_seconds``, renewed at a third of that while
+    the run is live; a run whose claim is lost stops at once (its result raises
+    LeaseLostError). Other processes' cancel, pause and input reach a run live here within
+    ``control_interval`` seconds. With ``recover=True`` the runtime claims and resumes, at
+    start and every ``recover_interval`` seconds, runs that are running with no live lease
+    (a crashed process's, or submitted with :meth:`submit`), up to ``concurrency`` live runs.
     """
 
     def __init__(
@@ -91,7 +112,23 @@ class Runtime:
         context_budget_tokens: int = 60_000,
         judge_timeout: float = 300.0,
         allow_imports: Sequence[str] = (),
+        worker_id: str | None = None,
+        recover: bool = False,
+        lease_seconds: float = 15.0,
+        control_interval: float = 0.25,
+        recover_interval: float | None = None,
+        concurrency: int = 100,
     ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.worker_id = worker_id or default_worker_id()
+        self.recover = recover
+        self.lease_seconds = lease_seconds
+        self.control_interval = control_interval
+        self.recover_interval = recover_interval or lease_seconds / 2
+        self.concurrency = concurrency
+        self._ownership: RunOwnership | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
         self._store_arg = store
         self.store: EventStore | None = None
         self.provider = provider
@@ -110,6 +147,7 @@ class Runtime:
         self._stack: AsyncExitStack | None = None
         self._system: ActorSystem | None = None
         self._live: dict[str, tuple[ActorRef, RunOutcome, RunLog]] = {}
+
         self._memory_logs: dict[str, RunLog] = {}
         self._plain_cache: dict[str, PlainFunction] = {}
 
@@ -123,14 +161,40 @@ class Runtime:
                 self.store = store
             else:
                 self.store = self._store_arg
+            if isinstance(self.store, ClaimingStore):
+                self._ownership = RunOwnership(
+                    self.store,
+                    self.worker_id,
+                    lease=self.lease_seconds,
+                    control_interval=self.control_interval,
+                    recover_interval=self.recover_interval,
+                )
+                # Runs out first: claims are given up once the actor system has stopped.
+                stack.push_async_callback(self._release_all)
             self._system = await stack.enter_async_context(
                 ActorSystem(default_mailbox=self._mailbox)
             )
+            if self._ownership is not None:
+                await self._start_ownership(stack, self._ownership)
         except BaseException:
             await stack.aclose()
             raise
         self._stack = stack
         return self
+
+    async def _start_ownership(self, stack: AsyncExitStack, ownership: RunOwnership) -> None:
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tasks.cancel_scope.cancel)  # the loops stop first
+        self._tasks = tasks
+        tasks.start_soon(ownership.keep_leases, self._on_lease_lost)
+        tasks.start_soon(ownership.watch_control, self._heads, self._on_foreign_events)
+        if self.recover:
+            tasks.start_soon(ownership.recover, self._room, self._resume_claimed)
+
+    async def _release_all(self) -> None:
+        if self._ownership is not None:
+            for run_id in list(self._ownership.claims):
+                await self._ownership.release(run_id)
 
     async def __aexit__(self, *exc_info: Any) -> None:
         assert self._stack is not None
@@ -162,8 +226,39 @@ class Runtime:
         validate_graph(graph)
         self._check_graph(graph)
         run_id = run_id or uuid.uuid4().hex
+        if self._ownership is not None:
+            await self._ownership.claim(run_id)
         log = RunLog(run_id, self.store, hooks=self.hooks)
         return await self._launch(run_id, graph, log, input=dict(input or {}))
+
+    async def submit(
+        self,
+        graph: GraphSpec,
+        *,
+        input: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Record a run for any worker to execute (see ``magistrate worker``); return its id.
+
+        The run is validated and its start recorded (status running, no owner); a runtime
+        with ``recover=True`` on the same store claims and runs it. Nothing runs here.
+        Raises SpecErrors for an invalid graph, RunStateError without a store that records
+        ownership.
+        """
+        validate_graph(graph)
+        self._check_graph(graph)
+        if self.store is None or self._ownership is None:
+            raise RunStateError("-", "no store", "submit needs a store that records ownership")
+        run_id = run_id or uuid.uuid4().hex
+        started = RunStarted(
+            graph=shared_graph_dict(graph),
+            graph_hash=graph_hash(graph),
+            entry=graph.entry_node,
+            goal=None if graph.goal is None else msgspec.to_builtins(graph.goal),
+            input=dict(input or {}),
+        )
+        await self.store.append(run_id, [started], expected_seq=0)
+        return run_id
 
     async def resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> RunHandle:
         """Resume a paused, cancelled or crashed run from its log, in this process.
@@ -174,6 +269,23 @@ class Runtime:
         """
         if run_id in self._live:
             raise RunStateError(run_id, "running", "it is already running in this runtime")
+        ownership = self._ownership
+        if ownership is None or run_id in ownership.claims:
+            return await self._resume(run_id, input)
+        await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
+        try:
+            return await self._resume(run_id, input)
+        except BaseException:
+            await ownership.release(run_id)
+            raise
+
+    async def _resume(
+        self,
+        run_id: str,
+        input: Mapping[str, Any] | None,
+        *,
+        outcome: RunOutcome | None = None,
+    ) -> RunHandle:
         events = await self.read_events(run_id)
         if not events:
             raise RunNotFoundError(run_id)
@@ -204,6 +316,7 @@ class Runtime:
             resume_from=state,
             resume_events=events,
             resume_input=dict(input or {}) or None,
+            outcome=outcome,
         )
 
     async def fork(
@@ -232,14 +345,23 @@ class Runtime:
         resume_from: RunState | None = None,
         resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
+        outcome: RunOutcome | None = None,
     ) -> RunHandle:
         def forget() -> None:
             # A stopped run is read back from the log; keep no reference to it here.
             live = self._live.get(run_id)
             if live is not None and live[1] is outcome:
                 del self._live[run_id]
+                if self._ownership is not None and self._tasks is not None:
+                    self._tasks.start_soon(self._ownership.release, run_id)
 
-        outcome = RunOutcome(on_done=forget)
+        if outcome is None:
+            if self._ownership is None:
+                outcome = RunOutcome(on_done=forget)
+            else:
+                outcome = OwnedOutcome(forget, lambda error: self._settle_soon(run_id, error))
+        elif isinstance(outcome, OwnedOutcome):
+            outcome.holding = False
         executor = ExecutorActor(
             run_id=run_id,
             graph=graph,
@@ -268,7 +390,16 @@ class Runtime:
         return _result_from_state(state)
 
     async def pause(self, run_id: str) -> None:
-        """Ask a running run to pause at its next node boundary (does not wait for it)."""
+        """Ask a running run to pause at its next node boundary (does not wait for it).
+
+        A run live in another process (with a store that records ownership) is paused by
+        appending RunPaused; its owner stops it within its control interval, and a node
+        in flight there runs again when the run is resumed.
+        """
+        live = self._live.get(run_id)
+        if (live is None or live[1].done) and self._ownership is not None:
+            await self._control_elsewhere(run_id, "pause")
+            return
         ref = self._live_ref(run_id, "pause")
         await ref.tell(PauseRun())
 
@@ -280,12 +411,7 @@ class Runtime:
         if live is not None and not live[1].done:
             await live[0].tell(CancelRun(reason=reason))
             return
-        state = await self.get_state(run_id)
-        if state.status in _FINAL or state.status == "cancelled":
-            raise RunStateError(run_id, state.status, "nothing to cancel")
-        await self._append_offline(
-            run_id, state, RunCancelled(node_id=_first(state.pending), reason=reason)
-        )
+        await self._control_elsewhere(run_id, "cancel", reason=reason)
 
     async def inject_input(self, run_id: str, data: Mapping[str, Any]) -> None:
         """Merge ``data`` into the run's memory, recorded as an InputInjected event."""
@@ -293,10 +419,7 @@ class Runtime:
         if live is not None and not live[1].done:
             await live[0].tell(InjectInput(data=dict(data)))
             return
-        state = await self.get_state(run_id)
-        if state.status in _FINAL:
-            raise RunStateError(run_id, state.status, "cannot inject input into a finished run")
-        await self._append_offline(run_id, state, InputInjected(data=dict(data)))
+        await self._control_elsewhere(run_id, "inject", data=dict(data))
 
     async def get_state(self, run_id: str, *, at_seq: int | None = None) -> RunState:
         """The run's state as the fold of its log, up to ``at_seq`` (time travel) if given."""
@@ -322,12 +445,109 @@ class Runtime:
             raise RunStateError(run_id, "not running", f"cannot {action} a run that is not live")
         return live[0]
 
+    async def _control_elsewhere(
+        self, run_id: str, action: str, *, reason: str = "", data: dict[str, Any] | None = None
+    ) -> None:
+        """Append a control event to a run not live here (paused, crashed, or live in
+        another process, which sees it within its control interval). Retries while the
+        owner appends meanwhile (each try re-reads the state)."""
+        for _ in range(50):
+            state = await self.get_state(run_id)
+            body: EventBody
+            if action == "cancel":
+                if state.status in _FINAL or state.status == "cancelled":
+                    raise RunStateError(run_id, state.status, "nothing to cancel")
+                body = RunCancelled(node_id=_first(state.pending), reason=reason)
+            elif action == "pause":
+                if state.status != "running":
+                    raise RunStateError(run_id, state.status, "only a running run can pause")
+                body = RunPaused(reason="user", node_id=_first(state.pending))
+            else:
+                if state.status in _FINAL:
+                    raise RunStateError(
+                        run_id, state.status, "cannot inject input into a finished run"
+                    )
+                body = InputInjected(data=data or {})
+            try:
+                await self._append_offline(run_id, state, body)
+                return
+            except ConcurrencyError:
+                await anyio.sleep(0.01)  # the owner appended meanwhile: read again
+        raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
+
     async def _append_offline(self, run_id: str, state: RunState, body: Any) -> None:
         self._live.pop(run_id, None)
         log = self._memory_logs.get(run_id) or RunLog(
             run_id, self.store, last_seq=state.last_seq, hooks=self.hooks
         )
         await log.append([body])
+
+    # ------------------------------------------------------------------ ownership
+
+    def _heads(self) -> dict[str, int]:
+        return {run_id: live[2].last_seq for run_id, live in self._live.items()}
+
+    def _room(self) -> int:
+        return self.concurrency - len(self._live)
+
+    async def _resume_claimed(self, run_id: str) -> None:
+        """Continue a run this runtime just claimed (recovery); give it up if it turns
+        out to have nothing to run."""
+        assert self._ownership is not None
+        try:
+            await self._resume(run_id, None)
+        except (RunNotFoundError, RunStateError, SpecErrors) as exc:
+            _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
+            await self._ownership.release(run_id)
+
+    async def _on_lease_lost(self, run_id: str) -> None:
+        live = self._live.get(run_id)
+        if live is None:
+            return
+        outcome = live[1]
+        if isinstance(outcome, OwnedOutcome):
+            outcome.holding = True
+        await live[0].stop()
+        self._live.pop(run_id, None)
+        error = LeaseLostError(run_id, -1, -1, None)
+        if isinstance(outcome, OwnedOutcome):
+            outcome.fail_now(error)
+        else:
+            outcome.fail(error)
+
+    async def _on_foreign_events(self, run_id: str) -> None:
+        live = self._live.get(run_id)
+        if live is not None and isinstance(live[1], OwnedOutcome) and not live[1].done:
+            live[1].holding = True
+            await self._settle(run_id, None)
+
+    def _settle_soon(self, run_id: str, error: BaseException) -> None:
+        if self._tasks is not None:
+            self._tasks.start_soon(self._settle, run_id, error)
+
+    async def _settle(self, run_id: str, error: BaseException | None) -> None:
+        """Stop the run's executor here and continue from its log: another process
+        appended to it (a cancel, pause or input), or the claim was lost."""
+        live = self._live.get(run_id)
+        if live is None:
+            return
+        ref, outcome, _ = live
+        assert isinstance(outcome, OwnedOutcome)
+        await ref.stop()
+        if isinstance(error, LeaseLostError) or (
+            self._ownership is not None and run_id not in self._ownership.claims
+        ):
+            self._live.pop(run_id, None)
+            outcome.fail_now(error or LeaseLostError(run_id, -1, -1, None))
+            return
+        try:
+            state = await self.get_state(run_id)
+            if state.status == "running":
+                await self._resume(run_id, None, outcome=outcome)
+                return
+            outcome.set(_result_from_state(state))
+        except Exception as exc:
+            outcome.fail_now(exc)
 
     def _check_graph(self, graph: GraphSpec) -> None:
         """What a run would otherwise trip on only when it reaches a node: functions and

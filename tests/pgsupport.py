@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
+import anyio
 import psycopg
 import pytest
 from psycopg import sql
 
-__all__ = ["PG_URL", "drop_schemas", "fresh_prefix", "pg_url"]
+__all__ = ["PG_URL", "drop_schemas", "fresh_prefix", "pg_url", "wait_until"]
 
 PG_URL = os.environ.get("MAGISTRATE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -58,3 +59,12 @@ def schema_prefix() -> Iterator[str]:
     prefix = fresh_prefix()
     yield prefix
     drop_schemas(prefix)
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float) -> None:
+    """Return once ``check()`` is true (asked every 50 ms); TimeoutError after ``timeout``."""
+    with anyio.fail_after(timeout):
+        while True:
+            if await check():
+                return
+            await anyio.sleep(0.05)

@@ -1,0 +1,102 @@
+"""Run ownership on PostgreSQL: claims, renewals and releases on the runs table.
+
+Every statement takes "now" from the server's clock, so leases mean the same to every
+machine. These run on a connection of their own, never queued behind appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from ._claims import Claim
+from ._errors import RunOwnedError
+
+__all__ = ["claim", "claim_runnable", "release", "renew"]
+
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+_CLAIM = f"""
+INSERT INTO runs AS r (run_id, status, created, updated, last_seq, last_hash, owner,
+                       lease_expires, claim_epoch)
+VALUES (%(run_id)s, 'new', {_NOW}, {_NOW}, 0, '', %(owner)s, {_NOW} + %(lease)s, 1)
+ON CONFLICT (run_id) DO UPDATE
+SET owner = excluded.owner, lease_expires = excluded.lease_expires,
+    claim_epoch = r.claim_epoch + 1
+WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.lease_expires < {_NOW}
+RETURNING r.claim_epoch, r.lease_expires
+"""
+
+_RENEW = f"""
+UPDATE runs r SET lease_expires = {_NOW} + %s
+FROM unnest(%s::text[], %s::bigint[]) AS v(run_id, epoch)
+WHERE r.run_id = v.run_id AND r.claim_epoch = v.epoch AND r.owner = %s
+RETURNING r.run_id, r.lease_expires
+"""
+
+_RELEASE = (
+    "UPDATE runs SET owner = NULL, lease_expires = NULL "
+    "WHERE run_id = %s AND claim_epoch = %s AND owner = %s"
+)
+
+# SKIP LOCKED: a run another claimer is taking right now is passed over, not waited for.
+_CLAIM_RUNNABLE = f"""
+WITH c AS (
+    SELECT run FROM runs
+    WHERE status = 'running' AND (owner IS NULL OR lease_expires < {_NOW})
+    ORDER BY run LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs r SET owner = %(owner)s, lease_expires = {_NOW} + %(lease)s,
+    claim_epoch = r.claim_epoch + 1
+FROM c WHERE r.run = c.run
+RETURNING r.run_id, r.claim_epoch, r.lease_expires
+"""
+
+
+async def claim(conn: Connection, run_id: str, owner: str, lease: float) -> Claim:
+    """See ClaimingStore.claim."""
+    params = {"run_id": run_id, "owner": owner, "lease": lease}
+    cur = await conn.execute(_CLAIM, params)
+    row = await cur.fetchone()
+    if row is not None:
+        return Claim(run_id, owner, int(row[0]), float(row[1]))
+    cur = await conn.execute("SELECT owner, lease_expires FROM runs WHERE run_id = %s", (run_id,))
+    held = await cur.fetchone()
+    if held is None or held[0] is None:  # released meanwhile: try once more
+        cur = await conn.execute(_CLAIM, params)
+        row = await cur.fetchone()
+        if row is not None:
+            return Claim(run_id, owner, int(row[0]), float(row[1]))
+        raise RunOwnedError(run_id, "(another claimer)", 0.0)
+    raise RunOwnedError(run_id, str(held[0]), float(held[1]))
+
+
+async def renew(
+    conn: Connection, claims: Sequence[Claim], owner: str, lease: float
+) -> list[Claim | None]:
+    """See ClaimingStore.renew (all of ``claims`` are ``owner``'s)."""
+    cur = await conn.execute(
+        _RENEW, (lease, [c.run_id for c in claims], [c.epoch for c in claims], owner)
+    )
+    renewed = {str(row[0]): float(row[1]) for row in await cur.fetchall()}
+    return [
+        None if c.run_id not in renewed else Claim(c.run_id, owner, c.epoch, renewed[c.run_id])
+        for c in claims
+    ]
+
+
+async def release(conn: Connection, claim: Claim) -> None:
+    """See ClaimingStore.release."""
+    await conn.execute(_RELEASE, (claim.run_id, claim.epoch, claim.owner))
+
+
+async def claim_runnable(conn: Connection, owner: str, lease: float, limit: int) -> list[Claim]:
+    """See ClaimingStore.claim_runnable."""
+    cur = await conn.execute(_CLAIM_RUNNABLE, {"owner": owner, "lease": lease, "limit": limit})
+    rows = await cur.fetchall()
+    return [Claim(str(r[0]), owner, int(r[1]), float(r[2])) for r in sorted(rows)]

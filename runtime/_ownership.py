@@ -1,0 +1,179 @@
+"""Run ownership for a Runtime: claims, lease renewal, foreign control events, recovery.
+
+A runtime whose store records ownership (:class:`eventstore.ClaimingStore`) claims every
+run before it executes anything of it, and holds the claim while the run is live. Three
+loops run beside the runs, each on its own schedule:
+
+- renewal, every third of the lease: a run whose claim was lost (its lease expired and
+  another worker took it) is stopped at once;
+- control, every ``control_interval``: a live run whose log has events this runtime did
+  not append (a cancel, pause or input from another process) is stopped and continued
+  from its log, which then says what to do;
+- recovery (``recover=True``), at start and every ``recover_interval``: runs that are
+  running with no live lease (a crashed owner's, or submitted for any worker) are
+  claimed with the store's skip-locked claim and resumed here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from eventstore import Claim, ClaimingStore, StoreError
+
+from ._result import RunOutcome
+
+__all__ = ["OwnedOutcome", "RunOwnership", "default_worker_id"]
+
+_log = logging.getLogger("magistrate.runtime")
+
+
+def default_worker_id() -> str:
+    """``host:pid:random``: unique per process, readable in an error naming an owner."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class OwnedOutcome(RunOutcome):
+    """A run's outcome that lets the runtime settle store conflicts before anyone sees them.
+
+    When the executor fails on a store conflict (another process appended to the run, or
+    the claim was lost), ``on_conflict`` is called instead of failing the outcome: the
+    runtime stops the executor and continues from the log. While ``holding`` (the runtime
+    is stopping the executor on purpose), failures are ignored.
+    """
+
+    def __init__(
+        self,
+        on_done: Callable[[], None] | None,
+        on_conflict: Callable[[BaseException], None],
+    ) -> None:
+        super().__init__(on_done)
+        self.on_conflict = on_conflict
+        self.holding = False
+
+    def fail(self, error: BaseException) -> None:
+        if self.done or self.holding:
+            return
+        from eventstore import ConcurrencyError, LeaseLostError
+
+        if isinstance(error, (ConcurrencyError, LeaseLostError)):
+            self.holding = True
+            self.on_conflict(error)
+            return
+        super().fail(error)
+
+    def fail_now(self, error: BaseException) -> None:
+        """Fail the outcome whatever it is holding for."""
+        self.holding = False
+        super().fail(error)
+
+
+class RunOwnership:
+    """The claims a runtime holds and the loops that keep them (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: ClaimingStore,
+        owner: str,
+        *,
+        lease: float,
+        control_interval: float,
+        recover_interval: float,
+    ) -> None:
+        if lease <= 0 or control_interval <= 0 or recover_interval <= 0:
+            raise ValueError("lease, control_interval and recover_interval must be > 0")
+        self.store = store
+        self.owner = owner
+        self.lease = lease
+        self.control_interval = control_interval
+        self.recover_interval = recover_interval
+        self.claims: dict[str, Claim] = {}
+
+    async def claim(self, run_id: str) -> Claim:
+        """Claim ``run_id`` (RunOwnedError if another owner's lease is live)."""
+        claim = await self.store.claim(run_id, self.owner, lease=self.lease)
+        self.claims[run_id] = claim
+        return claim
+
+    async def release(self, run_id: str) -> None:
+        """Give ``run_id`` up (if held); store errors are logged, the lease then expires."""
+        claim = self.claims.pop(run_id, None)
+        if claim is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.store.release(claim)
+            except StoreError as exc:
+                _log.warning("run %s: releasing its claim failed (%s); it expires", run_id, exc)
+
+    async def keep_leases(self, on_lost: Callable[[str], Awaitable[None]]) -> None:
+        """Renew every held claim each third of the lease, forever; ``on_lost`` for each
+        claim that was taken over."""
+        while True:
+            await anyio.sleep(self.lease / 3)
+            held = list(self.claims.values())
+            if not held:
+                continue
+            try:
+                renewed = await self.store.renew(held, lease=self.lease)
+            except StoreError as exc:
+                _log.warning("renewing %d leases failed: %s", len(held), exc)
+                continue
+            for old, new in zip(held, renewed, strict=True):
+                if self.claims.get(old.run_id) is not old:
+                    continue  # released or re-claimed meanwhile
+                if new is None:
+                    del self.claims[old.run_id]
+                    _log.warning("run %s: its claim was lost; stopping it here", old.run_id)
+                    await on_lost(old.run_id)
+                else:
+                    self.claims[old.run_id] = new
+
+    async def watch_control(
+        self,
+        heads: Callable[[], dict[str, int]],
+        on_foreign: Callable[[str], Awaitable[None]],
+    ) -> None:
+        """Every ``control_interval``, compare each live run's head in the store with what
+        this runtime appended (``heads()``: run_id -> last seq submitted here); call
+        ``on_foreign`` for a run another process appended to."""
+        store = self.store
+        get_run = getattr(store, "get_run", None)
+        assert get_run is not None
+        while True:
+            await anyio.sleep(self.control_interval)
+            for run_id, ours in list(heads().items()):
+                try:
+                    info = await get_run(run_id)
+                except StoreError as exc:
+                    _log.warning("run %s: reading its head failed: %s", run_id, exc)
+                    continue
+                if info is not None and info.last_seq > ours and run_id in heads():
+                    await on_foreign(run_id)
+
+    async def recover(
+        self, room: Callable[[], int], on_claimed: Callable[[str], Awaitable[None]]
+    ) -> None:
+        """Claim runnable runs (up to ``room()`` at a time) and hand each to ``on_claimed``,
+        now and every ``recover_interval``."""
+        while True:
+            free = room()
+            if free > 0:
+                try:
+                    claims = await self.store.claim_runnable(
+                        self.owner, lease=self.lease, limit=free
+                    )
+                except StoreError as exc:
+                    _log.warning("claiming runnable runs failed: %s", exc)
+                    claims = []
+                for claim in claims:
+                    self.claims[claim.run_id] = claim
+                    await on_claimed(claim.run_id)
+                if len(claims) == free:
+                    continue  # more may be waiting: look again at once
+            await anyio.sleep(self.recover_interval)
