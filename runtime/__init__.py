@@ -92,6 +92,7 @@ from ._spec_load import graph_from_dict, load_graph, parse_graph
 from ._spec_validate import validate_graph
 from ._state import ConversationEntry, PauseInfo, RunState, VerdictRecord, fold
 from ._tools import Tool, ToolRegistry, tool
+from ._worker import run_worker
 
 __all__ = [
     "AnthropicProvider",
@@ -173,6 +174,7 @@ __all__ = [
     "load_graph",
     "parse_graph",
     "parse_json_object",
+    "run_worker",
     "tool",
     "transition_marker",
     "validate_graph",

@@ -147,13 +147,16 @@ class RunOwnership:
         assert get_run is not None
         while True:
             await anyio.sleep(self.control_interval)
-            for run_id, ours in list(heads().items()):
+            for run_id in list(heads()):
                 try:
                     info = await get_run(run_id)
                 except StoreError as exc:
                     _log.warning("run %s: reading its head failed: %s", run_id, exc)
                     continue
-                if info is not None and info.last_seq > ours and run_id in heads():
+                # Compared with what this runtime has submitted by now (it only grows, and
+                # covers every append of ours the store had committed when it answered).
+                ours = heads().get(run_id)
+                if info is not None and ours is not None and info.last_seq > ours:
                     await on_foreign(run_id)
 
     async def recover(

@@ -24,7 +24,7 @@ from eventstore import (
 )
 
 from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
-from ._events import InputInjected, RunCancelled, RunPaused, RunStarted
+from ._events import InputInjected, RunCancelled, RunPaused, RunResumed, RunStarted
 from ._executor import ExecutorActor
 from ._fork import copy_prefix
 from ._function_node import FunctionNodeActor, PlainFunction
@@ -259,6 +259,27 @@ class Runtime:
         )
         await self.store.append(run_id, [started], expected_seq=0)
         return run_id
+
+    async def submit_resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> None:
+        """Hand a paused run to any worker: record ``input`` and its resumption, for a
+        runtime with ``recover=True`` on the same store to claim and continue it (the
+        paused nodes run without pausing again). Nothing runs here. Raises RunNotFoundError,
+        RunStateError unless the run is paused, and without a store that records ownership.
+        """
+        if self.store is None or self._ownership is None:
+            raise RunStateError(run_id, "-", "submit_resume needs a store that records ownership")
+        for _ in range(50):
+            state = await self.get_state(run_id)
+            if state.status != "paused":
+                raise RunStateError(run_id, state.status, "only a paused run can be handed on")
+            bodies: list[EventBody] = [InputInjected(data=dict(input))] if input else []
+            bodies.append(RunResumed(note="handed to any worker"))
+            try:
+                await self.store.append(run_id, bodies, expected_seq=state.last_seq)
+                return
+            except ConcurrencyError:
+                await anyio.sleep(0.01)  # appended to meanwhile: read again
+        raise RunStateError(run_id, "paused", "could not hand it on: the run kept moving")
 
     async def resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> RunHandle:
         """Resume a paused, cancelled or crashed run from its log, in this process.
@@ -537,6 +558,7 @@ class Runtime:
         if isinstance(error, LeaseLostError) or (
             self._ownership is not None and run_id not in self._ownership.claims
         ):
+            _log.warning("run %s: its claim was lost (%s); stopped here", run_id, error)
             self._live.pop(run_id, None)
             outcome.fail_now(error or LeaseLostError(run_id, -1, -1, None))
             return

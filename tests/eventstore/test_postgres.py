@@ -17,14 +17,16 @@ from eventstore import (
     ConcurrencyError,
     EventBody,
     EventStore,
+    LeaseLostError,
     NotAStoreError,
     PostgresEventStore,
+    RunOwnedError,
     SchemaVersionError,
     SqliteEventStore,
     StoreError,
     open_store,
 )
-from runtime import MemoryWritten, RunStarted, fold
+from runtime import MemoryWritten, RunPaused, RunStarted, fold
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 from .strategies import BODY_STRATEGIES
@@ -214,3 +216,62 @@ async def test_tail_is_woken_by_another_stores_commit(prefix: str) -> None:
                 await anyio.sleep(0.3)
                 await writer.append("r1", [MemoryWritten(key="k", value=2)], expected_seq=2)
     assert seen == [1, 2, 3]
+
+
+async def test_a_claim_is_exclusive_until_its_lease_expires_and_fences_appends(
+    prefix: str,
+) -> None:
+    schema = f"{prefix}_claims"
+    async with (
+        PostgresEventStore(pg_url(), schema=schema) as a,
+        PostgresEventStore(pg_url(), schema=schema) as b,
+    ):
+        first = await a.claim("r1", "worker-a", lease=0.5)
+        await a.append("r1", [MemoryWritten(key="k", value=1)], expected_seq=0)
+        with pytest.raises(RunOwnedError) as caught:
+            await b.claim("r1", "worker-b", lease=5)
+        assert caught.value.owner == "worker-a"
+        renewed = await a.renew([first], lease=0.5)
+        assert renewed[0] is not None and renewed[0].epoch == first.epoch
+        await anyio.sleep(0.7)  # worker-a stops renewing: its lease expires
+        second = await b.claim("r1", "worker-b", lease=5)
+        assert second.epoch == first.epoch + 1
+        # worker-a's append is at the right seq, but its claim is gone: the epoch fences it.
+        with pytest.raises(LeaseLostError) as lost:
+            await a.append("r1", [MemoryWritten(key="k", value=2)], expected_seq=1)
+        assert (lost.value.expected_epoch, lost.value.actual_epoch) == (first.epoch, second.epoch)
+        assert lost.value.owner == "worker-b"
+        assert await a.renew([first], lease=5) == [None]
+        await b.append("r1", [MemoryWritten(key="k", value=3)], expected_seq=1)
+        assert [e.body.value for e in await a.read_all("r1")] == [1, 3]  # type: ignore[attr-defined]
+        # Released, the run can be claimed at once; a stale release changes nothing.
+        await a.release(first)
+        with pytest.raises(RunOwnedError):
+            await a.claim("r1", "worker-a", lease=5)
+        await b.release(second)
+        assert (await a.claim("r1", "worker-a", lease=5)).epoch == second.epoch + 1
+
+
+async def test_claim_runnable_hands_each_run_to_one_claimer(prefix: str) -> None:
+    schema = f"{prefix}_runnable"
+    started = RunStarted(graph={"nodes": ["a"]}, graph_hash="g", entry="a", input={})
+    async with (
+        PostgresEventStore(pg_url(), schema=schema) as a,
+        PostgresEventStore(pg_url(), schema=schema) as b,
+    ):
+        for i in range(30):
+            await a.append(f"r{i}", [started], expected_seq=0)  # submitted: running, no owner
+        await a.append("paused", [started, RunPaused(reason="hitl", node_id="a")], expected_seq=0)
+        got: dict[str, list[str]] = {"a": [], "b": []}
+
+        async def claimer(name: str, store: PostgresEventStore) -> None:
+            while True:
+                claims = await store.claim_runnable(name, lease=30, limit=4)
+                if not claims:
+                    return
+                got[name] += [claim.run_id for claim in claims]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(claimer, "a", a)
+            tg.start_soon(claimer, "b", b)
+    assert sorted(got["a"] + got["b"]) == sorted(f"r{i}" for i in range(30))

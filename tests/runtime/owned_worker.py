@@ -5,7 +5,8 @@ Usage: python -m tests.runtime.owned_worker URL PREFIX MODE [ARGS...]
 The store's tables are in schema PREFIX_store; the side-effect table is PREFIX_side.side.
 
 - ``start N``: start N runs of GRAPH, print "started" and their ids, wait for all results.
-- ``worker CONCURRENCY LEASE``: a recovering runtime (a worker) until killed.
+- ``worker CONCURRENCY LEASE [PAUSE]``: a worker (run_worker) until killed; each function
+  node sleeps PAUSE seconds (0.05 by default).
 - ``slow``: start one run whose LLM node's model call takes 30 s; print the run id, then
   the run's final status when its result arrives.
 
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any
 
 import anyio
 import psycopg
 
-from runtime import LlmProvider, LlmRequest, LlmResponse, Runtime
+from runtime import LlmProvider, LlmRequest, LlmResponse, Runtime, run_worker
 from runtime._function_node import NodeContext
 from runtime._spec import GraphSpec, NodeSpec
 from runtime.testing import ScriptedProvider, linear_graph
@@ -30,9 +32,16 @@ from runtime.testing import ScriptedProvider, linear_graph
 NODES = [f"n{i}" for i in range(10)]
 
 
+_connection: psycopg.Connection[tuple[object, ...]] | None = None
+_lock = threading.Lock()
+
+
 def _side(url: str, prefix: str, run_id: str, node: str, event: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
+    global _connection
+    with _lock:  # one connection per process, used from worker threads in turn
+        if _connection is None:
+            _connection = psycopg.connect(url, autocommit=True)
+        _connection.execute(
             f"INSERT INTO {prefix}_side.side VALUES (%s, %s, %s, %s)",
             (run_id, node, event, os.getpid()),
         )
@@ -90,16 +99,19 @@ async def main(url: str, prefix: str, mode: str, args: list[str]) -> None:
         print("finished", flush=True)
     elif mode == "worker":
         concurrency, lease = int(args[0]), float(args[1])
-        async with Runtime(
+        pause = float(args[2]) if len(args) > 2 else 0.05
+
+        def ready(runtime: Runtime) -> None:
+            print("ready", flush=True)
+
+        await run_worker(
             store,
-            functions=functions(url, prefix),
-            recover=True,
+            functions=functions(url, prefix, pause),
             concurrency=concurrency,
             lease_seconds=lease,
-            recover_interval=0.2,
-        ):
-            print("ready", flush=True)
-            await anyio.sleep_forever()
+            recover_interval=0.1,
+            on_ready=ready,
+        )
     elif mode == "slow":
         provider: LlmProvider = SlowModel()
         async with Runtime(store, provider=provider, lease_seconds=5) as rt:

@@ -1,0 +1,241 @@
+"""Workers on PostgreSQL, with real processes: submitted runs run exactly once, a killed
+worker's runs are taken over, a paused run continues on any worker, a stale worker is
+fenced."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import anyio
+import psycopg
+import pytest
+
+from runtime import NodeCompleted, RunFinished, RunResumed, Runtime, fold
+from runtime.testing import linear_graph
+from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
+
+from .owned_worker import NODES, functions
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def prefix() -> Iterator[str]:
+    """Schemas of the test's own: PREFIX_store (the store) and PREFIX_side (side effects)."""
+    url = pg_url()
+    name = fresh_prefix()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}_side")
+        conn.execute(f"CREATE TABLE {name}_side.side (run_id text, node text, event text, pid int)")
+    yield name
+    drop_schemas(name)
+
+
+class Workers:
+    """Worker processes (``python -m tests.runtime.owned_worker ... worker``)."""
+
+    def __init__(self, url: str, prefix: str, logs: Path) -> None:
+        self.logs = logs
+        self.url = url
+        self.prefix = prefix
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, concurrency: int, lease: float, pause: float = 0.0) -> subprocess.Popen[str]:
+        log = self.logs / f"worker{len(self.processes)}.log"
+        with log.open("w") as stderr:
+            process = self._popen(concurrency, lease, pause, stderr)
+        self.processes.append(process)
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready"
+        return process
+
+    def log(self, process: subprocess.Popen[str]) -> str:
+        """What the worker wrote to stderr (its warnings)."""
+        return (self.logs / f"worker{self.processes.index(process)}.log").read_text()
+
+    def _popen(
+        self, concurrency: int, lease: float, pause: float, stderr: IO[str]
+    ) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.runtime.owned_worker",
+                self.url,
+                self.prefix,
+                "worker",
+                str(concurrency),
+                str(lease),
+                str(pause),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGCONT)
+                process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+@pytest.fixture
+def workers(prefix: str, tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(pg_url(), prefix, tmp_path)
+    yield group
+    group.stop()
+
+
+def _side(url: str, prefix: str) -> list[tuple[str, str, str, int]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(f"SELECT run_id, node, event, pid FROM {prefix}_side.side").fetchall()
+    return [(str(a), str(b), str(c), int(d)) for a, b, c, d in rows]
+
+
+async def _all_finished(rt: Runtime, run_ids: list[str], timeout: float) -> None:
+    async def finished() -> bool:
+        done = await rt.store.list_runs(status="completed", limit=len(run_ids) + 10)  # type: ignore[union-attr]
+        return len({info.run_id for info in done} & set(run_ids)) == len(run_ids)
+
+    await wait_until(finished, timeout)
+
+
+@pytest.mark.slow
+async def test_four_workers_run_400_submitted_runs_exactly_once(
+    prefix: str, workers: Workers
+) -> None:
+    url = pg_url()
+    for _ in range(4):
+        workers.start(concurrency=50, lease=5)
+    graph = linear_graph(NODES[:3], graph_id="short")
+    async with Runtime(f"{url}?schema={prefix}_store", functions=functions(url, prefix)) as rt:
+        ids: dict[int, str] = {}
+
+        async def submit(seed: int) -> None:
+            ids[seed] = await rt.submit(graph, input={"seed": seed})
+
+        async with anyio.create_task_group() as tg:
+            for seed in range(400):
+                tg.start_soon(submit, seed)
+        run_ids = [ids[seed] for seed in range(400)]
+        await _all_finished(rt, run_ids, 240)
+        finishes = Counter()
+        for run_id in run_ids:
+            events = await rt.read_events(run_id)
+            finishes[sum(isinstance(e.body, RunFinished) for e in events)] += 1
+        states = {run_id: await rt.get_state(run_id) for run_id in run_ids[:20]}
+    assert finishes == Counter({1: 400})
+    side = _side(url, prefix)
+    ends = Counter((run_id, node) for run_id, node, event, _ in side if event == "end")
+    assert len(ends) == 400 * 3 and set(ends.values()) == {1}  # every node ran once
+    assert len({pid for *_, pid in side}) >= 2  # the work was shared
+    for seed, run_id in enumerate(run_ids[:20]):
+        assert states[run_id].memory["total"] == 3 * seed + 0 + 1 + 2
+
+
+@pytest.mark.slow
+async def test_a_killed_workers_runs_are_taken_over_after_its_lease(
+    prefix: str, workers: Workers
+) -> None:
+    url = pg_url()
+    lease = 1.5
+    doomed = workers.start(concurrency=20, lease=lease, pause=0.2)
+    async with Runtime(f"{url}?schema={prefix}_store", functions=functions(url, prefix)) as rt:
+        run_ids = [await rt.submit(linear_graph(NODES), input={"seed": i}) for i in range(10)]
+
+        async def doomed_is_working() -> bool:
+            ends = [pid for *_, e, pid in _side(url, prefix) if e == "end"]
+            return len(ends) >= 15
+
+        await wait_until(doomed_is_working, 60)
+        # An heir that waits beside it: it must not take a run before the lease expired.
+        workers.start(concurrency=20, lease=lease)
+        os.kill(doomed.pid, signal.SIGKILL)
+        killed_at = time.time()
+        doomed.wait()
+        await _all_finished(rt, run_ids, 120)
+        logs = {run_id: await rt.read_events(run_id) for run_id in run_ids}
+    taken_over = 0
+    for seed, run_id in enumerate(run_ids):
+        events = logs[run_id]
+        completions = Counter(e.body.node_id for e in events if isinstance(e.body, NodeCompleted))
+        assert completions == Counter(NODES), run_id  # each node completed exactly once
+        # The first resume is the first claim of the submitted run; later ones are takeovers,
+        # which wait until the killed worker's lease (renewed every third of it) expired.
+        takeovers = [e for e in events if isinstance(e.body, RunResumed)][1:]
+        assert all(e.ts >= killed_at + lease / 3 for e in takeovers), run_id
+        taken_over += bool(takeovers)
+        assert fold_total(events) == 10 * seed + sum(range(10))
+    assert taken_over > 0
+
+
+def fold_total(events: list) -> int:  # type: ignore[type-arg]
+    return int(fold(events).memory["total"])
+
+
+async def test_a_paused_run_approved_elsewhere_continues_on_a_worker(
+    prefix: str, workers: Workers
+) -> None:
+    url = pg_url()
+    workers.start(concurrency=5, lease=5)
+    graph = linear_graph(NODES[:3], graph_id="approve", pause_nodes=["n1"])
+    async with Runtime(f"{url}?schema={prefix}_store", functions=functions(url, prefix)) as rt:
+        run_id = await rt.submit(graph, input={"seed": 5})
+
+        async def paused() -> bool:
+            return (await rt.get_state(run_id)).status == "paused"
+
+        await wait_until(paused, 30)
+        await rt.submit_resume(run_id, input={"approved": True})
+        await _all_finished(rt, [run_id], 30)
+        state = await rt.get_state(run_id)
+    assert state.memory["approved"] is True and state.path == NODES[:3]
+    assert state.memory["total"] == 3 * 5 + 3
+    workers_pids = {pid for *_, pid in _side(url, prefix)}
+    assert workers_pids == {workers.processes[0].pid}
+
+
+@pytest.mark.slow
+async def test_a_stale_worker_is_fenced_and_writes_nothing(prefix: str, workers: Workers) -> None:
+    url = pg_url()
+    stale = workers.start(concurrency=5, lease=1.0, pause=0.4)
+    async with Runtime(f"{url}?schema={prefix}_store", functions=functions(url, prefix)) as rt:
+        run_id = await rt.submit(linear_graph(NODES), input={"seed": 1})
+
+        async def started() -> bool:
+            return any(e == "start" for *_, e, _ in _side(url, prefix))
+
+        await wait_until(started, 30)
+        os.kill(stale.pid, signal.SIGSTOP)  # past its lease, in the middle of a node
+        healthy = workers.start(concurrency=5, lease=5)
+
+        async def taken_over() -> bool:
+            return any(pid == healthy.pid for *_, pid in _side(url, prefix))
+
+        await wait_until(taken_over, 30)
+        os.kill(stale.pid, signal.SIGCONT)
+        await _all_finished(rt, [run_id], 60)
+        await anyio.sleep(1.0)  # let the stale worker try its appends
+        events = await rt.read_events(run_id)
+        report = await rt.store.verify(run_id)  # type: ignore[union-attr]
+    completions = Counter(e.body.node_id for e in events if isinstance(e.body, NodeCompleted))
+    assert completions == Counter(NODES)
+    assert sum(isinstance(e.body, RunFinished) for e in events) == 1
+    assert report.ok
+    assert stale.poll() is None  # it stopped the run, not itself
+    assert "claim was lost" in workers.log(stale)
