@@ -72,8 +72,10 @@ class PostgresEventStore:
         self._inflight: set[AppendRequest] = set()
         self._committed: anyio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._lease_conn: Connection | None = None  # claims and renewals, never behind appends
-        self._lease_lock = asyncio.Lock()
+        # Claims and renewals have a connection of their own, never queued behind appends.
+        self._leases = claims_sql.LeaseConnection(
+            self._connect, self.where, lambda: self._state == "open"
+        )
         self._channel = f"magistrate_{self.schema}"
         self._appends = 0
         self._events = 0
@@ -179,9 +181,7 @@ class PostgresEventStore:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
-        if self._lease_conn is not None:
-            conn, self._lease_conn = self._lease_conn, None
-            await conn.close()
+        await self._leases.close()
 
     async def __aenter__(self) -> PostgresEventStore:
         await self.open()
@@ -551,28 +551,11 @@ class PostgresEventStore:
 
     # -- ownership -------------------------------------------------------------------------
 
-    async def _leases(self, operation: str) -> Connection:
-        if self._state != "open":
-            raise StoreClosedError(operation)
-        if self._lease_conn is None or self._lease_conn.closed:
-            self._lease_conn = await self._connect()
-        return self._lease_conn
-
-    async def _lease_call(self, operation: str, call: Callable[[Connection], Any]) -> Any:
-        async with self._lease_lock:
-            conn = await self._leases(operation)
-            try:
-                return await call(conn)
-            except psycopg.OperationalError as exc:
-                self._lease_conn = None
-                await conn.close()
-                raise StoreError(f"{operation}: {self.where}: {exc}") from exc
-
     async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
         """Take ``run_id`` for ``owner`` (see :class:`ClaimingStore`); from then on every
         append of this store to the run checks the claim's epoch in its transaction and
         raises LeaseLostError once another claimer took the run over."""
-        claim: Claim = await self._lease_call(
+        claim: Claim = await self._leases.call(
             "claim", lambda conn: claims_sql.claim(conn, run_id, owner, lease)
         )
         if self._writer is not None:
@@ -591,7 +574,7 @@ class PostgresEventStore:
             def call(conn: Connection, owner: str = owner, mine: list[Claim] = mine) -> Any:
                 return claims_sql.renew(conn, mine, owner, lease)
 
-            renewed: list[Claim | None] = await self._lease_call("renew", call)
+            renewed: list[Claim | None] = await self._leases.call("renew", call)
             for claim, answer in zip(mine, renewed, strict=True):
                 answers[claim.run_id, claim.epoch] = answer
         return [answers[claim.run_id, claim.epoch] for claim in claims]
@@ -600,12 +583,12 @@ class PostgresEventStore:
         """Give the run up if ``claim`` still holds it (see :class:`ClaimingStore`)."""
         if self._writer is not None and self._writer.epochs.get(claim.run_id) == claim.epoch:
             del self._writer.epochs[claim.run_id]
-        await self._lease_call("release", lambda conn: claims_sql.release(conn, claim))
+        await self._leases.call("release", lambda conn: claims_sql.release(conn, claim))
 
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
         """Claim up to ``limit`` runnable runs with ``FOR UPDATE SKIP LOCKED`` (see
         :class:`ClaimingStore`); their appends are fenced on the claim as with claim()."""
-        got: list[Claim] = await self._lease_call(
+        got: list[Claim] = await self._leases.call(
             "claim_runnable", lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit)
         )
         if self._writer is not None:

@@ -6,17 +6,58 @@ machine. These run on a connection of their own, never queued behind appends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import psycopg
 
 from ._claims import Claim
-from ._errors import RunOwnedError
+from ._errors import RunOwnedError, StoreClosedError, StoreError
 
-__all__ = ["claim", "claim_runnable", "release", "renew"]
+__all__ = ["LeaseConnection", "claim", "claim_runnable", "release", "renew"]
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+class LeaseConnection:
+    """The connection ownership statements run on, one at a time, reconnecting after a
+    connection error (reported as StoreError)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[Connection]],
+        where: str,
+        is_open: Callable[[], bool],
+    ) -> None:
+        self._connect = connect
+        self._is_open = is_open
+        self._where = where
+        self._conn: Connection | None = None
+        self._lock = asyncio.Lock()
+        self.closed = False
+
+    async def call(self, operation: str, statement: Callable[[Connection], Awaitable[Any]]) -> Any:
+        async with self._lock:
+            if self.closed or not self._is_open():
+                raise StoreClosedError(operation)
+            if self._conn is None or self._conn.closed:
+                self._conn = await self._connect()
+            conn = self._conn
+            try:
+                return await statement(conn)
+            except psycopg.OperationalError as exc:
+                self._conn = None
+                await conn.close()
+                raise StoreError(f"{operation}: {self._where}: {exc}") from exc
+
+    async def close(self) -> None:
+        self.closed = True
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
+
 
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
 
