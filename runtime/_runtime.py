@@ -49,6 +49,10 @@ __all__ = ["RunHandle", "Runtime"]
 
 _FINAL = ("completed", "failed")
 
+#: The node kinds ``_make_node`` has a runner for. A graph using another kind of the spec
+#: is refused when its run starts (naming ``nodes[i].kind``), not when a run reaches it.
+RUNNABLE_KINDS: frozenset[str] = frozenset({"function", "router", "llm"})
+
 
 class RunHandle:
     """A started (or resumed) run in this process."""
@@ -578,6 +582,14 @@ class Runtime:
         errors: list[SpecError] = []
         for index, node in enumerate(graph.nodes):
             where = f"nodes[{index}]"
+            if node.kind not in RUNNABLE_KINDS:
+                errors.append(
+                    SpecError(
+                        f"{where}.kind",
+                        f"this runtime cannot run {node.kind!r} nodes "
+                        f"(it runs: {', '.join(sorted(RUNNABLE_KINDS))})",
+                    )
+                )
             try:
                 if node.kind in ("function", "router") and node.function is not None:
                     resolve_callable(

@@ -7,17 +7,15 @@ One schema for every format: the text is parsed to builtins, then converted with
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import yaml
 
 from ._errors import SpecError
 from ._spec import GraphSpec
+from ._spec_parse import MAX_SPEC_BYTES, check_values, parse_text
 from ._spec_validate import validate_graph
 
 __all__ = ["SpecFormat", "graph_from_dict", "load_graph", "parse_graph"]
@@ -51,26 +49,6 @@ def _spec_error(exc: msgspec.ValidationError) -> SpecError:
     return SpecError(path, message)
 
 
-#: Bound on the values in a parsed spec, counted with repetition: a YAML alias bomb
-#: (nested anchors) is tiny as text but would be walked exponentially by conversion.
-MAX_SPEC_VALUES = 1_000_000
-
-
-def _too_big(data: Any) -> bool:
-    count = 0
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        count += 1
-        if count > MAX_SPEC_VALUES:
-            return True
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
 def graph_from_dict(data: Any, *, validate: bool = True) -> GraphSpec:
     """Build a GraphSpec from builtins (as ``graph_to_dict`` gives); validate it unless told.
 
@@ -80,8 +58,7 @@ def graph_from_dict(data: Any, *, validate: bool = True) -> GraphSpec:
     """
     if not isinstance(data, dict):
         raise SpecError("", f"a graph spec must be a mapping, got {type(data).__name__}")
-    if _too_big(data):
-        raise SpecError("", f"a graph spec may hold at most {MAX_SPEC_VALUES} values")
+    check_values(data)
     try:
         graph = msgspec.convert(data, GraphSpec)
     except msgspec.ValidationError as exc:
@@ -100,31 +77,7 @@ def parse_graph(
     error (path empty, line and column in the reason), a type problem (with its path)
     or, if ``validate``, :class:`SpecErrors`.
     """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SpecError("", f"{source}: not UTF-8 text: {exc}") from exc
-    data: Any
-    if format == "toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError("", f"{source}: invalid TOML: {exc}") from exc
-    elif format == "yaml":
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SpecError("", f"{source}: invalid YAML: {_yaml_reason(exc)}") from exc
-    elif format == "json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError("", f"{source}: invalid JSON: {exc}") from exc
-        except RecursionError as exc:
-            raise SpecError("", f"{source}: invalid JSON: nested too deeply") from exc
-    else:
-        raise SpecError("", f"unknown spec format {format!r} (toml, yaml or json)")
+    data = parse_text(text, format, source=source)
     try:
         return graph_from_dict(data, validate=validate)
     except SpecError as exc:
@@ -146,15 +99,13 @@ def load_graph(path: str | Path, *, validate: bool = True) -> GraphSpec:
             "", f"{file}: unknown spec file suffix {file.suffix!r} (.toml, .yaml, .yml, .json)"
         )
     try:
-        text = file.read_bytes()
+        size = file.stat().st_size
+        if size > MAX_SPEC_BYTES:  # before reading, let alone parsing
+            raise SpecError(
+                "", f"{file}: {size} bytes, more than a spec may hold ({MAX_SPEC_BYTES})"
+            )
+        with file.open("rb") as stream:
+            text = stream.read(MAX_SPEC_BYTES + 1)  # the file may grow meanwhile
     except OSError as exc:
         raise SpecError("", f"{file}: cannot read: {exc}") from exc
     return parse_graph(text, format, validate=validate, source=str(file))
-
-
-def _yaml_reason(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is not None:
-        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return str(problem)

@@ -24,7 +24,8 @@ def validate_graph(graph: GraphSpec) -> None:
     unreachable from the entry node, edge endpoints, edge conditions (a conditional
     edge needs a valid expression, no other edge may have one; ``llm_decide`` needs a
     ``fallback`` naming a node, no other edge may have one), the entry, terminal and
-    pause nodes, ``max_steps`` >= 1, memory keys declared twice, the graph retry policy.
+    pause nodes, every number within its range (:data:`RANGES`), memory keys declared
+    twice, the graph retry policy.
 
     A spec is frozen, so a graph found sound is remembered as such: starting many runs
     of one GraphSpec validates it once.
@@ -106,8 +107,9 @@ def validate_graph(graph: GraphSpec) -> None:
             if node_id not in known:
                 errors.append(SpecError(f"{field}[{j}]", f"unknown node {node_id!r}"))
 
-    if graph.max_steps < 1:
-        errors.append(SpecError("max_steps", f"must be at least 1, got {graph.max_steps}"))
+    errors.extend(_check_ranges("", graph))
+    for i, edge in enumerate(graph.edges):
+        errors.extend(_check_ranges(f"edges[{i}].", edge))
 
     declared: set[str] = set()
     for j, key in enumerate(graph.memory):
@@ -207,17 +209,7 @@ def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
                 "registered name)",
             )
         )
-    if node.max_iterations < 1:
-        errors.append(
-            SpecError(f"{where}.max_iterations", f"must be at least 1, got {node.max_iterations}")
-        )
-    if node.judge_every_n_turns < 1:
-        errors.append(
-            SpecError(
-                f"{where}.judge_every_n_turns",
-                f"must be at least 1, got {node.judge_every_n_turns}",
-            )
-        )
+    errors.extend(_check_ranges(f"{where}.", node))
     outputs = set(node.output_keys)
     for j, key in enumerate(node.nullable_keys):
         if key not in outputs:
@@ -266,16 +258,37 @@ def _check_verifier(where: str, spec: VerifierSpec) -> list[SpecError]:
     return errors
 
 
-def _check_retry(where: str, policy: RetryPolicy) -> list[SpecError]:
+#: The range of every number a spec holds, inclusive, per struct type and field name
+#: (docs/GRAPH_FORMAT.md lists them): finite, so no delay, bound or timeout is endless.
+RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "GraphSpec": {"max_steps": (1, 1_000_000)},
+    "NodeSpec": {
+        "max_iterations": (1, 10_000),
+        "judge_every_n_turns": (1, 10_000),
+    },
+    "EdgeSpec": {"priority": (-1_000_000, 1_000_000)},
+    "RetryPolicy": {
+        "max_attempts": (1, 100),
+        "initial_delay": (0, 3_600),
+        "max_delay": (0, 3_600),
+        "multiplier": (1, 10),
+        "jitter": (0, 60),
+    },
+}
+
+
+def _check_ranges(prefix: str, spec: object) -> list[SpecError]:
     errors: list[SpecError] = []
-    if policy.max_attempts < 1:
-        errors.append(
-            SpecError(f"{where}.max_attempts", f"must be at least 1, got {policy.max_attempts}")
-        )
-    for field in ("initial_delay", "max_delay", "jitter"):
-        value: float = getattr(policy, field)
-        if not value >= 0:  # also refuses NaN
-            errors.append(SpecError(f"{where}.{field}", f"must be >= 0, got {value}"))
-    if not policy.multiplier >= 1:
-        errors.append(SpecError(f"{where}.multiplier", f"must be >= 1, got {policy.multiplier}"))
+    for field, (low, high) in RANGES.get(type(spec).__name__, {}).items():
+        value = getattr(spec, field)
+        if value is None:
+            continue  # an optional field left to its default
+        if not low <= value <= high:  # also refuses NaN
+            errors.append(
+                SpecError(f"{prefix}{field}", f"must be between {low} and {high}, got {value}")
+            )
     return errors
+
+
+def _check_retry(where: str, policy: RetryPolicy) -> list[SpecError]:
+    return _check_ranges(f"{where}.", policy)
