@@ -8,10 +8,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from ._errors import ProviderError
-from ._llm import LlmRequest, LlmResponse, ToolCall
+from ._errors import ProviderError, ProviderHTTPError
+from ._llm import ChatMessage, LlmRequest, LlmResponse, ToolCall
 
-__all__ = ["ScriptEntry", "ScriptedProvider", "reply", "tool_call"]
+__all__ = ["ScriptEntry", "ScriptedProvider", "reply", "tool_call", "wire_error"]
 
 ScriptEntry: TypeAlias = (
     LlmResponse | str | Callable[[LlmRequest], LlmResponse | str] | ProviderError
@@ -43,6 +43,48 @@ def reply(text: str = "", *tool_calls: ToolCall) -> LlmResponse:
         model="scripted",
         stop_reason="tool_use" if tool_calls else "end_turn",
     )
+
+
+def wire_error(messages: Sequence[ChatMessage]) -> str | None:
+    """Why the real chat APIs would refuse these messages, or None when they would not.
+
+    The rules both OpenAI and Anthropic enforce on a request's conversation:
+
+    - there is at least one message besides ``system`` ones, and the first of them is a
+      ``user`` message (Anthropic requires the conversation to open with the user; its
+      provider merges neighbours of one role, so roles then alternate);
+    - an assistant message with tool calls is followed at once by one ``tool`` message
+      per call, answering it by id, before any other message, and the conversation does
+      not end with calls unanswered;
+    - a ``tool`` message answers a call of the assistant message just before it, once.
+    """
+    turns = [m for m in messages if m.role != "system"]
+    if not turns:
+        return "the request has no user or assistant messages"
+    if turns[0].role != "user":
+        return f"the first message is a {turns[0].role!r} message, not a 'user' one"
+    pending: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            if message.tool_call_id not in pending:
+                return (
+                    f"message {index} is a tool result for {message.tool_call_id!r}, which "
+                    "is no unanswered call of the assistant message before it"
+                )
+            del pending[message.tool_call_id]
+            continue
+        if pending:
+            return (
+                f"message {index} ({message.role}) comes before the results of tool calls "
+                f"{sorted(pending)}: each call must be answered first"
+            )
+        if message.role == "assistant" and message.tool_calls:
+            pending = {call.id: call.name for call in message.tool_calls}
+            if len(pending) != len(message.tool_calls):
+                return f"message {index} has two tool calls with one id"
+    if pending:
+        return f"the conversation ends with tool calls {sorted(pending)} unanswered"
+    return None
 
 
 class _Lane:
@@ -101,6 +143,13 @@ class ScriptedProvider:
     Every request is recorded in :attr:`requests`; :attr:`calls` counts them and
     :meth:`calls_for` counts one purpose.
 
+    Each request is first checked against the rules the real chat APIs enforce on a
+    conversation (:func:`wire_error`: tool calls answered by their results before
+    anything else, the conversation opening with the user); a request that breaks one
+    fails loudly, as the APIs do, with a ``ProviderHTTPError`` of status 400 naming the
+    rule, so offline tests catch what a real model would refuse. ``check_wire=False``
+    turns the check off.
+
     Example: a node that calls a tool, then answers; its judge accepts::
 
         from runtime.testing import ScriptedProvider, reply, tool_call
@@ -124,8 +173,10 @@ class ScriptedProvider:
         name: str = "scripted",
         judge: Script | None = None,
         router: Script | None = None,
+        check_wire: bool = True,
     ) -> None:
         self.name = name
+        self.check_wire = check_wire
         self._main = _Lane("main", script)
         self._lanes: dict[str, _Lane] = {}
         if judge is not None:
@@ -159,11 +210,18 @@ class ScriptedProvider:
     async def complete(self, request: LlmRequest) -> LlmResponse:
         """Answer ``request`` from the script. Never blocks; no checkpoint, no I/O.
 
-        Raises the scripted exception, or :class:`ProviderError` when the script is
-        exhausted or a scripted callable raised something else.
+        Raises the scripted exception, :class:`ProviderHTTPError` (400) for a request the
+        real APIs would refuse, or :class:`ProviderError` when the script is exhausted or
+        a scripted callable raised something else.
         """
         self.requests.append(request)
         self._per_purpose[request.purpose] += 1
+        if self.check_wire:
+            refused = wire_error(request.messages)
+            if refused is not None:
+                raise ProviderHTTPError(
+                    self.name, f"invalid request ({request.purpose}): {refused}", status=400
+                )
         lane = self._lanes.get(request.purpose, self._main)
         self._per_lane[lane.label] += 1
         entry = lane.next_entry()

@@ -183,6 +183,9 @@ class OpenAIServer(LlmServer):
             return Scripted(status=401, body=self.error_body(401, "Incorrect API key provided"))
         if not isinstance(request.body, dict) or "messages" not in request.body:
             return Scripted(status=400, body=self.error_body(400, "'messages' is required"))
+        refused = openai_wire_error(request.body["messages"])
+        if refused is not None:
+            return Scripted(status=400, body=self.error_body(400, refused))
         return None
 
     def error_body(self, status: int, message: str) -> Any:
@@ -212,6 +215,9 @@ class AnthropicServer(LlmServer):
         body = request.body
         if not isinstance(body, dict) or "max_tokens" not in body or "messages" not in body:
             return Scripted(status=400, body=self.error_body(400, "max_tokens: Field required"))
+        refused = anthropic_wire_error(body["messages"])
+        if refused is not None:
+            return Scripted(status=400, body=self.error_body(400, refused))
         return None
 
     def error_body(self, status: int, message: str) -> Any:
@@ -220,6 +226,56 @@ class AnthropicServer(LlmServer):
             "type": "error",
             "error": {"type": kind.get(status, "api_error"), "message": message},
         }
+
+
+# -- the conversation rules the real APIs check
+
+
+def openai_wire_error(messages: Any) -> str | None:
+    """An assistant message's tool_calls must be followed by a tool message for each id."""
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            if message.get("tool_call_id") not in pending:
+                return f"messages.[{index}]: 'tool' must respond to a preceding 'tool_calls'"
+            pending.discard(message["tool_call_id"])
+            continue
+        if pending:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. Missing: {sorted(pending)}"
+            )
+        pending = {c["id"] for c in message.get("tool_calls") or []}
+    if pending:
+        return f"tool_call_ids did not have response messages: {sorted(pending)}"
+    return None
+
+
+def anthropic_wire_error(messages: Any) -> str | None:
+    """Roles alternate from 'user'; each tool_use is answered by a tool_result block in the
+    very next (user) message; content is never empty."""
+    if not messages:
+        return "messages: at least one message is required"
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        wanted = "user" if index % 2 == 0 else "assistant"
+        if role != wanted:
+            return f"messages.{index}: roles must alternate between 'user' and 'assistant'"
+        if not content:
+            return f"messages.{index}: content must be non-empty"
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+        if pending - answered:
+            return (
+                f"messages.{index}: tool_use ids were found without tool_result blocks "
+                f"immediately after: {sorted(pending - answered)}"
+            )
+        if answered - pending:
+            return f"messages.{index}.content: unexpected tool_use_id in tool_result blocks"
+        pending = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+    return None
 
 
 # -- canonical answer bodies

@@ -358,3 +358,24 @@ async def test_a_dripping_server_cannot_outlast_the_timeout(
     async with make(anthropic_server, timeout=1.0, max_retries=0) as llm:
         with pytest.raises(ProviderTimeoutError):
             await llm.complete(ask())
+
+
+async def test_a_node_conversation_encodes_to_alternating_turns_the_api_accepts(
+    anthropic_server: AnthropicServer,
+) -> None:
+    calls = [ToolCall(id="t1", name="f", arguments={}), ToolCall(id="t2", name="g", arguments={})]
+    conversation = [
+        ChatMessage(role="user", content="[Inputs]\n- city: Lisbon"),
+        ChatMessage(role="assistant", content="", tool_calls=calls),
+        ChatMessage(role="tool", content="one", tool_call_id="t1"),
+        ChatMessage(role="tool", content="two", tool_call_id="t2"),
+        ChatMessage(role="user", content="[Judge feedback]: more detail"),
+        ChatMessage(role="assistant", content=""),  # an empty turn: dropped
+        ChatMessage(role="user", content="[User input]\n- ok: yes"),
+    ]
+    anthropic_server.respond(anthropic_message(text("fine")))
+    async with make(anthropic_server) as llm:
+        assert (await llm.complete(LlmRequest(messages=conversation))).text == "fine"
+    sent = anthropic_server.bodies()[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert [b["type"] for b in sent[2]["content"]] == ["tool_result", "tool_result", "text", "text"]

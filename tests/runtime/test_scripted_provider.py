@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime._errors import MalformedResponseError, ProviderError, ProviderHTTPError
-from runtime._llm import ChatMessage, LlmProvider, LlmRequest, LlmResponse, parse_json_object
+from runtime._llm import (
+    ChatMessage,
+    LlmProvider,
+    LlmRequest,
+    LlmResponse,
+    ToolCall,
+    parse_json_object,
+)
 from runtime._scripted import ScriptedProvider, reply, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -171,3 +178,58 @@ def test_parse_json_object_recovers_any_embedded_object(
     body = json.dumps(obj)
     text = f"{prose}\n```json\n{body}\n```\n{trailer}" if fenced else f"{prose} {body} {trailer}"
     assert parse_json_object(text) == obj
+
+
+# --- the wire rules the real chat APIs enforce ------------------------------------------
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def calls(*ids: str) -> ChatMessage:
+    return ChatMessage(
+        role="assistant", tool_calls=[ToolCall(id=i, name="f", arguments={}) for i in ids]
+    )
+
+
+def result(id: str) -> ChatMessage:
+    return ChatMessage(role="tool", content="r", tool_call_id=id)
+
+
+@pytest.mark.parametrize(
+    ("messages", "rule"),
+    [
+        ([user("go"), calls("a", "b"), result("a"), user("next"), result("b")], "before the"),
+        ([user("go"), calls("a"), calls("b"), result("a"), result("b")], "before the"),
+        ([user("go"), result("a")], "no unanswered call"),
+        ([user("go"), calls("a"), result("a"), result("a")], "no unanswered call"),
+        ([user("go"), calls("a")], "unanswered"),
+        ([ChatMessage(role="assistant", content="hi"), user("go")], "first message"),
+        ([ChatMessage(role="system", content="rules")], "no user or assistant"),
+        ([user("go"), calls("a", "a"), result("a"), result("a")], "one id"),
+    ],
+)
+async def test_a_request_the_real_apis_refuse_fails_loudly(
+    messages: list[ChatMessage], rule: str
+) -> None:
+    llm = ScriptedProvider(["never"])
+    with pytest.raises(ProviderHTTPError) as caught:
+        await llm.complete(LlmRequest(messages=messages))
+    assert caught.value.status == 400 and rule in caught.value.reason
+    assert llm.remaining() == 1  # the script was not consumed
+
+
+async def test_a_well_formed_conversation_passes_and_the_check_can_be_turned_off() -> None:
+    good = [
+        ChatMessage(role="system", content="rules"),
+        user("go"),
+        calls("a", "b"),
+        result("b"),
+        result("a"),
+        ChatMessage(role="assistant", content="done"),
+        user("more"),
+    ]
+    assert (await ScriptedProvider(["ok"]).complete(LlmRequest(messages=good))).text == "ok"
+    bad = LlmRequest(messages=[user("go"), calls("a")])
+    assert (await ScriptedProvider(["ok"], check_wire=False).complete(bad)).text == "ok"
