@@ -71,6 +71,7 @@ from ._llm import (
     Usage,
     parse_json_object,
 )
+from ._mermaid import graph_to_mermaid
 from ._openai import OpenAIProvider
 from ._result import RunResult
 from ._runtime import RunHandle, Runtime
@@ -91,6 +92,7 @@ from ._spec import (
 from ._spec_load import graph_from_dict, load_graph, parse_graph
 from ._spec_validate import validate_graph
 from ._state import ConversationEntry, PauseInfo, RunState, VerdictRecord, fold
+from ._timeline import describe_event, render_timeline
 from ._tools import Tool, ToolRegistry, tool
 from ._worker import run_worker
 
@@ -166,14 +168,17 @@ __all__ = [
     "build_system_prompt",
     "compact_graph_dict",
     "compile_expression",
+    "describe_event",
     "fold",
     "function_ref",
     "graph_from_dict",
     "graph_hash",
     "graph_to_dict",
+    "graph_to_mermaid",
     "load_graph",
     "parse_graph",
     "parse_json_object",
+    "render_timeline",
     "run_worker",
     "tool",
     "transition_marker",

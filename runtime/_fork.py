@@ -44,7 +44,8 @@ async def copy_prefix(
     and return its id. Nothing is resumed here.
 
     Raises RunNotFoundError for an unknown run, RunStateError when ``at_seq`` is outside
-    the log or the prefix already holds the run's end (a finished run cannot go on), and
+    the log, the prefix already holds the run's end (a finished run cannot go on) or it
+    ends between a node's completion and its edge, and
     the store's errors (ConcurrencyError if ``new_run_id`` already exists).
     """
     events: list[Event] = await runtime.read_events(run_id)
@@ -64,6 +65,16 @@ async def copy_prefix(
                 f"cannot fork at seq {at_seq}: the run finished at seq {event.seq}; "
                 f"fork at an earlier seq",
             )
+    state = fold(prefix)
+    if state.status == "running" and state.path and not state.pending and not state.running:
+        # The prefix ends inside a step: a node completed and its edges are not taken yet.
+        # Resumed from there, the run would end without them.
+        raise RunStateError(
+            run_id,
+            state.status,
+            f"cannot fork at seq {at_seq}: node {state.path[-1]!r} completed there and its "
+            f"outgoing edge is not taken yet; fork at the edge's seq or before the node",
+        )
     source = prefix[-1]
     new_id = new_run_id or uuid.uuid4().hex
     bodies: list[EventBody] = [event.body for event in prefix]

@@ -355,7 +355,8 @@ class Runtime:
         paused run, with ``input`` injected (recorded) first: a node that had started and
         not completed at ``at_seq`` runs again; a pause at ``at_seq`` is passed. The source
         run is not touched. Raises RunNotFoundError, or RunStateError when ``at_seq`` is
-        outside the log or at or after the run's ``run.finished`` event.
+        outside the log, at or after the run's ``run.finished`` event, or between a node's
+        ``node.completed`` and the ``edge.taken`` that follows it.
         """
         new_id = await copy_prefix(self, run_id, at_seq)
         return await self.resume(new_id, input=input)

@@ -26,6 +26,5 @@ Exit status: 0 when the run completed and its log verified, 1 otherwise, 2 for
 from .demo import DemoResult, run_demo
 from .graph import build_graph
 from .script import scripted_provider
-from .timeline import render_timeline
 
-__all__ = ["DemoResult", "build_graph", "render_timeline", "run_demo", "scripted_provider"]
+__all__ = ["DemoResult", "build_graph", "run_demo", "scripted_provider"]

@@ -12,11 +12,17 @@ from typing import TextIO
 import msgspec
 
 from eventstore import SqliteEventStore
-from runtime import AnthropicProvider, LlmProvider, OpenAIProvider, Runtime, fold
+from runtime import (
+    AnthropicProvider,
+    LlmProvider,
+    OpenAIProvider,
+    Runtime,
+    fold,
+    render_timeline,
+)
 
 from .graph import FUNCTIONS, TRIP_REQUEST, build_graph
 from .script import scripted_provider
-from .timeline import render_timeline
 from .tools import TOOLS
 
 __all__ = ["DemoResult", "real_provider", "run_demo"]

@@ -124,12 +124,13 @@ async def test_forking_from_the_middle_of_a_finished_run_twice_gives_two_runs(
     async with Runtime(tmp_path / "runs.db", functions=_functions(calls)) as rt:
         done = await (await rt.start(graph, input={"city": "Rome"})).result()
         events = await rt.read_events(done.run_id)
-        at = _seq_of(events, NodeCompleted, "plan")
+        at = _seq_of(events, NodeCompleted, "plan") + 1  # the edge plan -> book
         one = await (await rt.fork(done.run_id, at, input={"city": "ignored"})).result()
         two = await (await rt.fork(done.run_id, at)).result()
         assert one.run_id != two.run_id
         assert one.memory["city"] == "ignored" and two.memory["city"] == "Rome"
         assert one.memory["plan"] == two.memory["plan"] == "trip to Rome"
+        assert one.path == two.path == ["plan", "book", "report"]
         runs = {info.run_id for info in await rt.store.list_runs()}  # type: ignore[union-attr]
         assert {done.run_id, one.run_id, two.run_id} <= runs
 
@@ -146,6 +147,9 @@ async def test_fork_refuses_bad_seqs_finished_prefixes_and_unknown_runs(tmp_path
                 await rt.fork(done.run_id, bad)
         with pytest.raises(RunStateError, match="finished at seq"):
             await rt.fork(done.run_id, last)
+        inside = _seq_of(events, NodeCompleted, "plan")  # its edge comes next
+        with pytest.raises(RunStateError, match="edge is not taken yet"):
+            await rt.fork(done.run_id, inside)
         with pytest.raises(RunNotFoundError):
             await rt.fork("no-such-run", 1)
         assert len(await rt.store.list_runs()) == 1  # type: ignore[union-attr]

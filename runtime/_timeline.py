@@ -1,7 +1,7 @@
-"""Render a run's timeline from its event log: one line per event, then the outcome.
+"""A run's audit timeline from its event log: one line per event, then the outcome.
 
-Everything printed here comes from stored :class:`eventstore.Event` records (read back
-from the store after the run), never from the objects the run used in memory.
+Everything here comes from stored :class:`eventstore.Event` records (read back from the
+store), never from the objects the run used in memory. ``magistrate timeline`` prints it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ from typing import Any, Final
 import msgspec
 
 from eventstore import Event, VerifyReport, event_tag
-from runtime import (
+
+from ._events import (
+    BranchesForked,
+    BranchesJoined,
     EdgeTaken,
+    InputInjected,
     LlmTurn,
     MemoryWritten,
     MessageAdded,
@@ -21,15 +25,19 @@ from runtime import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    RunCancelled,
     RunFinished,
+    RunPaused,
+    RunResumed,
     RunStarted,
     StallDetected,
     ToolResult,
     Verdict,
-    fold,
 )
+from ._fork import RunForked
+from ._state import fold
 
-__all__ = ["LEVEL_NAMES", "describe", "render_timeline"]
+__all__ = ["LEVEL_NAMES", "describe_event", "render_timeline"]
 
 #: How each judge level is named in the timeline (the seed's vocabulary).
 LEVEL_NAMES: Final = {
@@ -59,8 +67,12 @@ def _clip(text: str, limit: int = _DETAIL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def describe(event: Event) -> tuple[str, str, str]:
-    """``(node, event label, detail)`` for one stored event."""
+def describe_event(event: Event) -> tuple[str, str, str]:
+    """``(node, event label, detail)`` for one stored event: what the timeline shows.
+
+    The label is the event's tag (with the turn number for turns and verdicts); verdicts
+    read ``RETRY [Level 0 structural]: feedback``; long texts are clipped.
+    """
     body = event.body
     node = getattr(body, "node_id", None) or "-"
     label = event_tag(body)
@@ -109,6 +121,28 @@ def describe(event: Event) -> tuple[str, str, str]:
     if isinstance(body, EdgeTaken):
         why = f", {body.reason}" if body.reason else ""
         return node, label, f"{body.source} -> {body.target} ({body.condition}{why})"
+    if isinstance(body, RunPaused):
+        at = f" before {body.node_id}" if body.node_id else ""
+        return node, label, f"paused ({body.reason}){at}"
+    if isinstance(body, InputInjected):
+        return node, label, _clip(", ".join(f"{k} = {_json(v)}" for k, v in body.data.items()))
+    if isinstance(body, RunResumed):
+        return node, label, body.note
+    if isinstance(body, RunCancelled):
+        at = f" at {body.node_id}" if body.node_id else ""
+        return node, label, f"cancelled{at}" + (f": {body.reason}" if body.reason else "")
+    if isinstance(body, RunForked):
+        return (
+            node,
+            label,
+            (f"the events before are a copy of run {body.source_run_id} seqs 1..{body.source_seq}"),
+        )
+    if isinstance(body, BranchesForked):
+        join = f", join at {body.join}" if body.join else ""
+        return node, label, f"{body.source} -> {', '.join(body.targets)} ({body.policy}{join})"
+    if isinstance(body, BranchesJoined):
+        failed = f", failed: {', '.join(body.failed)}" if body.failed else ""
+        return node, label, f"completed: {', '.join(body.completed) or 'none'}{failed}"
     if isinstance(body, RunFinished):
         text = f"status {body.status}, quality {body.quality}, retries {body.total_retries}"
         if body.error:
@@ -120,8 +154,11 @@ def describe(event: Event) -> tuple[str, str, str]:
 
 
 def render_timeline(events: Sequence[Event], report: VerifyReport | None) -> list[str]:
-    """The timeline's lines: a header, one line per event, then status and verification."""
-    rows = [(str(e.seq), *describe(e)) for e in events]
+    """The timeline's lines: a header, one line per event, then status and verification.
+
+    ``report`` is the store's verification of the run (None for an in-memory log).
+    """
+    rows = [(str(e.seq), *describe_event(e)) for e in events]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("seq", "node"))]
     label_width = max([len("event"), *(len(r[2]) for r in rows)])
     header = f"{'seq'.rjust(widths[0])}  {'node'.ljust(widths[1])}  {'event'.ljust(label_width)}"

@@ -1,0 +1,188 @@
+"""Audit commands: ``verify`` (hash chains, and heads kept outside the store) and ``heads``.
+
+A hash chain proves that no stored event was edited, dropped from the middle or
+reordered, but not that the log still holds everything it acknowledged: a log cut after
+its last good event still chains. ``heads`` prints each run's last seq and chain hash for
+an auditor to keep elsewhere; ``verify --against`` then checks that every kept head is
+still in the log with the same hash, which a lost tail cannot pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from eventstore import EventStore, RunInfo
+
+from .._errors import RunNotFoundError
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_output_option,
+    add_store_option,
+    emit_json,
+    open_store,
+)
+
+__all__ = ["Head", "read_heads", "register"]
+
+_FINISHED = ("completed", "failed", "cancelled")
+
+
+class Head(msgspec.Struct, frozen=True):
+    """A run's last seq and the chain hash of that event."""
+
+    run_id: str
+    seq: int
+    hash: str
+
+
+class Problem(msgspec.Struct, frozen=True):
+    run_id: str
+    seq: int | None
+    reason: str
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("verify", help="check runs' hash chains (and kept heads)")
+    p.add_argument("run_id", metavar="RUN", nargs="?", help="the run to check")
+    p.add_argument("--all", action="store_true", help="check every run in the store")
+    p.add_argument(
+        "--against",
+        metavar="HEADS",
+        help="a file written by 'magistrate heads': each head must still be in the log",
+    )
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_verify)
+
+    p = sub.add_parser(
+        "heads", help="each finished run's last seq and chain hash, to keep outside the store"
+    )
+    p.add_argument(
+        "--all", action="store_true", help="every run, also those still running or paused"
+    )
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_heads)
+
+
+async def _all_runs(store: EventStore) -> list[RunInfo]:
+    # list_runs is capped; ask for more until a page comes back short.
+    limit = 1000
+    while True:
+        runs = await store.list_runs(limit=limit)
+        if len(runs) < limit:
+            return runs
+        limit *= 10
+
+
+async def _head(store: EventStore, info: RunInfo) -> Head | None:
+    last = None
+    async for event in store.read(info.run_id, from_seq=max(1, info.last_seq)):
+        last = event
+    return None if last is None else Head(info.run_id, last.seq, last.hash)
+
+
+async def _heads(args: argparse.Namespace) -> int:
+    async with open_store(args) as store:
+        heads: list[Head] = []
+        for info in await _all_runs(store):
+            if args.all or info.status in _FINISHED:
+                head = await _head(store, info)
+                if head is not None:
+                    heads.append(head)
+    if args.output == "json":
+        emit_json(heads)
+    else:
+        sys.stdout.write("".join(f"{h.run_id} {h.seq} {h.hash}\n" for h in heads))
+    return EXIT_OK
+
+
+def read_heads(path: str) -> list[Head]:
+    """Heads from a file in either output of ``heads``: ``RUN SEQ HASH`` lines, or JSON
+    (an array of objects, or one object per line). Raises UsageError for anything else."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read heads file {path}: {exc.strerror or exc}") from exc
+    stripped = text.strip()
+    try:
+        if stripped.startswith("["):
+            return msgspec.convert(json.loads(stripped), list[Head])
+        heads = []
+        for number, line in enumerate(stripped.splitlines(), start=1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if line.lstrip().startswith("{"):
+                heads.append(msgspec.convert(json.loads(line), Head))
+                continue
+            parts = line.split()
+            if len(parts) != 3 or not parts[1].isdigit():
+                raise UsageError(f"heads file {path}, line {number}: expected 'RUN SEQ HASH'")
+            heads.append(Head(parts[0], int(parts[1]), parts[2]))
+        return heads
+    except (ValueError, msgspec.ValidationError) as exc:
+        raise UsageError(f"heads file {path} is not valid: {exc}") from exc
+
+
+async def _check_head(store: EventStore, head: Head) -> Problem | None:
+    found = None
+    async for event in store.read(head.run_id, from_seq=head.seq, to_seq=head.seq):
+        found = event
+    if found is None:
+        info = await store.get_run(head.run_id)
+        if info is None:
+            return Problem(head.run_id, head.seq, "run missing from the store")
+        return Problem(
+            head.run_id,
+            head.seq,
+            f"log lost its tail: the kept head is seq {head.seq}, the log ends before it",
+        )
+    if found.hash != head.hash:
+        return Problem(head.run_id, head.seq, "hash at the kept head's seq differs")
+    return None
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    if (args.run_id is None) == (not args.all):
+        raise UsageError("verify takes a RUN or --all (not both)")
+    problems: list[Problem] = []
+    checked: list[dict[str, Any]] = []
+    async with open_store(args) as store:
+        if args.all:
+            run_ids = [info.run_id for info in await _all_runs(store)]
+        else:
+            if await store.get_run(args.run_id) is None:
+                raise RunNotFoundError(args.run_id)
+            run_ids = [args.run_id]
+        heads = read_heads(args.against) if args.against else []
+        if args.run_id is not None:
+            heads = [h for h in heads if h.run_id == args.run_id]
+        for run_id in run_ids:
+            report = await store.verify(run_id)
+            checked.append({"run_id": run_id, "ok": report.ok, "events": report.checked})
+            if not report.ok:
+                problems.append(Problem(run_id, report.broken_at, report.reason or "broken"))
+        for head in heads:
+            problem = await _check_head(store, head)
+            if problem is not None:
+                problems.append(problem)
+    ok = not problems
+    if args.output == "json":
+        emit_json({"ok": ok, "runs": checked, "heads": len(heads), "problems": problems})
+    else:
+        for problem in problems:
+            at = f" at seq {problem.seq}" if problem.seq is not None else ""
+            sys.stdout.write(f"FAILED {problem.run_id}{at}: {problem.reason}\n")
+        events = sum(c["events"] for c in checked)
+        against = f", {len(heads)} kept heads present" if args.against and ok else ""
+        verdict = "ok" if ok else f"{len(problems)} problem(s)"
+        sys.stdout.write(f"{verdict}: {len(checked)} run(s), {events} events checked{against}\n")
+    return EXIT_OK if ok else EXIT_FAILED

@@ -1,0 +1,159 @@
+"""What every command shares: store URLs, input parsing, output modes, exit codes, errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final, Literal, TextIO
+
+import anyio
+import msgspec
+import yaml
+
+from actors import MagistrateError
+from eventstore import EventStore
+from eventstore import open_store as eventstore_open
+
+__all__ = [
+    "DEFAULT_STORE",
+    "EXIT_CANCELLED",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_PAUSED",
+    "EXIT_USAGE",
+    "Handler",
+    "UsageError",
+    "add_output_option",
+    "add_store_option",
+    "emit_json",
+    "open_store",
+    "parse_inputs",
+    "store_url",
+    "to_builtins",
+]
+
+#: The store used when neither ``--store`` nor ``MAGISTRATE_STORE`` names one.
+DEFAULT_STORE: Final = "magistrate.db"
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_PAUSED: Final = 3
+EXIT_CANCELLED: Final = 4
+
+#: A command: gets the parsed arguments, returns the exit code.
+Handler = Callable[[argparse.Namespace], Awaitable[int]]
+
+Output = Literal["text", "json"]
+
+
+class UsageError(MagistrateError):
+    """Bad command-line input (exit code 2); the message is the one line shown."""
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help=f"the event store: a SQLite file path or sqlite:///PATH "
+        f"(default: $MAGISTRATE_STORE, else {DEFAULT_STORE} in the working directory)",
+    )
+
+
+def add_output_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default), json for programs",
+    )
+
+
+def store_url(args: argparse.Namespace) -> str:
+    """The store URL the command uses: ``--store``, else ``$MAGISTRATE_STORE``, else the default."""
+    return args.store or os.environ.get("MAGISTRATE_STORE") or DEFAULT_STORE
+
+
+def _sqlite_path(url: str) -> str | None:
+    """The file a SQLite store URL names; None for a server URL (PostgreSQL)."""
+    lowered = url.lower()
+    if lowered.startswith(("postgresql://", "postgres://")):
+        return None
+    if lowered.startswith("sqlite:///"):
+        return url[len("sqlite:///") :]
+    return None if "://" in url else url
+
+
+@asynccontextmanager
+async def open_store(
+    args: argparse.Namespace, *, create: bool = False
+) -> AsyncIterator[EventStore]:
+    """Open the command's store (:func:`eventstore.open_store` reads the URL) for the block.
+
+    ``create=False`` (read and control commands): a missing SQLite file is a usage error,
+    so a mistyped path never leaves an empty store behind. Raises UsageError for a bad URL,
+    NotAStoreError or SchemaVersionError for a file that is not ours (left unchanged).
+    """
+    url = store_url(args)
+    path = _sqlite_path(url)
+    if path is not None and not create and not await anyio.Path(path).exists():
+        raise UsageError(f"no store at {path} (name one with --store or MAGISTRATE_STORE)")
+    try:
+        store = eventstore_open(url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    async with store:
+        yield store
+
+
+def _value(text: str) -> Any:
+    """A JSON value when the text is one (``3``, ``true``, ``{"a": 1}``), else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_inputs(pairs: list[str] | None, files: list[str] | None = None) -> dict[str, Any]:
+    """Merge ``--input-file`` objects (JSON or YAML, in order), then ``--input k=v`` pairs.
+
+    A value that parses as JSON is taken as JSON (numbers, booleans, lists, objects),
+    anything else as a string. Raises UsageError naming the bad pair or file.
+    """
+    data: dict[str, Any] = {}
+    for name in files or ():
+        try:
+            text = Path(name).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read input file {name}: {exc.strerror or exc}") from exc
+        try:
+            loaded = yaml.safe_load(text) if name.endswith((".yaml", ".yml")) else json.loads(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise UsageError(f"input file {name} is not valid: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise UsageError(f"input file {name} must hold an object, not {type(loaded).__name__}")
+        data.update(loaded)
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--input {pair!r}: expected KEY=VALUE")
+        data[key.strip()] = _value(value)
+    return data
+
+
+def to_builtins(value: Any) -> Any:
+    """Structs and other msgspec-known values as JSON-ready builtins."""
+    return msgspec.to_builtins(value, builtin_types=(), str_keys=True)
+
+
+def emit_json(value: Any, out: TextIO | None = None) -> None:
+    """Write one JSON document (and a newline) to stdout."""
+    stream = out if out is not None else sys.stdout
+    stream.write(msgspec.json.encode(to_builtins(value)).decode())
+    stream.write("\n")

@@ -1,0 +1,148 @@
+"""Live progress of a run in the terminal, fed by the runtime's commit hook.
+
+Lines for what a person watches (nodes, turns, verdicts with their feedback, retries,
+stalls, pauses) go to stderr as the events are committed; on a terminal a status line
+below them shows the current node, its turn, the retries and the elapsed time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.text import Text
+
+from eventstore import EventBody
+
+from .._events import (
+    LlmTurn,
+    NodeCompleted,
+    NodeFailed,
+    NodeStarted,
+    RunCancelled,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    StallDetected,
+    Verdict,
+)
+from .._timeline import LEVEL_NAMES
+
+__all__ = ["Progress"]
+
+_ACTION_STYLE = {"accept": "green", "retry": "yellow", "escalate": "red"}
+
+
+class Progress:
+    """Shows one run's progress on ``console``; use as a context manager around the run.
+
+    ``hook`` is the runtime commit hook (it only formats and prints, never blocks).
+    """
+
+    def __init__(self, console: Console, *, quiet: bool = False) -> None:
+        self.console = console
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.node: str | None = None
+        self.turn = 0
+        self.retries = 0
+        self.verdicts = 0
+        self._live: Live | None = None
+
+    def __enter__(self) -> Progress:
+        if not self.quiet and self.console.is_terminal:
+            self._live = Live(
+                self._status(), console=self.console, refresh_per_second=8, transient=True
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+            self._live = None
+
+    def _status(self) -> Text:
+        elapsed = time.monotonic() - self.started
+        node = self.node or "-"
+        return Text.assemble(
+            ("running ", "bold"),
+            (node, "cyan"),
+            f"  turn {self.turn}  verdicts {self.verdicts}  retries {self.retries}"
+            f"  elapsed {elapsed:.1f}s",
+        )
+
+    def _line(self, markup: str) -> None:
+        if not self.quiet:
+            self.console.print(markup, highlight=False, soft_wrap=True)
+
+    def hook(self, run_id: str, last_seq: int, bodies: Sequence[EventBody]) -> None:
+        for body in bodies:
+            self._show(body)
+        if self._live is not None:
+            self._live.update(self._status())
+
+    def _show(self, body: EventBody) -> None:
+        elapsed = f"[dim]{time.monotonic() - self.started:6.1f}s[/dim]"
+        match body:
+            case NodeStarted():
+                self.node, self.turn = body.node_id, 0
+                attempt = f", attempt {body.attempt}" if body.attempt > 1 else ""
+                self._line(
+                    f"{elapsed} [bold cyan]{escape(body.node_id)}[/] started "
+                    f"(visit {body.visit}{attempt})"
+                )
+            case LlmTurn():
+                self.turn = body.iteration
+                calls = ", ".join(c.name for c in body.tool_calls)
+                what = f"calls {escape(calls)}" if calls else "answers"
+                tokens = f" [dim]{body.input_tokens}+{body.output_tokens} tokens[/dim]"
+                self._line(f"{elapsed}   turn {body.iteration}: {what}{tokens}")
+            case Verdict():
+                self.verdicts += 1
+                if body.level == "bail_out":
+                    return  # a tool-call turn: the judge waits for the node's answer
+                style = _ACTION_STYLE.get(body.action, "white")
+                level = LEVEL_NAMES.get(body.level, body.level)
+                text = f"{elapsed}   [{style}]{body.action.upper()}[/] [{escape(level)}]"
+                if body.confidence is not None:
+                    text += f" confidence {body.confidence:.2f}"
+                if body.feedback:
+                    text += f": {escape(body.feedback)}"
+                self._line(text)
+            case StallDetected():
+                self._line(
+                    f"{elapsed}   [magenta]stall[/] at turn {body.iteration}: "
+                    f"{escape(body.signature)}"
+                )
+            case NodeFailed():
+                if body.will_retry:
+                    self.retries += 1
+                retry = " (will retry)" if body.will_retry else ""
+                self._line(
+                    f"{elapsed} [red]{escape(body.node_id)} failed[/]{retry}: "
+                    f"{escape(body.error_type)}: {escape(body.error)}"
+                )
+            case NodeCompleted():
+                self._line(f"{elapsed} [green]{escape(body.node_id)}[/] completed")
+            case RunPaused():
+                at = f" before {escape(body.node_id)}" if body.node_id else ""
+                self._line(f"{elapsed} [yellow]paused[/] ({body.reason}){at}")
+            case RunResumed():
+                self._line(f"{elapsed} resumed")
+            case RunCancelled():
+                reason = f": {escape(body.reason)}" if body.reason else ""
+                self._line(f"{elapsed} [red]cancelled[/]{reason}")
+            case RunFinished():
+                self._line(f"{elapsed} finished: {body.status} ({body.quality})")
+            case _:
+                pass

@@ -1,0 +1,289 @@
+"""Read commands: ``runs``, ``show``, ``timeline``, ``state``, ``export`` and ``graph``.
+
+They only read: nothing here appends to a store. Data goes to stdout (``--output json``
+for programs), diagnostics to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from collections import Counter
+from typing import Any
+
+import msgspec
+
+from eventstore import Event, EventStore, RunInfo, event_tag
+
+from .._errors import RunNotFoundError
+from .._events import LlmTurn, Verdict
+from .._fork import RunForked
+from .._mermaid import graph_to_mermaid
+from .._spec_load import load_graph
+from .._state import fold
+from .._timeline import describe_event, render_timeline
+from ._common import (
+    EXIT_OK,
+    UsageError,
+    add_output_option,
+    add_store_option,
+    emit_json,
+    open_store,
+    to_builtins,
+)
+
+__all__ = ["event_record", "register", "run_summary"]
+
+_STATUSES = ("new", "running", "paused", "cancelled", "completed", "failed")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("runs", help="list runs, newest first")
+    p.add_argument("--status", choices=_STATUSES, help="only runs with this status")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (50)")
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_runs)
+
+    p = sub.add_parser("show", help="a run's status, path, verdicts and chain check")
+    p.add_argument("run_id", metavar="RUN")
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_show)
+
+    p = sub.add_parser("timeline", help="a run's audit timeline, with its hash chain verified")
+    p.add_argument("run_id", metavar="RUN")
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_timeline)
+
+    p = sub.add_parser("state", help="a run's state (the fold of its log), now or at a seq")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--at", type=int, metavar="SEQ", help="the state after event SEQ")
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_state)
+
+    p = sub.add_parser("export", help="a run's events as JSON lines, one event per line")
+    p.add_argument("run_id", metavar="RUN")
+    add_store_option(p)
+    p.set_defaults(handler=_export)
+
+    p = sub.add_parser("graph", help="a graph file as a Mermaid flowchart")
+    p.add_argument("graph_file", metavar="GRAPH_FILE")
+    add_output_option(p)
+    p.set_defaults(handler=_graph)
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+async def _events(store: EventStore, run_id: str, to_seq: int | None = None) -> list[Event]:
+    events = await store.read_all(run_id, to_seq=to_seq)
+    if not events:
+        raise RunNotFoundError(run_id)
+    return events
+
+
+async def _runs(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    async with open_store(args) as store:
+        runs: list[RunInfo] = await store.list_runs(status=args.status, limit=args.limit)
+    if args.output == "json":
+        emit_json(runs)
+        return EXIT_OK
+    rows = [[r.run_id, r.status, str(r.last_seq), _when(r.created), _when(r.updated)] for r in runs]
+    sys.stdout.write(_table(rows, ["run", "status", "events", "created (UTC)", "updated (UTC)"]))
+    return EXIT_OK
+
+
+def run_summary(
+    run_id: str, info: RunInfo | None, events: list[Event], ok: bool, reason: str | None
+) -> dict[str, Any]:
+    """What ``show`` prints, as builtins."""
+    state = fold(events)
+    verdicts = Counter(
+        f"{e.body.action}"
+        for e in events
+        if isinstance(e.body, Verdict) and e.body.level != "bail_out"
+    )
+    turns = [e.body for e in events if isinstance(e.body, LlmTurn)]
+    forked = next((e.body for e in events if isinstance(e.body, RunForked)), None)
+    return {
+        "run_id": run_id,
+        "graph": (state.graph or {}).get("id"),
+        "graph_hash": state.graph_hash,
+        "status": state.status,
+        "quality": state.quality,
+        "created": events[0].ts,
+        "updated": events[-1].ts,
+        "events": len(events),
+        "path": state.path,
+        "pending": state.pending,
+        "paused": to_builtins(state.paused),
+        "error": state.error,
+        "total_retries": state.total_retries,
+        "turns": len(turns),
+        "tokens": {
+            "input": sum(t.input_tokens for t in turns),
+            "output": sum(t.output_tokens for t in turns),
+        },
+        "verdicts": dict(verdicts),
+        "goal_outcome": state.goal_outcome,
+        "forked_from": None
+        if forked is None
+        else {"run_id": forked.source_run_id, "seq": forked.source_seq},
+        "listed_status": None if info is None else info.status,
+        "chain": {"ok": ok, "reason": reason},
+    }
+
+
+async def _show(args: argparse.Namespace) -> int:
+    async with open_store(args) as store:
+        events = await _events(store, args.run_id)
+        info = await store.get_run(args.run_id)
+        report = await store.verify(args.run_id)
+    data = run_summary(args.run_id, info, events, report.ok, report.reason)
+    if args.output == "json":
+        emit_json(data)
+        return EXIT_OK
+    paused = data["paused"]
+    lines = [
+        f"run:       {data['run_id']}",
+        f"graph:     {data['graph']} ({data['graph_hash']})",
+        f"status:    {data['status']}"
+        + (f", quality {data['quality']}" if data["quality"] else ""),
+        f"created:   {_when(data['created'])} UTC, last event {_when(data['updated'])} UTC",
+        f"events:    {data['events']}",
+        f"path:      {' -> '.join(data['path']) or '-'}",
+    ]
+    if data["pending"]:
+        lines.append(f"next:      {', '.join(data['pending'])}")
+    if paused:
+        lines.append(f"paused:    {paused['reason']} before {paused['node_id'] or '-'}")
+    if data["error"]:
+        lines.append(f"error:     {data['error']}")
+    verdicts = ", ".join(f"{n} {a.upper()}" for a, n in sorted(data["verdicts"].items()))
+    lines.append(
+        f"turns:     {data['turns']} ({data['tokens']['input']} input + "
+        f"{data['tokens']['output']} output tokens), verdicts: {verdicts or 'none'}, "
+        f"retries: {data['total_retries']}"
+    )
+    if data["forked_from"]:
+        src = data["forked_from"]
+        lines.append(f"forked:    from run {src['run_id']} at seq {src['seq']}")
+    chain = data["chain"]
+    lines.append(f"chain:     {'verified' if chain['ok'] else 'BROKEN: ' + str(chain['reason'])}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+async def _timeline(args: argparse.Namespace) -> int:
+    async with open_store(args) as store:
+        events = await _events(store, args.run_id)
+        report = await store.verify(args.run_id)
+    if args.output == "json":
+        rows = []
+        for event in events:
+            node, label, detail = describe_event(event)
+            rows.append(
+                {
+                    "seq": event.seq,
+                    "ts": event.ts,
+                    "node": None if node == "-" else node,
+                    "type": event_tag(event.body),
+                    "label": label,
+                    "detail": detail,
+                }
+            )
+        state = fold(events)
+        emit_json(
+            {
+                "run_id": args.run_id,
+                "status": state.status,
+                "quality": state.quality,
+                "events": rows,
+                "verify": report,
+            }
+        )
+    else:
+        sys.stdout.write("\n".join(render_timeline(events, report)) + "\n")
+    return EXIT_OK if report.ok else 1
+
+
+async def _state(args: argparse.Namespace) -> int:
+    if args.at is not None and args.at < 1:
+        raise UsageError(f"--at must be a seq of 1 or more, got {args.at}")
+    async with open_store(args) as store:
+        events = await _events(store, args.run_id, to_seq=args.at)
+    state = fold(events)
+    if args.output == "json":
+        emit_json(state)
+        return EXIT_OK
+    lines = [
+        f"run {state.run_id} at seq {state.last_seq}: {state.status}"
+        + (f", quality {state.quality}" if state.quality else ""),
+        f"path: {' -> '.join(state.path) or '-'}",
+        f"next: {', '.join(state.pending) or '-'}",
+    ]
+    if state.running:
+        lines.append(f"running: {', '.join(state.running)}")
+    if state.paused:
+        lines.append(f"paused: {state.paused.reason} before {state.paused.node_id or '-'}")
+    lines.append("memory:")
+    for key, value in state.memory.items():
+        lines.append(f"  {key}: {msgspec.json.encode(to_builtins(value)).decode()}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+def event_record(event: Event) -> dict[str, Any]:
+    """One exported line: the envelope's fields, the event's tag as ``type``, its ``body``."""
+    body = to_builtins(event.body)
+    body.pop("type", None)
+    return {
+        "run_id": event.run_id,
+        "seq": event.seq,
+        "position": event.position,
+        "ts": event.ts,
+        "type": event_tag(event.body),
+        "version": event.version,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+        "body": body,
+    }
+
+
+async def _export(args: argparse.Namespace) -> int:
+    encoder = msgspec.json.Encoder()
+    out = sys.stdout
+    found = False
+    async with open_store(args) as store:
+        async for event in store.read(args.run_id):
+            found = True
+            out.write(encoder.encode(event_record(event)).decode())
+            out.write("\n")
+    if not found:
+        raise RunNotFoundError(args.run_id)
+    return EXIT_OK
+
+
+async def _graph(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph_file)
+    text = graph_to_mermaid(graph)
+    if args.output == "json":
+        emit_json({"graph": graph.id, "mermaid": text})
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,296 @@
+"""Commands that execute: ``run``, ``resume``, ``approve``, ``fork``, and ``cancel``.
+
+Each runs the run in this process until it completes, fails, pauses or is cancelled,
+showing its progress on stderr, then prints the result on stdout. SIGINT or SIGTERM
+cancels the run (recorded in its log, so it never stays "running"); the exit code says
+how it ended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+from rich.console import Console
+
+from eventstore import EventStore
+
+from .._errors import RunNotFoundError, RunStateError
+from .._result import RunResult
+from .._runtime import RunHandle, Runtime
+from .._spec import GraphSpec
+from .._spec_load import graph_from_dict, load_graph
+from .._state import fold
+from ._common import (
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PAUSED,
+    add_output_option,
+    add_store_option,
+    emit_json,
+    open_store,
+    parse_inputs,
+    to_builtins,
+)
+from ._progress import Progress
+from ._wiring import imports_named, make_provider, tools_from_modules
+
+__all__ = ["exit_code", "register"]
+
+
+def exit_code(result: RunResult) -> int:
+    """0 completed cleanly; 1 failed, or completed degraded (a node failed or escalated on
+    the way); 3 paused; 4 cancelled."""
+    if result.status == "paused":
+        return EXIT_PAUSED
+    if result.status == "cancelled":
+        return EXIT_CANCELLED
+    if result.status == "completed" and result.quality == "clean":
+        return EXIT_OK
+    return EXIT_FAILED
+
+
+def _execution_options(parser: argparse.ArgumentParser) -> None:
+    add_store_option(parser)
+    add_output_option(parser)
+    parser.add_argument(
+        "--provider",
+        metavar="P",
+        help="the model: openai, anthropic or scripted:FILE (default: openai or anthropic "
+        "when its API key is set; none for graphs without LLM nodes)",
+    )
+    parser.add_argument(
+        "--tools",
+        metavar="MODULE[:ATTR]",
+        action="append",
+        default=[],
+        help="register the tools of a module, list or registry (repeatable); tools named "
+        "'module:attr' in the graph file are imported without it",
+    )
+    parser.add_argument(
+        "--allow-imports",
+        metavar="PREFIX",
+        action="append",
+        default=None,
+        help="module prefixes the graph may import functions, judges and tools from "
+        "(repeatable; default: the modules the graph itself names, as a script would)",
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress on stderr, only the result"
+    )
+
+
+def _input_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--input",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help=f"{what} (repeatable; VALUE is JSON when it parses as JSON, else a string)",
+    )
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a graph file, showing its progress")
+    p.add_argument("graph_file", metavar="GRAPH_FILE", help="a graph spec (YAML, TOML or JSON)")
+    _input_options(p, "an input value")
+    p.add_argument(
+        "--input-file",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a JSON or YAML object of inputs (repeatable; --input values win)",
+    )
+    _execution_options(p)
+    p.set_defaults(handler=_run)
+
+    p = sub.add_parser("resume", help="resume a paused, cancelled or interrupted run")
+    p.add_argument("run_id", metavar="RUN")
+    _execution_options(p)
+    p.set_defaults(handler=_resume)
+
+    p = sub.add_parser("approve", help="inject input into a paused run and resume it")
+    p.add_argument("run_id", metavar="RUN")
+    _input_options(p, "a value to inject")
+    _execution_options(p)
+    p.set_defaults(handler=_approve)
+
+    p = sub.add_parser(
+        "fork", help="start a new run from a copy of a run's first SEQ events, then run it"
+    )
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--at", type=int, required=True, metavar="SEQ", help="copy seqs 1..SEQ")
+    _input_options(p, "a value to inject into the new run")
+    _execution_options(p)
+    p.set_defaults(handler=_fork)
+
+    p = sub.add_parser("cancel", help="cancel a paused or interrupted run")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--reason", default="cancelled from the command line")
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_cancel)
+
+
+async def _graph_of(
+    store: EventStore, run_id: str, at_seq: int | None = None
+) -> tuple[GraphSpec, list[str], str]:
+    """The run's graph, the nodes it would run next (at ``at_seq``) and its status there."""
+    events = await store.read_all(run_id, to_seq=at_seq)
+    if not events:
+        raise RunNotFoundError(run_id)
+    state = fold(events)
+    if state.graph is None:
+        raise RunNotFoundError(run_id)
+    resume_at = [*state.pending, *state.running]
+    return graph_from_dict(state.graph, validate=False), resume_at, state.status
+
+
+async def _execute(
+    args: argparse.Namespace,
+    graph: GraphSpec | None,
+    start: Callable[[Runtime], Awaitable[RunHandle]],
+    store: EventStore,
+    stack: AsyncExitStack,
+    resume_at: list[str] | None = None,
+) -> int:
+    """Open a runtime on ``store``, start the run with ``start``, follow it to its end."""
+    provider = await make_provider(args.provider, graph, stack, start=resume_at)
+    allow = args.allow_imports
+    if allow is None:
+        allow = imports_named(graph) if graph is not None else []
+    tools = tools_from_modules(args.tools, allow_imports=allow)
+    console = Console(stderr=True)
+    began = time.monotonic()
+    with Progress(console, quiet=args.quiet) as progress:
+        async with Runtime(
+            store, provider=provider, tools=tools, hooks=[progress.hook], allow_imports=allow
+        ) as rt:
+            handle = await start(rt)
+            if not args.quiet:
+                console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
+            result = await _follow(rt, handle)
+    _print_result(args, result, time.monotonic() - began)
+    return exit_code(result)
+
+
+def _store_name(store: EventStore) -> str:
+    return str(getattr(store, "path", type(store).__name__))
+
+
+async def _follow(rt: Runtime, handle: RunHandle) -> RunResult:
+    """Wait for the run's result; SIGINT or SIGTERM cancels it (a second one stops waiting)."""
+    async with anyio.create_task_group() as tg:
+
+        async def on_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    name = signal.Signals(signum).name
+                    await rt.cancel(handle.run_id, reason=f"interrupted by {name}")
+                    break
+                async for _ in signals:
+                    raise KeyboardInterrupt
+
+        tg.start_soon(on_signals)
+        result = await handle.result()
+        tg.cancel_scope.cancel()
+    return result
+
+
+def _print_result(args: argparse.Namespace, result: RunResult, elapsed: float) -> None:
+    if args.output == "json":
+        data = to_builtins(result)
+        data["elapsed_seconds"] = round(elapsed, 3)
+        emit_json(data)
+        return
+    quality = f", quality {result.quality}" if result.quality else ""
+    lines = [
+        f"run {result.run_id}: {result.status}{quality} after {result.steps} steps, "
+        f"{result.total_retries} retries, {elapsed:.1f}s"
+    ]
+    if result.error:
+        lines.append(f"error: {result.error}")
+    if result.status == "paused":
+        lines.append(
+            f"paused ({result.paused_reason}) before {', '.join(result.resume_at) or '-'}; "
+            f"continue with: magistrate approve {result.run_id} --input KEY=VALUE"
+        )
+    lines.append("memory:")
+    for key, value in result.memory.items():
+        lines.append(f"  {key}: {_show(value)}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _show(value: Any) -> str:
+    import msgspec
+
+    if isinstance(value, str):
+        return value if "\n" not in value else "\n    " + value.replace("\n", "\n    ")
+    return msgspec.json.encode(to_builtins(value)).decode()
+
+
+async def _run(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph_file)
+    data = parse_inputs(args.input, args.input_file)
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(args, create=True))
+
+        async def start(rt: Runtime) -> RunHandle:
+            return await rt.start(graph, input=data)
+
+        return await _execute(args, graph, start, store, stack)
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(args))
+        graph, resume_at, _ = await _graph_of(store, args.run_id)
+
+        async def start(rt: Runtime) -> RunHandle:
+            return await rt.resume(args.run_id)
+
+        return await _execute(args, graph, start, store, stack, resume_at)
+
+
+async def _approve(args: argparse.Namespace) -> int:
+    data = parse_inputs(args.input)
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(args))
+        graph, resume_at, status = await _graph_of(store, args.run_id)
+        if status != "paused":
+            raise RunStateError(args.run_id, status, "only a paused run can be approved")
+
+        async def start(rt: Runtime) -> RunHandle:
+            return await rt.resume(args.run_id, input=data)
+
+        return await _execute(args, graph, start, store, stack, resume_at)
+
+
+async def _fork(args: argparse.Namespace) -> int:
+    data = parse_inputs(args.input)
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(args))
+        graph, resume_at, _ = await _graph_of(store, args.run_id, at_seq=max(1, args.at))
+
+        async def start(rt: Runtime) -> RunHandle:
+            return await rt.fork(args.run_id, args.at, input=data or None)
+
+        return await _execute(args, graph, start, store, stack, resume_at)
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    async with open_store(args) as store, Runtime(store) as rt:
+        await rt.cancel(args.run_id, reason=args.reason)
+        state = await rt.get_state(args.run_id)
+    if args.output == "json":
+        emit_json({"run_id": args.run_id, "status": state.status, "seq": state.last_seq})
+    else:
+        sys.stdout.write(f"run {args.run_id}: {state.status} (seq {state.last_seq})\n")
+    return EXIT_OK

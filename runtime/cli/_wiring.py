@@ -1,0 +1,277 @@
+"""What a graph file needs to run from the command line: a model provider and its tools.
+
+Functions and judges in a graph file are import paths (``"package.module:attr"``), which
+the runtime resolves itself. Tools are named in ``NodeSpec.tools``: a name with a colon is
+an import path too, resolved here (a :class:`runtime.Tool`, or a plain function that
+becomes one); ``--tools MODULE[:ATTR]`` registers every tool of a module, a list or a
+registry under its own name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .._anthropic import AnthropicProvider
+from .._errors import ProviderError, ProviderHTTPError, UnknownToolError
+from .._functions import import_allowed
+from .._llm import LlmProvider, LlmRequest, LlmResponse, ToolCall
+from .._openai import OpenAIProvider
+from .._scripted import ScriptedProvider
+from .._spec import GraphSpec
+from .._tools import Tool, ToolRegistry
+from ._common import UsageError
+
+__all__ = [
+    "ImportingToolRegistry",
+    "NoModel",
+    "imports_named",
+    "load_script",
+    "make_provider",
+    "tools_from_modules",
+]
+
+
+def _import(reference: str, what: str) -> Any:
+    module_name, sep, attribute = reference.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"{what} {reference!r}: cannot import {module_name!r}: {exc}") from exc
+    if sep:
+        for part in attribute.split("."):
+            try:
+                target = getattr(target, part)
+            except AttributeError:
+                raise UsageError(
+                    f"{what} {reference!r}: {module_name} has no {attribute}"
+                ) from None
+    return target
+
+
+class ImportingToolRegistry(ToolRegistry):
+    """A registry that also resolves tool names written as ``"package.module:attr"``.
+
+    Only under the ``allow_imports`` module prefixes, as the runtime does for functions and
+    judges, and only to a tool or function defined in such a module. The resolved tool
+    keeps its own name (what the model sees and calls); the import path is only how the
+    graph file finds it.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = (), *, allow_imports: Sequence[str] = ()) -> None:
+        super().__init__(tools)
+        self.allow_imports = tuple(allow_imports)
+
+    def _imported(self, name: str) -> Tool | None:
+        module_name, _, attribute = name.partition(":")
+        if not import_allowed(name, self.allow_imports):
+            return None
+        if any(not part or part.startswith("_") for part in attribute.split(".")):
+            return None
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError):
+            return None
+        fn = target.fn if isinstance(target, Tool) else target
+        defined_in = getattr(fn, "__module__", None)
+        if not callable(fn) or not isinstance(defined_in, str):
+            return None
+        if not import_allowed(f"{defined_in}:{attribute}", self.allow_imports):
+            return None  # imported into an allowed module from elsewhere
+        return target if isinstance(target, Tool) else Tool.from_callable(target)
+
+    def get(self, name: str) -> Tool:
+        if ":" in name and name not in self._tools:
+            found = self._imported(name)
+            if found is not None:
+                self._tools[name] = found
+        return super().get(name)
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str) and ":" in name:
+            try:
+                self.get(name)
+            except UnknownToolError:
+                return False
+            return True
+        return super().__contains__(name)
+
+
+def imports_named(graph: GraphSpec) -> list[str]:
+    """The modules a graph's functions, judges and tools name by import path."""
+    references = [node.function for node in graph.nodes if node.function]
+    references += [node.judge for node in graph.nodes if node.judge]
+    references += [name for node in graph.nodes for name in node.tools]
+    modules = {ref.partition(":")[0] for ref in references if ":" in ref}
+    return sorted(m for m in modules if m)
+
+
+def tools_from_modules(
+    references: Iterable[str], *, allow_imports: Sequence[str] = ()
+) -> ImportingToolRegistry:
+    """A registry holding the tools that ``--tools`` names.
+
+    ``MODULE`` registers every :class:`Tool` defined at the module's top level;
+    ``MODULE:ATTR`` a Tool, a plain function, a ToolRegistry or a list of tools.
+    """
+    registry = ImportingToolRegistry(allow_imports=allow_imports)
+    for reference in references:
+        target = _import(reference, "--tools")
+        if ":" not in reference:
+            items: list[Any] = [v for v in vars(target).values() if isinstance(v, Tool)]
+        elif isinstance(target, Tool) or (callable(target) and not isinstance(target, type)):
+            items = [target]
+        else:
+            items = list(target)
+        for item in items:
+            registry.register(item, replace=True)
+    return registry
+
+
+def _call(raw: Any, where: str) -> ToolCall:
+    if not isinstance(raw, dict) or "name" not in raw:
+        raise UsageError(f"{where}: a tool call needs at least a 'name'")
+    arguments = raw.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise UsageError(f"{where}: 'arguments' must be an object")
+    return ToolCall(
+        id=str(raw.get("id") or f"call_{where}"), name=str(raw["name"]), arguments=arguments
+    )
+
+
+def _entry(raw: Any, where: str) -> LlmResponse | str | ProviderError:
+    if isinstance(raw, str):
+        return raw
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: an entry is a text or an object, not {type(raw).__name__}")
+    if "error" in raw:
+        status = raw.get("status")
+        if status is not None:
+            return ProviderHTTPError("scripted", str(raw["error"]), status=int(status))
+        return ProviderError("scripted", str(raw["error"]))
+    calls = [_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw.get("tool_calls", []))]
+    return LlmResponse(
+        text=str(raw.get("text", "")),
+        tool_calls=calls,
+        model="scripted",
+        stop_reason="tool_use" if calls else "end_turn",
+    )
+
+
+def load_script(path: str) -> ScriptedProvider:
+    """A :class:`ScriptedProvider` from a JSON or YAML file.
+
+    The file holds a list of entries (the answers, in order) or an object with ``turns``
+    and optionally ``judge`` and ``router`` lists (answers to those purposes). An entry is
+    a text, an object ``{text, tool_calls: [{name, arguments, id}]}``, or
+    ``{error, status}`` to make that call fail. Raises UsageError for a bad file.
+    """
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read script {path}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text) if path.endswith((".yaml", ".yml")) else json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise UsageError(f"script {path} is not valid: {exc}") from exc
+    lanes = {"turns": data} if isinstance(data, list) else data
+    if not isinstance(lanes, dict) or not isinstance(lanes.get("turns", []), list):
+        raise UsageError(f"script {path}: expected a list of entries or an object with 'turns'")
+    unknown = set(lanes) - {"turns", "judge", "router"}
+    if unknown:
+        raise UsageError(f"script {path}: unknown sections {sorted(unknown)}")
+
+    def lane(name: str) -> list[LlmResponse | str | ProviderError] | None:
+        if name not in lanes:
+            return None
+        entries = lanes[name]
+        if not isinstance(entries, list):
+            raise UsageError(f"script {path}: '{name}' must be a list")
+        return [_entry(e, f"{name}[{i}]") for i, e in enumerate(entries)]
+
+    return ScriptedProvider(lane("turns") or [], judge=lane("judge"), router=lane("router"))
+
+
+class NoModel:
+    """The provider of a command that calls no model: every call fails, saying why."""
+
+    name = "none"
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        raise ProviderError(self.name, "no model is configured: pass --provider")
+
+
+def _needs_model(graph: GraphSpec | None, start: Iterable[str] | None) -> bool:
+    """Whether a model may be called running ``graph`` from ``start`` (None: the entry)."""
+    if graph is None:
+        return True
+    nodes = {node.id: node for node in graph.nodes}
+    todo = list(start) if start is not None else [graph.entry_node]
+    seen: set[str] = set()
+    while todo:
+        node_id = todo.pop()
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        node = nodes.get(node_id)
+        if node is not None and node.kind == "llm":
+            return True
+        if node is not None and node.verifier is not None and node.verifier.type == "llm_judge":
+            return True
+        for edge in graph.edges:
+            if edge.source == node_id:
+                if edge.condition == "llm_decide":
+                    return True
+                todo.append(edge.target)
+    return False
+
+
+async def make_provider(
+    option: str | None,
+    graph: GraphSpec | None,
+    stack: AsyncExitStack,
+    *,
+    start: Iterable[str] | None = None,
+) -> LlmProvider | None:
+    """The provider ``--provider`` names, opened on ``stack``.
+
+    ``openai`` / ``anthropic`` read their usual environment variables (API key, base URL,
+    model); ``scripted:FILE`` answers from a script (:func:`load_script`). Without the
+    option: None when the graph needs no model, else openai or anthropic when their API key
+    is set, else a UsageError.
+    """
+    if option is None:
+        if not _needs_model(graph, start):
+            # The runtime wants a provider for any graph with LLM nodes; none of them can
+            # run from here, and one that somehow did would fail with this error.
+            return NoModel() if graph is not None and _needs_model(graph, None) else None
+        if os.environ.get("OPENAI_API_KEY"):
+            option = "openai"
+        elif os.environ.get("ANTHROPIC_API_KEY"):
+            option = "anthropic"
+        else:
+            raise UsageError(
+                "this graph calls a model: give --provider openai|anthropic|scripted:FILE "
+                "(or set OPENAI_API_KEY or ANTHROPIC_API_KEY)"
+            )
+    if option.startswith("scripted:"):
+        return load_script(option[len("scripted:") :])
+    if option not in ("openai", "anthropic"):
+        raise UsageError(f"--provider {option!r}: expected openai, anthropic or scripted:FILE")
+    try:
+        provider: OpenAIProvider | AnthropicProvider = (
+            OpenAIProvider() if option == "openai" else AnthropicProvider()
+        )
+    except ProviderError as exc:
+        raise UsageError(f"--provider {option}: {exc.reason}") from exc
+    await stack.enter_async_context(provider)
+    return provider

@@ -1,0 +1,212 @@
+"""Read and audit commands end to end in a subprocess: runs, show, timeline, state,
+export, heads, verify and graph."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from pathlib import Path
+
+from eventstore import chain_hash
+
+from .conftest import Workdir, lines, ok
+
+RUN = [
+    "run",
+    "graph.yaml",
+    "--input",
+    "text=refund please",
+    "--provider",
+    "scripted:script.yaml",
+    "-q",
+    "--output",
+    "json",
+]
+
+
+def _paused_and_completed(workdir: Workdir) -> tuple[str, str]:
+    paused = json.loads(ok(workdir.run(*RUN), 3).out)["run_id"]
+    done = json.loads(ok(workdir.run(*RUN), 3).out)["run_id"]
+    ok(workdir.run("approve", done, "--input", "approved_by=ops", "-q"))
+    return paused, done
+
+
+def test_runs_lists_newest_first_and_filters_by_status(workdir: Workdir) -> None:
+    paused, done = _paused_and_completed(workdir)
+    listed = json.loads(ok(workdir.run("runs", "--output", "json")).out)
+    assert [r["run_id"] for r in listed] == [done, paused]
+    assert [r["status"] for r in listed] == ["completed", "paused"]
+    only = json.loads(ok(workdir.run("runs", "--status", "paused", "--output", "json")).out)
+    assert [r["run_id"] for r in only] == [paused]
+    assert len(json.loads(ok(workdir.run("runs", "--limit", "1", "--output", "json")).out)) == 1
+    text = ok(workdir.run("runs")).out
+    header, *rows = lines(text)
+    assert header.split()[:3] == ["run", "status", "events"]
+    assert rows[0].split()[:2] == [done, "completed"]
+
+
+def test_show_summarises_a_run(workdir: Workdir) -> None:
+    _, done = _paused_and_completed(workdir)
+    data = json.loads(ok(workdir.run("show", done, "--output", "json")).out)
+    assert data["graph"] == "triage" and data["status"] == "completed"
+    assert data["quality"] == "clean"
+    assert data["path"] == ["load", "classify", "act"]
+    assert data["turns"] == 5 and data["verdicts"] == {"retry": 1, "accept": 1}
+    assert data["chain"] == {"ok": True, "reason": None}
+    text = ok(workdir.run("show", done)).out
+    assert "path:      load -> classify -> act" in text
+    assert "chain:     verified" in text
+
+
+def test_timeline_shows_turns_tools_verdicts_memory_edges_and_pauses(workdir: Workdir) -> None:
+    _, done = _paused_and_completed(workdir)
+    text = ok(workdir.run("timeline", done)).out
+    assert "calls lookup(customer='ann')" in text
+    assert 'lookup -> {"customer":"ann","tier":"gold"}' in text
+    assert "RETRY [Level 2 quality] confidence 0.70: category must be billing or technical" in text
+    assert "memory.written      category = 'billing'" in text
+    assert "classify -> act (on_success)" in text
+    assert "paused (hitl) before act" in text
+    assert "approved_by = 'ops'" in text  # the injected input
+    events = len(lines(ok(workdir.run("export", done)).out))
+    assert f"verify: ok ({events} events, hash chain intact)" in text
+    data = json.loads(ok(workdir.run("timeline", done, "--output", "json")).out)
+    assert data["verify"]["ok"] is True and len(data["events"]) == events
+    verdicts = [e for e in data["events"] if e["type"] == "judge.verdict"]
+    assert [v["node"] for v in verdicts] == ["classify"] * 5
+
+
+def test_state_travels_in_time(workdir: Workdir) -> None:
+    _, done = _paused_and_completed(workdir)
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", done)).out)]
+    written = next(
+        e["seq"] for e in events if e["type"] == "memory.written" and e["body"]["key"] == "category"
+    )
+    before = json.loads(
+        ok(workdir.run("state", done, "--at", str(written - 1), "--output", "json")).out
+    )
+    after = json.loads(ok(workdir.run("state", done, "--at", str(written), "--output", "json")).out)
+    assert "category" not in before["memory"] and after["memory"]["category"] == "billing"
+    assert before["last_seq"] == written - 1 and before["status"] == "running"
+    now = json.loads(ok(workdir.run("state", done, "--output", "json")).out)
+    assert now["status"] == "completed" and now["memory"]["reply"].endswith("by ops")
+    text = ok(workdir.run("state", done, "--at", str(written))).out
+    assert text.startswith(f"run {done} at seq {written}: running")
+    assert '  category: "billing"' in text
+    assert "--at must be" in ok(workdir.run("state", done, "--at", "0"), 2).err
+
+
+def test_export_writes_one_event_per_line_whose_hashes_chain(workdir: Workdir) -> None:
+    _, done = _paused_and_completed(workdir)
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", done)).out)]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["type"] == "run.started" and events[-1]["type"] == "run.finished"
+    assert set(events[0]) == {
+        "run_id",
+        "seq",
+        "position",
+        "ts",
+        "type",
+        "version",
+        "prev_hash",
+        "hash",
+        "body",
+    }
+    for prev, event in itertools.pairwise(events):
+        assert event["prev_hash"] == prev["hash"]
+    assert events[-1]["body"]["status"] == "completed"
+    # The first event's hash is recomputable from the exported fields.
+    import msgspec
+
+    first = events[0]
+    body = msgspec.json.encode({"type": first["type"], **first["body"]})
+    assert chain_hash("", done, 1, first["type"], first["version"], body) == first["hash"]
+    assert "no run with id 'ghost'" in ok(workdir.run("export", "ghost"), 2).err
+
+
+def test_heads_and_verify_detect_a_lost_tail_that_the_chain_alone_cannot(
+    workdir: Workdir,
+) -> None:
+    paused, done = _paused_and_completed(workdir)
+    finished = ok(workdir.run("heads")).out
+    assert [line.split()[0] for line in lines(finished)] == [done]
+    every = json.loads(ok(workdir.run("heads", "--all", "--output", "json")).out)
+    assert {h["run_id"] for h in every} == {paused, done}
+    (workdir.path / "heads.txt").write_text(finished)
+    assert ok(workdir.run("verify", "--all", "--against", "heads.txt")).out.startswith("ok: 2 run")
+    assert ok(workdir.run("verify", done)).out.startswith("ok: 1 run(s)")
+
+    # Roll the completed run back by its last commit, as a damaged WAL would: both the
+    # events and the run's listing lose it. The chain that is left is intact.
+    db = sqlite3.connect(workdir.path / "magistrate.db")
+    with db:
+        (key,) = db.execute("SELECT run FROM runs WHERE run_id = ?", (done,)).fetchone()
+        db.execute(
+            "DELETE FROM events WHERE position = (SELECT max(position) FROM events WHERE run = ?)",
+            (key,),
+        )
+        db.execute(
+            "UPDATE runs SET last_seq = (SELECT max(seq + length(hash) / 32 - 1) "
+            "FROM events WHERE run = ?), status = 'running' WHERE run = ?",
+            (key, key),
+        )
+    db.close()
+    assert ok(workdir.run("verify", "--all")).out.startswith("ok: 2 run")
+    lost = ok(workdir.run("verify", "--all", "--against", "heads.txt"), 1)
+    seq = finished.split()[1]
+    assert f"FAILED {done} at seq {seq}: log lost its tail" in lost.out
+    data = json.loads(
+        ok(workdir.run("verify", done, "--against", "heads.txt", "--output", "json"), 1).out
+    )
+    assert data["ok"] is False and data["problems"][0]["run_id"] == done
+
+
+def test_verify_and_timeline_detect_an_edited_event(workdir: Workdir) -> None:
+    paused, done = _paused_and_completed(workdir)
+    db = sqlite3.connect(workdir.path / "magistrate.db")
+    with db:
+        (key,) = db.execute("SELECT run FROM runs WHERE run_id = ?", (done,)).fetchone()
+        db.execute(
+            "UPDATE events SET hash = zeroblob(length(hash)) WHERE run = ? AND seq = 3", (key,)
+        )
+    db.close()
+    broken = ok(workdir.run("verify", done), 1)
+    assert f"FAILED {done} at seq 3: hash mismatch" in broken.out
+    assert ok(workdir.run("verify", paused)).out.startswith("ok")
+    assert "1 problem(s): 2 run(s)" in ok(workdir.run("verify", "--all"), 1).out
+    timeline = ok(workdir.run("timeline", done), 1)
+    assert "verify: FAILED at seq 3" in timeline.out
+    assert "chain:     BROKEN" in ok(workdir.run("show", done)).out
+
+
+def test_verify_refuses_ambiguous_or_unknown_targets(workdir: Workdir) -> None:
+    paused, _ = _paused_and_completed(workdir)
+    assert "verify takes a RUN or --all" in ok(workdir.run("verify"), 2).err
+    assert "verify takes a RUN or --all" in ok(workdir.run("verify", paused, "--all"), 2).err
+    assert "no run with id 'ghost'" in ok(workdir.run("verify", "ghost"), 2).err
+    workdir.write("bad-heads.txt", "not a head\n")
+    assert (
+        "expected 'RUN SEQ HASH'"
+        in ok(workdir.run("verify", "--all", "--against", "bad-heads.txt"), 2).err
+    )
+
+
+def test_read_commands_refuse_a_file_that_is_not_a_store(workdir: Workdir) -> None:
+    (workdir.path / "notes.db").write_text("shopping list\n")
+    done = ok(workdir.run("runs", "--store", "notes.db"), 2)
+    assert "not a magistrate event store" in done.err
+    assert (workdir.path / "notes.db").read_text() == "shopping list\n"
+    assert "no store at missing.db" in ok(workdir.run("runs", "--store", "missing.db"), 2).err
+    assert not Path(workdir.path / "missing.db").exists()
+
+
+def test_graph_draws_a_mermaid_flowchart(workdir: Workdir) -> None:
+    text = ok(workdir.run("graph", "graph.yaml")).out
+    assert text.startswith("flowchart TD\n")
+    assert '    n1(["classify<br/><small>llm</small>"])' in text
+    assert '    n0 -->|"on_success"| n1' in text
+    assert "    start((start)) --> n0" in text
+    assert "    class n2 pause" in text
+    data = json.loads(ok(workdir.run("graph", "graph.yaml", "--output", "json")).out)
+    assert data == {"graph": "triage", "mermaid": text}

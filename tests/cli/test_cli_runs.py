@@ -1,0 +1,206 @@
+"""``magistrate run`` / ``approve`` / ``resume`` / ``fork`` / ``cancel`` end to end, each in a
+subprocess on a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from .conftest import MAGISTRATE, Workdir, lines, ok
+
+RUN = [
+    "run",
+    "graph.yaml",
+    "--input",
+    "text=  my invoice is wrong ",
+    "--provider",
+    "scripted:script.yaml",
+]
+
+
+def test_the_console_script_is_installed() -> None:
+    assert MAGISTRATE.exists(), "pip install -e . installs the magistrate entry point"
+
+
+def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Workdir) -> None:
+    first = ok(workdir.run(*RUN), 3)
+    # Progress on stderr: nodes, turns, the verdicts with their feedback.
+    assert "classify started" in first.err
+    assert "RETRY [Level 2 quality] confidence 0.70: category must be billing or technical" in (
+        first.err
+    )
+    assert "ACCEPT [Level 2 quality]" in first.err
+    assert "turn 1: calls lookup" in first.err
+    assert "paused (hitl) before act" in first.err
+    # The result on stdout: status, memory, how to go on.
+    assert ": paused after 2 steps" in first.out
+    assert "  category: billing" in first.out
+    run_id = first.out.split()[1].rstrip(":")
+    assert f"magistrate approve {run_id}" in first.out
+    assert (workdir.path / "magistrate.db").exists()  # the default store, in the cwd
+
+    approved = ok(workdir.run("approve", run_id, "--input", "approved_by=ops", "--output", "json"))
+    result = json.loads(approved.out)
+    assert result["status"] == "completed" and result["quality"] == "clean"
+    assert result["memory"]["reply"] == "[billing] approved by ops"
+    assert result["path"] == ["load", "classify", "act"]
+    # A second approval is refused: the run is no longer paused.
+    again = ok(workdir.run("approve", run_id), 2)
+    assert again.err.strip() == (
+        f"magistrate: error: run {run_id} is completed: only a paused run can be approved"
+    )
+
+
+def test_run_json_output_is_one_document_and_progress_can_be_silenced(workdir: Workdir) -> None:
+    done = ok(workdir.run(*RUN, "--output", "json", "--quiet"), 3)
+    data = json.loads(done.out)
+    assert data["status"] == "paused" and data["resume_at"] == ["act"]
+    assert data["memory"]["ticket"] == "my invoice is wrong"
+    assert done.err == ""
+
+
+def test_inputs_come_from_files_and_pairs_and_values_parse_as_json(workdir: Workdir) -> None:
+    workdir.write("in.json", json.dumps({"text": "from the file", "n": 1}))
+    done = ok(
+        workdir.run(
+            *RUN[:2],
+            "--input-file",
+            "in.json",
+            "--input",
+            "n=[1, 2]",
+            "--input",
+            "flag=true",
+            "--provider",
+            "scripted:script.yaml",
+            "--output",
+            "json",
+            "-q",
+        ),
+        3,
+    )
+    memory = json.loads(done.out)["memory"]
+    assert memory["text"] == "from the file"
+    assert memory["n"] == [1, 2] and memory["flag"] is True
+
+
+def test_the_store_comes_from_the_option_or_the_environment(workdir: Workdir) -> None:
+    ok(workdir.run(*RUN, "-q", "--store", "sqlite:///elsewhere.db"), 3)
+    assert (workdir.path / "elsewhere.db").exists()
+    assert not (workdir.path / "magistrate.db").exists()
+    env = {"MAGISTRATE_STORE": str(workdir.path / "env.db")}
+    ok(workdir.run(*RUN, "-q", env=env), 3)
+    listed = json.loads(ok(workdir.run("runs", "--output", "json", env=env)).out)
+    assert len(listed) == 1 and listed[0]["status"] == "paused"
+
+
+def test_a_failed_run_exits_1_and_records_its_retries(workdir: Workdir) -> None:
+    done = ok(workdir.run("run", "failing.yaml", "--input", "text=x"), 1)
+    assert "boom failed (will retry): RuntimeError: the ledger is on fire" in done.err
+    assert ": failed, quality failed" in done.out
+    assert "1 retries" in done.out
+    assert "Traceback" not in done.err
+
+
+def test_cancel_a_paused_run_then_resume_it(workdir: Workdir) -> None:
+    run_id = json.loads(ok(workdir.run(*RUN, "-q", "--output", "json"), 3).out)["run_id"]
+    cancelled = ok(workdir.run("cancel", run_id, "--output", "json"))
+    assert json.loads(cancelled.out)["status"] == "cancelled"
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "cancelled"
+    assert ok(workdir.run("cancel", run_id), 2).err.startswith("magistrate: error: run ")
+    # A cancelled run can be resumed: the pending node runs (no model is needed for it).
+    resumed = ok(workdir.run("resume", run_id, "--output", "json", "-q"))
+    assert json.loads(resumed.out)["status"] == "completed"
+
+
+def test_sigint_cancels_the_live_run_and_exits_4(workdir: Workdir) -> None:
+    process = workdir.popen("run", "slow.yaml")
+    try:
+        assert process.stderr is not None
+        deadline = time.monotonic() + 30
+        seen = ""
+        while "wait started" not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += process.stderr.readline()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 4, (out, seen + err)
+    assert ": cancelled" in out
+    runs = json.loads(ok(workdir.run("runs", "--output", "json")).out)
+    assert [r["status"] for r in runs] == ["cancelled"]
+    shown = json.loads(ok(workdir.run("show", runs[0]["run_id"], "--output", "json")).out)
+    assert shown["error"] == "interrupted by SIGINT"
+
+
+def test_fork_from_a_seq_runs_a_new_run_recorded_as_forked(workdir: Workdir) -> None:
+    run_id = json.loads(ok(workdir.run(*RUN, "-q", "--output", "json"), 3).out)["run_id"]
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
+    at = next(
+        e["seq"] for e in events if e["type"] == "edge.taken" and e["body"]["source"] == "classify"
+    )
+    forked = ok(
+        workdir.run(
+            "fork", run_id, "--at", str(at), "--input", "approved_by=boss", "--output", "json", "-q"
+        )
+    )
+    result = json.loads(forked.out)
+    assert result["run_id"] != run_id and result["status"] == "completed"
+    assert result["memory"]["reply"] == "[billing] approved by boss"
+    shown = json.loads(ok(workdir.run("show", result["run_id"], "--output", "json")).out)
+    assert shown["forked_from"] == {"run_id": run_id, "seq": at}
+    assert shown["chain"]["ok"] is True
+    # The source stays paused.
+    source = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert source["status"] == "paused"
+    bad = ok(workdir.run("fork", run_id, "--at", "9999"), 2)
+    assert "cannot fork at seq 9999" in bad.err
+    inside = ok(workdir.run("fork", run_id, "--at", str(at - 1)), 2)
+    assert "its outgoing edge is not taken yet" in inside.err
+
+
+def test_a_graph_with_a_model_needs_a_provider(workdir: Workdir) -> None:
+    done = ok(workdir.run("run", "graph.yaml", "--input", "text=x"), 2)
+    assert lines(done.err) == [
+        "magistrate: error: this graph calls a model: give --provider "
+        "openai|anthropic|scripted:FILE (or set OPENAI_API_KEY or ANTHROPIC_API_KEY)"
+    ]
+    assert not (workdir.path / "magistrate.db").exists() or True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "missing.yaml"], "missing.yaml: cannot read"),
+        (["run", "graph.yaml", "--input", "novalue"], "--input 'novalue': expected KEY=VALUE"),
+        (["run", "graph.yaml", "--provider", "scripted:nope.yaml"], "cannot read script"),
+        (["run", "graph.yaml", "--provider", "gpt"], "--provider 'gpt': expected openai"),
+        (["run", "graph.yaml", "--provider", "openai"], "--provider openai: no API key"),
+        (["run", "graph.yaml", "--store", "mysql://x/y"], "unknown store URL scheme"),
+        (["resume", "ghost"], "no store at magistrate.db"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(
+    workdir: Workdir, args: list[str], message: str
+) -> None:
+    done = ok(workdir.run(*args), 2)
+    assert len(lines(done.err)) == 1, done.err
+    assert message in done.err
+    assert "Traceback" not in done.err
+
+
+def test_a_bad_graph_file_names_the_field_and_debug_shows_the_traceback(
+    workdir: Workdir,
+) -> None:
+    workdir.write("bad.yaml", "id: x\nentry_node: nowhere\nnodes:\n  - {id: a, kind: wizard}\n")
+    done = ok(workdir.run("run", "bad.yaml"), 2)
+    assert done.err.startswith("magistrate: error: ")
+    assert "kind" in done.err and "Traceback" not in done.err
+    debug = workdir.run("--debug", "run", "bad.yaml")
+    assert debug.code != 0 and "Traceback" in debug.err
