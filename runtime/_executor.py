@@ -5,7 +5,12 @@ to its mailbox; the node tells ``NodeDone`` when it finishes. So pause, cancel a
 messages are handled while nodes run, branches of a fan-out run concurrently, and two
 branches that finish "in the same tick" are still handled one after the other.
 
-Durability: events are buffered and committed as one batch at each node start, so a step
+State: the executor keeps no run state of its own. It records an event (the run log
+applies it to the run's live :class:`RunState` at once) and decides from that state, so
+what it decides from is exactly the fold of what it wrote. A resume folds the stored log
+and continues with that state object.
+
+Durability: events are staged and committed as one batch at each node start, so a step
 is one append and one commit (the previous node's completion, its memory writes, the edge
 taken and the next node's start). A crash re-runs only the node that had started and not
 completed.
@@ -38,7 +43,7 @@ from ._events import (
     RunResumed,
     RunStarted,
 )
-from ._fanout import FanOut, convergence_node, restore_fanout, unfinished_nodes
+from ._fanout import FanOut, convergence_node, restore_fanout
 from ._llm import LlmProvider
 from ._messages import (
     CancelRun,
@@ -50,17 +55,16 @@ from ._messages import (
     RetryNode,
     StartRun,
 )
-from ._result import RunOutcome, RunResult, RunStatus
+from ._result import RunOutcome, RunStatus, result_of
 from ._runlog import RunLog
 from ._spec import (
     GraphSpec,
     NodeSpec,
     graph_hash,
-    reduce_memory,
     retry_delay,
     shared_graph_dict,
 )
-from ._state import RunState
+from ._state import RunState, disown, disown_values
 
 __all__ = ["ExecutorActor", "NodeFactory"]
 
@@ -96,7 +100,10 @@ class ExecutorActor(Actor):
         self.provider = provider
         self.outcome = outcome
         self.input = dict(input or {})
-        self.resume_from = resume_from
+        if resume_from is not None:
+            log.state = resume_from  # continue with the fold of the stored log
+        self.resuming = resume_from is not None
+        self.state: RunState = log.state
         self.resume_events = resume_events
         self.resume_input = resume_input
         self.reducers = {key.name: key.reducer for key in graph.memory}
@@ -104,13 +111,6 @@ class ExecutorActor(Actor):
         self.pause_nodes = frozenset(graph.pause_nodes)
         self.terminal_nodes = frozenset(graph.terminal_nodes)
         self.sync = graph.durability == "sync"
-        self.memory: dict[str, Any] = {}
-        self.visits: dict[str, int] = {}
-        self.path: list[str] = []
-        self.failed_nodes: list[str] = []
-        self.steps = 0
-        self.total_retries = 0
-        self.buffer: list[EventBody] = []
         self.nodes: dict[str, ActorRef] = {}  # actor key (lane or node) -> actor
         self.node_refs: dict[str, ActorRef] = {}  # node id -> the actor that runs it
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
@@ -131,6 +131,10 @@ class ExecutorActor(Actor):
                 await self._on_node_done(message)
             else:
                 await self._dispatch(message)
+            if self.deferred and not self.stopping:
+                # A node held at a pause point pauses the run once nothing else runs,
+                # whichever message left nothing running (a branch that failed, ...).
+                await self._maybe_pause()
         except Exception as exc:
             self.outcome.fail(exc)
             raise
@@ -156,7 +160,6 @@ class ExecutorActor(Actor):
             raise message.error
         elif isinstance(message, InjectInput):
             self.emit(InputInjected(data=dict(message.data)))
-            self.memory.update(message.data)
             await self.commit()
         else:
             raise TypeError(f"executor got an unknown message {type(message).__name__}")
@@ -164,10 +167,11 @@ class ExecutorActor(Actor):
     # ------------------------------------------------------------------ log
 
     def emit(self, body: EventBody) -> None:
-        self.buffer.append(body)
+        """Record ``body``: staged for this step's commit and applied to the state now."""
+        self.log.stage(body)
 
     def _emit_edge(self, source: str, route: Route) -> None:
-        self.buffer.append(
+        self.log.stage(
             EdgeTaken(
                 source=source,
                 target=route.target,
@@ -178,24 +182,22 @@ class ExecutorActor(Actor):
         )
 
     async def commit(self, *, boundary: bool = True) -> None:
-        """Append the buffered events as one batch.
+        """Commit the staged events as one batch.
 
         With durability "sync" every commit waits for the store. With "async", node
-        boundaries are written behind (queued in the run log, committed with the next
+        boundaries are written behind (left queued in the run log, committed with the next
         durable append); pauses, cancellation and the end of the run always wait.
         """
-        if not self.buffer:
+        if not self.log.pending:
             return
-        batch, self.buffer = self.buffer, []
         # Unshielded, as in _start_node: only the actor system's exit cancels an executor.
-        await self.log.append(batch, durable=self.sync or not boundary, shield=False)
+        await self.log.append((), durable=self.sync or not boundary, shield=False)
 
     # ------------------------------------------------------------------ start / resume
 
     async def _on_start(self) -> None:
-        state = self.resume_from
-        if state is None:
-            self.memory = dict(self.input)
+        state = self.state
+        if not self.resuming:
             self.emit(
                 RunStarted(
                     graph=shared_graph_dict(self.graph),
@@ -207,17 +209,12 @@ class ExecutorActor(Actor):
             )
             await self._start_node(self.graph.entry_node, None)
             return
-        self.memory = dict(state.memory)
-        self.visits = dict(state.visit_counts)
-        self.path = list(state.path)
-        self.failed_nodes = list(state.failed_nodes)
-        self.total_retries = state.total_retries
-        self.steps = sum(self.visits.values())
+        pending = list(state.pending)
+        # Nodes that started and did not finish run again, as the same visit.
+        unfinished = set(state.running)
         self.emit(RunResumed())
         if self.resume_input:
             self.emit(InputInjected(data=dict(self.resume_input)))
-            self.memory.update(self.resume_input)
-        pending = list(state.pending)
         # Nodes due at a resume were the pause points: they run now, without pausing again.
         self.pass_pause = set(pending)
         self.fanout = restore_fanout(self.resume_events, self.graph.conflict_strategy)
@@ -234,7 +231,6 @@ class ExecutorActor(Actor):
             for branch, status in self.fanout.branches.items():
                 if status == "running" and branch not in live:
                     self.fanout.branches[branch] = "done"  # it ended without reaching the join
-        unfinished = unfinished_nodes(self.resume_events)
         for node, branch in starts:
             await self._start_node(node, branch, rerun=node in unfinished)
         if self.fanout is not None:
@@ -264,23 +260,26 @@ class ExecutorActor(Actor):
                 self.fanout, branch, f"node {node_id!r} is already running in branch {other!r}"
             )
             return
+        state = self.state
+        visit = state.visit_counts.get(node_id, 0)
         if attempt == 1 and not rerun:
-            if self.steps >= self.graph.max_steps:
+            if state.steps >= self.graph.max_steps:
                 await self._finish(
                     "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
                 )
                 return
-            self.steps += 1
-            self.visits[node_id] = self.visits.get(node_id, 0) + 1
-        visit = self.visits.get(node_id, 1)
-        self.emit(NodeStarted(node_id=node_id, visit=visit, attempt=attempt, branch=branch))
-        batch, self.buffer = self.buffer, []
+            visit += 1
+        started = NodeStarted(node_id=node_id, visit=visit or 1, attempt=attempt, branch=branch)
         spec = self.specs[node_id]
-        memory = self.memory
+        memory = state.memory
         if spec.input_keys:
             inputs = {k: memory[k] for k in spec.input_keys if k in memory}
         else:
             inputs = dict(memory)
+        if branch is not None:
+            # Branches run side by side: a list handed to one must not grow in place when
+            # another branch appends to its key.
+            disown(state, inputs)
         self.running[node_id] = (attempt, branch)
         if spec.kind not in PLAIN_KINDS:
             key = f"node:{node_id}"
@@ -293,15 +292,15 @@ class ExecutorActor(Actor):
             self.nodes[key] = ref
         self.node_refs[node_id] = ref
         message = ExecuteNode(
-            node_id=node_id, attempt=attempt, visit=visit, branch=branch, inputs=inputs
+            node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
         )
         # The node starts once this step's events are committed. Durably, the store's
         # answer tells the node itself (_committed): the executor goes back to its mailbox
         # at once instead of waiting to be woken by the commit, on every step's path.
-        if self.sync and self.log.submit(batch, partial(self._committed, ref, message)):
+        if self.sync and self.log.submit((started,), partial(self._committed, ref, message)):
             return
         # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
-        await self.log.append(batch, durable=self.sync, shield=False)
+        await self.log.append((started,), durable=self.sync, shield=False)
         await ref.tell(message)
 
     def _committed(
@@ -342,7 +341,6 @@ class ExecutorActor(Actor):
                 )
             else:
                 self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
-                self.path.append(done.node_id)
         if not done.success:
             policy = spec.retry or self.graph.retry
             will_retry = (
@@ -359,7 +357,6 @@ class ExecutorActor(Actor):
                 )
             )
             if will_retry:
-                self.total_retries += 1
                 await self.commit()
                 self.retry_timers += 1
                 self.system.tell_later(
@@ -368,10 +365,12 @@ class ExecutorActor(Actor):
                     retry_delay(policy, done.attempt),
                 )
                 return
-            self.failed_nodes.append(done.node_id)
-            self.path.append(done.node_id)
         routes = resolve_edges(
-            self.graph, done.node_id, success=done.success, memory=self.memory, outputs=done.outputs
+            self.graph,
+            done.node_id,
+            success=done.success,
+            memory=self.state.memory,
+            outputs=done.outputs,
         )
         if routes is None:  # llm_decide edges: a model chooses
             routes = [await decide_edge(self.graph, done.node_id, done.outputs, self.provider)]
@@ -409,6 +408,8 @@ class ExecutorActor(Actor):
     def _write_outputs(self, done: NodeDone) -> str | None:
         """Emit the memory writes of a successful node; return an error on a conflict."""
         fan = self.fanout if done.branch is not None else None
+        # A returned list may be one the state grows in place (the node got it as input).
+        disown_values(self.state, done.outputs.values())
         for key, value in done.outputs.items():
             if fan is not None:
                 first = fan.writes.setdefault(key, done.branch or "")
@@ -425,7 +426,6 @@ class ExecutorActor(Actor):
             self.emit(
                 MemoryWritten(key=key, value=value, op=op, node_id=done.node_id, branch=done.branch)
             )
-            self.memory[key] = reduce_memory(self.memory.get(key), value, op)
         return None
 
     # ------------------------------------------------------------------ edges
@@ -450,10 +450,11 @@ class ExecutorActor(Actor):
             return
         for route in routes:
             self._emit_edge(node_id, route)
-        if len(routes) == 1:
-            await self._start_node(routes[0].target, None)
+        # Two edges to one node start it once.
+        targets = list(dict.fromkeys(r.target for r in routes))
+        if len(targets) == 1:
+            await self._start_node(targets[0], None)
             return
-        targets = [r.target for r in routes]
         fan = FanOut(source=node_id, join=convergence_node(self.graph, targets))
         # A branch that starts at the join has already arrived: the join runs once, after
         # the other branches.
@@ -467,6 +468,7 @@ class ExecutorActor(Actor):
         for target in targets:
             if target != fan.join:
                 await self._start_node(target, target)
+        await self._maybe_join(fan)  # joins at once if every target was the join
 
     async def _advance_branch(self, done: NodeDone, routes: list[Route], fan: FanOut) -> None:
         branch = done.branch
@@ -537,12 +539,12 @@ class ExecutorActor(Actor):
         node_id, _branch, reason = self.deferred[0]
         self.emit(RunPaused(reason=reason, node_id=node_id))
         await self.commit(boundary=False)
-        self._report(
-            "paused", None, resume_at=[n for n, _, _ in self.deferred], paused_reason=reason
-        )
+        self._report()
 
     async def _cancel(self, reason: str) -> None:
-        resume_at = list(self.running) + [n for n, _, _ in self.deferred]
+        # The cancel's resume point: a running node, else a node held at a pause point,
+        # else one waiting out its retry backoff (all of them are pending in the state).
+        resume_at = list(self.running) + [n for n, _, _ in self.deferred] + self.state.pending
         for node_id, (_attempt, branch) in list(self.running.items()):
             await self.node_refs[node_id].stop()
             # Partial outputs survive: the node's accumulator goes into memory as events.
@@ -551,49 +553,30 @@ class ExecutorActor(Actor):
                 self.emit(
                     MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch)
                 )
-                self.memory[key] = reduce_memory(self.memory.get(key), value, op)
         self.running.clear()
         self.emit(RunCancelled(node_id=resume_at[0] if resume_at else None, reason=reason))
         await self.commit(boundary=False)
-        self._report("cancelled", None, resume_at=resume_at)
+        self._report()
 
     async def _finish(self, status: RunStatus, error: str | None) -> None:
         if status == "completed":
-            quality = "degraded" if self.failed_nodes else "clean"
+            quality = "degraded" if self.state.failed_nodes else "clean"
         else:
             quality = "failed"
         self.emit(
             RunFinished(
-                status=status, quality=quality, total_retries=self.total_retries, error=error
+                status=status, quality=quality, total_retries=self.state.total_retries, error=error
             )
         )
         await self.commit(boundary=False)
-        self._report(status, error, quality=quality)
+        self._report()
 
-    def _report(
-        self,
-        status: RunStatus,
-        error: str | None,
-        *,
-        quality: Any = None,
-        resume_at: list[str] | None = None,
-        paused_reason: str | None = None,
-    ) -> None:
+    def _report(self) -> None:
+        """Stop, reporting the result the run's state gives (as a read of the log would)."""
         self.stopping = True
-        self.outcome.set(
-            RunResult(
-                run_id=self.run_id,
-                status=status,
-                quality=quality,
-                memory=dict(self.memory),
-                path=list(self.path),
-                steps=self.steps,
-                total_retries=self.total_retries,
-                error=error,
-                resume_at=resume_at or [],
-                paused_reason=paused_reason,
-            )
-        )
+        state = self.state
+        disown(state)  # the result shares the memory's lists with the state
+        self.outcome.set(result_of(state, self.run_id))
 
     def _stop_nodes(self) -> None:
         # The run's outcome is reported: nothing waits for the node actors to be gone.

@@ -12,13 +12,12 @@ from ._events import (
     BranchesJoined,
     EdgeTaken,
     MemoryWritten,
-    NodeCompleted,
     NodeFailed,
     NodeStarted,
 )
 from ._spec import GraphSpec
 
-__all__ = ["FanOut", "convergence_node", "restore_fanout", "unfinished_nodes"]
+__all__ = ["FanOut", "convergence_node", "restore_fanout"]
 
 
 @dataclass
@@ -89,17 +88,3 @@ def restore_fanout(events: Sequence[Event], conflict_strategy: str) -> FanOut | 
         elif isinstance(body, MemoryWritten) and body.branch is not None:
             fan.writes.setdefault(body.key, body.branch)
     return fan
-
-
-def unfinished_nodes(events: Sequence[Event]) -> set[str]:
-    """Nodes whose last start has no completion or final failure (they re-run, same visit)."""
-    unfinished: set[str] = set()
-    for event in events:
-        body = event.body
-        if isinstance(body, NodeStarted):
-            unfinished.add(body.node_id)
-        elif isinstance(body, NodeCompleted) or (
-            isinstance(body, NodeFailed) and not body.will_retry
-        ):
-            unfinished.discard(body.node_id)
-    return unfinished

@@ -10,7 +10,9 @@ import msgspec
 
 from actors import new_waiter
 
-__all__ = ["RunOutcome", "RunResult", "RunStatus"]
+from ._state import RunState
+
+__all__ = ["RunOutcome", "RunResult", "RunStatus", "result_of"]
 
 RunStatus = Literal["completed", "failed", "paused", "cancelled"]
 
@@ -33,6 +35,29 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     resume_at: list[str] = []
     paused_reason: str | None = None
+
+
+_STOPPED = ("completed", "failed", "paused", "cancelled")
+
+
+def result_of(state: RunState, run_id: str | None = None) -> RunResult:
+    """The result a stopped run's state gives: the same whether the state is the live one
+    or the fold of the run's log. Raises ValueError for a run that has not stopped."""
+    status = state.status
+    if status not in _STOPPED:
+        raise ValueError(f"run {state.run_id!r} is {status}: it has no result yet")
+    return RunResult(
+        run_id=run_id or state.run_id,
+        status=status,  # type: ignore[arg-type]  # checked just above
+        quality=state.quality,  # type: ignore[arg-type]
+        memory=dict(state.memory),
+        path=list(state.path),
+        steps=state.steps,
+        total_retries=state.total_retries,
+        error=state.error,
+        resume_at=list(state.pending),
+        paused_reason=state.paused.reason if state.paused else None,
+    )
 
 
 class RunOutcome:

@@ -10,7 +10,7 @@ import anyio
 from eventstore import AppendResult, Event, EventBody, EventStore, StoreError
 
 from ._events import NodeStarted, OutputSet
-from ._state import RunState, fold
+from ._state import RunState, apply, fold
 
 __all__ = ["CommitHook", "RunLog"]
 
@@ -27,6 +27,11 @@ class RunLog:
     races a foreign writer fails with ConcurrencyError. ``store=None`` keeps the log in
     memory only (no durability).
 
+    ``state`` is the run's live state: every body appended here is applied to it
+    (:func:`apply`) when it is handed over, in log order, so it is the fold of the log
+    written so far (a resume passes the fold of the stored log and continues with it).
+    The executor decides from it.
+
     The log also tracks each running node's output accumulator (from OutputSet events;
     absent until the node's first one), so a cancellation can flush partial outputs into
     memory.
@@ -40,8 +45,10 @@ class RunLog:
         last_seq: int = 0,
         hooks: Sequence[CommitHook] = (),
         write_behind: int = 64,
+        state: RunState | None = None,
     ) -> None:
         self.run_id = run_id
+        self.state = RunState(run_id=run_id, last_seq=last_seq) if state is None else state
         self.store = store
         self.last_seq = last_seq
         self.write_behind = write_behind
@@ -76,6 +83,7 @@ class RunLog:
         pending = self.pending
         pending.extend(bodies)
         self._track(bodies)
+        self.state.last_seq = self.last_seq + len(pending)
         if not durable and len(pending) < self.write_behind:
             return self.last_seq + len(pending)
         # The commit itself, here rather than in flush(): one coroutine fewer per append.
@@ -104,9 +112,21 @@ class RunLog:
                 await result
         return self.last_seq
 
+    def stage(self, body: EventBody) -> None:
+        """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
+
+        For a caller that decides from the state before it commits (the executor, which
+        commits one batch per step). Nothing is written until an append or submit.
+        """
+        self.pending.append(body)
+        self._track((body,))
+        self.state.last_seq = self.last_seq + len(self.pending)
+
     def _track(self, bodies: Sequence[EventBody]) -> None:
         accumulators = self.accumulators
+        state = self.state
         for body in bodies:
+            apply(state, body)
             if type(body) is OutputSet:
                 accumulators.setdefault(body.node_id, {})[body.key] = body.value
             elif accumulators and type(body) is NodeStarted:
@@ -146,6 +166,7 @@ class RunLog:
         self.pending = []
         self.last_seq += len(batch)
         self._track(bodies)
+        self.state.last_seq = self.last_seq
         return True
 
     async def flush(self) -> int:

@@ -35,7 +35,7 @@ from ._llm_node import LlmNodeActor
 from ._llm_support import SET_OUTPUT, resolve_judge
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
-from ._result import RunOutcome, RunResult
+from ._result import RunOutcome, RunResult, result_of
 from ._runlog import CommitHook, RunLog
 from ._spec import GraphSpec, NodeSpec, graph_hash, shared_graph_dict
 from ._spec_load import graph_from_dict
@@ -665,15 +665,4 @@ def _first(items: Sequence[str]) -> str | None:
 def _result_from_state(state: RunState) -> RunResult:
     if state.status not in (*_FINAL, "paused", "cancelled"):
         raise RunStateError(state.run_id, state.status, "the run has no result yet")
-    return RunResult(
-        run_id=state.run_id,
-        status=state.status,  # type: ignore[arg-type]  # checked just above
-        quality=state.quality,  # type: ignore[arg-type]
-        memory=dict(state.memory),
-        path=list(state.path),
-        steps=sum(state.visit_counts.values()),
-        total_retries=state.total_retries,
-        error=state.error,
-        resume_at=list(state.pending),
-        paused_reason=state.paused.reason if state.paused else None,
-    )
+    return result_of(state)

@@ -345,15 +345,6 @@ def function_ref(fn: Callable[..., Any]) -> str:
     return ref
 
 
-def reduce_memory(old: Any, value: Any, op: str) -> Any:
-    """The memory value after a write of ``value`` with reducer ``op`` (see MemoryKey)."""
-    if op == "append":
-        return [*(old or []), value]
-    if op == "merge":
-        return {**(old or {}), **value}
-    return value
-
-
 def retry_delay(policy: RetryPolicy, attempt: int) -> float:
     """Seconds to wait after failed attempt ``attempt`` (1-based), jitter included."""
     wait = wait_exponential_jitter(

@@ -1,12 +1,27 @@
-"""The projection of a run's events into its state: ``fold``, pure and deterministic.
+"""A run's state and the one function that applies an event to it.
 
-``fold(b, fold(a)) == fold(a + b)``, and folding a prefix of a log is time travel: the
-state as it was after that event. ``fold`` never mutates the state passed in.
+:func:`apply` is the only code that turns events into state: :func:`fold` (a log into its
+state), the executor's live state (it records an event, the run log applies it, and the
+executor decides from the state) and a resume (fold the log, continue with that object)
+all use it. ``fold`` is pure and deterministic: ``fold(b, fold(a)) == fold(a + b)``,
+folding a prefix of a log is time travel, and ``fold`` never mutates the state passed in.
+
+Memory reducers (a memory key's ``reducer``, recorded as ``MemoryWritten.op``):
+
+- ``replace``: the key takes the written value.
+- ``append``: the key's value is a list and the written value becomes its last item. A key
+  that is absent or None starts as ``[]``; a list (or tuple) value keeps its items; any
+  other value (a string, a number, a dict) becomes the list's first item, so ``"ab"``
+  then ``1`` gives ``["ab", 1]``, never the string's characters. Each write is O(1): the
+  state owns the lists it grew (it copies a list it did not create once, on its first
+  append), so no write copies the whole list.
+- ``merge``: the key's value is a dict updated with the written dict; a value that is not
+  a dict (on either side) counts as ``{}``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -36,7 +51,16 @@ from ._events import (
     Verdict,
 )
 
-__all__ = ["ConversationEntry", "PauseInfo", "RunState", "VerdictRecord", "fold"]
+__all__ = [
+    "ConversationEntry",
+    "PauseInfo",
+    "RunState",
+    "VerdictRecord",
+    "apply",
+    "disown",
+    "disown_values",
+    "fold",
+]
 
 
 class VerdictRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,13 +77,17 @@ class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str | None
 
 
-class RunState(msgspec.Struct, kw_only=True):
-    """The state of a run as its events made it. Compare with ``==``.
+class RunState(msgspec.Struct, kw_only=True, dict=True):
+    """The state of a run as its events made it. Compare with ``==`` (fields only).
 
-    ``pending`` lists the nodes due to run next (the resume points); ``running`` maps a
-    started, unfinished node to its attempt; ``path`` lists nodes in the order they finished
-    (completed, or failed for good); ``outputs`` holds each running node's output
-    accumulator; ``iterations`` counts LLM turns since the node last started.
+    ``pending`` lists the nodes due to run next (the resume points; the join of an open
+    fan-out is due once the branches joined); ``running`` maps a started, unfinished node
+    (running, or waiting to retry after a failed attempt) to its attempt; ``path`` lists
+    nodes in the order they finished (completed, or failed for good); ``steps`` counts node
+    visits (a retry or a rerun after a crash is the same visit); ``outputs`` holds each
+    running node's output accumulator; ``iterations`` counts LLM turns since the node last
+    started. ``last_seq`` / ``last_hash`` / ``last_position`` describe the last folded
+    event (a live state sets ``last_seq`` only).
     """
 
     run_id: str = ""
@@ -72,10 +100,13 @@ class RunState(msgspec.Struct, kw_only=True):
     memory: dict[str, Any] = {}
     path: list[str] = []
     visit_counts: dict[str, int] = {}
+    steps: int = 0
     pending: list[str] = []
     running: dict[str, int] = {}
     failed_nodes: list[str] = []
     total_retries: int = 0
+    #: The join node of the open fan-out (forked, not yet joined), if it has one.
+    fanout_join: str | None = None
     outputs: dict[str, dict[str, Any]] = {}
     #: The run's conversation: a sequence of ConversationEntry built by the projection the
     #: LLM node uses too (parallel branches' entries grouped per branch).
@@ -93,8 +124,8 @@ class RunState(msgspec.Struct, kw_only=True):
 
 
 def _copy(state: RunState) -> RunState:
-    # Containers are copied; their values are shared, which is safe because fold never
-    # mutates a value it did not create in the same call (see _Folder.owned).
+    # Containers are copied; their values are shared, which is safe because apply never
+    # mutates a memory value its state does not own (see _owned).
     return RunState(
         run_id=state.run_id,
         status=state.status,
@@ -106,10 +137,12 @@ def _copy(state: RunState) -> RunState:
         memory=dict(state.memory),
         path=list(state.path),
         visit_counts=dict(state.visit_counts),
+        steps=state.steps,
         pending=list(state.pending),
         running=dict(state.running),
         failed_nodes=list(state.failed_nodes),
         total_retries=state.total_retries,
+        fanout_join=state.fanout_join,
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
@@ -125,180 +158,209 @@ def _copy(state: RunState) -> RunState:
     )
 
 
-def _run_started(s: RunState, b: Any, owned: set[str]) -> None:
-    s.status = "running"
-    s.graph, s.graph_hash, s.entry = b.graph, b.graph_hash, b.entry
-    s.goal, s.input = b.goal, b.input
-    s.memory = dict(b.input)
-    owned.clear()
-    s.conversation.apply(b)
-    if b.entry not in s.pending:
-        s.pending.append(b.entry)
+def _owned(state: RunState) -> set[str]:
+    """The memory keys whose list value ``state`` created and may grow in place.
+
+    Kept beside the fields (not one of them: it is no part of the run's state, and ``==``
+    and encoding ignore it). A state built any other way than by ``apply`` owns nothing.
+    """
+    attrs = state.__dict__
+    owned: set[str] | None = attrs.get("_owned")
+    if owned is None:
+        owned = attrs["_owned"] = set()
+    return owned
 
 
-def _node_started(s: RunState, b: Any, owned: set[str]) -> None:
-    s.visit_counts[b.node_id] = b.visit
-    s.running[b.node_id] = b.attempt
-    s.outputs[b.node_id] = {}
-    s.iterations[b.node_id] = 0
-    s.conversation.apply(b)
+def disown(state: RunState, keys: Iterable[str] | None = None) -> None:
+    """Give up in-place growth of ``keys``' lists (all keys by default).
 
-
-def _llm_turn(s: RunState, b: Any, owned: set[str]) -> None:
-    s.conversation.apply(b)
-    s.iterations[b.node_id] = s.iterations.get(b.node_id, 0) + 1
-
-
-def _conversation(s: RunState, b: Any, owned: set[str]) -> None:
-    """Tool results, messages, compactions and the branches' join: see Conversation."""
-    s.conversation.apply(b)
-
-
-def _output_set(s: RunState, b: Any, owned: set[str]) -> None:
-    values = s.outputs.get(b.node_id)
-    if values is None:
-        values = s.outputs[b.node_id] = {}
-    values[b.key] = b.value
-
-
-def _verdict(s: RunState, b: Any, owned: set[str]) -> None:
-    s.verdicts[b.node_id] = VerdictRecord(
-        iteration=b.iteration, action=b.action, level=b.level, feedback=b.feedback
-    )
-
-
-def _memory_written(s: RunState, b: Any, owned: set[str]) -> None:
-    key, op = b.key, b.op
-    if op == "append":
-        if key in owned:
-            s.memory[key].append(b.value)  # a list this fold call created: ours to grow
+    For a holder that hands a memory list to code that may keep it (a node running beside
+    others, a result given to the caller): the next append to such a key copies the list
+    once instead of changing the object someone else holds.
+    """
+    owned = state.__dict__.get("_owned")
+    if owned:
+        if keys is None:
+            owned.clear()
         else:
-            # memory[key] = list(old or []) + [value]; a non-list old value becomes the first
-            # item (fold must be total: a log is replayed as it is, never refused).
-            old = s.memory.get(key)
-            grown = list(old) if isinstance(old, list) else ([old] if old else [])
-            grown.append(b.value)
-            s.memory[key] = grown
-            owned.add(key)
-    elif op == "merge":
-        old = s.memory.get(key)
-        merged = dict(old) if isinstance(old, dict) else {}
-        if isinstance(b.value, dict):
-            merged.update(b.value)
-        s.memory[key] = merged
-        owned.discard(key)
+            owned.difference_update(keys)
+
+
+def disown_values(state: RunState, values: Iterable[Any]) -> None:
+    """Give up in-place growth of every memory list that is one of ``values``.
+
+    For a batch of writes whose values may be the state's own lists (a node that returned
+    a list it was given): call it before applying them, so that appending to that list's
+    key does not change a value that is about to be written elsewhere.
+    """
+    owned = state.__dict__.get("_owned")
+    if not owned:
+        return
+    shared = {id(value) for value in values if type(value) is list}
+    if shared:
+        memory = state.memory
+        owned.difference_update([k for k in owned if id(memory.get(k)) in shared])
+
+
+def _append(memory: dict[str, Any], owned: set[str], key: str, value: Any) -> None:
+    if key in owned:
+        memory[key].append(value)  # a list this state created: ours to grow
+        return
+    old = memory.get(key)
+    if isinstance(old, list | tuple):
+        grown = list(old)
     else:
-        s.memory[key] = b.value
-        owned.discard(key)
+        grown = [] if old is None else [old]
+    grown.append(value)
+    memory[key] = grown
+    owned.add(key)
+
+
+def _memory_written(s: RunState, b: MemoryWritten) -> None:
+    key, op, value = b.key, b.op, b.value
+    memory = s.memory
+    owned = _owned(s)
+    if owned and type(value) is list:
+        # The written value is one of our lists (a node passed its input on): that list
+        # is now also held elsewhere, so it is no longer ours to grow in place.
+        disown_values(s, (value,))
+    if op == "append":
+        _append(memory, owned, key, value)
+        return
+    if op == "merge":
+        old = memory.get(key)
+        merged = dict(old) if isinstance(old, dict) else {}
+        if isinstance(value, dict):
+            merged.update(value)
+        memory[key] = merged
+    else:
+        memory[key] = value
+    owned.discard(key)
 
 
 def _finish_node(s: RunState, node_id: str) -> None:
+    s.running.pop(node_id, None)
     s.path.append(node_id)
     if node_id in s.pending:
         s.pending.remove(node_id)
     s.outputs.pop(node_id, None)
 
 
-def _node_completed(s: RunState, b: Any, owned: set[str]) -> None:
-    s.running.pop(b.node_id, None)
-    _finish_node(s, b.node_id)
+def _due(s: RunState, node_id: str) -> None:
+    if node_id not in s.pending:
+        s.pending.append(node_id)
 
 
-def _node_failed(s: RunState, b: Any, owned: set[str]) -> None:
-    s.running.pop(b.node_id, None)
-    if b.will_retry:
-        s.total_retries += 1
-    else:
-        s.failed_nodes.append(b.node_id)
-        _finish_node(s, b.node_id)
+def apply(state: RunState, body: EventBody) -> None:
+    """Apply one event body to ``state``, in place; the one place events become state.
 
-
-def _edge_taken(s: RunState, b: Any, owned: set[str]) -> None:
-    if b.target not in s.pending:
-        s.pending.append(b.target)
-
-
-def _forked(s: RunState, b: Any, owned: set[str]) -> None:
-    s.conversation.apply(b)
-    for target in b.targets:
-        if target not in s.pending:
-            s.pending.append(target)
-
-
-def _paused(s: RunState, b: Any, owned: set[str]) -> None:
-    s.status = "paused"
-    s.paused = PauseInfo(reason=b.reason, node_id=b.node_id)
-
-
-def _input_injected(s: RunState, b: Any, owned: set[str]) -> None:
-    s.memory.update(b.data)
-    owned.difference_update(b.data)
-
-
-def _resumed(s: RunState, b: Any, owned: set[str]) -> None:
-    s.status = "running"
-    s.paused = None
-
-
-def _cancelled(s: RunState, b: Any, owned: set[str]) -> None:
-    s.status = "cancelled"
-    s.cancelled_at = b.node_id
-    s.paused = None
-    if b.reason:
-        s.error = b.reason
-
-
-def _finished(s: RunState, b: Any, owned: set[str]) -> None:
-    s.status = b.status
-    s.quality = b.quality
-    s.total_retries = max(s.total_retries, b.total_retries)
-    s.error = b.error
-    s.goal_outcome = b.goal_outcome
-    s.pending = []
-    s.running = {}
-    s.paused = None
-
-
-_Handler = Callable[[RunState, Any, set[str]], None]
-
-_HANDLERS: dict[type[EventBody], _Handler] = {
-    RunStarted: _run_started,
-    NodeStarted: _node_started,
-    LlmTurn: _llm_turn,
-    ToolResult: _conversation,
-    MessageAdded: _conversation,
-    ConversationCompacted: _conversation,
-    BranchesJoined: _conversation,
-    OutputSet: _output_set,
-    Verdict: _verdict,
-    MemoryWritten: _memory_written,
-    NodeCompleted: _node_completed,
-    NodeFailed: _node_failed,
-    EdgeTaken: _edge_taken,
-    BranchesForked: _forked,
-    RunPaused: _paused,
-    InputInjected: _input_injected,
-    RunResumed: _resumed,
-    RunCancelled: _cancelled,
-    RunFinished: _finished,
-}
+    Total: a log is replayed as it is, never refused, so every body applies (a memory
+    write of an unexpected shape follows the reducer rules in the module docstring), and
+    a body without a meaning for the state (StallDetected, a type registered by an
+    application) changes nothing. It does not touch ``last_seq`` / ``last_hash`` /
+    ``last_position`` (the envelope's; see :func:`fold`). Lists the state grew for
+    ``append`` writes stay the state's own: do not change them from outside.
+    """
+    s = state
+    match body:
+        case NodeStarted():
+            node = body.node_id
+            if body.visit > s.visit_counts.get(node, 0):
+                s.steps += 1
+            s.visit_counts[node] = body.visit
+            s.running[node] = body.attempt
+            s.outputs[node] = {}
+            s.iterations[node] = 0
+            s.conversation.apply(body)
+        case MemoryWritten():
+            _memory_written(s, body)
+        case NodeCompleted():
+            _finish_node(s, body.node_id)
+        case EdgeTaken():
+            if body.target != s.fanout_join:  # the join is due once the branches joined
+                _due(s, body.target)
+        case OutputSet():
+            values = s.outputs.get(body.node_id)
+            if values is None:
+                values = s.outputs[body.node_id] = {}
+            values[body.key] = body.value
+        case LlmTurn():
+            s.conversation.apply(body)
+            s.iterations[body.node_id] = s.iterations.get(body.node_id, 0) + 1
+        case ToolResult() | MessageAdded() | ConversationCompacted():
+            s.conversation.apply(body)
+        case Verdict():
+            s.verdicts[body.node_id] = VerdictRecord(
+                iteration=body.iteration,
+                action=body.action,
+                level=body.level,
+                feedback=body.feedback,
+            )
+        case NodeFailed():
+            if body.will_retry:
+                s.total_retries += 1  # still running: it waits for its next attempt
+            else:
+                s.failed_nodes.append(body.node_id)
+                _finish_node(s, body.node_id)
+        case BranchesForked():
+            s.conversation.apply(body)
+            s.fanout_join = body.join
+            for target in body.targets:
+                if target != body.join:
+                    _due(s, target)
+        case BranchesJoined():
+            s.conversation.apply(body)
+            s.fanout_join = None
+            if body.join is not None:
+                _due(s, body.join)
+        case RunStarted():
+            s.status = "running"
+            s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry
+            s.goal, s.input = body.goal, body.input
+            s.memory = dict(body.input)
+            _owned(s).clear()
+            s.conversation.apply(body)
+            _due(s, body.entry)
+        case InputInjected():
+            s.memory.update(body.data)
+            _owned(s).difference_update(body.data)
+        case RunPaused():
+            s.status = "paused"
+            s.paused = PauseInfo(reason=body.reason, node_id=body.node_id)
+        case RunResumed():
+            s.status = "running"
+            s.paused = None
+        case RunCancelled():
+            s.status = "cancelled"
+            s.cancelled_at = body.node_id
+            s.paused = None
+            if body.reason:
+                s.error = body.reason
+        case RunFinished():
+            s.status = body.status
+            s.quality = body.quality
+            s.total_retries = max(s.total_retries, body.total_retries)
+            s.error = body.error
+            s.goal_outcome = body.goal_outcome
+            s.pending = []
+            s.running = {}
+            s.paused = None
+            s.fanout_join = None
+        case _:
+            pass
 
 
 def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
     """Apply ``events`` (one run's, in seq order) to ``state`` (default: a new run).
 
-    Pure: returns a new state and leaves ``state`` and the events untouched. Event types
-    without a handler (StallDetected, types registered later) only advance
-    ``last_seq`` / ``last_hash`` / ``last_position``.
+    Pure: returns a new state and leaves ``state`` and the events untouched (the new state
+    shares no list it may grow with ``state``). Sets ``run_id`` and ``last_seq`` /
+    ``last_hash`` / ``last_position`` from the last event.
     """
     s = RunState() if state is None else _copy(state)
-    owned: set[str] = set()  # memory keys whose list value this call created
-    handlers = _HANDLERS
     last: Event | None = None
     for event in events:
-        handler = handlers.get(type(event.body))
-        if handler is not None:
-            handler(s, event.body, owned)
+        apply(s, event.body)
         last = event
     if last is not None:
         s.run_id = last.run_id
