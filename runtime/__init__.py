@@ -18,6 +18,7 @@ from ._errors import (
     ExpressionError,
     MalformedResponseError,
     NodeError,
+    NodeTimeoutError,
     ProviderError,
     ProviderHTTPError,
     ProviderTimeoutError,
@@ -26,6 +27,7 @@ from ._errors import (
     SpecError,
     SpecErrors,
     ToolArgumentsError,
+    ToolTimeoutError,
     UnknownToolError,
 )
 from ._events import (
@@ -130,6 +132,7 @@ __all__ = [
     "NodeFailed",
     "NodeSpec",
     "NodeStarted",
+    "NodeTimeoutError",
     "OpenAIProvider",
     "OutputSet",
     "PauseInfo",
@@ -160,6 +163,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "ToolTimeoutError",
     "UnknownToolError",
     "Usage",
     "Verdict",

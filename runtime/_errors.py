@@ -12,6 +12,8 @@ The tree (rooted at :class:`actors.MagistrateError`)::
     │   └── MalformedResponseError  the response (or a tool call's arguments) could not be parsed
     ├── ToolArgumentsError      the arguments a model gave a tool do not fit its signature
     ├── UnknownToolError        no tool of that name is registered (also a LookupError)
+    ├── NodeTimeoutError        a node's attempt ran past its ``timeout`` (also a TimeoutError)
+    ├── ToolTimeoutError        a tool call ran past its ``tool_timeout`` (also a TimeoutError)
     ├── NodeError               a node failed (function raised, judge escalated, ...)
     ├── RunNotFoundError        no run with that id in the store
     └── RunStateError           the run is not in a state that allows the operation
@@ -27,6 +29,7 @@ __all__ = [
     "ExpressionError",
     "MalformedResponseError",
     "NodeError",
+    "NodeTimeoutError",
     "ProviderError",
     "ProviderHTTPError",
     "ProviderTimeoutError",
@@ -35,6 +38,7 @@ __all__ = [
     "SpecError",
     "SpecErrors",
     "ToolArgumentsError",
+    "ToolTimeoutError",
     "UnknownToolError",
 ]
 
@@ -125,6 +129,24 @@ class NodeError(MagistrateError):
         self.node_id = node_id
         self.reason = reason
         super().__init__(f"run {run_id}: node {node_id!r} failed: {reason}")
+
+
+class NodeTimeoutError(MagistrateError, TimeoutError):
+    """One attempt of a node ran longer than its time limit (and was abandoned)."""
+
+    def __init__(self, node_id: str, seconds: float) -> None:
+        self.node_id = node_id
+        self.seconds = seconds
+        super().__init__(f"node {node_id!r} did not finish within {seconds:g} s")
+
+
+class ToolTimeoutError(MagistrateError, TimeoutError):
+    """One tool call ran longer than its time limit (and was abandoned)."""
+
+    def __init__(self, tool: str, seconds: float) -> None:
+        self.tool = tool
+        self.seconds = seconds
+        super().__init__(f"tool {tool!r} did not finish within {seconds:g} s")
 
 
 class RunNotFoundError(MagistrateError):

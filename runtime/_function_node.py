@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
+
 from actors import Actor, ActorRef, MailboxFullError
 
+from ._errors import NodeTimeoutError
 from ._events import OutputSet
 from ._messages import ExecuteNode, NodeDone
 from ._runlog import RunLog
@@ -45,9 +49,13 @@ class FunctionNodeActor(Actor):
 
     A node's callable receives one dict (the node's input keys read from memory, or all of
     memory when it declares none) and, if it takes a second parameter, a
-    :class:`NodeContext`; it returns a mapping of outputs (or None). It may be async or
-    sync; a sync callable runs inline, so it must not block. A router without a callable
-    returns no outputs: its outgoing edges decide on memory alone.
+    :class:`NodeContext`; it returns a mapping of outputs (or None). It may be async (run
+    in the actor's task) or a plain ``def`` (run in a worker thread, so it may block).
+    Each attempt has a time limit (``NodeSpec.timeout``, else the runtime's
+    ``node_timeout``): past it the attempt fails with :class:`NodeTimeoutError` (retried
+    and routed like any failure) and a blocking thread is abandoned, as it is when the
+    run is cancelled. A router without a callable returns no outputs: its outgoing edges
+    decide on memory alone.
 
     Outputs are checked against ``output_keys``: an undeclared key, or a declared
     non-nullable key that is missing, is a failure (and so is retried by the executor).
@@ -59,29 +67,25 @@ class FunctionNodeActor(Actor):
         resolve: Callable[[NodeSpec], PlainFunction | None],
         executor: ActorRef,
         log: RunLog,
+        *,
+        node_timeout: float | None = None,
     ) -> None:
         self.graph = graph
         self.specs = graph.node_map()
         self.resolve = resolve
         self.executor = executor
         self.log = log
+        self.node_timeout = node_timeout
 
     async def receive(self, message: Any) -> Any:
         assert isinstance(message, ExecuteNode)
         spec = self.specs[message.node_id]
+        timeout = spec.timeout if spec.timeout is not None else self.node_timeout
         try:
-            # The call is made here, not in a helper coroutine: this is every plain step.
-            plain = self.resolve(spec)
-            if plain is None:
-                result: Any = None
-            elif plain.wants_context:
-                context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
-                result = plain.function(message.inputs, context)
-            else:
-                result = plain.function(message.inputs)
-            if type(result) is not dict and inspect.isawaitable(result):
-                result = await result
-            outputs = _checked_outputs(spec, result)
+            with anyio.move_on_after(timeout) as deadline:
+                outputs = await self._call(spec, message)
+            if deadline.cancelled_caught:
+                raise NodeTimeoutError(spec.id, timeout or 0.0)
         except Exception as exc:  # reported to the executor, which records and retries it
             done = NodeDone(
                 node_id=message.node_id,
@@ -103,6 +107,25 @@ class FunctionNodeActor(Actor):
             self.executor.tell_nowait(done)  # no coroutine on every step's path
         except MailboxFullError:
             await self.executor.tell(done)  # waits for room
+
+    async def _call(self, spec: NodeSpec, message: ExecuteNode) -> dict[str, Any]:
+        plain = self.resolve(spec)
+        if plain is None:
+            return {}
+        args: tuple[Any, ...] = (message.inputs,)
+        if plain.wants_context:
+            args += (NodeContext(self.log, message.node_id, message.attempt, message.visit),)
+        if plain.is_async:
+            result: Any = plain.function(*args)
+        else:
+            # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
+            # on, and cancellation or the deadline abandons the thread instead of waiting.
+            result = await anyio.to_thread.run_sync(
+                functools.partial(plain.function, *args), abandon_on_cancel=True
+            )
+        if type(result) is not dict and inspect.isawaitable(result):
+            result = await result
+        return _checked_outputs(spec, result)
 
 
 def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
@@ -127,13 +150,24 @@ def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
 
 
 class PlainFunction:
-    """A resolved node callable and whether it takes a NodeContext (computed once)."""
+    """A resolved node callable, whether it takes a NodeContext and whether it is async
+    (computed once)."""
 
-    __slots__ = ("function", "wants_context")
+    __slots__ = ("function", "is_async", "wants_context")
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self.function = function
         self.wants_context = _arity(function) >= 2
+        self.is_async = _is_async(function)
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.iscoroutinefunction(function):
+        return True
+    call = getattr(function, "__call__", None)  # noqa: B004  (a callable object's method)
+    return inspect.iscoroutinefunction(call)
 
 
 def _arity(function: Callable[..., Any]) -> int:

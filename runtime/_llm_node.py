@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import msgspec
 
 from actors import Actor, ActorRef, AskTimeoutError
@@ -43,7 +44,13 @@ from ._conversation import (
     transition_marker,
 )
 from ._conversation_state import entry_of, summary_entry
-from ._errors import ProviderError, SpecError, UnknownToolError
+from ._errors import (
+    NodeTimeoutError,
+    ProviderError,
+    SpecError,
+    ToolTimeoutError,
+    UnknownToolError,
+)
 from ._events import (
     ConversationCompacted,
     LlmTurn,
@@ -107,6 +114,8 @@ class LlmNodeActor(Actor):
         judges: Mapping[str, JudgeProtocol] | None = None,
         context_budget_tokens: int = 60_000,
         judge_timeout: float = 300.0,
+        node_timeout: float | None = None,
+        tool_timeout: float | None = None,
     ) -> None:
         self.spec = spec
         self.executor = executor
@@ -116,6 +125,9 @@ class LlmNodeActor(Actor):
         self.judges = dict(judges or {})
         self.context_budget_tokens = context_budget_tokens
         self.judge_timeout = judge_timeout
+        # The spec's limits win over the runtime's defaults (None: no limit).
+        self.node_timeout = spec.timeout if spec.timeout is not None else node_timeout
+        self.tool_timeout = spec.tool_timeout if spec.tool_timeout is not None else tool_timeout
         self._graph: GraphSpec | None = None
 
     async def receive(self, message: Any) -> Any:
@@ -127,7 +139,14 @@ class LlmNodeActor(Actor):
         errors propagate (the actor stops and the executor records the crash).
         """
         assert isinstance(message, ExecuteNode)
-        done = await self._attempt(message)
+        try:
+            with anyio.move_on_after(self.node_timeout) as deadline:
+                done = await self._attempt(message)
+        except ToolTimeoutError as exc:  # a failure of the node, as the issue of a timeout
+            done = _failure(message, str(exc), "ToolTimeoutError")
+        if deadline.cancelled_caught:
+            error = NodeTimeoutError(message.node_id, self.node_timeout or 0.0)
+            done = _failure(message, str(error), "NodeTimeoutError")
         await self.executor.tell(done)
 
     async def _attempt(self, message: ExecuteNode) -> NodeDone:
@@ -320,7 +339,8 @@ class _Loop:
         """Run the calls (set_output inline, the rest through the registry); record results."""
         tool_calls = list(calls)
         others = [c for c in tool_calls if c.name != SET_OUTPUT]
-        ran = {id(c): (text, err) for c, text, err in await run_tool_calls(self.registry, others)}
+        results = await run_tool_calls(self.registry, others, timeout=self.node.tool_timeout)
+        ran = {id(c): (text, err) for c, text, err in results}
         bodies: list[EventBody] = []
         outputs: list[EventBody] = []
         for call in tool_calls:

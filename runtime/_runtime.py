@@ -93,6 +93,12 @@ class Runtime:
     stays data. Listing a prefix makes every graph file this runtime runs code that may
     call whatever those modules define.
 
+    ``node_timeout`` and ``tool_timeout`` (seconds, None for no limit) bound one attempt
+    of a node and one tool call where the spec sets no ``timeout`` / ``tool_timeout``:
+    a node past its limit fails with NodeTimeoutError, one whose tool call is past its
+    limit with ToolTimeoutError (retry policy and on_failure edges apply), and a
+    blocking ``def`` is abandoned in its worker thread.
+
     Ownership (stores that record it, :class:`eventstore.ClaimingStore`: both built-in
     stores): every run executed here is claimed first as ``worker_id`` (default
     ``host:pid:random``) with a lease of ``lease_seconds``, renewed at a third of that while
@@ -116,6 +122,8 @@ class Runtime:
         context_budget_tokens: int = 60_000,
         judge_timeout: float = 300.0,
         allow_imports: Sequence[str] = (),
+        node_timeout: float | None = 600.0,
+        tool_timeout: float | None = 120.0,
         worker_id: str | None = None,
         recover: bool = False,
         lease_seconds: float = 15.0,
@@ -144,6 +152,8 @@ class Runtime:
         if isinstance(allow_imports, str):
             raise TypeError("allow_imports is a sequence of module prefixes, not one string")
         self.allow_imports: tuple[str, ...] = tuple(allow_imports)
+        self.node_timeout = node_timeout
+        self.tool_timeout = tool_timeout
         # The registered judges plus those imported (under allow_imports) by started graphs.
         self._judge_map: dict[str, JudgeProtocol] = dict(self.judges)
         self.context_budget_tokens = context_budget_tokens
@@ -643,7 +653,9 @@ class Runtime:
         self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog
     ) -> Actor:
         if spec.kind in ("function", "router"):
-            return FunctionNodeActor(graph, self._resolve_plain, executor, log)
+            return FunctionNodeActor(
+                graph, self._resolve_plain, executor, log, node_timeout=self.node_timeout
+            )
         if spec.kind == "llm":
             return LlmNodeActor(
                 spec,
@@ -654,6 +666,8 @@ class Runtime:
                 judges=self._judge_map,
                 context_budget_tokens=self.context_budget_tokens,
                 judge_timeout=self.judge_timeout,
+                node_timeout=self.node_timeout,
+                tool_timeout=self.tool_timeout,
             )
         raise SpecError(f"node {spec.id}", f"node kind {spec.kind!r} is not supported yet")
 

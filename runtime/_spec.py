@@ -115,6 +115,13 @@ class NodeSpec(_Spec, frozen=True):
     nullable_keys: list[str] = []
     #: None: the graph's ``retry`` policy. Never applied to LLM nodes (the judge retries).
     retry: RetryPolicy | None = None
+    #: Seconds one attempt may take before it fails with NodeTimeoutError (then retry
+    #: policy and on_failure edges apply as for any failure). None: the runtime's
+    #: ``node_timeout``.
+    timeout: float | None = None
+    #: Seconds one tool call of an LLM node may take before the node fails with
+    #: ToolTimeoutError. None: the runtime's ``tool_timeout``.
+    tool_timeout: float | None = None
     # LLM (event loop) node fields.
     #: The focus layer (innermost) of the onion-model system prompt.
     system_prompt: str = ""

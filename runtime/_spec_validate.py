@@ -265,6 +265,8 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "NodeSpec": {
         "max_iterations": (1, 10_000),
         "judge_every_n_turns": (1, 10_000),
+        "timeout": (0.001, 86_400),
+        "tool_timeout": (0.001, 86_400),
     },
     "EdgeSpec": {"priority": (-1_000_000, 1_000_000)},
     "RetryPolicy": {

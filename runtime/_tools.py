@@ -31,7 +31,7 @@ from typing import Any, overload
 import anyio
 import msgspec
 
-from ._errors import ToolArgumentsError, UnknownToolError
+from ._errors import ToolArgumentsError, ToolTimeoutError, UnknownToolError
 from ._llm import ToolCall, ToolSpec
 
 __all__ = [
@@ -218,26 +218,33 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
-    async def invoke(self, arguments: dict[str, Any]) -> str:
+    async def invoke(self, arguments: dict[str, Any], *, timeout: float | None = None) -> str:
         """Validate ``arguments``, run the function, and return its result as text.
 
         Arguments that do not fit the signature are not run: the result is the text of
         a :class:`ToolArgumentsError`, for the model to read and correct. Sync functions
-        run in a worker thread (cancellation waits for the thread to finish); async ones
-        run in the caller's task. Whatever the function raises propagates.
+        run in a worker thread, async ones in the caller's task. Cancellation, or
+        ``timeout`` seconds passing (then :class:`ToolTimeoutError`), abandons a sync
+        function's thread instead of waiting for it. Whatever the function raises
+        propagates.
         """
-        text, _ = await self._run(arguments, catch=False)
+        text, _ = await self._run(arguments, catch=False, timeout=timeout)
         return text
 
-    async def execute(self, arguments: dict[str, Any]) -> tuple[str, bool]:
-        """Like :meth:`invoke`, but never raises: returns ``(text, is_error)``.
+    async def execute(
+        self, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> tuple[str, bool]:
+        """Like :meth:`invoke`, but returns ``(text, is_error)`` for the function's errors.
 
         Bad arguments and exceptions of the function become error texts
-        (``"ValueError: ..."``) with ``is_error`` True. Cancellation still propagates.
+        (``"ValueError: ..."``) with ``is_error`` True. Cancellation and
+        :class:`ToolTimeoutError` still propagate.
         """
-        return await self._run(arguments, catch=True)
+        return await self._run(arguments, catch=True, timeout=timeout)
 
-    async def _run(self, arguments: dict[str, Any], *, catch: bool) -> tuple[str, bool]:
+    async def _run(
+        self, arguments: dict[str, Any], *, catch: bool, timeout: float | None = None
+    ) -> tuple[str, bool]:
         if self._args_type is None:
             # Built directly with a hand-written schema: the function gets the raw arguments.
             values = dict(arguments)
@@ -249,16 +256,21 @@ class Tool:
             values = {f: getattr(parsed, f) for f in self._args_type.__struct_fields__}
         args = [values.pop(p) for p in self._positional]
         call = functools.partial(self.fn, *args, **values)
+        result: Any = None
         try:
-            if _is_async(self.fn):
-                result = await typing.cast(Awaitable[Any], call())
-            else:
-                result = await anyio.to_thread.run_sync(call)
+            with anyio.move_on_after(timeout) as deadline:
+                if _is_async(self.fn):
+                    result = await typing.cast(Awaitable[Any], call())
+                else:
+                    # A blocking tool must not hold up cancellation or the deadline.
+                    result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         except Exception as exc:
             if not catch:
                 raise
             # The model reads the error and may recover; the caller records it.
             return f"{type(exc).__name__}: {exc}", True
+        if deadline.cancelled_caught:
+            raise ToolTimeoutError(self.name, timeout or 0.0)
         return _to_text(result), False
 
 
@@ -349,16 +361,21 @@ class ToolRegistry:
 
 
 async def run_tool_calls(
-    registry: ToolRegistry, calls: Sequence[ToolCall], *, max_concurrency: int | None = None
+    registry: ToolRegistry,
+    calls: Sequence[ToolCall],
+    *,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
 ) -> list[tuple[ToolCall, str, bool]]:
     """Run a turn's tool calls; return ``(call, result_text, is_error)`` in call order.
 
     Calls of non-serial tools run concurrently (in one task group, at most
     ``max_concurrency`` at a time when given); then the calls of ``serial`` tools run one
     at a time, in their original order. Never raises for a tool's failure: an unknown
-    tool, bad arguments, or an exception in the tool become an error result. Blocks
-    until every call finished; cancelling it cancels the calls (sync tools already in a
-    worker thread are waited for).
+    tool, bad arguments, or an exception in the tool become an error result; a call
+    running past ``timeout`` seconds raises :class:`ToolTimeoutError`. Blocks until
+    every call finished; cancelling it cancels the calls (sync tools already in a worker
+    thread are abandoned, not waited for).
     """
     results: list[tuple[str, bool] | None] = [None] * len(calls)
     limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
@@ -372,12 +389,17 @@ async def run_tool_calls(
             continue
         (serial if t.serial else concurrent).append((index, t))
 
+    timed_out: list[ToolTimeoutError] = []
+
     async def run_one(index: int, t: Tool) -> None:
-        if limiter is None:
-            results[index] = await t.execute(calls[index].arguments)
-        else:
-            async with limiter:
-                results[index] = await t.execute(calls[index].arguments)
+        try:
+            if limiter is None:
+                results[index] = await t.execute(calls[index].arguments, timeout=timeout)
+            else:
+                async with limiter:
+                    results[index] = await t.execute(calls[index].arguments, timeout=timeout)
+        except ToolTimeoutError as exc:  # raised once the others are done, not as a group
+            timed_out.append(exc)
 
     if len(concurrent) == 1:
         await run_one(*concurrent[0])
@@ -386,7 +408,11 @@ async def run_tool_calls(
             for index, t in concurrent:
                 tg.start_soon(run_one, index, t)
     for index, t in serial:
+        if timed_out:
+            break
         await run_one(index, t)
+    if timed_out:
+        raise timed_out[0]
     out: list[tuple[ToolCall, str, bool]] = []
     for call, result in zip(calls, results, strict=True):
         assert result is not None
