@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 import anyio
 import uvicorn
 from prometheus_client import CollectorRegistry
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp
 
 from .._runtime import Runtime
 from .._spec import GraphSpec
@@ -16,6 +18,7 @@ from ._app import create_app
 __all__ = ["serve"]
 
 LOOPBACK = "127.0.0.1"
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def _say(line: str) -> None:
@@ -34,14 +37,20 @@ async def serve(
 ) -> None:
     """Serve the API and dashboard for ``runtime`` (already entered) until SIGINT/SIGTERM.
 
-    Binds to loopback unless ``host`` says otherwise. Without ``token`` one is generated and
-    passed to ``announce`` (stderr by default) once, in the dashboard's address; a
-    configured token is never printed. Blocks until the server stops; cancelling it stops
+    Binds to loopback unless ``host`` says otherwise; on loopback, only requests whose Host
+    header names a loopback address are answered (400 otherwise). Without ``token`` one is
+    generated and passed to ``announce`` (stderr by default) once, in the dashboard's
+    address; a configured token is never printed. Blocks until the server stops; cancelling it stops
     the server.
     """
     app = create_app(runtime, graphs=graphs, token=token, registry=registry)
+    served: ASGIApp = app
+    if host in _LOOPBACK_NAMES:
+        # Reads need no token, so a web page must not reach them by rebinding its own
+        # DNS name to 127.0.0.1: only requests addressed to a loopback name are answered.
+        served = TrustedHostMiddleware(app, allowed_hosts=list(_LOOPBACK_NAMES))
     config = uvicorn.Config(
-        app,
+        served,
         host=host,
         port=port,
         log_level="warning",

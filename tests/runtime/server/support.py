@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import uvicorn
 from prometheus_client import CollectorRegistry
@@ -136,7 +138,7 @@ async def served(
 ) -> AsyncIterator[Served]:
     """A runtime on a SQLite file at ``path``, its app on a loopback port, and a client."""
     async with Runtime(path, provider=provider or draft_script(), functions=FUNCTIONS) as rt:
-        app = create_app(rt, graphs=[REVIEWED, QUICK, LOOP], token=TOKEN, registry=registry)
+        app = create_app(rt, graphs=[REVIEWED, QUICK, LOOP, HELD], token=TOKEN, registry=registry)
         async with live_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
             yield Served(url, rt, client)
 
@@ -185,4 +187,27 @@ LOOP = GraphSpec(
     ],
     entry_node="tick",
     max_steps=1000,
+)
+
+
+#: Holds the ``hold`` node until a test sets it.
+GATE = threading.Event()
+
+
+async def hold(inputs: dict[str, Any]) -> dict[str, Any]:
+    # A sync node would run on the event loop; this one waits in a worker thread.
+    await anyio.to_thread.run_sync(GATE.wait, 30)
+    return {"held": True}
+
+
+FUNCTIONS["hold"] = hold
+
+HELD = GraphSpec(
+    id="held",
+    nodes=[
+        NodeSpec(id="hold", kind="function", function="hold"),
+        NodeSpec(id="after", kind="function", function="step"),
+    ],
+    edges=[EdgeSpec(source="hold", target="after")],
+    entry_node="hold",
 )

@@ -266,7 +266,7 @@ async def test_openapi_graphs_and_metrics(tmp_path: Path) -> None:
             assert path in spec["paths"]
         assert spec["paths"]["/api/runs"]["post"]["security"] == [{"bearer": []}]
         graphs = (await s.client.get("/api/graphs")).json()["graphs"]
-        assert [g["name"] for g in graphs] == ["reviewed", "quick", "loop"]
+        assert [g["name"] for g in graphs] == ["reviewed", "quick", "loop", "held"]
         assert graphs[0]["spec"]["pause_nodes"] == ["review"]
         metrics = await s.client.get("/metrics")
         assert metrics.status_code == 200
@@ -316,3 +316,36 @@ async def test_verify_names_the_seq_where_an_edited_log_breaks(tmp_path: Path) -
         assert (await s.client.get(f"/api/runs/{run_id}")).json()["summary"]["last_seq"] == (
             paused["summary"]["last_seq"]
         )
+
+
+async def test_pause_and_cancel_a_live_run_over_http(tmp_path: Path) -> None:
+    from .support import GATE
+
+    async with served(tmp_path / "runs.db") as s:
+        GATE.clear()
+        run_id = await _start(s, "held")
+        running = await s.wait_status(run_id, "running")
+        assert running["current"] == ["hold"]
+        response = await s.client.post(f"/api/runs/{run_id}/pause", headers=AUTH)
+        assert response.status_code == 202
+        assert response.json() == {"run_id": run_id, "action": "pause requested"}
+        GATE.set()
+        paused = await s.wait_status(run_id, "paused", "completed")
+        assert paused["summary"]["status"] == "paused"  # at the boundary before "after"
+        assert paused["summary"]["paused"]["reason"] == "user"
+        assert paused["summary"]["paused"]["node_id"] == "after"
+        assert paused["path"] == ["hold"]
+        await s.client.post(f"/api/runs/{run_id}/resume", headers=AUTH)
+        done = await s.wait_status(run_id, "completed")
+        assert done["path"] == ["hold", "after"]
+
+        GATE.clear()
+        second = await _start(s, "held")
+        await s.wait_status(second, "running")
+        cancel = await s.client.post(
+            f"/api/runs/{second}/cancel", json={"reason": "stop"}, headers=AUTH
+        )
+        assert cancel.status_code == 202
+        cancelled = await s.wait_status(second, "cancelled")
+        assert cancelled["path"] == []
+        GATE.set()

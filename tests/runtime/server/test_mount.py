@@ -72,6 +72,10 @@ async def test_serve_binds_to_loopback_and_prints_a_generated_token_once(tmp_pat
                 "/api/runs", json={"graph": "quick"}, headers={"Authorization": f"Bearer {token}"}
             )
             assert accepted.status_code == 201
+            rebound = await client.get("/api/runs", headers={"Host": f"evil.example:{port}"})
+            assert rebound.status_code == 400
+            named = await client.get("/api/runs", headers={"Host": f"localhost:{port}"})
+            assert named.status_code == 200
         listening = [conn for conn in _listening(port)]
         assert listening == ["127.0.0.1"]
         task.cancel()
