@@ -43,7 +43,7 @@ from ._schemas import (
     StartRequest,
     VerifyView,
 )
-from ._sse import run_changes, run_events
+from ._sse import head_position, run_changes, run_events
 from ._views import RunFilter, RunReader
 
 __all__ = ["create_app"]
@@ -216,8 +216,10 @@ class _Api:
         )
 
     async def stream_runs(self, request: Request) -> Response:
+        # Taken before the answer's headers go out: a client that has them misses nothing.
+        position = await head_position(self.store)
         return StreamingResponse(
-            run_changes(self.store), media_type="text/event-stream", headers=_SSE_HEADERS
+            run_changes(self.store, position), media_type="text/event-stream", headers=_SSE_HEADERS
         )
 
     async def metrics(self, request: Request) -> Response:

@@ -14,7 +14,7 @@ from eventstore import Event, EventStore, RunInfo, event_tag
 
 from ._views import event_view
 
-__all__ = ["run_changes", "run_events"]
+__all__ = ["head_position", "run_changes", "run_events"]
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -51,7 +51,8 @@ class _Change(msgspec.Struct, frozen=True):
     type: str
 
 
-async def _head(store: EventStore) -> int:
+async def head_position(store: EventStore) -> int:
+    """A store position at or below the newest one: where a change stream starts."""
     # No store call gives the newest position; the newest runs' last events bound it from
     # below, and starting a little early only repeats a few changes the client ignores.
     head = 0
@@ -63,10 +64,9 @@ async def _head(store: EventStore) -> int:
     return head
 
 
-async def run_changes(store: EventStore) -> AsyncIterator[bytes]:
-    """A ``run`` message (run id, seq, event type) for every event appended from now on."""
+async def run_changes(store: EventStore, position: int) -> AsyncIterator[bytes]:
+    """A ``run`` message (run id, seq, event type) for every event after ``position``."""
     yield b": stream of run changes\n\n"
-    position = await _head(store)
     event: Event
     async for event in store.tail(from_position=position):
         change = _Change(event.run_id, event.seq, event_tag(event.body))
