@@ -30,6 +30,7 @@ COMMAND_MODULES: Final = (
     "runtime.cli._run",
     "runtime.cli._read",
     "runtime.cli._audit",
+    "runtime.cli._serve",
 )
 
 # Errors that mean "your input is wrong": exit 2 with the message, no traceback.

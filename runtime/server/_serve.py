@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 import anyio
 import uvicorn
@@ -21,6 +24,24 @@ LOOPBACK = "127.0.0.1"
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server without its own signal handling: uvicorn re-raises a caught SIGINT or
+    SIGTERM once it has shut down, which would kill the process before the caller closes its
+    runtime and store. :func:`serve` listens for them itself and returns normally."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _stop_on_signals(server: uvicorn.Server) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if server.should_exit:
+                server.force_exit = True  # a second signal: stop waiting for connections
+            server.should_exit = True
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -36,6 +57,9 @@ async def serve(
     announce: Callable[[str], None] = _say,
 ) -> None:
     """Serve the API and dashboard for ``runtime`` (already entered) until SIGINT/SIGTERM.
+
+    In the main thread, SIGINT and SIGTERM stop the server and ``serve`` returns (a second
+    one stops waiting for open connections); elsewhere, cancel it to stop it.
 
     Binds to loopback unless ``host`` says otherwise; on loopback, only requests whose Host
     header names a loopback address are answered (400 otherwise). Without ``token`` one is
@@ -58,17 +82,21 @@ async def serve(
         # Event streams never end by themselves: give them a moment, then close them.
         timeout_graceful_shutdown=2,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     shown = host if ":" not in host else f"[{host}]"
     if token is None:
         announce(f"magistrate: dashboard at http://{shown}:{port}/#token={app.state.token}")
         announce("magistrate: API token (shown once): " + app.state.token)
     else:
         announce(f"magistrate: dashboard at http://{shown}:{port}/")
-    try:
-        await server.serve()
-    except anyio.get_cancelled_exc_class():
-        # uvicorn leaves its listening socket open when cancelled: close it, then go.
-        with anyio.CancelScope(shield=True):
-            await server.shutdown()
-        raise
+    async with anyio.create_task_group() as tg:
+        if sys.platform != "win32" and threading.current_thread() is threading.main_thread():
+            tg.start_soon(_stop_on_signals, server)
+        try:
+            await server.serve()
+        except anyio.get_cancelled_exc_class():
+            # uvicorn leaves its listening socket open when cancelled: close it, then go.
+            with anyio.CancelScope(shield=True):
+                await server.shutdown()
+            raise
+        tg.cancel_scope.cancel()

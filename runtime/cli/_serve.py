@@ -1,0 +1,90 @@
+"""``magistrate serve``: the HTTP API and web dashboard over a store, on uvicorn.
+
+Runs started, approved or resumed from the API run in this process. The server binds to
+127.0.0.1 unless ``--host`` says otherwise; every request that changes something needs
+the token (``--token``, ``$MAGISTRATE_TOKEN``, or one generated and printed once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from contextlib import AsyncExitStack
+from typing import Any
+
+from .._runtime import Runtime
+from .._spec_load import load_graph
+from ..server import serve
+from ._common import EXIT_OK, UsageError, add_store_option, open_store
+from ._wiring import imports_named, make_provider, tools_from_modules
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve the HTTP API and the web dashboard")
+    add_store_option(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    p.add_argument(
+        "--token",
+        default=None,
+        help="the bearer token for changes (default: $MAGISTRATE_TOKEN, else one is "
+        "generated and printed once)",
+    )
+    p.add_argument(
+        "--graph",
+        metavar="GRAPH_FILE",
+        action="append",
+        default=[],
+        help="a graph the API and dashboard may start, by its id (repeatable)",
+    )
+    p.add_argument(
+        "--provider",
+        metavar="P",
+        help="the model for LLM nodes: openai, anthropic or scripted:FILE",
+    )
+    p.add_argument(
+        "--tools",
+        metavar="MODULE[:ATTR]",
+        action="append",
+        default=[],
+        help="register the tools of a module, list or registry (repeatable)",
+    )
+    p.add_argument(
+        "--allow-imports",
+        metavar="PREFIX",
+        action="append",
+        default=None,
+        help="module prefixes graphs may import functions, judges and tools from "
+        "(default: the modules the --graph files name)",
+    )
+    p.set_defaults(handler=_serve)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port {args.port}: expected 1..65535")
+    graphs = [load_graph(path) for path in args.graph]
+    ids = [graph.id for graph in graphs]
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"two --graph files have the same id: {', '.join(sorted(ids))}")
+    allow = args.allow_imports
+    if allow is None:
+        allow = sorted({module for graph in graphs for module in imports_named(graph)})
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(args, create=True))
+        llm_graph = next((g for g in graphs if any(n.kind == "llm" for n in g.nodes)), None)
+        provider = None
+        if llm_graph is not None or args.provider is not None:
+            provider = await make_provider(args.provider, llm_graph, stack)
+        tools = tools_from_modules(args.tools, allow_imports=allow)
+        async with Runtime(store, provider=provider, tools=tools, allow_imports=allow) as rt:
+            await serve(
+                rt,
+                graphs=graphs,
+                host=args.host,
+                port=args.port,
+                token=args.token or os.environ.get("MAGISTRATE_TOKEN") or None,
+            )
+    return EXIT_OK
