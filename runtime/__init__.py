@@ -17,6 +17,7 @@ from ._conversation_state import Conversation
 from ._errors import (
     ExpressionError,
     MalformedResponseError,
+    MemoryValueError,
     NodeError,
     NodeTimeoutError,
     ProviderError,
@@ -124,6 +125,7 @@ __all__ = [
     "LlmTurn",
     "MalformedResponseError",
     "MemoryKey",
+    "MemoryValueError",
     "MemoryWritten",
     "MessageAdded",
     "NodeCompleted",

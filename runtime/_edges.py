@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ._errors import ExpressionError, ProviderError
+from ._errors import ProviderError
 from ._expr import compile_expression
 from ._llm import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 from ._spec import EdgeSpec, GraphSpec
@@ -44,8 +44,9 @@ def resolve_edges(
     choice among their targets; otherwise every ``on_success`` and ``always`` edge fires.
     On failure: every ``on_failure`` and ``always`` edge fires. Expressions read the
     node's ``outputs`` over ``memory``.
-    An expression that fails to evaluate counts as false for that edge and the error is
-    given as the reason of nothing; it never fails the run.
+    An expression that fails to evaluate (a name nothing wrote, a type mismatch, ...)
+    raises :class:`ExpressionError`: the executor fails the node with it (so on_failure
+    edges apply), never reading it as false.
 
     Synchronous, as it runs at every step: edges come pre-sorted from the graph's index,
     and the names an expression reads (a view, not a copy) are built only when a
@@ -59,11 +60,7 @@ def resolve_edges(
         names: Mapping[str, Any] = ChainMap(outputs, memory)  # type: ignore[arg-type]
         for index, edge in edges.conditional:
             assert edge.expression is not None  # validated
-            try:
-                matched = compile_expression(edge.expression).truthy(names)
-            except ExpressionError:
-                matched = False
-            if matched:
+            if compile_expression(edge.expression).truthy(names):
                 return [
                     Route(
                         index=index,

@@ -14,6 +14,7 @@ The tree (rooted at :class:`actors.MagistrateError`)::
     ├── UnknownToolError        no tool of that name is registered (also a LookupError)
     ├── NodeTimeoutError        a node's attempt ran past its ``timeout`` (also a TimeoutError)
     ├── ToolTimeoutError        a tool call ran past its ``tool_timeout`` (also a TimeoutError)
+    ├── MemoryValueError        a value for memory the log cannot store unchanged (a TypeError)
     ├── NodeError               a node failed (function raised, judge escalated, ...)
     ├── RunNotFoundError        no run with that id in the store
     └── RunStateError           the run is not in a state that allows the operation
@@ -28,6 +29,7 @@ from actors import MagistrateError
 __all__ = [
     "ExpressionError",
     "MalformedResponseError",
+    "MemoryValueError",
     "NodeError",
     "NodeTimeoutError",
     "ProviderError",
@@ -147,6 +149,20 @@ class ToolTimeoutError(MagistrateError, TimeoutError):
         self.tool = tool
         self.seconds = seconds
         super().__init__(f"tool {tool!r} did not finish within {seconds:g} s")
+
+
+class MemoryValueError(MagistrateError, TypeError):
+    """A value for memory that the run log cannot store and read back unchanged.
+
+    ``key`` is the memory key, ``where`` the place inside the value (``value[2]['a']``),
+    ``reason`` what is there.
+    """
+
+    def __init__(self, key: str, where: str, reason: str) -> None:
+        self.key = key
+        self.where = where
+        self.reason = reason
+        super().__init__(f"memory key {key!r}: {where} is {reason}")
 
 
 class RunNotFoundError(MagistrateError):

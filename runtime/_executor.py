@@ -25,9 +25,10 @@ from typing import Any
 import msgspec
 
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
-from eventstore import Event, EventBody
+from eventstore import Event, EventBody, StoreError
 
 from ._edges import Route, decide_edge, resolve_edges
+from ._errors import ExpressionError
 from ._events import (
     BranchesForked,
     BranchesJoined,
@@ -136,8 +137,9 @@ class ExecutorActor(Actor):
                 # whichever message left nothing running (a branch that failed, ...).
                 await self._maybe_pause()
         except Exception as exc:
-            self.outcome.fail(exc)
-            raise
+            if not await self._fail_run(exc):
+                self.outcome.fail(exc)
+                raise
         if self.stopping:
             self._stop_nodes()
             self.stop_self()
@@ -327,6 +329,28 @@ class ExecutorActor(Actor):
             await self._maybe_pause()
             return
         spec = self.specs[done.node_id]
+        routes: list[Route] | None = None
+        resolved = False
+        if done.success:
+            try:  # before anything is written: a name missing at run time fails the node
+                routes = resolve_edges(
+                    self.graph,
+                    done.node_id,
+                    success=True,
+                    memory=self.state.memory,
+                    outputs=done.outputs,
+                )
+                resolved = True
+            except ExpressionError as exc:
+                done = NodeDone(
+                    node_id=done.node_id,
+                    attempt=done.attempt,
+                    branch=done.branch,
+                    success=False,
+                    error=str(exc),
+                    error_type="ExpressionError",
+                    retryable=False,
+                )
         if done.success:
             conflict = self._write_outputs(done)
             if conflict is not None:
@@ -365,13 +389,14 @@ class ExecutorActor(Actor):
                     retry_delay(policy, done.attempt),
                 )
                 return
-        routes = resolve_edges(
-            self.graph,
-            done.node_id,
-            success=done.success,
-            memory=self.state.memory,
-            outputs=done.outputs,
-        )
+        if not (resolved and done.success):
+            routes = resolve_edges(
+                self.graph,
+                done.node_id,
+                success=done.success,
+                memory=self.state.memory,
+                outputs=done.outputs,
+            )
         if routes is None:  # llm_decide edges: a model chooses
             routes = [await decide_edge(self.graph, done.node_id, done.outputs, self.provider)]
         if (
@@ -570,6 +595,21 @@ class ExecutorActor(Actor):
         )
         await self.commit(boundary=False)
         self._report()
+
+    async def _fail_run(self, exc: Exception) -> bool:
+        """Record an unexpected error (a commit hook, a node factory, a value the log cannot
+        encode) as the run's failure, so no run stays "running" because something raised.
+        False when the log cannot take it (a store error): the caller re-raises."""
+        if self.stopping or self.log.failed is not None or isinstance(exc, StoreError):
+            return False
+        seq = self.log.last_seq
+        try:
+            await self._finish("failed", f"{type(exc).__name__}: {exc}")
+        except Exception:
+            if self.log.last_seq == seq or self.log.failed is not None:
+                return False
+            self._report()  # committed; what raised came after (a commit hook)
+        return True
 
     def _report(self) -> None:
         """Stop, reporting the result the run's state gives (as a read of the log would)."""

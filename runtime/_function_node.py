@@ -16,6 +16,7 @@ from ._events import OutputSet
 from ._messages import ExecuteNode, NodeDone
 from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec
+from ._values import check_memory_value
 
 __all__ = ["FunctionNodeActor", "NodeContext", "PlainFunction"]
 
@@ -36,7 +37,12 @@ class NodeContext:
         self._log = log
 
     async def set_output(self, key: str, value: Any) -> None:
-        """Record ``key = value`` in this node's output accumulator; waits for the commit."""
+        """Record ``key = value`` in this node's output accumulator; waits for the commit.
+
+        Raises :class:`MemoryValueError` (recording nothing) for a value the log cannot
+        store unchanged. A cancellation of the run is taken here.
+        """
+        check_memory_value(key, value)
         await self._log.append([OutputSet(node_id=self.node_id, key=key, value=value)])
 
 
@@ -138,6 +144,10 @@ def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
             "a node returns a mapping of output keys (or None)"
         )
     outputs = dict(result)
+    for key, value in outputs.items():
+        if type(key) is not str:
+            raise TypeError(f"node {spec.id!r} returned a {type(key).__name__} output key {key!r}")
+        check_memory_value(key, value)
     declared = spec.output_keys
     if declared:
         extra = sorted(set(outputs) - set(declared))

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
+from anyio.lowlevel import checkpoint as _checkpoint
 
 from eventstore import AppendResult, Event, EventBody, EventStore, StoreError
 
@@ -72,7 +73,8 @@ class RunLog:
         Every appender goes through this one queue, so the log order is the call order.
 
         Raises the store's errors (ConcurrencyError when another writer got there first).
-        Cancellation cannot interrupt a submitted batch: the commit is shielded, so the
+        A pending cancellation is taken on entry (appending nothing). Cancellation cannot
+        interrupt a submitted batch: the commit is shielded, so the
         caller learns how it ended and the hooks run. ``shield=False`` is for a caller
         that is cancelled only when the whole runtime stops (the executor): then a
         cancellation leaves the batch to the store, which still commits what it was
@@ -80,6 +82,12 @@ class RunLog:
         """
         if self.failed is not None:
             raise self.failed
+        if shield:
+            # A node whose only awaits are appends (a set_output progress loop, a model
+            # that answers at once) must still yield and take a cancellation: the shield
+            # hides it during a commit, and the in-memory log never suspends at all. Taken
+            # before anything is handed over, so a submitted batch is still answered.
+            await _checkpoint()
         pending = self.pending
         pending.extend(bodies)
         self._track(bodies)
@@ -105,6 +113,11 @@ class RunLog:
                     await self.store.append(self.run_id, batch, expected_seq=expected)
             except StoreError as exc:
                 self.failed = exc
+                raise
+            except Exception:
+                # Refused before it reached the store (a body it cannot encode): nothing
+                # was written, so the next append goes at the same seq; this batch is lost.
+                self.last_seq = expected
                 raise
         for hook in self.hooks:
             result = hook(self.run_id, self.last_seq, batch)

@@ -42,6 +42,7 @@ from ._spec_load import graph_from_dict
 from ._spec_validate import validate_graph
 from ._state import RunState, fold
 from ._tools import Tool, ToolRegistry
+from ._values import check_memory_values
 
 _log = logging.getLogger("magistrate.runtime")
 
@@ -235,10 +236,12 @@ class Runtime:
 
         Raises SpecErrors (before anything is written) for an invalid graph, or one naming
         a function, judge or tool that is neither registered nor an allowed import, or
-        with LLM nodes and no provider.
+        with LLM nodes and no provider; MemoryValueError for an input value the log cannot
+        store unchanged.
         """
         validate_graph(graph)
         self._check_graph(graph)
+        check_memory_values(dict(input or {}))
         run_id = run_id or uuid.uuid4().hex
         if self._ownership is not None:
             await self._ownership.claim(run_id)
@@ -261,6 +264,7 @@ class Runtime:
         """
         validate_graph(graph)
         self._check_graph(graph)
+        check_memory_values(dict(input or {}))
         if self.store is None or self._ownership is None:
             raise RunStateError("-", "no store", "submit needs a store that records ownership")
         run_id = run_id or uuid.uuid4().hex
@@ -304,6 +308,7 @@ class Runtime:
         """
         if run_id in self._live:
             raise RunStateError(run_id, "running", "it is already running in this runtime")
+        check_memory_values(dict(input or {}))
         ownership = self._ownership
         if ownership is None or run_id in ownership.claims:
             return await self._resume(run_id, input)
@@ -450,7 +455,11 @@ class Runtime:
         await self._control_elsewhere(run_id, "cancel", reason=reason)
 
     async def inject_input(self, run_id: str, data: Mapping[str, Any]) -> None:
-        """Merge ``data`` into the run's memory, recorded as an InputInjected event."""
+        """Merge ``data`` into the run's memory, recorded as an InputInjected event.
+
+        Raises MemoryValueError, recording nothing, for a value the log cannot store
+        unchanged."""
+        check_memory_values(dict(data))
         live = self._live.get(run_id)
         if live is not None and not live[1].done:
             await live[0].tell(InjectInput(data=dict(data)))

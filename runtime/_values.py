@@ -1,0 +1,91 @@
+"""What a memory value may be: exactly the values the run log stores and reads back
+unchanged (its events are JSON).
+
+A node's outputs, its partial outputs and a run's input are checked where they enter
+(the node boundary, ``Runtime.start``, ``inject_input``), so the live result and the
+fold of the log never disagree: a value that would change type on the way through the
+log (NaN and infinity become null, sets and tuples lists, bytes base64 text, int keys
+strings, datetimes strings) or that cannot be written at all (an arbitrary object, a
+string with a lone surrogate, a list that contains itself) is refused naming the key,
+the place inside the value and its type.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+from ._errors import MemoryValueError
+
+__all__ = ["MAX_VALUE_DEPTH", "check_memory_value", "check_memory_values"]
+
+#: Deepest nesting of lists and dicts in one memory value (a cycle is found by it too).
+MAX_VALUE_DEPTH: Final = 100
+
+_ALLOWED = "a memory value is JSON: None, bool, int, finite float, str, list, dict with str keys"
+
+
+def check_memory_value(key: str, value: Any) -> None:
+    """Raise :class:`MemoryValueError` unless ``value`` survives the log unchanged.
+
+    Walks the value once, without recursion. Does not block.
+    """
+    stack: list[tuple[Any, int, tuple[Any, ...] | None]] = [(value, 0, None)]
+    while stack:
+        item, depth, trail = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise MemoryValueError(
+                        key, _path(trail), "a string with a lone surrogate (not UTF-8)"
+                    ) from None
+        elif kind is int or kind is bool or item is None:
+            continue
+        elif kind is float:
+            if not math.isfinite(item):
+                raise MemoryValueError(key, _path(trail), f"{item} (JSON has no NaN or infinity)")
+        elif kind is list or kind is dict:
+            if depth >= MAX_VALUE_DEPTH:
+                raise MemoryValueError(
+                    key,
+                    _path(trail),
+                    f"nested deeper than {MAX_VALUE_DEPTH} levels (or a list or dict "
+                    "that contains itself)",
+                )
+            if kind is list:
+                stack.extend((v, depth + 1, (trail, i)) for i, v in enumerate(item))
+            else:
+                for k, v in item.items():
+                    if type(k) is not str:
+                        raise MemoryValueError(
+                            key,
+                            _path(trail),
+                            f"a dict with a {type(k).__name__} key {k!r} (keys are read "
+                            "back as strings)",
+                        )
+                    stack.append((v, depth + 1, (trail, k)))
+        else:
+            raise MemoryValueError(key, _path(trail), f"a {_type_name(item)}; {_ALLOWED}")
+
+
+def check_memory_values(values: dict[str, Any]) -> None:
+    """:func:`check_memory_value` for every item of ``values``."""
+    for key, value in values.items():
+        check_memory_value(key, value)
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def _path(trail: tuple[Any, ...] | None) -> str:
+    parts: list[str] = []
+    while trail is not None:
+        trail, step = trail
+        parts.append(f"[{step!r}]")
+    return "value" + "".join(reversed(parts))

@@ -1,0 +1,239 @@
+"""No run stays "running" and no value silently changes: cancel reaches busy nodes,
+memory values are checked at the node boundary, unexpected errors end the run failed,
+a name an edge reads that nothing wrote fails the node."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import (
+    EdgeSpec,
+    GraphSpec,
+    MemoryValueError,
+    NodeContext,
+    NodeFailed,
+    NodeSpec,
+    RetryPolicy,
+    Runtime,
+    ScriptedProvider,
+    parse_graph,
+)
+from runtime.testing import reply, tool_call
+
+pytestmark = pytest.mark.anyio
+
+ONCE = RetryPolicy(max_attempts=1)
+
+
+def _graph(*nodes: NodeSpec, edges: list[EdgeSpec] | None = None) -> GraphSpec:
+    return GraphSpec(
+        id="g", nodes=list(nodes), edges=edges or [], entry_node=nodes[0].id, retry=ONCE
+    )
+
+
+async def _failures(rt: Runtime, run_id: str) -> list[NodeFailed]:
+    return [e.body for e in await rt.read_events(run_id) if isinstance(e.body, NodeFailed)]
+
+
+# --- cancel reaches a node whose only awaits are appends ------------------------------
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_cancel_reaches_a_set_output_progress_loop(tmp_path: Path, store: str) -> None:
+    started = anyio.Event()
+
+    async def progress(inputs: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        i = 0
+        while True:
+            i += 1
+            await ctx.set_output("done", i)
+            started.set()
+
+    path = None if store == "memory" else tmp_path / "runs.db"
+    async with Runtime(path, functions={"progress": progress}) as rt:
+        handle = await rt.start(_graph(NodeSpec(id="a", function="progress")))
+        await started.wait()
+        await rt.cancel(handle.run_id)
+        with anyio.fail_after(30):
+            result = await handle.result()
+        assert result.status == "cancelled" and result.resume_at == ["a"]
+        assert result.memory["done"] >= 1  # the partial output was flushed
+        state = await rt.get_state(handle.run_id)
+        assert state.status == "cancelled"
+
+
+async def test_closing_the_runtime_finishes_while_a_progress_loop_runs() -> None:
+    started = anyio.Event()
+
+    async def progress(inputs: dict[str, Any], ctx: NodeContext) -> None:
+        while True:
+            await ctx.set_output("done", 1)
+            started.set()
+
+    with anyio.fail_after(30):
+        async with Runtime(None, functions={"progress": progress}) as rt:
+            await rt.start(_graph(NodeSpec(id="a", function="progress")))
+            await started.wait()
+
+
+# --- memory values survive the log unchanged, or the node fails -----------------------
+
+
+class Opaque:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (float("nan"), "value is nan"),
+        (float("inf"), "value is inf"),
+        ({1, 2}, "value is a set"),
+        ((1, 2), "value is a tuple"),
+        (b"abc", "value is a bytes"),
+        ({1: "a"}, "value is a dict with a int key 1"),
+        ([datetime.date(2026, 1, 1)], "value[0] is a datetime.date"),
+        ({"a": [1, float("-inf")]}, "value['a'][1] is -inf"),
+    ],
+)
+async def test_an_output_that_would_change_in_the_log_fails_the_node(
+    value: Any, shown: str
+) -> None:
+    async with Runtime(None, functions={"f": lambda inputs: {"out": value}}) as rt:
+        handle = await rt.start(_graph(NodeSpec(id="a", function="f")))
+        result = await handle.result()
+        (failure,) = await _failures(rt, handle.run_id)
+    assert result.status == "failed" and "out" not in result.memory
+    assert failure.error_type == "MemoryValueError"
+    assert failure.error.startswith(f"memory key 'out': {shown}")
+
+
+@pytest.mark.parametrize("kind", ["object", "surrogate", "cycle"])
+async def test_an_output_that_cannot_be_encoded_fails_the_run_cleanly(
+    tmp_path: Path, kind: str
+) -> None:
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    value = {"object": object(), "surrogate": "a\ud800b", "cycle": cyclic}[kind]
+    async with Runtime(tmp_path / "r.db", functions={"f": lambda inputs: {"out": value}}) as rt:
+        handle = await rt.start(_graph(NodeSpec(id="a", function="f")))
+        result = await handle.result()
+        state = await rt.get_state(handle.run_id)
+        (failure,) = await _failures(rt, handle.run_id)
+    assert result.status == state.status == "failed"
+    assert failure.error_type == "MemoryValueError"
+
+
+async def test_a_partial_output_that_would_change_raises_in_the_node() -> None:
+    seen: list[str] = []
+
+    async def f(inputs: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        try:
+            await ctx.set_output("x", {1, 2})
+        except MemoryValueError as exc:
+            seen.append(str(exc))
+        return {"x": [1, 2]}
+
+    async with Runtime(None, functions={"f": f}) as rt:
+        result = await (await rt.start(_graph(NodeSpec(id="a", function="f")))).result()
+    assert result.memory == {"x": [1, 2]}
+    assert seen == [
+        "memory key 'x': value is a set; a memory value is JSON: None, bool, int, "
+        "finite float, str, list, dict with str keys"
+    ]
+
+
+async def test_input_that_would_change_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    async with Runtime(tmp_path / "r.db", functions={"f": dict}) as rt:
+        with pytest.raises(MemoryValueError, match="memory key 'when'"):
+            await rt.start(
+                _graph(NodeSpec(id="a", function="f")), input={"when": datetime.datetime.now()}
+            )
+        assert rt.store is not None and await rt.store.list_runs() == []
+
+
+async def test_an_llm_output_that_cannot_be_encoded_fails_the_run(tmp_path: Path) -> None:
+    provider = ScriptedProvider([reply("", tool_call("set_output", key="a", value=Opaque()))])
+    graph = _graph(NodeSpec(id="n", kind="llm", output_keys=["a"]))
+    async with Runtime(tmp_path / "r.db", provider=provider) as rt:
+        handle = await rt.start(graph)
+        with anyio.fail_after(30):
+            result = await handle.result()
+        state = await rt.get_state(handle.run_id)
+    assert result.status == state.status == "failed"
+
+
+# --- an unexpected error ends the run failed, recorded --------------------------------
+
+
+async def test_a_commit_hook_that_raises_ends_the_run_failed_in_the_log(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def hook(run_id: str, seq: int, bodies: Any) -> None:
+        calls.append(seq)
+        if len(calls) == 2:
+            raise RuntimeError("hook broke")
+
+    graph = _graph(
+        NodeSpec(id="a", function="f"),
+        NodeSpec(id="b", function="f"),
+        edges=[EdgeSpec(source="a", target="b")],
+    )
+    async with Runtime(tmp_path / "r.db", functions={"f": dict}, hooks=[hook]) as rt:
+        handle = await rt.start(graph)
+        with anyio.fail_after(30):
+            result = await handle.result()
+        state = await rt.get_state(handle.run_id)
+    assert result.status == state.status == "failed"
+    assert state.error == "RuntimeError: hook broke"
+
+
+# --- a name an edge reads that nothing wrote fails the node ---------------------------
+
+REFUND = """
+id: refund
+entry_node: assess
+nodes:
+  - {id: assess, function: assess}
+  - {id: approve, function: approve}
+  - {id: review, function: review}
+  - {id: pay, function: pay}
+edges:
+  - {source: assess, target: approve, condition: conditional, expression: "amont > 100"}
+  - {source: assess, target: pay}
+  - {source: assess, target: review, condition: on_failure}
+  - {source: approve, target: pay}
+"""
+
+
+async def test_a_name_missing_at_run_time_fails_the_node_and_on_failure_applies() -> None:
+    ran: list[str] = []
+
+    def node(name: str, out: dict[str, Any]) -> Any:
+        def run(inputs: dict[str, Any]) -> dict[str, Any]:
+            ran.append(name)
+            return out
+
+        return run
+
+    functions = {
+        "assess": node("assess", {"amount": 400}),  # 'amont' is never written
+        "approve": node("approve", {}),
+        "pay": node("pay", {}),
+        "review": node("review", {}),
+    }
+    async with Runtime(None, functions=functions) as rt:
+        handle = await rt.start(parse_graph(REFUND, "yaml"))
+        result = await handle.result()
+        failures = await _failures(rt, handle.run_id)
+    assert ran == ["assess", "review"]  # never "pay" without approval
+    assert [(f.node_id, f.error_type) for f in failures] == [("assess", "ExpressionError")]
+    assert "unknown name 'amont'" in failures[0].error
+    assert "amount" not in result.memory  # the failed node's outputs are not written
