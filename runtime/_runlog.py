@@ -11,6 +11,7 @@ from anyio.lowlevel import checkpoint as _checkpoint
 from eventstore import AppendResult, Event, EventBody, EventStore, StoreError
 
 from ._events import NodeStarted, OutputSet
+from ._snapshots import SNAPSHOT_EVERY, save_state
 from ._state import RunState, apply, fold
 
 __all__ = ["CommitHook", "RunLog"]
@@ -57,6 +58,10 @@ class RunLog:
         self.hooks = list(hooks)
         self.memory_events: list[EventBody] = []
         self.accumulators: dict[str, dict[str, Any]] = {}
+        #: A snapshot of the live state is saved after a durable append once this many
+        #: events were committed since the last (see runtime._snapshots).
+        self.snapshot_every = SNAPSHOT_EVERY
+        self.snapshot_seq = self.state.last_seq
         # The first store error of an append: the seqs numbered after it are wrong, so every
         # later append raises it too instead of landing on a head another writer moved.
         self.failed: BaseException | None = None
@@ -108,9 +113,9 @@ class RunLog:
                     # Shielded: once submitted, a batch must be answered, or the next
                     # append's expected_seq would be wrong; a commit takes milliseconds.
                     with anyio.CancelScope(shield=True):
-                        await self.store.append(self.run_id, batch, expected_seq=expected)
+                        answer = await self.store.append(self.run_id, batch, expected_seq=expected)
                 else:
-                    await self.store.append(self.run_id, batch, expected_seq=expected)
+                    answer = await self.store.append(self.run_id, batch, expected_seq=expected)
             except StoreError as exc:
                 self.failed = exc
                 raise
@@ -119,11 +124,23 @@ class RunLog:
                 # was written, so the next append goes at the same seq; this batch is lost.
                 self.last_seq = expected
                 raise
+            if answer.last_seq - self.snapshot_seq >= self.snapshot_every:
+                await self._snapshot(answer)
         for hook in self.hooks:
             result = hook(self.run_id, self.last_seq, batch)
             if result is not None:
                 await result
         return self.last_seq
+
+    async def _snapshot(self, result: AppendResult) -> None:
+        """Save the live state as the run's snapshot if it is exactly the committed log."""
+        state = self.state
+        if state.last_seq != result.last_seq or self.store is None:
+            return  # more is staged or queued: the state is ahead of the log
+        state.last_hash = result.last_hash
+        state.last_position = result.last_position
+        self.snapshot_seq = result.last_seq
+        await save_state(self.store, state)
 
     def stage(self, body: EventBody) -> None:
         """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.

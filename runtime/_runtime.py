@@ -37,6 +37,7 @@ from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
 from ._result import RunOutcome, RunResult, result_of
 from ._runlog import CommitHook, RunLog
+from ._snapshots import load_state
 from ._spec import GraphSpec, NodeSpec, graph_hash, shared_graph_dict
 from ._spec_load import graph_from_dict
 from ._spec_validate import validate_graph
@@ -326,10 +327,10 @@ class Runtime:
         *,
         outcome: RunOutcome | None = None,
     ) -> RunHandle:
-        events = await self.read_events(run_id)
-        if not events:
-            raise RunNotFoundError(run_id)
-        state = fold(events)
+        state, events = await self._read_state(run_id)
+        if state.forked and (not events or events[0].seq != 1):
+            # An open fan-out is rebuilt from its events, which may precede the snapshot.
+            events = await self.read_events(run_id)
         if state.status in _FINAL:
             raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
         if state.graph is None:
@@ -467,11 +468,27 @@ class Runtime:
         await self._control_elsewhere(run_id, "inject", data=dict(data))
 
     async def get_state(self, run_id: str, *, at_seq: int | None = None) -> RunState:
-        """The run's state as the fold of its log, up to ``at_seq`` (time travel) if given."""
-        events = await self.read_events(run_id, to_seq=at_seq)
-        if not events:
+        """The run's state as the fold of its log, up to ``at_seq`` (time travel) if given.
+
+        Reads the run's newest snapshot that still matches its log and folds only the
+        events after it (see ``runtime._snapshots``); the result is the same without it.
+        """
+        state, _events = await self._read_state(run_id, to_seq=at_seq)
+        return state
+
+    async def _read_state(
+        self, run_id: str, *, to_seq: int | None = None
+    ) -> tuple[RunState, list[Event]]:
+        """The fold of the run's log (through a snapshot where one matches) and the events
+        folded after it; RunNotFoundError for a run without events."""
+        if self.store is not None:
+            state, events = await load_state(self.store, run_id, to_seq=to_seq)
+        else:
+            events = await self.read_events(run_id, to_seq=to_seq)
+            state = fold(events)
+        if state.last_seq == 0:
             raise RunNotFoundError(run_id)
-        return fold(events)
+        return state, events
 
     async def read_events(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
         """The run's events in order (from the store, or the in-memory log)."""

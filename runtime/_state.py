@@ -105,7 +105,8 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     running: dict[str, int] = {}
     failed_nodes: list[str] = []
     total_retries: int = 0
-    #: The join node of the open fan-out (forked, not yet joined), if it has one.
+    #: Whether a fan-out is open (forked, not yet joined), and its join node if it has one.
+    forked: bool = False
     fanout_join: str | None = None
     outputs: dict[str, dict[str, Any]] = {}
     #: The run's conversation: a sequence of ConversationEntry built by the projection the
@@ -142,6 +143,7 @@ def _copy(state: RunState) -> RunState:
         running=dict(state.running),
         failed_nodes=list(state.failed_nodes),
         total_retries=state.total_retries,
+        forked=state.forked,
         fanout_join=state.fanout_join,
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
@@ -304,12 +306,14 @@ def apply(state: RunState, body: EventBody) -> None:
                 _finish_node(s, body.node_id)
         case BranchesForked():
             s.conversation.apply(body)
+            s.forked = True
             s.fanout_join = body.join
             for target in body.targets:
                 if target != body.join:
                     _due(s, target)
         case BranchesJoined():
             s.conversation.apply(body)
+            s.forked = False
             s.fanout_join = None
             if body.join is not None:
                 _due(s, body.join)
@@ -345,6 +349,7 @@ def apply(state: RunState, body: EventBody) -> None:
             s.pending = []
             s.running = {}
             s.paused = None
+            s.forked = False
             s.fanout_join = None
         case _:
             pass

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import EventBody
+from eventstore import AppendResult, EventBody
 from runtime import NodeStarted, OutputSet
 from runtime._runlog import RunLog
 
@@ -27,7 +27,8 @@ class SlowStore:
     ) -> Any:
         self.appended.append((expected_seq, list(events)))  # handed over at once
         await self.release.wait()
-        return None
+        first = (expected_seq or 0) + 1
+        return AppendResult(first, first + len(events) - 1, 0, "")
 
 
 @pytest.mark.parametrize("shield", [True, False])

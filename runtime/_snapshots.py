@@ -1,0 +1,120 @@
+"""Snapshots of a run's folded state: a derived cache that keeps reads from growing with the log.
+
+A snapshot is the :class:`RunState` after event ``seq``, encoded, stored with the store's
+snapshot storage (``save_snapshot`` / ``load_snapshot``) and tagged with the chain hash of
+event ``seq`` and :data:`FOLD_VERSION`. It is never the source of truth:
+
+- a snapshot is used only when its version is this fold's and the log's event at its seq
+  still has its hash (so a changed fold, a rewritten log or another run's snapshot is
+  ignored); the state is then the snapshot plus the fold of the events after it;
+- otherwise the whole log is folded, and a fresh snapshot is saved;
+- deleting every snapshot changes no result, only how long a read takes.
+
+:func:`load_state` is what ``Runtime.get_state`` and ``Runtime.resume`` read through;
+:class:`SnapshotPolicy` saves one every ``every`` events as a run's log grows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import msgspec
+
+from eventstore import Event, EventStore, Snapshot, StoreError
+
+from ._state import RunState, fold
+
+__all__ = ["FOLD_VERSION", "SNAPSHOT_EVERY", "decode_state", "encode_state", "load_state"]
+
+_log = logging.getLogger("magistrate.runtime")
+
+#: Events between two snapshots of a run.
+SNAPSHOT_EVERY = 1000
+
+# Bumped by hand when apply's meaning changes with RunState's shape unchanged; a change of
+# the shape changes the fingerprint by itself.
+_APPLY_REVISION = 1
+_SHAPE = msgspec.json.encode(msgspec.json.schema(RunState))
+
+#: Names the fold that made a snapshot: a snapshot made by another is ignored.
+FOLD_VERSION = f"{_APPLY_REVISION}.{hashlib.sha256(_SHAPE).hexdigest()[:16]}"
+
+# JSON, as the log's bodies are: a live state's values then read back exactly as the fold
+# of the log reads them (a tuple as a list, ...), so a snapshot of a live state is the fold.
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(RunState)
+
+
+def encode_state(state: RunState) -> bytes:
+    """The snapshot bytes of ``state`` (JSON, encoded as event bodies are). Raises
+    TypeError / ValueError for a memory value that cannot be encoded (then no snapshot)."""
+    return _ENCODER.encode(state)
+
+
+def decode_state(data: bytes) -> RunState:
+    """The state in snapshot bytes (raises msgspec.DecodeError / ValidationError)."""
+    state: RunState = _DECODER.decode(data)
+    return state
+
+
+async def save_state(store: EventStore, state: RunState) -> bool:
+    """Save ``state`` (a fold of the committed log) as the run's snapshot; False when it
+    cannot be encoded or the store refused it (logged: a snapshot is only a cache)."""
+    if state.last_seq == 0 or not state.last_hash:
+        return False
+    try:
+        data = encode_state(state)
+    except (TypeError, OverflowError, ValueError) as exc:
+        _log.debug("run %s: no snapshot at seq %d (%s)", state.run_id, state.last_seq, exc)
+        return False
+    try:
+        await store.save_snapshot(
+            Snapshot(state.run_id, state.last_seq, state.last_hash, FOLD_VERSION, data)
+        )
+    except StoreError as exc:
+        _log.warning("run %s: saving a snapshot failed (%s)", state.run_id, exc)
+        return False
+    return True
+
+
+async def _usable(store: EventStore, run_id: str, to_seq: int | None) -> Snapshot | None:
+    snapshot = await store.load_snapshot(run_id)
+    if snapshot is None or snapshot.version != FOLD_VERSION:
+        return None
+    if to_seq is not None and snapshot.seq > to_seq:
+        return None
+    return snapshot
+
+
+async def load_state(
+    store: EventStore, run_id: str, *, to_seq: int | None = None, every: int = SNAPSHOT_EVERY
+) -> tuple[RunState, list[Event]]:
+    """The run's state (up to ``to_seq``) and the events folded onto the snapshot used.
+
+    Reads the newest usable snapshot and the events after it; without one, the whole log
+    (the events returned are then all of them). Saves a new snapshot when ``every`` or more
+    events were folded past the last one (not for a time-travel read). A state of a run
+    with no events has ``last_seq == 0``.
+    """
+    snapshot = await _usable(store, run_id, to_seq)
+    if snapshot is not None:
+        # From the snapshot's own event: its hash ties the snapshot to this log.
+        events = [e async for e in store.read(run_id, from_seq=snapshot.seq, to_seq=to_seq)]
+        if events and events[0].seq == snapshot.seq and events[0].hash == snapshot.hash:
+            try:
+                base = decode_state(snapshot.data)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                base = None
+            if base is not None:
+                tail = events[1:]
+                state = fold(tail, base) if tail else fold((), base)
+                if to_seq is None and len(tail) >= every:
+                    await save_state(store, state)
+                return state, tail
+        _log.info("run %s: its snapshot at seq %d does not match the log", run_id, snapshot.seq)
+    events = await store.read_all(run_id, to_seq=to_seq)
+    state = fold(events)
+    if to_seq is None and len(events) >= every:
+        await save_state(store, state)
+    return state, events

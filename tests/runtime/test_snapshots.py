@@ -1,0 +1,97 @@
+"""Snapshots are a cache: reads through them equal the fold of the whole log, and a snapshot
+that does not match the log or the fold is ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore import Snapshot, SqliteEventStore
+from runtime import EdgeSpec, GraphSpec, MemoryKey, NodeSpec, Runtime, fold
+from runtime._snapshots import FOLD_VERSION, SNAPSHOT_EVERY, encode_state
+
+pytestmark = pytest.mark.anyio
+
+STEPS = SNAPSHOT_EVERY // 3  # a step writes ~5 events: the run crosses a snapshot
+
+
+def count(inputs: dict[str, Any]) -> dict[str, Any]:
+    n = int(inputs.get("n", 0)) + 1
+    return {"n": n, "seen": n}
+
+
+def graph() -> GraphSpec:
+    return GraphSpec(
+        id="loop",
+        nodes=[
+            NodeSpec(id="count", kind="function", function="count"),
+            NodeSpec(id="gate", kind="function", function="count"),
+        ],
+        edges=[
+            EdgeSpec(
+                source="count", target="count", condition="conditional", expression=f"n < {STEPS}"
+            ),
+            EdgeSpec(source="count", target="gate", condition="always"),
+        ],
+        entry_node="count",
+        pause_nodes=["gate"],
+        max_steps=STEPS + 10,
+        memory=[MemoryKey(name="seen", reducer="append")],
+    )
+
+
+async def paused_run(path: Path) -> str:
+    async with Runtime(path, functions={"count": count}) as rt:
+        handle = await rt.start(graph())
+        result = await handle.result()
+    assert result.status == "paused" and result.resume_at == ["gate"]
+    return handle.run_id
+
+
+async def test_a_long_run_is_read_through_its_snapshot_with_the_same_state(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    run_id = await paused_run(path)
+    async with Runtime(path, functions={"count": count}) as rt:
+        assert rt.store is not None
+        snapshot = await rt.store.load_snapshot(run_id)
+        assert snapshot is not None and snapshot.version == FOLD_VERSION
+        events = await rt.read_events(run_id)
+        assert snapshot.seq == len(events)  # saved at the pause, the log's last event
+        whole = fold(events)
+        assert await rt.get_state(run_id) == whole
+        assert await rt.get_state(run_id, at_seq=100) == fold(events[:100])
+        assert await rt.store.delete_snapshots(run_id) == 1
+        assert await rt.get_state(run_id) == whole  # folds the log and saves one again
+        assert await rt.store.load_snapshot(run_id) is not None
+        result = await (await rt.resume(run_id)).result()
+        assert result.status == "completed" and result.memory["n"] == STEPS + 1
+        assert result.memory["seen"] == list(range(1, STEPS + 2))
+        assert await rt.get_state(run_id) == fold(await rt.read_events(run_id))
+
+
+async def test_a_snapshot_that_does_not_match_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    run_id = await paused_run(path)
+    async with SqliteEventStore(path) as store:
+        events = await store.read_all(run_id)
+        whole = fold(events)
+        wrong = fold(events[:10])
+        wrong.memory["n"] = -1
+        forged = [
+            # Another fold's version, the right hash: ignored.
+            Snapshot(run_id, len(events), events[-1].hash, "0.old", encode_state(wrong)),
+            # This fold's version, a hash the log does not have at that seq: ignored.
+            Snapshot(run_id, len(events), "00" * 32, FOLD_VERSION, encode_state(wrong)),
+            # Undecodable data under the right version and hash: ignored.
+            Snapshot(run_id, len(events), events[-1].hash, FOLD_VERSION, b"\x00garbage"),
+        ]
+    for snapshot in forged:
+        async with Runtime(path, functions={"count": count}) as rt:
+            assert rt.store is not None
+            await rt.store.save_snapshot(snapshot)
+            assert await rt.get_state(run_id) == whole
+            assert (await rt.get_state(run_id)).memory["n"] == STEPS
