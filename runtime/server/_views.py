@@ -1,8 +1,8 @@
 """What the API reads: run summaries, filtered run lists, event pages and run details.
 
 Everything here is read from the store and folded on request; the server keeps no copy of
-run state. The one cache maps a run id to its graph id, a fact of the run's first event
-that never changes.
+run state. Two caches hold facts that never change once written: a run's graph (its first
+event) and a finished run's quality and error (its last event).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ __all__ = ["RunFilter", "RunReader", "event_view"]
 SCAN_LIMIT = 10_000
 
 _LOG_ERRORS = (CorruptLogError, UnknownEventError)
+_FINISHED = ("completed", "failed")
+#: Entries each of the reader's caches holds at most (it starts over when full).
+_CACHE_LIMIT = 50_000
 
 
 class RunFilter(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,6 +91,13 @@ class RunReader:
     def __init__(self, store: EventStore) -> None:
         self.store = store
         self._graph_ids: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
+        # A finished run's last event is final: its quality and error never change.
+        self._finished: dict[str, tuple[str | None, str | None]] = {}
+
+    def _remember(self, cache: dict[str, Any], run_id: str, value: Any) -> None:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[run_id] = value
 
     async def _first(self, run_id: str) -> tuple[str | None, dict[str, Any] | None]:
         cached = self._graph_ids.get(run_id)
@@ -100,7 +110,7 @@ class RunReader:
                 graph_id = graph.get("id")
                 found = (graph_id if isinstance(graph_id, str) else None, graph)
         if found[0] is not None:
-            self._graph_ids[run_id] = found
+            self._remember(self._graph_ids, run_id, found)
         return found
 
     async def summary(self, info: RunInfo) -> RunSummary:
@@ -111,13 +121,17 @@ class RunReader:
         graph_id: str | None = None
         try:
             graph_id, graph = await self._first(info.run_id)
-            if info.last_seq > 0:
+            finished = self._finished.get(info.run_id)
+            if finished is not None:
+                quality, error = finished
+            elif info.last_seq > 0:
                 async for event in self.store.read(
                     info.run_id, from_seq=info.last_seq, to_seq=info.last_seq
                 ):
                     body = event.body
                     if isinstance(body, RunFinished):
                         quality, error = body.quality, body.error
+                        self._remember(self._finished, info.run_id, (quality, error))
                     elif isinstance(body, RunPaused) and info.status == "paused":
                         paused = PauseView(
                             reason=body.reason,
@@ -145,7 +159,9 @@ class RunReader:
         infos = [
             info
             for info in infos
-            if (filters.created_after is None or info.created >= filters.created_after)
+            # Only a finished run has a quality.
+            if (filters.quality is None or info.status in _FINISHED)
+            and (filters.created_after is None or info.created >= filters.created_after)
             and (filters.created_before is None or info.created <= filters.created_before)
         ]
         rows: list[RunSummary] = []
