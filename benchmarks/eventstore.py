@@ -2,7 +2,10 @@
 
 Workload: each appender appends batches of 1-3 realistic events (150-700 bytes encoded) to
 its own run, awaiting each commit, with 1, 10 and 200 appenders. The floor is plain sqlite3
-inserting the same encoded rows, same schema and pragmas, in transactions of 1,000. Replay
+inserting the same encoded rows, same schema (with the fence trigger every row passes) and
+pragmas, in transactions of 1,000; the floor without the fence shows what the fence costs.
+Load: 2,500 to 10,000 short runs (5 appends each) started at once, far more than the
+writer takes in flight: the wall time per run must stay flat as the runs grow. Replay
 reads a 10,000-event run and folds it.
 """
 
@@ -20,7 +23,8 @@ import anyio
 
 from eventstore import DurabilityConfig, EventBody, SqliteEventStore, encode_body, event_tag
 from eventstore._events import chain_digest
-from eventstore._schema import create_schema, store_body
+from eventstore._format import store_body
+from eventstore._schema import create_schema
 from eventstore._statements import wal_autocheckpoint_pages
 from runtime import (
     LlmTurn,
@@ -147,18 +151,27 @@ def floor_rows(count: int, runs: int) -> list[tuple[Any, ...]]:
 
 
 def raw_floor(
-    path: str, rows: list[tuple[Any, ...]], per_txn: int, page_size: int | None = None
+    path: str,
+    rows: list[tuple[Any, ...]],
+    per_txn: int,
+    page_size: int | None = None,
+    *,
+    fence: bool = True,
 ) -> float:
     """Events/s for plain sqlite3 inserts of pre-encoded rows, ``per_txn`` per transaction,
-    on the store's default page size unless ``page_size`` is given."""
+    on the store's schema (with its fence unless ``fence`` is False: each row then costs
+    no check and no update of its runs row) and default page size unless ``page_size``."""
     conn = sqlite3.connect(path, isolation_level=None)
     create_schema(conn, page_size or DurabilityConfig().page_size)
+    if not fence:
+        conn.execute("DROP TRIGGER events_fence")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
     runs = {row[1] for row in rows}
     conn.executemany(
-        "INSERT INTO runs VALUES (?, ?, 'running', 0, 0, 0, NULL)",
+        "INSERT INTO runs (run, run_id, status, created, updated, last_seq) "
+        "VALUES (?, ?, 'running', 0, 0, 0)",
         [(run, f"floor-{run}") for run in sorted(runs)],
     )
     sql = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -187,6 +200,28 @@ async def replay_speed(path: str, count: int, repeats: int) -> float:
     return best
 
 
+async def load_wall(path: str, runs: int, appends: int) -> float:
+    """Seconds for ``runs`` concurrent short runs of ``appends`` appends each (1-3 events,
+    like a run's steps) to finish, all started at once: far more appenders than the
+    writer takes in flight, so most wait for space."""
+    pool = make_bodies(random.Random(5), 600)
+    async with SqliteEventStore(path) as store:
+
+        async def run(index: int) -> None:
+            r = random.Random(index)
+            seq = 0
+            for _ in range(appends):
+                start = r.randrange(len(pool) - 3)
+                batch = pool[start : start + r.randint(1, 3)]
+                seq = (await store.append(f"load-{index}", batch, expected_seq=seq)).last_seq
+
+        with Timer() as t:
+            async with anyio.create_task_group() as tg:
+                for index in range(runs):
+                    tg.start_soon(run, index)
+    return t.seconds
+
+
 def main(quick: bool) -> None:
     seconds = 2.5 if quick else 8.0
     floor_count = 50_000 if quick else 200_000
@@ -207,25 +242,43 @@ def main(quick: bool) -> None:
         # For reference: the floor on 4 KB pages (SQLite's default; ours is 1 KB, see
         # DurabilityConfig), which bulk inserts favour. The ratio uses the same-pragma floor.
         floor_4k = raw_floor(os.path.join(workdir, "floor-4k.db"), rows, 1000, 4096)
+        unfenced = raw_floor(os.path.join(workdir, "floor-nofence.db"), rows, 1000, fence=False)
         page = DurabilityConfig().page_size
         table.append(
             [f"raw sqlite3, 1000 per txn ({page} B pages)", floor, 1000.0, floor_count * 2]
         )
         table.append(["raw sqlite3, 1000 per txn (4096 B pages)", floor_4k, 1000.0, floor_count])
+        table.append(["raw sqlite3, 1000 per txn, no fence", unfenced, 1000.0, floor_count])
         table.append(["raw sqlite3, 1 per txn", single, 1.0, 300])
         replay = anyio.run(replay_speed, os.path.join(workdir, "replay.db"), 10_000, 3)
+        loads: dict[int, float] = {}
+        for runs in (1_250, 2_500, 5_000, 10_000) if not quick else (2_500, 10_000):
+            loads[runs] = anyio.run(load_wall, os.path.join(workdir, f"load-{runs}.db"), runs, 5)
         print_table(
             "Append throughput (synchronous=FULL, WAL)",
             ["writer", "events/s", "mean batch", "events"],
             table,
         )
         print_table("Replay", ["what", "events/s"], [["read_all + fold, 10,000 events", replay]])
+        print_table(
+            "Load: concurrent short runs (5 appends each), all started at once",
+            ["runs", "wall s", "ms per run"],
+            [[runs, seconds, 1000 * seconds / runs] for runs, seconds in loads.items()],
+        )
         figure("eventstore.append.1_appender.events_per_s", results[1], "events/s")
         figure("eventstore.append.10_appenders.events_per_s", results[10], "events/s")
         figure("eventstore.append.200_appenders.events_per_s", results[200], "events/s")
         figure("eventstore.floor.events_per_s", floor, "events/s")
         figure("eventstore.floor_4k_pages.events_per_s", floor_4k, "events/s")
+        figure("eventstore.floor_without_fence.events_per_s", unfenced, "events/s")
         figure("eventstore.group_commit_vs_floor", results[200] / floor, "x")
         figure("eventstore.replay.events_per_s", replay, "events/s")
+        figure("eventstore.load.10000_runs_s", loads[10_000], "s")
+        # Linear in the number of runs when the time per run stays flat: 1.0 x.
+        figure(
+            "eventstore.load.per_run_10000_over_2500",
+            (loads[10_000] / 10_000) / (loads[2_500] / 2_500),
+            "x",
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
-import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 import aiosqlite
 import anyio
-import msgspec
-
-from actors import ActorRef, ActorStoppedError, ActorSystem, MailboxConfig
 
 from ._core import WriterCore
-from ._errors import ConcurrencyError, CorruptLogError, StoreClosedError, UnknownEventError
-from ._events import Event, EventBody, chain_digest, decode_body
-from ._gil import SwitchIntervalLease
-from ._process_writer import ProcessWriter
+from ._errors import CorruptLogError, StoreClosedError, StoreFileError, UnknownEventError
+from ._events import Event, EventBody
+from ._format import HASH_WIDTH
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -30,35 +24,28 @@ from ._protocol import (
     VerifyReport,
 )
 from ._requests import AppendRequest, prepare
-from ._schema import check_file, load_body, row_events
+from ._rows import row_events
+from ._schema import check_file
 from ._snapshots import SnapshotTable
-from ._writer import WriterActor, _Drain
+from ._writer import ThreadWriter, Writer
 
 __all__ = ["SqliteEventStore"]
 
 _CHUNK = 1000
 _DEFAULT_CONFIG = DurabilityConfig()
 _EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
-# The runs row is written when a run's status changes; its live last seq and update time
-# come from the run's last event (one index seek each).
-_RUN_COLUMNS = (
-    "r.run_id, r.status, r.created, "
-    "coalesce((SELECT e.ts FROM events e WHERE e.run = r.run ORDER BY e.seq DESC LIMIT 1), "
-    "r.updated), "
-    # A row holds len(hash) / 32 events (see _schema): the last one's seq.
-    "coalesce((SELECT e.seq + length(e.hash) / 32 - 1 FROM events e WHERE e.run = r.run "
-    "ORDER BY e.seq DESC LIMIT 1), 0), r.graph_hash"
-)
+# The runs row holds each run's live last seq and update time (the fence advances them).
+_RUN_COLUMNS = "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash"
 
 
 class SqliteEventStore:
     """An :class:`EventStore` in one SQLite file (WAL mode).
 
     Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close` (from
-    any tasks). Appends from every task go through one writer that group-commits them: a
-    child process by default (``DurabilityConfig.writer``), or a writer actor whose thread
-    commits, run in an ActorSystem in a task of its own. Reads use a separate connection
-    and run beside the writer. asyncio only (as aiosqlite is).
+    any tasks). Appends from every task go through one writer thread that group-commits
+    them; reads use a separate connection and run beside it. Several stores (in one process
+    or several) may share a file: the file itself refuses an append that does not follow
+    its run's last seq (ConcurrencyError). asyncio only (as aiosqlite is).
     """
 
     def __init__(
@@ -67,30 +54,15 @@ class SqliteEventStore:
         self.path = os.fspath(path)
         self.config = config
         self._state = "new"  # new -> open -> closing -> closed
-        self._host: asyncio.Task[None] | None = None
-        self._stop_host = anyio.Event()
-        self._host_error: Exception | None = None
-        self._writer: ActorRef | None = None  # the writer actor (writer="thread")
-        self._process: ProcessWriter | None = None  # writer="process"
-        # Where appends go: the writer process, or the writer actor.
-        self._sink: ProcessWriter | WriterActor | None = None
+        self._writer: Writer | None = None
         self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
         self._snapshots = SnapshotTable(self.path)
         self._run_keys: dict[str, int] = {}
-        self._inflight: set[AppendRequest] = set()
         # Set at the next commit; made by a follower (tail) when it waits, so a store
         # nobody tails makes none.
         self._committed: anyio.Event | None = None
-        self._switch_lease: SwitchIntervalLease | None = None
-        # statistics
-        self._appends = 0
-        self._events = 0
-        self._batches = 0
-        self._max_batch = 0
-        self._commit_seconds = 0.0
-        self._conflicts = 0
 
     def __repr__(self) -> str:
         return f"<SqliteEventStore {self.path!r} {self._state}>"
@@ -102,61 +74,35 @@ class SqliteEventStore:
 
         Blocks on file I/O in a worker thread. Raises NotAStoreError if the file is not a
         magistrate store, SchemaVersionError if a newer release wrote it (in both cases the
-        file is left byte-for-byte unchanged), StoreError if the store was already opened.
+        file is left byte-for-byte unchanged), StoreFileError if it cannot be created,
+        opened or read (a missing directory, a truncated file), StoreClosedError if the
+        store was already opened.
         """
         if self._state != "new":
             raise StoreClosedError("open", f"the store is {self._state}; open it only once")
         create = await anyio.to_thread.run_sync(check_file, self.path)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
         try:
-            if self.config.writer == "process":
-                # The file is created (or upgraded): the process opens a connection of its own.
-                await anyio.to_thread.run_sync(self._core.close)
-                process = ProcessWriter(
-                    self, self.config.synchronous, self.config.max_batch, self._capacity
-                )
-                self._process = process
-                await process.start()
-                self._sink = process
-            self._reader = await aiosqlite.connect(self.path)
-            await self._reader.execute("PRAGMA query_only = ON")
-            if self.config.writer == "thread":
-                ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self._host = asyncio.create_task(
-                    self._host_writer(ready), name=f"eventstore:{self}"
-                )
-                await ready
+            try:
+                self._reader = await aiosqlite.connect(self.path)
+                await self._reader.execute("PRAGMA query_only = ON")
+            except sqlite3.Error as exc:
+                raise StoreFileError(self.path, str(exc)) from exc
         except BaseException:
             await self._release()
             raise
-        if self.config.writer == "thread" and self.config.switch_interval is not None:
-            self._switch_lease = SwitchIntervalLease(self.config.switch_interval)
+        self._writer = ThreadWriter(
+            self._core, self.config.max_batch, self._capacity, self._wake_followers
+        )
         self._state = "open"
-
-    async def _host_writer(self, ready: asyncio.Future[None]) -> None:
-        # The writer's ActorSystem lives in a task of its own, not in the caller's: its task
-        # group is then not bound to the scopes of whoever called open(), so open() and
-        # close() may be called from any task, inside or outside other task groups.
-        try:
-            async with ActorSystem() as system:
-                writer = WriterActor(self, self._core, self.config.max_batch, self._capacity)
-                name = f"eventstore-writer:{self.path}"
-                self._writer = system.spawn(writer, name=name, mailbox=MailboxConfig(capacity=8))
-                self._sink = writer
-                ready.set_result(None)
-                await self._stop_host.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
 
     async def close(self) -> None:
         """Close the store; idempotent; may be called from any task.
 
-        Appends already queued are committed first and their callers answered; appends that
-        arrive after close began raise StoreClosedError. Then the writer stops, the WAL is
-        merged into the database file and both connections close. Shielded from cancellation
-        (it finishes what it started). Followers in :meth:`tail` end.
+        Appends already submitted are committed first and their callers answered; appends
+        that arrive after close began raise StoreClosedError. Then the writer stops, the WAL
+        is merged into the database file and the connections close. Shielded from
+        cancellation (it finishes what it started). Followers in :meth:`tail` end.
         """
         if self._state in ("closing", "closed"):
             return
@@ -165,39 +111,13 @@ class SqliteEventStore:
             return
         self._state = "closing"
         with anyio.CancelScope(shield=True):
-            if self._process is not None:
-                await self._process.close()
-            elif self._writer is not None and not self._writer.stopped:
-                drain = AppendRequest("", [], [], [], (None, None), None)
-                try:
-                    await self._writer.tell(_Drain(request=drain))
-                    await drain.wait()
-                except ActorStoppedError:
-                    pass  # the writer died; its on_stop already failed every waiter
+            if self._writer is not None:
+                await self._writer.close()
             await self._release()
         self._state = "closed"
         self._wake_followers()
 
     async def _release(self) -> None:
-        if self._switch_lease is not None:
-            lease, self._switch_lease = self._switch_lease, None
-            lease.release()
-        if self._host is not None:
-            host, self._host = self._host, None
-            self._stop_host.set()
-            with anyio.CancelScope(shield=True):
-                try:
-                    await host
-                except Exception as exc:
-                    # The writer's system failed while stopping; nothing is lost (every
-                    # waiter was answered or failed), so note it on the store and go on.
-                    self._host_error = exc
-        self._writer = None
-        self._sink = None
-        if self._process is not None:
-            process, self._process = self._process, None
-            process.kill()  # if it is still running (a failed open); else only disposes
-        self._fail_inflight()
         with anyio.CancelScope(shield=True):
             if self._reader is not None:
                 reader, self._reader = self._reader, None
@@ -235,15 +155,11 @@ class SqliteEventStore:
         it may still commit.
         """
         writer, request = self._request(run_id, events, expected_seq)
-        self._inflight.add(request)
-        try:
-            while not writer.submit(request):
-                await writer.wait_for_space()  # backpressure: the inbox is full
-                if self._state != "open":
-                    raise StoreClosedError("append")
-            await request.wait()
-        finally:
-            self._inflight.discard(request)
+        while not writer.submit(request):
+            await writer.wait_for_space()  # backpressure: the writer is full
+            if self._state != "open":
+                raise StoreClosedError("append")
+        await request.wait()
         if request.error is not None:
             raise request.error
         assert request.result is not None
@@ -272,58 +188,36 @@ class SqliteEventStore:
         """
         writer, request = self._request(run_id, events, expected_seq)
         request.on_done = on_done
-        if not writer.submit(request):
-            return False
-        if self._process is None:  # the writer process keeps its own (see _fail_inflight)
-            self._inflight.add(request)
-        return True
+        return writer.submit(request)
 
     def _request(
         self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
-    ) -> tuple[ProcessWriter | WriterActor, AppendRequest]:
+    ) -> tuple[Writer, AppendRequest]:
         """The checks every append starts with, then the encoded request (not yet queued)."""
-        writer = self._sink
+        writer = self._writer
         if self._state != "open" or writer is None:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
-        writer.collect()  # batches the writer thread finished while the loop was busy
-        return writer, prepare(run_id, events, expected_seq, rows=self._process is None)
-
-    def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
-        self._batches += 1
-        self._appends += len(batch)
-        for request in batch:
-            if request.error is None:
-                self._events += len(request.bodies)
-            elif type(request.error) is ConcurrencyError:
-                self._conflicts += 1
-        self._max_batch = max(self._max_batch, len(batch))
-        self._commit_seconds += seconds
-        self._wake_followers()
+        return writer, prepare(run_id, events, expected_seq)
 
     def _wake_followers(self) -> None:
         committed, self._committed = self._committed, None
         if committed is not None:
             committed.set()
 
-    def _fail_inflight(self) -> None:
-        for request in list(self._inflight):
-            request.fail(StoreClosedError("append", "the store closed before it was written"))
-
     def statistics(self) -> StoreStatistics:
         """Counters of the writer since open (read by the Prometheus exporter)."""
-        queued = 0 if self._sink is None else self._sink.queued
-        return StoreStatistics(
-            appends=self._appends,
-            events=self._events,
-            batches=self._batches,
-            mean_batch_size=self._appends / self._batches if self._batches else 0.0,
-            max_batch_size=self._max_batch,
-            commit_seconds_total=self._commit_seconds,
-            conflicts=self._conflicts,
-            queued=queued,
-        )
+        if self._writer is None:
+            return StoreStatistics(
+                appends=0,
+                events=0,
+                batches=0,
+                mean_batch_size=0.0,
+                max_batch_size=0,
+                commit_seconds_total=0.0,
+            )
+        return self._writer.statistics()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -341,6 +235,8 @@ class SqliteEventStore:
             if self._reader is None:
                 raise StoreClosedError(operation) from exc
             raise
+        except sqlite3.Error as exc:  # a damaged or truncated file, an I/O error
+            raise StoreFileError(self.path, f"{operation}: {exc}") from exc
 
     async def _run_key(self, operation: str, run_id: str) -> int | None:
         key = self._run_keys.get(run_id)
@@ -351,54 +247,35 @@ class SqliteEventStore:
             key = self._run_keys[run_id] = rows[0][0]
         return key
 
-    @staticmethod
-    def _row_events(run_id: str, row: Any, prev_hash: str) -> list[Event]:
-        """The events of one stored row (a frame holds several), chained from ``prev_hash``."""
-        position, seq, ts, row_type, row_version, hashes, stored_row = row[:7]
-        try:
-            items = row_events(row_type, row_version, bytes(hashes), stored_row)
-        except ValueError as exc:
-            raise CorruptLogError(run_id, seq, str(exc)) from exc
-        events: list[Event] = []
-        for offset, (tag, version, digest, stored) in enumerate(items):
-            try:
-                body = decode_body(tag, version, load_body(stored, tag))
-            except UnknownEventError as exc:
-                raise UnknownEventError(tag, version, run_id) from exc
-            except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:
-                raise CorruptLogError(
-                    run_id, seq + offset, f"undecodable {tag!r} body: {exc}"
-                ) from exc
-            event_hash = digest.hex()
-            events.append(
-                Event(
-                    run_id=run_id,
-                    seq=seq + offset,
-                    position=position + offset,
-                    ts=ts,
-                    version=version,
-                    prev_hash=prev_hash,
-                    hash=event_hash,
-                    body=body,
-                )
-            )
-            prev_hash = event_hash
-        return events
-
     async def read(
-        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        verify: bool = False,
     ) -> AsyncIterator[Event]:
         """Yield the run's events with ``from_seq <= seq <= to_seq`` in seq order.
 
         Reads in chunks (no cursor stays open between yields), each from a committed
         snapshot; events committed while iterating are included if they fall in range.
-        Yields nothing for an unknown run. Raises CorruptLogError on a seq gap or an
-        undecodable body, UnknownEventError for an unregistered type, StoreClosedError if
-        the store is closed.
+        Yields nothing for an unknown run. ``verify=True`` checks the hash chain of what
+        it reads (for a fold that must not trust an edited file): each event's hash is
+        recomputed from its stored bytes and the hash before it, and a read that reaches
+        the run's end must end at the last seq and hash the run's record holds (so deleted
+        last events show). Raises CorruptLogError naming the seq on a gap, an undecodable
+        body or (verify) a broken chain, UnknownEventError for an unregistered type,
+        StoreFileError if the file cannot be read, StoreClosedError if the store is closed.
         """
         key = await self._run_key("read", run_id)
         if key is None:
             return
+        record: tuple[int, bytes] | None = None
+        if verify:
+            rows = await self._fetch(
+                "read", "SELECT last_seq, last_hash FROM runs WHERE run = ?", (key,)
+            )
+            record = (rows[0][0], bytes(rows[0][1]))
         first = max(1, from_seq)
         high = to_seq if to_seq is not None else 2**62
         # Rows are keyed by their first event's seq: start at the row holding ``first``,
@@ -414,7 +291,7 @@ class SqliteEventStore:
             expected = rows[0][0] if rows else first
             rows = await self._fetch(
                 "read",
-                "SELECT substr(hash, -32) FROM events WHERE run = ? AND seq < ? "
+                f"SELECT substr(hash, -{HASH_WIDTH}) FROM events WHERE run = ? AND seq < ? "
                 "ORDER BY seq DESC LIMIT 1",
                 (key, expected),
             )
@@ -430,7 +307,12 @@ class SqliteEventStore:
             for row in rows:
                 if row[1] != expected:
                     raise CorruptLogError(run_id, expected, "event missing (gap in seq)")
-                for event in self._row_events(run_id, row, prev):
+                for event in row_events(run_id, row, prev, check=verify):
+                    if record is not None and event.seq == record[0]:
+                        if event.hash != record[1].hex():
+                            raise CorruptLogError(
+                                run_id, event.seq, "the hash differs from the run's record"
+                            )
                     prev = event.hash
                     expected = event.seq + 1
                     if event.seq > high:
@@ -438,76 +320,76 @@ class SqliteEventStore:
                     if event.seq >= first:
                         yield event
             if len(rows) < _CHUNK:
-                return
+                break
+        if record is not None and expected <= min(record[0], high):
+            raise CorruptLogError(
+                run_id,
+                expected,
+                f"events missing: the log ends at seq {expected - 1} but the run's record "
+                f"says {record[0]}",
+            )
 
-    async def read_all(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+    async def read_all(
+        self, run_id: str, *, to_seq: int | None = None, verify: bool = False
+    ) -> list[Event]:
         """All of the run's events up to ``to_seq`` (inclusive), in order; see :meth:`read`."""
-        return [event async for event in self.read(run_id, to_seq=to_seq)]
+        return [event async for event in self.read(run_id, to_seq=to_seq, verify=verify)]
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Recompute the run's hash chain from the stored bytes and say where it first breaks.
 
-        Detects an edited body, type, version, hash or seq, a missing event (gap) and
-        missing trailing events (the run's recorded last seq is beyond the log). Raises
-        StoreClosedError if the store is closed; never raises for a broken log.
+        Detects an edited body, type, version, hash or seq, a missing event (gap), rows that
+        cannot be read at all, and missing last events (the log ends before the last seq
+        and hash the run's record holds). Never raises for a broken log or file (the report
+        says what is wrong); raises StoreClosedError if the store is closed.
         """
-        key = await self._run_key("verify", run_id)
-        if key is None:
+        try:
+            return await self._verify(run_id)
+        except StoreFileError as exc:
+            return VerifyReport(run_id, False, 0, None, f"the file cannot be read: {exc.reason}")
+
+    async def _verify(self, run_id: str) -> VerifyReport:
+        rows = await self._fetch(
+            "verify", "SELECT run, last_seq, last_hash FROM runs WHERE run_id = ?", (run_id,)
+        )
+        if not rows:
             return VerifyReport(run_id, False, 0, None, "no such run")
-        recorded = await self._fetch("verify", "SELECT last_seq FROM runs WHERE run = ?", (key,))
-        prev = b""
+        key, last_seq, last_hash = rows[0]
+        prev = ""
         expected = 1
-        checked = 0
         while True:
             rows = await self._fetch(
                 "verify",
-                "SELECT seq, type, version, hash, body FROM events WHERE run = ? AND seq >= ? "
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = ? AND seq >= ? "
                 "ORDER BY seq LIMIT ?",
                 (key, expected, _CHUNK),
             )
-            for seq, row_type, row_version, hashes, stored_row in rows:
-                if seq != expected:
-                    return VerifyReport(run_id, False, checked, expected, "event missing")
+            for row in rows:
+                if row[1] != expected:
+                    return VerifyReport(run_id, False, expected - 1, expected, "event missing")
                 try:
-                    items = row_events(row_type, row_version, bytes(hashes), stored_row)
-                except ValueError as exc:
-                    return VerifyReport(run_id, False, checked, seq, f"corrupt row: {exc}")
-                for tag, version, stored, blob in items:
-                    try:
-                        body = load_body(blob, tag)
-                    except zlib.error as exc:
-                        return VerifyReport(
-                            run_id, False, checked, expected, f"corrupt body: {exc}"
-                        )
-                    digest = chain_digest(prev, run_id, expected, tag, version, body)
-                    if digest != stored:
-                        return VerifyReport(
-                            run_id,
-                            False,
-                            checked,
-                            expected,
-                            "hash mismatch: event edited after append",
-                        )
-                    try:
-                        decode_body(tag, version, body)
-                    except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
-                        return VerifyReport(
-                            run_id, False, checked, expected, f"undecodable body: {exc}"
-                        )
-                    prev = digest
-                    checked += 1
-                    expected += 1
+                    events = row_events(run_id, row, prev, check=True)
+                except CorruptLogError as exc:
+                    return VerifyReport(run_id, False, exc.seq - 1, exc.seq, exc.reason)
+                except UnknownEventError as exc:
+                    return VerifyReport(run_id, False, expected - 1, expected, str(exc))
+                prev = events[-1].hash
+                expected = events[-1].seq + 1
             if len(rows) < _CHUNK:
                 break
-        # The runs row records the seq of the run's last status change: events up to there
-        # must exist, or the log was cut short.
-        if recorded and recorded[0][0] > checked:
+        checked = expected - 1
+        if checked < last_seq:
             return VerifyReport(
                 run_id,
                 False,
                 checked,
                 checked + 1,
-                f"run's status changed at seq {recorded[0][0]} but the log ends at {checked}",
+                f"events missing: the log ends at seq {checked} but the run's record says "
+                f"{last_seq}",
+            )
+        if checked == last_seq and last_seq and prev != bytes(last_hash).hex():
+            return VerifyReport(
+                run_id, False, checked - 1, checked, "the last hash differs from the run's record"
             )
         return VerifyReport(run_id, True, checked, None, None)
 
@@ -532,7 +414,7 @@ class SqliteEventStore:
                 rows = await self._fetch(
                     "tail",
                     "SELECT e.position, e.seq, e.ts, e.type, e.version, e.hash, e.body, r.run_id, "
-                    "(SELECT substr(p.hash, -32) FROM events p WHERE p.run = e.run "
+                    f"(SELECT substr(p.hash, -{HASH_WIDTH}) FROM events p WHERE p.run = e.run "
                     "AND p.seq < e.seq ORDER BY p.seq DESC LIMIT 1) "
                     "FROM events e JOIN runs r ON r.run = e.run WHERE e.position >= coalesce("
                     "(SELECT position FROM events WHERE position <= ? "
@@ -543,9 +425,7 @@ class SqliteEventStore:
                 return
             for row in rows:
                 prev = row[8]
-                for event in self._row_events(
-                    row[7], row, "" if prev is None else bytes(prev).hex()
-                ):
+                for event in row_events(row[7], row, "" if prev is None else bytes(prev).hex()):
                     if event.position > position:  # only the first row may hold older ones
                         position = event.position
                         yield event

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from eventstore import (
     APPLICATION_ID,
     SCHEMA_VERSION,
+    ConcurrencyError,
     CorruptLogError,
     DurabilityConfig,
     EventBody,
@@ -27,7 +31,7 @@ from eventstore import (
     encode_body,
     event_tag,
 )
-from eventstore._schema import FRAME_TYPE, pack_frame, store_body
+from eventstore._format import FRAME_TYPE, BodyForm, pack_frame, store_body
 from runtime import MemoryWritten, NodeCompleted, NodeStarted, RunFinished, RunPaused, RunStarted
 
 pytestmark = pytest.mark.anyio
@@ -122,25 +126,58 @@ async def test_reads_and_tails_start_and_stop_inside_frames(tmp_path: Path) -> N
     ]
 
 
+def strip_form_bytes(path: Path) -> None:
+    """Store every body as releases before schema version 5 did: without its form byte
+    (those forms were told apart by their first byte)."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT position, type, body FROM events").fetchall()
+        for position, row_type, body in rows:
+            if row_type == FRAME_TYPE:
+                items = msgspec.msgpack.decode(body)
+                old = msgspec.msgpack.encode([[t, v, b[1:]] for t, v, b in items])
+            else:
+                old = body[1:]
+            conn.execute("UPDATE events SET body = ? WHERE position = ?", (old, position))
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def downgrade(path: Path, version: int) -> None:
-    """Make ``path`` a store as a release of schema ``version`` (1 or 2) left it: version 3
-    added the snapshots table and the runs index, nothing else."""
-    tamper(path, "DROP TABLE snapshots")
-    tamper(path, "DROP INDEX runs_status")
+    """Make ``path`` a store as a release of schema ``version`` (1 to 4) left it: version 3
+    added the snapshots table and the runs index; version 4 the fence (before it, a runs
+    row's last seq was that of the run's last status change); version 5 the form byte."""
+    if version < 5:
+        strip_form_bytes(path)
+    if version < 4:
+        tamper(path, "DROP TRIGGER events_fence")
+        tamper(path, "ALTER TABLE runs DROP COLUMN last_hash")
+        tamper(path, "UPDATE runs SET last_seq = 1")  # as of its run.started
+    if version < 3:
+        tamper(path, "DROP TABLE snapshots")
+        tamper(path, "DROP INDEX runs_status")
     tamper(path, f"PRAGMA user_version = {version}")
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("framed", [False, True], ids=["rows", "frame"])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
-    tmp_path: Path, version: int
+    tmp_path: Path, version: int, framed: bool
 ) -> None:
     # Version 1 rows are rows of one event: the upgrade raises the version (so older
     # releases, which cannot read frames, refuse the file), adds what version 3 added, and
     # frames follow the old rows.
     path = tmp_path / "s.db"
-    await make_store(path)
+    await make_store(path, framed=framed and version > 1)  # frames came with version 2
+    async with SqliteEventStore(path) as store:  # a body stored compressed, too
+        await store.append("r0", [MemoryWritten(key="k", value="abc " * 1000)], expected_seq=0)
     downgrade(path, version)
     async with SqliteEventStore(path) as store:
+        info = await store.get_run("r1")
+        assert info is not None and info.last_seq == 7  # the upgrade took it from the log
+        with pytest.raises(ConcurrencyError):
+            await store.append("r1", make_events(1)[1:], expected_seq=1)
         await store.append("r1", make_events(1)[1:], expected_seq=7)
         events = await store.read_all("r1")
         assert (await store.verify("r1")).ok
@@ -148,6 +185,10 @@ async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
         await store.save_snapshot(snapshot)
         assert await store.load_snapshot("r1") == snapshot
         assert [r.run_id for r in await store.list_runs(status="running")] == ["r1"]
+        assert (await store.verify("r0")).ok
+        assert [e.body for e in await store.read_all("r0")] == [
+            MemoryWritten(key="k", value="abc " * 1000)
+        ]
     assert [e.body for e in events] == make_events() + make_events(1)[1:]
     conn = sqlite3.connect(path)
     try:
@@ -260,7 +301,7 @@ def tamper(path: Path, sql: str, *params: object) -> None:
 async def test_verify_finds_an_edited_body(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     await make_store(path)
-    forged = encode_body(NodeStarted(node_id="evil", visit=1))
+    forged = store_body(encode_body(NodeStarted(node_id="evil", visit=1)), "node.started")
     tamper(path, "UPDATE events SET body = ? WHERE seq = 4", forged)
     async with SqliteEventStore(path) as store:
         report = await store.verify("r1")
@@ -281,9 +322,11 @@ async def test_small_bodies_are_stored_without_their_tag_and_whole_ones_still_re
     finally:
         conn.close()
     whole = encode_body(NodeStarted(node_id="n0", visit=1))
-    assert stored == whole[len(b'{"type":"node.started"') :]  # the type column has the tag
-    # A row as releases before this format wrote it (the whole body) reads and verifies.
-    tamper(path, "UPDATE events SET body = ? WHERE seq = 2", whole)
+    # The form byte, then the body without its tag (the type column has it).
+    assert stored == bytes([BodyForm.TAGLESS]) + whole[len(b'{"type":"node.started"') :]
+    # The same event stored whole (as a body whose encoding lacks the tag is) reads and
+    # verifies the same.
+    tamper(path, "UPDATE events SET body = ? WHERE seq = 2", bytes([BodyForm.WHOLE]) + whole)
     async with SqliteEventStore(path) as store:
         assert (await store.verify("r1")).ok
         events = await store.read_all("r1")
@@ -331,7 +374,7 @@ async def test_an_unknown_event_type_is_a_clear_error(tmp_path: Path) -> None:
     digest = chain_hash(prev.hex(), "r1", 2, "from.the.future", 1, body)
     conn.execute(
         "INSERT INTO events VALUES (2, 1, 2, 0, 'from.the.future', 1, ?, ?)",
-        (bytes.fromhex(digest), body),
+        (bytes.fromhex(digest), store_body(body, "from.the.future")),
     )
     conn.commit()
     conn.close()
@@ -360,16 +403,15 @@ async def test_two_stores_on_one_file_never_duplicate_a_seq(tmp_path: Path) -> N
 
 
 def _failing_batch(shape: str) -> list[EventBody]:
-    if shape == "one statement":  # no runs row changes: one autocommit INSERT
+    if shape == "one row":
         return [NodeStarted(node_id="a", visit=1)]
-    if shape == "runs row changes":  # BEGIN IMMEDIATE, INSERT, UPDATE runs, COMMIT
+    if shape == "runs row changes":  # INSERT, UPDATE runs
         return [NodeStarted(node_id="a", visit=1), RunPaused(reason="user", node_id="a")]
-    # More rows (frames of 64 events) than one statement takes (the test lowers the
-    # limits): several INSERTs in one transaction.
+    # Many rows (frames of 64 events): the earlier ones are written when the last fails.
     return [NodeStarted(node_id=f"n{i}", visit=1) for i in range(3000)]
 
 
-@pytest.mark.parametrize("shape", ["one statement", "runs row changes", "several statements"])
+@pytest.mark.parametrize("shape", ["one row", "runs row changes", "many rows"])
 async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
     tmp_path: Path, shape: str
 ) -> None:
@@ -377,16 +419,10 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
 
     path = tmp_path / "s.db"
     batch = _failing_batch(shape)
-    # The writer process runs the same WriterCore; only the thread's can be reached here
-    # to lower its row limits.
-    config = DurabilityConfig(writer="thread" if shape == "several statements" else "process")
-    async with SqliteEventStore(path, config=config) as store:
-        if shape == "several statements":  # 47 rows: statements of 4 rows, then of 2 or 1
-            store._core._one_statement_rows = 4
-            store._core._chunk_rows = 4
+    async with SqliteEventStore(path) as store:
         await store.append("r1", [started()], expected_seq=0)
         # Another connection makes SQLite refuse the row holding the batch's last event:
-        # when several statements write the batch, the earlier ones have run by then.
+        # when the batch has several rows, the earlier ones are written by then.
         other = sqlite3.connect(path, isolation_level=None)
         other.execute(
             "CREATE TRIGGER refuse BEFORE INSERT ON events "
@@ -413,8 +449,7 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
 
 
 async def test_batches_of_every_size_read_back_in_order(tmp_path: Path) -> None:
-    # Single-statement batches are padded to a power of two rows; the padding is never
-    # written, and positions stay dense and in commit order.
+    # Positions stay dense and in commit order, whatever the batch's size.
     path = tmp_path / "s.db"
     sizes = [1, 2, 3, 5, 8, 9, 31, 64, 65, 127, 200, 2047, 2048, 2049]
     async with SqliteEventStore(path) as store:
@@ -445,19 +480,14 @@ async def test_batches_of_every_size_read_back_in_order(tmp_path: Path) -> None:
     assert rows[-1][0] + rows[-1][1] - 1 == len(expected)
 
 
-@pytest.mark.parametrize("writer", ["process", "thread"])
-async def test_synchronous_setting_is_applied(tmp_path: Path, writer: Any) -> None:
-    config = DurabilityConfig(synchronous="NORMAL", writer=writer)
+async def test_synchronous_setting_is_applied(tmp_path: Path) -> None:
+    config = DurabilityConfig(synchronous="NORMAL")
     async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
-        if writer == "thread":
-            assert store._core.conn is not None
-            settings = {
-                name: store._core.conn.execute(f"PRAGMA {name}").fetchone()[0]
-                for name in ("synchronous", "journal_mode")
-            }
-        else:  # what the writer process's own connection says
-            assert store._process is not None
-            settings = store._process.settings
+        assert store._core.conn is not None
+        settings = {
+            name: store._core.conn.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("synchronous", "journal_mode")
+        }
         assert settings["synchronous"] == 1  # NORMAL
         assert settings["journal_mode"] == "wal"
 
@@ -467,43 +497,34 @@ def test_durability_config_rejects_nonsense() -> None:
         DurabilityConfig(max_batch=0)
     with pytest.raises(ValueError):
         DurabilityConfig(page_size=3000)
-    with pytest.raises(ValueError, match="switch_interval"):
-        DurabilityConfig(switch_interval=0)
 
 
-async def test_open_stores_hold_a_short_switch_interval_and_the_last_restores_it(
+def _children() -> set[str]:
+    """The pids of this process's child processes (Linux)."""
+    found: set[str] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            found.update(f.read().split())
+    return found
+
+
+async def test_a_store_starts_no_process_and_changes_no_interpreter_setting(
     tmp_path: Path,
 ) -> None:
-    # Only writer threads need it; a store whose writer is a process leaves it alone.
-    original = sys.getswitchinterval()
-    thread = DurabilityConfig(writer="thread")
-    try:
-        sys.setswitchinterval(0.004)
-        slow = DurabilityConfig(switch_interval=0.002, writer="thread")
-        async with SqliteEventStore(tmp_path / "a.db", config=slow):
-            assert sys.getswitchinterval() == pytest.approx(0.002)
-            async with SqliteEventStore(tmp_path / "b.db", config=thread):  # 0.5 ms
-                assert sys.getswitchinterval() == pytest.approx(0.0005)
-            assert sys.getswitchinterval() == pytest.approx(0.002)  # b's lease is gone
-        assert sys.getswitchinterval() == pytest.approx(0.004)
-        async with SqliteEventStore(tmp_path / "p.db"):  # writer="process", the default
-            assert sys.getswitchinterval() == pytest.approx(0.004)
-        # None leaves it alone; a value set by someone else while open is kept on close.
-        async with SqliteEventStore(
-            tmp_path / "c.db", config=DurabilityConfig(switch_interval=None, writer="thread")
-        ):
-            assert sys.getswitchinterval() == pytest.approx(0.004)
-        async with SqliteEventStore(tmp_path / "d.db", config=thread):
-            sys.setswitchinterval(0.003)
-        assert sys.getswitchinterval() == pytest.approx(0.003)
-        # A store that fails to open holds nothing.
-        bogus = tmp_path / "bogus.db"
-        bogus.write_bytes(b"not a database at all" * 100)
-        with pytest.raises(NotAStoreError):
-            await SqliteEventStore(bogus, config=thread).open()
-        assert sys.getswitchinterval() == pytest.approx(0.003)
-    finally:
-        sys.setswitchinterval(original)
+    # An embedded library: the writer is a thread of this process, and the interpreter's
+    # process-wide settings stay as the application left them.
+    if not sys.platform.startswith("linux"):
+        pytest.skip("child processes are listed from /proc (Linux)")
+    interval = sys.getswitchinterval()
+    children = _children()
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        await store.append("r1", [started()], expected_seq=0)
+        assert _children() == children
+        assert sys.getswitchinterval() == interval
+        writers = [t for t in threading.enumerate() if t.name.startswith("eventstore-writer:")]
+        assert len(writers) == 1 and writers[0].is_alive()
+    assert not writers[0].is_alive()  # and it ends with the store
+    assert sys.getswitchinterval() == interval
 
 
 async def test_memory_payload_overhead_stays_small(tmp_path: Path) -> None:
@@ -534,7 +555,9 @@ async def test_verify_finds_an_edited_compressed_body(tmp_path: Path) -> None:
         value = "abc " * 1000
         await store.append("r1", [started()], expected_seq=0)
         await store.append("r1", [MemoryWritten(key="k", value=value)], expected_seq=1)
-    forged = zlib.compress(encode_body(MemoryWritten(key="k", value="abd " * 1000)))
+    forged = bytes([BodyForm.ZLIB]) + zlib.compress(
+        encode_body(MemoryWritten(key="k", value="abd " * 1000))
+    )
     tamper(path, "UPDATE events SET body = ? WHERE seq = 2", forged)
     async with SqliteEventStore(path) as store:
         report = await store.verify("r1")
@@ -600,21 +623,20 @@ async def test_an_undecodable_frame_is_a_clear_error(tmp_path: Path) -> None:
 async def test_concurrent_appends_share_transactions_of_at_most_half_those_in_flight(
     tmp_path: Path,
 ) -> None:
-    # Group commit in a writer thread: appends queued together share a transaction, but a
+    # Group commit: appends queued together share a transaction, but a
     # transaction takes at most half of the appends in flight, so two groups of callers
     # take turns (the event loop serves one while the other commits).
-    config = DurabilityConfig(writer="thread")
-    async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
+    async with SqliteEventStore(tmp_path / "s.db") as store:
         stats = await _hundred_appenders(store)
     assert stats.max_batch_size <= 50  # never more than half of the 100 in flight
 
 
 @pytest.mark.parametrize("max_batch", [1000, 7])
-async def test_a_writer_process_commits_concurrent_appends_in_groups(
+async def test_the_writer_commits_concurrent_appends_in_groups(
     tmp_path: Path, max_batch: int
 ) -> None:
-    # The writer process takes every append that has arrived (at most max_batch) into one
-    # transaction: 100 appenders need far fewer transactions than appends.
+    # The writer takes what has arrived (at most max_batch) into one transaction: 100
+    # appenders need far fewer transactions than appends.
     config = DurabilityConfig(max_batch=max_batch)
     async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
         stats = await _hundred_appenders(store)
@@ -672,24 +694,18 @@ async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
         core.close()
     assert rows == [
         ("r1", "running", 2, "gh", 1),
-        ("r2", "paused", 3, "gh", 1),  # as of the pause, not of the append after it
+        ("r2", "paused", 4, "gh", 1),  # the status as of the pause, the live last seq
         ("r3", "new", 1, None, 1),
     ]
     assert counts == [("r1", 2), ("r2", 4), ("r3", 1)]
 
 
-@pytest.mark.parametrize("update_from", [True, False], ids=["update-from", "per-row"])
-async def test_hundreds_of_runs_rows_in_one_transaction(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_from: bool
-) -> None:
-    # Runs rows go in by multi-row statements of up to 256 rows padded with NULL rows:
-    # 300 new runs, then 300 status changes, must each land exactly once, and the padding
-    # must neither insert nor update anything. Old SQLite builds update row by row.
-    from eventstore import _core
+async def test_hundreds_of_runs_rows_in_one_transaction(tmp_path: Path) -> None:
+    # 300 new runs, then 300 status changes, in one transaction each: every one lands
+    # exactly once.
     from eventstore._core import WriterCore
     from eventstore._requests import prepare
 
-    monkeypatch.setattr(_core, "UPDATE_FROM", update_from)
     core = WriterCore(str(tmp_path / "s.db"), "FULL")
     core.connect(True, 1024)
     try:
@@ -743,7 +759,7 @@ async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_r
 
 
 async def test_a_reopened_writer_finds_hundreds_of_runs_it_has_not_seen(tmp_path: Path) -> None:
-    # Runs the writer's cache does not hold are looked up in groups (of up to 256).
+    # Runs the writer's cache does not hold are looked up in the file, all at once.
     from eventstore._core import WriterCore
     from eventstore._requests import prepare
 
