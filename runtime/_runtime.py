@@ -192,6 +192,11 @@ class Runtime:
             )
             if self._ownership is not None:
                 await self._start_ownership(stack, self._ownership)
+            elif self.store is not None:
+                # Settles a run whose append met another process's events (see _settle).
+                tasks = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(tasks.cancel_scope.cancel)
+                self._tasks = tasks
         except BaseException:
             await stack.aclose()
             raise
@@ -398,9 +403,11 @@ class Runtime:
                     self._tasks.start_soon(self._ownership.release, run_id)
 
         if outcome is None:
-            if self._ownership is None:
+            if self.store is None:
                 outcome = RunOutcome(on_done=forget)
             else:
+                # A store another process may append to: a run whose append meets that
+                # process's events (ConcurrencyError) stops and obeys its log (_settle).
                 outcome = OwnedOutcome(forget, lambda error: self._settle_soon(run_id, error))
         elif isinstance(outcome, OwnedOutcome):
             outcome.holding = False
