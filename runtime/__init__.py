@@ -35,6 +35,12 @@ from ._events import (
     AnyEvent,
     BranchesForked,
     BranchesJoined,
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchJudgeWarning,
+    BranchToolResult,
+    BranchTurn,
     ConversationCompacted,
     EdgeTaken,
     InputInjected,
@@ -54,10 +60,18 @@ from ._events import (
     ToolCallRecord,
     ToolResult,
     Verdict,
+    VerificationRecorded,
 )
 from ._expr import Expression, compile_expression
 from ._fork import RunForked
 from ._function_node import NodeContext
+from ._goal_spec import (
+    Constraint,
+    ConstraintOutcome,
+    CriterionOutcome,
+    GoalOutcome,
+    SuccessCriterion,
+)
 from ._judge import (
     ImplicitJudge,
     JudgeContext,
@@ -76,6 +90,13 @@ from ._llm import (
 )
 from ._mermaid import graph_to_mermaid
 from ._openai import OpenAIProvider
+from ._parallel_spec import (
+    BranchCandidate,
+    BranchJudgeSpec,
+    BranchSpec,
+    BranchStrategy,
+    ParallelSpec,
+)
 from ._result import RunResult
 from ._runtime import RunHandle, Runtime
 from ._scripted import ScriptedProvider
@@ -97,28 +118,53 @@ from ._spec_validate import validate_graph
 from ._state import ConversationEntry, PauseInfo, RunState, VerdictRecord, fold
 from ._timeline import describe_event, render_timeline
 from ._tools import Tool, ToolRegistry, tool
+from ._verifier_spec import (
+    ExpressionVerifier,
+    JsonPathAssertion,
+    JsonPathVerifier,
+    LlmJudgeVerifier,
+    VerificationResult,
+)
 from ._worker import run_worker
 
 __all__ = [
     "AnthropicProvider",
     "AnyEvent",
+    "BranchCandidate",
+    "BranchFinished",
+    "BranchJudgeSpec",
+    "BranchJudgeWarning",
+    "BranchSpec",
+    "BranchStrategy",
+    "BranchToolResult",
+    "BranchTurn",
     "BranchesForked",
     "BranchesJoined",
+    "BranchesJudged",
+    "BranchesSelected",
     "ChatMessage",
+    "Constraint",
+    "ConstraintOutcome",
     "Conversation",
     "ConversationCompacted",
     "ConversationEntry",
+    "CriterionOutcome",
     "EdgeSpec",
     "EdgeTaken",
     "Expression",
     "ExpressionError",
+    "ExpressionVerifier",
     "Goal",
+    "GoalOutcome",
     "GraphSpec",
     "ImplicitJudge",
     "InputInjected",
+    "JsonPathAssertion",
+    "JsonPathVerifier",
     "JudgeContext",
     "JudgeProtocol",
     "JudgeVerdict",
+    "LlmJudgeVerifier",
     "LlmProvider",
     "LlmRequest",
     "LlmResponse",
@@ -137,6 +183,7 @@ __all__ = [
     "NodeTimeoutError",
     "OpenAIProvider",
     "OutputSet",
+    "ParallelSpec",
     "PauseInfo",
     "ProviderError",
     "ProviderHTTPError",
@@ -158,6 +205,7 @@ __all__ = [
     "SpecError",
     "SpecErrors",
     "StallDetected",
+    "SuccessCriterion",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
@@ -170,6 +218,8 @@ __all__ = [
     "Usage",
     "Verdict",
     "VerdictRecord",
+    "VerificationRecorded",
+    "VerificationResult",
     "VerifierSpec",
     "build_system_prompt",
     "compact_graph_dict",

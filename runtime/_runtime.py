@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any
 
 import anyio
@@ -29,12 +30,15 @@ from ._executor import ExecutorActor
 from ._fork import copy_prefix
 from ._function_node import FunctionNodeActor, PlainFunction
 from ._functions import resolve_callable
+from ._goals import score_goal
 from ._judge import JudgeProtocol
 from ._llm import LlmProvider
 from ._llm_node import LlmNodeActor
 from ._llm_support import SET_OUTPUT, resolve_judge
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
+from ._parallel import BranchRunner, check_parallel_names
+from ._parallel_spec import BranchStrategy
 from ._result import RunOutcome, RunResult, result_of
 from ._runlog import CommitHook, RunLog
 from ._snapshots import load_state
@@ -44,6 +48,7 @@ from ._spec_validate import validate_graph
 from ._state import RunState, fold
 from ._tools import Tool, ToolRegistry
 from ._values import check_memory_values
+from ._verifier import VerifierNodeActor, check_named_providers
 
 _log = logging.getLogger("magistrate.runtime")
 
@@ -53,7 +58,7 @@ _FINAL = ("completed", "failed")
 
 #: The node kinds ``_make_node`` has a runner for. A graph using another kind of the spec
 #: is refused when its run starts (naming ``nodes[i].kind``), not when a run reaches it.
-RUNNABLE_KINDS: frozenset[str] = frozenset({"function", "router", "llm"})
+RUNNABLE_KINDS: frozenset[str] = frozenset({"function", "router", "llm", "verifier"})
 
 
 class RunHandle:
@@ -109,6 +114,10 @@ class Runtime:
     ``control_interval`` seconds. With ``recover=True`` the runtime claims and resumes, at
     start and every ``recover_interval`` seconds, runs that are running with no live lease
     (a crashed process's, or submitted with :meth:`submit`), up to ``concurrency`` live runs.
+
+    ``providers`` names further providers (evaluators of ``llm_judge`` verifiers, judges
+    of parallel branches); a spec refers to them by name. ``branch_strategies`` maps names
+    used in ``NodeSpec.parallel.strategy`` to custom strategy objects (``BranchStrategy``).
     """
 
     def __init__(
@@ -132,6 +141,8 @@ class Runtime:
         control_interval: float = 0.25,
         recover_interval: float | None = None,
         concurrency: int = 100,
+        providers: Mapping[str, LlmProvider] | None = None,
+        branch_strategies: Mapping[str, BranchStrategy] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -144,6 +155,8 @@ class Runtime:
         self._ownership: RunOwnership | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._store_arg = store
+        self.providers: dict[str, LlmProvider] = dict(providers or {})
+        self.branch_strategies: dict[str, BranchStrategy] = dict(branch_strategies or {})
         self.store: EventStore | None = None
         self.provider = provider
         self.functions: dict[str, Callable[..., Any]] = dict(functions or {})
@@ -422,6 +435,7 @@ class Runtime:
             resume_from=resume_from,
             resume_events=resume_events,
             resume_input=resume_input,
+            score_goal=partial(score_goal, providers=self.provider_named),
         )
         ref = self.system.spawn(executor, name=f"run:{run_id}")
         self._live[run_id] = (ref, outcome, log)
@@ -668,6 +682,8 @@ class Runtime:
                     errors.append(
                         SpecError(f"{where}.kind", "an llm node needs Runtime(provider=...)")
                     )
+        errors.extend(check_named_providers(graph, self.provider_named))
+        errors.extend(check_parallel_names(graph, self.provider_named, self.branch_strategies))
         if errors:
             raise SpecErrors(errors)
 
@@ -699,10 +715,21 @@ class Runtime:
                 judges=self._judge_map,
                 context_budget_tokens=self.context_budget_tokens,
                 judge_timeout=self.judge_timeout,
+                branch_runner=None
+                if spec.parallel is None
+                else BranchRunner(
+                    spec.parallel, providers=self.provider_named, strategies=self.branch_strategies
+                ),
                 node_timeout=self.node_timeout,
                 tool_timeout=self.tool_timeout,
             )
+        if spec.kind == "verifier":
+            return VerifierNodeActor(graph, spec, executor, log, providers=self.provider_named)
         raise SpecError(f"node {spec.id}", f"node kind {spec.kind!r} is not supported yet")
+
+    def provider_named(self, name: str | None) -> LlmProvider | None:
+        """The provider registered as ``name`` (None: the runtime's ``provider``)."""
+        return self.provider if name is None else self.providers.get(name)
 
 
 def _first(items: Sequence[str]) -> str | None:

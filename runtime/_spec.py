@@ -19,6 +19,9 @@ import msgspec
 from tenacity import RetryCallState, wait_exponential_jitter
 
 from ._errors import SpecError
+from ._goal_spec import Constraint, SuccessCriterion
+from ._parallel_spec import ParallelSpec
+from ._verifier_spec import VerifierSpec
 
 __all__ = [
     "EdgeCondition",
@@ -46,11 +49,17 @@ class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class Goal(_Spec, frozen=True):
-    """The whole job: what it is for, how success is judged, which rules bind it."""
+    """The whole job: what it is for, how success is judged, which rules bind it.
+
+    Criteria and constraints are strings (guidance for LLM nodes) or objects that are
+    also measured when the run ends (see ``_goal_spec``); ``evaluator`` names the provider
+    (``Runtime(providers=...)``) that scores criteria without an expression.
+    """
 
     description: str
-    success_criteria: list[str] = []
-    constraints: list[str] = []
+    success_criteria: list[str | SuccessCriterion] = []
+    constraints: list[str | Constraint] = []
+    evaluator: str | None = None
 
 
 class RetryPolicy(_Spec, frozen=True):
@@ -78,27 +87,6 @@ class MemoryKey(_Spec, frozen=True):
 
     name: str
     reducer: Literal["replace", "append", "merge"] = "replace"
-
-
-class VerifierSpec(_Spec, frozen=True):
-    """Configuration of a verifier node (``kind = "verifier"``).
-
-    ``expression``: passes when ``expression`` (safe expression language) is truthy.
-    ``jsonpath``: extracts ``path`` from memory key ``target_key`` and applies ``op``
-    with ``value``. ``llm_judge``: a model scores ``target_key`` against
-    ``evaluation_criteria`` and passes at ``pass_threshold``. The result goes to
-    ``result_key`` (default ``<node id>_verification``) and ``<result_key>_passed``.
-    """
-
-    type: Literal["expression", "jsonpath", "llm_judge"]
-    expression: str | None = None
-    target_key: str | None = None
-    path: str | None = None
-    op: str | None = None
-    value: Any = None
-    pass_threshold: float = 0.8
-    evaluation_criteria: str = ""
-    result_key: str | None = None
 
 
 class NodeSpec(_Spec, frozen=True):
@@ -137,6 +125,8 @@ class NodeSpec(_Spec, frozen=True):
     model: str | None = None
     # Verifier node fields.
     verifier: VerifierSpec | None = None
+    #: LLM nodes: run each turn as parallel branches and pick one (see ``_parallel_spec``).
+    parallel: ParallelSpec | None = None
 
 
 class EdgeSpec(_Spec, frozen=True):
@@ -283,6 +273,9 @@ def compact_graph_dict(graph: GraphSpec) -> dict[str, Any]:
 def _compact(value: Any) -> Any:
     if isinstance(value, msgspec.Struct):
         out: dict[str, Any] = {}
+        config = value.__struct_config__
+        if config.tag_field is not None:  # a tagged union's member: keep what tells it apart
+            out[config.tag_field] = config.tag
         for field in msgspec.structs.fields(value):
             item = getattr(value, field.name)
             if field.default is not msgspec.NODEFAULT:
