@@ -207,19 +207,30 @@ class Runtime:
                 await self._start_ownership(stack, self._ownership)
             elif self.store is not None:
                 # Settles a run whose append met another process's events (see _settle).
-                tasks = await stack.enter_async_context(anyio.create_task_group())
-                stack.callback(tasks.cancel_scope.cancel)
-                self._tasks = tasks
+                await self._open_tasks(stack)
         except BaseException:
             await stack.aclose()
             raise
         self._stack = stack
         return self
 
-    async def _start_ownership(self, stack: AsyncExitStack, ownership: RunOwnership) -> None:
-        tasks = await stack.enter_async_context(anyio.create_task_group())
-        stack.callback(tasks.cancel_scope.cancel)  # the loops stop first
+    async def _open_tasks(self, stack: AsyncExitStack) -> anyio.abc.TaskGroup:
+        """The runtime's own background tasks, cancelled when the runtime closes."""
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+
+        async def stop_tasks() -> None:
+            # Not given the block's exception: an error raised inside ``async with
+            # Runtime(...)`` reaches the caller as itself, not wrapped in a group.
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(None, None, None)
+
+        stack.push_async_callback(stop_tasks)
         self._tasks = tasks
+        return tasks
+
+    async def _start_ownership(self, stack: AsyncExitStack, ownership: RunOwnership) -> None:
+        tasks = await self._open_tasks(stack)
         tasks.start_soon(ownership.keep_leases, self._on_lease_lost)
         tasks.start_soon(ownership.watch_control, self._heads, self._on_foreign_events)
         if self.recover:
