@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from actors import Actor, ActorRef, AskTimeoutError
@@ -268,6 +269,10 @@ class _Loop:
             elif self._waits_for_user(verdict, last) and not history.answered_since_verdict:
                 return self._needs_input()
         while True:
+            # A model, tools and a log that all answer without suspending (a scripted
+            # model, set_output, the in-memory log, shielded commits) must not keep a
+            # cancellation, or the rest of the event loop, waiting.
+            await anyio.lowlevel.checkpoint()
             if self.iteration >= self.spec.max_iterations:
                 # Only reachable on a rerun whose last turn was already at the bound.
                 verdict_mi = max_iterations_verdict(

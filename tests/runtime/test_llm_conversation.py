@@ -164,3 +164,25 @@ async def test_an_llm_turn_commits_at_most_twice(tmp_path: Path) -> None:
         ("retry", "quality"),
         ("accept", "quality"),
     ]
+
+
+async def test_cancel_reaches_an_llm_node_whose_model_never_suspends() -> None:
+    five = anyio.Event()
+    calls = 0
+
+    def model(request: LlmRequest) -> LlmResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            five.set()
+        return reply("", set_output("a", calls))  # new values: never a stall
+
+    node = llm("n", output_keys=["a"], max_iterations=10_000, judge_every_n_turns=10_000)
+    async with Runtime(None, provider=ScriptedProvider(model)) as rt:
+        handle = await rt.start(graph([node]))
+        await five.wait()
+        await rt.cancel(handle.run_id)
+        result = await handle.result()
+    assert result.status == "cancelled"
+    assert result.resume_at == ["n"]
+    assert 5 <= result.memory["a"] < 10_000  # the partial output, flushed
