@@ -170,7 +170,7 @@ def parse_json_object(text: str) -> dict[str, Any]:
             attempts += 1
             try:
                 value, _ = decoder.raw_decode(candidate, start)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                 value = None
             if isinstance(value, dict):
                 return value

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runtime._edges import decide_edge
 from runtime._errors import MalformedResponseError, ProviderError, ProviderHTTPError
 from runtime._llm import (
     ChatMessage,
@@ -20,6 +21,7 @@ from runtime._llm import (
     parse_json_object,
 )
 from runtime._scripted import ScriptedProvider, reply, tool_call
+from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -150,10 +152,29 @@ async def test_parse_json_object_finds_the_first_object(raw: str, expected: dict
     assert parse_json_object(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["", "no json here", "[1, 2, 3]", '{"unterminated": ', "{{{{"])
+DEEP = '{"a":' * 5000 + "1" + "}" * 5000
+
+
+@pytest.mark.parametrize(
+    "raw", ["", "no json here", "[1, 2, 3]", '{"unterminated": ', "{{{{", DEEP]
+)
 async def test_parse_json_object_raises_malformed_when_none(raw: str) -> None:
     with pytest.raises(MalformedResponseError):
         parse_json_object(raw)
+
+
+async def test_a_router_answer_nested_too_deep_takes_the_fallback_edge() -> None:
+    graph = GraphSpec(
+        id="g",
+        nodes=[NodeSpec(id=i, kind="router") for i in ("a", "b", "c")],
+        edges=[
+            EdgeSpec(source="a", target="b", condition="llm_decide", fallback="c"),
+            EdgeSpec(source="a", target="c", condition="llm_decide"),
+        ],
+        entry_node="a",
+    )
+    route = await decide_edge(graph, "a", {}, ScriptedProvider([], router=[DEEP]))
+    assert route.target == "c" and route.reason.startswith("fallback")
 
 
 json_values = st.recursive(
