@@ -62,7 +62,12 @@ async def _one_run(turns: int) -> list[float]:
     )
     graph = GraphSpec(id="turns", nodes=[node], entry_node="worker")
     async with Runtime(
-        None, provider=ScriptedProvider(model), tools=[step], context_budget_tokens=10**12
+        None,
+        # The scripted model's own check of the whole conversation (wire_error) is the
+        # model's cost, like a real provider encoding the request, not the node's.
+        provider=ScriptedProvider(model, check_wire=False),
+        tools=[step],
+        context_budget_tokens=10**12,
     ) as rt:
         result = await (await rt.start(graph)).result()
     if result.status != "completed":
