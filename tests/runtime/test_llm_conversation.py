@@ -185,4 +185,4 @@ async def test_cancel_reaches_an_llm_node_whose_model_never_suspends() -> None:
         result = await handle.result()
     assert result.status == "cancelled"
     assert result.resume_at == ["n"]
-    assert 5 <= result.memory["a"] < 10_000  # the partial output, flushed
+    assert 1 <= result.memory["a"] <= calls < 10_000  # the partial output, flushed
