@@ -433,24 +433,34 @@ async function runPage(runId) {
       h("td", {}, describe(ev.body))));
   };
 
+  // A filter change while a page is loading makes that page stale: it is dropped and the
+  // first page of the new filter is loaded instead.
+  let generation = 0;
   async function loadPage() {
     if (loading || timelineAfter === null) return;
     loading = true;
+    const mine = generation;
+    let stale = false;
     try {
       const q = new URLSearchParams({ after: timelineAfter, limit: PAGE });
       if (nodeFilter.value) q.set("node", nodeFilter.value);
       if (wantedTypes()) q.set("type", wantedTypes());
       const page = await api(`/api/runs/${enc}/events?${q}`);
+      stale = mine !== generation;
+      if (stale) return;
       page.events.forEach(addRow);
       if (page.events.length) lastSeen = Math.max(lastSeen, page.events.at(-1).seq);
       timelineAfter = page.next_after;
       more.textContent = timelineAfter === null ? `${fmtInt(rows.children.length)} events shown` : `${fmtInt(rows.children.length)} events shown; scroll for more`;
-    } finally { loading = false; }
+    } finally {
+      loading = false;
+      if (stale) loadPage();
+    }
   }
   scroller.addEventListener("scroll", () => {
     if (scroller.scrollTop + scroller.clientHeight > scroller.scrollHeight - 200) loadPage();
   });
-  const resetTimeline = () => { fill(rows); timelineAfter = 0; loadPage(); };
+  const resetTimeline = () => { generation += 1; fill(rows); timelineAfter = 0; loadPage(); };
   nodeFilter.addEventListener("change", resetTimeline);
   typeBoxes.forEach((l) => l.addEventListener("change", resetTimeline));
 
