@@ -54,6 +54,7 @@ from ._events import (
     ToolCallRecord,
     ToolResult,
     Verdict,
+    VerificationRecorded,
 )
 from ._expr import Expression, compile_expression
 from ._fork import RunForked
@@ -97,6 +98,13 @@ from ._spec_validate import validate_graph
 from ._state import ConversationEntry, PauseInfo, RunState, VerdictRecord, fold
 from ._timeline import describe_event, render_timeline
 from ._tools import Tool, ToolRegistry, tool
+from ._verifier_spec import (
+    ExpressionVerifier,
+    JsonPathAssertion,
+    JsonPathVerifier,
+    LlmJudgeVerifier,
+    VerificationResult,
+)
 from ._worker import run_worker
 
 __all__ = [
@@ -112,13 +120,17 @@ __all__ = [
     "EdgeTaken",
     "Expression",
     "ExpressionError",
+    "ExpressionVerifier",
     "Goal",
     "GraphSpec",
     "ImplicitJudge",
     "InputInjected",
+    "JsonPathAssertion",
+    "JsonPathVerifier",
     "JudgeContext",
     "JudgeProtocol",
     "JudgeVerdict",
+    "LlmJudgeVerifier",
     "LlmProvider",
     "LlmRequest",
     "LlmResponse",
@@ -170,6 +182,8 @@ __all__ = [
     "Usage",
     "Verdict",
     "VerdictRecord",
+    "VerificationRecorded",
+    "VerificationResult",
     "VerifierSpec",
     "build_system_prompt",
     "compact_graph_dict",

@@ -38,6 +38,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolResult",
     "Verdict",
+    "VerificationRecorded",
 ]
 
 
@@ -201,6 +202,27 @@ class RunFinished(EventBody, frozen=True, tag="run.finished"):
     goal_outcome: dict[str, Any] | None = None
 
 
+class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
+    """A verifier node's result for one attempt of one visit.
+
+    ``result`` is the VerificationResult as a mapping; for ``llm_judge``, ``reply`` is the
+    evaluator's raw answer with its token usage and model. The fold needs it for nothing
+    (the verifier's outputs are MemoryWritten events like any node's); a rerun of an
+    ``llm_judge`` verifier after a crash reuses it instead of asking the evaluator again.
+    """
+
+    node_id: str
+    visit: int
+    attempt: int
+    passed: bool
+    result: dict[str, Any]
+    branch: str | None = None
+    reply: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+
+
 AnyEvent = (
     RunStarted
     | NodeStarted
@@ -222,6 +244,7 @@ AnyEvent = (
     | RunResumed
     | RunCancelled
     | RunFinished
+    | VerificationRecorded
 )
 
 

@@ -320,6 +320,7 @@ def _f_endswith(s: Any, suffix: Any) -> bool:
 #: name -> (implementation, min positional args, max positional args)
 FUNCTIONS: Final[dict[str, tuple[Callable[..., Any], int, int]]] = {
     "len": (len, 1, 1),
+    "length": (len, 1, 1),
     "min": (min, 1, 16),
     "max": (max, 1, 16),
     "abs": (abs, 1, 1),

@@ -44,6 +44,7 @@ from ._spec_validate import validate_graph
 from ._state import RunState, fold
 from ._tools import Tool, ToolRegistry
 from ._values import check_memory_values
+from ._verifier import VerifierNodeActor, check_named_providers
 
 _log = logging.getLogger("magistrate.runtime")
 
@@ -53,7 +54,7 @@ _FINAL = ("completed", "failed")
 
 #: The node kinds ``_make_node`` has a runner for. A graph using another kind of the spec
 #: is refused when its run starts (naming ``nodes[i].kind``), not when a run reaches it.
-RUNNABLE_KINDS: frozenset[str] = frozenset({"function", "router", "llm"})
+RUNNABLE_KINDS: frozenset[str] = frozenset({"function", "router", "llm", "verifier"})
 
 
 class RunHandle:
@@ -109,6 +110,9 @@ class Runtime:
     ``control_interval`` seconds. With ``recover=True`` the runtime claims and resumes, at
     start and every ``recover_interval`` seconds, runs that are running with no live lease
     (a crashed process's, or submitted with :meth:`submit`), up to ``concurrency`` live runs.
+
+    ``providers`` names further providers (evaluators of ``llm_judge`` verifiers, judges
+    of parallel branches); a spec refers to them by name.
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class Runtime:
         control_interval: float = 0.25,
         recover_interval: float | None = None,
         concurrency: int = 100,
+        providers: Mapping[str, LlmProvider] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -144,6 +149,7 @@ class Runtime:
         self._ownership: RunOwnership | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._store_arg = store
+        self.providers: dict[str, LlmProvider] = dict(providers or {})
         self.store: EventStore | None = None
         self.provider = provider
         self.functions: dict[str, Callable[..., Any]] = dict(functions or {})
@@ -661,6 +667,7 @@ class Runtime:
                     errors.append(
                         SpecError(f"{where}.kind", "an llm node needs Runtime(provider=...)")
                     )
+        errors.extend(check_named_providers(graph, self.provider_named))
         if errors:
             raise SpecErrors(errors)
 
@@ -695,7 +702,13 @@ class Runtime:
                 node_timeout=self.node_timeout,
                 tool_timeout=self.tool_timeout,
             )
+        if spec.kind == "verifier":
+            return VerifierNodeActor(graph, spec, executor, log, providers=self.provider_named)
         raise SpecError(f"node {spec.id}", f"node kind {spec.kind!r} is not supported yet")
+
+    def provider_named(self, name: str | None) -> LlmProvider | None:
+        """The provider registered as ``name`` (None: the runtime's ``provider``)."""
+        return self.provider if name is None else self.providers.get(name)
 
 
 def _first(items: Sequence[str]) -> str | None:

@@ -19,6 +19,7 @@ import msgspec
 from tenacity import RetryCallState, wait_exponential_jitter
 
 from ._errors import SpecError
+from ._verifier_spec import VerifierSpec
 
 __all__ = [
     "EdgeCondition",
@@ -78,27 +79,6 @@ class MemoryKey(_Spec, frozen=True):
 
     name: str
     reducer: Literal["replace", "append", "merge"] = "replace"
-
-
-class VerifierSpec(_Spec, frozen=True):
-    """Configuration of a verifier node (``kind = "verifier"``).
-
-    ``expression``: passes when ``expression`` (safe expression language) is truthy.
-    ``jsonpath``: extracts ``path`` from memory key ``target_key`` and applies ``op``
-    with ``value``. ``llm_judge``: a model scores ``target_key`` against
-    ``evaluation_criteria`` and passes at ``pass_threshold``. The result goes to
-    ``result_key`` (default ``<node id>_verification``) and ``<result_key>_passed``.
-    """
-
-    type: Literal["expression", "jsonpath", "llm_judge"]
-    expression: str | None = None
-    target_key: str | None = None
-    path: str | None = None
-    op: str | None = None
-    value: Any = None
-    pass_threshold: float = 0.8
-    evaluation_criteria: str = ""
-    result_key: str | None = None
 
 
 class NodeSpec(_Spec, frozen=True):
@@ -283,6 +263,9 @@ def compact_graph_dict(graph: GraphSpec) -> dict[str, Any]:
 def _compact(value: Any) -> Any:
     if isinstance(value, msgspec.Struct):
         out: dict[str, Any] = {}
+        config = value.__struct_config__
+        if config.tag_field is not None:  # a tagged union's member: keep what tells it apart
+            out[config.tag_field] = config.tag
         for field in msgspec.structs.fields(value):
             item = getattr(value, field.name)
             if field.default is not msgspec.NODEFAULT:

@@ -10,7 +10,8 @@ from collections import deque
 
 from ._errors import ExpressionError, SpecError, SpecErrors
 from ._expr import compile_expression
-from ._spec import GraphSpec, NodeSpec, RetryPolicy, VerifierSpec
+from ._spec import GraphSpec, NodeSpec, RetryPolicy
+from ._verifier_spec import check_verifier
 
 __all__ = ["validate_graph"]
 
@@ -227,34 +228,7 @@ def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
                     f"{where}.verifier", f"only verifier nodes take one (kind is {node.kind!r})"
                 )
             )
-        errors.extend(_check_verifier(f"{where}.verifier", node.verifier))
-    return errors
-
-
-def _check_verifier(where: str, spec: VerifierSpec) -> list[SpecError]:
-    errors: list[SpecError] = []
-    if spec.type == "expression":
-        if not spec.expression:
-            errors.append(
-                SpecError(f"{where}.expression", "an expression verifier needs 'expression'")
-            )
-        else:
-            errors.extend(_check_expression(f"{where}.expression", spec.expression))
-    if spec.type in ("jsonpath", "llm_judge") and not spec.target_key:
-        errors.append(
-            SpecError(f"{where}.target_key", f"a {spec.type} verifier needs 'target_key'")
-        )
-    if spec.type == "jsonpath":
-        if not spec.path:
-            errors.append(SpecError(f"{where}.path", "a jsonpath verifier needs 'path'"))
-        if not spec.op:
-            errors.append(SpecError(f"{where}.op", "a jsonpath verifier needs 'op'"))
-    if not 0.0 <= spec.pass_threshold <= 1.0:
-        errors.append(
-            SpecError(
-                f"{where}.pass_threshold", f"must be between 0 and 1, got {spec.pass_threshold}"
-            )
-        )
+        errors.extend(check_verifier(where, node.id, node.output_keys, node.verifier))
     return errors
 
 

@@ -29,6 +29,7 @@ from runtime import (
     ToolCallRecord,
     ToolResult,
     Verdict,
+    VerificationRecorded,
 )
 
 nodes = st.sampled_from(["a", "b", "c", "d"])
@@ -144,6 +145,19 @@ BODY_STRATEGIES: dict[type[EventBody], st.SearchStrategy[Any]] = {
         total_retries=small,
         error=maybe_text,
         goal_outcome=st.none() | json_dicts,
+    ),
+    VerificationRecorded: st.builds(
+        VerificationRecorded,
+        node_id=nodes,
+        visit=st.integers(1, 4),
+        attempt=st.integers(1, 3),
+        passed=st.booleans(),
+        result=json_dicts,
+        branch=maybe_text,
+        reply=texts,
+        input_tokens=small,
+        output_tokens=small,
+        model=texts,
     ),
 }
 

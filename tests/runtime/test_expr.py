@@ -131,8 +131,9 @@ def test_every_allowed_function() -> None:
     assert ev("endswith('hello', 'lo')") is True
     assert ev("contains('hello', 'ell')") is True
     assert ev("contains([1, 2], 3)") is False
+    assert ev("length('abc')") == 3  # the seed's name for len
     assert set(FUNCTIONS) == {
-        "len", "min", "max", "abs", "round", "int", "float", "str", "bool", "sum",
+        "len", "length", "min", "max", "abs", "round", "int", "float", "str", "bool", "sum",
         "any", "all", "sorted", "lower", "upper", "startswith", "endswith", "contains",
     }  # fmt: skip
 

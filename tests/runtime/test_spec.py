@@ -23,7 +23,6 @@ from runtime._spec import (
     MemoryKey,
     NodeSpec,
     RetryPolicy,
-    VerifierSpec,
     compact_graph_dict,
     function_ref,
     graph_hash,
@@ -31,6 +30,7 @@ from runtime._spec import (
 )
 from runtime._spec_load import graph_from_dict, load_graph, parse_graph
 from runtime._spec_validate import validate_graph
+from runtime._verifier_spec import ExpressionVerifier
 
 pytestmark = pytest.mark.anyio
 
@@ -117,8 +117,7 @@ def test_the_example_loads_identically_from_yaml_toml_and_json() -> None:
     assert graphs[0] == graphs[1] == graphs[2]
     assert len({graph_hash(g) for g in graphs}) == 1
     graph = graphs[0]
-    assert graph.node("check_draft").verifier == VerifierSpec(
-        type="expression",
+    assert graph.node("check_draft").verifier == ExpressionVerifier(
         expression="len(draft) > 40 and not contains(lower(draft), 'guarantee')",
         result_key="draft_check",
     )
@@ -395,7 +394,13 @@ BROKEN: list[tuple[str, dict[str, Any], str]] = [
         "jsonpath verifier without path",
         minimal(
             nodes=_node_change(
-                1, kind="verifier", verifier={"type": "jsonpath", "target_key": "d", "op": "gt"}
+                1,
+                kind="verifier",
+                verifier={
+                    "type": "jsonpath",
+                    "target_key": "d",
+                    "assertion": {"op": "gt", "value": 0},
+                },
             )
         ),
         "nodes[1].verifier.path",

@@ -13,13 +13,13 @@ import pytest
 
 from runtime import (
     EdgeSpec,
+    ExpressionVerifier,
     GraphSpec,
     NodeSpec,
     RetryPolicy,
     Runtime,
     SpecError,
     SpecErrors,
-    VerifierSpec,
     graph_from_dict,
     load_graph,
     parse_graph,
@@ -255,7 +255,10 @@ async def test_a_node_kind_the_runtime_cannot_run_is_refused_at_start() -> None:
         node = NodeSpec(id="a", kind=kind, function="f")
         if kind == "verifier":
             node = NodeSpec(
-                id="a", kind=kind, verifier=VerifierSpec(type="expression", expression="True")
+                id="a",
+                kind=kind,
+                output_keys=["a_verification", "a_verification_passed"],
+                verifier=ExpressionVerifier(expression="True"),
             )
         graph = GraphSpec(id="g", nodes=[node], entry_node="a")
         runtime = Runtime(None, functions={"f": dict}, provider=ScriptedProvider([]))
