@@ -59,6 +59,13 @@ from ._events import (
 from ._expr import Expression, compile_expression
 from ._fork import RunForked
 from ._function_node import NodeContext
+from ._goal_spec import (
+    Constraint,
+    ConstraintOutcome,
+    CriterionOutcome,
+    GoalOutcome,
+    SuccessCriterion,
+)
 from ._judge import (
     ImplicitJudge,
     JudgeContext,
@@ -113,15 +120,19 @@ __all__ = [
     "BranchesForked",
     "BranchesJoined",
     "ChatMessage",
+    "Constraint",
+    "ConstraintOutcome",
     "Conversation",
     "ConversationCompacted",
     "ConversationEntry",
+    "CriterionOutcome",
     "EdgeSpec",
     "EdgeTaken",
     "Expression",
     "ExpressionError",
     "ExpressionVerifier",
     "Goal",
+    "GoalOutcome",
     "GraphSpec",
     "ImplicitJudge",
     "InputInjected",
@@ -170,6 +181,7 @@ __all__ = [
     "SpecError",
     "SpecErrors",
     "StallDetected",
+    "SuccessCriterion",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",

@@ -45,6 +45,7 @@ from ._events import (
     RunStarted,
 )
 from ._fanout import FanOut, convergence_node, restore_fanout
+from ._goals import GoalScorer
 from ._llm import LlmProvider
 from ._messages import (
     CancelRun,
@@ -93,7 +94,9 @@ class ExecutorActor(Actor):
         resume_from: RunState | None = None,
         resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
+        score_goal: GoalScorer | None = None,
     ) -> None:
+        self.score_goal = score_goal
         self.run_id = run_id
         self.graph = graph
         self.log = log
@@ -588,9 +591,17 @@ class ExecutorActor(Actor):
             quality = "degraded" if self.state.failed_nodes else "clean"
         else:
             quality = "failed"
+        goal_outcome = None
+        if self.score_goal is not None and self.graph.goal is not None:
+            # Measurement only: the scorecard changes neither the status nor the quality.
+            goal_outcome = await self.score_goal(self.graph.goal, self.state, status, quality)
         self.emit(
             RunFinished(
-                status=status, quality=quality, total_retries=self.state.total_retries, error=error
+                status=status,
+                quality=quality,
+                total_retries=self.state.total_retries,
+                error=error,
+                goal_outcome=goal_outcome,
             )
         )
         await self.commit(boundary=False)

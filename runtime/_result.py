@@ -10,6 +10,7 @@ import msgspec
 
 from actors import new_waiter
 
+from ._goal_spec import GoalOutcome
 from ._state import RunState
 
 __all__ = ["RunOutcome", "RunResult", "RunStatus", "result_of"]
@@ -22,7 +23,10 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
 
     ``quality`` is "clean" (no node failed for good), "degraded" (some node failed but the
     graph reached its end by a fallback edge) or "failed"; None while paused or cancelled.
-    ``resume_at`` lists the nodes a resume would run next.
+    ``resume_at`` lists the nodes a resume would run next. ``visits`` counts each node's
+    visits, ``iterations`` its LLM turns over the run and ``verdicts`` its judge verdicts
+    by action; ``goal_outcome`` is the goal scorecard of a finished run whose graph has a
+    goal (measurement only: see docs/GOALS.md).
     """
 
     run_id: str
@@ -35,6 +39,10 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     resume_at: list[str] = []
     paused_reason: str | None = None
+    visits: dict[str, int] = {}
+    iterations: dict[str, int] = {}
+    verdicts: dict[str, dict[str, int]] = {}
+    goal_outcome: GoalOutcome | None = None
 
 
 _STOPPED = ("completed", "failed", "paused", "cancelled")
@@ -57,7 +65,22 @@ def result_of(state: RunState, run_id: str | None = None) -> RunResult:
         error=state.error,
         resume_at=list(state.pending),
         paused_reason=state.paused.reason if state.paused else None,
+        visits=dict(state.visit_counts),
+        iterations=dict(state.turns),
+        verdicts={node: dict(counts) for node, counts in state.verdict_counts.items()},
+        goal_outcome=_goal_outcome(state.goal_outcome),
     )
+
+
+def _goal_outcome(data: dict[str, Any] | None) -> GoalOutcome | None:
+    if data is None:
+        return None
+    try:
+        return msgspec.convert(data, GoalOutcome)
+    except msgspec.ValidationError:
+        # A shape this release does not know (a log written by other code): the raw
+        # mapping stays readable in RunState.goal_outcome.
+        return None
 
 
 class RunOutcome:

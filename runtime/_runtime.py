@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any
 
 import anyio
@@ -29,6 +30,7 @@ from ._executor import ExecutorActor
 from ._fork import copy_prefix
 from ._function_node import FunctionNodeActor, PlainFunction
 from ._functions import resolve_callable
+from ._goals import score_goal
 from ._judge import JudgeProtocol
 from ._llm import LlmProvider
 from ._llm_node import LlmNodeActor
@@ -421,6 +423,7 @@ class Runtime:
             resume_from=resume_from,
             resume_events=resume_events,
             resume_input=resume_input,
+            score_goal=partial(score_goal, providers=self.provider_named),
         )
         ref = self.system.spawn(executor, name=f"run:{run_id}")
         self._live[run_id] = (ref, outcome, log)

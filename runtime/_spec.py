@@ -19,6 +19,7 @@ import msgspec
 from tenacity import RetryCallState, wait_exponential_jitter
 
 from ._errors import SpecError
+from ._goal_spec import Constraint, SuccessCriterion
 from ._verifier_spec import VerifierSpec
 
 __all__ = [
@@ -47,11 +48,17 @@ class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class Goal(_Spec, frozen=True):
-    """The whole job: what it is for, how success is judged, which rules bind it."""
+    """The whole job: what it is for, how success is judged, which rules bind it.
+
+    Criteria and constraints are strings (guidance for LLM nodes) or objects that are
+    also measured when the run ends (see ``_goal_spec``); ``evaluator`` names the provider
+    (``Runtime(providers=...)``) that scores criteria without an expression.
+    """
 
     description: str
-    success_criteria: list[str] = []
-    constraints: list[str] = []
+    success_criteria: list[str | SuccessCriterion] = []
+    constraints: list[str | Constraint] = []
+    evaluator: str | None = None
 
 
 class RetryPolicy(_Spec, frozen=True):

@@ -10,6 +10,7 @@ from collections import deque
 
 from ._errors import ExpressionError, SpecError, SpecErrors
 from ._expr import compile_expression
+from ._goal_spec import check_goal_items
 from ._spec import GraphSpec, NodeSpec, RetryPolicy
 from ._verifier_spec import check_verifier
 
@@ -121,6 +122,8 @@ def validate_graph(graph: GraphSpec) -> None:
         declared.add(key.name)
 
     errors.extend(_check_retry("retry", graph.retry))
+    if graph.goal is not None:
+        errors.extend(check_goal_items(graph.goal.success_criteria, graph.goal.constraints))
     errors.extend(_check_edge_names(graph))
 
     if errors:

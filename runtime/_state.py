@@ -109,6 +109,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     forked: bool = False
     fanout_join: str | None = None
     outputs: dict[str, dict[str, Any]] = {}
+    #: LLM turns of each node over the whole run (``iterations`` counts the current visit).
+    turns: dict[str, int] = {}
+    #: Judge verdicts of each node over the run, by action (accept, retry, escalate).
+    verdict_counts: dict[str, dict[str, int]] = {}
     #: The run's conversation: a sequence of ConversationEntry built by the projection the
     #: LLM node uses too (parallel branches' entries grouped per branch).
     conversation: Conversation = msgspec.field(default_factory=Conversation)
@@ -148,6 +152,8 @@ def _copy(state: RunState) -> RunState:
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
+        turns=dict(state.turns),
+        verdict_counts={node: dict(counts) for node, counts in state.verdict_counts.items()},
         verdicts=dict(state.verdicts),
         paused=state.paused,
         cancelled_at=state.cancelled_at,
@@ -289,6 +295,7 @@ def apply(state: RunState, body: EventBody) -> None:
         case LlmTurn():
             s.conversation.apply(body)
             s.iterations[body.node_id] = s.iterations.get(body.node_id, 0) + 1
+            s.turns[body.node_id] = s.turns.get(body.node_id, 0) + 1
         case ToolResult() | MessageAdded() | ConversationCompacted():
             s.conversation.apply(body)
         case Verdict():
@@ -298,6 +305,8 @@ def apply(state: RunState, body: EventBody) -> None:
                 level=body.level,
                 feedback=body.feedback,
             )
+            counts = s.verdict_counts.setdefault(body.node_id, {})
+            counts[body.action] = counts.get(body.action, 0) + 1
         case NodeFailed():
             if body.will_retry:
                 s.total_retries += 1  # still running: it waits for its next attempt

@@ -75,7 +75,8 @@ ProviderLookup = Callable[[str | None], LlmProvider | None]
 
 
 def check_named_providers(graph: GraphSpec, providers: ProviderLookup) -> list[SpecError]:
-    """Start-time problems: an ``llm_judge`` evaluator that names no configured provider."""
+    """Start-time problems: an ``llm_judge`` verifier's or the goal's evaluator that names
+    no configured provider."""
     errors: list[SpecError] = []
     for index, node in enumerate(graph.nodes):
         if isinstance(node.verifier, LlmJudgeVerifier):
@@ -87,6 +88,11 @@ def check_named_providers(graph: GraphSpec, providers: ProviderLookup) -> list[S
                     else f"no provider {name!r} in Runtime(providers=...)"
                 )
                 errors.append(SpecError(f"nodes[{index}].verifier.evaluator", reason))
+    goal = graph.goal
+    if goal is not None and goal.evaluator is not None and providers(goal.evaluator) is None:
+        errors.append(
+            SpecError("goal.evaluator", f"no provider {goal.evaluator!r} in Runtime(providers=...)")
+        )
     return errors
 
 
