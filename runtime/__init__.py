@@ -35,6 +35,12 @@ from ._events import (
     AnyEvent,
     BranchesForked,
     BranchesJoined,
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchJudgeWarning,
+    BranchToolResult,
+    BranchTurn,
     ConversationCompacted,
     EdgeTaken,
     InputInjected,
@@ -84,6 +90,13 @@ from ._llm import (
 )
 from ._mermaid import graph_to_mermaid
 from ._openai import OpenAIProvider
+from ._parallel_spec import (
+    BranchCandidate,
+    BranchJudgeSpec,
+    BranchSpec,
+    BranchStrategy,
+    ParallelSpec,
+)
 from ._result import RunResult
 from ._runtime import RunHandle, Runtime
 from ._scripted import ScriptedProvider
@@ -117,8 +130,18 @@ from ._worker import run_worker
 __all__ = [
     "AnthropicProvider",
     "AnyEvent",
+    "BranchCandidate",
+    "BranchFinished",
+    "BranchJudgeSpec",
+    "BranchJudgeWarning",
+    "BranchSpec",
+    "BranchStrategy",
+    "BranchToolResult",
+    "BranchTurn",
     "BranchesForked",
     "BranchesJoined",
+    "BranchesJudged",
+    "BranchesSelected",
     "ChatMessage",
     "Constraint",
     "ConstraintOutcome",
@@ -160,6 +183,7 @@ __all__ = [
     "NodeTimeoutError",
     "OpenAIProvider",
     "OutputSet",
+    "ParallelSpec",
     "PauseInfo",
     "ProviderError",
     "ProviderHTTPError",

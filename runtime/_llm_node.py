@@ -83,6 +83,7 @@ from ._llm import LlmProvider, LlmRequest
 from ._llm_history import NodeHistory, rebuild
 from ._llm_support import SET_OUTPUT, apply_set_output, listing, resolve_judge, set_output_spec
 from ._messages import ExecuteNode, NodeDone
+from ._parallel import BranchRunner, RoundFailed
 from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec
 from ._spec_load import graph_from_dict
@@ -117,7 +118,10 @@ class LlmNodeActor(Actor):
         judge_timeout: float = 300.0,
         node_timeout: float | None = None,
         tool_timeout: float | None = None,
+        branch_runner: BranchRunner | None = None,
     ) -> None:
+        #: Runs each turn as parallel branches (``NodeSpec.parallel``; see ``_parallel``).
+        self.branch_runner = branch_runner
         self.spec = spec
         self.executor = executor
         self.log = log
@@ -289,6 +293,11 @@ class _Loop:
                 model=self.spec.model,
                 purpose="turn",
             )
+            if self.node.branch_runner is not None:
+                done = await self._parallel_round(request)
+                if done is not None:
+                    return done
+                continue
             started = time.perf_counter()
             try:
                 response = await self.provider.complete(request)
@@ -419,6 +428,32 @@ class _Loop:
         if verdict.action == "retry":
             return self._needs_input() if ask_user else None
         return self._done(verdict.action, verdict.feedback)
+
+    async def _parallel_round(self, request: LlmRequest) -> NodeDone | None:
+        """One round of parallel branches in place of one model call: the winner's
+        messages become this node's (recorded in one batch), then the judge rules on its
+        final turn as on any turn."""
+        runner = self.node.branch_runner
+        assert runner is not None
+        try:
+            bodies = await runner.round(
+                request,
+                node=self.spec,
+                visit=self.message.visit,
+                iteration=self.iteration,
+                log=self.log,
+                registry=self.registry,
+                graph=self.graph,
+            )
+        except RoundFailed as exc:
+            return _failure(self.message, str(exc), "BranchesFailed")
+        for body in bodies:
+            if isinstance(body, OutputSet):
+                self.accumulator[body.key] = body.value
+        await self._record(bodies)
+        final = [body for body in bodies if isinstance(body, LlmTurn)][-1]
+        self.iteration = final.iteration
+        return await self._judge(final)
 
     async def _ask_judge(self, context: JudgeContext) -> JudgeVerdict:
         """The verdict of this node's judge actor, or the judge-failure verdict when it

@@ -37,6 +37,8 @@ from ._llm_node import LlmNodeActor
 from ._llm_support import SET_OUTPUT, resolve_judge
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
+from ._parallel import BranchRunner, check_parallel_names
+from ._parallel_spec import BranchStrategy
 from ._result import RunOutcome, RunResult, result_of
 from ._runlog import CommitHook, RunLog
 from ._snapshots import load_state
@@ -114,7 +116,8 @@ class Runtime:
     (a crashed process's, or submitted with :meth:`submit`), up to ``concurrency`` live runs.
 
     ``providers`` names further providers (evaluators of ``llm_judge`` verifiers, judges
-    of parallel branches); a spec refers to them by name.
+    of parallel branches); a spec refers to them by name. ``branch_strategies`` maps names
+    used in ``NodeSpec.parallel.strategy`` to custom strategy objects (``BranchStrategy``).
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class Runtime:
         recover_interval: float | None = None,
         concurrency: int = 100,
         providers: Mapping[str, LlmProvider] | None = None,
+        branch_strategies: Mapping[str, BranchStrategy] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -152,6 +156,7 @@ class Runtime:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._store_arg = store
         self.providers: dict[str, LlmProvider] = dict(providers or {})
+        self.branch_strategies: dict[str, BranchStrategy] = dict(branch_strategies or {})
         self.store: EventStore | None = None
         self.provider = provider
         self.functions: dict[str, Callable[..., Any]] = dict(functions or {})
@@ -671,6 +676,7 @@ class Runtime:
                         SpecError(f"{where}.kind", "an llm node needs Runtime(provider=...)")
                     )
         errors.extend(check_named_providers(graph, self.provider_named))
+        errors.extend(check_parallel_names(graph, self.provider_named, self.branch_strategies))
         if errors:
             raise SpecErrors(errors)
 
@@ -702,6 +708,11 @@ class Runtime:
                 judges=self._judge_map,
                 context_budget_tokens=self.context_budget_tokens,
                 judge_timeout=self.judge_timeout,
+                branch_runner=None
+                if spec.parallel is None
+                else BranchRunner(
+                    spec.parallel, providers=self.provider_named, strategies=self.branch_strategies
+                ),
                 node_timeout=self.node_timeout,
                 tool_timeout=self.tool_timeout,
             )

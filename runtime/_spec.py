@@ -20,6 +20,7 @@ from tenacity import RetryCallState, wait_exponential_jitter
 
 from ._errors import SpecError
 from ._goal_spec import Constraint, SuccessCriterion
+from ._parallel_spec import ParallelSpec
 from ._verifier_spec import VerifierSpec
 
 __all__ = [
@@ -124,6 +125,8 @@ class NodeSpec(_Spec, frozen=True):
     model: str | None = None
     # Verifier node fields.
     verifier: VerifierSpec | None = None
+    #: LLM nodes: run each turn as parallel branches and pick one (see ``_parallel_spec``).
+    parallel: ParallelSpec | None = None
 
 
 class EdgeSpec(_Spec, frozen=True):

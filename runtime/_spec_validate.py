@@ -11,6 +11,7 @@ from collections import deque
 from ._errors import ExpressionError, SpecError, SpecErrors
 from ._expr import compile_expression
 from ._goal_spec import check_goal_items
+from ._parallel_spec import check_parallel
 from ._spec import GraphSpec, NodeSpec, RetryPolicy
 from ._verifier_spec import check_verifier
 
@@ -232,6 +233,8 @@ def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
                 )
             )
         errors.extend(check_verifier(where, node.id, node.output_keys, node.verifier))
+    if node.parallel is not None:
+        errors.extend(check_parallel(where, node.kind, node.parallel))
     return errors
 
 
