@@ -1,12 +1,13 @@
 """The write side of a SQLite store: plan, write and apply one group commit.
 
-Used by whichever writer owns the write connection: the writer process
-(:mod:`eventstore._writer_main`, the default) or the writer thread
-(:class:`eventstore._writer.WriterActor`). It needs only ``sqlite3`` and the event
-encoding, so the writer process imports little. A request is anything with the
-attributes of :class:`eventstore._requests.AppendRequest` that ``plan`` reads (run_id,
-expected_seq, tags, versions, bodies, status, stored_rows()) and the ``result`` /
-``error`` slots ``apply`` fills.
+Used by the writer thread (:class:`eventstore._writer.ThreadWriter`), which owns the write
+connection. The file is the fence: every events row passes the ``events_fence`` trigger
+(see :mod:`eventstore._schema`), which refuses a row that does not follow its run's last
+seq as the runs row records it, and advances that record. The writer's caches only save
+reading the file; they never decide a conflict. A batch is planned from the caches and
+written; if the file refuses it (another process wrote since), nothing of it is written
+and it is planned again from the file inside one write transaction, where each append
+whose expected seq the file contradicts gets ConcurrencyError.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
 from ._events import chain_digest
 from ._protocol import AppendResult
+from ._requests import AppendRequest
+from ._schema import HASH_WIDTH, check_schema, create_schema, migrate_schema
 from ._statements import (
     CHUNK_ROWS,
     CHUNK_SQL,
@@ -36,26 +39,12 @@ from ._statements import (
     wal_autocheckpoint_pages,
 )
 
-__all__ = ["CoreRequest", "WriterCore"]
-
-
-class CoreRequest(Protocol):
-    """What :class:`WriterCore` reads of a request, and the slots it fills."""
-
-    run_id: str
-    expected_seq: int | None
-    tags: list[str]
-    versions: list[int]
-    bodies: list[bytes]
-    status: tuple[str | None, str | None]
-    result: AppendResult | None
-    error: BaseException | None
-
-    def stored_rows(self) -> list[tuple[int, str, int, bytes]]: ...
-
+__all__ = ["WriterCore"]
 
 # Bound the writer's per-run cache; when exceeded it is dropped and refilled by queries.
 _RUN_CACHE_LIMIT = 50_000
+
+_RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
 
 
 class _Plan:
@@ -68,7 +57,7 @@ class _Plan:
         self.new_runs: list[tuple[Any, ...]] = []
         self.changed: list[tuple[Any, ...]] = []
         self.outcomes: list[AppendResult | StoreError] = []
-        self.touched: dict[str, tuple[int, int, bytes]] = {}
+        self.touched: dict[str, _RunState] = {}
         self.next_position = 0
         self.next_run = 0
 
@@ -76,34 +65,33 @@ class _Plan:
 class WriterCore:
     """The write connection and the writer's caches; used by the writer thread only.
 
-    A batch is committed in three parts: :meth:`plan` (seq checks, hash chain and rows; it
-    reads the file only for runs not in the cache), :meth:`write` (one transaction) and
-    :meth:`apply` (caches and results, once COMMIT succeeded).
+    A batch is committed in three parts: :meth:`plan` (seq checks, hash chain and rows),
+    :meth:`write` (one transaction) and :meth:`apply` (caches and results, once COMMIT
+    succeeded).
     """
 
     def __init__(self, path: str, synchronous: str) -> None:
         self.path = path
         self.synchronous = synchronous
         self.conn: sqlite3.Connection | None = None
-        # run_id -> (run key, last seq, last digest); valid while no other process writes.
-        self._runs: dict[str, tuple[int, int, bytes]] = {}
+        # run_id -> (run key, last seq, last digest), as this writer last wrote or read them.
+        self._runs: dict[str, _RunState] = {}
         self._next_position: int | None = None
         self._next_run: int | None = None
         self._one_statement_rows = ONE_STATEMENT_ROWS
         self._chunk_rows = CHUNK_ROWS
 
     def connect(self, create: bool, page_size: int) -> None:
-        from ._schema import check_schema, create_schema, migrate_schema
-
+        """Open the write connection, creating or upgrading the schema (blocking)."""
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
+            conn.execute("PRAGMA busy_timeout = 10000")
             if create:
                 create_schema(conn, page_size)
             check_schema(conn, self.path)
             migrate_schema(conn)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            conn.execute("PRAGMA busy_timeout = 10000")
             conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
             rows = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 8
             fits = 1 << (rows.bit_length() - 1)  # the largest power of two <= rows
@@ -130,43 +118,58 @@ class WriterCore:
         self._next_position = None
         self._next_run = None
 
-    def commit(self, requests: Sequence[CoreRequest]) -> None:
-        """Plan, write and apply ``requests`` in one transaction (in the commit thread).
+    def commit(self, requests: Sequence[AppendRequest]) -> None:
+        """Plan, write and apply ``requests`` in one transaction (in the writer thread).
 
-        A request whose expected_seq does not match gets ConcurrencyError and writes nothing;
-        the others still commit. If the whole transaction fails, it raises (every request
-        failed). Results are published only after COMMIT succeeded. Retries once when another
-        process changed the file under our caches (a UNIQUE violation).
+        A request whose expected_seq does not match the file gets ConcurrencyError and
+        writes nothing; the others still commit. If the whole transaction fails, it raises
+        (every request failed). Results are published only after COMMIT succeeded.
         """
-        for attempt in (1, 2):
-            try:
-                plan = self.plan(requests, assume_new=attempt == 1)
-                self.write(plan)
-            except sqlite3.IntegrityError:
-                self.invalidate()
-                if attempt == 2:
-                    raise
-                continue
-            except BaseException:
-                self.invalidate()
-                raise
-            self.apply(requests, plan)
-            return
+        try:
+            plan = self.plan(requests, assume_new=True)
+            self.write(plan)
+        except sqlite3.IntegrityError:
+            # The file refused the batch: another process wrote since the caches were
+            # filled. Plan again from the file, holding its write lock meanwhile.
+            self.invalidate()
+            plan = self._commit_from_file(requests)
+        except BaseException:
+            self.invalidate()
+            raise
+        self.apply(requests, plan)
 
-    def plan(self, requests: Sequence[CoreRequest], *, assume_new: bool = False) -> _Plan:
+    def _commit_from_file(self, requests: Sequence[AppendRequest]) -> _Plan:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                plan = self.plan(requests)
+                self.write(plan, in_transaction=True)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            self.invalidate()
+            raise
+        return plan
+
+    def plan(self, requests: Sequence[AppendRequest], *, assume_new: bool = False) -> _Plan:
         """Work out the transaction: seq checks, hash chain, rows. Reads only on cache misses.
 
         ``assume_new``: a run that is not in the cache and is appended at expected_seq 0 is
         taken to be new without asking the file. If the file does hold it, inserting its
         runs row breaks the UNIQUE run_id constraint, nothing is written, and
-        :meth:`commit` plans again without assuming.
+        :meth:`commit` plans again from the file.
         """
         plan = _Plan()
         if self._next_position is None or self._next_run is None:
             conn = self._connection()
             # The row with the highest position; a frame's events take the positions after.
             last = conn.execute(
-                "SELECT position + length(hash) / 32 FROM events ORDER BY position DESC LIMIT 1"
+                f"SELECT position + length(hash) / {HASH_WIDTH} FROM events "
+                "ORDER BY position DESC LIMIT 1"
             ).fetchone()
             self._next_position = 1 if last is None else last[0]
             self._next_run = conn.execute("SELECT coalesce(max(run), 0) + 1 FROM runs").fetchone()[
@@ -179,8 +182,8 @@ class WriterCore:
         touched = plan.touched
         rows = plan.rows
         outcomes = plan.outcomes
-        new_runs: dict[str, list[Any]] = {}  # run_id -> [key, status, graph_hash, seq]
-        changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash, seq]
+        new_runs: dict[str, list[Any]] = {}  # run_id -> [key, status, graph_hash]
+        changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash]
         missing = {
             request.run_id
             for request in requests
@@ -196,7 +199,7 @@ class WriterCore:
                 continue
             if state is None:
                 state = (next_run, 0, b"")
-                new_runs[run_id] = [next_run, "new", None, 0]
+                new_runs[run_id] = [next_run, "new", None]
                 next_run += 1
             key, seq, prev = state
             first = seq + 1
@@ -218,59 +221,59 @@ class WriterCore:
             status, graph_hash = request.status
             created = new_runs.get(run_id)
             if created is not None:
-                created[3] = seq
                 if status is not None:
                     created[1] = status
                 if graph_hash is not None:
                     created[2] = graph_hash
             elif status is not None or graph_hash is not None:
-                change = changed.setdefault(key, [None, None, seq])
-                change[2] = seq
+                change = changed.setdefault(key, [None, None])
                 if status is not None:
                     change[0] = status
                 if graph_hash is not None:
                     change[1] = graph_hash
             outcomes.append(AppendResult(first, seq, position - 1, prev.hex()))
-        plan.new_runs = [
-            (key, rid, st, now, now, sq, gh) for rid, (key, st, gh, sq) in new_runs.items()
-        ]
-        plan.changed = [(st, now, sq, gh, k) for k, (st, gh, sq) in changed.items()]
+        # A new run's row starts at seq 0; the trigger advances it with each events row.
+        plan.new_runs = [(key, rid, st, now, now, 0, gh) for rid, (key, st, gh) in new_runs.items()]
+        plan.changed = [(st, gh, k) for k, (st, gh) in changed.items()]
         plan.next_position = position
         plan.next_run = next_run
         return plan
 
-    def write(self, plan: _Plan) -> None:
-        """Run ``plan``'s transaction (commit thread). Rolls back and raises on any error."""
+    def write(self, plan: _Plan, *, in_transaction: bool = False) -> None:
+        """Run ``plan``'s statements, in a transaction of their own unless
+        ``in_transaction``. Rolls back (its own transaction) and raises on any error."""
         conn = self._connection()
         rows = plan.rows
         total = len(rows) // 8
         if not plan.new_runs and not plan.changed and total <= self._one_statement_rows:
             size = padded_size(total)
-            # A transaction of its own (autocommit).
+            # One statement is a transaction of its own (autocommit).
             conn.execute(PADDED_SQL[size], rows + NULL_ROW * (size - total))
             return
-        conn.execute("BEGIN IMMEDIATE")
+        if not in_transaction:
+            conn.execute("BEGIN IMMEDIATE")
         try:
+            if plan.new_runs:
+                _padded_statements(conn, INSERT_RUNS_SQL, plan.new_runs, 7)
             done = 0
             while done < total:
                 size = min(total - done, self._chunk_rows)
                 size = 1 << (size.bit_length() - 1)  # the largest power of two <= size
                 conn.execute(CHUNK_SQL[size], rows[done * 8 : (done + size) * 8])
                 done += size
-            if plan.new_runs:
-                _padded_statements(conn, INSERT_RUNS_SQL, plan.new_runs, 7)
             if plan.changed:
                 if UPDATE_FROM:
-                    _padded_statements(conn, UPDATE_RUNS_SQL, plan.changed, 5)
+                    _padded_statements(conn, UPDATE_RUNS_SQL, plan.changed, 3)
                 else:
                     conn.executemany(UPDATE_RUN, plan.changed)
-            conn.execute("COMMIT")
+            if not in_transaction:
+                conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
+            if not in_transaction and conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
 
-    def apply(self, requests: Sequence[CoreRequest], plan: _Plan) -> None:
+    def apply(self, requests: Sequence[AppendRequest], plan: _Plan) -> None:
         """After COMMIT: advance the caches and hand each request its outcome."""
         self._next_position = plan.next_position
         self._next_run = plan.next_run
@@ -289,30 +292,19 @@ class WriterCore:
             raise StoreClosedError("append")
         return self.conn
 
-    def _load_runs(self, run_ids: set[str]) -> dict[str, tuple[int, int, bytes]]:
-        """The (run key, last seq, last digest) of those of ``run_ids`` the file holds.
-
-        One query finds up to 256 runs: each statement the writer thread runs gives up the
-        GIL, and getting it back may wait for the event loop (up to the 5 ms switch interval
-        while the loop is busy).
-        """
+    def _load_runs(self, run_ids: set[str]) -> dict[str, _RunState]:
+        """The (run key, last seq, last digest) the file records for those of ``run_ids``
+        it holds; one query per LOOKUP_IDS runs."""
         conn = self._connection()
-        found: dict[str, tuple[int, int, bytes]] = {}
+        found: dict[str, _RunState] = {}
         ids: list[str | None] = [*sorted(run_ids)]
-        keys: list[tuple[str, int]] = []
         for start in range(0, len(ids), LOOKUP_IDS):
             chunk = ids[start : start + LOOKUP_IDS]
             size = padded_size(len(chunk))
-            keys += conn.execute(LOOKUP_SQL[size], chunk + [None] * (size - len(chunk)))
-        for run_id, key in keys:
-            last = conn.execute(
-                "SELECT seq, hash FROM events WHERE run = ? ORDER BY seq DESC LIMIT 1", (key,)
-            ).fetchone()
-            if last is None:
-                found[run_id] = (key, 0, b"")
-            else:  # the last row may be a frame: its last event's seq and hash
-                hashes = bytes(last[1])
-                found[run_id] = (key, last[0] + len(hashes) // 32 - 1, hashes[-32:])
+            for run_id, key, last_seq, last_hash in conn.execute(
+                LOOKUP_SQL[size], chunk + [None] * (size - len(chunk))
+            ):
+                found[run_id] = (key, last_seq, bytes(last_hash))
         return found
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Literal, Protocol, Self, runtime_checkable
@@ -22,47 +21,25 @@ __all__ = [
 ]
 
 
-#: The writer process waits on its stdin with select(), which Windows offers for sockets only.
-_DEFAULT_WRITER: Literal["process", "thread"] = "thread" if sys.platform == "win32" else "process"
-
-
 class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How hard the store works to keep what it acknowledged.
 
     ``synchronous`` is SQLite's pragma: FULL (the default) fsyncs the WAL at every commit, so
     an acknowledged append survives power loss; NORMAL may lose the last commits on power loss
     (never on a process crash); OFF leaves syncing to the OS. ``max_batch`` caps how many
-    appends one group commit takes (a writer thread also takes at most half of the appends
-    in flight).
+    appends one group commit takes (the writer also takes at most half of the appends in
+    flight).
     ``page_size`` applies to new stores only. 1024 is the default because an event log mixes
     small rows with 1-4 KB ones (LLM turns, memory values): on 4 KB pages a row that does not
     fit the page's free space starts a new page and strands that space (a 50-step run
     appending 2 KB values filled 4 KB pages ~60%), while on 1 KB pages such rows spill into
     overflow pages that are filled completely. A commit also
     writes only the 1 KB pages it touched to the WAL, not 4 KB ones.
-
-    ``writer``: who commits. ``"process"`` (the default, except on Windows) is a child
-    process that owns the write connection: hashing, planning and committing then run
-    outside this interpreter and never take the event loop's GIL (200 concurrent runs of 10
-    steps: about 12% less wall time per round and 15-20% less loop CPU; see the README). It
-    takes ~90 ms to start at open, and it is killed if this process dies. ``"thread"`` is a
-    thread of this process, for Windows and wherever a child process cannot be started;
-    ``switch_interval`` is for it.
-
-    ``switch_interval`` (seconds, ``writer="thread"`` only): while the store is open, the
-    interpreter's thread switch interval (``sys.setswitchinterval``, process-wide) is at
-    most this; the last store to close restores the previous value, and a value set by
-    someone else meanwhile is left alone. The writer thread needs the GIL back after every
-    SQL statement, and CPython hands it over from a busy event loop only once per interval
-    (5 ms by default): with 200 concurrent runs, a commit's ~2 ms of work took ~10 ms.
-    ``None`` leaves the interval alone.
     """
 
     synchronous: Literal["FULL", "NORMAL", "OFF"] = "FULL"
     max_batch: int = 1000
     page_size: int = 1024
-    switch_interval: float | None = 0.0005
-    writer: Literal["process", "thread"] = _DEFAULT_WRITER
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:
@@ -71,13 +48,6 @@ class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 f"DurabilityConfig.page_size must be a power of two in 512..65536, "
                 f"got {self.page_size}"
-            )
-        if self.writer == "process" and sys.platform == "win32":
-            raise ValueError("DurabilityConfig.writer='process' needs a POSIX system; use 'thread'")
-        if self.switch_interval is not None and not self.switch_interval > 0:
-            raise ValueError(
-                f"DurabilityConfig.switch_interval must be > 0 seconds or None, "
-                f"got {self.switch_interval}"
             )
 
 

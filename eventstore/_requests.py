@@ -127,9 +127,8 @@ def prepare(
 ) -> AppendRequest:
     """Encode a batch into a request (in the caller's task, so bad input raises there).
 
-    ``rows=False`` leaves the stored form and rows to whoever writes (the writer process
-    makes them: its CPU is its own). Otherwise small bodies get their stored form and rows
-    here. A batch with a body to compress is
+    ``rows=False`` makes no stored forms or rows (for a store that keeps bodies whole).
+    Otherwise small bodies get their stored form and rows here. A batch with a body to compress is
     left to the writer thread (AppendRequest.stored_rows): zlib gives up the GIL, and on
     the event loop each call was a chance for the writer thread to take it and keep the
     loop waiting.

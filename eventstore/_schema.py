@@ -36,8 +36,10 @@ __all__ = [
 APPLICATION_ID = 0x4D414753
 #: The version of the store's tables this release reads and writes. Version 2 added frames
 #: (rows holding several events, see below); version 3 the snapshots table and the index of
-#: runs by status. Older files are upgraded when opened.
-SCHEMA_VERSION = 3
+#: runs by status; version 4 the fence (below). Older files are upgraded when opened.
+SCHEMA_VERSION = 4
+#: Bytes of one event's chain hash (SHA-256) in an events row's ``hash`` column.
+HASH_WIDTH = 32
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -51,21 +53,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 # and a row of several events has type FRAME_TYPE, version 0 and a body made by pack_frame.
 # A row of one event is stored as in version 1. A step of a graph appends 3-5 events at
 # once; as one row it costs SQLite a third of the work (one table and one index entry).
-# Version 3: runs listed by status without a scan, and snapshots (a cache of a run's folded
-# state, see eventstore.Snapshot; only the newest of a run is kept).
-_V3_DDL = """
-CREATE INDEX runs_status ON runs (status, run);
-CREATE TABLE snapshots (
-    run     INTEGER NOT NULL,
-    seq     INTEGER NOT NULL,
-    hash    BLOB    NOT NULL,
-    version TEXT    NOT NULL,
-    data    BLOB    NOT NULL,
-    PRIMARY KEY (run, seq)
-) WITHOUT ROWID;
-"""
-_DDL = (
-    """
+_DDL = """
 CREATE TABLE runs (
     run        INTEGER PRIMARY KEY,
     run_id     TEXT    NOT NULL UNIQUE,
@@ -87,8 +75,42 @@ CREATE TABLE events (
 );
 CREATE UNIQUE INDEX events_run_seq ON events (run, seq);
 """
-    + _V3_DDL
-)
+# Version 3: runs listed by status without a scan, and snapshots (a cache of a run's folded
+# state, see eventstore.Snapshot; only the newest of a run is kept).
+_V3_DDL = """
+CREATE INDEX runs_status ON runs (status, run);
+CREATE TABLE snapshots (
+    run     INTEGER NOT NULL,
+    seq     INTEGER NOT NULL,
+    hash    BLOB    NOT NULL,
+    version TEXT    NOT NULL,
+    data    BLOB    NOT NULL,
+    PRIMARY KEY (run, seq)
+) WITHOUT ROWID;
+"""
+# Version 4: the file is the fence between writers. The runs row records the run's last
+# seq and last hash; every events row must start right after that seq (and after every
+# position in the file), and advances the record. So a writer whose idea of a run is stale
+# (another process appended since) cannot write: its statement fails and the whole
+# transaction with it, whatever the writer's caches said. The runs row also tells a read
+# or verify where the log must end (a deleted tail shows).
+_V4_DDL = """
+ALTER TABLE runs ADD COLUMN last_hash BLOB NOT NULL DEFAULT x'';
+UPDATE runs SET
+    last_seq = max(last_seq, coalesce((SELECT e.seq + length(e.hash) / 32 - 1 FROM events e
+        WHERE e.run = runs.run ORDER BY e.seq DESC LIMIT 1), 0)),
+    last_hash = coalesce((SELECT substr(e.hash, -32) FROM events e
+        WHERE e.run = runs.run ORDER BY e.seq DESC LIMIT 1), x'');
+CREATE TRIGGER events_fence BEFORE INSERT ON events
+BEGIN
+    SELECT RAISE(ABORT, 'magistrate event store: the run moved on (seq conflict)')
+    WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run = NEW.run AND last_seq = NEW.seq - 1)
+        OR NEW.position < coalesce((SELECT position + length(hash) / 32 FROM events
+            ORDER BY position DESC LIMIT 1), 1);
+    UPDATE runs SET last_seq = NEW.seq + length(NEW.hash) / 32 - 1,
+        last_hash = substr(NEW.hash, -32), updated = NEW.ts WHERE run = NEW.run;
+END;
+"""
 
 
 def check_file(path: str) -> bool:
@@ -124,7 +146,8 @@ def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
     conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        _run_script(conn, _DDL)
+        for script in (_DDL, _V3_DDL, _V4_DDL):
+            _run_script(conn, script)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -138,7 +161,8 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
 
     In one transaction. Version 1 -> 2 changes no table: version 1 rows are rows of one
     event; the version is raised so that a release that cannot read frames refuses the file
-    instead of misreading it. Version 2 -> 3 adds the snapshots table and the runs index.
+    instead of misreading it. Version 2 -> 3 adds the snapshots table and the runs index;
+    3 -> 4 the fence (the runs row's last seq and hash, taken from the events).
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version >= SCHEMA_VERSION:
@@ -147,6 +171,8 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
     try:
         if version < 3:
             _run_script(conn, _V3_DDL)
+        if version < 4:
+            _run_script(conn, _V4_DDL)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -155,9 +181,16 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:
-    for statement in script.split(";"):
-        if statement.strip():
+    """Run each statement of ``script`` (inside the caller's transaction, unlike
+    executescript, which commits first)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
             conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"an incomplete statement in a schema script: {statement!r}")
 
 
 def check_schema(conn: sqlite3.Connection, path: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import zlib
@@ -14,13 +13,9 @@ import aiosqlite
 import anyio
 import msgspec
 
-from actors import ActorRef, ActorStoppedError, ActorSystem, MailboxConfig
-
 from ._core import WriterCore
-from ._errors import ConcurrencyError, CorruptLogError, StoreClosedError, UnknownEventError
+from ._errors import CorruptLogError, StoreClosedError, UnknownEventError
 from ._events import Event, EventBody, chain_digest, decode_body
-from ._gil import SwitchIntervalLease
-from ._process_writer import ProcessWriter
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -32,33 +27,25 @@ from ._protocol import (
 from ._requests import AppendRequest, prepare
 from ._schema import check_file, load_body, row_events
 from ._snapshots import SnapshotTable
-from ._writer import WriterActor, _Drain
+from ._writer import ThreadWriter, Writer
 
 __all__ = ["SqliteEventStore"]
 
 _CHUNK = 1000
 _DEFAULT_CONFIG = DurabilityConfig()
 _EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
-# The runs row is written when a run's status changes; its live last seq and update time
-# come from the run's last event (one index seek each).
-_RUN_COLUMNS = (
-    "r.run_id, r.status, r.created, "
-    "coalesce((SELECT e.ts FROM events e WHERE e.run = r.run ORDER BY e.seq DESC LIMIT 1), "
-    "r.updated), "
-    # A row holds len(hash) / 32 events (see _schema): the last one's seq.
-    "coalesce((SELECT e.seq + length(e.hash) / 32 - 1 FROM events e WHERE e.run = r.run "
-    "ORDER BY e.seq DESC LIMIT 1), 0), r.graph_hash"
-)
+# The runs row holds each run's live last seq and update time (the fence advances them).
+_RUN_COLUMNS = "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash"
 
 
 class SqliteEventStore:
     """An :class:`EventStore` in one SQLite file (WAL mode).
 
     Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close` (from
-    any tasks). Appends from every task go through one writer that group-commits them: a
-    child process by default (``DurabilityConfig.writer``), or a writer actor whose thread
-    commits, run in an ActorSystem in a task of its own. Reads use a separate connection
-    and run beside the writer. asyncio only (as aiosqlite is).
+    any tasks). Appends from every task go through one writer thread that group-commits
+    them; reads use a separate connection and run beside it. Several stores (in one process
+    or several) may share a file: the file itself refuses an append that does not follow
+    its run's last seq (ConcurrencyError). asyncio only (as aiosqlite is).
     """
 
     def __init__(
@@ -67,30 +54,15 @@ class SqliteEventStore:
         self.path = os.fspath(path)
         self.config = config
         self._state = "new"  # new -> open -> closing -> closed
-        self._host: asyncio.Task[None] | None = None
-        self._stop_host = anyio.Event()
-        self._host_error: Exception | None = None
-        self._writer: ActorRef | None = None  # the writer actor (writer="thread")
-        self._process: ProcessWriter | None = None  # writer="process"
-        # Where appends go: the writer process, or the writer actor.
-        self._sink: ProcessWriter | WriterActor | None = None
+        self._writer: Writer | None = None
         self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
         self._snapshots = SnapshotTable(self.path)
         self._run_keys: dict[str, int] = {}
-        self._inflight: set[AppendRequest] = set()
         # Set at the next commit; made by a follower (tail) when it waits, so a store
         # nobody tails makes none.
         self._committed: anyio.Event | None = None
-        self._switch_lease: SwitchIntervalLease | None = None
-        # statistics
-        self._appends = 0
-        self._events = 0
-        self._batches = 0
-        self._max_batch = 0
-        self._commit_seconds = 0.0
-        self._conflicts = 0
 
     def __repr__(self) -> str:
         return f"<SqliteEventStore {self.path!r} {self._state}>"
@@ -109,54 +81,23 @@ class SqliteEventStore:
         create = await anyio.to_thread.run_sync(check_file, self.path)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
         try:
-            if self.config.writer == "process":
-                # The file is created (or upgraded): the process opens a connection of its own.
-                await anyio.to_thread.run_sync(self._core.close)
-                process = ProcessWriter(
-                    self, self.config.synchronous, self.config.max_batch, self._capacity
-                )
-                self._process = process
-                await process.start()
-                self._sink = process
             self._reader = await aiosqlite.connect(self.path)
             await self._reader.execute("PRAGMA query_only = ON")
-            if self.config.writer == "thread":
-                ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self._host = asyncio.create_task(
-                    self._host_writer(ready), name=f"eventstore:{self}"
-                )
-                await ready
         except BaseException:
             await self._release()
             raise
-        if self.config.writer == "thread" and self.config.switch_interval is not None:
-            self._switch_lease = SwitchIntervalLease(self.config.switch_interval)
+        self._writer = ThreadWriter(
+            self._core, self.config.max_batch, self._capacity, self._wake_followers
+        )
         self._state = "open"
-
-    async def _host_writer(self, ready: asyncio.Future[None]) -> None:
-        # The writer's ActorSystem lives in a task of its own, not in the caller's: its task
-        # group is then not bound to the scopes of whoever called open(), so open() and
-        # close() may be called from any task, inside or outside other task groups.
-        try:
-            async with ActorSystem() as system:
-                writer = WriterActor(self, self._core, self.config.max_batch, self._capacity)
-                name = f"eventstore-writer:{self.path}"
-                self._writer = system.spawn(writer, name=name, mailbox=MailboxConfig(capacity=8))
-                self._sink = writer
-                ready.set_result(None)
-                await self._stop_host.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
 
     async def close(self) -> None:
         """Close the store; idempotent; may be called from any task.
 
-        Appends already queued are committed first and their callers answered; appends that
-        arrive after close began raise StoreClosedError. Then the writer stops, the WAL is
-        merged into the database file and both connections close. Shielded from cancellation
-        (it finishes what it started). Followers in :meth:`tail` end.
+        Appends already submitted are committed first and their callers answered; appends
+        that arrive after close began raise StoreClosedError. Then the writer stops, the WAL
+        is merged into the database file and the connections close. Shielded from
+        cancellation (it finishes what it started). Followers in :meth:`tail` end.
         """
         if self._state in ("closing", "closed"):
             return
@@ -165,39 +106,13 @@ class SqliteEventStore:
             return
         self._state = "closing"
         with anyio.CancelScope(shield=True):
-            if self._process is not None:
-                await self._process.close()
-            elif self._writer is not None and not self._writer.stopped:
-                drain = AppendRequest("", [], [], [], (None, None), None)
-                try:
-                    await self._writer.tell(_Drain(request=drain))
-                    await drain.wait()
-                except ActorStoppedError:
-                    pass  # the writer died; its on_stop already failed every waiter
+            if self._writer is not None:
+                await self._writer.close()
             await self._release()
         self._state = "closed"
         self._wake_followers()
 
     async def _release(self) -> None:
-        if self._switch_lease is not None:
-            lease, self._switch_lease = self._switch_lease, None
-            lease.release()
-        if self._host is not None:
-            host, self._host = self._host, None
-            self._stop_host.set()
-            with anyio.CancelScope(shield=True):
-                try:
-                    await host
-                except Exception as exc:
-                    # The writer's system failed while stopping; nothing is lost (every
-                    # waiter was answered or failed), so note it on the store and go on.
-                    self._host_error = exc
-        self._writer = None
-        self._sink = None
-        if self._process is not None:
-            process, self._process = self._process, None
-            process.kill()  # if it is still running (a failed open); else only disposes
-        self._fail_inflight()
         with anyio.CancelScope(shield=True):
             if self._reader is not None:
                 reader, self._reader = self._reader, None
@@ -235,15 +150,11 @@ class SqliteEventStore:
         it may still commit.
         """
         writer, request = self._request(run_id, events, expected_seq)
-        self._inflight.add(request)
-        try:
-            while not writer.submit(request):
-                await writer.wait_for_space()  # backpressure: the inbox is full
-                if self._state != "open":
-                    raise StoreClosedError("append")
-            await request.wait()
-        finally:
-            self._inflight.discard(request)
+        while not writer.submit(request):
+            await writer.wait_for_space()  # backpressure: the writer is full
+            if self._state != "open":
+                raise StoreClosedError("append")
+        await request.wait()
         if request.error is not None:
             raise request.error
         assert request.result is not None
@@ -272,58 +183,36 @@ class SqliteEventStore:
         """
         writer, request = self._request(run_id, events, expected_seq)
         request.on_done = on_done
-        if not writer.submit(request):
-            return False
-        if self._process is None:  # the writer process keeps its own (see _fail_inflight)
-            self._inflight.add(request)
-        return True
+        return writer.submit(request)
 
     def _request(
         self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
-    ) -> tuple[ProcessWriter | WriterActor, AppendRequest]:
+    ) -> tuple[Writer, AppendRequest]:
         """The checks every append starts with, then the encoded request (not yet queued)."""
-        writer = self._sink
+        writer = self._writer
         if self._state != "open" or writer is None:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
-        writer.collect()  # batches the writer thread finished while the loop was busy
-        return writer, prepare(run_id, events, expected_seq, rows=self._process is None)
-
-    def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
-        self._batches += 1
-        self._appends += len(batch)
-        for request in batch:
-            if request.error is None:
-                self._events += len(request.bodies)
-            elif type(request.error) is ConcurrencyError:
-                self._conflicts += 1
-        self._max_batch = max(self._max_batch, len(batch))
-        self._commit_seconds += seconds
-        self._wake_followers()
+        return writer, prepare(run_id, events, expected_seq)
 
     def _wake_followers(self) -> None:
         committed, self._committed = self._committed, None
         if committed is not None:
             committed.set()
 
-    def _fail_inflight(self) -> None:
-        for request in list(self._inflight):
-            request.fail(StoreClosedError("append", "the store closed before it was written"))
-
     def statistics(self) -> StoreStatistics:
         """Counters of the writer since open (read by the Prometheus exporter)."""
-        queued = 0 if self._sink is None else self._sink.queued
-        return StoreStatistics(
-            appends=self._appends,
-            events=self._events,
-            batches=self._batches,
-            mean_batch_size=self._appends / self._batches if self._batches else 0.0,
-            max_batch_size=self._max_batch,
-            commit_seconds_total=self._commit_seconds,
-            conflicts=self._conflicts,
-            queued=queued,
-        )
+        if self._writer is None:
+            return StoreStatistics(
+                appends=0,
+                events=0,
+                batches=0,
+                mean_batch_size=0.0,
+                max_batch_size=0,
+                commit_seconds_total=0.0,
+            )
+        return self._writer.statistics()
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -22,12 +22,11 @@ __all__ = [
     "wal_autocheckpoint_pages",
 ]
 
-# The runs row changes only when the run's status does (new runs, RunStarted, RunPaused...),
-# not at every append: ``updated`` / ``last_seq`` there are as of that change, and listings
-# read the live last seq from the events index.
+# A runs row's last seq, last hash and update time are advanced by the fence trigger with
+# each events row (see _schema); the writer changes only its status and graph hash.
 UPDATE_RUN = (
-    "UPDATE runs SET status = coalesce(?, status), updated = ?, last_seq = ?, "
-    "graph_hash = coalesce(?, graph_hash) WHERE run = ?"
+    "UPDATE runs SET status = coalesce(?, status), graph_hash = coalesce(?, graph_hash) "
+    "WHERE run = ?"
 )
 
 # Runs rows are inserted and updated by one statement per up to RUN_ROWS rows (padded with
@@ -43,10 +42,10 @@ INSERT_RUNS_SQL = {
     for i in range(RUN_ROWS.bit_length())
 }
 UPDATE_RUNS_SQL = {
-    1 << i: "UPDATE runs SET status = coalesce(v.column1, status), updated = v.column2, "
-    "last_seq = v.column3, graph_hash = coalesce(v.column4, graph_hash) FROM (VALUES "
-    + ",".join(("(?,?,?,?,?)",) * (1 << i))
-    + ") AS v WHERE runs.run = v.column5"
+    1 << i: "UPDATE runs SET status = coalesce(v.column1, status), "
+    "graph_hash = coalesce(v.column2, graph_hash) FROM (VALUES "
+    + ",".join(("(?,?,?)",) * (1 << i))
+    + ") AS v WHERE runs.run = v.column3"
     for i in range(RUN_ROWS.bit_length())
 }
 UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
@@ -88,7 +87,9 @@ PADDED_SQL = {1 << i: _padded_insert_sql(1 << i) for i in range(ONE_STATEMENT_RO
 # match nothing) to a power of two so few distinct statements are cached.
 LOOKUP_IDS = 256
 LOOKUP_SQL = {
-    1 << i: "SELECT run_id, run FROM runs WHERE run_id IN (" + ",".join("?" * (1 << i)) + ")"
+    1 << i: "SELECT run_id, run, last_seq, last_hash FROM runs WHERE run_id IN ("
+    + ",".join("?" * (1 << i))
+    + ")"
     for i in range(LOOKUP_IDS.bit_length())
 }
 CHUNK_ROWS = 128

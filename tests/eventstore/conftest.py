@@ -1,7 +1,6 @@
 """Fixtures for the backend-neutral store suite: each test runs against every store factory.
 
 A factory takes a name (the same name reopens the same store) and returns an unopened store.
-SQLite runs twice: with its writer process (the default) and with its writer thread.
 PostgreSQL runs on schemas of the test's own (skipped, saying why, when no server answers).
 """
 
@@ -12,22 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from eventstore import DurabilityConfig, EventStore, PostgresEventStore, SqliteEventStore
+from eventstore import EventStore, PostgresEventStore, SqliteEventStore
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 StoreFactory = Callable[[str], EventStore]
 
 
-@pytest.fixture(params=["sqlite", "sqlite-thread", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres"])
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    if request.param in ("sqlite", "sqlite-thread"):
-        # The default writer is a process; "sqlite-thread" runs the suite on a writer thread.
-        config = DurabilityConfig(
-            writer="thread" if request.param == "sqlite-thread" else "process"
-        )
+    if request.param == "sqlite":
 
         def make(name: str = "store") -> EventStore:
-            return SqliteEventStore(tmp_path / f"{name}.db", config=config)
+            return SqliteEventStore(tmp_path / f"{name}.db")
 
         yield make
         return

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from eventstore import (
     APPLICATION_ID,
     SCHEMA_VERSION,
+    ConcurrencyError,
     CorruptLogError,
     DurabilityConfig,
     EventBody,
@@ -123,14 +126,20 @@ async def test_reads_and_tails_start_and_stop_inside_frames(tmp_path: Path) -> N
 
 
 def downgrade(path: Path, version: int) -> None:
-    """Make ``path`` a store as a release of schema ``version`` (1 or 2) left it: version 3
-    added the snapshots table and the runs index, nothing else."""
-    tamper(path, "DROP TABLE snapshots")
-    tamper(path, "DROP INDEX runs_status")
+    """Make ``path`` a store as a release of schema ``version`` (1, 2 or 3) left it: version
+    3 added the snapshots table and the runs index; version 4 the fence (before it, a runs
+    row's last seq was that of the run's last status change)."""
+    if version < 4:
+        tamper(path, "DROP TRIGGER events_fence")
+        tamper(path, "ALTER TABLE runs DROP COLUMN last_hash")
+        tamper(path, "UPDATE runs SET last_seq = 1")  # as of its run.started
+    if version < 3:
+        tamper(path, "DROP TABLE snapshots")
+        tamper(path, "DROP INDEX runs_status")
     tamper(path, f"PRAGMA user_version = {version}")
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
     tmp_path: Path, version: int
 ) -> None:
@@ -141,6 +150,10 @@ async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
     await make_store(path)
     downgrade(path, version)
     async with SqliteEventStore(path) as store:
+        info = await store.get_run("r1")
+        assert info is not None and info.last_seq == 7  # the upgrade took it from the log
+        with pytest.raises(ConcurrencyError):
+            await store.append("r1", make_events(1)[1:], expected_seq=1)
         await store.append("r1", make_events(1)[1:], expected_seq=7)
         events = await store.read_all("r1")
         assert (await store.verify("r1")).ok
@@ -377,10 +390,7 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
 
     path = tmp_path / "s.db"
     batch = _failing_batch(shape)
-    # The writer process runs the same WriterCore; only the thread's can be reached here
-    # to lower its row limits.
-    config = DurabilityConfig(writer="thread" if shape == "several statements" else "process")
-    async with SqliteEventStore(path, config=config) as store:
+    async with SqliteEventStore(path) as store:
         if shape == "several statements":  # 47 rows: statements of 4 rows, then of 2 or 1
             store._core._one_statement_rows = 4
             store._core._chunk_rows = 4
@@ -445,19 +455,14 @@ async def test_batches_of_every_size_read_back_in_order(tmp_path: Path) -> None:
     assert rows[-1][0] + rows[-1][1] - 1 == len(expected)
 
 
-@pytest.mark.parametrize("writer", ["process", "thread"])
-async def test_synchronous_setting_is_applied(tmp_path: Path, writer: Any) -> None:
-    config = DurabilityConfig(synchronous="NORMAL", writer=writer)
+async def test_synchronous_setting_is_applied(tmp_path: Path) -> None:
+    config = DurabilityConfig(synchronous="NORMAL")
     async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
-        if writer == "thread":
-            assert store._core.conn is not None
-            settings = {
-                name: store._core.conn.execute(f"PRAGMA {name}").fetchone()[0]
-                for name in ("synchronous", "journal_mode")
-            }
-        else:  # what the writer process's own connection says
-            assert store._process is not None
-            settings = store._process.settings
+        assert store._core.conn is not None
+        settings = {
+            name: store._core.conn.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("synchronous", "journal_mode")
+        }
         assert settings["synchronous"] == 1  # NORMAL
         assert settings["journal_mode"] == "wal"
 
@@ -467,43 +472,34 @@ def test_durability_config_rejects_nonsense() -> None:
         DurabilityConfig(max_batch=0)
     with pytest.raises(ValueError):
         DurabilityConfig(page_size=3000)
-    with pytest.raises(ValueError, match="switch_interval"):
-        DurabilityConfig(switch_interval=0)
 
 
-async def test_open_stores_hold_a_short_switch_interval_and_the_last_restores_it(
+def _children() -> set[str]:
+    """The pids of this process's child processes (Linux)."""
+    found: set[str] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            found.update(f.read().split())
+    return found
+
+
+async def test_a_store_starts_no_process_and_changes_no_interpreter_setting(
     tmp_path: Path,
 ) -> None:
-    # Only writer threads need it; a store whose writer is a process leaves it alone.
-    original = sys.getswitchinterval()
-    thread = DurabilityConfig(writer="thread")
-    try:
-        sys.setswitchinterval(0.004)
-        slow = DurabilityConfig(switch_interval=0.002, writer="thread")
-        async with SqliteEventStore(tmp_path / "a.db", config=slow):
-            assert sys.getswitchinterval() == pytest.approx(0.002)
-            async with SqliteEventStore(tmp_path / "b.db", config=thread):  # 0.5 ms
-                assert sys.getswitchinterval() == pytest.approx(0.0005)
-            assert sys.getswitchinterval() == pytest.approx(0.002)  # b's lease is gone
-        assert sys.getswitchinterval() == pytest.approx(0.004)
-        async with SqliteEventStore(tmp_path / "p.db"):  # writer="process", the default
-            assert sys.getswitchinterval() == pytest.approx(0.004)
-        # None leaves it alone; a value set by someone else while open is kept on close.
-        async with SqliteEventStore(
-            tmp_path / "c.db", config=DurabilityConfig(switch_interval=None, writer="thread")
-        ):
-            assert sys.getswitchinterval() == pytest.approx(0.004)
-        async with SqliteEventStore(tmp_path / "d.db", config=thread):
-            sys.setswitchinterval(0.003)
-        assert sys.getswitchinterval() == pytest.approx(0.003)
-        # A store that fails to open holds nothing.
-        bogus = tmp_path / "bogus.db"
-        bogus.write_bytes(b"not a database at all" * 100)
-        with pytest.raises(NotAStoreError):
-            await SqliteEventStore(bogus, config=thread).open()
-        assert sys.getswitchinterval() == pytest.approx(0.003)
-    finally:
-        sys.setswitchinterval(original)
+    # An embedded library: the writer is a thread of this process, and the interpreter's
+    # process-wide settings stay as the application left them.
+    if not sys.platform.startswith("linux"):
+        pytest.skip("child processes are listed from /proc (Linux)")
+    interval = sys.getswitchinterval()
+    children = _children()
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        await store.append("r1", [started()], expected_seq=0)
+        assert _children() == children
+        assert sys.getswitchinterval() == interval
+        writers = [t for t in threading.enumerate() if t.name.startswith("eventstore-writer:")]
+        assert len(writers) == 1 and writers[0].is_alive()
+    assert not writers[0].is_alive()  # and it ends with the store
+    assert sys.getswitchinterval() == interval
 
 
 async def test_memory_payload_overhead_stays_small(tmp_path: Path) -> None:
@@ -600,21 +596,20 @@ async def test_an_undecodable_frame_is_a_clear_error(tmp_path: Path) -> None:
 async def test_concurrent_appends_share_transactions_of_at_most_half_those_in_flight(
     tmp_path: Path,
 ) -> None:
-    # Group commit in a writer thread: appends queued together share a transaction, but a
+    # Group commit: appends queued together share a transaction, but a
     # transaction takes at most half of the appends in flight, so two groups of callers
     # take turns (the event loop serves one while the other commits).
-    config = DurabilityConfig(writer="thread")
-    async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
+    async with SqliteEventStore(tmp_path / "s.db") as store:
         stats = await _hundred_appenders(store)
     assert stats.max_batch_size <= 50  # never more than half of the 100 in flight
 
 
 @pytest.mark.parametrize("max_batch", [1000, 7])
-async def test_a_writer_process_commits_concurrent_appends_in_groups(
+async def test_the_writer_commits_concurrent_appends_in_groups(
     tmp_path: Path, max_batch: int
 ) -> None:
-    # The writer process takes every append that has arrived (at most max_batch) into one
-    # transaction: 100 appenders need far fewer transactions than appends.
+    # The writer takes what has arrived (at most max_batch) into one transaction: 100
+    # appenders need far fewer transactions than appends.
     config = DurabilityConfig(max_batch=max_batch)
     async with SqliteEventStore(tmp_path / "s.db", config=config) as store:
         stats = await _hundred_appenders(store)
@@ -672,7 +667,7 @@ async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
         core.close()
     assert rows == [
         ("r1", "running", 2, "gh", 1),
-        ("r2", "paused", 3, "gh", 1),  # as of the pause, not of the append after it
+        ("r2", "paused", 4, "gh", 1),  # the status as of the pause, the live last seq
         ("r3", "new", 1, None, 1),
     ]
     assert counts == [("r1", 2), ("r2", 4), ("r3", 1)]

@@ -1,8 +1,7 @@
 """The runtime embedded in an app that runs on uvloop (uvicorn's default loop, for one).
 
 uvloop's loop is not an asyncio.BaseEventLoop and its pipes are not asyncio transport
-subclasses; the store's writer process once refused to start on it (an isinstance check
-on its stdin pipe). Both writers, the actors and the store's followers must work there.
+subclasses. The store's writer, the actors and the store's followers must work there.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import DurabilityConfig, Event, SqliteEventStore
+from eventstore import Event, SqliteEventStore
 from runtime import NodeCompleted, RunFinished, Runtime
 from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
 
@@ -44,8 +43,7 @@ def chain(length: int) -> GraphSpec:
     )
 
 
-@pytest.mark.parametrize("writer", ["process", "thread"])
-async def test_durable_runs_and_a_follower_on_uvloop(tmp_path: Path, writer: str) -> None:
+async def test_durable_runs_and_a_follower_on_uvloop(tmp_path: Path) -> None:
     loop = asyncio.get_running_loop()
     assert type(loop).__module__.startswith("uvloop"), type(loop)
     path = tmp_path / "events.db"
@@ -57,7 +55,7 @@ async def test_durable_runs_and_a_follower_on_uvloop(tmp_path: Path, writer: str
             if sum(isinstance(e.body, RunFinished) for e in seen) == finished:
                 return
 
-    store = SqliteEventStore(path, config=DurabilityConfig(writer=writer))  # type: ignore[arg-type]
+    store = SqliteEventStore(path)
     async with store, Runtime(store, functions={"add_one": add_one}) as rt:
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow, store, 5)
