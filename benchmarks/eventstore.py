@@ -2,7 +2,8 @@
 
 Workload: each appender appends batches of 1-3 realistic events (150-700 bytes encoded) to
 its own run, awaiting each commit, with 1, 10 and 200 appenders. The floor is plain sqlite3
-inserting the same encoded rows, same schema and pragmas, in transactions of 1,000. Replay
+inserting the same encoded rows, same schema (with the fence trigger every row passes) and
+pragmas, in transactions of 1,000; the floor without the fence shows what the fence costs. Replay
 reads a 10,000-event run and folds it.
 """
 
@@ -20,7 +21,8 @@ import anyio
 
 from eventstore import DurabilityConfig, EventBody, SqliteEventStore, encode_body, event_tag
 from eventstore._events import chain_digest
-from eventstore._schema import create_schema, store_body
+from eventstore._format import store_body
+from eventstore._schema import create_schema
 from eventstore._statements import wal_autocheckpoint_pages
 from runtime import (
     LlmTurn,
@@ -147,18 +149,27 @@ def floor_rows(count: int, runs: int) -> list[tuple[Any, ...]]:
 
 
 def raw_floor(
-    path: str, rows: list[tuple[Any, ...]], per_txn: int, page_size: int | None = None
+    path: str,
+    rows: list[tuple[Any, ...]],
+    per_txn: int,
+    page_size: int | None = None,
+    *,
+    fence: bool = True,
 ) -> float:
     """Events/s for plain sqlite3 inserts of pre-encoded rows, ``per_txn`` per transaction,
-    on the store's default page size unless ``page_size`` is given."""
+    on the store's schema (with its fence unless ``fence`` is False: each row then costs
+    no check and no update of its runs row) and default page size unless ``page_size``."""
     conn = sqlite3.connect(path, isolation_level=None)
     create_schema(conn, page_size or DurabilityConfig().page_size)
+    if not fence:
+        conn.execute("DROP TRIGGER events_fence")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
     runs = {row[1] for row in rows}
     conn.executemany(
-        "INSERT INTO runs VALUES (?, ?, 'running', 0, 0, 0, NULL)",
+        "INSERT INTO runs (run, run_id, status, created, updated, last_seq) "
+        "VALUES (?, ?, 'running', 0, 0, 0)",
         [(run, f"floor-{run}") for run in sorted(runs)],
     )
     sql = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -207,11 +218,13 @@ def main(quick: bool) -> None:
         # For reference: the floor on 4 KB pages (SQLite's default; ours is 1 KB, see
         # DurabilityConfig), which bulk inserts favour. The ratio uses the same-pragma floor.
         floor_4k = raw_floor(os.path.join(workdir, "floor-4k.db"), rows, 1000, 4096)
+        unfenced = raw_floor(os.path.join(workdir, "floor-nofence.db"), rows, 1000, fence=False)
         page = DurabilityConfig().page_size
         table.append(
             [f"raw sqlite3, 1000 per txn ({page} B pages)", floor, 1000.0, floor_count * 2]
         )
         table.append(["raw sqlite3, 1000 per txn (4096 B pages)", floor_4k, 1000.0, floor_count])
+        table.append(["raw sqlite3, 1000 per txn, no fence", unfenced, 1000.0, floor_count])
         table.append(["raw sqlite3, 1 per txn", single, 1.0, 300])
         replay = anyio.run(replay_speed, os.path.join(workdir, "replay.db"), 10_000, 3)
         print_table(
@@ -225,6 +238,7 @@ def main(quick: bool) -> None:
         figure("eventstore.append.200_appenders.events_per_s", results[200], "events/s")
         figure("eventstore.floor.events_per_s", floor, "events/s")
         figure("eventstore.floor_4k_pages.events_per_s", floor_4k, "events/s")
+        figure("eventstore.floor_without_fence.events_per_s", unfenced, "events/s")
         figure("eventstore.group_commit_vs_floor", results[200] / floor, "x")
         figure("eventstore.replay.events_per_s", replay, "events/s")
     finally:

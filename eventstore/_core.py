@@ -12,6 +12,7 @@ whose expected seq the file contradicts gets ConcurrencyError.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -19,23 +20,15 @@ from typing import Any
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
 from ._events import chain_digest
+from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
-from ._schema import HASH_WIDTH, check_schema, create_schema, migrate_schema
+from ._schema import check_schema, create_schema, migrate_schema
 from ._statements import (
-    CHUNK_ROWS,
-    CHUNK_SQL,
-    INSERT_RUNS_SQL,
-    LOOKUP_IDS,
-    LOOKUP_SQL,
-    NULL_ROW,
-    ONE_STATEMENT_ROWS,
-    PADDED_SQL,
-    RUN_ROWS,
-    UPDATE_FROM,
+    INSERT_EVENT,
+    INSERT_RUN,
+    LOOKUP_RUNS,
     UPDATE_RUN,
-    UPDATE_RUNS_SQL,
-    padded_size,
     wal_autocheckpoint_pages,
 )
 
@@ -78,8 +71,6 @@ class WriterCore:
         self._runs: dict[str, _RunState] = {}
         self._next_position: int | None = None
         self._next_run: int | None = None
-        self._one_statement_rows = ONE_STATEMENT_ROWS
-        self._chunk_rows = CHUNK_ROWS
 
     def connect(self, create: bool, page_size: int) -> None:
         """Open the write connection, creating or upgrading the schema (blocking)."""
@@ -93,10 +84,6 @@ class WriterCore:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
-            rows = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 8
-            fits = 1 << (rows.bit_length() - 1)  # the largest power of two <= rows
-            self._one_statement_rows = min(ONE_STATEMENT_ROWS, fits)
-            self._chunk_rows = min(CHUNK_ROWS, fits)
         except BaseException:
             conn.close()
             raise
@@ -244,28 +231,14 @@ class WriterCore:
         ``in_transaction``. Rolls back (its own transaction) and raises on any error."""
         conn = self._connection()
         rows = plan.rows
-        total = len(rows) // 8
-        if not plan.new_runs and not plan.changed and total <= self._one_statement_rows:
-            size = padded_size(total)
-            # One statement is a transaction of its own (autocommit).
-            conn.execute(PADDED_SQL[size], rows + NULL_ROW * (size - total))
-            return
         if not in_transaction:
             conn.execute("BEGIN IMMEDIATE")
         try:
-            if plan.new_runs:
-                _padded_statements(conn, INSERT_RUNS_SQL, plan.new_runs, 7)
-            done = 0
-            while done < total:
-                size = min(total - done, self._chunk_rows)
-                size = 1 << (size.bit_length() - 1)  # the largest power of two <= size
-                conn.execute(CHUNK_SQL[size], rows[done * 8 : (done + size) * 8])
-                done += size
+            if plan.new_runs:  # before their events: the fence checks each runs row
+                conn.executemany(INSERT_RUN, plan.new_runs)
+            conn.executemany(INSERT_EVENT, [rows[i : i + 8] for i in range(0, len(rows), 8)])
             if plan.changed:
-                if UPDATE_FROM:
-                    _padded_statements(conn, UPDATE_RUNS_SQL, plan.changed, 3)
-                else:
-                    conn.executemany(UPDATE_RUN, plan.changed)
+                conn.executemany(UPDATE_RUN, plan.changed)
             if not in_transaction:
                 conn.execute("COMMIT")
         except BaseException:
@@ -294,26 +267,10 @@ class WriterCore:
 
     def _load_runs(self, run_ids: set[str]) -> dict[str, _RunState]:
         """The (run key, last seq, last digest) the file records for those of ``run_ids``
-        it holds; one query per LOOKUP_IDS runs."""
-        conn = self._connection()
+        it holds (one query)."""
         found: dict[str, _RunState] = {}
-        ids: list[str | None] = [*sorted(run_ids)]
-        for start in range(0, len(ids), LOOKUP_IDS):
-            chunk = ids[start : start + LOOKUP_IDS]
-            size = padded_size(len(chunk))
-            for run_id, key, last_seq, last_hash in conn.execute(
-                LOOKUP_SQL[size], chunk + [None] * (size - len(chunk))
-            ):
-                found[run_id] = (key, last_seq, bytes(last_hash))
+        for run_id, key, last_seq, last_hash in self._connection().execute(
+            LOOKUP_RUNS, (json.dumps(sorted(run_ids)),)
+        ):
+            found[run_id] = (key, last_seq, bytes(last_hash))
         return found
-
-
-def _padded_statements(
-    conn: sqlite3.Connection, sql: dict[int, str], rows: list[tuple[Any, ...]], width: int
-) -> None:
-    """Run ``sql`` (by padded row count) over ``rows``, RUN_ROWS rows per statement."""
-    for start in range(0, len(rows), RUN_ROWS):
-        chunk = rows[start : start + RUN_ROWS]
-        size = padded_size(len(chunk))
-        params = [value for row in chunk for value in row]
-        conn.execute(sql[size], params + [None] * (width * (size - len(chunk))))

@@ -163,26 +163,13 @@ def decode_body(type_tag: str, version: int, data: bytes) -> EventBody:
     return msgspec.convert(raw, cls)
 
 
-_HASH_CHUNK = 2047  # below hashlib's 2,048-byte threshold for releasing the GIL
-
-
 def chain_digest(
     prev_digest: bytes, run_id: str, seq: int, tag: str, version: int, body: bytes
 ) -> bytes:
     """The raw sha256 of one event; ``prev_digest`` is the previous event's (b"" for seq 1)."""
     # The header is a msgpack array, self-delimiting, so header + body is unambiguous.
     header = _HEADER_ENCODER.encode((prev_digest, run_id, seq, tag, version))
-    data = header + body
-    if len(data) < _HASH_CHUNK:
-        return _sha256(data).digest()
-    # hashlib gives up the GIL while hashing 2 KB or more; the writer thread would then
-    # wait for the GIL again (up to the switch interval while the event loop is busy) for
-    # a few microseconds of hashing. Smaller pieces keep it: the digest is the same.
-    digest = _sha256()
-    view = memoryview(data)
-    for start in range(0, len(data), _HASH_CHUNK):
-        digest.update(view[start : start + _HASH_CHUNK])
-    return digest.digest()
+    return _sha256(header + body).digest()
 
 
 def chain_hash(prev_hash: str, run_id: str, seq: int, tag: str, version: int, body: bytes) -> str:

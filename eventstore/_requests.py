@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ._events import EventBody, RunIndexHook, encode_body, event_tag, run_index_hook
+from ._format import COMPRESS_AT, encode_rows, frame_rows, store_small, tagless_cut
 from ._protocol import AppendResult
-from ._schema import COMPRESS_AT, frame_rows, stored_rows, tag_prefix
 
 __all__ = ["AppendRequest", "prepare"]
 
@@ -66,7 +66,7 @@ class AppendRequest:
     def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
         """The rows to write (computed once, in the writer thread if prepare left them)."""
         if self.rows is None:
-            self.rows = stored_rows(self.tags, self.versions, self.bodies)
+            self.rows = encode_rows(self.tags, self.versions, self.bodies)
         return self.rows
 
     async def wait(self) -> None:
@@ -112,11 +112,9 @@ _TYPE_INFO: dict[type[EventBody], tuple[str, int, RunIndexHook | None, int]] = {
 def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, RunIndexHook | None, int]:
     """Learn a class's row facts from its first encoded body (``data``)."""
     tag = event_tag(cls)
-    prefix = tag_prefix(tag)
     # A tagged struct's encoding starts with its tag; if this class's does not, its
-    # bodies are stored whole (load_body tells the forms apart by the first byte).
-    tagged = data.startswith(prefix) and data[len(prefix) : len(prefix) + 1] in (b",", b"}")
-    cut = len(prefix) if tagged else 0
+    # bodies are stored whole.
+    cut = tagless_cut(tag, data)
     info = (tag, cls.schema_version, run_index_hook(cls), cut)
     _TYPE_INFO[cls] = info
     return info
@@ -128,8 +126,8 @@ def prepare(
     """Encode a batch into a request (in the caller's task, so bad input raises there).
 
     ``rows=False`` makes no stored forms or rows (for a store that keeps bodies whole).
-    Otherwise small bodies get their stored form and rows here. A batch with a body to compress is
-    left to the writer thread (AppendRequest.stored_rows): zlib gives up the GIL, and on
+    Otherwise small bodies get their stored form and rows here. A batch with a body to
+    compress is left to the writer thread (AppendRequest.stored_rows): zlib gives up the GIL, and on
     the event loop each call was a chance for the writer thread to take it and keep the
     loop waiting.
     """
@@ -151,9 +149,9 @@ def prepare(
         bodies.append(data)
         if rows:
             if len(data) < COMPRESS_AT:
-                # What store_body does for a small body, inline (every event takes this
-                # path): an event struct's encoding always starts with its tag, so drop it.
-                stored.append(data[cut:])
+                # What store_body does for a small body, without checking the tag again
+                # (every event takes this path).
+                stored.append(store_small(data, cut))
             else:
                 large = True
         if change is not None:

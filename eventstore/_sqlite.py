@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -16,6 +15,7 @@ import msgspec
 from ._core import WriterCore
 from ._errors import CorruptLogError, StoreClosedError, UnknownEventError
 from ._events import Event, EventBody, chain_digest, decode_body
+from ._format import HASH_WIDTH, FormatError, decode_row, load_body
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -25,7 +25,7 @@ from ._protocol import (
     VerifyReport,
 )
 from ._requests import AppendRequest, prepare
-from ._schema import check_file, load_body, row_events
+from ._schema import check_file
 from ._snapshots import SnapshotTable
 from ._writer import ThreadWriter, Writer
 
@@ -245,8 +245,8 @@ class SqliteEventStore:
         """The events of one stored row (a frame holds several), chained from ``prev_hash``."""
         position, seq, ts, row_type, row_version, hashes, stored_row = row[:7]
         try:
-            items = row_events(row_type, row_version, bytes(hashes), stored_row)
-        except ValueError as exc:
+            items = decode_row(row_type, row_version, bytes(hashes), stored_row)
+        except FormatError as exc:
             raise CorruptLogError(run_id, seq, str(exc)) from exc
         events: list[Event] = []
         for offset, (tag, version, digest, stored) in enumerate(items):
@@ -254,7 +254,7 @@ class SqliteEventStore:
                 body = decode_body(tag, version, load_body(stored, tag))
             except UnknownEventError as exc:
                 raise UnknownEventError(tag, version, run_id) from exc
-            except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:
+            except (msgspec.DecodeError, msgspec.ValidationError, FormatError) as exc:
                 raise CorruptLogError(
                     run_id, seq + offset, f"undecodable {tag!r} body: {exc}"
                 ) from exc
@@ -303,7 +303,7 @@ class SqliteEventStore:
             expected = rows[0][0] if rows else first
             rows = await self._fetch(
                 "read",
-                "SELECT substr(hash, -32) FROM events WHERE run = ? AND seq < ? "
+                f"SELECT substr(hash, -{HASH_WIDTH}) FROM events WHERE run = ? AND seq < ? "
                 "ORDER BY seq DESC LIMIT 1",
                 (key, expected),
             )
@@ -358,13 +358,13 @@ class SqliteEventStore:
                 if seq != expected:
                     return VerifyReport(run_id, False, checked, expected, "event missing")
                 try:
-                    items = row_events(row_type, row_version, bytes(hashes), stored_row)
-                except ValueError as exc:
+                    items = decode_row(row_type, row_version, bytes(hashes), stored_row)
+                except FormatError as exc:
                     return VerifyReport(run_id, False, checked, seq, f"corrupt row: {exc}")
                 for tag, version, stored, blob in items:
                     try:
                         body = load_body(blob, tag)
-                    except zlib.error as exc:
+                    except FormatError as exc:
                         return VerifyReport(
                             run_id, False, checked, expected, f"corrupt body: {exc}"
                         )
@@ -421,7 +421,7 @@ class SqliteEventStore:
                 rows = await self._fetch(
                     "tail",
                     "SELECT e.position, e.seq, e.ts, e.type, e.version, e.hash, e.body, r.run_id, "
-                    "(SELECT substr(p.hash, -32) FROM events p WHERE p.run = e.run "
+                    f"(SELECT substr(p.hash, -{HASH_WIDTH}) FROM events p WHERE p.run = e.run "
                     "AND p.seq < e.seq ORDER BY p.seq DESC LIMIT 1) "
                     "FROM events e JOIN runs r ON r.run = e.run WHERE e.position >= coalesce("
                     "(SELECT position FROM events WHERE position <= ? "

@@ -22,6 +22,7 @@ from eventstore import (
     register_event_type,
     register_upcaster,
 )
+from eventstore._format import store_body
 from runtime import NodeStarted, RunStarted
 
 from .strategies import BODY_STRATEGIES, bodies, catalogue_covered
@@ -147,7 +148,7 @@ async def test_a_v1_event_in_the_store_is_read_as_v2(tmp_path: Path) -> None:
     conn.execute(
         "INSERT INTO events (position, run, seq, ts, type, version, hash, body) "
         "VALUES (2, 1, 2, 0.0, 'test.note', 1, ?, ?)",
-        (bytes.fromhex(digest), body),
+        (bytes.fromhex(digest), store_body(body, "test.note")),
     )
     conn.commit()
     conn.close()

@@ -16,13 +16,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from eventstore import (
-    ConcurrencyError,
-    NodeCompleted,
-    NodeStarted,
-    RunStarted,
-    SqliteEventStore,
-)
+from eventstore import ConcurrencyError, SqliteEventStore
+from runtime import NodeCompleted, NodeStarted, RunStarted
 
 pytestmark = pytest.mark.anyio
 
@@ -36,9 +31,8 @@ RACER = textwrap.dedent(
     """
     import asyncio, json, os, sys, time
     sys.path.insert(0, {root!r})
-    from eventstore import (
-        ConcurrencyError, MemoryWritten, NodeCompleted, NodeStarted, SqliteEventStore,
-    )
+    from eventstore import ConcurrencyError, SqliteEventStore
+    from runtime import MemoryWritten, NodeCompleted, NodeStarted
 
     NAME, PATH, GO, ROUNDS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
@@ -152,7 +146,8 @@ async def test_a_store_whose_cache_is_stale_gets_a_conflict_and_writes_nothing(
                     f"""
                     import asyncio, sys
                     sys.path.insert(0, {str(ROOT)!r})
-                    from eventstore import NodeCompleted, SqliteEventStore
+                    from eventstore import SqliteEventStore
+                    from runtime import NodeCompleted
 
                     async def main():
                         async with SqliteEventStore({str(path)!r}) as b:

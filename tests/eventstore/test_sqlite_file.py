@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from eventstore import (
@@ -30,7 +31,7 @@ from eventstore import (
     encode_body,
     event_tag,
 )
-from eventstore._schema import FRAME_TYPE, pack_frame, store_body
+from eventstore._format import FRAME_TYPE, BodyForm, pack_frame, store_body
 from runtime import MemoryWritten, NodeCompleted, NodeStarted, RunFinished, RunPaused, RunStarted
 
 pytestmark = pytest.mark.anyio
@@ -125,10 +126,30 @@ async def test_reads_and_tails_start_and_stop_inside_frames(tmp_path: Path) -> N
     ]
 
 
+def strip_form_bytes(path: Path) -> None:
+    """Store every body as releases before schema version 5 did: without its form byte
+    (those forms were told apart by their first byte)."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT position, type, body FROM events").fetchall()
+        for position, row_type, body in rows:
+            if row_type == FRAME_TYPE:
+                items = msgspec.msgpack.decode(body)
+                old = msgspec.msgpack.encode([[t, v, b[1:]] for t, v, b in items])
+            else:
+                old = body[1:]
+            conn.execute("UPDATE events SET body = ? WHERE position = ?", (old, position))
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def downgrade(path: Path, version: int) -> None:
-    """Make ``path`` a store as a release of schema ``version`` (1, 2 or 3) left it: version
-    3 added the snapshots table and the runs index; version 4 the fence (before it, a runs
-    row's last seq was that of the run's last status change)."""
+    """Make ``path`` a store as a release of schema ``version`` (1 to 4) left it: version 3
+    added the snapshots table and the runs index; version 4 the fence (before it, a runs
+    row's last seq was that of the run's last status change); version 5 the form byte."""
+    if version < 5:
+        strip_form_bytes(path)
     if version < 4:
         tamper(path, "DROP TRIGGER events_fence")
         tamper(path, "ALTER TABLE runs DROP COLUMN last_hash")
@@ -139,15 +160,18 @@ def downgrade(path: Path, version: int) -> None:
     tamper(path, f"PRAGMA user_version = {version}")
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("framed", [False, True], ids=["rows", "frame"])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
-    tmp_path: Path, version: int
+    tmp_path: Path, version: int, framed: bool
 ) -> None:
     # Version 1 rows are rows of one event: the upgrade raises the version (so older
     # releases, which cannot read frames, refuse the file), adds what version 3 added, and
     # frames follow the old rows.
     path = tmp_path / "s.db"
-    await make_store(path)
+    await make_store(path, framed=framed and version > 1)  # frames came with version 2
+    async with SqliteEventStore(path) as store:  # a body stored compressed, too
+        await store.append("r0", [MemoryWritten(key="k", value="abc " * 1000)], expected_seq=0)
     downgrade(path, version)
     async with SqliteEventStore(path) as store:
         info = await store.get_run("r1")
@@ -161,6 +185,10 @@ async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
         await store.save_snapshot(snapshot)
         assert await store.load_snapshot("r1") == snapshot
         assert [r.run_id for r in await store.list_runs(status="running")] == ["r1"]
+        assert (await store.verify("r0")).ok
+        assert [e.body for e in await store.read_all("r0")] == [
+            MemoryWritten(key="k", value="abc " * 1000)
+        ]
     assert [e.body for e in events] == make_events() + make_events(1)[1:]
     conn = sqlite3.connect(path)
     try:
@@ -273,7 +301,7 @@ def tamper(path: Path, sql: str, *params: object) -> None:
 async def test_verify_finds_an_edited_body(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     await make_store(path)
-    forged = encode_body(NodeStarted(node_id="evil", visit=1))
+    forged = store_body(encode_body(NodeStarted(node_id="evil", visit=1)), "node.started")
     tamper(path, "UPDATE events SET body = ? WHERE seq = 4", forged)
     async with SqliteEventStore(path) as store:
         report = await store.verify("r1")
@@ -294,9 +322,11 @@ async def test_small_bodies_are_stored_without_their_tag_and_whole_ones_still_re
     finally:
         conn.close()
     whole = encode_body(NodeStarted(node_id="n0", visit=1))
-    assert stored == whole[len(b'{"type":"node.started"') :]  # the type column has the tag
-    # A row as releases before this format wrote it (the whole body) reads and verifies.
-    tamper(path, "UPDATE events SET body = ? WHERE seq = 2", whole)
+    # The form byte, then the body without its tag (the type column has it).
+    assert stored == bytes([BodyForm.TAGLESS]) + whole[len(b'{"type":"node.started"') :]
+    # The same event stored whole (as a body whose encoding lacks the tag is) reads and
+    # verifies the same.
+    tamper(path, "UPDATE events SET body = ? WHERE seq = 2", bytes([BodyForm.WHOLE]) + whole)
     async with SqliteEventStore(path) as store:
         assert (await store.verify("r1")).ok
         events = await store.read_all("r1")
@@ -344,7 +374,7 @@ async def test_an_unknown_event_type_is_a_clear_error(tmp_path: Path) -> None:
     digest = chain_hash(prev.hex(), "r1", 2, "from.the.future", 1, body)
     conn.execute(
         "INSERT INTO events VALUES (2, 1, 2, 0, 'from.the.future', 1, ?, ?)",
-        (bytes.fromhex(digest), body),
+        (bytes.fromhex(digest), store_body(body, "from.the.future")),
     )
     conn.commit()
     conn.close()
@@ -373,16 +403,15 @@ async def test_two_stores_on_one_file_never_duplicate_a_seq(tmp_path: Path) -> N
 
 
 def _failing_batch(shape: str) -> list[EventBody]:
-    if shape == "one statement":  # no runs row changes: one autocommit INSERT
+    if shape == "one row":
         return [NodeStarted(node_id="a", visit=1)]
-    if shape == "runs row changes":  # BEGIN IMMEDIATE, INSERT, UPDATE runs, COMMIT
+    if shape == "runs row changes":  # INSERT, UPDATE runs
         return [NodeStarted(node_id="a", visit=1), RunPaused(reason="user", node_id="a")]
-    # More rows (frames of 64 events) than one statement takes (the test lowers the
-    # limits): several INSERTs in one transaction.
+    # Many rows (frames of 64 events): the earlier ones are written when the last fails.
     return [NodeStarted(node_id=f"n{i}", visit=1) for i in range(3000)]
 
 
-@pytest.mark.parametrize("shape", ["one statement", "runs row changes", "several statements"])
+@pytest.mark.parametrize("shape", ["one row", "runs row changes", "many rows"])
 async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
     tmp_path: Path, shape: str
 ) -> None:
@@ -391,12 +420,9 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
     path = tmp_path / "s.db"
     batch = _failing_batch(shape)
     async with SqliteEventStore(path) as store:
-        if shape == "several statements":  # 47 rows: statements of 4 rows, then of 2 or 1
-            store._core._one_statement_rows = 4
-            store._core._chunk_rows = 4
         await store.append("r1", [started()], expected_seq=0)
         # Another connection makes SQLite refuse the row holding the batch's last event:
-        # when several statements write the batch, the earlier ones have run by then.
+        # when the batch has several rows, the earlier ones are written by then.
         other = sqlite3.connect(path, isolation_level=None)
         other.execute(
             "CREATE TRIGGER refuse BEFORE INSERT ON events "
@@ -423,8 +449,7 @@ async def test_a_failed_transaction_fails_its_waiters_and_the_writer_goes_on(
 
 
 async def test_batches_of_every_size_read_back_in_order(tmp_path: Path) -> None:
-    # Single-statement batches are padded to a power of two rows; the padding is never
-    # written, and positions stay dense and in commit order.
+    # Positions stay dense and in commit order, whatever the batch's size.
     path = tmp_path / "s.db"
     sizes = [1, 2, 3, 5, 8, 9, 31, 64, 65, 127, 200, 2047, 2048, 2049]
     async with SqliteEventStore(path) as store:
@@ -530,7 +555,9 @@ async def test_verify_finds_an_edited_compressed_body(tmp_path: Path) -> None:
         value = "abc " * 1000
         await store.append("r1", [started()], expected_seq=0)
         await store.append("r1", [MemoryWritten(key="k", value=value)], expected_seq=1)
-    forged = zlib.compress(encode_body(MemoryWritten(key="k", value="abd " * 1000)))
+    forged = bytes([BodyForm.ZLIB]) + zlib.compress(
+        encode_body(MemoryWritten(key="k", value="abd " * 1000))
+    )
     tamper(path, "UPDATE events SET body = ? WHERE seq = 2", forged)
     async with SqliteEventStore(path) as store:
         report = await store.verify("r1")
@@ -673,18 +700,12 @@ async def test_runs_rows_written_with_a_batch_record_each_runs_last_change(
     assert counts == [("r1", 2), ("r2", 4), ("r3", 1)]
 
 
-@pytest.mark.parametrize("update_from", [True, False], ids=["update-from", "per-row"])
-async def test_hundreds_of_runs_rows_in_one_transaction(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_from: bool
-) -> None:
-    # Runs rows go in by multi-row statements of up to 256 rows padded with NULL rows:
-    # 300 new runs, then 300 status changes, must each land exactly once, and the padding
-    # must neither insert nor update anything. Old SQLite builds update row by row.
-    from eventstore import _core
+async def test_hundreds_of_runs_rows_in_one_transaction(tmp_path: Path) -> None:
+    # 300 new runs, then 300 status changes, in one transaction each: every one lands
+    # exactly once.
     from eventstore._core import WriterCore
     from eventstore._requests import prepare
 
-    monkeypatch.setattr(_core, "UPDATE_FROM", update_from)
     core = WriterCore(str(tmp_path / "s.db"), "FULL")
     core.connect(True, 1024)
     try:
@@ -738,7 +759,7 @@ async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_r
 
 
 async def test_a_reopened_writer_finds_hundreds_of_runs_it_has_not_seen(tmp_path: Path) -> None:
-    # Runs the writer's cache does not hold are looked up in groups (of up to 256).
+    # Runs the writer's cache does not hold are looked up in the file, all at once.
     from eventstore._core import WriterCore
     from eventstore._requests import prepare
 

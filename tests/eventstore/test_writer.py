@@ -10,17 +10,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from eventstore import (
-    AppendResult,
-    DurabilityConfig,
-    NodeStarted,
-    RunStarted,
-    SqliteEventStore,
-    StoreClosedError,
-)
+from eventstore import AppendResult, DurabilityConfig, SqliteEventStore, StoreClosedError
 from eventstore._core import WriterCore
 from eventstore._requests import prepare
 from eventstore._writer import ThreadWriter
+from runtime import NodeStarted, RunStarted
 
 pytestmark = pytest.mark.anyio
 
