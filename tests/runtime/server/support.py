@@ -147,6 +147,7 @@ def forge_a_verdict(path: Path, run_id: str) -> int:
     """Rewrite a stored judge verdict of ``run_id`` in the SQLite file, as an attacker
     with file access would (a row holding that one event); return its seq."""
     from eventstore import encode_body
+    from eventstore._format import store_body
     from runtime import Verdict
 
     conn = sqlite3.connect(path)
@@ -157,7 +158,10 @@ def forge_a_verdict(path: Path, run_id: str) -> int:
             "ORDER BY e.seq LIMIT 1",
             (run_id,),
         ).fetchone()
-        forged = encode_body(Verdict(node_id="draft", iteration=2, action="accept", level="forged"))
+        forged = store_body(
+            encode_body(Verdict(node_id="draft", iteration=2, action="accept", level="forged")),
+            "judge.verdict",
+        )
         conn.execute(
             "UPDATE events SET body = ? WHERE seq = ? AND run = (SELECT run FROM runs "
             "WHERE run_id = ?)",
