@@ -3,7 +3,9 @@
 Workload: each appender appends batches of 1-3 realistic events (150-700 bytes encoded) to
 its own run, awaiting each commit, with 1, 10 and 200 appenders. The floor is plain sqlite3
 inserting the same encoded rows, same schema (with the fence trigger every row passes) and
-pragmas, in transactions of 1,000; the floor without the fence shows what the fence costs. Replay
+pragmas, in transactions of 1,000; the floor without the fence shows what the fence costs.
+Load: 2,500 to 10,000 short runs (5 appends each) started at once, far more than the
+writer takes in flight: the wall time per run must stay flat as the runs grow. Replay
 reads a 10,000-event run and folds it.
 """
 
@@ -198,6 +200,28 @@ async def replay_speed(path: str, count: int, repeats: int) -> float:
     return best
 
 
+async def load_wall(path: str, runs: int, appends: int) -> float:
+    """Seconds for ``runs`` concurrent short runs of ``appends`` appends each (1-3 events,
+    like a run's steps) to finish, all started at once: far more appenders than the
+    writer takes in flight, so most wait for space."""
+    pool = make_bodies(random.Random(5), 600)
+    async with SqliteEventStore(path) as store:
+
+        async def run(index: int) -> None:
+            r = random.Random(index)
+            seq = 0
+            for _ in range(appends):
+                start = r.randrange(len(pool) - 3)
+                batch = pool[start : start + r.randint(1, 3)]
+                seq = (await store.append(f"load-{index}", batch, expected_seq=seq)).last_seq
+
+        with Timer() as t:
+            async with anyio.create_task_group() as tg:
+                for index in range(runs):
+                    tg.start_soon(run, index)
+    return t.seconds
+
+
 def main(quick: bool) -> None:
     seconds = 2.5 if quick else 8.0
     floor_count = 50_000 if quick else 200_000
@@ -227,12 +251,20 @@ def main(quick: bool) -> None:
         table.append(["raw sqlite3, 1000 per txn, no fence", unfenced, 1000.0, floor_count])
         table.append(["raw sqlite3, 1 per txn", single, 1.0, 300])
         replay = anyio.run(replay_speed, os.path.join(workdir, "replay.db"), 10_000, 3)
+        loads: dict[int, float] = {}
+        for runs in (1_250, 2_500, 5_000, 10_000) if not quick else (2_500, 10_000):
+            loads[runs] = anyio.run(load_wall, os.path.join(workdir, f"load-{runs}.db"), runs, 5)
         print_table(
             "Append throughput (synchronous=FULL, WAL)",
             ["writer", "events/s", "mean batch", "events"],
             table,
         )
         print_table("Replay", ["what", "events/s"], [["read_all + fold, 10,000 events", replay]])
+        print_table(
+            "Load: concurrent short runs (5 appends each), all started at once",
+            ["runs", "wall s", "ms per run"],
+            [[runs, seconds, 1000 * seconds / runs] for runs, seconds in loads.items()],
+        )
         figure("eventstore.append.1_appender.events_per_s", results[1], "events/s")
         figure("eventstore.append.10_appenders.events_per_s", results[10], "events/s")
         figure("eventstore.append.200_appenders.events_per_s", results[200], "events/s")
@@ -241,5 +273,12 @@ def main(quick: bool) -> None:
         figure("eventstore.floor_without_fence.events_per_s", unfenced, "events/s")
         figure("eventstore.group_commit_vs_floor", results[200] / floor, "x")
         figure("eventstore.replay.events_per_s", replay, "events/s")
+        figure("eventstore.load.10000_runs_s", loads[10_000], "s")
+        # Linear in the number of runs when the time per run stays flat: 1.0 x.
+        figure(
+            "eventstore.load.per_run_10000_over_2500",
+            (loads[10_000] / 10_000) / (loads[2_500] / 2_500),
+            "x",
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

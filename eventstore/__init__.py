@@ -16,6 +16,7 @@ from ._errors import (
     SchemaVersionError,
     StoreClosedError,
     StoreError,
+    StoreFileError,
     UnknownEventError,
 )
 from ._events import (
@@ -71,6 +72,7 @@ __all__ = [
     "SqliteEventStore",
     "StoreClosedError",
     "StoreError",
+    "StoreFileError",
     "StoreStatistics",
     "UnknownEventError",
     "Upcaster",

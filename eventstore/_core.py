@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ._errors import ConcurrencyError, StoreClosedError, StoreError
+from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
 from ._events import chain_digest
 from ._format import HASH_WIDTH
 from ._protocol import AppendResult
@@ -73,8 +73,14 @@ class WriterCore:
         self._next_run: int | None = None
 
     def connect(self, create: bool, page_size: int) -> None:
-        """Open the write connection, creating or upgrading the schema (blocking)."""
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        """Open the write connection, creating or upgrading the schema (blocking).
+
+        Raises StoreFileError (with the path) when SQLite cannot open or read the file.
+        """
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreFileError(self.path, str(exc)) from exc
         try:
             conn.execute("PRAGMA busy_timeout = 10000")
             if create:
@@ -84,6 +90,9 @@ class WriterCore:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreFileError(self.path, str(exc)) from exc
         except BaseException:
             conn.close()
             raise

@@ -11,6 +11,7 @@ The tree (rooted at :class:`actors.MagistrateError`)::
         ├── RunOwnedError          a run is claimed by another owner whose lease is live
         ├── SchemaVersionError     the store was written by a newer release
         ├── StoreClosedError       the store is not open (or closed while the call waited)
+        ├── StoreFileError         the store's file cannot be opened or read (with its path)
         └── UnknownEventError      a stored event has a type tag no release registered
 """
 
@@ -29,6 +30,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreClosedError",
     "StoreError",
+    "StoreFileError",
     "UnknownEventError",
 ]
 
@@ -125,6 +127,16 @@ class StoreClosedError(StoreError):
         self.operation = operation
         self.reason = reason
         super().__init__(f"{operation}: {reason}" if operation else reason)
+
+
+class StoreFileError(StoreError):
+    """The store's file at ``path`` cannot be created, opened or read: its directory does
+    not exist, it is truncated or damaged, or the system refused (``reason`` says which)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: cannot open or read the event store: {reason}")
 
 
 class UnknownEventError(StoreError):

@@ -319,13 +319,22 @@ class PostgresEventStore:
         return int(rows[0][0]) if rows else None
 
     async def read(
-        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        verify: bool = False,
     ) -> AsyncIterator[Event]:
         """Yield the run's events with ``from_seq <= seq <= to_seq`` in seq order (in
-        chunks, each from a committed snapshot); see :meth:`SqliteEventStore.read`."""
-        key = await self._run_key("read", run_id)
-        if key is None:
+        chunks, each from a committed snapshot); ``verify`` checks the hash chain and the
+        run's head as :meth:`SqliteEventStore.read` does."""
+        rows = await self._fetch(
+            "read", "SELECT run, last_seq, last_hash FROM runs WHERE run_id = %s", (run_id,)
+        )
+        if not rows:
             return
+        key, head, head_hash = rows[0]
         expected = max(1, from_seq)
         high = to_seq if to_seq is not None else 2**62
         prev = ""
@@ -344,16 +353,34 @@ class PostgresEventStore:
             for row in rows:
                 if row[1] != expected:
                     raise CorruptLogError(run_id, expected, "event missing (gap in seq)")
+                if verify:
+                    _, seq, _, tag, version, digest, body = row[:7]
+                    computed = chain_digest(bytes.fromhex(prev), run_id, seq, tag, version, body)
+                    if computed != bytes(digest) or (
+                        seq == head and bytes(digest) != bytes(head_hash)
+                    ):
+                        raise CorruptLogError(
+                            run_id, seq, "hash mismatch: the event was changed after append"
+                        )
                 event = self._event(run_id, row, prev)
                 prev = event.hash
                 expected += 1
                 yield event
             if len(rows) < _CHUNK:
-                return
+                break
+        if verify and expected <= min(head, high):
+            raise CorruptLogError(
+                run_id,
+                expected,
+                f"events missing: the log ends at seq {expected - 1} but the run's head is "
+                f"at {head}",
+            )
 
-    async def read_all(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+    async def read_all(
+        self, run_id: str, *, to_seq: int | None = None, verify: bool = False
+    ) -> list[Event]:
         """All of the run's events up to ``to_seq`` (inclusive), in order; see :meth:`read`."""
-        return [event async for event in self.read(run_id, to_seq=to_seq)]
+        return [event async for event in self.read(run_id, to_seq=to_seq, verify=verify)]
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Recompute the run's hash chain from the stored bytes and say where it first

@@ -138,10 +138,17 @@ class EventStore(Protocol):
     ) -> AppendResult: ...
 
     def read(
-        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        verify: bool = False,
     ) -> AsyncIterator[Event]: ...
 
-    async def read_all(self, run_id: str, *, to_seq: int | None = None) -> list[Event]: ...
+    async def read_all(
+        self, run_id: str, *, to_seq: int | None = None, verify: bool = False
+    ) -> list[Event]: ...
 
     async def verify(self, run_id: str) -> VerifyReport: ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ._errors import NotAStoreError, SchemaVersionError
+from ._errors import NotAStoreError, SchemaVersionError, StoreFileError
 from ._format import add_form_bytes
 
 __all__ = [
@@ -103,9 +103,13 @@ def check_file(path: str) -> bool:
     """Inspect ``path`` without modifying it; return True if a new store must be created.
 
     Raises NotAStoreError for a directory, a non-SQLite file or another application's SQLite
-    database, and SchemaVersionError for a store of a newer schema version.
+    database, SchemaVersionError for a store of a newer schema version, and StoreFileError
+    for a path in a directory that does not exist.
     """
     if not os.path.exists(path):
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise StoreFileError(path, f"its directory {directory} does not exist")
         return True
     if os.path.isdir(path):
         raise NotAStoreError(path, "it is a directory")

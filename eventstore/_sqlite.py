@@ -10,12 +10,11 @@ from typing import Any
 
 import aiosqlite
 import anyio
-import msgspec
 
 from ._core import WriterCore
-from ._errors import CorruptLogError, StoreClosedError, UnknownEventError
-from ._events import Event, EventBody, chain_digest, decode_body
-from ._format import HASH_WIDTH, FormatError, decode_row, load_body
+from ._errors import CorruptLogError, StoreClosedError, StoreFileError, UnknownEventError
+from ._events import Event, EventBody
+from ._format import HASH_WIDTH
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -25,6 +24,7 @@ from ._protocol import (
     VerifyReport,
 )
 from ._requests import AppendRequest, prepare
+from ._rows import row_events
 from ._schema import check_file
 from ._snapshots import SnapshotTable
 from ._writer import ThreadWriter, Writer
@@ -74,15 +74,20 @@ class SqliteEventStore:
 
         Blocks on file I/O in a worker thread. Raises NotAStoreError if the file is not a
         magistrate store, SchemaVersionError if a newer release wrote it (in both cases the
-        file is left byte-for-byte unchanged), StoreError if the store was already opened.
+        file is left byte-for-byte unchanged), StoreFileError if it cannot be created,
+        opened or read (a missing directory, a truncated file), StoreClosedError if the
+        store was already opened.
         """
         if self._state != "new":
             raise StoreClosedError("open", f"the store is {self._state}; open it only once")
         create = await anyio.to_thread.run_sync(check_file, self.path)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
         try:
-            self._reader = await aiosqlite.connect(self.path)
-            await self._reader.execute("PRAGMA query_only = ON")
+            try:
+                self._reader = await aiosqlite.connect(self.path)
+                await self._reader.execute("PRAGMA query_only = ON")
+            except sqlite3.Error as exc:
+                raise StoreFileError(self.path, str(exc)) from exc
         except BaseException:
             await self._release()
             raise
@@ -230,6 +235,8 @@ class SqliteEventStore:
             if self._reader is None:
                 raise StoreClosedError(operation) from exc
             raise
+        except sqlite3.Error as exc:  # a damaged or truncated file, an I/O error
+            raise StoreFileError(self.path, f"{operation}: {exc}") from exc
 
     async def _run_key(self, operation: str, run_id: str) -> int | None:
         key = self._run_keys.get(run_id)
@@ -240,54 +247,35 @@ class SqliteEventStore:
             key = self._run_keys[run_id] = rows[0][0]
         return key
 
-    @staticmethod
-    def _row_events(run_id: str, row: Any, prev_hash: str) -> list[Event]:
-        """The events of one stored row (a frame holds several), chained from ``prev_hash``."""
-        position, seq, ts, row_type, row_version, hashes, stored_row = row[:7]
-        try:
-            items = decode_row(row_type, row_version, bytes(hashes), stored_row)
-        except FormatError as exc:
-            raise CorruptLogError(run_id, seq, str(exc)) from exc
-        events: list[Event] = []
-        for offset, (tag, version, digest, stored) in enumerate(items):
-            try:
-                body = decode_body(tag, version, load_body(stored, tag))
-            except UnknownEventError as exc:
-                raise UnknownEventError(tag, version, run_id) from exc
-            except (msgspec.DecodeError, msgspec.ValidationError, FormatError) as exc:
-                raise CorruptLogError(
-                    run_id, seq + offset, f"undecodable {tag!r} body: {exc}"
-                ) from exc
-            event_hash = digest.hex()
-            events.append(
-                Event(
-                    run_id=run_id,
-                    seq=seq + offset,
-                    position=position + offset,
-                    ts=ts,
-                    version=version,
-                    prev_hash=prev_hash,
-                    hash=event_hash,
-                    body=body,
-                )
-            )
-            prev_hash = event_hash
-        return events
-
     async def read(
-        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        verify: bool = False,
     ) -> AsyncIterator[Event]:
         """Yield the run's events with ``from_seq <= seq <= to_seq`` in seq order.
 
         Reads in chunks (no cursor stays open between yields), each from a committed
         snapshot; events committed while iterating are included if they fall in range.
-        Yields nothing for an unknown run. Raises CorruptLogError on a seq gap or an
-        undecodable body, UnknownEventError for an unregistered type, StoreClosedError if
-        the store is closed.
+        Yields nothing for an unknown run. ``verify=True`` checks the hash chain of what
+        it reads (for a fold that must not trust an edited file): each event's hash is
+        recomputed from its stored bytes and the hash before it, and a read that reaches
+        the run's end must end at the last seq and hash the run's record holds (so deleted
+        last events show). Raises CorruptLogError naming the seq on a gap, an undecodable
+        body or (verify) a broken chain, UnknownEventError for an unregistered type,
+        StoreFileError if the file cannot be read, StoreClosedError if the store is closed.
         """
         key = await self._run_key("read", run_id)
         if key is None:
             return
+        record: tuple[int, bytes] | None = None
+        if verify:
+            rows = await self._fetch(
+                "read", "SELECT last_seq, last_hash FROM runs WHERE run = ?", (key,)
+            )
+            record = (rows[0][0], bytes(rows[0][1]))
         first = max(1, from_seq)
         high = to_seq if to_seq is not None else 2**62
         # Rows are keyed by their first event's seq: start at the row holding ``first``,
@@ -319,7 +307,12 @@ class SqliteEventStore:
             for row in rows:
                 if row[1] != expected:
                     raise CorruptLogError(run_id, expected, "event missing (gap in seq)")
-                for event in self._row_events(run_id, row, prev):
+                for event in row_events(run_id, row, prev, check=verify):
+                    if record is not None and event.seq == record[0]:
+                        if event.hash != record[1].hex():
+                            raise CorruptLogError(
+                                run_id, event.seq, "the hash differs from the run's record"
+                            )
                     prev = event.hash
                     expected = event.seq + 1
                     if event.seq > high:
@@ -327,76 +320,76 @@ class SqliteEventStore:
                     if event.seq >= first:
                         yield event
             if len(rows) < _CHUNK:
-                return
+                break
+        if record is not None and expected <= min(record[0], high):
+            raise CorruptLogError(
+                run_id,
+                expected,
+                f"events missing: the log ends at seq {expected - 1} but the run's record "
+                f"says {record[0]}",
+            )
 
-    async def read_all(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+    async def read_all(
+        self, run_id: str, *, to_seq: int | None = None, verify: bool = False
+    ) -> list[Event]:
         """All of the run's events up to ``to_seq`` (inclusive), in order; see :meth:`read`."""
-        return [event async for event in self.read(run_id, to_seq=to_seq)]
+        return [event async for event in self.read(run_id, to_seq=to_seq, verify=verify)]
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Recompute the run's hash chain from the stored bytes and say where it first breaks.
 
-        Detects an edited body, type, version, hash or seq, a missing event (gap) and
-        missing trailing events (the run's recorded last seq is beyond the log). Raises
-        StoreClosedError if the store is closed; never raises for a broken log.
+        Detects an edited body, type, version, hash or seq, a missing event (gap), rows that
+        cannot be read at all, and missing last events (the log ends before the last seq
+        and hash the run's record holds). Never raises for a broken log or file (the report
+        says what is wrong); raises StoreClosedError if the store is closed.
         """
-        key = await self._run_key("verify", run_id)
-        if key is None:
+        try:
+            return await self._verify(run_id)
+        except StoreFileError as exc:
+            return VerifyReport(run_id, False, 0, None, f"the file cannot be read: {exc.reason}")
+
+    async def _verify(self, run_id: str) -> VerifyReport:
+        rows = await self._fetch(
+            "verify", "SELECT run, last_seq, last_hash FROM runs WHERE run_id = ?", (run_id,)
+        )
+        if not rows:
             return VerifyReport(run_id, False, 0, None, "no such run")
-        recorded = await self._fetch("verify", "SELECT last_seq FROM runs WHERE run = ?", (key,))
-        prev = b""
+        key, last_seq, last_hash = rows[0]
+        prev = ""
         expected = 1
-        checked = 0
         while True:
             rows = await self._fetch(
                 "verify",
-                "SELECT seq, type, version, hash, body FROM events WHERE run = ? AND seq >= ? "
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = ? AND seq >= ? "
                 "ORDER BY seq LIMIT ?",
                 (key, expected, _CHUNK),
             )
-            for seq, row_type, row_version, hashes, stored_row in rows:
-                if seq != expected:
-                    return VerifyReport(run_id, False, checked, expected, "event missing")
+            for row in rows:
+                if row[1] != expected:
+                    return VerifyReport(run_id, False, expected - 1, expected, "event missing")
                 try:
-                    items = decode_row(row_type, row_version, bytes(hashes), stored_row)
-                except FormatError as exc:
-                    return VerifyReport(run_id, False, checked, seq, f"corrupt row: {exc}")
-                for tag, version, stored, blob in items:
-                    try:
-                        body = load_body(blob, tag)
-                    except FormatError as exc:
-                        return VerifyReport(
-                            run_id, False, checked, expected, f"corrupt body: {exc}"
-                        )
-                    digest = chain_digest(prev, run_id, expected, tag, version, body)
-                    if digest != stored:
-                        return VerifyReport(
-                            run_id,
-                            False,
-                            checked,
-                            expected,
-                            "hash mismatch: event edited after append",
-                        )
-                    try:
-                        decode_body(tag, version, body)
-                    except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
-                        return VerifyReport(
-                            run_id, False, checked, expected, f"undecodable body: {exc}"
-                        )
-                    prev = digest
-                    checked += 1
-                    expected += 1
+                    events = row_events(run_id, row, prev, check=True)
+                except CorruptLogError as exc:
+                    return VerifyReport(run_id, False, exc.seq - 1, exc.seq, exc.reason)
+                except UnknownEventError as exc:
+                    return VerifyReport(run_id, False, expected - 1, expected, str(exc))
+                prev = events[-1].hash
+                expected = events[-1].seq + 1
             if len(rows) < _CHUNK:
                 break
-        # The runs row records the seq of the run's last status change: events up to there
-        # must exist, or the log was cut short.
-        if recorded and recorded[0][0] > checked:
+        checked = expected - 1
+        if checked < last_seq:
             return VerifyReport(
                 run_id,
                 False,
                 checked,
                 checked + 1,
-                f"run's status changed at seq {recorded[0][0]} but the log ends at {checked}",
+                f"events missing: the log ends at seq {checked} but the run's record says "
+                f"{last_seq}",
+            )
+        if checked == last_seq and last_seq and prev != bytes(last_hash).hex():
+            return VerifyReport(
+                run_id, False, checked - 1, checked, "the last hash differs from the run's record"
             )
         return VerifyReport(run_id, True, checked, None, None)
 
@@ -432,9 +425,7 @@ class SqliteEventStore:
                 return
             for row in rows:
                 prev = row[8]
-                for event in self._row_events(
-                    row[7], row, "" if prev is None else bytes(prev).hex()
-                ):
+                for event in row_events(row[7], row, "" if prev is None else bytes(prev).hex()):
                     if event.position > position:  # only the first row may hold older ones
                         position = event.position
                         yield event

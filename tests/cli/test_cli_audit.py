@@ -148,8 +148,9 @@ def test_heads_and_verify_detect_a_lost_tail_that_the_chain_alone_cannot(
         )
         db.execute(
             "UPDATE runs SET last_seq = (SELECT max(seq + length(hash) / 32 - 1) "
-            "FROM events WHERE run = ?), status = 'running' WHERE run = ?",
-            (key, key),
+            "FROM events WHERE run = ?), last_hash = (SELECT substr(hash, -32) FROM events "
+            "WHERE run = ? ORDER BY seq DESC LIMIT 1), status = 'running' WHERE run = ?",
+            (key, key, key),
         )
     db.close()
     assert ok(workdir.run("verify", "--all")).out.startswith("ok: 2 run")
