@@ -439,17 +439,18 @@ class ExecutorActor(Actor):
         # A returned list may be one the state grows in place (the node got it as input).
         disown_values(self.state, done.outputs.values())
         for key, value in done.outputs.items():
-            if fan is not None:
-                first = fan.writes.setdefault(key, done.branch or "")
-                if first != done.branch:
-                    strategy = self.graph.conflict_strategy
-                    if strategy == "first_wins":
-                        continue
-                    if strategy == "error":
-                        return (
-                            f"memory key {key!r} written by branch {first!r} and by "
-                            f"branch {done.branch!r}"
-                        )
+            if fan is not None and done.branch is not None:
+                first = fan.writes.setdefault(key, done.branch)
+                strategy = self.graph.conflict_strategy
+                if first != done.branch and strategy == "error":
+                    return (
+                        f"memory key {key!r} written by branch {first!r} and by "
+                        f"branch {done.branch!r}"
+                    )
+                if fan.claims.get(key, done.branch) != done.branch:
+                    continue  # first_wins: a branch that wrote it has finished first
+                fan.last_writer[key] = done.branch
+                fan.values.setdefault(done.branch, {})[key] = (value, done.node_id)
             op = self.reducers.get(key, "replace")
             self.emit(
                 MemoryWritten(key=key, value=value, op=op, node_id=done.node_id, branch=done.branch)
@@ -513,10 +514,30 @@ class ExecutorActor(Actor):
             for route in routes:
                 self._emit_edge(done.node_id, route)
             fan.branches[branch] = "done"
+            self._settle_writes(fan, branch)
             await self._maybe_join(fan)
             return
         self._emit_edge(done.node_id, routes[0])
         await self._start_node(routes[0].target, branch)
+
+    def _settle_writes(self, fan: FanOut, branch: str) -> None:
+        """Conflicts go by the order branches finish (the seed): with ``last_wins`` the
+        finishing branch's values of replaced keys go back into memory if another branch
+        wrote them since; with ``first_wins`` the first branch to finish claims its keys
+        (later writes of others are dropped) and its values go back likewise."""
+        strategy = self.graph.conflict_strategy
+        if strategy == "error":
+            return
+        for key, (value, node_id) in fan.values.get(branch, {}).items():
+            if strategy == "first_wins" and fan.claims.setdefault(key, branch) != branch:
+                continue
+            if fan.last_writer.get(key) != branch and self.reducers.get(key) in (None, "replace"):
+                self.emit(
+                    MemoryWritten(
+                        key=key, value=value, op="replace", node_id=node_id, branch=branch
+                    )
+                )
+                fan.last_writer[key] = branch
 
     async def _branch_failed(self, fan: FanOut, branch: str, error: str) -> None:
         fan.branches[branch] = "failed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from eventstore import Event
 
@@ -27,6 +28,12 @@ class FanOut:
     branches: dict[str, str] = field(default_factory=dict)  # branch -> running|done|failed
     errors: dict[str, str] = field(default_factory=dict)
     writes: dict[str, str] = field(default_factory=dict)  # memory key -> first writing branch
+    # For last_wins / first_wins, which go by the order branches finish: the branch whose
+    # value memory holds, each branch's last (value, node) per key, and (first_wins) the
+    # branch that finished first among those that wrote a key.
+    last_writer: dict[str, str] = field(default_factory=dict)
+    values: dict[str, dict[str, tuple[Any, str | None]]] = field(default_factory=dict)
+    claims: dict[str, str] = field(default_factory=dict)
     node_branch: dict[str, str] = field(default_factory=dict)  # (resume) node -> its branch
 
 
@@ -80,6 +87,8 @@ def restore_fanout(events: Sequence[Event], conflict_strategy: str) -> FanOut | 
             if branch is not None:
                 if body.target == fan.join:
                     fan.branches[branch] = "done"
+                    for key in fan.values.get(branch, {}):
+                        fan.claims.setdefault(key, branch)
                 else:
                     fan.node_branch[body.target] = branch
         elif isinstance(body, NodeFailed) and body.branch is not None and not body.will_retry:
@@ -87,4 +96,6 @@ def restore_fanout(events: Sequence[Event], conflict_strategy: str) -> FanOut | 
             fan.errors[body.branch] = body.error
         elif isinstance(body, MemoryWritten) and body.branch is not None:
             fan.writes.setdefault(body.key, body.branch)
+            fan.last_writer[body.key] = body.branch
+            fan.values.setdefault(body.branch, {})[body.key] = (body.value, body.node_id)
     return fan
