@@ -12,6 +12,7 @@ import os
 from contextlib import AsyncExitStack
 from typing import Any
 
+from .._metrics import default_metrics
 from .._runtime import Runtime
 from .._spec_load import load_graph
 from ..server import serve
@@ -79,7 +80,13 @@ async def _serve(args: argparse.Namespace) -> int:
         if llm_graph is not None or args.provider is not None:
             provider = await make_provider(args.provider, llm_graph, stack)
         tools = tools_from_modules(args.tools, allow_imports=allow)
-        async with Runtime(store, provider=provider, tools=tools, allow_imports=allow) as rt:
+        async with Runtime(
+            store,
+            provider=provider,
+            tools=tools,
+            allow_imports=allow,
+            metrics=default_metrics(),
+        ) as rt:
             await serve(
                 rt,
                 graphs=graphs,

@@ -347,7 +347,8 @@ def create_app(
     and have a store. ``graphs`` are what ``POST /api/runs`` may start, by name (a mapping)
     or by their ids (an iterable). ``token`` guards every request that changes something;
     None generates one, readable as ``app.state.token`` (show it to the user once).
-    ``registry`` is the Prometheus registry ``/metrics`` exposes (default: the global one).
+    ``registry`` is the Prometheus registry ``/metrics`` exposes (default: the registry of
+    the runtime's ``metrics``, else prometheus_client's global one).
     Raises ValueError for two graphs with one name; a runtime without a store answers 503.
     """
     named: dict[str, GraphSpec] = {}
@@ -365,9 +366,13 @@ def create_app(
         if found is None:
             if runtime.store is None:
                 raise _HttpError(503, "unavailable", "the runtime is not started")
-            found = holder["api"] = _Api(
-                runtime, runtime.store, named, secret, registry or REGISTRY
-            )
+            if registry is not None:
+                scraped = registry
+            elif runtime.metrics is not None:
+                scraped = runtime.metrics.registry
+            else:
+                scraped = REGISTRY
+            found = holder["api"] = _Api(runtime, runtime.store, named, secret, scraped)
         return found
 
     def route(name: str) -> Handler:

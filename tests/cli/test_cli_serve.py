@@ -67,6 +67,8 @@ def test_serve_runs_approves_and_stops_on_sigint(workdir: Workdir) -> None:
             assert approved.status_code == 202
             done = _wait_for(client, run_id, "completed", "failed")
             assert done["memory"]["reply"] == "[billing] approved by ana"
+            scraped = client.get("/metrics").text
+            assert "magistrate_runs_started_total 1.0" in scraped.splitlines()
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
     finally:

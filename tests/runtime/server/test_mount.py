@@ -98,3 +98,39 @@ def _listening(port: int) -> list[str]:
                 raw = bytes.fromhex(address)
                 found.append(socket.inet_ntoa(raw[::-1]) if size == 8 else raw.hex())
     return found
+
+
+async def test_metrics_shows_the_runtime_s_own_metrics(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from runtime import RuntimeMetrics
+
+    from .support import AUTH, TOKEN, Served
+
+    metrics = RuntimeMetrics(CollectorRegistry())
+    async with Runtime(tmp_path / "runs.db", functions=FUNCTIONS, metrics=metrics) as rt:
+        app = create_app(rt, graphs=[QUICK], token=TOKEN)
+        async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+            s = Served(url, rt, client)
+            started = await client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+            run_id = started.json()["run_id"]
+            await s.wait_status(run_id, "paused")
+            await client.post(
+                f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}}, headers=AUTH
+            )
+            await s.wait_status(run_id, "completed")
+            text = (await client.get("/metrics")).text
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert samples[("magistrate_runs_started_total", ())] == 1
+    assert samples[("magistrate_run_pauses_total", (("reason", "hitl"),))] == 1
+    finished = [
+        value
+        for (name, labels), value in samples.items()
+        if name == "magistrate_runs_finished_total" and ("status", "completed") in labels
+    ]
+    assert finished == [1]
