@@ -89,6 +89,7 @@ from ._llm import (
     parse_json_object,
 )
 from ._mermaid import graph_to_mermaid
+from ._metrics import MetricsServer, RuntimeMetrics, default_metrics, serve_metrics
 from ._openai import OpenAIProvider
 from ._parallel_spec import (
     BranchCandidate,
@@ -174,6 +175,7 @@ __all__ = [
     "MemoryValueError",
     "MemoryWritten",
     "MessageAdded",
+    "MetricsServer",
     "NodeCompleted",
     "NodeContext",
     "NodeError",
@@ -201,6 +203,7 @@ __all__ = [
     "RunState",
     "RunStateError",
     "Runtime",
+    "RuntimeMetrics",
     "ScriptedProvider",
     "SpecError",
     "SpecErrors",
@@ -224,6 +227,7 @@ __all__ = [
     "build_system_prompt",
     "compact_graph_dict",
     "compile_expression",
+    "default_metrics",
     "describe_event",
     "fold",
     "function_ref",
@@ -236,6 +240,7 @@ __all__ = [
     "parse_json_object",
     "render_timeline",
     "run_worker",
+    "serve_metrics",
     "tool",
     "transition_marker",
     "validate_graph",

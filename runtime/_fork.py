@@ -79,7 +79,7 @@ async def copy_prefix(
     new_id = new_run_id or uuid.uuid4().hex
     bodies: list[EventBody] = [event.body for event in prefix]
     bodies.append(RunForked(source_run_id=run_id, source_seq=at_seq, source_hash=source.hash))
-    log = RunLog(new_id, runtime.store, hooks=runtime.hooks)
+    log = RunLog(new_id, runtime.store, hooks=runtime.hooks, observers=runtime.observers)
     await log.append(bodies)
     if runtime.store is None:
         runtime._memory_logs[new_id] = log

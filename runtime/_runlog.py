@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from time import perf_counter
 from typing import Any
 
 import anyio
@@ -14,10 +15,15 @@ from ._events import NodeStarted, OutputSet
 from ._snapshots import SNAPSHOT_EVERY, save_state
 from ._state import RunState, apply, fold
 
-__all__ = ["CommitHook", "RunLog"]
+__all__ = ["CommitHook", "CommitObserver", "RunLog"]
 
 #: Called after each commit with (run_id, last committed seq, the bodies just committed).
 CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
+
+#: Told synchronously of each committed batch: (run_id, the bodies, seconds from append to
+#: commit, None for an in-memory log). Must not block or raise: metrics and logs use it,
+#: and unlike a CommitHook it keeps the executor's non-waiting submit path.
+CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
 
 
 class RunLog:
@@ -48,6 +54,7 @@ class RunLog:
         hooks: Sequence[CommitHook] = (),
         write_behind: int = 64,
         state: RunState | None = None,
+        observers: Sequence[CommitObserver] = (),
     ) -> None:
         self.run_id = run_id
         self.state = RunState(run_id=run_id, last_seq=last_seq) if state is None else state
@@ -56,6 +63,7 @@ class RunLog:
         self.write_behind = write_behind
         self.pending: list[EventBody] = []
         self.hooks = list(hooks)
+        self.observers = tuple(observers)
         self.memory_events: list[EventBody] = []
         self.accumulators: dict[str, dict[str, Any]] = {}
         #: A snapshot of the live state is saved after a durable append once this many
@@ -105,6 +113,7 @@ class RunLog:
         batch, self.pending = pending, []
         expected = self.last_seq
         self.last_seq += len(batch)
+        began = elapsed = perf_counter()
         if self.store is None:
             self.memory_events.extend(batch)
         else:
@@ -124,8 +133,11 @@ class RunLog:
                 # was written, so the next append goes at the same seq; this batch is lost.
                 self.last_seq = expected
                 raise
+            elapsed = perf_counter() - began
             if answer.last_seq - self.snapshot_seq >= self.snapshot_every:
                 await self._snapshot(answer)
+        for observer in self.observers:
+            observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
             result = hook(self.run_id, self.last_seq, batch)
             if result is not None:
@@ -185,10 +197,14 @@ class RunLog:
         if submit is None:
             return False
         batch = [*self.pending, *bodies]
+        began = perf_counter()
 
         def done(result: AppendResult | None, error: BaseException | None) -> None:
             if isinstance(error, StoreError) and self.failed is None:
                 self.failed = error
+            elif error is None:
+                for observer in self.observers:
+                    observer(self.run_id, batch, perf_counter() - began)
             on_done(result, error)
 
         if not submit(self.run_id, batch, expected_seq=self.last_seq, on_done=done):

@@ -35,12 +35,14 @@ from ._judge import JudgeProtocol
 from ._llm import LlmProvider
 from ._llm_node import LlmNodeActor
 from ._llm_support import SET_OUTPUT, resolve_judge
+from ._logging import log_run_events
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
+from ._metrics import RuntimeMetrics
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
 from ._parallel import BranchRunner, check_parallel_names
 from ._parallel_spec import BranchStrategy
 from ._result import RunOutcome, RunResult, result_of
-from ._runlog import CommitHook, RunLog
+from ._runlog import CommitHook, CommitObserver, RunLog
 from ._snapshots import load_state
 from ._spec import GraphSpec, NodeSpec, graph_hash, shared_graph_dict
 from ._spec_load import graph_from_dict
@@ -86,9 +88,10 @@ class Runtime:
     in-memory log with no durability. ``functions`` maps names used in specs to callables
     (looked up before import paths). ``provider`` is the LLM provider for LLM nodes,
     judges and llm_decide edges. ``hooks`` are called after every
-    commit with (run_id, last seq, events). ``tools`` are what LLM nodes may call (each
-    node offers those its ``tools`` names); ``judges`` maps names used in
-    ``NodeSpec.judge`` to custom judges;
+    commit with (run_id, last seq, events). ``metrics`` (a :class:`RuntimeMetrics`) counts
+    what every run's events say, for Prometheus; runs also log under ``magistrate.runs``.
+    ``tools`` are what LLM nodes may call (each node offers those its ``tools`` names);
+    ``judges`` maps names used in ``NodeSpec.judge`` to custom judges;
     ``context_budget_tokens`` is the conversation size above which LLM nodes compact
     older turns; ``judge_timeout`` (seconds) bounds each judge verdict of an LLM node (a
     judge that does not answer in time gets the judge-failure verdict).
@@ -143,6 +146,7 @@ class Runtime:
         concurrency: int = 100,
         providers: Mapping[str, LlmProvider] | None = None,
         branch_strategies: Mapping[str, BranchStrategy] | None = None,
+        metrics: RuntimeMetrics | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -161,6 +165,10 @@ class Runtime:
         self.provider = provider
         self.functions: dict[str, Callable[..., Any]] = dict(functions or {})
         self.hooks = list(hooks)
+        self.metrics = metrics
+        self.observers: list[CommitObserver] = [log_run_events]
+        if metrics is not None:
+            self.observers.append(metrics.observe)
         self._mailbox = mailbox
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
         self.judges: dict[str, JudgeProtocol] = dict(judges or {})
@@ -190,6 +198,8 @@ class Runtime:
                 self.store = store
             else:
                 self.store = self._store_arg
+            if self.metrics is not None and self.store is not None:
+                self.metrics.watch_store(self.store)
             if isinstance(self.store, ClaimingStore):
                 self._ownership = RunOwnership(
                     self.store,
@@ -275,7 +285,7 @@ class Runtime:
         run_id = run_id or uuid.uuid4().hex
         if self._ownership is not None:
             await self._ownership.claim(run_id)
-        log = RunLog(run_id, self.store, hooks=self.hooks)
+        log = RunLog(run_id, self.store, hooks=self.hooks, observers=self.observers)
         return await self._launch(run_id, graph, log, input=dict(input or {}))
 
     async def submit(
@@ -377,7 +387,7 @@ class Runtime:
             )
         self._check_graph(graph)
         log = self._memory_logs.get(run_id) or RunLog(
-            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks
+            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks, observers=self.observers
         )
         return await self._launch(
             run_id,
@@ -435,6 +445,8 @@ class Runtime:
                 outcome = OwnedOutcome(forget, lambda error: self._settle_soon(run_id, error))
         elif isinstance(outcome, OwnedOutcome):
             outcome.holding = False
+        if self.metrics is not None:
+            self.metrics.run_launched(run_id, graph)
         executor = ExecutorActor(
             run_id=run_id,
             graph=graph,
@@ -572,7 +584,7 @@ class Runtime:
     async def _append_offline(self, run_id: str, state: RunState, body: Any) -> None:
         self._live.pop(run_id, None)
         log = self._memory_logs.get(run_id) or RunLog(
-            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks
+            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks, observers=self.observers
         )
         await log.append([body])
 

@@ -42,6 +42,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("runs", help="list runs, newest first")
     p.add_argument("--status", choices=_STATUSES, help="only runs with this status")
     p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (50)")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the run ids, one per line")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_runs)
@@ -102,6 +103,9 @@ async def _runs(args: argparse.Namespace) -> int:
         runs: list[RunInfo] = await store.list_runs(status=args.status, limit=args.limit)
     if args.output == "json":
         emit_json(runs)
+        return EXIT_OK
+    if args.quiet:
+        sys.stdout.write("".join(f"{r.run_id}\n" for r in runs))
         return EXIT_OK
     rows = [[r.run_id, r.status, str(r.last_seq), _when(r.created), _when(r.updated)] for r in runs]
     sys.stdout.write(_table(rows, ["run", "status", "events", "created (UTC)", "updated (UTC)"]))

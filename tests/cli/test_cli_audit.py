@@ -40,6 +40,7 @@ def test_runs_lists_newest_first_and_filters_by_status(workdir: Workdir) -> None
     only = json.loads(ok(workdir.run("runs", "--status", "paused", "--output", "json")).out)
     assert [r["run_id"] for r in only] == [paused]
     assert len(json.loads(ok(workdir.run("runs", "--limit", "1", "--output", "json")).out)) == 1
+    assert ok(workdir.run("runs", "-q")).out == f"{done}\n{paused}\n"
     text = ok(workdir.run("runs")).out
     header, *rows = lines(text)
     assert header.split()[:3] == ["run", "status", "events"]

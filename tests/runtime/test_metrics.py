@@ -1,0 +1,233 @@
+"""Prometheus metrics: known runs, then a scrape over real HTTP parsed by prometheus_client."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from runtime import (
+    EdgeSpec,
+    GraphSpec,
+    LlmResponse,
+    NodeSpec,
+    RetryPolicy,
+    Runtime,
+    RuntimeMetrics,
+    Usage,
+    default_metrics,
+    serve_metrics,
+)
+from runtime.testing import ScriptedProvider, reply, tool_call
+
+pytestmark = pytest.mark.anyio
+
+
+def _load(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"ticket": str(inputs["text"]).strip()}
+
+
+def _act(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"reply": f"{inputs['category']} by {inputs.get('approved_by')}"}
+
+
+def _explode(inputs: dict[str, Any]) -> dict[str, Any]:
+    raise RuntimeError("the ledger is on fire")
+
+
+FUNCTIONS = {"load": _load, "act": _act, "explode": _explode}
+
+TRIAGE = GraphSpec(
+    id="triage",
+    entry_node="load",
+    terminal_nodes=["act"],
+    pause_nodes=["act"],
+    nodes=[
+        NodeSpec(id="load", function="load", input_keys=["text"], output_keys=["ticket"]),
+        NodeSpec(
+            id="classify",
+            kind="llm",
+            input_keys=["ticket"],
+            output_keys=["category"],
+            success_criteria=["category is billing or technical"],
+        ),
+        NodeSpec(
+            id="act",
+            function="act",
+            input_keys=["category", "approved_by"],
+            output_keys=["reply"],
+        ),
+    ],
+    edges=[EdgeSpec(source="load", target="classify"), EdgeSpec(source="classify", target="act")],
+)
+
+FAILING = GraphSpec(
+    id="failing",
+    entry_node="boom",
+    nodes=[NodeSpec(id="boom", function="explode")],
+    retry=RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.001, jitter=0.0),
+)
+
+
+def _turn(text: str = "", *calls: Any) -> LlmResponse:
+    answer = reply(text, *calls)
+    return LlmResponse(
+        text=answer.text,
+        tool_calls=answer.tool_calls,
+        usage=Usage(input_tokens=100, output_tokens=10),
+        model="scripted",
+        latency_ms=250.0,
+    )
+
+
+def _provider() -> ScriptedProvider:
+    return ScriptedProvider(
+        [
+            _turn("", tool_call("set_output", key="category", value="bill")),
+            _turn("done"),
+            _turn("", tool_call("set_output", key="category", value="billing")),
+            _turn("done now"),
+        ],
+        judge=[
+            '{"verdict": "RETRY", "confidence": 0.7, "feedback": "billing or technical"}',
+            '{"verdict": "ACCEPT", "confidence": 0.9}',
+        ],
+    )
+
+
+def _scrape(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a real HTTP scrape, keyed by (name, sorted labels)."""
+    with serve_metrics(0, registry=registry) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        text = httpx.get(server.url, timeout=10).text
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+async def test_a_scrape_after_known_runs_counts_what_their_logs_say(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry)
+    async with Runtime(
+        tmp_path / "runs.db", functions=FUNCTIONS, provider=_provider(), metrics=metrics
+    ) as rt:
+        paused = await (await rt.start(TRIAGE, input={"text": " refund "})).result()
+        assert paused.status == "paused"
+        done = await (await rt.resume(paused.run_id, input={"approved_by": "ops"})).result()
+        assert done.status == "completed" and done.memory["reply"] == "billing by ops"
+        failed = await (await rt.start(FAILING)).result()
+        assert failed.status == "failed"
+        samples = await anyio.to_thread.run_sync(_scrape, registry)
+
+    def value(name: str, **labels: str) -> float:
+        return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    assert value("magistrate_runs_started_total") == 2
+    assert value("magistrate_runs_finished_total", status="completed", quality="clean") == 1
+    assert value("magistrate_runs_finished_total", status="failed", quality="failed") == 1
+    assert value("magistrate_runs_active") == 0
+    assert value("magistrate_run_pauses_total", reason="hitl") == 1
+    assert value("magistrate_run_resumes_total") == 1
+    assert value("magistrate_input_injections_total") == 1
+    assert value("magistrate_judge_verdicts_total", verdict="retry", level="bail_out") == 2
+    assert value("magistrate_judge_verdicts_total", verdict="retry", level="quality") == 1
+    assert value("magistrate_judge_verdicts_total", verdict="accept", level="quality") == 1
+    assert value("magistrate_escalations_total") == 0
+    assert value("magistrate_llm_turn_seconds_count") == 4
+    assert value("magistrate_llm_turn_seconds_sum") == pytest.approx(1.0)
+    assert value("magistrate_llm_tokens_total", direction="input") == 400
+    assert value("magistrate_llm_tokens_total", direction="output") == 40
+    assert value("magistrate_node_retries_total") == 1
+    # load and act, plus two attempts of boom; classify is the one llm node.
+    assert value("magistrate_node_duration_seconds_count", kind="function") == 4
+    assert value("magistrate_node_duration_seconds_count", kind="llm") == 1
+    events = value("magistrate_eventstore_events_total")
+    assert events > 20
+    batches = value("magistrate_eventstore_batches_total")
+    assert 0 < batches <= value("magistrate_eventstore_appends_total")
+    assert value("magistrate_eventstore_append_seconds_count") >= 1
+    assert value("magistrate_eventstore_batch_size_max") >= 1
+    # No run, node or graph id is a label anywhere.
+    names = {key for _, labels in samples for key, _ in labels}
+    assert names <= {"status", "quality", "kind", "verdict", "level", "reason", "direction", "le"}
+
+
+async def test_per_graph_labels_are_opt_in(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry, per_graph=True)
+    async with Runtime(tmp_path / "runs.db", functions=FUNCTIONS, metrics=metrics) as rt:
+        assert (await (await rt.start(FAILING)).result()).status == "failed"
+    samples = await anyio.to_thread.run_sync(_scrape, registry)
+    assert samples[("magistrate_runs_started_total", (("graph", "failing"),))] == 1
+    key = (
+        "magistrate_runs_finished_total",
+        (("graph", "failing"), ("quality", "failed"), ("status", "failed")),
+    )
+    assert samples[key] == 1
+
+
+async def test_a_fork_counts_as_one_new_run_not_as_a_copy_of_the_old_one(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry)
+    async with Runtime(
+        tmp_path / "runs.db", functions=FUNCTIONS, provider=_provider(), metrics=metrics
+    ) as rt:
+        paused = await (await rt.start(TRIAGE, input={"text": "x"})).result()
+        at = (await rt.get_state(paused.run_id)).last_seq
+        forked = await (await rt.fork(paused.run_id, at, input={"approved_by": "me"})).result()
+        assert forked.status == "completed"
+    samples = await anyio.to_thread.run_sync(_scrape, registry)
+    assert samples[("magistrate_runs_started_total", ())] == 2
+    assert samples[("magistrate_llm_turn_seconds_count", ())] == 4  # not counted twice
+    assert samples[("magistrate_runs_active", ())] == 0
+
+
+async def test_in_memory_runs_are_counted_and_cancellations_finish_runs() -> None:
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry)
+    async with Runtime(None, functions=FUNCTIONS, provider=_provider(), metrics=metrics) as rt:
+        paused = await (await rt.start(TRIAGE, input={"text": "x"})).result()
+        await rt.cancel(paused.run_id)
+    samples = await anyio.to_thread.run_sync(_scrape, registry)
+    assert (
+        samples[("magistrate_runs_finished_total", (("quality", "none"), ("status", "cancelled")))]
+        == 1
+    )
+    assert samples[("magistrate_runs_active", ())] == 0
+    assert samples[("magistrate_eventstore_append_seconds_count", ())] == 0
+
+
+def test_one_metrics_object_per_registry() -> None:
+    registry = CollectorRegistry()
+    RuntimeMetrics(registry)
+    with pytest.raises(ValueError, match="Duplicated"):
+        RuntimeMetrics(registry)
+    assert default_metrics() is default_metrics()
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
+
+
+def test_the_grafana_dashboard_uses_only_these_metrics() -> None:
+    registry = CollectorRegistry()
+    RuntimeMetrics(registry)
+    # Counter families are named without _total; their samples and histograms' add suffixes.
+    families = {family.name for family in registry.collect()}
+    names = families | {f + s for f in families for s in ("_bucket", "_count", "_sum", "_total")}
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"magistrate_[a-z_]+", expr)}
+    assert len(used) >= 15 and used <= names, used - names
+    # Every metric the runtime defines is on the dashboard.
+    assert {n for n in families if not n.startswith("magistrate_eventstore_batch")} <= {
+        re.sub(r"_(bucket|count|sum|total)$", "", n) for n in used
+    } | {"magistrate_eventstore_batch_size_max"}

@@ -1,0 +1,124 @@
+"""Every code block in README.md and docs/*.md runs, in order, in a fresh directory per file.
+
+The conventions, read by this test:
+
+- a block whose info string names a file (```yaml file=triage.yaml) is written to that file;
+- ```python blocks run with this interpreter (cwd: the file's directory), exit 0;
+- ```sh blocks run line by line in one bash, each line expected to exit 0, or N when it
+  ends with ``# exit N`` (``make test`` is skipped: it is this test's own runner, and
+  ``make run`` runs from the repository);
+- ```expr blocks hold one safe expression per line, each compiled;
+- ```yaml and ```toml blocks without a file name are graph specs, each parsed;
+- ```text and ```json blocks show output and are not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime import compile_expression, parse_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+NOT_RUN = {"text", "json", "console", "mermaid", ""}
+BIN = Path(sys.executable).parent
+
+
+def blocks(path: Path) -> list[tuple[str, dict[str, str], str, int]]:
+    """(language, options, body, line) of every fenced block of ``path``."""
+    text = path.read_text()
+    found = []
+    for match in FENCE.finditer(text):
+        info = match.group(1).split()
+        language = info[0] if info else ""
+        options = dict(part.split("=", 1) for part in info[1:] if "=" in part)
+        found.append((language, options, match.group(2), text.count("\n", 0, match.start()) + 1))
+    return found
+
+
+def _sh_script(body: str, where: str) -> str:
+    lines: list[str] = ["set -o pipefail"]
+    command = ""
+    for number, raw in enumerate(body.splitlines(), start=1):
+        command += raw
+        if raw.endswith("\\"):
+            command = command[:-1] + " "
+            continue
+        line, command = command.strip(), ""
+        expected = 0
+        marker = re.search(r"#\s*exit (\d+)", line)
+        if marker:
+            expected = int(marker.group(1))
+        line = re.sub(r"\s+#.*$", "", line)  # a trailing comment (docs put none in quotes)
+        if not line or line.startswith("#") or line == "make test":
+            continue
+        if line.startswith("make run"):
+            line = f"(cd {shlex.quote(str(ROOT))} && {line})"
+        lines.append(line)
+        lines.append(
+            f'rc=$?; if [ "$rc" != {expected} ]; then echo "{where}, block line {number}: '
+            f'exited $rc, expected {expected}" >&2; exit 1; fi'
+        )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
+def test_every_code_block_runs(path: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    env.pop("MAGISTRATE_STORE", None)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
+    ran = 0
+    found = blocks(path)
+    # Files first, so a block may use a file shown further down.
+    for _, options, body, _ in found:
+        if "file" in options:
+            target = tmp_path / options["file"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(body)
+            ran += 1
+    for language, options, body, line in found:
+        where = f"{path.name}:{line}"
+        if "file" in options:
+            continue
+        if language in ("yaml", "toml"):
+            parse_graph(body, language)  # type: ignore[arg-type]
+            ran += 1
+        elif language == "python":
+            done = subprocess.run(
+                [sys.executable, "-c", body],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
+            ran += 1
+        elif language in ("sh", "bash", "shell"):
+            done = subprocess.run(
+                ["bash", "-c", _sh_script(body, where)],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
+            ran += 1
+        elif language == "expr":
+            for expression in filter(None, (e.strip() for e in body.splitlines())):
+                compile_expression(expression)
+            ran += 1
+        else:
+            assert language in NOT_RUN, f"{where}: a ```{language} block that nothing runs"
+    assert ran or not found
