@@ -612,6 +612,13 @@ class PostgresEventStore:
             del self._writer.epochs[claim.run_id]
         await self._leases.call("release", lambda conn: claims_sql.release(conn, claim))
 
+    async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """The head (last seq) of each of ``run_ids`` the store holds, in one query."""
+        rows = await self._fetch(
+            "heads", "SELECT run_id, last_seq FROM runs WHERE run_id = ANY(%s)", (list(run_ids),)
+        )
+        return {str(run_id): int(seq) for run_id, seq in rows}
+
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
         """Claim up to ``limit`` runnable runs with ``FOR UPDATE SKIP LOCKED`` (see
         :class:`ClaimingStore`); their appends are fenced on the claim as with claim()."""
