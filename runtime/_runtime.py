@@ -593,8 +593,10 @@ class Runtime:
 
     async def _on_foreign_events(self, run_id: str) -> None:
         live = self._live.get(run_id)
-        if live is not None and isinstance(live[1], OwnedOutcome) and not live[1].done:
-            live[1].holding = True
+        outcome = None if live is None else live[1]
+        # Not while a settle is under way for it (holding): one settle per run at a time.
+        if isinstance(outcome, OwnedOutcome) and not outcome.done and not outcome.holding:
+            outcome.holding = True
             await self._settle(run_id, None)
 
     def _settle_soon(self, run_id: str, error: BaseException) -> None:
@@ -610,6 +612,8 @@ class Runtime:
         ref, outcome, _ = live
         assert isinstance(outcome, OwnedOutcome)
         await ref.stop()
+        if self._live.get(run_id) is not live:
+            return  # settled meanwhile
         if isinstance(error, LeaseLostError) or (
             self._ownership is not None and run_id not in self._ownership.claims
         ):
