@@ -485,12 +485,15 @@ class PostgresEventStore:
         """Runs, newest first, optionally only those with ``status``."""
         if status is None:
             rows = await self._fetch(
-                "list_runs", f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run DESC LIMIT %s", (limit,)
+                "list_runs",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE last_seq > 0 ORDER BY run DESC LIMIT %s",
+                (limit,),
             )
         else:
             rows = await self._fetch(
                 "list_runs",
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s ORDER BY run DESC LIMIT %s",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s AND last_seq > 0 "
+                "ORDER BY run DESC LIMIT %s",
                 (status, limit),
             )
         return [RunInfo(*row) for row in rows]
@@ -498,7 +501,9 @@ class PostgresEventStore:
     async def get_run(self, run_id: str) -> RunInfo | None:
         """The run's listing row, or None if no event of it was ever appended."""
         rows = await self._fetch(
-            "get_run", f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,)
+            "get_run",
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s AND last_seq > 0",
+            (run_id,),
         )
         return RunInfo(*rows[0]) if rows else None
 
