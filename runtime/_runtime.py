@@ -212,8 +212,16 @@ class Runtime:
         return self
 
     async def _start_ownership(self, stack: AsyncExitStack, ownership: RunOwnership) -> None:
-        tasks = await stack.enter_async_context(anyio.create_task_group())
-        stack.callback(tasks.cancel_scope.cancel)  # the loops stop first
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+
+        async def stop_loops() -> None:
+            # Not given the block's exception: an error raised inside ``async with
+            # Runtime(...)`` reaches the caller as itself, not wrapped in a group.
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(None, None, None)
+
+        stack.push_async_callback(stop_loops)
         self._tasks = tasks
         tasks.start_soon(ownership.keep_leases, self._on_lease_lost)
         tasks.start_soon(ownership.watch_control, self._heads, self._on_foreign_events)
