@@ -48,7 +48,7 @@ async def main(
         concurrency=concurrency,
         worker_id=worker_id,
         lease_seconds=lease,
-        recover_interval=min(0.1, lease / 2),
+        poll_interval=min(0.1, lease / 2),
         functions=functions(pause),
         on_ready=ready,
     )

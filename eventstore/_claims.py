@@ -49,6 +49,10 @@ class ClaimingStore(Protocol):
         """Give the run up (owner and lease cleared) if ``claim`` still holds it."""
         ...
 
+    async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """The last seq in the store of each of ``run_ids`` that has events (one query)."""
+        ...
+
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
         """Claim up to ``limit`` runnable runs that no live lease holds: runs whose status
         is ``running`` (a crashed owner's, one submitted for any worker, or one resumed for

@@ -485,12 +485,15 @@ class PostgresEventStore:
         """Runs, newest first, optionally only those with ``status``."""
         if status is None:
             rows = await self._fetch(
-                "list_runs", f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run DESC LIMIT %s", (limit,)
+                "list_runs",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE last_seq > 0 ORDER BY run DESC LIMIT %s",
+                (limit,),
             )
         else:
             rows = await self._fetch(
                 "list_runs",
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s ORDER BY run DESC LIMIT %s",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s AND last_seq > 0 "
+                "ORDER BY run DESC LIMIT %s",
                 (status, limit),
             )
         return [RunInfo(*row) for row in rows]
@@ -498,7 +501,9 @@ class PostgresEventStore:
     async def get_run(self, run_id: str) -> RunInfo | None:
         """The run's listing row, or None if no event of it was ever appended."""
         rows = await self._fetch(
-            "get_run", f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,)
+            "get_run",
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s AND last_seq > 0",
+            (run_id,),
         )
         return RunInfo(*rows[0]) if rows else None
 
@@ -611,6 +616,13 @@ class PostgresEventStore:
         if self._writer is not None and self._writer.epochs.get(claim.run_id) == claim.epoch:
             del self._writer.epochs[claim.run_id]
         await self._leases.call("release", lambda conn: claims_sql.release(conn, claim))
+
+    async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """The head (last seq) of each of ``run_ids`` the store holds, in one query."""
+        rows = await self._fetch(
+            "heads", "SELECT run_id, last_seq FROM runs WHERE run_id = ANY(%s)", (list(run_ids),)
+        )
+        return {str(run_id): int(seq) for run_id, seq in rows}
 
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
         """Claim up to ``limit`` runnable runs with ``FOR UPDATE SKIP LOCKED`` (see

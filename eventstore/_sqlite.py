@@ -11,6 +11,7 @@ from typing import Any
 import aiosqlite
 import anyio
 
+from ._claims import Claim
 from ._core import WriterCore
 from ._errors import CorruptLogError, StoreClosedError, StoreFileError, UnknownEventError
 from ._events import Event, EventBody
@@ -27,6 +28,7 @@ from ._requests import AppendRequest, prepare
 from ._rows import row_events
 from ._schema import check_file
 from ._snapshots import SnapshotTable
+from ._sqlite_claims import SqliteClaims
 from ._writer import ThreadWriter, Writer
 
 __all__ = ["SqliteEventStore"]
@@ -59,6 +61,7 @@ class SqliteEventStore:
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
         self._snapshots = SnapshotTable(self.path)
+        self._claims = SqliteClaims(self.path)  # run ownership, on a connection of its own
         self._run_keys: dict[str, int] = {}
         # Set at the next commit; made by a follower (tail) when it waits, so a store
         # nobody tails makes none.
@@ -123,6 +126,7 @@ class SqliteEventStore:
                 reader, self._reader = self._reader, None
                 await reader.close()
             await anyio.to_thread.run_sync(self._snapshots.close)
+            await anyio.to_thread.run_sync(self._claims.close)
             await anyio.to_thread.run_sync(self._core.close)
 
     async def __aenter__(self) -> SqliteEventStore:
@@ -482,3 +486,30 @@ class SqliteEventStore:
     def _check_open(self, operation: str) -> None:
         if self._state != "open":
             raise StoreClosedError(operation)
+
+    # -- ownership (see eventstore.ClaimingStore; leases on this machine's clock) -----------
+
+    def _owning(self, operation: str) -> SqliteClaims:
+        if self._state != "open":
+            raise StoreClosedError(operation)
+        return self._claims
+
+    async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
+        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore)."""
+        return await self._owning("claim").claim(run_id, owner, lease)
+
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
+        """Extend the leases of ``claims``; None for each one lost (see ClaimingStore)."""
+        return await self._owning("renew").renew(claims, lease)
+
+    async def release(self, claim: Claim) -> None:
+        """Give the run up if ``claim`` still holds it (see ClaimingStore)."""
+        await self._owning("release").release(claim)
+
+    async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """The last seq of each of ``run_ids`` the store holds (see ClaimingStore)."""
+        return await self._owning("heads").heads(run_ids)
+
+    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+        """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore)."""
+        return await self._owning("claim_runnable").claim_runnable(owner, lease, limit)

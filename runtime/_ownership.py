@@ -142,21 +142,22 @@ class RunOwnership:
         """Every ``control_interval``, compare each live run's head in the store with what
         this runtime appended (``heads()``: run_id -> last seq submitted here); call
         ``on_foreign`` for a run another process appended to."""
-        store = self.store
-        get_run = getattr(store, "get_run", None)
-        assert get_run is not None
         while True:
             await anyio.sleep(self.control_interval)
-            for run_id in list(heads()):
-                try:
-                    info = await get_run(run_id)
-                except StoreError as exc:
-                    _log.warning("run %s: reading its head failed: %s", run_id, exc)
-                    continue
+            live = list(heads())
+            if not live:
+                continue
+            try:
+                stored = await self.store.heads(live)
+            except StoreError as exc:
+                _log.warning("reading the heads of %d runs failed: %s", len(live), exc)
+                continue
+            now = heads()
+            for run_id, head in stored.items():
                 # Compared with what this runtime has submitted by now (it only grows, and
                 # covers every append of ours the store had committed when it answered).
-                ours = heads().get(run_id)
-                if info is not None and ours is not None and info.last_seq > ours:
+                ours = now.get(run_id)
+                if ours is not None and head > ours:
                     await on_foreign(run_id)
 
     async def recover(

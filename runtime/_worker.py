@@ -21,6 +21,7 @@ async def run_worker(
     concurrency: int = 100,
     worker_id: str | None = None,
     lease_seconds: float = 15.0,
+    poll_interval: float = 0.5,
     on_ready: Callable[[Runtime], None] | None = None,
     **runtime_options: Any,
 ) -> None:
@@ -29,7 +30,9 @@ async def run_worker(
     A worker is a :class:`Runtime` with ``recover=True``: it claims runnable runs (new
     submissions, runs handed back with :meth:`Runtime.submit_resume`, and runs whose
     owner's lease expired) with the store's skip-locked claim, at most ``concurrency`` live
-    at once, and resumes each from its log. ``runtime_options`` go to the Runtime (the
+    at once, and resumes each from its log; it looks for runnable runs every
+    ``poll_interval`` seconds (at once again while it finds as many as it has room for).
+    ``runtime_options`` go to the Runtime (the
     functions, provider, tools and judges the graphs name). ``on_ready`` is called once the
     worker claims work. Cancelling the call stops the worker: its live runs stop and their
     claims are released, so other workers take them at once.
@@ -40,6 +43,7 @@ async def run_worker(
         concurrency=concurrency,
         worker_id=worker_id,
         lease_seconds=lease_seconds,
+        recover_interval=poll_interval,
         **runtime_options,
     ) as runtime:
         if on_ready is not None:

@@ -31,6 +31,7 @@ COMMAND_MODULES: Final = (
     "runtime.cli._read",
     "runtime.cli._audit",
     "runtime.cli._serve",
+    "runtime.cli._worker",
 )
 
 # Errors that mean "your input is wrong": exit 2 with the message, no traceback.

@@ -61,7 +61,7 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
         "--store",
         metavar="URL",
         default=None,
-        help=f"the event store: a SQLite file path or sqlite:///PATH "
+        help=f"the event store: a SQLite file path, sqlite:///PATH or postgresql://... "
         f"(default: $MAGISTRATE_STORE, else {DEFAULT_STORE} in the working directory)",
     )
 

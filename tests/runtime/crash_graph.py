@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from eventstore import EventBody
+from eventstore import EventBody, RunOwnedError
 from runtime._function_node import NodeContext
 from runtime._runtime import Runtime
 from runtime._spec import EdgeSpec, GraphSpec, MemoryKey, NodeSpec, RetryPolicy
@@ -84,11 +84,17 @@ async def main(db: str, run_id: str, mode: str, ackfile: str) -> None:
         if KILL == f"commit:{commits}":
             os.kill(os.getpid(), signal.SIGKILL)
 
-    async with Runtime(db, functions=FUNCTIONS, hooks=[hook]) as rt:
+    # A short lease: the killed process's claim expires soon after it died.
+    async with Runtime(db, functions=FUNCTIONS, hooks=[hook], lease_seconds=0.3) as rt:
         if mode == "start":
             handle = await rt.start(build(), input={"seed": 1}, run_id=run_id)
         else:
-            handle = await rt.resume(run_id)
+            while True:
+                try:
+                    handle = await rt.resume(run_id)
+                    break
+                except RunOwnedError:  # the killed owner's lease has not expired yet
+                    await anyio.sleep(0.05)
         result = await handle.result()
         print(result.status)
 

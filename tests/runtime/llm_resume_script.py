@@ -89,8 +89,14 @@ def _kill_after_turn(run_id: str, last_seq: int, bodies: Sequence[EventBody]) ->
 
 async def main(db: str, run_id: str) -> None:
     provider = ScriptedProvider(SCRIPT)
+    # A short lease: the killed process's claim on the run expires soon after it died.
     async with Runtime(
-        db, provider=provider, tools=TOOLS, hooks=[_kill_after_turn], allow_imports=[ALLOW]
+        db,
+        provider=provider,
+        tools=TOOLS,
+        hooks=[_kill_after_turn],
+        allow_imports=[ALLOW],
+        lease_seconds=0.2,
     ) as rt:
         handle = await rt.start(GRAPH, run_id=run_id)
         await handle.result()

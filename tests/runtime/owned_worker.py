@@ -109,7 +109,7 @@ async def main(url: str, prefix: str, mode: str, args: list[str]) -> None:
             functions=functions(url, prefix, pause),
             concurrency=concurrency,
             lease_seconds=lease,
-            recover_interval=0.1,
+            poll_interval=0.1,
             on_ready=ready,
         )
     elif mode == "slow":

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from eventstore import RunOwnedError
 from runtime import LlmTurn, RunResumed, ToolResult
 from runtime._runtime import Runtime
 from runtime._scripted import ScriptedProvider
@@ -40,7 +41,13 @@ async def test_a_killed_llm_node_resumes_from_the_log_without_resending_turns(
 
     remaining = ScriptedProvider(SCRIPT[KILL_AFTER_TURN:])
     async with Runtime(db, provider=remaining, tools=TOOLS, allow_imports=[ALLOW]) as rt:
-        result = await (await rt.resume(run_id)).result()
+        while True:
+            try:
+                handle = await rt.resume(run_id)
+                break
+            except RunOwnedError:  # the killed process's lease has not expired yet
+                await anyio.sleep(0.05)
+        result = await handle.result()
         events = [e.body for e in await rt.read_events(run_id)]
         assert rt.store is not None
         assert (await rt.store.verify(run_id)).ok

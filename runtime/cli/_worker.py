@@ -1,0 +1,115 @@
+"""The ``worker`` command: execute runs that any process submitted to the store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+
+from .._llm import LlmProvider
+from .._runtime import Runtime
+from .._worker import run_worker
+from ._common import EXIT_OK, UsageError, add_store_option, open_store
+from ._wiring import make_provider, tools_from_modules
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "worker",
+        help="execute runs submitted to the store by any process (Runtime.submit), until "
+        "stopped; also takes over runs whose owner died",
+    )
+    add_store_option(p)
+    p.add_argument(
+        "--concurrency", type=int, default=10, metavar="N", help="live runs at most (default 10)"
+    )
+    p.add_argument(
+        "--lease",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="how long a claim holds without renewal (renewed every third of it; default 15)",
+    )
+    p.add_argument(
+        "--poll",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="how often to look for runnable runs when idle (default 0.5)",
+    )
+    p.add_argument("--worker-id", default=None, help="this worker's name (default host:pid:random)")
+    p.add_argument(
+        "--provider",
+        metavar="P",
+        help="the model for LLM nodes: openai, anthropic or scripted:FILE (default: openai or "
+        "anthropic when its API key is set, else none)",
+    )
+    p.add_argument(
+        "--tools",
+        metavar="MODULE[:ATTR]",
+        action="append",
+        default=[],
+        help="register the tools of a module, list or registry (repeatable)",
+    )
+    p.add_argument(
+        "--allow-imports",
+        metavar="PREFIX",
+        action="append",
+        default=[],
+        help="module prefixes the graphs may import functions, judges and tools from (repeatable)",
+    )
+    p.set_defaults(handler=_worker)
+
+
+async def _provider(option: str | None, stack: AsyncExitStack) -> LlmProvider | None:
+    if option is None:
+        if os.environ.get("OPENAI_API_KEY"):
+            option = "openai"
+        elif os.environ.get("ANTHROPIC_API_KEY"):
+            option = "anthropic"
+        else:
+            return None
+    return await make_provider(option, None, stack)
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    """Run until SIGINT or SIGTERM; then live runs stop and their claims are released."""
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.lease <= 0 or args.poll <= 0:
+        raise UsageError(f"--lease and --poll must be positive, got {args.lease}, {args.poll}")
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(args, create=True))
+        provider = await _provider(args.provider, stack)
+        tools = tools_from_modules(args.tools, allow_imports=args.allow_imports)
+
+        def ready(runtime: Runtime) -> None:
+            sys.stderr.write(f"worker {runtime.worker_id} ready\n")
+            sys.stderr.flush()
+
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    lambda: run_worker(
+                        store,
+                        concurrency=args.concurrency,
+                        worker_id=args.worker_id,
+                        lease_seconds=args.lease,
+                        poll_interval=args.poll,
+                        on_ready=ready,
+                        provider=provider,
+                        tools=tools,
+                        allow_imports=args.allow_imports,
+                    )
+                )
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    break
+    return EXIT_OK

@@ -1,0 +1,9 @@
+"""Functions for the worker command's test (imported by the worker process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+async def double(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"x": int(inputs["x"]) * 2}

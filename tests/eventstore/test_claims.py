@@ -1,0 +1,72 @@
+"""Run ownership on every store: exclusive claims with leases, renewals, releases, and
+runnable runs handed to one claimer each."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from eventstore import Claim, ClaimingStore, RunOwnedError
+from runtime import MemoryWritten, RunPaused, RunStarted
+
+from .conftest import StoreFactory
+
+pytestmark = pytest.mark.anyio
+
+STARTED = RunStarted(graph={"nodes": ["a"]}, graph_hash="g", entry="a", input={})
+
+
+async def test_stores_record_ownership(store_factory: StoreFactory) -> None:
+    async with store_factory("s") as store:
+        assert isinstance(store, ClaimingStore)
+
+
+async def test_a_claim_is_exclusive_until_its_lease_expires(store_factory: StoreFactory) -> None:
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        first = await a.claim("r1", "worker-a", lease=0.5)
+        assert (first.run_id, first.owner) == ("r1", "worker-a")
+        with pytest.raises(RunOwnedError) as caught:
+            await b.claim("r1", "worker-b", lease=5)
+        assert caught.value.owner == "worker-a" and "worker-a" in str(caught.value)
+        again = await a.claim("r1", "worker-a", lease=0.5)  # its own owner may claim again
+        assert again.epoch == first.epoch + 1
+        renewed = await a.renew([again], lease=0.5)
+        assert renewed[0] is not None and renewed[0].expires >= again.expires
+        await anyio.sleep(0.7)  # no renewal: the lease expires
+        taken = await b.claim("r1", "worker-b", lease=5)
+        assert taken.epoch == again.epoch + 1
+        assert await a.renew([again], lease=5) == [None]  # lost
+        await a.release(again)  # a stale release changes nothing
+        with pytest.raises(RunOwnedError):
+            await a.claim("r1", "worker-a", lease=5)
+        await b.release(taken)
+        assert (await a.claim("r1", "worker-a", lease=5)).epoch == taken.epoch + 1
+
+
+async def test_runnable_runs_go_to_one_claimer_each(store_factory: StoreFactory) -> None:
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        for i in range(30):
+            await a.append(f"r{i}", [STARTED], expected_seq=0)  # running, no owner
+        await a.append("paused", [STARTED, RunPaused(reason="hitl", node_id="a")], expected_seq=0)
+        await a.append("other", [MemoryWritten(key="k", value=1)], expected_seq=0)  # status new
+        held = await a.claim("r0", "worker-x", lease=30)  # live elsewhere: not runnable
+        got: dict[str, list[Claim]] = {"a": [], "b": []}
+
+        async def claimer(name: str, store: ClaimingStore) -> None:
+            while True:
+                claims = await store.claim_runnable(name, lease=30, limit=4)
+                if not claims:
+                    return
+                got[name] += claims
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(claimer, "a", a)
+            tg.start_soon(claimer, "b", b)
+        heads = await a.heads(["r1", "paused", "nobody"])
+    claimed = sorted(c.run_id for c in got["a"] + got["b"])
+    assert claimed == sorted(f"r{i}" for i in range(1, 30))
+    assert all(c.owner == name for name in got for c in got[name])
+    assert held.run_id not in claimed
+    assert heads == {"r1": 1, "paused": 2}
