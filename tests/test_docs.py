@@ -8,7 +8,8 @@ The conventions, read by this test:
   ends with ``# exit N`` (``make test`` is skipped: it is this test's own runner, and
   ``make run`` runs from the repository);
 - ```expr blocks hold one safe expression per line, each compiled;
-- ```yaml and ```toml blocks without a file name are graph specs, each parsed;
+- ```yaml and ```toml blocks without a file name are graph specs, each parsed; a
+  ```yaml fragment block (a part of a graph: a node, a goal) is parsed as YAML only;
 - ```text and ```json blocks show output and are not run.
 """
 
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from runtime import compile_expression, parse_graph
 
@@ -39,7 +41,7 @@ def blocks(path: Path) -> list[tuple[str, dict[str, str], str, int]]:
     for match in FENCE.finditer(text):
         info = match.group(1).split()
         language = info[0] if info else ""
-        options = dict(part.split("=", 1) for part in info[1:] if "=" in part)
+        options = dict(part.split("=", 1) if "=" in part else (part, "") for part in info[1:])
         found.append((language, options, match.group(2), text.count("\n", 0, match.start()) + 1))
     return found
 
@@ -90,7 +92,10 @@ def test_every_code_block_runs(path: Path, tmp_path: Path) -> None:
         where = f"{path.name}:{line}"
         if "file" in options:
             continue
-        if language in ("yaml", "toml"):
+        if language == "yaml" and "fragment" in options:
+            assert yaml.safe_load(body) is not None, f"{where}: an empty fragment"
+            ran += 1
+        elif language in ("yaml", "toml"):
             parse_graph(body, language)  # type: ignore[arg-type]
             ran += 1
         elif language == "python":

@@ -31,6 +31,8 @@ from runtime import (
 )
 from runtime.testing import reply
 
+from .crashes import SHORT_LEASE
+
 __all__ = ["BRANCH2_TURN1", "graph", "main"]
 
 #: Branch 2's first turn: a tool call whose result the killed run never records.
@@ -94,6 +96,7 @@ async def main(db: str, run_id: str) -> None:
         providers=providers,
         tools=[lookup],
         hooks=[_kill_at_second_finish()],
+        lease_seconds=SHORT_LEASE,
     ) as rt:
         await (await rt.start(graph(), run_id=run_id)).result()
 

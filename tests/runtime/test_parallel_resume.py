@@ -20,6 +20,8 @@ from runtime import (
 )
 from runtime.testing import reply, tool_call
 
+from .crashes import resume_once_lease_expired
+
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +52,7 @@ async def test_a_killed_round_resumes_from_its_recorded_branch_turns(tmp_path: P
         db, provider=ScriptedProvider([]), providers=providers, tools=[lookup]
     ) as rt:
         before = [e.body for e in await rt.read_events("r")]
-        result = await (await rt.resume("r")).result()
+        result = await (await resume_once_lease_expired(rt, "r")).result()
         events = [e.body for e in await rt.read_events("r")]
         assert rt.store is not None and (await rt.store.verify("r")).ok
 

@@ -18,6 +18,7 @@ from runtime import (
     VerificationRecorded,
 )
 
+from .crashes import resume_once_lease_expired
 from .verifier_crash_script import FUNCTIONS
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +39,7 @@ async def test_a_killed_llm_judge_verifier_reuses_its_recorded_result(tmp_path: 
     async with Runtime(db, functions=FUNCTIONS, providers={"critic": silent}) as rt:
         before = [e.body for e in await rt.read_events("r")]
         assert not any(isinstance(b, NodeCompleted) and b.node_id == "check" for b in before)
-        result = await (await rt.resume("r")).result()
+        result = await (await resume_once_lease_expired(rt, "r")).result()
         events = [e.body for e in await rt.read_events("r")]
         assert rt.store is not None and (await rt.store.verify("r")).ok
 

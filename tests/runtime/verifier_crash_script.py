@@ -26,6 +26,8 @@ from runtime import (
     VerificationRecorded,
 )
 
+from .crashes import SHORT_LEASE
+
 __all__ = ["FUNCTIONS", "graph", "main"]
 
 
@@ -77,7 +79,11 @@ def _kill_after_result(run_id: str, seq: int, bodies: Sequence[EventBody]) -> No
 async def main(db: str, run_id: str) -> None:
     critic = ScriptedProvider(['{"score": 0.95, "reasoning": "sourced"}'], name="critic")
     async with Runtime(
-        db, functions=FUNCTIONS, providers={"critic": critic}, hooks=[_kill_after_result]
+        db,
+        functions=FUNCTIONS,
+        providers={"critic": critic},
+        hooks=[_kill_after_result],
+        lease_seconds=SHORT_LEASE,
     ) as rt:
         await (await rt.start(graph(), run_id=run_id)).result()
 
