@@ -93,14 +93,20 @@ async def load_state(
     """The run's state (up to ``to_seq``) and the events folded onto the snapshot used.
 
     Reads the newest usable snapshot and the events after it; without one, the whole log
-    (the events returned are then all of them). Saves a new snapshot when ``every`` or more
+    (the events returned are then all of them). What it folds is read with the hash chain
+    checked (a read that reaches the run's end must end where the run's record says), so an
+    edited or cut log raises CorruptLogError naming the seq instead of folding into a
+    wrong state. Saves a new snapshot when ``every`` or more
     events were folded past the last one (not for a time-travel read). A state of a run
     with no events has ``last_seq == 0``.
     """
     snapshot = await _usable(store, run_id, to_seq)
     if snapshot is not None:
         # From the snapshot's own event: its hash ties the snapshot to this log.
-        events = [e async for e in store.read(run_id, from_seq=snapshot.seq, to_seq=to_seq)]
+        events = [
+            e
+            async for e in store.read(run_id, from_seq=snapshot.seq, to_seq=to_seq, verify=True)
+        ]
         if events and events[0].seq == snapshot.seq and events[0].hash == snapshot.hash:
             try:
                 base = decode_state(snapshot.data)
@@ -113,7 +119,7 @@ async def load_state(
                     await save_state(store, state)
                 return state, tail
         _log.info("run %s: its snapshot at seq %d does not match the log", run_id, snapshot.seq)
-    events = await store.read_all(run_id, to_seq=to_seq)
+    events = await store.read_all(run_id, to_seq=to_seq, verify=True)
     state = fold(events)
     if to_seq is None and len(events) >= every:
         await save_state(store, state)
