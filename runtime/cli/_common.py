@@ -66,6 +66,17 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tools_option(parser: argparse.ArgumentParser, *, note: str = "") -> None:
+    """``--tools MODULE[:ATTR]`` (repeatable), for the commands that run graphs."""
+    parser.add_argument(
+        "--tools",
+        metavar="MODULE[:ATTR]",
+        action="append",
+        default=[],
+        help="register the tools of a module, list or registry (repeatable)" + note,
+    )
+
+
 def add_output_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",

@@ -34,6 +34,7 @@ from ._common import (
     EXIT_PAUSED,
     add_output_option,
     add_store_option,
+    add_tools_option,
     emit_json,
     open_store,
     parse_inputs,
@@ -66,13 +67,8 @@ def _execution_options(parser: argparse.ArgumentParser) -> None:
         help="the model: openai, anthropic or scripted:FILE (default: openai or anthropic "
         "when its API key is set; none for graphs without LLM nodes)",
     )
-    parser.add_argument(
-        "--tools",
-        metavar="MODULE[:ATTR]",
-        action="append",
-        default=[],
-        help="register the tools of a module, list or registry (repeatable); tools named "
-        "'module:attr' in the graph file are imported without it",
+    add_tools_option(
+        parser, note="; tools named 'module:attr' in the graph file are imported without it"
     )
     parser.add_argument(
         "--allow-imports",

@@ -16,7 +16,7 @@ from .._metrics import default_metrics
 from .._runtime import Runtime
 from .._spec_load import load_graph
 from ..server import serve
-from ._common import EXIT_OK, UsageError, add_store_option, open_store
+from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
 from ._wiring import imports_named, make_provider, tools_from_modules
 
 __all__ = ["register"]
@@ -45,13 +45,7 @@ def register(sub: Any) -> None:
         metavar="P",
         help="the model for LLM nodes: openai, anthropic or scripted:FILE",
     )
-    p.add_argument(
-        "--tools",
-        metavar="MODULE[:ATTR]",
-        action="append",
-        default=[],
-        help="register the tools of a module, list or registry (repeatable)",
-    )
+    add_tools_option(p)
     p.add_argument(
         "--allow-imports",
         metavar="PREFIX",

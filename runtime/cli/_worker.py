@@ -14,7 +14,7 @@ import anyio
 from .._llm import LlmProvider
 from .._runtime import Runtime
 from .._worker import run_worker
-from ._common import EXIT_OK, UsageError, add_store_option, open_store
+from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
 from ._wiring import make_provider, tools_from_modules
 
 __all__ = ["register"]
@@ -51,13 +51,7 @@ def register(sub: Any) -> None:
         help="the model for LLM nodes: openai, anthropic or scripted:FILE (default: openai or "
         "anthropic when its API key is set, else none)",
     )
-    p.add_argument(
-        "--tools",
-        metavar="MODULE[:ATTR]",
-        action="append",
-        default=[],
-        help="register the tools of a module, list or registry (repeatable)",
-    )
+    add_tools_option(p)
     p.add_argument(
         "--allow-imports",
         metavar="PREFIX",
