@@ -9,7 +9,6 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import msgspec
 import psycopg
 import psycopg_pool
 
@@ -17,12 +16,11 @@ from . import _postgres_claims as claims_sql
 from ._claims import Claim
 from ._errors import (
     ConcurrencyError,
-    CorruptLogError,
     StoreClosedError,
     StoreError,
-    UnknownEventError,
 )
-from ._events import Event, EventBody, chain_digest, decode_body
+from ._events import Event, EventBody
+from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
 from ._postgres_schema import ensure_schema, valid_schema_name
 from ._postgres_writer import Connection, PostgresWriter
 from ._protocol import AppendResult, RunInfo, Snapshot, StoreStatistics, VerifyReport
@@ -32,8 +30,6 @@ __all__ = ["PostgresEventStore"]
 
 _log = logging.getLogger("magistrate.eventstore")
 
-_CHUNK = 1000
-_EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
 _RUN_COLUMNS = "run_id, status, created, updated, last_seq, graph_hash"
 
 
@@ -294,30 +290,6 @@ class PostgresEventStore:
         except psycopg.OperationalError as exc:
             raise StoreError(f"{operation}: {self.where}: {exc}") from exc
 
-    @staticmethod
-    def _event(run_id: str, row: Any, prev_hash: str) -> Event:
-        position, seq, ts, tag, version, digest, body = row[:7]
-        try:
-            decoded = decode_body(tag, version, bytes(body))
-        except UnknownEventError as exc:
-            raise UnknownEventError(tag, version, run_id) from exc
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise CorruptLogError(run_id, seq, f"undecodable {tag!r} body: {exc}") from exc
-        return Event(
-            run_id=run_id,
-            seq=seq,
-            position=position,
-            ts=ts,
-            version=version,
-            prev_hash=prev_hash,
-            hash=bytes(digest).hex(),
-            body=decoded,
-        )
-
-    async def _run_key(self, operation: str, run_id: str) -> int | None:
-        rows = await self._fetch(operation, "SELECT run FROM runs WHERE run_id = %s", (run_id,))
-        return int(rows[0][0]) if rows else None
-
     async def read(
         self,
         run_id: str,
@@ -329,52 +301,8 @@ class PostgresEventStore:
         """Yield the run's events with ``from_seq <= seq <= to_seq`` in seq order (in
         chunks, each from a committed snapshot); ``verify`` checks the hash chain and the
         run's head as :meth:`SqliteEventStore.read` does."""
-        rows = await self._fetch(
-            "read", "SELECT run, last_seq, last_hash FROM runs WHERE run_id = %s", (run_id,)
-        )
-        if not rows:
-            return
-        key, head, head_hash = rows[0]
-        expected = max(1, from_seq)
-        high = to_seq if to_seq is not None else 2**62
-        prev = ""
-        if expected > 1:
-            rows = await self._fetch(
-                "read", "SELECT hash FROM events WHERE run = %s AND seq = %s", (key, expected - 1)
-            )
-            prev = bytes(rows[0][0]).hex() if rows else ""
-        while expected <= high:
-            rows = await self._fetch(
-                "read",
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = %s AND seq >= %s "
-                "AND seq <= %s ORDER BY seq LIMIT %s",
-                (key, expected, high, _CHUNK),
-            )
-            for row in rows:
-                if row[1] != expected:
-                    raise CorruptLogError(run_id, expected, "event missing (gap in seq)")
-                if verify:
-                    _, seq, _, tag, version, digest, body = row[:7]
-                    computed = chain_digest(bytes.fromhex(prev), run_id, seq, tag, version, body)
-                    if computed != bytes(digest) or (
-                        seq == head and bytes(digest) != bytes(head_hash)
-                    ):
-                        raise CorruptLogError(
-                            run_id, seq, "hash mismatch: the event was changed after append"
-                        )
-                event = self._event(run_id, row, prev)
-                prev = event.hash
-                expected += 1
-                yield event
-            if len(rows) < _CHUNK:
-                break
-        if verify and expected <= min(head, high):
-            raise CorruptLogError(
-                run_id,
-                expected,
-                f"events missing: the log ends at seq {expected - 1} but the run's head is "
-                f"at {head}",
-            )
+        async for event in read_events(self._fetch, run_id, from_seq, to_seq, verify):
+            yield event
 
     async def read_all(
         self, run_id: str, *, to_seq: int | None = None, verify: bool = False
@@ -385,49 +313,7 @@ class PostgresEventStore:
     async def verify(self, run_id: str) -> VerifyReport:
         """Recompute the run's hash chain from the stored bytes and say where it first
         breaks (see :meth:`SqliteEventStore.verify`); the run's head must be the log's end."""
-        rows = await self._fetch(
-            "verify", "SELECT run, last_seq FROM runs WHERE run_id = %s", (run_id,)
-        )
-        if not rows:
-            return VerifyReport(run_id, False, 0, None, "no such run")
-        key, head = rows[0]
-        prev = b""
-        expected = 1
-        while True:
-            rows = await self._fetch(
-                "verify",
-                "SELECT seq, type, version, hash, body FROM events WHERE run = %s AND seq >= %s "
-                "ORDER BY seq LIMIT %s",
-                (key, expected, _CHUNK),
-            )
-            for seq, tag, version, stored, body in rows:
-                checked = expected - 1
-                if seq != expected:
-                    return VerifyReport(run_id, False, checked, expected, "event missing")
-                data = bytes(body)
-                digest = chain_digest(prev, run_id, seq, tag, version, data)
-                if digest != bytes(stored):
-                    return VerifyReport(
-                        run_id, False, checked, seq, "hash mismatch: event edited after append"
-                    )
-                try:
-                    decode_body(tag, version, data)
-                except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
-                    return VerifyReport(run_id, False, checked, seq, f"undecodable body: {exc}")
-                prev = digest
-                expected += 1
-            if len(rows) < _CHUNK:
-                break
-        checked = expected - 1
-        if head != checked:
-            return VerifyReport(
-                run_id,
-                False,
-                checked,
-                checked + 1,
-                f"the run's head is at seq {head} but the log ends at {checked}",
-            )
-        return VerifyReport(run_id, True, checked, None, None)
+        return await verify_run(self._fetch, run_id)
 
     async def _listen(self) -> None:
         """Set the followers' wake-up at every NOTIFY of any writer of this store."""
@@ -462,22 +348,13 @@ class PostgresEventStore:
             if wake is None:
                 wake = self._committed = anyio.Event()
             try:
-                rows = await self._fetch(
-                    "tail",
-                    "SELECT e.position, e.seq, e.ts, e.type, e.version, e.hash, e.body, r.run_id, "
-                    "p.hash FROM events e JOIN runs r ON r.run = e.run "
-                    "LEFT JOIN events p ON p.run = e.run AND p.seq = e.seq - 1 "
-                    "WHERE e.position > %s ORDER BY e.position LIMIT %s",
-                    (position, _CHUNK),
-                )
+                events = await tail_chunk(self._fetch, position)
             except StoreClosedError:
                 return
-            for row in rows:
-                prev = "" if row[8] is None else bytes(row[8]).hex()
-                event = self._event(row[7], row, prev)
+            for event in events:
                 position = event.position
                 yield event
-            if len(rows) < _CHUNK:
+            if len(events) < CHUNK:
                 with anyio.move_on_after(poll_interval):
                     await wake.wait()
 
