@@ -30,8 +30,6 @@ from eventstore import Event, EventBody, StoreError
 from ._edges import Route, decide_edge, resolve_edges
 from ._errors import ExpressionError
 from ._events import (
-    BranchesForked,
-    BranchesJoined,
     EdgeTaken,
     InputInjected,
     MemoryWritten,
@@ -44,7 +42,8 @@ from ._events import (
     RunResumed,
     RunStarted,
 )
-from ._fanout import FanOut, convergence_node, restore_fanout
+from ._executor_edges import EdgeSteps
+from ._fanout import FanOut, restore_fanout
 from ._goals import GoalScorer
 from ._llm import LlmProvider
 from ._messages import (
@@ -78,7 +77,7 @@ PLAIN_KINDS = ("function", "router")
 _MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
 
 
-class ExecutorActor(Actor):
+class ExecutorActor(EdgeSteps, Actor):
     """Walks one run of a graph. See the module docstring for the protocol."""
 
     def __init__(
@@ -456,129 +455,6 @@ class ExecutorActor(Actor):
                 MemoryWritten(key=key, value=value, op=op, node_id=done.node_id, branch=done.branch)
             )
         return None
-
-    # ------------------------------------------------------------------ edges
-
-    async def _advance(self, done: NodeDone, routes: list[Route]) -> None:
-        node_id, branch = done.node_id, done.branch
-        if branch is not None and self.fanout is not None:
-            await self._advance_branch(done, routes, self.fanout)
-            return
-        if done.success and node_id in self.terminal_nodes:
-            await self._finish("completed", None)
-            return
-        if not routes:
-            if not done.success:
-                await self._finish("failed", f"node {node_id!r} failed: {done.error}")
-            elif self.graph.terminal_nodes:
-                await self._finish(
-                    "failed", f"no edge out of {node_id!r} fired and it is not a terminal node"
-                )
-            else:
-                await self._finish("completed", None)
-            return
-        for route in routes:
-            self._emit_edge(node_id, route)
-        # Two edges to one node start it once.
-        targets = list(dict.fromkeys(r.target for r in routes))
-        if len(targets) == 1:
-            await self._start_node(targets[0], None)
-            return
-        fan = FanOut(source=node_id, join=convergence_node(self.graph, targets))
-        # A branch that starts at the join has already arrived: the join runs once, after
-        # the other branches.
-        fan.branches = {t: "done" if t == fan.join else "running" for t in targets}
-        self.fanout = fan
-        self.emit(
-            BranchesForked(
-                source=node_id, targets=targets, join=fan.join, policy=self.graph.fan_out_policy
-            )
-        )
-        for target in targets:
-            if target != fan.join:
-                await self._start_node(target, target)
-        await self._maybe_join(fan)  # joins at once if every target was the join
-
-    async def _advance_branch(self, done: NodeDone, routes: list[Route], fan: FanOut) -> None:
-        branch = done.branch
-        assert branch is not None
-        if not done.success and not routes:
-            await self._branch_failed(fan, branch, f"node {done.node_id!r} failed: {done.error}")
-            return
-        if len(routes) > 1:
-            await self._branch_failed(
-                fan, branch, f"node {done.node_id!r} fans out inside a branch (not supported)"
-            )
-            return
-        if not routes or routes[0].target == fan.join:
-            for route in routes:
-                self._emit_edge(done.node_id, route)
-            fan.branches[branch] = "done"
-            self._settle_writes(fan, branch)
-            await self._maybe_join(fan)
-            return
-        self._emit_edge(done.node_id, routes[0])
-        await self._start_node(routes[0].target, branch)
-
-    def _settle_writes(self, fan: FanOut, branch: str) -> None:
-        """Conflicts go by the order branches finish (the seed): with ``last_wins`` the
-        finishing branch's values of replaced keys go back into memory if another branch
-        wrote them since; with ``first_wins`` the first branch to finish claims its keys
-        (later writes of others are dropped) and its values go back likewise."""
-        strategy = self.graph.conflict_strategy
-        if strategy == "error":
-            return
-        for key, (value, node_id) in fan.values.get(branch, {}).items():
-            if strategy == "first_wins" and fan.claims.setdefault(key, branch) != branch:
-                continue
-            if fan.last_writer.get(key) != branch and self.reducers.get(key) in (None, "replace"):
-                self.emit(
-                    MemoryWritten(
-                        key=key, value=value, op="replace", node_id=node_id, branch=branch
-                    )
-                )
-                fan.last_writer[key] = branch
-
-    async def _branch_failed(self, fan: FanOut, branch: str, error: str) -> None:
-        fan.branches[branch] = "failed"
-        fan.errors[branch] = error
-        if self.graph.fan_out_policy == "fail_all":
-            # Cancel the other branches at once; their partial work is not merged.
-            for node_id, (_attempt, node_branch) in list(self.running.items()):
-                if node_branch is not None:
-                    await self.node_refs[node_id].stop()
-                    del self.running[node_id]
-                    fan.branches[node_branch] = "failed"
-                    fan.errors.setdefault(node_branch, "cancelled: another branch failed")
-            self._emit_join(fan)
-            await self._finish("failed", f"branch {branch!r} failed: {error}")
-            return
-        await self._maybe_join(fan)
-
-    def _emit_join(self, fan: FanOut) -> None:
-        self.emit(
-            BranchesJoined(
-                join=fan.join,
-                completed=[b for b, s in fan.branches.items() if s == "done"],
-                failed=[b for b, s in fan.branches.items() if s == "failed"],
-            )
-        )
-
-    async def _maybe_join(self, fan: FanOut) -> None:
-        if any(state == "running" for state in fan.branches.values()):
-            return
-        self.fanout = None
-        self._emit_join(fan)
-        failed = [b for b, s in fan.branches.items() if s == "failed"]
-        succeeded = [b for b, s in fan.branches.items() if s == "done"]
-        if failed and (self.graph.fan_out_policy == "wait_all" or not succeeded):
-            details = "; ".join(f"{b}: {fan.errors[b]}" for b in failed)
-            await self._finish("failed", f"branches failed: {details}")
-            return
-        if fan.join is None:
-            await self._finish("completed", None)
-            return
-        await self._start_node(fan.join, None)
 
     # ------------------------------------------------------------------ pause / cancel / end
 

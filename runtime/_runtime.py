@@ -13,54 +13,44 @@ from typing import Any
 import anyio
 import msgspec
 
-from actors import Actor, ActorRef, ActorSystem, MailboxConfig
+from actors import ActorRef, ActorSystem, MailboxConfig
 from eventstore import (
     ClaimingStore,
     ConcurrencyError,
     Event,
     EventBody,
     EventStore,
-    LeaseLostError,
     open_store,
 )
 
-from ._errors import RunNotFoundError, RunStateError, SpecError, SpecErrors
-from ._events import InputInjected, RunCancelled, RunPaused, RunResumed, RunStarted
+from ._errors import RunNotFoundError, RunStateError
+from ._events import InputInjected, RunResumed, RunStarted
 from ._executor import ExecutorActor
 from ._fork import copy_prefix
-from ._function_node import FunctionNodeActor, PlainFunction
-from ._functions import resolve_callable
+from ._function_node import PlainFunction
 from ._goals import score_goal
 from ._judge import JudgeProtocol
 from ._llm import LlmProvider
-from ._llm_node import LlmNodeActor
-from ._llm_support import SET_OUTPUT, resolve_judge
 from ._logging import log_run_events
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._metrics import RuntimeMetrics
+from ._node_runners import NodeRunners
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
-from ._parallel import BranchRunner, check_parallel_names
 from ._parallel_spec import BranchStrategy
-from ._result import RunOutcome, RunResult, result_of
+from ._result import RunOutcome, RunResult
+from ._run_control import FINAL, RunControl, result_from_state
 from ._runlog import CommitHook, CommitObserver, RunLog
 from ._snapshots import load_state
-from ._spec import GraphSpec, NodeSpec, graph_hash, shared_graph_dict
+from ._spec import GraphSpec, graph_hash, shared_graph_dict
 from ._spec_load import graph_from_dict
 from ._spec_validate import validate_graph
 from ._state import RunState, fold
 from ._tools import Tool, ToolRegistry
 from ._values import check_memory_values
-from ._verifier import VerifierNodeActor, check_named_providers
 
 _log = logging.getLogger("magistrate.runtime")
 
 __all__ = ["RunHandle", "Runtime"]
-
-_FINAL = ("completed", "failed")
-
-#: The node kinds ``_make_node`` has a runner for. A graph using another kind of the spec
-#: is refused when its run starts (naming ``nodes[i].kind``), not when a run reaches it.
-RUNNABLE_KINDS: frozenset[str] = frozenset({"function", "router", "llm", "verifier"})
 
 
 class RunHandle:
@@ -80,7 +70,7 @@ class RunHandle:
         return await self._outcome.wait()
 
 
-class Runtime:
+class Runtime(RunControl, NodeRunners):
     """Runs graphs on an event store; one per application is enough.
 
     ``store`` is an EventStore, a store URL or SQLite file path (see
@@ -370,7 +360,7 @@ class Runtime:
         if state.forked and (not events or events[0].seq != 1):
             # An open fan-out is rebuilt from its events, which may precede the snapshot.
             events = await self.read_events(run_id)
-        if state.status in _FINAL:
+        if state.status in FINAL:
             raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
         if state.graph is None:
             raise RunNotFoundError(run_id)
@@ -473,7 +463,7 @@ class Runtime:
         if live is not None:
             return await live[1].wait()
         state = await self.get_state(run_id)
-        return _result_from_state(state)
+        return result_from_state(state)
 
     async def pause(self, run_id: str) -> None:
         """Ask a running run to pause at its next node boundary (does not wait for it).
@@ -542,224 +532,3 @@ class Runtime:
         if log is None:
             return []
         return log.events(to_seq=to_seq)
-
-    # ------------------------------------------------------------------ helpers
-
-    def _live_ref(self, run_id: str, action: str) -> ActorRef:
-        live = self._live.get(run_id)
-        if live is None or live[1].done:
-            raise RunStateError(run_id, "not running", f"cannot {action} a run that is not live")
-        return live[0]
-
-    async def _control_elsewhere(
-        self, run_id: str, action: str, *, reason: str = "", data: dict[str, Any] | None = None
-    ) -> None:
-        """Append a control event to a run not live here (paused, crashed, or live in
-        another process, which sees it within its control interval). Retries while the
-        owner appends meanwhile (each try re-reads the state)."""
-        for _ in range(50):
-            state = await self.get_state(run_id)
-            body: EventBody
-            if action == "cancel":
-                if state.status in _FINAL or state.status == "cancelled":
-                    raise RunStateError(run_id, state.status, "nothing to cancel")
-                body = RunCancelled(node_id=_first(state.pending), reason=reason)
-            elif action == "pause":
-                if state.status != "running":
-                    raise RunStateError(run_id, state.status, "only a running run can pause")
-                body = RunPaused(reason="user", node_id=_first(state.pending))
-            else:
-                if state.status in _FINAL:
-                    raise RunStateError(
-                        run_id, state.status, "cannot inject input into a finished run"
-                    )
-                body = InputInjected(data=data or {})
-            try:
-                await self._append_offline(run_id, state, body)
-                return
-            except ConcurrencyError:
-                await anyio.sleep(0.01)  # the owner appended meanwhile: read again
-        raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
-
-    async def _append_offline(self, run_id: str, state: RunState, body: Any) -> None:
-        self._live.pop(run_id, None)
-        log = self._memory_logs.get(run_id) or RunLog(
-            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks, observers=self.observers
-        )
-        await log.append([body])
-
-    # ------------------------------------------------------------------ ownership
-
-    def _heads(self) -> dict[str, int]:
-        return {run_id: live[2].last_seq for run_id, live in self._live.items()}
-
-    def _room(self) -> int:
-        return self.concurrency - len(self._live)
-
-    async def _resume_claimed(self, run_id: str) -> None:
-        """Continue a run this runtime just claimed (recovery); give it up if it turns
-        out to have nothing to run."""
-        assert self._ownership is not None
-        try:
-            await self._resume(run_id, None)
-        except (RunNotFoundError, RunStateError, SpecErrors) as exc:
-            _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
-            await self._ownership.release(run_id)
-
-    async def _on_lease_lost(self, run_id: str) -> None:
-        live = self._live.get(run_id)
-        if live is None:
-            return
-        outcome = live[1]
-        if isinstance(outcome, OwnedOutcome):
-            outcome.holding = True
-        await live[0].stop()
-        self._live.pop(run_id, None)
-        error = LeaseLostError(run_id, -1, -1, None)
-        if isinstance(outcome, OwnedOutcome):
-            outcome.fail_now(error)
-        else:
-            outcome.fail(error)
-
-    async def _on_foreign_events(self, run_id: str) -> None:
-        live = self._live.get(run_id)
-        if live is not None and isinstance(live[1], OwnedOutcome) and not live[1].done:
-            live[1].holding = True
-            await self._settle(run_id, None)
-
-    def _settle_soon(self, run_id: str, error: BaseException) -> None:
-        if self._tasks is not None:
-            self._tasks.start_soon(self._settle, run_id, error)
-
-    async def _settle(self, run_id: str, error: BaseException | None) -> None:
-        """Stop the run's executor here and continue from its log: another process
-        appended to it (a cancel, pause or input), or the claim was lost."""
-        live = self._live.get(run_id)
-        if live is None:
-            return
-        ref, outcome, _ = live
-        assert isinstance(outcome, OwnedOutcome)
-        await ref.stop()
-        if isinstance(error, LeaseLostError) or (
-            self._ownership is not None and run_id not in self._ownership.claims
-        ):
-            _log.warning("run %s: its claim was lost (%s); stopped here", run_id, error)
-            self._live.pop(run_id, None)
-            outcome.fail_now(error or LeaseLostError(run_id, -1, -1, None))
-            return
-        try:
-            state = await self.get_state(run_id)
-            if state.status == "running":
-                await self._resume(run_id, None, outcome=outcome)
-                return
-            outcome.set(_result_from_state(state))
-        except Exception as exc:
-            outcome.fail_now(exc)
-
-    def _check_graph(self, graph: GraphSpec) -> None:
-        """What a run would otherwise trip on only when it reaches a node: functions and
-        judges that are neither registered nor allowed imports, unknown tools, LLM nodes
-        without a provider."""
-        errors: list[SpecError] = []
-        for index, node in enumerate(graph.nodes):
-            where = f"nodes[{index}]"
-            if node.kind not in RUNNABLE_KINDS:
-                errors.append(
-                    SpecError(
-                        f"{where}.kind",
-                        f"this runtime cannot run {node.kind!r} nodes "
-                        f"(it runs: {', '.join(sorted(RUNNABLE_KINDS))})",
-                    )
-                )
-            try:
-                if node.kind in ("function", "router") and node.function is not None:
-                    resolve_callable(
-                        node.function,
-                        self.functions,
-                        path=f"{where}.function",
-                        allow_imports=self.allow_imports,
-                    )
-                if node.kind == "llm" and node.judge is not None:
-                    self._judge_map.setdefault(
-                        node.judge,
-                        resolve_judge(
-                            node.judge,
-                            self._judge_map,
-                            path=f"{where}.judge",
-                            allow_imports=self.allow_imports,
-                        ),
-                    )
-            except SpecError as exc:
-                errors.append(exc)
-            if node.kind == "llm":
-                for j, name in enumerate(node.tools):
-                    if name != SET_OUTPUT and name not in self.tools:
-                        known = ", ".join(self.tools.names) or "none"
-                        errors.append(
-                            SpecError(
-                                f"{where}.tools[{j}]",
-                                f"no tool {name!r} is registered with the runtime (known: {known})",
-                            )
-                        )
-                if self.provider is None:
-                    errors.append(
-                        SpecError(f"{where}.kind", "an llm node needs Runtime(provider=...)")
-                    )
-        errors.extend(check_named_providers(graph, self.provider_named))
-        errors.extend(check_parallel_names(graph, self.provider_named, self.branch_strategies))
-        if errors:
-            raise SpecErrors(errors)
-
-    def _resolve_plain(self, spec: NodeSpec) -> PlainFunction | None:
-        if spec.function is None:
-            return None
-        plain = self._plain_cache.get(spec.function)
-        if plain is None:
-            function = resolve_callable(
-                spec.function, self.functions, path=spec.id, allow_imports=self.allow_imports
-            )
-            plain = self._plain_cache[spec.function] = PlainFunction(function)
-        return plain
-
-    def _make_node(
-        self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog
-    ) -> Actor:
-        if spec.kind in ("function", "router"):
-            return FunctionNodeActor(
-                graph, self._resolve_plain, executor, log, node_timeout=self.node_timeout
-            )
-        if spec.kind == "llm":
-            return LlmNodeActor(
-                spec,
-                executor,
-                log,
-                provider=self.provider,
-                tools=self.tools,
-                judges=self._judge_map,
-                context_budget_tokens=self.context_budget_tokens,
-                judge_timeout=self.judge_timeout,
-                branch_runner=None
-                if spec.parallel is None
-                else BranchRunner(
-                    spec.parallel, providers=self.provider_named, strategies=self.branch_strategies
-                ),
-                node_timeout=self.node_timeout,
-                tool_timeout=self.tool_timeout,
-            )
-        if spec.kind == "verifier":
-            return VerifierNodeActor(graph, spec, executor, log, providers=self.provider_named)
-        raise SpecError(f"node {spec.id}", f"node kind {spec.kind!r} is not supported yet")
-
-    def provider_named(self, name: str | None) -> LlmProvider | None:
-        """The provider registered as ``name`` (None: the runtime's ``provider``)."""
-        return self.provider if name is None else self.providers.get(name)
-
-
-def _first(items: Sequence[str]) -> str | None:
-    return items[0] if items else None
-
-
-def _result_from_state(state: RunState) -> RunResult:
-    if state.status not in (*_FINAL, "paused", "cancelled"):
-        raise RunStateError(state.run_id, state.status, "the run has no result yet")
-    return result_of(state)

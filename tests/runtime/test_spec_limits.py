@@ -25,7 +25,7 @@ from runtime import (
     parse_graph,
     validate_graph,
 )
-from runtime._runtime import RUNNABLE_KINDS
+from runtime._node_runners import RUNNABLE_KINDS
 from runtime._spec import NodeKind
 from runtime._spec_parse import MAX_SPEC_BYTES
 from runtime._spec_validate import RANGES

@@ -1,0 +1,175 @@
+"""Runs a Runtime does not drive step by step: control of runs not live here, and the
+ownership callbacks (a lost claim, another process's events, recovery)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from actors import ActorRef
+from eventstore import ConcurrencyError, EventBody, EventStore, LeaseLostError
+
+from ._errors import RunNotFoundError, RunStateError, SpecErrors
+from ._events import InputInjected, RunCancelled, RunPaused
+from ._ownership import OwnedOutcome, RunOwnership
+from ._result import RunOutcome, RunResult, result_of
+from ._runlog import CommitHook, CommitObserver, RunLog
+from ._state import RunState
+
+if TYPE_CHECKING:
+    from ._runtime import RunHandle
+
+__all__ = ["FINAL", "RunControl", "result_from_state"]
+
+_log = logging.getLogger("magistrate.runtime")
+
+FINAL = ("completed", "failed")
+
+
+class RunControl:
+    """The part of :class:`Runtime` that acts on runs from outside their executor."""
+
+    store: EventStore | None
+    hooks: list[CommitHook]
+    observers: list[CommitObserver]
+    concurrency: int
+    _ownership: RunOwnership | None
+    _tasks: anyio.abc.TaskGroup | None
+    _live: dict[str, tuple[ActorRef, RunOutcome, RunLog]]
+    _memory_logs: dict[str, RunLog]
+
+    if TYPE_CHECKING:
+
+        async def get_state(self, run_id: str, *, at_seq: int | None = None) -> RunState: ...
+
+        async def _resume(
+            self,
+            run_id: str,
+            input: Mapping[str, Any] | None,
+            *,
+            outcome: RunOutcome | None = None,
+        ) -> RunHandle: ...
+
+    def _live_ref(self, run_id: str, action: str) -> ActorRef:
+        live = self._live.get(run_id)
+        if live is None or live[1].done:
+            raise RunStateError(run_id, "not running", f"cannot {action} a run that is not live")
+        return live[0]
+
+    async def _control_elsewhere(
+        self, run_id: str, action: str, *, reason: str = "", data: dict[str, Any] | None = None
+    ) -> None:
+        """Append a control event to a run not live here (paused, crashed, or live in
+        another process, which sees it within its control interval). Retries while the
+        owner appends meanwhile (each try re-reads the state)."""
+        for _ in range(50):
+            state = await self.get_state(run_id)
+            body: EventBody
+            if action == "cancel":
+                if state.status in FINAL or state.status == "cancelled":
+                    raise RunStateError(run_id, state.status, "nothing to cancel")
+                body = RunCancelled(node_id=_first(state.pending), reason=reason)
+            elif action == "pause":
+                if state.status != "running":
+                    raise RunStateError(run_id, state.status, "only a running run can pause")
+                body = RunPaused(reason="user", node_id=_first(state.pending))
+            else:
+                if state.status in FINAL:
+                    raise RunStateError(
+                        run_id, state.status, "cannot inject input into a finished run"
+                    )
+                body = InputInjected(data=data or {})
+            try:
+                await self._append_offline(run_id, state, body)
+                return
+            except ConcurrencyError:
+                await anyio.sleep(0.01)  # the owner appended meanwhile: read again
+        raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
+
+    async def _append_offline(self, run_id: str, state: RunState, body: Any) -> None:
+        self._live.pop(run_id, None)
+        log = self._memory_logs.get(run_id) or RunLog(
+            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks, observers=self.observers
+        )
+        await log.append([body])
+
+    # ------------------------------------------------------------------ ownership
+
+    def _heads(self) -> dict[str, int]:
+        return {run_id: live[2].last_seq for run_id, live in self._live.items()}
+
+    def _room(self) -> int:
+        return self.concurrency - len(self._live)
+
+    async def _resume_claimed(self, run_id: str) -> None:
+        """Continue a run this runtime just claimed (recovery); give it up if it turns
+        out to have nothing to run."""
+        assert self._ownership is not None
+        try:
+            await self._resume(run_id, None)
+        except (RunNotFoundError, RunStateError, SpecErrors) as exc:
+            _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
+            await self._ownership.release(run_id)
+
+    async def _on_lease_lost(self, run_id: str) -> None:
+        live = self._live.get(run_id)
+        if live is None:
+            return
+        outcome = live[1]
+        if isinstance(outcome, OwnedOutcome):
+            outcome.holding = True
+        await live[0].stop()
+        self._live.pop(run_id, None)
+        error = LeaseLostError(run_id, -1, -1, None)
+        if isinstance(outcome, OwnedOutcome):
+            outcome.fail_now(error)
+        else:
+            outcome.fail(error)
+
+    async def _on_foreign_events(self, run_id: str) -> None:
+        live = self._live.get(run_id)
+        if live is not None and isinstance(live[1], OwnedOutcome) and not live[1].done:
+            live[1].holding = True
+            await self._settle(run_id, None)
+
+    def _settle_soon(self, run_id: str, error: BaseException) -> None:
+        if self._tasks is not None:
+            self._tasks.start_soon(self._settle, run_id, error)
+
+    async def _settle(self, run_id: str, error: BaseException | None) -> None:
+        """Stop the run's executor here and continue from its log: another process
+        appended to it (a cancel, pause or input), or the claim was lost."""
+        live = self._live.get(run_id)
+        if live is None:
+            return
+        ref, outcome, _ = live
+        assert isinstance(outcome, OwnedOutcome)
+        await ref.stop()
+        if isinstance(error, LeaseLostError) or (
+            self._ownership is not None and run_id not in self._ownership.claims
+        ):
+            _log.warning("run %s: its claim was lost (%s); stopped here", run_id, error)
+            self._live.pop(run_id, None)
+            outcome.fail_now(error or LeaseLostError(run_id, -1, -1, None))
+            return
+        try:
+            state = await self.get_state(run_id)
+            if state.status == "running":
+                await self._resume(run_id, None, outcome=outcome)
+                return
+            outcome.set(result_from_state(state))
+        except Exception as exc:
+            outcome.fail_now(exc)
+
+
+def _first(items: Sequence[str]) -> str | None:
+    return items[0] if items else None
+
+
+def result_from_state(state: RunState) -> RunResult:
+    if state.status not in (*FINAL, "paused", "cancelled"):
+        raise RunStateError(state.run_id, state.status, "the run has no result yet")
+    return result_of(state)
