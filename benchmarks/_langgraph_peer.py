@@ -1,35 +1,30 @@
 """The LangGraph side of ``python -m benchmarks executor``: a standalone script.
 
 Run with the peer venv's interpreter (``benchmarks/peers/langgraph-venv``); it must not
-import magistrate packages. Two modes:
+import magistrate packages (see ``_peer_protocol`` for the command line and the wire).
+Workloads mirror ``benchmarks/executor.py`` exactly (same node bodies, same sizes):
 
-    python _langgraph_peer.py WORKLOAD key=value ...   # one workload, one JSON line out
-    python _langgraph_peer.py serve                    # JSON requests on stdin, one per line
-
-A request is ``{"workload": NAME, ...sizes}``; the reply is a JSON object of figures, or
-``{"error": "..."}``. Workloads mirror ``benchmarks/executor.py`` exactly (same node
-bodies, same sizes, same durability):
-
-- ``info``: versions and whether ``durability=`` is supported.
-- ``linear`` (nodes, runs, store, sleep_ms): ``runs`` sequential runs of a ``nodes``-node
-  chain; each node adds 1 to ``x``. ``store`` = 1: AsyncSqliteSaver on a fresh file,
-  ``durability="sync"``; 0: no checkpointer. Times the runs only.
-- ``concurrent`` (nodes, runs, store, sleep_ms): ``runs`` runs at once, each node sleeping
-  ``sleep_ms``; wall time of the whole batch.
+- ``info``: versions, and whether ``durability=`` and ``DeltaChannel`` exist.
+- ``linear`` (nodes, runs, store, sleep_ms, durability): ``runs`` sequential runs of a
+  ``nodes``-node chain; each node adds 1 to ``x``. ``store`` = 1: AsyncSqliteSaver on a
+  fresh file with ``durability`` "sync" (each checkpoint written before the next step)
+  or "async" (written while the next step runs); 0: no checkpointer. Times the runs only.
+- ``concurrent`` (nodes, runs, store, sleep_ms, durability): ``runs`` runs at once, each
+  node sleeping ``sleep_ms``; wall time of the whole batch.
 - ``loop`` (steps, runs, store): a node looping on itself through a conditional edge
-  (``i < steps``) ``steps`` times, ``runs`` runs in sequence.
-- ``memory_list`` (steps, payload_bytes): one run of the loop where each step also appends a
-  ``payload_bytes`` string to ``messages`` (``Annotated[list, operator.add]``); reports the
-  SQLite file size (WAL checkpointed after closing; any remaining -wal counted).
+  (``i < steps``) ``steps`` times, ``runs`` runs in sequence, ``durability="sync"``.
+- ``memory_list`` (steps, payload_bytes, channel): one run of the loop where each step
+  also appends a ``payload_bytes`` string to ``messages``: ``channel`` "binop"
+  (``Annotated[list, operator.add]``, the whole list in every checkpoint) or "delta"
+  (``DeltaChannel``, beta since langgraph 1.2: checkpoints keep only each step's write and
+  a snapshot every 100 updates). Reports the SQLite file size (WAL checkpointed after
+  closing; any remaining -wal counted).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import inspect
-import json
 import operator
 import os
 import shutil
@@ -43,6 +38,7 @@ from contextlib import AsyncExitStack
 from importlib import metadata
 from typing import Annotated, Any, TypedDict
 
+from _peer_protocol import payload, serve_main
 from langgraph.graph import END, START, StateGraph
 
 
@@ -65,24 +61,28 @@ def _supports_durability() -> bool:
     return "durability" in inspect.signature(CompiledStateGraph.ainvoke).parameters
 
 
+def _delta_channel() -> Any:
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:
+        return None
+    return DeltaChannel
+
+
 DURABILITY = _supports_durability()
+DELTA_CHANNEL = _delta_channel()
 
 
-def payload(step: int, size: int) -> str:
-    """The ``size``-byte ASCII message of step ``step``, identical in executor.py.
+def _extend(state: list[str], writes: Any) -> list[str]:
+    """DeltaChannel's reducer: the list plus every write of the batch, in order."""
+    return state + [item for write in writes for item in write]
 
-    Base64 of a SHA-256 chain: text-like and deterministic, but not trivially compressible,
-    so a store that compresses cannot make the size figure meaningless.
-    """
-    chunks: list[str] = []
-    length = 0
-    block = 0
-    while length < size:
-        digest = hashlib.sha256(f"{step}:{block}".encode()).digest()
-        chunks.append(base64.b64encode(digest).decode("ascii"))
-        length += len(chunks[-1])
-        block += 1
-    return "".join(chunks)[:size]
+
+if DELTA_CHANNEL is not None:
+
+    class LoopDelta(TypedDict):
+        i: int
+        messages: Annotated[list[str], DELTA_CHANNEL(_extend)]
 
 
 def _step_node(sleep_ms: float) -> Callable[[Counter], Any]:
@@ -126,12 +126,15 @@ def _loop_graph(steps: int) -> StateGraph:
     return builder
 
 
-def _memory_list_graph(steps: int, size: int) -> StateGraph:
-    async def loop(state: LoopList) -> dict[str, Any]:
+def _memory_list_graph(steps: int, size: int, channel: str) -> StateGraph:
+    # Annotated Any: a TypedDict annotation would make LangGraph add its channels too.
+    async def loop(state: Any) -> dict[str, Any]:
         i = state["i"] + 1
         return {"i": i, "messages": [payload(i, size)]}
 
-    builder = StateGraph(LoopList)
+    if channel == "delta" and DELTA_CHANNEL is None:
+        raise RuntimeError("this langgraph has no DeltaChannel")
+    builder = StateGraph(LoopDelta if channel == "delta" else LoopList)
     builder.add_node("loop", loop)
     builder.add_edge(START, "loop")
     builder.add_conditional_edges(
@@ -143,9 +146,12 @@ def _memory_list_graph(steps: int, size: int) -> StateGraph:
 class _Session:
     """A compiled graph on a fresh SQLite file (or none), and how to invoke it."""
 
-    def __init__(self, builder: StateGraph, store: bool, recursion_limit: int) -> None:
+    def __init__(
+        self, builder: StateGraph, store: bool, recursion_limit: int, durability: str = "sync"
+    ) -> None:
         self.builder = builder
         self.store = store
+        self.durability = durability
         self.recursion_limit = recursion_limit
         self.dir = tempfile.mkdtemp(prefix="lg-bench-")
         self.path = os.path.join(self.dir, "checkpoints.db")
@@ -177,7 +183,7 @@ class _Session:
         if self.store:
             config["configurable"] = {"thread_id": uuid.uuid4().hex}
             if DURABILITY:
-                kwargs["durability"] = "sync"
+                kwargs["durability"] = self.durability
         result: dict[str, Any] = await self.graph.ainvoke(state, config, **kwargs)
         return result
 
@@ -195,17 +201,19 @@ async def _sequential(
 
 
 async def linear(
-    nodes: int = 10, runs: int = 20, store: int = 1, sleep_ms: float = 0
+    nodes: int = 10, runs: int = 20, store: int = 1, sleep_ms: float = 0, durability: str = "sync"
 ) -> dict[str, Any]:
-    async with _Session(_linear_graph(nodes, sleep_ms), bool(store), nodes + 10) as s:
+    builder = _linear_graph(nodes, sleep_ms)
+    async with _Session(builder, bool(store), nodes + 10, durability) as s:
         elapsed = await _sequential(s, runs, {"x": 0}, lambda o: o["x"] == nodes)
     return {"elapsed_s": elapsed, "steps": runs * nodes}
 
 
 async def concurrent(
-    nodes: int = 10, runs: int = 200, store: int = 1, sleep_ms: float = 10
+    nodes: int = 10, runs: int = 200, store: int = 1, sleep_ms: float = 10, durability: str = "sync"
 ) -> dict[str, Any]:
-    async with _Session(_linear_graph(nodes, sleep_ms), bool(store), nodes + 10) as s:
+    builder = _linear_graph(nodes, sleep_ms)
+    async with _Session(builder, bool(store), nodes + 10, durability) as s:
         await s.invoke({"x": 0})
         start = time.perf_counter()
         outs = await asyncio.gather(*(s.invoke({"x": 0}) for _ in range(runs)))
@@ -225,8 +233,10 @@ def _file_size(path: str) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
 
 
-async def memory_list(steps: int = 50, payload_bytes: int = 2048) -> dict[str, Any]:
-    session = _Session(_memory_list_graph(steps, payload_bytes), True, steps + 10)
+async def memory_list(
+    steps: int = 50, payload_bytes: int = 2048, channel: str = "binop"
+) -> dict[str, Any]:
+    session = _Session(_memory_list_graph(steps, payload_bytes, channel), True, steps + 10)
     try:
         await session.__aenter__()
         out = await session.invoke({"i": 0, "messages": []})
@@ -246,13 +256,18 @@ async def memory_list(steps: int = 50, payload_bytes: int = 2048) -> dict[str, A
 
 
 def info() -> dict[str, Any]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "aiosqlite"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"versions": versions, "durability_sync": DURABILITY, "python": sys.version.split()[0]}
+    return {
+        "versions": versions,
+        "durability_sync": DURABILITY,
+        "delta_channel": DELTA_CHANNEL is not None,
+        "python": sys.version.split()[0],
+    }
 
 
 WORKLOADS: dict[str, Callable[..., Any]] = {
@@ -277,38 +292,5 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
-    if argv[0] == "serve":
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            try:
-                request = json.loads(line)
-            except ValueError as exc:
-                reply: dict[str, Any] = {"error": f"bad request: {exc}"}
-            else:
-                reply = handle(request) if isinstance(request, dict) else {"error": "not a dict"}
-            sys.stdout.write(json.dumps(reply) + "\n")
-            sys.stdout.flush()
-        return 0
-    request: dict[str, Any] = {"workload": argv[0]}
-    for arg in argv[1:]:
-        key, _, value = arg.partition("=")
-        request[key] = _parse_value(value)
-    reply = handle(request)
-    print(json.dumps(reply))
-    return 1 if "error" in reply else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(serve_main(sys.argv[1:], __doc__, handle))

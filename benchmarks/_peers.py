@@ -8,7 +8,9 @@ package index is unreachable the peer is "unavailable": callers print their own 
 and say so instead of failing.
 
 The peer side of a workload is a standalone script run with the peer's interpreter
-(``_langgraph_peer.py``); it speaks JSON lines over stdin/stdout (see ``PeerProcess``).
+(``_langgraph_peer.py``, ``_dbos_executor_peer.py``); it speaks JSON lines over
+stdin/stdout (see ``PeerProcess`` and ``_peer_protocol``). ``PeerSession`` is the
+benchmark's handle on one such process, or on the reason there is none.
 """
 
 from __future__ import annotations
@@ -17,16 +19,21 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 __all__ = [
+    "DBOS_REQUIREMENTS",
     "LANGGRAPH_REQUIREMENTS",
     "PEERS_DIR",
     "PeerError",
     "PeerProcess",
+    "PeerSession",
+    "ensure_dbos",
     "ensure_langgraph",
+    "ensure_venv",
 ]
 
 PEERS_DIR = Path(__file__).resolve().parent / "peers"
@@ -37,6 +44,7 @@ LANGGRAPH_REQUIREMENTS: tuple[str, ...] = (
     "langgraph-checkpoint-sqlite==3.1.2",
     "aiosqlite==0.22.1",
 )
+DBOS_REQUIREMENTS: tuple[str, ...] = ("dbos==3.4.0",)
 
 _MARKER = "installed.json"
 _INSTALL_TIMEOUT_S = 900
@@ -85,7 +93,11 @@ def ensure_venv(name: str, requirements: tuple[str, ...]) -> Path | None:
             subprocess.run(
                 [_base_python(), "-m", "venv", str(venv)], check=True, timeout=_INSTALL_TIMEOUT_S
             )
-        print(f"[peers] pip install {' '.join(requirements)} into {venv}", flush=True)
+        print(
+            f"[peers] installing {name} (once; may take minutes): "
+            f"pip install {' '.join(requirements)} into {venv}",
+            flush=True,
+        )
         done = subprocess.run(
             [
                 str(python),
@@ -115,6 +127,11 @@ def ensure_venv(name: str, requirements: tuple[str, ...]) -> Path | None:
 def ensure_langgraph() -> Path | None:
     """The LangGraph peer's interpreter (langgraph + the SQLite checkpointer), or None."""
     return ensure_venv("langgraph", LANGGRAPH_REQUIREMENTS)
+
+
+def ensure_dbos() -> Path | None:
+    """The DBOS Transact peer's interpreter, or None."""
+    return ensure_venv("dbos", DBOS_REQUIREMENTS)
 
 
 class PeerProcess:
@@ -179,3 +196,51 @@ class PeerProcess:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class PeerSession:
+    """A warm peer process for a whole benchmark, or the reason it is unavailable.
+
+    ``request`` answers None (after printing why) when there is no process or the peer
+    failed on that request, so a benchmark prints its own figures and carries on.
+    ``info`` is the peer's answer to the ``info`` workload (empty when unavailable).
+    """
+
+    def __init__(
+        self, name: str, ensure: Callable[[], Path | None], script: Path, enabled: bool
+    ) -> None:
+        self.name = name
+        self.process: PeerProcess | None = None
+        self.info: dict[str, Any] = {}
+        if not enabled:
+            self.reason = "skipped"
+            return
+        self.reason = "not installed (see [peers] above)"
+        python = ensure()
+        if python is None:
+            return
+        self.process = PeerProcess(name, python, script)
+        try:
+            self.info = self.process.request("info")
+        except PeerError as exc:
+            print(f"[peers] {exc}", flush=True)
+            self.reason = f"failed to start: {exc.detail[:80]}"
+            self.close()
+
+    @property
+    def available(self) -> bool:
+        return self.process is not None
+
+    def request(self, workload: str, **params: Any) -> dict[str, Any] | None:
+        if self.process is None:
+            return None
+        try:
+            return self.process.request(workload, **params)
+        except PeerError as exc:
+            print(f"[peers] {workload}: {exc}", flush=True)
+            return None
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+            self.process = None

@@ -1,60 +1,63 @@
-"""``python -m benchmarks executor [--quick]``: the executor against LangGraph, side by side.
+"""``python -m benchmarks executor [--quick]``: the executor against LangGraph and DBOS.
 
-Five workloads, each run by us (in this process) and by LangGraph (in its own venv, see
-``_peers`` and ``_langgraph_peer.py``) with the same node bodies, sizes and durability:
+Five workloads, each run by us (in this process, ``_executor_ours``) and by the peers (each
+in its own venv, see ``_peers``; the peer sides are ``_langgraph_peer.py`` and
+``_dbos_executor_peer.py``) with the same step bodies and sizes:
 
 (a) ``linear_sync``: a 10-node chain of plain async nodes (each adds 1 to ``x``), runs in
-    sequence, durable log: ours a SQLite file (WAL, synchronous=FULL, ``durability=
-    "sync"``), LangGraph AsyncSqliteSaver on a file with ``durability="sync"``.
+    sequence, durable: ours a SQLite file (WAL, synchronous=FULL, ``durability="sync"``);
+    LangGraph AsyncSqliteSaver on a file with ``durability="sync"`` and, its faster
+    setting, ``"async"``; DBOS Transact an async workflow of 10 ``@DBOS.step`` steps, its
+    system database a SQLite file in WAL mode (synchronous=FULL, SQLite's default).
 (b) ``linear_nostore``: the same with no store (ours ``Runtime(None)``, LangGraph no
-    checkpointer).
+    checkpointer; DBOS has no mode without its database).
 (c) ``concurrent``: 200 runs at once of the 10-node chain whose nodes each sleep 10 ms,
-    durable as in (a); wall time against the 100 ms ideal.
+    durable as in (a) (DBOS: 200 ``DBOS.start_workflow_async``); wall time against the
+    100 ms ideal.
 (d) ``self_loop``: one node looping on itself through a conditional edge (``i < 50``),
-    50 steps per run, durable as in (a).
+    50 steps per run, durable as in (a) (LangGraph only: DBOS has no graph).
 (e) ``memory_list``: the self-loop where each step also appends a 2 KB string to a list
-    in memory (ours an ``append`` memory key, LangGraph ``Annotated[list, operator.add]``);
-    the database size at rest (WAL checkpointed after closing) over 50 x 2048 bytes.
+    in memory (ours an ``append`` memory key; LangGraph ``Annotated[list, operator.add]``
+    and ``DeltaChannel``, which stores each step's write instead of the whole list; DBOS
+    a workflow of 50 steps each returning the 2 KB string, the step outputs DBOS
+    checkpoints); the database size at rest (WAL checkpointed after closing) over
+    50 x 2048 bytes.
 
-(a), (b) and (d) report node executions per second over sequential runs, measured in
-alternating rounds (ours, theirs, ours, theirs, ...) with medians reported; each side does
-one untimed warm-up run first. Ratios are "how many times better ours is": throughput
-ours / theirs, wall time and bytes theirs / ours.
+Throughputs and wall times are medians of alternating rounds (ours, then each peer
+setting, then ours again ...); each side does one untimed warm-up run first. Ratios are
+"how many times better ours is" (> 1: ours is better): throughput ours / theirs, wall time
+and bytes theirs / ours. Prints ``executor.vs_langgraph.X``, ``executor.vs_langgraph_async.X``
+and ``executor.vs_dbos.X`` (X the workload's letter), ``executor.vs_langgraph.storage_best``
+(LangGraph's smallest database over ours) and the targets, met or not.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import hashlib
 import os
-import shutil
-import sqlite3
 import statistics
-import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from benchmarks._common import figure, format_number, print_table
-from benchmarks._peers import PeerError, PeerProcess, ensure_langgraph
-from runtime._runtime import Runtime
-from runtime._spec import EdgeSpec, GraphSpec, MemoryKey, NodeSpec
+from benchmarks._executor_ours import (
+    PAYLOAD_BYTES,
+    SLEEP_MS,
+    ours_concurrent,
+    ours_linear,
+    ours_loop,
+    ours_memory_list,
+    run_ours,
+)
+from benchmarks._peers import PeerSession, ensure_dbos, ensure_langgraph
 
 __all__ = ["main"]
 
-PEER_SCRIPT = Path(__file__).resolve().parent / "_langgraph_peer.py"
-UNAVAILABLE = "peer unavailable"
-#: Each node of the concurrent workload sleeps this long (the ideal run is nodes x this).
-SLEEP_MS = 10.0
-#: Bytes appended to the memory list per step in the memory-list workload.
-PAYLOAD_BYTES = 2048
+HERE = Path(__file__).resolve().parent
+LANGGRAPH_SCRIPT = HERE / "_langgraph_peer.py"
+DBOS_SCRIPT = HERE / "_dbos_executor_peer.py"
 
 
 @dataclass(frozen=True)
@@ -74,266 +77,43 @@ class Sizes:
 QUICK = Sizes(rounds=3, linear_runs=20, nostore_runs=50, loop_runs=4, concurrent_rounds=1)
 FULL = Sizes(rounds=5, linear_runs=100, nostore_runs=400, loop_runs=20, concurrent_rounds=3)
 
-
-def payload(step: int, size: int) -> str:
-    """The ``size``-byte ASCII message of step ``step``, identical in _langgraph_peer.py.
-
-    Base64 of a SHA-256 chain: text-like and deterministic, but not trivially compressible,
-    so a store that compresses cannot make the size figure meaningless.
-    """
-    chunks: list[str] = []
-    length = 0
-    block = 0
-    while length < size:
-        digest = hashlib.sha256(f"{step}:{block}".encode()).digest()
-        chunks.append(base64.b64encode(digest).decode("ascii"))
-        length += len(chunks[-1])
-        block += 1
-    return "".join(chunks)[:size]
-
-
-# ---------------------------------------------------------------------------- graphs
-
-
-async def step(inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"x": inputs["x"] + 1}
-
-
-async def sleeping_step(inputs: dict[str, Any]) -> dict[str, Any]:
-    await asyncio.sleep(SLEEP_MS / 1000)
-    return {"x": inputs["x"] + 1}
-
-
-async def loop_step(inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"i": inputs["i"] + 1}
-
-
-async def list_step(inputs: dict[str, Any]) -> dict[str, Any]:
-    i = inputs["i"] + 1
-    return {"i": i, "messages": payload(i, PAYLOAD_BYTES)}
-
-
-FUNCTIONS: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
-    "step": step,
-    "sleeping_step": sleeping_step,
-    "loop_step": loop_step,
-    "list_step": list_step,
-}
-
-
-def linear_graph(nodes: int, function: str) -> GraphSpec:
-    return GraphSpec(
-        id=f"linear-{nodes}",
-        nodes=[NodeSpec(id=f"n{i}", function=function) for i in range(nodes)],
-        edges=[EdgeSpec(source=f"n{i}", target=f"n{i + 1}") for i in range(nodes - 1)],
-        entry_node="n0",
-        max_steps=nodes + 10,
-        durability="sync",
-    )
-
-
-def loop_graph(steps: int, function: str, memory: list[MemoryKey] | None = None) -> GraphSpec:
-    return GraphSpec(
-        id=f"loop-{steps}",
-        nodes=[NodeSpec(id="loop", function=function)],
-        edges=[
-            EdgeSpec(
-                source="loop", target="loop", condition="conditional", expression=f"i < {steps}"
-            ),
-        ],
-        entry_node="loop",
-        max_steps=steps + 10,
-        memory=memory or [],
-        durability="sync",
-    )
-
-
-# ---------------------------------------------------------------------------- our side
-
-
-@contextmanager
-def _temp_db(store: bool) -> Iterator[str | None]:
-    directory = tempfile.mkdtemp(prefix="magistrate-bench-")
-    try:
-        yield os.path.join(directory, "events.db") if store else None
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _check(result: Any, key: str, expected: int) -> None:
-    if result.status != "completed" or result.memory.get(key) != expected:
-        raise AssertionError(
-            f"run ended {result.status} with {key}={result.memory.get(key)!r} "
-            f"(expected {expected}); error: {getattr(result, 'error', None)}"
-        )
-
-
-async def _sequential(
-    graph: GraphSpec, store: bool, runs: int, state: dict[str, Any], key: str, expected: int
-) -> float:
-    with _temp_db(store) as path:
-        async with Runtime(path, functions=FUNCTIONS) as rt:
-            _check(await (await rt.start(graph, input=state)).result(), key, expected)
-            start = time.perf_counter()
-            for _ in range(runs):
-                handle = await rt.start(graph, input=state)
-                _check(await handle.result(), key, expected)
-            return time.perf_counter() - start
-
-
-async def ours_linear(nodes: int, runs: int, store: bool) -> dict[str, Any]:
-    graph = linear_graph(nodes, "step")
-    elapsed = await _sequential(graph, store, runs, {"x": 0}, "x", nodes)
-    return {"elapsed_s": elapsed, "steps": runs * nodes}
-
-
-async def ours_loop(steps: int, runs: int) -> dict[str, Any]:
-    graph = loop_graph(steps, "loop_step")
-    elapsed = await _sequential(graph, True, runs, {"i": 0}, "i", steps)
-    return {"elapsed_s": elapsed, "steps": runs * steps}
-
-
-async def ours_concurrent(nodes: int, runs: int) -> dict[str, Any]:
-    graph = linear_graph(nodes, "sleeping_step")
-    with _temp_db(True) as path:
-        async with Runtime(path, functions=FUNCTIONS) as rt:
-            _check(await (await rt.start(graph, input={"x": 0})).result(), "x", nodes)
-            start = time.perf_counter()
-            handles = [await rt.start(graph, input={"x": 0}) for _ in range(runs)]
-            results = [await handle.result() for handle in handles]
-            elapsed = time.perf_counter() - start
-    for result in results:
-        _check(result, "x", nodes)
-    return {"wall_s": elapsed, "steps": runs * nodes}
-
-
-def _file_size(path: str) -> int:
-    return os.path.getsize(path) if os.path.exists(path) else 0
-
-
-async def ours_memory_list(steps: int, payload_bytes: int) -> dict[str, Any]:
-    graph = loop_graph(steps, "list_step", [MemoryKey(name="messages", reducer="append")])
-    with _temp_db(True) as path:
-        assert path is not None
-        async with Runtime(path, functions=FUNCTIONS) as rt:
-            result = await (await rt.start(graph, input={"i": 0})).result()
-        _check(result, "i", steps)
-        if len(result.memory.get("messages", [])) != steps:
-            raise AssertionError(f"{len(result.memory.get('messages', []))} messages")
-        # Fold the WAL into the main file so the size is what the data takes at rest.
-        conn = sqlite3.connect(path)
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            conn.close()
-        size = _file_size(path) + _file_size(path + "-wal")
-    return {"db_bytes": size, "payload_bytes": steps * payload_bytes}
-
-
-def run_ours(fn: Callable[..., Awaitable[dict[str, Any]]], **kwargs: Any) -> dict[str, Any]:
-    async def call() -> dict[str, Any]:
-        return await fn(**kwargs)
-
-    return anyio.run(call, backend="asyncio")
-
-
-# ---------------------------------------------------------------------------- the table
+#: A peer setting: figure prefix and table label.
+LANGGRAPH = ("langgraph", "LangGraph, durability sync")
+LANGGRAPH_ASYNC = ("langgraph_async", "LangGraph, durability async")
+LANGGRAPH_PLAIN = ("langgraph", "LangGraph, no checkpointer")
+LANGGRAPH_ADD = ("langgraph", "LangGraph, operator.add list")
+LANGGRAPH_DELTA = ("langgraph_delta", "LangGraph, DeltaChannel list")
+DBOS = ("dbos", "DBOS Transact")
+DBOS_OUTPUTS = ("dbos", "DBOS Transact, step outputs")
 
 
 @dataclass
-class Row:
-    """One workload's figures: ours, theirs (None: peer unavailable) and the verdict."""
+class Workload:
+    """One workload's medians: ours and each peer setting's (None: not measured)."""
 
+    letter: str
     name: str
     label: str
     unit: str
-    ours: float
-    theirs: float | None
     higher_is_better: bool
-    target: str = "-"
-    passed: bool | None = None
-    note: str = ""
+    ours: float
+    theirs: dict[str, tuple[str, float | None, str]] = field(default_factory=dict)
     extra: dict[str, tuple[float, str]] = field(default_factory=dict)
 
-    @property
-    def ratio(self) -> float | None:
-        if self.theirs is None or self.ours == 0 or self.theirs == 0:
+    def ratio(self, key: str) -> float | None:
+        """How many times better ours is than setting ``key`` (> 1: ours is better)."""
+        value = self.theirs[key][1] if key in self.theirs else None
+        if value is None or self.ours == 0 or value == 0:
             return None
-        return self.ours / self.theirs if self.higher_is_better else self.theirs / self.ours
+        return self.ours / value if self.higher_is_better else value / self.ours
 
-
-def _cell(value: float | None, unit: str) -> str:
-    return UNAVAILABLE if value is None else f"{format_number(value)} {unit}"
-
-
-def print_rows(rows: list[Row], title: str) -> None:
-    table = []
-    for row in rows:
-        result = "-" if row.passed is None else ("pass" if row.passed else "FAIL")
-        if row.theirs is None:
-            theirs, ratio = row.note or UNAVAILABLE, UNAVAILABLE
-        else:
-            theirs = _cell(row.theirs, row.unit)
-            ratio = "-" if row.ratio is None else f"{format_number(row.ratio)} x"
-        table.append((row.label, _cell(row.ours, row.unit), theirs, ratio, row.target, result))
-    print_table(title, ("workload", "ours", "langgraph", "ratio", "target", "result"), table)
-    print()
-
-
-def print_figures(rows: list[Row]) -> None:
-    for row in rows:
-        figure(f"executor.{row.name}", row.ours, row.unit)
-        for key, (value, unit) in row.extra.items():
-            figure(f"executor.{key}", value, unit)
-        if row.theirs is not None:
-            figure(f"executor.langgraph.{row.name}", row.theirs, row.unit)
-            if row.ratio is not None:
-                figure(f"executor.vs_langgraph.{row.name.split('.')[0]}", row.ratio, "x")
-
-
-# ---------------------------------------------------------------------------- driver
-
-
-class _Peer:
-    """The LangGraph process, or the reason it is unavailable."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.process: PeerProcess | None = None
-        self.reason = UNAVAILABLE
-        if not enabled:
-            self.reason = "peer skipped"
-            return
-        python = ensure_langgraph()
-        if python is None:
-            return
-        self.process = PeerProcess("langgraph", python, PEER_SCRIPT)
-        try:
-            info = self.process.request("info")
-        except PeerError as exc:
-            print(f"[peers] {exc}")
-            self.close()
-            return
-        versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
-        mode = (
-            'durability="sync"'
-            if info["durability_sync"]
-            else "the checkpointer's default durability (no durability= argument)"
-        )
-        print(f"LangGraph peer: {versions}; AsyncSqliteSaver on a file, {mode}")
-
-    def request(self, workload: str, **params: Any) -> dict[str, Any] | None:
-        if self.process is None:
+    def worst_ratio(self, prefix: str) -> float | None:
+        """The ratio against the peer's best setting among keys starting with ``prefix``
+        (None when any of them was not measured)."""
+        ratios = [self.ratio(k) for k in self.theirs if k.startswith(prefix)]
+        if not ratios or any(r is None for r in ratios):
             return None
-        try:
-            return self.process.request(workload, **params)
-        except PeerError as exc:
-            print(f"[peers] {workload}: {exc}")
-            return None
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.close()
-            self.process = None
+        return min(r for r in ratios if r is not None)
 
 
 def _median(values: list[float]) -> float | None:
@@ -344,125 +124,293 @@ def _rate(result: dict[str, Any]) -> float:
     return float(result["steps"]) / float(result["elapsed_s"])
 
 
-def _alternate(
+def _wall_ms(result: dict[str, Any]) -> float:
+    return float(result["wall_s"]) * 1000
+
+
+def _over_payload(result: dict[str, Any]) -> float:
+    return float(result["db_bytes"]) / float(result["payload_bytes"])
+
+
+#: A peer setting to measure: (figure prefix, label), its session, the request.
+PeerCall = tuple[tuple[str, str], PeerSession, Callable[[], dict[str, Any] | None]]
+
+
+def measure(
+    workload: Workload,
     rounds: int,
     ours: Callable[[], dict[str, Any]],
-    theirs: Callable[[], dict[str, Any] | None],
-    figure: Callable[[dict[str, Any]], float],
-) -> tuple[float, float | None]:
+    peers: list[PeerCall],
+    value: Callable[[dict[str, Any]], float],
+) -> dict[str, dict[str, Any]]:
+    """Fill ``workload`` with medians over ``rounds`` alternating rounds; return each peer
+    setting's last reply. A setting that failed in any round is reported as not measured."""
     our_values: list[float] = []
-    their_values: list[float] = []
+    their_values: dict[str, list[float]] = {key: [] for (key, _), _, _ in peers}
+    last: dict[str, dict[str, Any]] = {}
     for _ in range(rounds):
-        our_values.append(figure(ours()))
-        reply = theirs()
-        if reply is not None:
-            their_values.append(figure(reply))
+        our_values.append(value(ours()))
+        for (key, _), session, call in peers:
+            reply = call() if session.available else None
+            if reply is not None:
+                their_values[key].append(value(reply))
+                last[key] = reply
     median = _median(our_values)
     assert median is not None
-    # A peer that failed in some rounds is reported only if it answered in all of them.
-    return median, (_median(their_values) if len(their_values) == rounds else None)
+    workload.ours = median
+    for (key, label), session, _ in peers:
+        got = their_values[key]
+        if len(got) == rounds:
+            workload.theirs[key] = (label, _median(got), "")
+        else:
+            why = "failed (see [peers] above)" if session.available else session.reason
+            workload.theirs[key] = (label, None, why)
+    return last
 
 
-def run(sizes: Sizes, peer: _Peer) -> list[Row]:
-    rows: list[Row] = []
+def run(sizes: Sizes, langgraph: PeerSession, dbos: PeerSession) -> list[Workload]:
     n = sizes.nodes
+    lg_async = langgraph.available and bool(langgraph.info.get("durability_sync"))
+    delta = langgraph.available and bool(langgraph.info.get("delta_channel"))
+    workloads: list[Workload] = []
 
-    ours, theirs = _alternate(
+    def linear_peers(runs: int) -> list[PeerCall]:
+        calls: list[PeerCall] = [
+            (LANGGRAPH, langgraph, lambda: langgraph.request("linear", nodes=n, runs=runs)),
+        ]
+        if lg_async or not langgraph.available:
+            calls.append(
+                (
+                    LANGGRAPH_ASYNC,
+                    langgraph,
+                    lambda: langgraph.request("linear", nodes=n, runs=runs, durability="async"),
+                )
+            )
+        calls.append((DBOS, dbos, lambda: dbos.request("linear", steps=n, runs=runs)))
+        return calls
+
+    a = Workload("a", "linear_sync.steps_per_s", "(a) 10-node linear, durable", "steps/s", True, 0)
+    measure(
+        a,
         sizes.rounds,
         lambda: run_ours(ours_linear, nodes=n, runs=sizes.linear_runs, store=True),
-        lambda: peer.request("linear", nodes=n, runs=sizes.linear_runs, store=1),
+        linear_peers(sizes.linear_runs),
         _rate,
     )
-    row = Row(
-        "linear_sync.steps_per_s",
-        "(a) linear, durable",
-        "steps/s",
-        ours,
-        theirs,
-        True,
-        target=">= 3x langgraph",
-    )
-    row.passed = None if row.ratio is None else row.ratio >= 3
-    rows.append(row)
+    workloads.append(a)
 
-    ours, theirs = _alternate(
+    b = Workload("b", "linear_nostore.steps_per_s", "(b) the same, no store", "steps/s", True, 0)
+    runs_b = sizes.nostore_runs
+    measure(
+        b,
         sizes.rounds,
-        lambda: run_ours(ours_linear, nodes=n, runs=sizes.nostore_runs, store=False),
-        lambda: peer.request("linear", nodes=n, runs=sizes.nostore_runs, store=0),
+        lambda: run_ours(ours_linear, nodes=n, runs=runs_b, store=False),
+        [
+            (
+                LANGGRAPH_PLAIN,
+                langgraph,
+                lambda: langgraph.request("linear", nodes=n, runs=runs_b, store=0),
+            )
+        ],
         _rate,
     )
-    rows.append(
-        Row("linear_nostore.steps_per_s", "(b) linear, no store", "steps/s", ours, theirs, True)
-    )
+    workloads.append(b)
 
-    ideal_ms = n * SLEEP_MS
-    ours, theirs = _alternate(
-        sizes.concurrent_rounds,
-        lambda: run_ours(ours_concurrent, nodes=n, runs=sizes.concurrent_runs),
-        lambda: peer.request(
-            "concurrent", nodes=n, runs=sizes.concurrent_runs, store=1, sleep_ms=SLEEP_MS
-        ),
-        lambda r: float(r["wall_s"]) * 1000,
-    )
-    row = Row(
-        "concurrent.wall_ms",
-        f"(c) {sizes.concurrent_runs} concurrent, durable, wall",
-        "ms",
-        ours,
-        theirs,
-        False,
-        target=f"<= 2x ideal ({ideal_ms:.0f} ms), >= 15x",
-    )
-    vs_ideal = ours / ideal_ms
-    row.extra["concurrent.vs_ideal"] = (vs_ideal, "x")
-    row.passed = vs_ideal <= 2 and (row.ratio is None or row.ratio >= 15)
-    rows.append(row)
+    runs_c = sizes.concurrent_runs
 
-    ours, theirs = _alternate(
-        sizes.rounds,
-        lambda: run_ours(ours_loop, steps=sizes.loop_steps, runs=sizes.loop_runs),
-        lambda: peer.request("loop", steps=sizes.loop_steps, runs=sizes.loop_runs, store=1),
-        _rate,
-    )
-    rows.append(
-        Row(
-            "self_loop.steps_per_s",
-            f"(d) {sizes.loop_steps}-step self-loop, durable",
-            "steps/s",
-            ours,
-            theirs,
-            True,
+    def concurrent(durability: str) -> dict[str, Any] | None:
+        return langgraph.request(
+            "concurrent", nodes=n, runs=runs_c, sleep_ms=SLEEP_MS, durability=durability
+        )
+
+    c_peers: list[PeerCall] = [(LANGGRAPH, langgraph, lambda: concurrent("sync"))]
+    if lg_async or not langgraph.available:
+        c_peers.append((LANGGRAPH_ASYNC, langgraph, lambda: concurrent("async")))
+    c_peers.append(
+        (
+            DBOS,
+            dbos,
+            lambda: dbos.request("concurrent", steps=n, runs=runs_c, sleep_ms=SLEEP_MS),
         )
     )
-
-    def over_payload(r: dict[str, Any]) -> float:
-        return float(r["db_bytes"]) / float(r["payload_bytes"])
-
-    ours, theirs = _alternate(
-        1,
-        lambda: run_ours(ours_memory_list, steps=sizes.loop_steps, payload_bytes=PAYLOAD_BYTES),
-        lambda: peer.request("memory_list", steps=sizes.loop_steps, payload_bytes=PAYLOAD_BYTES),
-        over_payload,
+    c = Workload("c", "concurrent.wall_ms", f"(c) {runs_c} concurrent, 10 x 10 ms", "ms", False, 0)
+    measure(
+        c,
+        sizes.concurrent_rounds,
+        lambda: run_ours(ours_concurrent, nodes=n, runs=runs_c),
+        c_peers,
+        _wall_ms,
     )
-    row = Row(
+    c.extra["concurrent.vs_ideal"] = (c.ours / (n * SLEEP_MS), "x")
+    workloads.append(c)
+
+    steps, runs_d = sizes.loop_steps, sizes.loop_runs
+    d = Workload(
+        "d", "self_loop.steps_per_s", f"(d) {steps}-step self-loop, durable", "steps/s", True, 0
+    )
+    measure(
+        d,
+        sizes.rounds,
+        lambda: run_ours(ours_loop, steps=steps, runs=runs_d),
+        [(LANGGRAPH, langgraph, lambda: langgraph.request("loop", steps=steps, runs=runs_d))],
+        _rate,
+    )
+    workloads.append(d)
+
+    def memory_list(channel: str) -> dict[str, Any] | None:
+        return langgraph.request(
+            "memory_list", steps=steps, payload_bytes=PAYLOAD_BYTES, channel=channel
+        )
+
+    e_peers: list[PeerCall] = [(LANGGRAPH_ADD, langgraph, lambda: memory_list("binop"))]
+    if delta or not langgraph.available:
+        e_peers.append((LANGGRAPH_DELTA, langgraph, lambda: memory_list("delta")))
+    e_peers.append(
+        (
+            DBOS_OUTPUTS,
+            dbos,
+            lambda: dbos.request("step_outputs", steps=steps, payload_bytes=PAYLOAD_BYTES),
+        )
+    )
+    e = Workload(
+        "e",
         "memory_list.db_over_payload",
-        "(e) memory list, db / payload",
+        f"(e) {steps} x 2 KB outputs, db / payload",
         "x",
-        ours,
-        theirs,
         False,
-        target="<= 1.5x payload",
+        0,
     )
-    row.extra["memory_list.db_bytes"] = (ours * sizes.loop_steps * PAYLOAD_BYTES, "bytes")
-    row.passed = ours <= 1.5
-    rows.append(row)
-    return rows
+    last = measure(
+        e,
+        1,
+        lambda: run_ours(ours_memory_list, steps=steps, payload_bytes=PAYLOAD_BYTES),
+        e_peers,
+        _over_payload,
+    )
+    e.extra["memory_list.db_bytes"] = (e.ours * steps * PAYLOAD_BYTES, "bytes")
+    if "dbos" in last:
+        e.extra["dbos.memory_list.empty_db_bytes"] = (last["dbos"]["empty_db_bytes"], "bytes")
+    workloads.append(e)
+    return workloads
+
+
+# ---------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class Target:
+    label: str
+    measured: float | None
+    unit: str
+    met: bool | None
+
+
+def targets(workloads: list[Workload]) -> list[Target]:
+    """The issue's targets, judged on this run's medians and ratios."""
+    by = {w.letter: w for w in workloads}
+
+    def at_least(label: str, value: float | None, bound: float) -> Target:
+        return Target(label, value, "x", None if value is None else value >= bound)
+
+    a, c, e = by["a"], by["c"], by["e"]
+    vs_ideal = c.extra["concurrent.vs_ideal"][0]
+    return [
+        at_least("(a) >= 3 x LangGraph sync", a.ratio("langgraph"), 3),
+        at_least("(a) >= 3 x DBOS", a.ratio("dbos"), 3),
+        Target("(c) <= 2.5 x the 100 ms ideal", vs_ideal, "x", vs_ideal <= 2.5),
+        at_least("(c) >= 20 x LangGraph (its faster durability)", c.worst_ratio("langgraph"), 20),
+        at_least("(c) >= 20 x DBOS", c.ratio("dbos"), 20),
+        Target("(e) <= 1.5 x the payload", e.ours, "x", e.ours <= 1.5),
+        at_least("(e) <= half of LangGraph's best (>= 2 x)", e.worst_ratio("langgraph"), 2),
+    ]
+
+
+def _cell(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{format_number(value)} {unit}".rstrip()
+
+
+def print_report(workloads: list[Workload], took: float) -> None:
+    rows: list[tuple[str, str, str, str]] = []
+    for w in workloads:
+        rows.append((w.label, "magistrate", _cell(w.ours, w.unit), ""))
+        for key, (label, value, why) in w.theirs.items():
+            ratio = w.ratio(key)
+            shown = _cell(value, w.unit) if value is not None else f"not measured: {why}"
+            rows.append(("", label, shown, "-" if ratio is None else f"{format_number(ratio)} x"))
+    print_table(
+        f"executor: medians; ratio = times better, ours over theirs (> 1: magistrate is "
+        f"better; throughput ours/theirs, wall and bytes theirs/ours); {took:.0f} s",
+        ("workload", "system", "median", "ratio"),
+        rows,
+    )
+    table = [
+        (
+            t.label,
+            _cell(t.measured, t.unit),
+            {None: "not measured", True: "met"}.get(t.met, "NOT met"),
+        )
+        for t in targets(workloads)
+    ]
+    print_table("targets", ("target", "measured", "result"), table)
+    print()
+
+
+def print_figures(workloads: list[Workload]) -> None:
+    for w in workloads:
+        figure(f"executor.{w.name}", w.ours, w.unit)
+        for key, (value, unit) in w.extra.items():
+            figure(f"executor.{key}", value, unit)
+        for key, (_, theirs, _) in w.theirs.items():
+            if theirs is not None:
+                figure(f"executor.{key}.{w.name}", theirs, w.unit)
+        for key in w.theirs:
+            ratio = w.ratio(key)
+            if ratio is not None:
+                figure(f"executor.vs_{key}.{w.letter}", ratio, "x")
+            else:
+                print(f"executor.vs_{key}.{w.letter}: not measured")
+    storage = next(w for w in workloads if w.letter == "e").worst_ratio("langgraph")
+    if storage is not None:
+        figure("executor.vs_langgraph.storage_best", storage, "x")
+    else:
+        print("executor.vs_langgraph.storage_best: not measured")
+
+
+# ---------------------------------------------------------------------------- driver
+
+
+def _describe(langgraph: PeerSession, dbos: PeerSession) -> None:
+    if langgraph.available:
+        info = langgraph.info
+        versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+        modes = (
+            'durability="sync" and "async"'
+            if info["durability_sync"]
+            else ("the checkpointer's default durability (this langgraph has no durability=)")
+        )
+        delta = (
+            "DeltaChannel (beta) beside operator.add for (e)"
+            if info.get("delta_channel")
+            else "no DeltaChannel in this langgraph: (e) uses operator.add only"
+        )
+        print(f"LangGraph peer: {versions}; AsyncSqliteSaver on a file, {modes}; {delta}")
+    else:
+        print(f"LangGraph peer: {langgraph.reason}")
+    if dbos.available:
+        info = dbos.info
+        print(
+            f"DBOS peer: dbos {info['versions']['dbos']}; SQLite system database, "
+            f"journal_mode={info['journal_mode']}, synchronous={info['synchronous']}; "
+            "async workflows and steps"
+        )
+    else:
+        print(f"DBOS peer: {dbos.reason}")
 
 
 def main(quick: bool, *, peer: bool = True) -> None:
-    """Run the executor benchmark and print the table, then one line per figure.
+    """Run the executor benchmark and print the tables, then one line per figure.
 
-    ``peer=False`` (or MAGISTRATE_BENCH_NO_PEER=1) skips LangGraph entirely.
+    ``peer=False`` (or MAGISTRATE_BENCH_NO_PEER=1) skips the peers entirely.
     """
     sizes = QUICK if quick else FULL
     enabled = peer and os.environ.get("MAGISTRATE_BENCH_NO_PEER", "") in ("", "0")
@@ -472,16 +420,14 @@ def main(quick: bool, *, peer: bool = True) -> None:
         f"{sizes.nostore_runs} in-memory linear runs, {sizes.loop_runs} loop runs, "
         f"{sizes.concurrent_rounds} concurrent round(s)"
     )
-    the_peer = _Peer(enabled)
+    langgraph = PeerSession("langgraph", ensure_langgraph, LANGGRAPH_SCRIPT, enabled)
+    dbos = PeerSession("dbos", ensure_dbos, DBOS_SCRIPT, enabled)
+    _describe(langgraph, dbos)
     started = time.perf_counter()
     try:
-        rows = run(sizes, the_peer)
+        workloads = run(sizes, langgraph, dbos)
     finally:
-        the_peer.close()
-    took = time.perf_counter() - started
-    print_rows(rows, f"executor vs LangGraph (ratio: times better, ours over theirs; {took:.0f} s)")
-    print_figures(rows)
-
-
-if __name__ == "__main__":  # until the ``python -m benchmarks`` dispatcher exists
-    main("--quick" in sys.argv[1:], peer="--no-peer" not in sys.argv[1:])
+        langgraph.close()
+        dbos.close()
+    print_report(workloads, time.perf_counter() - started)
+    print_figures(workloads)

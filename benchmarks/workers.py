@@ -35,12 +35,11 @@ import psycopg
 from psycopg import sql
 
 from ._common import figure, print_table
-from ._peers import ensure_venv
+from ._peers import ensure_dbos
 from ._worker_process import graph
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("MAGISTRATE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-DBOS_REQUIREMENTS: tuple[str, ...] = ("dbos==3.4.0",)
 _DBOS_SCRIPT = Path(__file__).resolve().parent / "_dbos_workers_peer.py"
 
 
@@ -217,7 +216,7 @@ def main(quick: bool) -> None:
     runs = 100 if quick else 400
     counts = (1, 2) if quick else (1, 2, 4)
     ours = {workers: ours_throughput(workers, runs) for workers in counts}
-    python = ensure_venv("dbos", DBOS_REQUIREMENTS)
+    python = ensure_dbos()
     dbos = dbos_throughput(python, 1, runs) if python is not None else None
     rows: list[list[object]] = [
         [f"magistrate, {w} worker{'s' if w > 1 else ''}", runs, ours[w], ours[w] / ours[1]]
