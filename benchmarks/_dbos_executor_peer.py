@@ -4,7 +4,8 @@ Run with the DBOS peer venv's interpreter (``benchmarks/peers/dbos-venv``); it m
 import magistrate packages (see ``_peer_protocol`` for the command line and the wire).
 Each workload launches DBOS on a fresh SQLite system database file in WAL mode (the mode
 is set on the file before DBOS opens it; SQLite keeps it in the file) with SQLite's
-default ``synchronous=FULL``, runs, and destroys DBOS. Workloads mirror
+default ``synchronous=FULL``; the rounds of one workload share that launch (see
+``launch``), and the next workload destroys it. Workloads mirror
 ``benchmarks/executor.py``:
 
 - ``info``: versions, and the journal mode and synchronous level DBOS's connections see.
@@ -30,8 +31,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
@@ -107,9 +107,20 @@ def _checkpointed_size(path: str) -> int:
     return _file_size(path) + _file_size(path + "-wal")
 
 
-@contextmanager
-def launched(serializer: str = "default") -> Iterator[str]:
-    """DBOS launched on a fresh SQLite file in WAL mode; yields the file's path."""
+#: The live DBOS launch: the workload key it serves, its directory and file.
+_LIVE: dict[str, str] = {}
+
+
+def launch(key: str, serializer: str = "default") -> str:
+    """DBOS launched on a fresh SQLite file in WAL mode; returns the file's path.
+
+    Requests with the same ``key`` (the rounds of one workload) share one launch:
+    ``DBOS.destroy`` takes about a second (its background threads poll once a second),
+    which would otherwise make every round pay it.
+    """
+    if _LIVE.get("key") == key:
+        return _LIVE["path"]
+    shutdown()
     directory = tempfile.mkdtemp(prefix="dbos-bench-")
     path = os.path.join(directory, "dbos.sqlite")
     conn = sqlite3.connect(path)
@@ -127,15 +138,20 @@ def launched(serializer: str = "default") -> Iterator[str]:
     }
     if serializer == "json":
         config["serializer"] = DBOSPortableJSON
-    try:
-        DBOS(config=config)
-        DBOS.launch()
+    _LIVE.update(key=key, dir=directory, path=path)
+    DBOS(config=config)
+    DBOS.launch()
+    return path
+
+
+def shutdown() -> None:
+    """Destroy the live launch (closing its connections) and delete its file."""
+    if _LIVE:
         try:
-            yield path
-        finally:
             DBOS.destroy()
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        finally:
+            shutil.rmtree(_LIVE["dir"], ignore_errors=True)
+            _LIVE.clear()
 
 
 def _sequential(call: Callable[[], int], runs: int, expected: int) -> float:
@@ -149,24 +165,21 @@ def _sequential(call: Callable[[], int], runs: int, expected: int) -> float:
 
 
 def linear(steps: int = 10, runs: int = 20, mode: str = "async") -> dict[str, Any]:
-    with launched():
-        if mode == "sync":
-            elapsed = _sequential(lambda: linear_sync(steps), runs, steps)
-        else:
+    launch(f"linear-{mode}")
+    if mode == "sync":
+        elapsed = _sequential(lambda: linear_sync(steps), runs, steps)
+    else:
 
-            async def many() -> float:
-                loop = asyncio.get_running_loop()
-                total = 0.0
+        async def many() -> float:
+            if await linear_async(steps) != steps:  # warm-up, untimed
+                raise AssertionError("the warm-up workflow returned a wrong value")
+            start = time.perf_counter()
+            for _ in range(runs):
                 if await linear_async(steps) != steps:
-                    raise AssertionError("the warm-up workflow returned a wrong value")
-                start = loop.time()
-                for _ in range(runs):
-                    total = await linear_async(steps)
-                    if total != steps:
-                        raise AssertionError("a workflow returned a wrong value")
-                return loop.time() - start
+                    raise AssertionError("a workflow returned a wrong value")
+            return time.perf_counter() - start
 
-            elapsed = asyncio.run(many())
+        elapsed = asyncio.run(many())
     return {"elapsed_s": elapsed, "steps": runs * steps}
 
 
@@ -184,8 +197,8 @@ def concurrent(steps: int = 10, runs: int = 200, sleep_ms: float = 10) -> dict[s
             raise AssertionError("a concurrent workflow did not run every step")
         return elapsed
 
-    with launched():
-        elapsed = asyncio.run(batch())
+    launch("concurrent")
+    elapsed = asyncio.run(batch())
     return {"wall_s": elapsed, "steps": runs * steps}
 
 
@@ -193,22 +206,25 @@ def step_outputs(
     steps: int = 50, payload_bytes: int = 2048, serializer: str = "default"
 ) -> dict[str, Any]:
     SIZE["n"] = payload_bytes
-    with launched(serializer) as path:
+    path = launch(f"outputs-{serializer}-{steps}-{payload_bytes}", serializer)
+    try:
         # DBOS's own schema, before any workflow (its pool's connections are idle here).
         empty = _checkpointed_size(path)
         if outputs(steps) != steps:
             raise AssertionError("the workflow did not run every step")
         DBOS.destroy()  # closes DBOS's connections, so the checkpoint below folds all
         db = _checkpointed_size(path)
+    finally:
+        shutdown()
     return {"db_bytes": db, "payload_bytes": steps * payload_bytes, "empty_db_bytes": empty}
 
 
 def info() -> dict[str, Any]:
-    with launched():
-        engine = _get_dbos_instance()._sys_db.engine  # the system database's own
-        with engine.connect() as conn:
-            journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
-            synchronous = conn.exec_driver_sql("PRAGMA synchronous").scalar()
+    launch("linear-async")  # the first workload's launch, reused by its rounds
+    engine = _get_dbos_instance()._sys_db.engine  # the system database's own
+    with engine.connect() as conn:
+        journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+        synchronous = conn.exec_driver_sql("PRAGMA synchronous").scalar()
     return {
         "versions": {"dbos": metadata.version("dbos")},
         "journal_mode": journal,
@@ -233,8 +249,13 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     try:
         return fn(**request)
     except Exception as exc:  # reported to the benchmark, which prints it
+        shutdown()  # the next request starts from a fresh launch
         return {"error": f"{name}: {type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":
-    sys.exit(serve_main(sys.argv[1:], __doc__, handle))
+    try:
+        code = serve_main(sys.argv[1:], __doc__, handle)
+    finally:
+        shutdown()
+    sys.exit(code)
