@@ -145,6 +145,7 @@ def measure(
 ) -> dict[str, dict[str, Any]]:
     """Fill ``workload`` with medians over ``rounds`` alternating rounds; return each peer
     setting's last reply. A setting that failed in any round is reported as not measured."""
+    started = time.perf_counter()
     our_values: list[float] = []
     their_values: dict[str, list[float]] = {key: [] for (key, _), _, _ in peers}
     last: dict[str, dict[str, Any]] = {}
@@ -165,6 +166,7 @@ def measure(
         else:
             why = "failed (see [peers] above)" if session.available else session.reason
             workload.theirs[key] = (label, None, why)
+    print(f"  {workload.label}: measured in {time.perf_counter() - started:.1f} s", flush=True)
     return last
 
 
