@@ -231,7 +231,11 @@ async def test_a_stale_worker_is_fenced_and_writes_nothing(prefix: str, workers:
         await wait_until(taken_over, 30)
         os.kill(stale.pid, signal.SIGCONT)
         await _all_finished(rt, [run_id], 60)
-        await anyio.sleep(1.0)  # let the stale worker try its appends
+
+        async def stale_noticed() -> bool:  # its renewal or its next append was refused
+            return "claim was lost" in workers.log(stale)
+
+        await wait_until(stale_noticed, 60)
         events = await rt.read_events(run_id)
         report = await rt.store.verify(run_id)  # type: ignore[union-attr]
     completions = Counter(e.body.node_id for e in events if isinstance(e.body, NodeCompleted))
