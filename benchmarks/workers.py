@@ -19,9 +19,9 @@ local server, database ``test``), each in schemas of its own that are dropped af
 
 Prints ``workers.scaling_2_over_1``, ``workers.vs_dbos`` (ours over DBOS's throughput,
 one worker process each), ``workers.recovery_over_lease`` (the worst recovery time over
-its lease length), and ``workers.scaling_ceiling`` with ``workers.bound``: the most that
-2 workers could make of the machine's cores at the CPU cost per run measured with two
-workers, over one worker's throughput, and what the 2-worker run was bound by.
+its lease length), and ``workers.scaling_ceiling`` with ``workers.bound``: how much faster
+2 workers could be than 1 on this machine's cores at the CPU costs per run measured (see
+:func:`capacity`), and what the 2-worker run was bound by.
 """
 
 from __future__ import annotations
@@ -318,11 +318,19 @@ def recovery_seconds(lease: float, runs: int) -> float:
         _drop(schema)
 
 
+def capacity(t: Throughput, cores: int) -> float:
+    """The runs per second ``t``'s CPU costs allow on ``cores`` cores had the benchmark
+    the machine to itself: each worker process runs on at most one core (one event loop),
+    and the workers and the server together on at most ``cores``."""
+    worker = t.worker_cpu / t.runs
+    return min(t.workers / worker, cores / t.cpu_per_run)
+
+
 def bound(one: Throughput, two: Throughput) -> tuple[float, str]:
-    """The most 2 workers could make of this machine's cores over ``one``'s throughput
-    (at the CPU cost per run ``two`` measured), and what bounded ``two``."""
+    """How much faster 2 workers could be than 1 on this machine's cores at the CPU costs
+    per run measured (whatever else ran meanwhile), and what bounded the 2-worker run."""
     cores = os.cpu_count() or 1
-    ceiling = cores / two.cpu_per_run / one.per_second
+    ceiling = capacity(two, cores) / capacity(one, cores)
     busy = two.machine_busy / (cores * two.seconds)
     ours = (two.worker_cpu + two.server_cpu) / two.seconds
     others = two.others_cpu / two.seconds
@@ -330,7 +338,8 @@ def bound(one: Throughput, two: Throughput) -> tuple[float, str]:
         why = (
             f"cpu: the {cores} cores were {busy:.0%} busy (workers and server "
             f"{ours:.2f} cores, other processes {others:.2f}); a run costs "
-            f"{two.cpu_per_run * 1000:.1f} CPU-ms"
+            f"{two.cpu_per_run * 1000:.1f} CPU-ms with 2 workers, "
+            f"{one.cpu_per_run * 1000:.1f} with 1"
         )
     elif two.lock_waits >= 0.5:
         why = f"locks: {two.lock_waits:.2f} backends waited on a lock on average"
