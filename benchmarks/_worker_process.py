@@ -1,10 +1,12 @@
 """One worker process of ``python -m benchmarks workers`` (our side).
 
-Usage: python -m benchmarks._worker_process URL SCHEMA WORKER_ID CONCURRENCY LEASE PAUSE
+Usage: python -m benchmarks._worker_process URL SCHEMA WORKER_ID CONCURRENCY LEASE PAUSE [gate]
 
 Runs :func:`runtime.run_worker` on the store in SCHEMA with the benchmark's functions
 (``n0`` ... ``n9``; each sleeps PAUSE seconds, then adds its index to ``total``); prints
-"ready" once it claims work, and runs until killed.
+"ready" once it claims work, and runs until killed. With ``gate`` it first prints "loaded"
+(imports done) and waits for a line on stdin before it starts, so that several workers can
+be started at one instant.
 """
 
 from __future__ import annotations
@@ -56,4 +58,7 @@ async def main(
 
 if __name__ == "__main__":
     url, schema, worker_id, concurrency, lease, pause = sys.argv[1:7]
+    if sys.argv[7:] == ["gate"]:
+        print("loaded", flush=True)
+        sys.stdin.readline()
     anyio.run(main, url, schema, worker_id, int(concurrency), float(lease), float(pause))

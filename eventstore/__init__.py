@@ -6,6 +6,8 @@ runtime's lives in ``runtime``). Stores implement the :class:`EventStore` protoc
 :class:`SqliteEventStore` is the embedded default.
 """
 
+import typing as _typing
+
 from ._claims import Claim, ClaimingStore
 from ._errors import (
     ConcurrencyError,
@@ -33,8 +35,6 @@ from ._events import (
     register_upcaster,
 )
 from ._open import open_store
-from ._postgres import PostgresEventStore
-from ._postgres_schema import PG_SCHEMA_VERSION
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -46,6 +46,28 @@ from ._protocol import (
 )
 from ._schema import APPLICATION_ID, SCHEMA_VERSION
 from ._sqlite import SqliteEventStore
+
+if _typing.TYPE_CHECKING:
+    from ._postgres import PostgresEventStore
+    from ._postgres_schema import PG_SCHEMA_VERSION
+
+#: Public names imported on first use (see __getattr__).
+_LAZY = ("PostgresEventStore", "PG_SCHEMA_VERSION")
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """``PostgresEventStore`` and ``PG_SCHEMA_VERSION``, imported on first use, so that
+    psycopg is loaded only by a program that uses a PostgreSQL store."""
+    if name == "PostgresEventStore":
+        from ._postgres import PostgresEventStore
+
+        return PostgresEventStore
+    if name == "PG_SCHEMA_VERSION":
+        from ._postgres_schema import PG_SCHEMA_VERSION
+
+        return PG_SCHEMA_VERSION
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "APPLICATION_ID",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ._postgres import PostgresEventStore
 from ._protocol import EventStore
 from ._sqlite import SqliteEventStore
 
@@ -27,6 +26,8 @@ def open_store(url: str | os.PathLike[str]) -> EventStore:
     text = os.fspath(url)
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
     if scheme in ("postgresql", "postgres"):
+        from ._postgres import PostgresEventStore  # psycopg is loaded only here
+
         parts = urlsplit(text)
         query = parse_qsl(parts.query, keep_blank_values=True)
         schema = [value for key, value in query if key == "schema"]

@@ -21,7 +21,7 @@ from ._errors import (
 )
 from ._events import Event, EventBody
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
-from ._postgres_schema import ensure_schema, valid_schema_name
+from ._postgres_schema import check_text, ensure_schema, valid_schema_name
 from ._postgres_writer import Connection, PostgresWriter
 from ._protocol import AppendResult, RunInfo, Snapshot, StoreStatistics, VerifyReport
 from ._requests import AppendRequest, prepare
@@ -73,6 +73,8 @@ class PostgresEventStore:
             self._connect, self.where, lambda: self._state == "open"
         )
         self._channel = f"magistrate_{self.schema}"
+        self._runnable_channel = f"magistrate_runnable_{self.schema}"
+        self._runnable: anyio.Event | None = None
         self._appends = 0
         self._events = 0
         self._batches = 0
@@ -126,7 +128,11 @@ class PostgresEventStore:
             finally:
                 await conn.close()
             writer = PostgresWriter(
-                self._connect, self._channel, self.max_batch, self._capacity, self._record_batch
+                self._connect,
+                (self._channel, self._runnable_channel),
+                self.max_batch,
+                self._capacity,
+                self._record_batch,
             )
             await writer.start()
             self._writer = writer
@@ -159,6 +165,7 @@ class PostgresEventStore:
             await self._release()
         self._state = "closed"
         self._wake_followers()
+        self._wake_runnable()
 
     async def _release(self) -> None:
         if self._writer is not None:
@@ -241,7 +248,12 @@ class PostgresEventStore:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
-        return writer, prepare(run_id, events, expected_seq, rows=False)
+        check_text("append", "the run id", run_id)
+        request = prepare(run_id, events, expected_seq, rows=False)
+        for index, tag in enumerate(request.tags, 1):
+            check_text("append", f"run {run_id!r}: the type of event {index} of the batch", tag)
+        check_text("append", f"run {run_id!r}: the graph hash", request.status[1])
+        return writer, request
 
     def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
         self._batches += 1
@@ -315,18 +327,30 @@ class PostgresEventStore:
         breaks (see :meth:`SqliteEventStore.verify`); the run's head must be the log's end."""
         return await verify_run(self._fetch, run_id)
 
+    def _start_listener(self) -> None:
+        if self._listener is None and self._state == "open":
+            self._listener = asyncio.create_task(self._listen(), name="eventstore-pg-listen")
+
     async def _listen(self) -> None:
-        """Set the followers' wake-up at every NOTIFY of any writer of this store."""
+        """Wake the followers at every NOTIFY of any writer of this store, and the
+        claimers at every NOTIFY that a run may have become runnable."""
         while self._state == "open":
             try:
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
             except psycopg.Error:
-                await anyio.sleep(1.0)  # followers poll meanwhile
+                await anyio.sleep(1.0)  # followers and claimers poll meanwhile
                 continue
             try:
                 await conn.execute(f"LISTEN {self._channel}")
-                async for _ in conn.notifies():
-                    self._wake_followers()
+                await conn.execute(f"LISTEN {self._runnable_channel}")
+                # What was announced before this LISTEN went unheard: look once more.
+                self._wake_followers()
+                self._wake_runnable()
+                async for note in conn.notifies():
+                    if note.channel == self._runnable_channel:
+                        self._wake_runnable()
+                    else:
+                        self._wake_followers()
             except psycopg.Error:
                 await anyio.sleep(0.1)
             finally:
@@ -340,8 +364,7 @@ class PostgresEventStore:
         Woken by this store's commits and by other processes' NOTIFY (a hint: every wait
         also ends after ``poll_interval`` seconds). Ends when the store closes.
         """
-        if self._listener is None and self._state == "open":
-            self._listener = asyncio.create_task(self._listen(), name="eventstore-pg-listen")
+        self._start_listener()
         position = from_position
         while self._state in ("open", "closing"):
             wake = self._committed
@@ -412,6 +435,8 @@ class PostgresEventStore:
         """Store ``snapshot`` as the run's newest (its older snapshots are dropped); see
         :meth:`SqliteEventStore.save_snapshot`."""
         bytes.fromhex(snapshot.hash)  # ValueError for a hash that is not hex
+        check_text("save_snapshot", "the run id", snapshot.run_id)
+        check_text("save_snapshot", f"run {snapshot.run_id!r}: the version", snapshot.version)
         if not await self._fetch(
             "save_snapshot", "SELECT 1 FROM runs WHERE run_id = %s", (snapshot.run_id,)
         ):
@@ -464,6 +489,8 @@ class PostgresEventStore:
         """Take ``run_id`` for ``owner`` (see :class:`ClaimingStore`); from then on every
         append of this store to the run checks the claim's epoch in its transaction and
         raises LeaseLostError once another claimer took the run over."""
+        check_text("claim", "the run id", run_id)
+        check_text("claim", "the owner", owner)
         claim: Claim = await self._leases.call(
             "claim", lambda conn: claims_sql.claim(conn, run_id, owner, lease)
         )
@@ -489,10 +516,29 @@ class PostgresEventStore:
         return [answers[claim.run_id, claim.epoch] for claim in claims]
 
     async def release(self, claim: Claim) -> None:
-        """Give the run up if ``claim`` still holds it (see :class:`ClaimingStore`)."""
+        """Give the run up if ``claim`` still holds it (see :class:`ClaimingStore`); a run
+        given up while still running is announced to the claimers (see runnable_signal)."""
         if self._writer is not None and self._writer.epochs.get(claim.run_id) == claim.epoch:
             del self._writer.epochs[claim.run_id]
-        await self._leases.call("release", lambda conn: claims_sql.release(conn, claim))
+        await self._leases.call(
+            "release", lambda conn: claims_sql.release(conn, claim, self._runnable_channel)
+        )
+
+    def runnable_signal(self) -> anyio.Event:
+        """An event that is set when a run may have become runnable, in this process or
+        any other: a run submitted (appended to with status running, unclaimed), or a
+        claim given up before its run ended. A hint sent by NOTIFY after the commit:
+        claimers wait on it with a timeout and look for runnable runs on their own
+        schedule as well (a lease that expires sends nothing)."""
+        self._start_listener()
+        if self._runnable is None:
+            self._runnable = anyio.Event()
+        return self._runnable
+
+    def _wake_runnable(self) -> None:
+        runnable, self._runnable = self._runnable, None
+        if runnable is not None:
+            runnable.set()
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """The head (last seq) of each of ``run_ids`` the store holds, in one query."""
@@ -504,6 +550,7 @@ class PostgresEventStore:
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
         """Claim up to ``limit`` runnable runs with ``FOR UPDATE SKIP LOCKED`` (see
         :class:`ClaimingStore`); their appends are fenced on the claim as with claim()."""
+        check_text("claim_runnable", "the owner", owner)
         got: list[Claim] = await self._leases.call(
             "claim_runnable", lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit)
         )

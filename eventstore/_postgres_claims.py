@@ -81,7 +81,7 @@ RETURNING r.run_id, r.lease_expires
 
 _RELEASE = (
     "UPDATE runs SET owner = NULL, lease_expires = NULL "
-    "WHERE run_id = %s AND claim_epoch = %s AND owner = %s"
+    "WHERE run_id = %s AND claim_epoch = %s AND owner = %s RETURNING status"
 )
 
 # SKIP LOCKED: a run another claimer is taking right now is passed over, not waited for.
@@ -131,9 +131,13 @@ async def renew(
     ]
 
 
-async def release(conn: Connection, claim: Claim) -> None:
-    """See ClaimingStore.release."""
-    await conn.execute(_RELEASE, (claim.run_id, claim.epoch, claim.owner))
+async def release(conn: Connection, claim: Claim, runnable_channel: str) -> None:
+    """See ClaimingStore.release. A run given up while running is claimable at once:
+    ``runnable_channel`` is notified, after the release committed."""
+    cur = await conn.execute(_RELEASE, (claim.run_id, claim.epoch, claim.owner))
+    row = await cur.fetchone()
+    if row is not None and row[0] == "running":
+        await conn.execute("SELECT pg_notify(%s, '')", (runnable_channel,))
 
 
 async def claim_runnable(conn: Connection, owner: str, lease: float, limit: int) -> list[Claim]:

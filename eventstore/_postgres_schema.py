@@ -15,7 +15,13 @@ from psycopg import sql
 
 from ._errors import NotAStoreError, SchemaVersionError
 
-__all__ = ["PG_APPLICATION", "PG_SCHEMA_VERSION", "ensure_schema", "valid_schema_name"]
+__all__ = [
+    "PG_APPLICATION",
+    "PG_SCHEMA_VERSION",
+    "check_text",
+    "ensure_schema",
+    "valid_schema_name",
+]
 
 #: What the meta row's ``application`` column holds in a magistrate store.
 PG_APPLICATION = "magistrate-eventstore"
@@ -71,6 +77,16 @@ CREATE TABLE {schema}.snapshots (
 """
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def check_text(operation: str, what: str, value: str | None) -> None:
+    """ValueError naming ``what`` if ``value`` holds a NUL character, which PostgreSQL's
+    text columns cannot store (event bodies are bytes and may hold any)."""
+    if value is not None and "\x00" in value:
+        raise ValueError(
+            f"{operation}: {what} {value!r} contains a NUL character (\\x00), which a "
+            "PostgreSQL store cannot hold in text; nothing was written"
+        )
 
 
 def valid_schema_name(name: str) -> str:

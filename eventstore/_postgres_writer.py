@@ -5,7 +5,9 @@ to ``max_batch``). Each transaction locks the runs rows of its appends (``FOR UP
 run_id order so that two writers never deadlock on them), checks every append against the
 run's head in the database (and, for a run this store has claimed, the claim epoch), writes
 the accepted ones and moves each run's head (a compare-and-set under the row lock), takes
-the positions from the meta row last and commits. A NOTIFY after the commit wakes the
+the positions from the meta row last and commits. The transaction runs in pipeline mode:
+two round trips (BEGIN with the lock of the runs rows; then the writes, the positions and
+COMMIT together) or three when it creates runs. A NOTIFY after the commit wakes the
 followers of other processes; it is a transaction of its own, so it never holds a commit.
 """
 
@@ -46,11 +48,18 @@ _UPDATE_RUNS = (
     "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::text[], %s::text[]) "
     "AS v(run, seq, hash, ts, status, graph_hash) WHERE r.run = v.run"
 )
-_TAKE_POSITIONS = "UPDATE meta SET next_position = next_position + %s RETURNING next_position - %s"
+# Positions last, in the statement that writes the events: the meta row's lock is taken
+# by the server inside it and, as the COMMIT goes out in the same pipeline, held only
+# until the commit is durable, never across a round trip to this process.
 _INSERT_EVENTS = (
-    "INSERT INTO events (position, run, seq, ts, type, version, hash, body) "
-    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::float8[], %s::text[], "
-    "%s::int[], %s::bytea[], %s::bytea[])"
+    "WITH p AS (UPDATE meta SET next_position = next_position + %(count)s "
+    "RETURNING next_position - %(count)s AS base), "
+    "e AS (INSERT INTO events (position, run, seq, ts, type, version, hash, body) "
+    "SELECT p.base + v.i - 1, v.run, v.seq, v.ts, v.type, v.version, v.hash, v.body "
+    "FROM p, unnest(%(runs)s::bigint[], %(seqs)s::bigint[], %(ts)s::float8[], "
+    "%(types)s::text[], %(versions)s::int[], %(hashes)s::bytea[], %(bodies)s::bytea[]) "
+    "WITH ORDINALITY AS v(run, seq, ts, type, version, hash, body, i)) "
+    "SELECT base FROM p"
 )
 
 
@@ -64,14 +73,15 @@ class PostgresWriter:
     def __init__(
         self,
         connect: Callable[[], Any],
-        channel: str,
+        channels: tuple[str, str],
         max_batch: int,
         capacity: int,
         on_batch: Callable[[list[AppendRequest], float], None],
     ) -> None:
         self._connect = connect
         self._conn: Connection | None = None
-        self._channel = channel
+        # NOTIFY channels: every commit; a commit that made a run runnable.
+        self._channel, self._runnable_channel = channels
         self._max_batch = max_batch
         self._capacity = capacity
         self._on_batch = on_batch
@@ -155,12 +165,27 @@ class PostgresWriter:
             for request in batch:
                 request.finish()
             if any(request.error is None for request in batch):
-                await self._notify()
+                await self._notify(any(self._submits(request) for request in batch))
 
-    async def _notify(self) -> None:
+    def _submits(self, request: AppendRequest) -> bool:
+        """Whether ``request`` made its run runnable: a committed append that sets the
+        status running, to a run this store has not claimed (a submission)."""
+        return (
+            request.error is None
+            and request.status[0] == "running"
+            and request.run_id not in self.epochs
+        )
+
+    async def _notify(self, runnable: bool) -> None:
         try:
             conn = await self._connection()
-            await conn.execute("SELECT pg_notify(%s, '')", (self._channel,))
+            if runnable:
+                await conn.execute(
+                    "SELECT pg_notify(%s, ''), pg_notify(%s, '')",
+                    (self._channel, self._runnable_channel),
+                )
+            else:
+                await conn.execute("SELECT pg_notify(%s, '')", (self._channel,))
         except (psycopg.Error, OSError, StoreError) as exc:  # followers still poll
             _log.debug("NOTIFY failed: %r", exc)
             await self._disconnect()
@@ -174,8 +199,14 @@ class PostgresWriter:
         for attempt in range(5):
             conn = await self._connection()
             try:
-                async with conn.transaction():
-                    await self._transaction(conn, batch)
+                async with conn.pipeline():
+                    async with conn.transaction():
+                        positions = await self._transaction(conn, batch)
+                # The pipeline sent the events, the positions and COMMIT in one go.
+                if positions is not None:
+                    row = await positions.fetchone()
+                    assert row is not None
+                    self._answer(batch, int(row[0]))
                 return
             except (_Retry, psycopg.errors.DeadlockDetected):
                 if attempt == 4:
@@ -185,7 +216,25 @@ class PostgresWriter:
                     request.result = None
                 raise
 
-    async def _transaction(self, conn: Connection, batch: list[AppendRequest]) -> None:
+    @staticmethod
+    def _answer(batch: list[AppendRequest], position: int) -> None:
+        """Give each accepted request (its result holds the first seq and the digests'
+        last) the positions from ``position`` on, in batch order."""
+        for request in batch:
+            result = request.result
+            if result is None:
+                continue
+            n = result.last_seq - result.first_seq + 1
+            position += n
+            request.result = AppendResult(
+                result.first_seq, result.last_seq, position - 1, result.last_hash
+            )
+
+    async def _transaction(
+        self, conn: Connection, batch: list[AppendRequest]
+    ) -> psycopg.AsyncCursor[Any] | None:
+        """Queue the batch's writes; the cursor whose row is the first position (None if
+        nothing was accepted). The results are answered by :meth:`_answer` after COMMIT."""
         now = time.time()
         run_ids = sorted({request.run_id for request in batch})
         cur = await conn.execute(_LOCK_RUNS, (run_ids,))
@@ -232,7 +281,7 @@ class PostgresWriter:
                 change[1] = graph_hash
             accepted.append((request, first, digests))
         if not accepted:
-            return
+            return None
         if new_runs:
             ids = list(new_runs)
             cur = await conn.execute(
@@ -266,17 +315,11 @@ class PostgresWriter:
                 ),
             )
         count = sum(len(digests) for _, _, digests in accepted)
-        # Positions last: the meta row's lock is held only from here to COMMIT.
-        cur = await conn.execute(_TAKE_POSITIONS, (count, count))
-        row = await cur.fetchone()
-        assert row is not None
-        position = int(row[0])
-        columns: list[list[Any]] = [[] for _ in range(8)]
-        positions, runs, seqs, stamps, types, versions, hashes, bodies = columns
+        columns: list[list[Any]] = [[] for _ in range(7)]
+        runs, seqs, stamps, types, versions, hashes, bodies = columns
         for request, first, digests in accepted:
             key = heads[request.run_id][0]
             n = len(digests)
-            positions.extend(range(position, position + n))
             runs.extend([key] * n)
             seqs.extend(range(first, first + n))
             stamps.extend([now] * n)
@@ -284,6 +327,18 @@ class PostgresWriter:
             versions.extend(request.versions)
             hashes.extend(digests)
             bodies.extend(request.bodies)
-            position += n
-            request.result = AppendResult(first, first + n - 1, position - 1, digests[-1].hex())
-        await conn.execute(_INSERT_EVENTS, columns)
+            # The position is filled in by _answer once committed.
+            request.result = AppendResult(first, first + n - 1, 0, digests[-1].hex())
+        return await conn.execute(
+            _INSERT_EVENTS,
+            {
+                "count": count,
+                "runs": runs,
+                "seqs": seqs,
+                "ts": stamps,
+                "types": types,
+                "versions": versions,
+                "hashes": hashes,
+                "bodies": bodies,
+            },
+        )

@@ -82,7 +82,9 @@ class AppendRequest:
         if self.done:
             return
         self.done = True
-        if self.future is not None:
+        # A waiter that was cancelled left its future cancelled: nothing to wake, and
+        # setting it would raise (and stop the writer that answers the batch).
+        if self.future is not None and not self.future.done():
             self.future.set_result(None)
         if self.on_done is not None:
             self._call_back()

@@ -9,9 +9,10 @@ loops run beside the runs, each on its own schedule:
 - control, every ``control_interval``: a live run whose log has events this runtime did
   not append (a cancel, pause or input from another process) is stopped and continued
   from its log, which then says what to do;
-- recovery (``recover=True``), at start and every ``recover_interval``: runs that are
-  running with no live lease (a crashed owner's, or submitted for any worker) are
-  claimed with the store's skip-locked claim and resumed here.
+- recovery (``recover=True``), at start, every ``recover_interval``, and whenever the
+  store announces a runnable run (PostgreSQL's NOTIFY): runs that are running with no
+  live lease (a crashed owner's, or submitted for any worker) are claimed with the
+  store's skip-locked claim and resumed here.
 """
 
 from __future__ import annotations
@@ -164,8 +165,12 @@ class RunOwnership:
         self, room: Callable[[], int], on_claimed: Callable[[str], Awaitable[None]]
     ) -> None:
         """Claim runnable runs (up to ``room()`` at a time) and hand each to ``on_claimed``,
-        now and every ``recover_interval``."""
+        now and every ``recover_interval``, and at once when a store that announces them
+        (``runnable_signal``, PostgreSQL's NOTIFY) says a run may have become runnable."""
+        signal: Callable[[], anyio.Event] | None = getattr(self.store, "runnable_signal", None)
         while True:
+            # Taken before looking, so that a run submitted meanwhile still wakes the wait.
+            hint = None if signal is None else signal()
             free = room()
             if free > 0:
                 try:
@@ -180,4 +185,8 @@ class RunOwnership:
                     await on_claimed(claim.run_id)
                 if len(claims) == free:
                     continue  # more may be waiting: look again at once
-            await anyio.sleep(self.recover_interval)
+            with anyio.move_on_after(self.recover_interval):
+                if hint is None:
+                    await anyio.sleep_forever()
+                else:
+                    await hint.wait()

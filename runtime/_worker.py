@@ -30,8 +30,9 @@ async def run_worker(
     A worker is a :class:`Runtime` with ``recover=True``: it claims runnable runs (new
     submissions, runs handed back with :meth:`Runtime.submit_resume`, and runs whose
     owner's lease expired) with the store's skip-locked claim, at most ``concurrency`` live
-    at once, and resumes each from its log; it looks for runnable runs every
-    ``poll_interval`` seconds (at once again while it finds as many as it has room for).
+    at once, and resumes each from its log. It looks for runnable runs every
+    ``poll_interval`` seconds (at once again while it finds as many as it has room for)
+    and, on PostgreSQL, as soon as a NOTIFY says one was submitted or handed back.
     ``runtime_options`` go to the Runtime (the
     functions, provider, tools and judges the graphs name). ``on_ready`` is called once the
     worker claims work. Cancelling the call stops the worker: its live runs stop and their

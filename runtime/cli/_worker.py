@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
         type=float,
         default=0.5,
         metavar="SECONDS",
-        help="how often to look for runnable runs when idle (default 0.5)",
+        help="how often to look for runnable runs besides the store's NOTIFY (default 0.5)",
     )
     p.add_argument("--worker-id", default=None, help="this worker's name (default host:pid:random)")
     p.add_argument(

@@ -275,3 +275,25 @@ async def test_claim_runnable_hands_each_run_to_one_claimer(prefix: str) -> None
             tg.start_soon(claimer, "a", a)
             tg.start_soon(claimer, "b", b)
     assert sorted(got["a"] + got["b"]) == sorted(f"r{i}" for i in range(30))
+
+
+async def test_text_with_a_nul_character_is_refused_up_front_and_nothing_is_written(
+    prefix: str,
+) -> None:
+    started = RunStarted(graph={}, graph_hash="g\x00h", entry="a", goal=None, input={})
+    note = MemoryWritten(key="k", value="a\x00b", op="replace", node_id="n")
+    async with PostgresEventStore(pg_url(), schema=f"{prefix}_s") as store:
+        with pytest.raises(ValueError, match=r"the run id 'r\\x00' contains a NUL"):
+            await store.append("r\x00", [note], expected_seq=0)
+        with pytest.raises(ValueError, match=r"run 'r1': the graph hash 'g\\x00h' contains a NUL"):
+            await store.append("r1", [note, started], expected_seq=0)
+        with pytest.raises(ValueError, match=r"the run id 'r\\x00' contains a NUL"):
+            store.submit("r\x00", [note], expected_seq=0, on_done=lambda *_: None)
+        with pytest.raises(ValueError, match=r"claim: the owner 'w\\x00' contains a NUL"):
+            await store.claim("r1", "w\x00", lease=5)
+        assert await store.list_runs() == []  # nothing of the refused appends was written
+        assert store.statistics().appends == 0
+        # Bodies are stored as bytes: a NUL inside a value is kept.
+        await store.append("r1", [note], expected_seq=0)
+        (event,) = await store.read_all("r1", verify=True)
+        assert event.body == note

@@ -11,6 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -18,7 +19,7 @@ import anyio
 import psycopg
 import pytest
 
-from runtime import NodeCompleted, RunFinished, RunResumed, Runtime, fold
+from runtime import NodeCompleted, RunFinished, RunResumed, Runtime, fold, run_worker
 from runtime.testing import linear_graph
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 
@@ -230,7 +231,11 @@ async def test_a_stale_worker_is_fenced_and_writes_nothing(prefix: str, workers:
         await wait_until(taken_over, 30)
         os.kill(stale.pid, signal.SIGCONT)
         await _all_finished(rt, [run_id], 60)
-        await anyio.sleep(1.0)  # let the stale worker try its appends
+
+        async def stale_noticed() -> bool:  # its renewal or its next append was refused
+            return "claim was lost" in workers.log(stale)
+
+        await wait_until(stale_noticed, 60)
         events = await rt.read_events(run_id)
         report = await rt.store.verify(run_id)  # type: ignore[union-attr]
     completions = Counter(e.body.node_id for e in events if isinstance(e.body, NodeCompleted))
@@ -238,3 +243,32 @@ async def test_a_stale_worker_is_fenced_and_writes_nothing(prefix: str, workers:
     assert sum(isinstance(e.body, RunFinished) for e in events) == 1
     assert report.ok
     assert stale.poll() is None  # it stopped the run, not itself
+
+
+async def test_a_submitted_run_wakes_a_worker_long_before_its_poll_interval(
+    prefix: str,
+) -> None:
+    url = pg_url()
+    store = f"{url}?schema={prefix}_store"
+    graph = linear_graph(NODES[:2], graph_id="woken")
+    ready = anyio.Event()
+    async with (
+        Runtime(store, functions=functions(url, prefix)) as rt,
+        anyio.create_task_group() as tg,
+    ):
+        # A worker that polls once every 10 minutes: only the store's NOTIFY can wake it.
+        tg.start_soon(
+            partial(
+                run_worker,
+                store,
+                functions=functions(url, prefix),
+                poll_interval=600,
+                on_ready=lambda _: ready.set(),
+            )
+        )
+        await ready.wait()
+        for seed in (1, 2):  # the second once the worker surely listens
+            run_id = await rt.submit(graph, input={"seed": seed})
+            await _all_finished(rt, [run_id], 60)
+            assert (await rt.get_state(run_id)).memory["total"] == 2 * seed + 1
+        tg.cancel_scope.cancel()
