@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -28,8 +29,8 @@ from ._requests import AppendRequest, prepare
 from ._rows import row_events
 from ._schema import check_file
 from ._snapshots import SnapshotTable
-from ._sqlite_claims import SqliteClaims
-from ._writer import ThreadWriter, Writer
+from ._sqlite_claims import OwnershipRequest, Request
+from ._writer import ThreadWriter
 
 __all__ = ["SqliteEventStore"]
 
@@ -56,12 +57,11 @@ class SqliteEventStore:
         self.path = os.fspath(path)
         self.config = config
         self._state = "new"  # new -> open -> closing -> closed
-        self._writer: Writer | None = None
+        self._writer: ThreadWriter | None = None
         self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
         self._snapshots = SnapshotTable(self.path)
-        self._claims = SqliteClaims(self.path)  # run ownership, on a connection of its own
         self._run_keys: dict[str, int] = {}
         # Set at the next commit; made by a follower (tail) when it waits, so a store
         # nobody tails makes none.
@@ -126,7 +126,6 @@ class SqliteEventStore:
                 reader, self._reader = self._reader, None
                 await reader.close()
             await anyio.to_thread.run_sync(self._snapshots.close)
-            await anyio.to_thread.run_sync(self._claims.close)
             await anyio.to_thread.run_sync(self._core.close)
 
     async def __aenter__(self) -> SqliteEventStore:
@@ -159,15 +158,19 @@ class SqliteEventStore:
         it may still commit.
         """
         writer, request = self._request(run_id, events, expected_seq)
+        await self._submit(writer, request, "append")
+        assert request.result is not None
+        return request.result
+
+    async def _submit(self, writer: ThreadWriter, request: Request, operation: str) -> None:
+        """Queue ``request`` (waiting for space), wait for its answer; raise its error."""
         while not writer.submit(request):
             await writer.wait_for_space()  # backpressure: the writer is full
             if self._state != "open":
-                raise StoreClosedError("append")
+                raise StoreClosedError(operation)
         await request.wait()
         if request.error is not None:
             raise request.error
-        assert request.result is not None
-        return request.result
 
     def submit(
         self,
@@ -196,7 +199,7 @@ class SqliteEventStore:
 
     def _request(
         self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
-    ) -> tuple[Writer, AppendRequest]:
+    ) -> tuple[ThreadWriter, AppendRequest]:
         """The checks every append starts with, then the encoded request (not yet queued)."""
         writer = self._writer
         if self._state != "open" or writer is None:
@@ -488,28 +491,86 @@ class SqliteEventStore:
             raise StoreClosedError(operation)
 
     # -- ownership (see eventstore.ClaimingStore; leases on this machine's clock) -----------
+    # Claims live in the store's file and are written by its writer, in its transactions
+    # (eventstore._sqlite_claims); each append of a run this store claimed checks the epoch.
 
-    def _owning(self, operation: str) -> SqliteClaims:
-        if self._state != "open":
-            raise StoreClosedError(operation)
-        return self._claims
+    async def _own(self, request: OwnershipRequest) -> Any:
+        writer = self._writer
+        if self._state != "open" or writer is None:
+            raise StoreClosedError(request.operation)
+        await self._submit(writer, request, request.operation)
+        return request.result
 
     async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
-        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore)."""
-        return await self._owning("claim").claim(run_id, owner, lease)
+        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore); from then
+        on every append of this store to the run checks the claim's epoch in its
+        transaction and raises LeaseLostError once another claimer took the run over.
+
+        Blocks on the writer's next transaction (the claim is committed with the appends
+        queued beside it). Raises RunOwnedError naming the owner whose lease is live,
+        StoreClosedError if the store is not open.
+        """
+        claim: Claim = await self._own(
+            OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease)
+        )
+        return claim
+
+    def submit_claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        lease: float,
+        on_done: Callable[[Claim | None, BaseException | None], None],
+    ) -> bool:
+        """Queue a claim of ``run_id`` without waiting; ``on_done`` learns how it ended.
+
+        The claim is committed no later than every append of this store queued after it
+        (with the first of them when they are queued together), and fences them: if it is
+        refused, those appends fail with its RunOwnedError and write nothing, so a caller
+        may go on to append to the run at once. ``on_done(claim, None)`` or
+        ``on_done(None, error)`` is called on the event loop (before the answers of the
+        appends queued after it; as for :meth:`submit`, it must not append to this store).
+        Returns False, queuing nothing, when the writer is full (then use :meth:`claim`).
+        Raises StoreClosedError if the store is not open.
+        """
+        writer = self._writer
+        if self._state != "open" or writer is None:
+            raise StoreClosedError("claim")
+        request = OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease, fence=True)
+        request.on_done = on_done  # type: ignore[assignment]
+        return writer.submit(request)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
-        """Extend the leases of ``claims``; None for each one lost (see ClaimingStore)."""
-        return await self._owning("renew").renew(claims, lease)
+        """Extend the leases of ``claims``; None for each one lost (see ClaimingStore).
+
+        All of them in the writer's next transaction.
+        """
+        if not claims:
+            return []
+        renewed: list[Claim | None] = await self._own(
+            OwnershipRequest("renew", claims=list(claims), lease=lease)
+        )
+        return renewed
 
     async def release(self, claim: Claim) -> None:
-        """Give the run up if ``claim`` still holds it (see ClaimingStore)."""
-        await self._owning("release").release(claim)
+        """Give the run up if ``claim`` still holds it (see ClaimingStore); this store's
+        appends to the run are no longer fenced on it."""
+        await self._own(OwnershipRequest("release", claims=(claim,)))
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """The last seq of each of ``run_ids`` the store holds (see ClaimingStore)."""
-        return await self._owning("heads").heads(run_ids)
+        rows = await self._fetch(
+            "heads",
+            "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(run_ids)),),
+        )
+        return {str(run_id): int(seq) for run_id, seq in rows}
 
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
-        """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore)."""
-        return await self._owning("claim_runnable").claim_runnable(owner, lease, limit)
+        """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore); their
+        appends are fenced on the claim as with :meth:`claim`."""
+        claims: list[Claim] = await self._own(
+            OwnershipRequest("claim_runnable", owner=owner, lease=lease, limit=limit)
+        )
+        return claims

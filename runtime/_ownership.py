@@ -100,6 +100,33 @@ class RunOwnership:
         self.claims[run_id] = claim
         return claim
 
+    async def claim_start(self, run_id: str | None, *, durable: bool) -> str:
+        """Claim the run a start creates; return its id (``run_id``, or a new one).
+
+        A given id is claimed at once (RunOwnedError if it is live elsewhere). A new id,
+        which nobody can hold, is claimed where the store can queue the claim ahead of the
+        run's first append (a SQLite store's ``submit_claim``): it then commits with that
+        append or before it, and a refused claim fails the run's appends, which write
+        nothing. Only for a run whose first append is ``durable``: its entry node runs
+        after that commit, so nothing runs before the claim is taken.
+        """
+        submit = getattr(self.store, "submit_claim", None)
+        if run_id is not None or submit is None or not durable:
+            run_id = run_id or uuid.uuid4().hex
+            await self.claim(run_id)
+            return run_id
+        new_id = uuid.uuid4().hex
+
+        def done(claim: Claim | None, error: BaseException | None) -> None:
+            if claim is not None:
+                self.claims[new_id] = claim
+            else:
+                _log.warning("run %s: its claim was refused (%s); it does not run", new_id, error)
+
+        if not submit(new_id, self.owner, lease=self.lease, on_done=done):
+            await self.claim(new_id)  # the writer is full: wait for the claim
+        return new_id
+
     async def release(self, run_id: str) -> None:
         """Give ``run_id`` up (if held); store errors are logged, the lease then expires."""
         claim = self.claims.pop(run_id, None)
