@@ -62,6 +62,8 @@ class SqliteEventStore:
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
         self._snapshots = SnapshotTable(self.path)
+        # Claims queued by submit_claim, each held until its run's next append.
+        self._held: dict[str, OwnershipRequest] = {}
         self._run_keys: dict[str, int] = {}
         # Set at the next commit; made by a follower (tail) when it waits, so a store
         # nobody tails makes none.
@@ -113,6 +115,9 @@ class SqliteEventStore:
             self._state = "closed"
             return
         self._state = "closing"
+        held, self._held = self._held, {}
+        for request in held.values():
+            request.fail(StoreClosedError("claim", "the store closed before the run's append"))
         with anyio.CancelScope(shield=True):
             if self._writer is not None:
                 await self._writer.close()
@@ -162,9 +167,18 @@ class SqliteEventStore:
         assert request.result is not None
         return request.result
 
+    def _queue(self, writer: ThreadWriter, request: Request) -> bool:
+        """Queue ``request``, after the claim held for its run (see submit_claim)."""
+        if self._held and type(request) is AppendRequest:
+            held = self._held.pop(request.run_id, None)
+            if held is not None and not writer.submit(held):
+                self._held[request.run_id] = held
+                return False
+        return writer.submit(request)
+
     async def _submit(self, writer: ThreadWriter, request: Request, operation: str) -> None:
         """Queue ``request`` (waiting for space), wait for its answer; raise its error."""
-        while not writer.submit(request):
+        while not self._queue(writer, request):
             await writer.wait_for_space()  # backpressure: the writer is full
             if self._state != "open":
                 raise StoreClosedError(operation)
@@ -195,7 +209,7 @@ class SqliteEventStore:
         """
         writer, request = self._request(run_id, events, expected_seq)
         request.on_done = on_done
-        return writer.submit(request)
+        return self._queue(writer, request)
 
     def _request(
         self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
@@ -502,14 +516,9 @@ class SqliteEventStore:
         return request.result
 
     async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
-        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore); from then
-        on every append of this store to the run checks the claim's epoch in its
-        transaction and raises LeaseLostError once another claimer took the run over.
-
-        Blocks on the writer's next transaction (the claim is committed with the appends
-        queued beside it). Raises RunOwnedError naming the owner whose lease is live,
-        StoreClosedError if the store is not open.
-        """
+        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore), in the
+        writer's next transaction; from then on every append of this store to the run
+        checks the claim's epoch in its transaction (LeaseLostError after a takeover)."""
         claim: Claim = await self._own(
             OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease)
         )
@@ -522,30 +531,41 @@ class SqliteEventStore:
         *,
         lease: float,
         on_done: Callable[[Claim | None, BaseException | None], None],
-    ) -> bool:
-        """Queue a claim of ``run_id`` without waiting; ``on_done`` learns how it ended.
+    ) -> None:
+        """Claim ``run_id`` with its next append, without waiting (see :meth:`claim`).
 
-        The claim is committed no later than every append of this store queued after it
-        (with the first of them when they are queued together), and fences them: if it is
-        refused, those appends fail with its RunOwnedError and write nothing, so a caller
-        may go on to append to the run at once. ``on_done(claim, None)`` or
-        ``on_done(None, error)`` is called on the event loop (before the answers of the
-        appends queued after it; as for :meth:`submit`, it must not append to this store).
-        Returns False, queuing nothing, when the writer is full (then use :meth:`claim`).
-        Raises StoreClosedError if the store is not open.
+        The claim is held until this store's next append to the run and committed in that
+        append's transaction, just before it, so a new run's claim costs no transaction
+        or round trip of its own. It fences the run's appends: if it is refused, they fail
+        with its RunOwnedError and write nothing. ``on_done(claim, None)`` or
+        ``on_done(None, error)`` is called on the event loop before the append's own
+        answer (as for :meth:`submit`, it must not append to this store). A claim whose
+        run is never appended to is never taken; closing the store answers it with
+        StoreClosedError. Raises StoreClosedError if the store is not open.
         """
-        writer = self._writer
-        if self._state != "open" or writer is None:
+        if self._state != "open" or self._writer is None:
             raise StoreClosedError("claim")
         request = OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease, fence=True)
+        request.on_done = on_done  # type: ignore[assignment]
+        self._held[run_id] = request
+
+    def submit_release(
+        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+    ) -> bool:
+        """:meth:`release` without waiting: queued for the writer's next transaction;
+        ``on_done(None, error)`` is called on the event loop once it is committed or
+        failed. Returns False, queuing nothing, when the writer is full (then use
+        :meth:`release`). Raises StoreClosedError if the store is not open."""
+        writer = self._writer
+        if self._state != "open" or writer is None:
+            raise StoreClosedError("release")
+        request = OwnershipRequest("release", claims=(claim,))
         request.on_done = on_done  # type: ignore[assignment]
         return writer.submit(request)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
-        """Extend the leases of ``claims``; None for each one lost (see ClaimingStore).
-
-        All of them in the writer's next transaction.
-        """
+        """Extend the leases of ``claims`` in the writer's next transaction; None for each
+        one lost (see ClaimingStore)."""
         if not claims:
             return []
         renewed: list[Claim | None] = await self._own(

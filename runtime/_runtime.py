@@ -424,7 +424,7 @@ class Runtime(RunControl, NodeRunners):
             if live is not None and live[1] is outcome:
                 del self._live[run_id]
                 if self._ownership is not None and self._tasks is not None:
-                    self._tasks.start_soon(self._ownership.release, run_id)
+                    self._ownership.release_soon(run_id, self._tasks)
 
         if outcome is None:
             if self.store is None:

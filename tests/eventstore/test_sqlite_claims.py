@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from eventstore import Claim, LeaseLostError, RunOwnedError, SqliteEventStore
+from eventstore import Claim, LeaseLostError, RunOwnedError, SqliteEventStore, StoreClosedError
 from runtime import MemoryWritten
 
 pytestmark = pytest.mark.anyio
@@ -26,9 +26,11 @@ def written(value: int) -> list[MemoryWritten]:
 async def test_a_queued_claim_commits_with_the_runs_first_append(tmp_path: Path) -> None:
     answers: list[object] = []
     async with SqliteEventStore(tmp_path / "s.db") as a, SqliteEventStore(tmp_path / "s.db") as b:
-        assert a.submit_claim(
+        a.submit_claim(
             "r1", "worker-a", lease=5, on_done=lambda claim, error: answers.append(claim or error)
         )
+        await a.append("r0", written(0), expected_seq=0)  # another run's append
+        assert answers == []  # the claim is held until its run's first append
         result = await a.append("r1", written(1), expected_seq=0)
         assert result.last_seq == 1
         claim = answers[0]  # answered before the append it rides with
@@ -36,7 +38,15 @@ async def test_a_queued_claim_commits_with_the_runs_first_append(tmp_path: Path)
         with pytest.raises(RunOwnedError) as caught:
             await b.claim("r1", "worker-b", lease=5)
         assert caught.value.owner == "worker-a"
-        await a.release(claim)
+        released: list[object] = []
+        assert a.submit_release(claim, lambda _, error: released.append(error))
+        await a.append("r0", written(1), expected_seq=1)  # committed with or after it
+        assert released == [None]
+        assert (await b.claim("r1", "worker-b", lease=5)).epoch == 2
+        a.submit_claim(
+            "r2", "worker-a", lease=5, on_done=lambda claim, error: answers.append(error)
+        )
+    assert isinstance(answers[-1], StoreClosedError)  # r2 was never appended to
     assert not (tmp_path / "s.db-claims").exists()  # claims live in the store's file
 
 
@@ -44,7 +54,7 @@ async def test_a_refused_queued_claim_fails_the_runs_appends(tmp_path: Path) -> 
     answers: list[object] = []
     async with SqliteEventStore(tmp_path / "s.db") as a, SqliteEventStore(tmp_path / "s.db") as b:
         held = await b.claim("r1", "worker-b", lease=30)
-        assert a.submit_claim(
+        a.submit_claim(
             "r1", "worker-a", lease=5, on_done=lambda claim, error: answers.append(claim or error)
         )
         with pytest.raises(RunOwnedError) as caught:
