@@ -16,7 +16,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
 from ._events import chain_digest
@@ -24,6 +24,7 @@ from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
 from ._schema import check_schema, create_schema, migrate_schema
+from ._sqlite_claims import ClaimFence, ClaimTurn, Request
 from ._statements import (
     INSERT_EVENT,
     INSERT_RUN,
@@ -71,6 +72,8 @@ class WriterCore:
         self._runs: dict[str, _RunState] = {}
         self._next_position: int | None = None
         self._next_run: int | None = None
+        #: The claims this store holds, checked in every append of their runs.
+        self.fence = ClaimFence()
 
     def connect(self, create: bool, page_size: int) -> None:
         """Open the write connection, creating or upgrading the schema (blocking).
@@ -114,13 +117,19 @@ class WriterCore:
         self._next_position = None
         self._next_run = None
 
-    def commit(self, requests: Sequence[AppendRequest]) -> None:
-        """Plan, write and apply ``requests`` in one transaction (in the writer thread).
+    def commit(self, batch: Sequence[Request]) -> None:
+        """Plan, write and apply ``batch`` in one transaction (in the writer thread).
 
         A request whose expected_seq does not match the file gets ConcurrencyError and
         writes nothing; the others still commit. If the whole transaction fails, it raises
         (every request failed). Results are published only after COMMIT succeeded.
+        Ownership requests, and appends of runs the store holds a claim on, go through the
+        claims table in the same transaction (see eventstore._sqlite_claims).
         """
+        if self.fence.involved(batch):
+            self._commit_owned(batch)
+            return
+        requests = cast(Sequence[AppendRequest], batch)  # involved() found nothing else
         try:
             plan = self.plan(requests, assume_new=True)
             self.write(plan)
@@ -133,6 +142,37 @@ class WriterCore:
             self.invalidate()
             raise
         self.apply(requests, plan)
+
+    def _commit_owned(self, batch: Sequence[Request]) -> None:
+        """The transaction of a batch that touches ownership: claims first walked in batch
+        order (epoch fence included), then the appends that passed it, all in one
+        transaction (planned again from the file if the caches were stale)."""
+        conn = self._connection()
+        assume_new = True
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    turn: ClaimTurn = self.fence.walk(conn, batch)
+                    plan = self.plan(turn.appends, assume_new=assume_new)
+                    self.write(plan, in_transaction=True)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.IntegrityError:
+                self.invalidate()
+                if not assume_new:
+                    raise
+                assume_new = False  # another process wrote since: plan from the file
+                continue
+            except BaseException:
+                self.invalidate()
+                raise
+            break
+        self.fence.apply(turn)
+        self.apply(turn.appends, plan)
 
     def _commit_from_file(self, requests: Sequence[AppendRequest]) -> _Plan:
         conn = self._connection()

@@ -5,69 +5,35 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 from ._events import EventBody, RunIndexHook, encode_body, event_tag, run_index_hook
 from ._format import COMPRESS_AT, encode_rows, frame_rows, store_small, tagless_cut
 from ._protocol import AppendResult
 
-__all__ = ["AppendRequest", "prepare"]
+__all__ = ["AppendRequest", "Pending", "prepare"]
 
 _log = logging.getLogger("magistrate.eventstore")
+_T = TypeVar("_T")
 
 
-class AppendRequest:
-    """One caller's batch on its way through the writer, with the slot for its outcome.
+class Pending(Generic[_T]):
+    """A request to a store's writer with the slot for its answer.
 
     Created and answered on the event loop thread (a writer thread only fills ``result`` /
     ``error``): :meth:`finish` or :meth:`fail` wakes the caller waiting in :meth:`wait`, or
-    calls ``on_done(result, error)`` when one is set (see SqliteEventStore.submit).
+    calls ``on_done(result, error)`` when one is set.
     """
 
-    __slots__ = (
-        "bodies",
-        "done",
-        "error",
-        "expected_seq",
-        "future",
-        "on_done",
-        "result",
-        "rows",
-        "run_id",
-        "status",
-        "tags",
-        "versions",
-    )
+    __slots__ = ("done", "error", "future", "on_done", "result")
 
-    def __init__(
-        self,
-        run_id: str,
-        tags: list[str],
-        versions: list[int],
-        bodies: list[bytes],
-        status: tuple[str | None, str | None],
-        expected_seq: int | None,
-    ) -> None:
-        self.run_id = run_id
-        self.tags = tags
-        self.versions = versions
-        self.bodies = bodies  # encoded (what the hash covers)
-        # The rows to write, (event count, type, version, body as stored): made by
-        # prepare, or by the writer thread (stored_rows) when a body is to be compressed.
-        self.rows: list[tuple[int, str, int, bytes]] | None = None
-        self.status = status  # (new run status or None, graph_hash or None)
-        self.expected_seq = expected_seq
+    def __init__(self) -> None:
         # Made by wait() only: a request answered through on_done needs none.
         self.future: asyncio.Future[None] | None = None
         self.done = False
-        self.result: AppendResult | None = None
+        self.result: _T | None = None
         self.error: BaseException | None = None
-        self.on_done: Callable[[AppendResult | None, BaseException | None], None] | None = None
-
-    def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
-        """The rows to write (computed once, in the writer thread if prepare left them)."""
-        if self.rows is None:
-            self.rows = encode_rows(self.tags, self.versions, self.bodies)
-        return self.rows
+        self.on_done: Callable[[_T | None, BaseException | None], None] | None = None
 
     async def wait(self) -> None:
         """Return once the request is answered (finished or failed)."""
@@ -104,7 +70,48 @@ class AppendRequest:
         try:
             on_done(None if error is not None else self.result, error)
         except Exception:  # never let one caller's callback stop the others' answers
-            _log.exception("an append callback failed")
+            _log.exception("a store callback failed")
+
+
+class AppendRequest(Pending[AppendResult]):
+    """One caller's batch on its way through the writer, with the slot for its outcome
+    (see :class:`Pending`; ``on_done`` is SqliteEventStore.submit's)."""
+
+    __slots__ = (
+        "bodies",
+        "expected_seq",
+        "rows",
+        "run_id",
+        "status",
+        "tags",
+        "versions",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        tags: list[str],
+        versions: list[int],
+        bodies: list[bytes],
+        status: tuple[str | None, str | None],
+        expected_seq: int | None,
+    ) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.tags = tags
+        self.versions = versions
+        self.bodies = bodies  # encoded (what the hash covers)
+        # The rows to write, (event count, type, version, body as stored): made by
+        # prepare, or by the writer thread (stored_rows) when a body is to be compressed.
+        self.rows: list[tuple[int, str, int, bytes]] | None = None
+        self.status = status  # (new run status or None, graph_hash or None)
+        self.expected_seq = expected_seq
+
+    def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
+        """The rows to write (computed once, in the writer thread if prepare left them)."""
+        if self.rows is None:
+            self.rows = encode_rows(self.tags, self.versions, self.bodies)
+        return self.rows
 
 
 #: Per event class: (tag, schema version, run listing hook or None, tag prefix length).

@@ -27,8 +27,9 @@ APPLICATION_ID = 0x4D414753
 #: The version of the store's tables this release reads and writes. Version 2 added frames
 #: (rows holding several events, see below); version 3 the snapshots table and the index of
 #: runs by status; version 4 the fence (below); version 5 the form byte of stored bodies
-#: (see eventstore._format). Older files are upgraded when opened.
-SCHEMA_VERSION = 5
+#: (see eventstore._format); version 6 the claims table (below). Older files are upgraded
+#: when opened.
+SCHEMA_VERSION = 6
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -98,6 +99,19 @@ BEGIN
 END;
 """
 
+# Version 6: run ownership (see eventstore.ClaimingStore). A run's claim: its owner and
+# lease expiry (None once released) and its epoch, raised by every claim. Written by the
+# store's writer in its append transactions, which also check the epoch of every append of
+# a run the store holds a claim on.
+_V6_DDL = """
+CREATE TABLE claims (
+    run_id  TEXT    PRIMARY KEY,
+    owner   TEXT,
+    expires REAL,
+    epoch   INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
 
 def check_file(path: str) -> bool:
     """Inspect ``path`` without modifying it; return True if a new store must be created.
@@ -136,7 +150,7 @@ def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
     conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for script in (_DDL, _V3_DDL, _V4_DDL):
+        for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL):
             _run_script(conn, script)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -153,7 +167,9 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
     event; the version is raised so that a release that cannot read frames refuses the file
     instead of misreading it. Version 2 -> 3 adds the snapshots table and the runs index;
     3 -> 4 the fence (the runs row's last seq and hash, taken from the events); 4 -> 5
-    rewrites each stored body with its form byte (reading every row once).
+    rewrites each stored body with its form byte (reading every row once); 5 -> 6 adds
+    the claims table, empty: the ``PATH-claims`` file where version 5 kept claims is not
+    read (upgrade with the older release's processes stopped; the file can be deleted).
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version >= SCHEMA_VERSION:
@@ -166,6 +182,8 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
             _run_script(conn, _V4_DDL)
         if version < 5:
             add_form_bytes(conn)
+        if version < 6:
+            _run_script(conn, _V6_DDL)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -28,8 +29,8 @@ from ._requests import AppendRequest, prepare
 from ._rows import row_events
 from ._schema import check_file
 from ._snapshots import SnapshotTable
-from ._sqlite_claims import SqliteClaims
-from ._writer import ThreadWriter, Writer
+from ._sqlite_claims import OwnershipRequest, Request
+from ._writer import ThreadWriter
 
 __all__ = ["SqliteEventStore"]
 
@@ -56,12 +57,13 @@ class SqliteEventStore:
         self.path = os.fspath(path)
         self.config = config
         self._state = "new"  # new -> open -> closing -> closed
-        self._writer: Writer | None = None
+        self._writer: ThreadWriter | None = None
         self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
         self._reader: aiosqlite.Connection | None = None
         self._snapshots = SnapshotTable(self.path)
-        self._claims = SqliteClaims(self.path)  # run ownership, on a connection of its own
+        # Claims queued by submit_claim, each held until its run's next append.
+        self._held: dict[str, OwnershipRequest] = {}
         self._run_keys: dict[str, int] = {}
         # Set at the next commit; made by a follower (tail) when it waits, so a store
         # nobody tails makes none.
@@ -113,6 +115,9 @@ class SqliteEventStore:
             self._state = "closed"
             return
         self._state = "closing"
+        held, self._held = self._held, {}
+        for request in held.values():
+            request.fail(StoreClosedError("claim", "the store closed before the run's append"))
         with anyio.CancelScope(shield=True):
             if self._writer is not None:
                 await self._writer.close()
@@ -126,7 +131,6 @@ class SqliteEventStore:
                 reader, self._reader = self._reader, None
                 await reader.close()
             await anyio.to_thread.run_sync(self._snapshots.close)
-            await anyio.to_thread.run_sync(self._claims.close)
             await anyio.to_thread.run_sync(self._core.close)
 
     async def __aenter__(self) -> SqliteEventStore:
@@ -159,15 +163,28 @@ class SqliteEventStore:
         it may still commit.
         """
         writer, request = self._request(run_id, events, expected_seq)
-        while not writer.submit(request):
+        await self._submit(writer, request, "append")
+        assert request.result is not None
+        return request.result
+
+    def _queue(self, writer: ThreadWriter, request: Request) -> bool:
+        """Queue ``request``, after the claim held for its run (see submit_claim)."""
+        if self._held and type(request) is AppendRequest:
+            held = self._held.pop(request.run_id, None)
+            if held is not None and not writer.submit(held):
+                self._held[request.run_id] = held
+                return False
+        return writer.submit(request)
+
+    async def _submit(self, writer: ThreadWriter, request: Request, operation: str) -> None:
+        """Queue ``request`` (waiting for space), wait for its answer; raise its error."""
+        while not self._queue(writer, request):
             await writer.wait_for_space()  # backpressure: the writer is full
             if self._state != "open":
-                raise StoreClosedError("append")
+                raise StoreClosedError(operation)
         await request.wait()
         if request.error is not None:
             raise request.error
-        assert request.result is not None
-        return request.result
 
     def submit(
         self,
@@ -192,11 +209,11 @@ class SqliteEventStore:
         """
         writer, request = self._request(run_id, events, expected_seq)
         request.on_done = on_done
-        return writer.submit(request)
+        return self._queue(writer, request)
 
     def _request(
         self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
-    ) -> tuple[Writer, AppendRequest]:
+    ) -> tuple[ThreadWriter, AppendRequest]:
         """The checks every append starts with, then the encoded request (not yet queued)."""
         writer = self._writer
         if self._state != "open" or writer is None:
@@ -488,28 +505,92 @@ class SqliteEventStore:
             raise StoreClosedError(operation)
 
     # -- ownership (see eventstore.ClaimingStore; leases on this machine's clock) -----------
+    # Claims live in the store's file and are written by its writer, in its transactions
+    # (eventstore._sqlite_claims); each append of a run this store claimed checks the epoch.
 
-    def _owning(self, operation: str) -> SqliteClaims:
-        if self._state != "open":
-            raise StoreClosedError(operation)
-        return self._claims
+    async def _own(self, request: OwnershipRequest) -> Any:
+        writer = self._writer
+        if self._state != "open" or writer is None:
+            raise StoreClosedError(request.operation)
+        await self._submit(writer, request, request.operation)
+        return request.result
 
     async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
-        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore)."""
-        return await self._owning("claim").claim(run_id, owner, lease)
+        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore), in the
+        writer's next transaction; from then on every append of this store to the run
+        checks the claim's epoch in its transaction (LeaseLostError after a takeover)."""
+        claim: Claim = await self._own(
+            OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease)
+        )
+        return claim
+
+    def submit_claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        lease: float,
+        on_done: Callable[[Claim | None, BaseException | None], None],
+    ) -> None:
+        """Claim ``run_id`` with its next append, without waiting (see :meth:`claim`).
+
+        The claim is held until this store's next append to the run and committed in that
+        append's transaction, just before it, so a new run's claim costs no transaction
+        or round trip of its own. It fences the run's appends: if it is refused, they fail
+        with its RunOwnedError and write nothing. ``on_done(claim, None)`` or
+        ``on_done(None, error)`` is called on the event loop before the append's own
+        answer (as for :meth:`submit`, it must not append to this store). A claim whose
+        run is never appended to is never taken; closing the store answers it with
+        StoreClosedError. Raises StoreClosedError if the store is not open.
+        """
+        if self._state != "open" or self._writer is None:
+            raise StoreClosedError("claim")
+        request = OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease, fence=True)
+        request.on_done = on_done  # type: ignore[assignment]
+        self._held[run_id] = request
+
+    def submit_release(
+        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+    ) -> bool:
+        """:meth:`release` without waiting: queued for the writer's next transaction;
+        ``on_done(None, error)`` is called on the event loop once it is committed or
+        failed. Returns False, queuing nothing, when the writer is full (then use
+        :meth:`release`). Raises StoreClosedError if the store is not open."""
+        writer = self._writer
+        if self._state != "open" or writer is None:
+            raise StoreClosedError("release")
+        request = OwnershipRequest("release", claims=(claim,))
+        request.on_done = on_done  # type: ignore[assignment]
+        return writer.submit(request)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
-        """Extend the leases of ``claims``; None for each one lost (see ClaimingStore)."""
-        return await self._owning("renew").renew(claims, lease)
+        """Extend the leases of ``claims`` in the writer's next transaction; None for each
+        one lost (see ClaimingStore)."""
+        if not claims:
+            return []
+        renewed: list[Claim | None] = await self._own(
+            OwnershipRequest("renew", claims=list(claims), lease=lease)
+        )
+        return renewed
 
     async def release(self, claim: Claim) -> None:
-        """Give the run up if ``claim`` still holds it (see ClaimingStore)."""
-        await self._owning("release").release(claim)
+        """Give the run up if ``claim`` still holds it (see ClaimingStore); this store's
+        appends to the run are no longer fenced on it."""
+        await self._own(OwnershipRequest("release", claims=(claim,)))
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """The last seq of each of ``run_ids`` the store holds (see ClaimingStore)."""
-        return await self._owning("heads").heads(run_ids)
+        rows = await self._fetch(
+            "heads",
+            "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(run_ids)),),
+        )
+        return {str(run_id): int(seq) for run_id, seq in rows}
 
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
-        """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore)."""
-        return await self._owning("claim_runnable").claim_runnable(owner, lease, limit)
+        """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore); their
+        appends are fenced on the claim as with :meth:`claim`."""
+        claims: list[Claim] = await self._own(
+            OwnershipRequest("claim_runnable", owner=owner, lease=lease, limit=limit)
+        )
+        return claims

@@ -1,208 +1,278 @@
-"""Run ownership in a SQLite store: a ``claims`` table in a file beside the log
-(``PATH-claims``), on a connection of its own.
+"""Run ownership in a SQLite store: the ``claims`` table of the store's own file, written by
+the store's writer thread inside its group commits.
 
-The claims live in their own file so that taking one never waits for the store's writer
-(whose commits hold the log's write lock); the log is attached read-only for the run
-statuses and heads that claiming reads. Every claim runs in a ``BEGIN IMMEDIATE``
-transaction, so claims are atomic across processes. The file commits with
-``synchronous=NORMAL``: a claim survives a process crash, and one lost to a power cut is a
-lease that expired early. Leases are on this machine's clock (a SQLite file is shared by
-the processes of one machine). Deleting the file forgets every claim and nothing else.
+A claim, renewal, release or claim of runnable runs is a request queued to the store's
+writer like an append (:class:`OwnershipRequest`) and done in the writer's next
+transaction, together with the appends and claims queued beside it: a burst of claims, or
+a claim queued just before a run's first append, costs no transaction of its own. The
+requests of a transaction take effect in the order they were queued, appends included, so
+a claim queued before a run's first append is committed with it or before it.
+
+The writer keeps the epoch of every claim the store holds (:class:`ClaimFence`). Each
+append of such a run checks, in its transaction, that the claims table still holds that
+epoch: once another claimer took the run over (its lease expired), the store's appends to
+it fail with LeaseLostError and write nothing. This is the second fence beside the
+``(run, seq)`` one. Leases are on this machine's clock (a SQLite file is shared by the
+processes of one machine).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
+import json
 import sqlite3
-import threading
 import time
-import urllib.parse
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-import anyio
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from ._claims import Claim
-from ._errors import RunOwnedError, StoreClosedError
+from ._errors import LeaseLostError, RunOwnedError, StoreError
+from ._requests import AppendRequest, Pending
 
-__all__ = ["CLAIMS_SUFFIX", "SqliteClaims"]
+__all__ = ["ClaimFence", "ClaimTurn", "OwnershipRequest", "Request"]
 
-#: The claims file is the store's path with this suffix.
-CLAIMS_SUFFIX = "-claims"
+Operation = Literal["claim", "renew", "release", "claim_runnable"]
 
-_T = TypeVar("_T")
-#: A queued call: (operation, its work in the transaction, the caller's future).
-_Call = tuple[str, Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]"]
-
-_DDL = (
-    "CREATE TABLE IF NOT EXISTS claims ("
-    "run_id TEXT PRIMARY KEY, owner TEXT, expires REAL, epoch INTEGER NOT NULL)"
+_SELECT = (
+    "SELECT run_id, owner, expires, epoch FROM claims "
+    "WHERE run_id IN (SELECT value FROM json_each(?))"
 )
-_HEAD = (
-    # A row holds len(hash) / 32 events (frames): the run's last seq is its last row's last.
-    "SELECT r.run_id, coalesce((SELECT e.seq + length(e.hash) / 32 - 1 FROM log.events e "
-    "WHERE e.run = r.run ORDER BY e.seq DESC LIMIT 1), 0) FROM log.runs r WHERE r.run_id = ?"
+_UPSERT = "INSERT OR REPLACE INTO claims (run_id, owner, expires, epoch) VALUES (?, ?, ?, ?)"
+_RENEW = "UPDATE claims SET expires = ? WHERE run_id = ?"
+_RELEASE = "UPDATE claims SET owner = NULL, expires = NULL WHERE run_id = ?"
+# Running runs that no live lease holds, oldest first (the runs_status index).
+_RUNNABLE = (
+    "SELECT r.run_id, coalesce(c.epoch, 0) FROM runs r "
+    "LEFT JOIN claims c ON c.run_id = r.run_id "
+    "WHERE r.status = 'running' AND (c.owner IS NULL OR c.expires < ?) "
+    "ORDER BY r.run LIMIT ?"
 )
 
 
-class SqliteClaims:
-    """Claims, renewals, releases and run heads of one store file, in worker threads."""
+class OwnershipRequest(Pending[object]):
+    """A claim, renewal, release or runnable-claim on its way through the store's writer.
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-        self._queue: list[_Call] = []
-        self._flusher: asyncio.Task[None] | None = None
+    ``fence`` (for a claim): if the claim is refused, every later append of the run by
+    this store fails with the refusal (RunOwnedError) until the run is claimed again, so a
+    caller that does not wait for the claim's answer never writes without it.
+    """
 
-    def _connection(self, operation: str) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreClosedError(operation)
-        if self._conn is None:
-            conn = sqlite3.connect(
-                self.path + CLAIMS_SUFFIX,
-                isolation_level=None,
-                check_same_thread=False,
-                uri=False,
-            )
-            try:
-                conn.execute("PRAGMA busy_timeout = 10000")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute(_DDL)
-                # The log is read (run status, heads) through the same connection, never
-                # written: claims never wait for the store's writer.
-                uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
-                conn.execute("ATTACH DATABASE ? AS log", (uri,))
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-        return self._conn
+    __slots__ = ("claims", "fence", "lease", "limit", "operation", "owner", "run_id")
 
-    async def _run(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``work`` in a ``BEGIN IMMEDIATE`` transaction, together with the work of every
-        other call that arrives meanwhile (one transaction for a burst of claims: each one
-        would otherwise wait for the store's writer to let go of the file)."""
-        if self._closed:
-            raise StoreClosedError(operation)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append((operation, work, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush(), name="eventstore-claims")
-        result: _T = await future
-        return result
+    def __init__(
+        self,
+        operation: Operation,
+        *,
+        run_id: str = "",
+        owner: str = "",
+        lease: float = 0.0,
+        claims: Sequence[Claim] = (),
+        limit: int = 0,
+        fence: bool = False,
+    ) -> None:
+        super().__init__()
+        self.operation = operation
+        self.run_id = run_id
+        self.owner = owner
+        self.lease = lease
+        self.claims = claims
+        self.limit = limit
+        self.fence = fence
 
-    async def _flush(self) -> None:
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                outcomes = await anyio.to_thread.run_sync(self._commit, batch)
-            except Exception as exc:  # the transaction failed: every call in it did
-                outcomes = [exc] * len(batch)
-            for (_, _, future), outcome in zip(batch, outcomes, strict=True):
-                if future.done():
-                    continue
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
+
+#: What a SQLite store's writer takes: appends and ownership requests, in one queue.
+Request = AppendRequest | OwnershipRequest
+
+
+class ClaimTurn:
+    """The ownership part of one transaction: the appends that passed the epoch fence, the
+    answers of the other requests, and the store's epochs as they are once it commits."""
+
+    __slots__ = ("answers", "appends", "epochs")
+
+    def __init__(self) -> None:
+        self.appends: list[AppendRequest] = []
+        self.answers: list[tuple[Pending[Any], object, StoreError | None]] = []
+        # run_id -> its new epoch, the error its appends raise, or None (no longer held).
+        self.epochs: dict[str, int | StoreError | None] = {}
+
+
+class ClaimFence:
+    """The epochs of the claims a store holds, and the ownership part of its transactions.
+
+    Used by the writer thread only.
+    """
+
+    def __init__(self) -> None:
+        # run_id -> the epoch its appends must find in the claims table, or the error
+        # they raise (a fenced claim that was refused).
+        self.epochs: dict[str, int | StoreError] = {}
+        # The file's data_version when the last transaction began: it changes when another
+        # connection commits. While it stands still, the claims table holds what this
+        # store's own transactions left there, which ``epochs`` follows.
+        self._version: int | None = None
+
+    def involved(self, requests: Sequence[Request]) -> bool:
+        """Whether a batch holds an ownership request or an append the fence checks."""
+        epochs = self.epochs
+        for request in requests:
+            if type(request) is not AppendRequest or request.run_id in epochs:
+                return True
+        return False
+
+    def walk(self, conn: sqlite3.Connection, requests: Sequence[Request]) -> ClaimTurn:
+        """Inside the transaction: do the ownership requests and check the fenced appends,
+        in the order of ``requests``. Writes the claims rows; answers nothing (see apply)."""
+        now = time.time()
+        epochs = self.epochs
+        turn = ClaimTurn()
+        changes = turn.epochs
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        # Nobody else committed since this store's last transaction: the epochs it holds
+        # are the file's, and its appends need no reading of their claims rows.
+        trusted = version == self._version
+        self._version = version
+        rows = self._rows(conn, requests, appends=not trusted)
+        for request in requests:
+            if type(request) is AppendRequest:
+                run_id = request.run_id
+                expected = changes[run_id] if run_id in changes else epochs.get(run_id)
+                if expected is None:
+                    turn.appends.append(request)
+                elif isinstance(expected, StoreError):
+                    turn.answers.append((request, None, expected))
                 else:
-                    future.set_result(outcome)
+                    row = rows.get(run_id)
+                    if (row is None and trusted) or (row is not None and row[2] == expected):
+                        turn.appends.append(request)
+                    else:
+                        found, owner = (0, None) if row is None else (row[2], row[0])
+                        lost = LeaseLostError(run_id, expected, found, owner)
+                        turn.answers.append((request, None, lost))
+                continue
+            assert isinstance(request, OwnershipRequest)
+            operation = request.operation
+            if operation == "claim":
+                self._claim(conn, request, rows, turn, now)
+            elif operation == "renew":
+                self._renew(conn, request, rows, turn, now)
+            elif operation == "release":
+                self._release(conn, request, rows, turn)
+            else:
+                self._claim_runnable(conn, request, rows, turn, now)
+        return turn
 
-    def _commit(self, batch: list[_Call]) -> list[Any]:
-        with self._lock:
-            conn = self._connection(batch[0][0])
-            conn.execute("BEGIN IMMEDIATE")
-            outcomes: list[Any] = []
-            try:
-                for _, work, _ in batch:
-                    try:
-                        outcomes.append(work(conn))
-                    except RunOwnedError as exc:  # refused before writing anything
-                        outcomes.append(exc)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return outcomes
+    def apply(self, turn: ClaimTurn) -> None:
+        """After COMMIT: the store holds the new epochs; the requests get their answers."""
+        epochs = self.epochs
+        for run_id, epoch in turn.epochs.items():
+            if epoch is None:
+                epochs.pop(run_id, None)
+            else:
+                epochs[run_id] = epoch
+        for request, result, error in turn.answers:
+            request.result = result
+            request.error = error
 
-    async def claim(self, run_id: str, owner: str, lease: float) -> Claim:
-        def work(conn: sqlite3.Connection) -> Claim:
-            now = time.time()
-            row = conn.execute(
-                "SELECT owner, expires, epoch FROM claims WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is not None and row[0] not in (None, owner) and row[1] >= now:
-                raise RunOwnedError(run_id, row[0], row[1])
-            epoch = 1 if row is None else row[2] + 1
-            conn.execute(
-                "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?)",
-                (run_id, owner, now + lease, epoch),
-            )
-            return Claim(run_id, owner, epoch, now + lease)
+    # -- the operations, inside the transaction ---------------------------------------------
 
-        return await self._run("claim", work)
+    def _rows(
+        self, conn: sqlite3.Connection, requests: Sequence[Request], *, appends: bool
+    ) -> dict[str, list[Any]]:
+        """The claims rows the batch's requests name (those of its fenced appends only if
+        ``appends``): run_id -> [owner, expires, epoch]."""
+        epochs = self.epochs
+        ids: set[str] = set()
+        for request in requests:
+            if type(request) is AppendRequest:
+                if appends and request.run_id in epochs:
+                    ids.add(request.run_id)
+            elif type(request) is OwnershipRequest:
+                if request.operation in ("renew", "release"):
+                    ids.update(claim.run_id for claim in request.claims)
+                elif request.operation == "claim":
+                    ids.add(request.run_id)
+        rows: dict[str, list[Any]] = {}
+        if ids:
+            for run_id, owner, expires, epoch in conn.execute(_SELECT, (json.dumps(list(ids)),)):
+                rows[run_id] = [owner, expires, epoch]
+        return rows
 
-    async def renew(self, claims: Sequence[Claim], lease: float) -> list[Claim | None]:
-        def work(conn: sqlite3.Connection) -> list[Claim | None]:
-            expires = time.time() + lease
-            answers: list[Claim | None] = []
-            for c in claims:
-                cur = conn.execute(
-                    "UPDATE claims SET expires = ? WHERE run_id = ? AND epoch = ? AND owner = ?",
-                    (expires, c.run_id, c.epoch, c.owner),
-                )
-                answers.append(Claim(c.run_id, c.owner, c.epoch, expires) if cur.rowcount else None)
-            return answers
+    def _claim(
+        self,
+        conn: sqlite3.Connection,
+        request: OwnershipRequest,
+        rows: dict[str, list[Any]],
+        turn: ClaimTurn,
+        now: float,
+    ) -> None:
+        run_id, owner = request.run_id, request.owner
+        row = rows.get(run_id)
+        if row is not None and row[0] not in (None, owner) and row[1] >= now:
+            refused = RunOwnedError(run_id, row[0], row[1])
+            turn.answers.append((request, None, refused))
+            if request.fence:
+                turn.epochs[run_id] = refused
+            return
+        epoch = 1 if row is None else row[2] + 1
+        expires = now + request.lease
+        rows[run_id] = [owner, expires, epoch]
+        conn.execute(_UPSERT, (run_id, owner, expires, epoch))
+        turn.epochs[run_id] = epoch
+        turn.answers.append((request, Claim(run_id, owner, epoch, expires), None))
 
-        return await self._run("renew", work)
+    def _renew(
+        self,
+        conn: sqlite3.Connection,
+        request: OwnershipRequest,
+        rows: dict[str, list[Any]],
+        turn: ClaimTurn,
+        now: float,
+    ) -> None:
+        expires = now + request.lease
+        answers: list[Claim | None] = []
+        for claim in request.claims:
+            row = rows.get(claim.run_id)
+            if row is not None and row[2] == claim.epoch and row[0] == claim.owner:
+                row[1] = expires
+                conn.execute(_RENEW, (expires, claim.run_id))
+                answers.append(Claim(claim.run_id, claim.owner, claim.epoch, expires))
+            else:
+                answers.append(None)
+        turn.answers.append((request, answers, None))
 
-    async def release(self, claim: Claim) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE claims SET owner = NULL, expires = NULL "
-                "WHERE run_id = ? AND epoch = ? AND owner = ?",
-                (claim.run_id, claim.epoch, claim.owner),
-            )
+    def _release(
+        self,
+        conn: sqlite3.Connection,
+        request: OwnershipRequest,
+        rows: dict[str, list[Any]],
+        turn: ClaimTurn,
+    ) -> None:
+        claim = request.claims[0]
+        run_id = claim.run_id
+        row = rows.get(run_id)
+        if row is not None and row[2] == claim.epoch and row[0] == claim.owner:
+            row[0] = row[1] = None
+            conn.execute(_RELEASE, (run_id,))
+        held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
+        if held == claim.epoch:
+            turn.epochs[run_id] = None  # the store no longer holds it: no fence
+        turn.answers.append((request, None, None))
 
-        await self._run("release", work)
-
-    async def claim_runnable(self, owner: str, lease: float, limit: int) -> list[Claim]:
-        def work(conn: sqlite3.Connection) -> list[Claim]:
-            now = time.time()
-            rows = conn.execute(
-                "SELECT r.run_id, coalesce(c.epoch, 0) FROM log.runs r "
-                "LEFT JOIN main.claims c ON c.run_id = r.run_id "
-                "WHERE r.status = 'running' AND (c.owner IS NULL OR c.expires < ?) "
-                "ORDER BY r.run LIMIT ?",
-                (now, limit),
-            ).fetchall()
-            claims = [Claim(run_id, owner, epoch + 1, now + lease) for run_id, epoch in rows]
-            conn.executemany(
-                "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?)",
-                [(c.run_id, c.owner, c.expires, c.epoch) for c in claims],
-            )
-            return claims
-
-        return await self._run("claim_runnable", work)
-
-    async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
-        def call() -> dict[str, int]:
-            with self._lock:
-                conn = self._connection("heads")
-                found: dict[str, int] = {}
-                for run_id in run_ids:
-                    row: Any = conn.execute(_HEAD, (run_id,)).fetchone()
-                    if row is not None:
-                        found[row[0]] = int(row[1])
-                return found
-
-        return await anyio.to_thread.run_sync(call)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                conn.close()
+    def _claim_runnable(
+        self,
+        conn: sqlite3.Connection,
+        request: OwnershipRequest,
+        rows: dict[str, list[Any]],
+        turn: ClaimTurn,
+        now: float,
+    ) -> None:
+        expires = now + request.lease
+        claims = [
+            Claim(run_id, request.owner, epoch + 1, expires)
+            for run_id, epoch in conn.execute(_RUNNABLE, (now, request.limit)).fetchall()
+        ]
+        conn.executemany(_UPSERT, [(c.run_id, c.owner, c.expires, c.epoch) for c in claims])
+        for claim in claims:
+            rows[claim.run_id] = [claim.owner, claim.expires, claim.epoch]
+            turn.epochs[claim.run_id] = claim.epoch
+        turn.answers.append((request, claims, None))

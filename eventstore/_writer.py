@@ -21,6 +21,7 @@ from ._core import WriterCore
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
 from ._protocol import StoreStatistics
 from ._requests import AppendRequest
+from ._sqlite_claims import Request
 
 __all__ = ["ThreadWriter", "Writer"]
 
@@ -56,6 +57,8 @@ class Writer(Protocol):
 class ThreadWriter:
     """The :class:`Writer` of a SQLite store: one thread owning the write connection.
 
+    Besides appends it takes the store's ownership requests (claims, renewals, releases;
+    see eventstore._sqlite_claims) into the same queue and the same transactions.
     ``on_commit`` is called on the event loop after each committed batch (the store wakes
     the followers of :meth:`SqliteEventStore.tail` with it). Waiting for space wakes one
     waiter per freed slot, in the order they began to wait.
@@ -74,7 +77,7 @@ class ThreadWriter:
         self._on_commit = on_commit
         # Put by the loop, taken by the thread (the thread blocks in it with the GIL
         # released). None asks the thread to commit what it took and stop.
-        self._queue: SimpleQueue[AppendRequest | None] = SimpleQueue()
+        self._queue: SimpleQueue[Request | None] = SimpleQueue()
         self._in_flight = 0  # submitted and not yet answered (changed on the loop only)
         self._closing = False
         # Callers of wait_for_space, oldest first; and how many were woken and have not
@@ -83,7 +86,7 @@ class ThreadWriter:
         self._woken = 0
         # Outcomes the thread finished, for _deliver on the loop: (batch, error, seconds).
         # Appended by the thread, taken by the loop (deque ends are atomic).
-        self._answers: deque[tuple[list[AppendRequest], StoreError | None, float]] = deque()
+        self._answers: deque[tuple[list[Request], StoreError | None, float]] = deque()
         self._wake_pending = False
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()
@@ -101,7 +104,7 @@ class ThreadWriter:
 
     # -- the event loop's side -------------------------------------------------------------
 
-    def submit(self, request: AppendRequest) -> bool:
+    def submit(self, request: Request) -> bool:
         if self._closing:
             raise StoreClosedError("append")
         if self._answers:
@@ -196,12 +199,14 @@ class ThreadWriter:
         if committed:
             self._on_commit()
 
-    def _record(self, batch: list[AppendRequest], error: StoreError | None, seconds: float) -> None:
+    def _record(self, batch: list[Request], error: StoreError | None, seconds: float) -> None:
         if error is not None:
             return
         self._batches += 1
-        self._appends += len(batch)
         for request in batch:
+            if type(request) is not AppendRequest:
+                continue  # an ownership request
+            self._appends += 1
             if request.error is None:
                 self._events += len(request.bodies)
             elif type(request.error) is ConcurrencyError:

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 import anyio
+import anyio.abc
 
 from eventstore import Claim, ClaimingStore, StoreError
 
@@ -100,6 +101,57 @@ class RunOwnership:
         claim = await self.store.claim(run_id, self.owner, lease=self.lease)
         self.claims[run_id] = claim
         return claim
+
+    async def claim_start(self, run_id: str | None, *, durable: bool) -> str:
+        """Claim the run a start creates; return its id (``run_id``, or a new one).
+
+        A given id is claimed at once (RunOwnedError if it is live elsewhere). A new id,
+        which nobody can hold, is claimed with the run's first append where the store can
+        (a SQLite store's ``submit_claim``): it commits in that append's transaction, and a
+        refused claim fails the run's appends, which write nothing. Only for a run whose
+        first append is ``durable``: its entry node runs after that commit, so nothing
+        runs before the claim is taken.
+        """
+        submit = getattr(self.store, "submit_claim", None)
+        if run_id is not None or submit is None or not durable:
+            run_id = run_id or uuid.uuid4().hex
+            await self.claim(run_id)
+            return run_id
+        new_id = uuid.uuid4().hex
+
+        def done(claim: Claim | None, error: BaseException | None) -> None:
+            if claim is not None:
+                self.claims[new_id] = claim
+            else:
+                _log.warning("run %s: its claim was refused (%s); it does not run", new_id, error)
+
+        submit(new_id, self.owner, lease=self.lease, on_done=done)
+        return new_id
+
+    def release_soon(self, run_id: str, tasks: anyio.abc.TaskGroup) -> None:
+        """:meth:`release` without waiting: queued with the store's next transaction where
+        the store can (a SQLite store's ``submit_release``), else in a task of ``tasks``."""
+        claim = self.claims.get(run_id)
+        if claim is None:
+            return
+        submit = getattr(self.store, "submit_release", None)
+        if submit is not None:
+
+            def done(_: None, error: BaseException | None) -> None:
+                if error is not None:
+                    _log.warning(
+                        "run %s: releasing its claim failed (%s); it expires", run_id, error
+                    )
+
+            try:
+                queued = submit(claim, done)
+            except StoreError as exc:
+                done(None, exc)
+                queued = True
+            if queued:
+                del self.claims[run_id]
+                return
+        tasks.start_soon(self.release, run_id)
 
     async def release(self, run_id: str) -> None:
         """Give ``run_id`` up (if held); store errors are logged, the lease then expires."""

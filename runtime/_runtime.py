@@ -272,9 +272,9 @@ class Runtime(RunControl, NodeRunners):
         validate_graph(graph)
         self._check_graph(graph)
         check_memory_values(dict(input or {}))
-        run_id = run_id or uuid.uuid4().hex
         if self._ownership is not None:
-            await self._ownership.claim(run_id)
+            run_id = await self._ownership.claim_start(run_id, durable=graph.durability == "sync")
+        run_id = run_id or uuid.uuid4().hex
         log = RunLog(run_id, self.store, hooks=self.hooks, observers=self.observers)
         return await self._launch(run_id, graph, log, input=dict(input or {}))
 
@@ -424,7 +424,7 @@ class Runtime(RunControl, NodeRunners):
             if live is not None and live[1] is outcome:
                 del self._live[run_id]
                 if self._ownership is not None and self._tasks is not None:
-                    self._tasks.start_soon(self._ownership.release, run_id)
+                    self._ownership.release_soon(run_id, self._tasks)
 
         if outcome is None:
             if self.store is None:

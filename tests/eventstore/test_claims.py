@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from eventstore import Claim, ClaimingStore, RunOwnedError
+from eventstore import Claim, ClaimingStore, LeaseLostError, RunOwnedError
 from runtime import MemoryWritten, RunPaused, RunStarted
 
 from .conftest import StoreFactory
@@ -70,3 +70,53 @@ async def test_runnable_runs_go_to_one_claimer_each(store_factory: StoreFactory)
     assert all(c.owner == name for name in got for c in got[name])
     assert held.run_id not in claimed
     assert heads == {"r1": 1, "paused": 2}
+
+
+async def test_an_append_after_a_takeover_fails_on_the_claim_epoch_and_writes_nothing(
+    store_factory: StoreFactory,
+) -> None:
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        first = await a.claim("r1", "worker-a", lease=0.5)
+        await a.append("r1", [MemoryWritten(key="k", value=1)], expected_seq=0)
+        await anyio.sleep(0.7)  # worker-a does not renew: its lease expires
+        second = await b.claim("r1", "worker-b", lease=5)
+        assert second.epoch == first.epoch + 1
+        # worker-a's append is at the right seq, but its claim is gone: the epoch fences it.
+        with pytest.raises(LeaseLostError) as lost:
+            await a.append("r1", [MemoryWritten(key="k", value=2)], expected_seq=1)
+        assert (lost.value.expected_epoch, lost.value.actual_epoch) == (first.epoch, second.epoch)
+        assert lost.value.owner == "worker-b" and lost.value.run_id == "r1"
+        assert [e.body for e in await b.read_all("r1")] == [MemoryWritten(key="k", value=1)]
+        await b.append("r1", [MemoryWritten(key="k", value=3)], expected_seq=1)
+        with pytest.raises(LeaseLostError):  # and so is every later one
+            await a.append("r1", [MemoryWritten(key="k", value=4)], expected_seq=2)
+        assert [e.body for e in await a.read_all("r1")] == [
+            MemoryWritten(key="k", value=1),
+            MemoryWritten(key="k", value=3),
+        ]
+        assert (await a.verify("r1")).ok
+        # Appends of runs the store holds no claim on are not fenced on claims.
+        await a.append("r2", [MemoryWritten(key="k", value=1)], expected_seq=0)
+
+
+async def test_a_renewed_claim_keeps_its_appends_and_a_release_ends_the_fence(
+    store_factory: StoreFactory,
+) -> None:
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        first = await a.claim("r1", "worker-a", lease=0.6)
+        for seq in range(3):
+            await anyio.sleep(0.3)
+            renewed = await a.renew([first], lease=0.6)
+            assert renewed[0] is not None and renewed[0].epoch == first.epoch
+            await a.append("r1", [MemoryWritten(key="k", value=seq)], expected_seq=seq)
+        with pytest.raises(RunOwnedError):  # renewed: still live
+            await b.claim("r1", "worker-b", lease=5)
+        await a.release(first)
+        second = await b.claim("r1", "worker-b", lease=5)  # released: taken at once
+        assert second.epoch == first.epoch + 1
+        # worker-a gave the run up: its appends (a cancel from this process, say) are
+        # checked on (run, seq) only.
+        await a.append("r1", [MemoryWritten(key="k", value=9)], expected_seq=3)
+        assert len(await b.read_all("r1")) == 4

@@ -145,9 +145,12 @@ def strip_form_bytes(path: Path) -> None:
 
 
 def downgrade(path: Path, version: int) -> None:
-    """Make ``path`` a store as a release of schema ``version`` (1 to 4) left it: version 3
+    """Make ``path`` a store as a release of schema ``version`` (1 to 5) left it: version 3
     added the snapshots table and the runs index; version 4 the fence (before it, a runs
-    row's last seq was that of the run's last status change); version 5 the form byte."""
+    row's last seq was that of the run's last status change); version 5 the form byte;
+    version 6 the claims table."""
+    if version < 6:
+        tamper(path, "DROP TABLE claims")
     if version < 5:
         strip_form_bytes(path)
     if version < 4:
@@ -161,7 +164,7 @@ def downgrade(path: Path, version: int) -> None:
 
 
 @pytest.mark.parametrize("framed", [False, True], ids=["rows", "frame"])
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
     tmp_path: Path, version: int, framed: bool
 ) -> None:
@@ -185,6 +188,9 @@ async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
         await store.save_snapshot(snapshot)
         assert await store.load_snapshot("r1") == snapshot
         assert [r.run_id for r in await store.list_runs(status="running")] == ["r1"]
+        claim = await store.claim("r1", "worker", lease=5)  # the upgrade added the claims
+        assert claim.epoch == 1
+        await store.append("r1", make_events(1)[1:], expected_seq=9)  # fenced on it
         assert (await store.verify("r0")).ok
         assert [e.body for e in await store.read_all("r0")] == [
             MemoryWritten(key="k", value="abc " * 1000)

@@ -1,0 +1,116 @@
+"""Run ownership in the SQLite store: claims in the store's own file, committed by its
+writer (a queued claim rides with a run's first append), and the claim-epoch fence
+between processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from eventstore import Claim, LeaseLostError, RunOwnedError, SqliteEventStore, StoreClosedError
+from runtime import MemoryWritten
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def written(value: int) -> list[MemoryWritten]:
+    return [MemoryWritten(key="k", value=value)]
+
+
+async def test_a_queued_claim_commits_with_the_runs_first_append(tmp_path: Path) -> None:
+    answers: list[object] = []
+    async with SqliteEventStore(tmp_path / "s.db") as a, SqliteEventStore(tmp_path / "s.db") as b:
+        a.submit_claim(
+            "r1", "worker-a", lease=5, on_done=lambda claim, error: answers.append(claim or error)
+        )
+        await a.append("r0", written(0), expected_seq=0)  # another run's append
+        assert answers == []  # the claim is held until its run's first append
+        result = await a.append("r1", written(1), expected_seq=0)
+        assert result.last_seq == 1
+        claim = answers[0]  # answered before the append it rides with
+        assert isinstance(claim, Claim) and (claim.owner, claim.epoch) == ("worker-a", 1)
+        with pytest.raises(RunOwnedError) as caught:
+            await b.claim("r1", "worker-b", lease=5)
+        assert caught.value.owner == "worker-a"
+        released: list[object] = []
+        assert a.submit_release(claim, lambda _, error: released.append(error))
+        await a.append("r0", written(1), expected_seq=1)  # committed with or after it
+        assert released == [None]
+        assert (await b.claim("r1", "worker-b", lease=5)).epoch == 2
+        a.submit_claim(
+            "r2", "worker-a", lease=5, on_done=lambda claim, error: answers.append(error)
+        )
+    assert isinstance(answers[-1], StoreClosedError)  # r2 was never appended to
+    assert not (tmp_path / "s.db-claims").exists()  # claims live in the store's file
+
+
+async def test_a_refused_queued_claim_fails_the_runs_appends(tmp_path: Path) -> None:
+    answers: list[object] = []
+    async with SqliteEventStore(tmp_path / "s.db") as a, SqliteEventStore(tmp_path / "s.db") as b:
+        held = await b.claim("r1", "worker-b", lease=30)
+        a.submit_claim(
+            "r1", "worker-a", lease=5, on_done=lambda claim, error: answers.append(claim or error)
+        )
+        with pytest.raises(RunOwnedError) as caught:
+            await a.append("r1", written(1), expected_seq=0)
+        assert caught.value.owner == "worker-b"
+        assert isinstance(answers[0], RunOwnedError)
+        assert await b.read_all("r1") == []  # nothing was written
+        await b.release(held)
+        await a.claim("r1", "worker-a", lease=5)  # claimed again: the appends go through
+        await a.append("r1", written(1), expected_seq=0)
+        assert len(await b.read_all("r1")) == 1
+
+
+async def test_claims_are_kept_in_the_file_across_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        claim = await store.claim("r1", "worker-a", lease=30)
+    async with SqliteEventStore(path) as store:
+        with pytest.raises(RunOwnedError):
+            await store.claim("r1", "worker-b", lease=5)
+        assert await store.renew([claim], lease=30) != [None]
+
+
+async def test_a_process_whose_claim_was_taken_over_cannot_append(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+
+    def spawn() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.eventstore.claim_holder", db, "r1", "0.5"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    process = await anyio.to_thread.run_sync(spawn)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        line = await anyio.to_thread.run_sync(process.stdout.readline)
+        assert line.strip() == "claimed", process.stderr.read() if process.stderr else ""
+        async with SqliteEventStore(db) as store:
+            with pytest.raises(RunOwnedError):
+                await store.claim("r1", "taker", lease=30)  # the holder's lease is live
+            await anyio.sleep(0.7)  # it does not renew: the lease expires
+            taken = await store.claim("r1", "taker", lease=30)
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=30))
+            events = await store.read_all("r1")
+            await store.append("r1", written(2), expected_seq=1)  # the taker's go through
+            report = await store.verify("r1")
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert out.split() == [LeaseLostError.__name__, "1", str(taken.epoch), "taker"], (out, err)
+    assert [e.body for e in events] == [MemoryWritten(key="k", value="holder")]
+    assert report.ok
