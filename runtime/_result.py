@@ -115,7 +115,8 @@ class RunOutcome:
     def done(self) -> bool:
         return self._waiter.done()
 
-    async def wait(self) -> RunResult:
+    async def settled(self) -> None:
+        """Wait until the outcome is set or failed, without raising the failure."""
         waiter = self._waiter
         if not waiter.done():
             if isinstance(waiter, asyncio.Future):
@@ -123,6 +124,9 @@ class RunOutcome:
                 await asyncio.shield(waiter)
             else:
                 await waiter
+
+    async def wait(self) -> RunResult:
+        await self.settled()
         if self.error is not None:
             raise self.error
         assert self.result is not None

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from actors import ActorRef
-from eventstore import ConcurrencyError, EventBody, EventStore, LeaseLostError
+from actors import ActorRef, ActorStoppedError
+from eventstore import ConcurrencyError, EventBody, EventStore, LeaseLostError, StoreError
 
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
 from ._events import InputInjected, RunCancelled, RunPaused
+from ._messages import CancelRun
 from ._ownership import OwnedOutcome, RunOwnership
 from ._result import RunOutcome, RunResult, result_of
 from ._runlog import CommitHook, CommitObserver, RunLog
@@ -22,11 +23,17 @@ from ._state import RunState
 if TYPE_CHECKING:
     from ._runtime import RunHandle
 
-__all__ = ["FINAL", "RunControl", "result_from_state"]
+__all__ = ["CLOSED", "FINAL", "RunControl", "result_from_state"]
 
 _log = logging.getLogger("magistrate.runtime")
 
 FINAL = ("completed", "failed")
+
+#: The reason recorded for runs cancelled because their runtime closed.
+CLOSED = "the runtime closed"
+#: How long closing waits for the runs' executors to record their cancellation, and then
+#: for each cancellation recorded from the log of a run whose executor did not.
+CLOSE_GRACE = 5.0
 
 
 class RunControl:
@@ -36,10 +43,13 @@ class RunControl:
     hooks: list[CommitHook]
     observers: list[CommitObserver]
     concurrency: int
+    recover: bool
     _ownership: RunOwnership | None
     _tasks: anyio.abc.TaskGroup | None
     _live: dict[str, tuple[ActorRef, RunOutcome, RunLog]]
     _memory_logs: dict[str, RunLog]
+    #: Runs that closing asked to cancel and whose executor did not report in time.
+    _unstopped: list[tuple[str, RunOutcome]]
 
     if TYPE_CHECKING:
 
@@ -95,6 +105,61 @@ class RunControl:
             run_id, self.store, last_seq=state.last_seq, hooks=self.hooks, observers=self.observers
         )
         await log.append([body])
+
+    # ------------------------------------------------------------------ closing
+
+    async def _cancel_live_runs(self) -> None:
+        """Closing, before the actors stop: every run still live here is cancelled and
+        its cancellation recorded (its resume point is where ``resume`` continues), unless
+        this runtime is a worker (``recover=True`` with a store that records ownership):
+        then its runs are handed over (their claims are released with nothing recorded,
+        and another worker resumes them).
+
+        Each executor records its own cancellation, as for :meth:`cancel`; one that does
+        not within ``CLOSE_GRACE`` (it waits on something else, such as an llm_decide
+        model) is stopped with the others and its cancellation is recorded from the
+        committed log afterwards (:meth:`_record_unstopped`). Shielded: a closing that
+        was itself cancelled still records what it can, within those bounds."""
+        self._unstopped = []
+        live = [(run_id, ref, out) for run_id, (ref, out, _) in self._live.items() if not out.done]
+        if not live or (self.recover and self._ownership is not None):
+            return
+        with anyio.move_on_after(CLOSE_GRACE, shield=True):
+            for _, ref, _ in live:
+                try:
+                    await ref.tell(CancelRun(reason=CLOSED))
+                except ActorStoppedError:
+                    pass  # stopped meanwhile (settling, or its claim lost): see below
+            for _, _, outcome in live:
+                await outcome.settled()
+        for run_id, _, outcome in live:
+            if not outcome.done:
+                if isinstance(outcome, OwnedOutcome):
+                    outcome.holding = True  # its executor's stop is not its result
+                self._unstopped.append((run_id, outcome))
+
+    async def _record_unstopped(self) -> None:
+        """Closing, once the actors have stopped: record the cancellation of each run
+        whose executor did not, as a cancel from elsewhere would (the committed log's
+        pending nodes are its resume point), and report it to the run's handle."""
+        if self.store is None:
+            return  # the in-memory log closes with the runtime
+        for run_id, outcome in self._unstopped:
+            error: BaseException = RunStateError(run_id, "running", "the runtime closed")
+            with anyio.move_on_after(CLOSE_GRACE, shield=True):
+                try:
+                    try:
+                        await self._control_elsewhere(run_id, "cancel", reason=CLOSED)
+                    except RunStateError:
+                        pass  # it ended (or was cancelled) before it stopped
+                    outcome.set(result_from_state(await self.get_state(run_id)))
+                except (RunNotFoundError, RunStateError, StoreError) as exc:
+                    error = exc
+            if not outcome.done:
+                _log.warning("run %s: closing could not record its cancellation: %s", run_id, error)
+                assert isinstance(outcome, OwnedOutcome)  # a store's run
+                outcome.fail_now(error)
+        self._unstopped = []
 
     # ------------------------------------------------------------------ ownership
 

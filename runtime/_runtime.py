@@ -108,6 +108,14 @@ class Runtime(RunControl, NodeRunners):
     start and every ``recover_interval`` seconds, runs that are running with no live lease
     (a crashed process's, or submitted with :meth:`submit`), up to ``concurrency`` live runs.
 
+    Closing (leaving ``async with``) always finishes: every run still live here is
+    cancelled and a RunCancelled event recorded (reason "the runtime closed", with the run's
+    resume point, so :meth:`resume` continues it); a node blocked in a thread is abandoned,
+    and a run whose executor does not stop within a few seconds is stopped and its
+    cancellation recorded from its committed log. Except in a worker (``recover=True`` with
+    a store that records ownership): its runs are handed over, not cancelled; their claims
+    are released with nothing recorded, and another worker resumes them.
+
     ``providers`` names further providers (evaluators of ``llm_judge`` verifiers, judges
     of parallel branches); a spec refers to them by name. ``branch_strategies`` maps names
     used in ``NodeSpec.parallel.strategy`` to custom strategy objects (``BranchStrategy``).
@@ -174,6 +182,7 @@ class Runtime(RunControl, NodeRunners):
         self._stack: AsyncExitStack | None = None
         self._system: ActorSystem | None = None
         self._live: dict[str, tuple[ActorRef, RunOutcome, RunLog]] = {}
+        self._unstopped: list[tuple[str, RunOutcome]] = []
 
         self._memory_logs: dict[str, RunLog] = {}
         self._plain_cache: dict[str, PlainFunction] = {}
@@ -200,6 +209,8 @@ class Runtime(RunControl, NodeRunners):
                 )
                 # Runs out first: claims are given up once the actor system has stopped.
                 stack.push_async_callback(self._release_all)
+            # Runs once the actor system has stopped (see _cancel_live_runs).
+            stack.push_async_callback(self._record_unstopped)
             self._system = await stack.enter_async_context(
                 ActorSystem(default_mailbox=self._mailbox)
             )
@@ -243,9 +254,12 @@ class Runtime(RunControl, NodeRunners):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         assert self._stack is not None
-        self._live.clear()
-        await self._stack.__aexit__(*exc_info)
-        self._stack = None
+        try:
+            await self._cancel_live_runs()
+        finally:
+            self._live.clear()
+            await self._stack.__aexit__(*exc_info)
+            self._stack = None
 
     @property
     def system(self) -> ActorSystem:

@@ -14,6 +14,10 @@ import pytest
 from runtime import (
     EdgeSpec,
     GraphSpec,
+    JudgeContext,
+    LlmRequest,
+    LlmResponse,
+    LlmTurn,
     MemoryValueError,
     NodeContext,
     NodeFailed,
@@ -22,6 +26,7 @@ from runtime import (
     Runtime,
     ScriptedProvider,
     parse_graph,
+    tool,
 )
 from runtime.testing import reply, tool_call
 
@@ -79,6 +84,87 @@ async def test_closing_the_runtime_finishes_while_a_progress_loop_runs() -> None
         async with Runtime(None, functions={"progress": progress}) as rt:
             await rt.start(_graph(NodeSpec(id="a", function="progress")))
             await started.wait()
+
+
+class InstantModel:
+    """A model that answers every turn at once, without ever suspending."""
+
+    name = "instant"
+
+    def __init__(self, *, calls_tools: bool = False) -> None:
+        self.turns = 0
+        self.answered = anyio.Event()
+        self.calls_tools = calls_tools
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        self.turns += 1
+        self.answered.set()
+        if self.calls_tools:  # new arguments each turn: no stall
+            return reply("", tool_call("note", n=self.turns))
+        return reply("not yet")
+
+
+@tool
+async def note(n: int) -> str:
+    """Take a note (answers at once)."""
+    return "noted"
+
+
+class AlwaysRetry:
+    async def evaluate(self, context: JudgeContext) -> str:
+        return "RETRY"
+
+
+def _endless_llm_graph(judge: str | None = None, *, tools: bool = False) -> GraphSpec:
+    # Each judged turn waits for the judge actor's answer; turns with tool calls are
+    # judged only every 10,000th time, so then nothing but the log and the loop yield.
+    node = NodeSpec(
+        id="ask",
+        kind="llm",
+        judge=judge,
+        max_iterations=10_000,
+        output_keys=["answer"],
+        tools=["note"] if tools else [],
+        judge_every_n_turns=10_000 if tools else 1,
+    )
+    return _graph(node)
+
+
+@pytest.mark.parametrize("turns", ["judged", "unjudged tool calls"])
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_cancel_reaches_an_llm_node_whose_model_never_suspends(
+    tmp_path: Path, store: str, turns: str
+) -> None:
+    tools = turns != "judged"
+    model = InstantModel(calls_tools=tools)
+    path = None if store == "memory" else tmp_path / "runs.db"
+    graph = _endless_llm_graph("retry", tools=tools)
+    async with Runtime(path, provider=model, tools=[note], judges={"retry": AlwaysRetry()}) as rt:
+        handle = await rt.start(graph)
+        await model.answered.wait()
+        await rt.cancel(handle.run_id)
+        at_cancel = model.turns
+        with anyio.fail_after(30):
+            result = await handle.result()
+        recorded = [e.body for e in await rt.read_events(handle.run_id) if type(e.body) is LlmTurn]
+    assert result.status == "cancelled" and result.resume_at == ["ask"]
+    assert model.turns <= at_cancel + 1  # the cancel ended the loop within one turn
+    assert len(recorded) <= model.turns
+
+
+async def test_closing_the_runtime_finishes_while_an_llm_node_loops_without_suspending(
+    tmp_path: Path,
+) -> None:
+    model = InstantModel()
+    path = tmp_path / "runs.db"
+    with anyio.fail_after(30):
+        async with Runtime(path, provider=model, judges={"retry": AlwaysRetry()}) as rt:
+            handle = await rt.start(_endless_llm_graph())
+            await model.answered.wait()
+    async with Runtime(path) as rt:
+        state = await rt.get_state(handle.run_id)
+    assert state.status == "cancelled" and state.pending == ["ask"]
+    assert state.error == "the runtime closed"
 
 
 # --- memory values survive the log unchanged, or the node fails -----------------------
