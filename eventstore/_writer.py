@@ -202,16 +202,20 @@ class ThreadWriter:
     def _record(self, batch: list[Request], error: StoreError | None, seconds: float) -> None:
         if error is not None:
             return
-        self._batches += 1
+        appends = 0
         for request in batch:
             if type(request) is not AppendRequest:
-                continue  # an ownership request
-            self._appends += 1
+                continue  # an ownership request (claim, renewal, release)
+            appends += 1
             if request.error is None:
                 self._events += len(request.bodies)
             elif type(request.error) is ConcurrencyError:
                 self._conflicts += 1
-        self._max_batch_seen = max(self._max_batch_seen, len(batch))
+        if not appends:
+            return  # an ownership-only transaction is not a group commit of appends
+        self._batches += 1
+        self._appends += appends
+        self._max_batch_seen = max(self._max_batch_seen, appends)
         self._commit_seconds += seconds
 
     def _finished(self) -> None:
