@@ -155,7 +155,9 @@ async def test_a_killed_workers_runs_are_taken_over_after_its_lease(
 ) -> None:
     url = pg_url()
     lease = 1.5
-    doomed = workers.start(concurrency=20, lease=lease, pause=0.2)
+    # Slow nodes (10 s a run): the runs are still live once the heir has started, however
+    # long a loaded machine takes to start it.
+    doomed = workers.start(concurrency=20, lease=lease, pause=1.0)
     async with Runtime(f"{url}?schema={prefix}_store", functions=functions(url, prefix)) as rt:
         run_ids = [await rt.submit(linear_graph(NODES), input={"seed": i}) for i in range(10)]
 
