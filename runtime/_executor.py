@@ -473,7 +473,7 @@ class ExecutorActor(EdgeSteps, Actor):
         for node_id, (_attempt, branch) in list(self.running.items()):
             await self.node_refs[node_id].stop()
             # Partial outputs survive: the node's accumulator goes into memory as events.
-            for key, value in self.log.accumulators.get(node_id, {}).items():
+            for key, value in list(self.state.outputs.get(node_id, {}).items()):
                 op = self.reducers.get(key, "replace")
                 self.emit(
                     MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch)

@@ -1,17 +1,19 @@
-"""What an LLM node knows of its past: a pure rebuild from the run's event log.
+"""What an LLM node knows of its past: a view of the run state, never a second record.
 
-An LLM node keeps nothing that the log does not hold. At the start of every attempt it
-reads the log and calls :func:`rebuild`, which returns the node's current visit (the
-first ``NodeStarted`` carrying the visit number of the node's last ``NodeStarted``: a
-rerun after an input pause or a crash keeps its visit), and, for that visit: the
-conversation the node sees, its output accumulator, how many turns it took, the tool
-calls of those turns (for stall detection), the calls of the last turn whose results
-are missing, the verdict on the last turn, and what happened before it (the previous
-node on the path and its outputs, for the phase-transition marker).
+An LLM node keeps nothing that the log does not hold, and reads nothing but the run's
+state: at the start of every attempt it takes :func:`history_of` the live state its run
+log holds (the fold of the log so far, kept by :func:`runtime._state.apply`; on a resume,
+the fold of the stored log, read through its snapshot). For the visit it runs (a rerun
+after an input pause or a crash keeps its visit) that gives: the conversation the node
+sees, its output accumulator, its last turn's iteration, the tool calls of its turns (for
+stall detection), the calls of the last turn whose results are missing, the verdict on
+the last turn, and what happened before it (the previous node on the path and its
+outputs, for the phase-transition marker). Nothing is read from the store, so an
+attempt's start does not grow with the log.
 
 The conversation is :class:`._conversation_state.Conversation`, the projection the
-run-state fold uses too, applied to the same events; the node sees its
-:meth:`~._conversation_state.Conversation.scope`.
+run-state fold keeps; the node sees its :meth:`~._conversation_state.Conversation.scope`.
+The visit is the state's :class:`._node_visit.NodeVisit`.
 """
 
 from __future__ import annotations
@@ -22,24 +24,11 @@ from typing import Any
 
 from eventstore import Event
 
-from ._conversation_state import Conversation, ConversationEntry
-from ._events import (
-    InputInjected,
-    LlmTurn,
-    MemoryWritten,
-    MessageAdded,
-    NodeCompleted,
-    NodeFailed,
-    NodeStarted,
-    OutputSet,
-    RunPaused,
-    RunStarted,
-    ToolCallRecord,
-    ToolResult,
-    Verdict,
-)
+from ._conversation_state import ConversationEntry
+from ._events import LlmTurn, ToolCallRecord, Verdict
+from ._state import RunState, fold
 
-__all__ = ["NodeHistory", "rebuild"]
+__all__ = ["NodeHistory", "history_of", "rebuild"]
 
 
 @dataclass
@@ -48,8 +37,6 @@ class NodeHistory:
 
     node_id: str
     graph: dict[str, Any] | None = None
-    #: Index in the events of the visit's first NodeStarted (-1: the node never started).
-    visit_start: int = -1
     visit: int = 0
     entries: list[ConversationEntry] = field(default_factory=list)
     accumulator: dict[str, Any] = field(default_factory=dict)
@@ -73,103 +60,46 @@ class NodeHistory:
     answered_since_verdict: bool = False
 
 
-def rebuild(events: Sequence[Event], node_id: str, *, visit: int | None = None) -> NodeHistory:
-    """Rebuild ``node_id``'s visit number ``visit`` (default: its last) from ``events``.
+def history_of(state: RunState, node_id: str, visit: int) -> NodeHistory:
+    """``node_id``'s visit number ``visit`` as ``state`` records it (a new view each call).
 
-    A visit whose NodeStarted is not in ``events`` yet (a write-behind executor has not
-    committed it) starts after the last event. Pure: the same events always give the
-    same history.
+    A visit whose NodeStarted the state has not applied yet starts after everything
+    applied so far. Costs what the node's own part of the state holds (its scope of the
+    conversation, its turns), never a read of the log.
     """
-    history = NodeHistory(node_id=node_id)
-    conversation = Conversation()
-    last_visit = None
-    for event in events:
-        body = event.body
-        conversation.apply(body)
-        if isinstance(body, RunStarted):
-            history.graph = body.graph
-        elif isinstance(body, NodeStarted) and body.node_id == node_id:
-            last_visit = body.visit
-    wanted = last_visit if visit is None else visit
-    if wanted is not None:
-        history.visit = wanted
-        history.visit_start = len(events)
-        for index, event in enumerate(events):
-            body = event.body
-            if isinstance(body, NodeStarted) and body.node_id == node_id and body.visit == wanted:
-                history.visit_start = index
-                break
-    history.entries = conversation.scope(node_id, visit=wanted)
-    _before_visit(history, events)
-    _visit(history, events)
+    history = NodeHistory(node_id=node_id, graph=state.graph, visit=visit)
+    history.entries = state.conversation.scope(node_id, visit=visit)
+    record = state.visits.get(node_id)
+    if record is None or record.visit != visit:
+        previous = state.path[-1] if state.path else None
+        history.previous_node = previous
+        before = state.visits.get(previous) if previous is not None else None
+        if before is not None:
+            history.previous_outputs = dict(before.written)
+        return history
+    history.accumulator = dict(state.outputs.get(node_id, {}))
+    history.iteration = state.iterations.get(node_id, 0)
+    history.turn_calls = list(record.turn_calls)
+    history.last_turn = record.last_turn
+    history.missing_calls = list(record.missing_calls)
+    history.last_verdict = record.last_verdict
+    history.opened = record.opened
+    history.previous_node = record.previous_node
+    history.previous_outputs = dict(record.previous_outputs)
+    if record.paused_for_input and record.injected:
+        history.pending_input = dict(record.injected)
+    history.answered_since_verdict = record.answered_since_verdict
     return history
 
 
-def _before_visit(history: NodeHistory, events: Sequence[Event]) -> None:
-    """The previous node on the path (as the fold computes it) and the memory it wrote."""
-    end = history.visit_start if history.visit_start >= 0 else len(events)
-    previous: str | None = None
-    written: dict[str, dict[str, Any]] = {}
-    for event in events[:end]:
-        body = event.body
-        if isinstance(body, NodeStarted):
-            written[body.node_id] = {}
-        elif isinstance(body, MemoryWritten) and body.node_id is not None:
-            written.setdefault(body.node_id, {})[body.key] = body.value
-        elif isinstance(body, NodeCompleted) or (
-            isinstance(body, NodeFailed) and not body.will_retry
-        ):
-            previous = body.node_id
-    history.previous_node = previous
-    if previous is not None:
-        history.previous_outputs = dict(written.get(previous, {}))
+def rebuild(events: Sequence[Event], node_id: str, *, visit: int | None = None) -> NodeHistory:
+    """:func:`history_of` the fold of ``events`` (``visit`` default: the node's last).
 
-
-def _visit(history: NodeHistory, events: Sequence[Event]) -> None:
-    if history.visit_start < 0:
-        return
-    node_id = history.node_id
-    results: set[str] = set()
-    paused_for_input = False
-    injected: dict[str, Any] = {}
-    for event in events[history.visit_start :]:
-        body = event.body
-        if isinstance(body, RunPaused):
-            if body.reason == "input" and body.node_id == node_id:
-                paused_for_input = True
-                injected = {}
-            continue
-        if isinstance(body, InputInjected):
-            if paused_for_input:
-                injected.update(body.data)
-            continue
-        if getattr(body, "node_id", None) != node_id:
-            continue
-        if isinstance(body, LlmTurn):
-            history.opened = True
-            history.iteration = body.iteration
-            history.last_turn = body
-            history.last_verdict = None
-            history.answered_since_verdict = False
-            history.turn_calls.append(list(body.tool_calls))
-            results = set()
-        elif isinstance(body, ToolResult):
-            results.add(body.call_id)
-        elif isinstance(body, OutputSet):
-            history.accumulator[body.key] = body.value
-        elif isinstance(body, Verdict):
-            if history.last_turn is not None and body.iteration == history.last_turn.iteration:
-                history.last_verdict = body
-        elif isinstance(body, MessageAdded):
-            history.opened = True
-            if body.kind == "input":
-                # The user answered: what came before no longer counts as a stall, and
-                # the data injected so far has been shown.
-                history.turn_calls = []
-                history.answered_since_verdict = True
-                paused_for_input = False
-                injected = {}
-    if history.last_turn is not None:
-        history.missing_calls = [c for c in history.last_turn.tool_calls if c.id not in results]
-    if paused_for_input and injected:
-        history.pending_input = injected
+    Pure: the same events always give the same history. For reading a stored log; a
+    running node reads its run log's live state instead.
+    """
+    state = fold(events)
+    if visit is None:
+        record = state.visits.get(node_id)
+        visit = record.visit if record is not None else 0
+    return history_of(state, node_id, visit)

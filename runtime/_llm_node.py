@@ -18,10 +18,12 @@ commit: the visit's opening messages, a compaction); its tool results and output
 (``ToolResult``, ``OutputSet``), the verdict and the feedback it injects are committed as
 one batch before the node acts on the verdict (the next model call, or its ``NodeDone``).
 A crash between the two loses only tool results, and the rerun runs those calls again.
-Nothing lives only in memory: every attempt starts by rebuilding the node's visit from the log
-(:func:`._llm_history.rebuild`), so after a crash the node runs the missing tool calls
-of its last turn, judges that turn if it was not judged, and asks the model only for new
-turns; recorded turns are never sent again.
+Nothing lives only in memory: every attempt starts from the node's visit as the run's state
+records it (:func:`._llm_history.history_of` the run log's live state: the fold of the log,
+without reading the store), so after a crash the node runs the missing tool calls of its
+last turn, judges that turn if it was not judged, and asks the model only for new turns;
+recorded turns are never sent again. The output accumulator is the state's too
+(``RunState.outputs``): the node appends OutputSet events and reads it back.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ from ._judge import (
     stall_verdict,
 )
 from ._llm import LlmProvider, LlmRequest
-from ._llm_history import NodeHistory, rebuild
+from ._llm_history import NodeHistory, history_of
 from ._llm_support import SET_OUTPUT, apply_set_output, listing, resolve_judge, set_output_spec
 from ._messages import ExecuteNode, NodeDone
 from ._parallel import BranchRunner, RoundFailed
@@ -165,8 +167,7 @@ class LlmNodeActor(Actor):
             registry = ToolRegistry(self._tool(name) for name in spec.tools if name != SET_OUTPUT)
         except (SpecError, UnknownToolError) as exc:
             return _failure(message, str(exc), type(exc).__name__)
-        events = await self.log.read_events()
-        history = rebuild(events, spec.id, visit=message.visit)
+        history = history_of(self.log.state, spec.id, message.visit)
         graph = self._graph_of(history)
         loop = _Loop(
             node=self,
@@ -232,7 +233,6 @@ class _Loop:
         self.provider = provider
         self.budget = node.context_budget_tokens
         self.chat = ChatView(history.entries)
-        self.accumulator: dict[str, Any] = dict(history.accumulator)
         self.iteration = history.iteration
         turns = history.turn_calls
         if history.last_turn is not None and history.last_verdict is None and turns:
@@ -250,8 +250,11 @@ class _Loop:
             output_keys=spec.output_keys,
             nullable_keys=spec.nullable_keys,
         )
-        # A rerun (input resume) must keep the accumulator the executor flushes on cancel.
-        node.log.accumulators[self.node_id] = dict(self.accumulator)
+
+    @property
+    def accumulator(self) -> dict[str, Any]:
+        """The node's outputs so far in this visit: the run state's (read, never changed)."""
+        return self.log.state.outputs.get(self.node_id) or {}
 
     # ------------------------------------------------------------------ the loop
 
@@ -363,7 +366,6 @@ class _Loop:
                 if assignment is not None:
                     key, value = assignment
                     outputs.append(OutputSet(node_id=self.node_id, key=key, value=value))
-                    self.accumulator[key] = value
             else:
                 text, is_error = ran[id(call)]
             bodies.append(
@@ -396,7 +398,7 @@ class _Loop:
             context = judge_context(
                 node_id=self.node_id,
                 iteration=turn.iteration,
-                accumulator=self.accumulator,
+                accumulator=dict(self.accumulator),
                 expected_keys=spec.output_keys,
                 nullable_keys=spec.nullable_keys,
                 turn_had_tool_calls=bool(calls),
@@ -447,9 +449,6 @@ class _Loop:
             )
         except RoundFailed as exc:
             return _failure(self.message, str(exc), "BranchesFailed")
-        for body in bodies:
-            if isinstance(body, OutputSet):
-                self.accumulator[body.key] = body.value
         await self._record(bodies)
         final = [body for body in bodies if isinstance(body, LlmTurn)][-1]
         self.iteration = final.iteration

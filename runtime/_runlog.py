@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from time import perf_counter
-from typing import Any
 
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
 
 from eventstore import AppendResult, Event, EventBody, EventStore, StoreError
 
-from ._events import NodeStarted, OutputSet
 from ._snapshots import SNAPSHOT_EVERY, save_state
 from ._state import RunState, apply, fold
 
@@ -38,11 +36,8 @@ class RunLog:
     ``state`` is the run's live state: every body appended here is applied to it
     (:func:`apply`) when it is handed over, in log order, so it is the fold of the log
     written so far (a resume passes the fold of the stored log and continues with it).
-    The executor decides from it.
-
-    The log also tracks each running node's output accumulator (from OutputSet events;
-    absent until the node's first one), so a cancellation can flush partial outputs into
-    memory.
+    The executor decides from it, and a node reads its own part of it (an LLM node its
+    visit, every node its output accumulator ``state.outputs``) instead of reading the log.
     """
 
     def __init__(
@@ -65,7 +60,6 @@ class RunLog:
         self.hooks = list(hooks)
         self.observers = tuple(observers)
         self.memory_events: list[EventBody] = []
-        self.accumulators: dict[str, dict[str, Any]] = {}
         #: A snapshot of the live state is saved after a durable append once this many
         #: events were committed since the last (see runtime._snapshots).
         self.snapshot_every = SNAPSHOT_EVERY
@@ -165,14 +159,9 @@ class RunLog:
         self.state.last_seq = self.last_seq + len(self.pending)
 
     def _track(self, bodies: Sequence[EventBody]) -> None:
-        accumulators = self.accumulators
         state = self.state
         for body in bodies:
             apply(state, body)
-            if type(body) is OutputSet:
-                accumulators.setdefault(body.node_id, {})[body.key] = body.value
-            elif accumulators and type(body) is NodeStarted:
-                accumulators.pop(body.node_id, None)  # a new attempt starts empty
 
     def submit(
         self,

@@ -50,9 +50,11 @@ from ._events import (
     ToolResult,
     Verdict,
 )
+from ._node_visit import NodeVisit
 
 __all__ = [
     "ConversationEntry",
+    "NodeVisit",
     "PauseInfo",
     "RunState",
     "VerdictRecord",
@@ -85,9 +87,13 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     (running, or waiting to retry after a failed attempt) to its attempt; ``path`` lists
     nodes in the order they finished (completed, or failed for good); ``steps`` counts node
     visits (a retry or a rerun after a crash is the same visit); ``outputs`` holds each
-    running node's output accumulator; ``iterations`` counts LLM turns since the node last
-    started. ``last_seq`` / ``last_hash`` / ``last_position`` describe the last folded
-    event (a live state sets ``last_seq`` only).
+    running node's output accumulator for its visit (its OutputSet values: empty when a
+    new visit starts or a failed attempt is to be retried, kept across a rerun of the
+    same visit, gone when the node finishes); ``iterations`` is the iteration of each
+    node's last LLM turn in its current visit; ``visits`` holds each started node's
+    current visit (:class:`NodeVisit`: what an LLM node resumes from). ``last_seq`` /
+    ``last_hash`` / ``last_position`` describe the last folded event (a live state sets
+    ``last_seq`` only).
     """
 
     run_id: str = ""
@@ -117,6 +123,7 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: LLM node uses too (parallel branches' entries grouped per branch).
     conversation: Conversation = msgspec.field(default_factory=Conversation)
     iterations: dict[str, int] = {}
+    visits: dict[str, NodeVisit] = {}
     verdicts: dict[str, VerdictRecord] = {}
     paused: PauseInfo | None = None
     cancelled_at: str | None = None
@@ -152,6 +159,7 @@ def _copy(state: RunState) -> RunState:
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
+        visits={node: visit.copy() for node, visit in state.visits.items()},
         turns=dict(state.turns),
         verdict_counts={node: dict(counts) for node, counts in state.verdict_counts.items()},
         verdicts=dict(state.verdicts),
@@ -254,6 +262,25 @@ def _finish_node(s: RunState, node_id: str) -> None:
     s.outputs.pop(node_id, None)
 
 
+def _visit_started(s: RunState, node_id: str, number: int) -> None:
+    visit = s.visits.get(node_id)
+    if visit is not None and visit.visit == number:
+        # A rerun of the same visit (a resume, a retry): it goes on where it left off.
+        visit.written = {}
+        if node_id not in s.outputs:
+            s.outputs[node_id] = {}
+        return
+    previous = s.path[-1] if s.path else None
+    before = s.visits.get(previous) if previous is not None else None
+    s.visits[node_id] = NodeVisit(
+        visit=number,
+        previous_node=previous,
+        previous_outputs=dict(before.written) if before is not None else {},
+    )
+    s.outputs[node_id] = {}
+    s.iterations[node_id] = 0
+
+
 def _due(s: RunState, node_id: str) -> None:
     if node_id not in s.pending:
         s.pending.append(node_id)
@@ -277,11 +304,14 @@ def apply(state: RunState, body: EventBody) -> None:
                 s.steps += 1
             s.visit_counts[node] = body.visit
             s.running[node] = body.attempt
-            s.outputs[node] = {}
-            s.iterations[node] = 0
+            _visit_started(s, node, body.visit)
             s.conversation.apply(body)
         case MemoryWritten():
             _memory_written(s, body)
+            if body.node_id is not None:
+                visit = s.visits.get(body.node_id)
+                if visit is not None:
+                    visit.written[body.key] = body.value
         case NodeCompleted():
             _finish_node(s, body.node_id)
         case EdgeTaken():
@@ -293,12 +323,29 @@ def apply(state: RunState, body: EventBody) -> None:
                 values = s.outputs[body.node_id] = {}
             values[body.key] = body.value
         case LlmTurn():
+            node = body.node_id
             s.conversation.apply(body)
-            s.iterations[body.node_id] = s.iterations.get(body.node_id, 0) + 1
-            s.turns[body.node_id] = s.turns.get(body.node_id, 0) + 1
-        case ToolResult() | MessageAdded() | ConversationCompacted():
+            s.iterations[node] = body.iteration
+            s.turns[node] = s.turns.get(node, 0) + 1
+            visit = s.visits.get(node)
+            if visit is not None:
+                visit.turn(body)
+        case ToolResult():
+            s.conversation.apply(body)
+            visit = s.visits.get(body.node_id)
+            if visit is not None:
+                visit.result(body.call_id)
+        case MessageAdded():
+            s.conversation.apply(body)
+            visit = s.visits.get(body.node_id)
+            if visit is not None:
+                visit.message(body.kind)
+        case ConversationCompacted():
             s.conversation.apply(body)
         case Verdict():
+            visit = s.visits.get(body.node_id)
+            if visit is not None:
+                visit.verdict(body)
             s.verdicts[body.node_id] = VerdictRecord(
                 iteration=body.iteration,
                 action=body.action,
@@ -310,6 +357,7 @@ def apply(state: RunState, body: EventBody) -> None:
         case NodeFailed():
             if body.will_retry:
                 s.total_retries += 1  # still running: it waits for its next attempt
+                s.outputs[body.node_id] = {}  # the next attempt starts afresh
             else:
                 s.failed_nodes.append(body.node_id)
                 _finish_node(s, body.node_id)
@@ -337,9 +385,17 @@ def apply(state: RunState, body: EventBody) -> None:
         case InputInjected():
             s.memory.update(body.data)
             _owned(s).difference_update(body.data)
+            for visit in s.visits.values():
+                if visit.paused_for_input:
+                    visit.injected.update(body.data)
         case RunPaused():
             s.status = "paused"
             s.paused = PauseInfo(reason=body.reason, node_id=body.node_id)
+            if body.reason == "input" and body.node_id is not None:
+                visit = s.visits.get(body.node_id)
+                if visit is not None:
+                    visit.paused_for_input = True
+                    visit.injected = {}
         case RunResumed():
             s.status = "running"
             s.paused = None

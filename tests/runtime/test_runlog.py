@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from eventstore import AppendResult, EventBody
-from runtime import NodeStarted, OutputSet
+from runtime import NodeFailed, NodeStarted, OutputSet, fold
 from runtime._runlog import RunLog
 
 pytestmark = pytest.mark.anyio
@@ -73,13 +73,21 @@ async def test_write_behind_bodies_go_with_the_next_durable_append_in_order() ->
     assert len(store.appended) == 1
 
 
-async def test_accumulators_follow_output_sets_and_reset_at_each_start() -> None:
+async def test_outputs_follow_output_sets_for_the_visit_in_the_live_state() -> None:
     log = RunLog("r", None)
     await log.append([NodeStarted(node_id="a", visit=1)])
-    assert log.accumulators.get("a", {}) == {}
+    assert log.state.outputs["a"] == {}
     await log.append([OutputSet(node_id="a", key="k", value=1)])
     await log.append([OutputSet(node_id="a", key="j", value=2)])
-    assert log.accumulators["a"] == {"k": 1, "j": 2}
+    assert log.state.outputs["a"] == {"k": 1, "j": 2}
+    # A rerun of the same visit (a resume after a crash or an input pause) goes on with them.
     await log.append([NodeStarted(node_id="a", visit=1, attempt=2)])
-    assert log.accumulators.get("a", {}) == {}
-    assert [e.seq for e in log.events()] == [1, 2, 3, 4]
+    assert log.state.outputs["a"] == {"k": 1, "j": 2}
+    # A failed attempt that is retried starts afresh, as does a new visit.
+    failed = NodeFailed(node_id="a", error="x", error_type="E", attempt=2, will_retry=True)
+    await log.append([failed, NodeStarted(node_id="a", visit=1, attempt=3)])
+    assert log.state.outputs["a"] == {}
+    await log.append([OutputSet(node_id="a", key="k", value=3), NodeStarted(node_id="a", visit=2)])
+    assert log.state.outputs["a"] == {}
+    assert [e.seq for e in log.events()] == list(range(1, 9))
+    assert fold(log.events()).outputs == log.state.outputs
