@@ -79,6 +79,7 @@ class PostgresEventStore:
         self._events = 0
         self._batches = 0
         self._max_batch_seen = 0
+        self._batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
         self._commit_seconds = 0.0
         self._conflicts = 0
 
@@ -265,6 +266,7 @@ class PostgresEventStore:
             elif isinstance(request.error, ConcurrencyError):
                 self._conflicts += 1
         self._max_batch_seen = max(self._max_batch_seen, len(batch))
+        self._batch_sizes[StoreStatistics.batch_size_bucket(len(batch))] += 1
         self._commit_seconds += seconds
         self._wake_followers()
 
@@ -284,6 +286,7 @@ class PostgresEventStore:
             commit_seconds_total=self._commit_seconds,
             conflicts=self._conflicts,
             queued=0 if self._writer is None else self._writer.queued,
+            batch_size_counts=tuple(self._batch_sizes),
         )
 
     # -- reading ---------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import Literal, Protocol, Self, runtime_checkable
+from typing import ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
@@ -110,6 +111,18 @@ class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     commit_seconds_total: float
     conflicts: int = 0
     queued: int = 0
+    #: Group commits by size (appends in one transaction): ``batch_size_counts[i]`` counts
+    #: the commits whose size is at most ``BATCH_SIZE_BOUNDS[i]`` and above the bound
+    #: before; the last counts the larger ones. Empty for a writer that keeps none.
+    batch_size_counts: tuple[int, ...] = ()
+
+    #: The upper bounds of the batch-size buckets.
+    BATCH_SIZE_BOUNDS: ClassVar[tuple[int, ...]] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+    @staticmethod
+    def batch_size_bucket(size: int) -> int:
+        """The index in ``batch_size_counts`` of a commit of ``size`` appends."""
+        return bisect_left(StoreStatistics.BATCH_SIZE_BOUNDS, size)
 
 
 @runtime_checkable

@@ -95,6 +95,7 @@ class ThreadWriter:
         self._events = 0
         self._batches = 0
         self._max_batch_seen = 0
+        self._batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
         self._commit_seconds = 0.0
         self._conflicts = 0
         self._thread = threading.Thread(
@@ -175,6 +176,7 @@ class ThreadWriter:
             commit_seconds_total=self._commit_seconds,
             conflicts=self._conflicts,
             queued=self._queue.qsize(),
+            batch_size_counts=tuple(self._batch_sizes),
         )
 
     def _deliver(self) -> None:
@@ -216,6 +218,7 @@ class ThreadWriter:
         self._batches += 1
         self._appends += appends
         self._max_batch_seen = max(self._max_batch_seen, appends)
+        self._batch_sizes[StoreStatistics.batch_size_bucket(appends)] += 1
         self._commit_seconds += seconds
 
     def _finished(self) -> None:

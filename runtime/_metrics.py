@@ -3,8 +3,9 @@
 A :class:`RuntimeMetrics` observes every batch a run log commits (one observer call per
 batch, on the event loop) and counts what the events say: runs started and finished,
 node durations, LLM turns and tokens, verdicts, retries, stalls, pauses. The event store's
-own counters (group-commit batches, commit time, conflicts) are read from
-``store.statistics()`` at scrape time. Nothing here opens a port:
+own counters (group-commit batches and their sizes, commit time, conflicts) are read from
+``store.statistics()`` at scrape time. Reads of a run's state count how its snapshot
+served them (:meth:`RuntimeMetrics.snapshot_read`). Nothing here opens a port:
 :func:`serve_metrics` does, when asked.
 
 Label values are closed vocabularies; run, node and graph ids are never labels, except a
@@ -22,11 +23,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
-from eventstore import EventBody, EventStore
+from eventstore import EventBody, EventStore, StoreStatistics
 
 from ._events import (
     InputInjected,
@@ -57,6 +58,7 @@ _ACTIONS: Final = frozenset({"accept", "retry", "escalate"})
 _STATUSES: Final = frozenset({"completed", "failed"})
 _QUALITIES: Final = frozenset({"clean", "degraded", "failed"})
 _PAUSE_REASONS: Final = frozenset({"hitl", "user", "input"})
+_SNAPSHOT_OUTCOMES: Final = ("hit", "miss", "stale")
 _PROVIDER_ERRORS: Final = {
     "ProviderHTTPError": "http",
     "ProviderTimeoutError": "timeout",
@@ -131,6 +133,7 @@ class _StoreCollector(Collector):
             "Time spent committing group commits",
             value=sum(s.commit_seconds_total for s in stats),
         )
+        yield _batch_sizes(stats)
         yield GaugeMetricFamily(
             "magistrate_eventstore_batch_size_max",
             "The largest group commit so far (appends in one transaction)",
@@ -145,6 +148,26 @@ class _StoreCollector(Collector):
     def describe(self) -> Iterator[Any]:
         # Registering must not call collect() (no store is watched yet).
         return iter(())
+
+
+def _batch_sizes(stats: Sequence[StoreStatistics]) -> HistogramMetricFamily:
+    """The group commits' sizes as a histogram, summed over the stores' bucket counts."""
+    bounds = StoreStatistics.BATCH_SIZE_BOUNDS
+    counts = [0] * (len(bounds) + 1)
+    for stat in stats:
+        for index, count in enumerate(stat.batch_size_counts):
+            counts[index] += count
+    buckets: list[tuple[str, float]] = []
+    total = 0
+    for bound, count in zip((*map(str, bounds), "+Inf"), counts, strict=True):
+        total += count
+        buckets.append((bound, total))
+    return HistogramMetricFamily(
+        "magistrate_eventstore_batch_size",
+        "Group commits by size (appends in one transaction)",
+        buckets=buckets,
+        sum_value=sum(stat.appends for stat in stats if stat.batch_size_counts),
+    )
 
 
 class RuntimeMetrics:
@@ -236,6 +259,16 @@ class RuntimeMetrics:
             buckets=_APPEND_BUCKETS,
             registry=r,
         )
+        self.snapshot_reads = Counter(
+            "magistrate_snapshot_reads",
+            "Reads of a run's state (get_state, resume) by how its snapshot served them: hit "
+            "(used), miss (none to use), stale (ignored: another fold version or a log that "
+            "no longer matches it)",
+            ("outcome",),
+            registry=r,
+        )
+        for outcome in _SNAPSHOT_OUTCOMES:
+            self.snapshot_reads.labels(outcome)  # present from the first scrape, at 0
         self._stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
         self._runs: dict[str, _RunInfo] = {}
         self._active: set[str] = set()
@@ -247,6 +280,10 @@ class RuntimeMetrics:
     def watch_store(self, store: EventStore) -> None:
         """Include ``store``'s statistics in the scrape (held weakly)."""
         self._stores.add(store)
+
+    def snapshot_read(self, outcome: str) -> None:
+        """Count one read of a run's state: ``outcome`` is hit, miss or stale."""
+        self.snapshot_reads.labels(_closed(outcome, frozenset(_SNAPSHOT_OUTCOMES), "miss")).inc()
 
     def run_launched(self, run_id: str, graph: GraphSpec) -> None:
         """Remember the run's graph id and node kinds (labels for its events)."""

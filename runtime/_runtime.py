@@ -530,7 +530,8 @@ class Runtime(RunControl, NodeRunners):
         """The fold of the run's log (through a snapshot where one matches) and the events
         folded after it; RunNotFoundError for a run without events."""
         if self.store is not None:
-            state, events = await load_state(self.store, run_id, to_seq=to_seq)
+            observe = None if self.metrics is None else self.metrics.snapshot_read
+            state, events = await load_state(self.store, run_id, to_seq=to_seq, observe=observe)
         else:
             events = await self.read_events(run_id, to_seq=to_seq)
             state = fold(events)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 
@@ -25,7 +27,14 @@ from eventstore import Event, EventStore, Snapshot, StoreError
 
 from ._state import RunState, fold
 
-__all__ = ["FOLD_VERSION", "SNAPSHOT_EVERY", "decode_state", "encode_state", "load_state"]
+__all__ = [
+    "FOLD_VERSION",
+    "SNAPSHOT_EVERY",
+    "SnapshotOutcome",
+    "decode_state",
+    "encode_state",
+    "load_state",
+]
 
 _log = logging.getLogger("magistrate.runtime")
 
@@ -78,17 +87,18 @@ async def save_state(store: EventStore, state: RunState) -> bool:
     return True
 
 
-async def _usable(store: EventStore, run_id: str, to_seq: int | None) -> Snapshot | None:
-    snapshot = await store.load_snapshot(run_id)
-    if snapshot is None or snapshot.version != FOLD_VERSION:
-        return None
-    if to_seq is not None and snapshot.seq > to_seq:
-        return None
-    return snapshot
+#: How a read used the run's snapshot: hit (used), miss (none, or one past a time-travel
+#: read's end), stale (ignored: another fold's version, a log it does not match, bad bytes).
+SnapshotOutcome = Literal["hit", "miss", "stale"]
 
 
 async def load_state(
-    store: EventStore, run_id: str, *, to_seq: int | None = None, every: int = SNAPSHOT_EVERY
+    store: EventStore,
+    run_id: str,
+    *,
+    to_seq: int | None = None,
+    every: int = SNAPSHOT_EVERY,
+    observe: Callable[[SnapshotOutcome], None] | None = None,
 ) -> tuple[RunState, list[Event]]:
     """The run's state (up to ``to_seq``) and the events folded onto the snapshot used.
 
@@ -98,27 +108,37 @@ async def load_state(
     edited or cut log raises CorruptLogError naming the seq instead of folding into a
     wrong state. Saves a new snapshot when ``every`` or more
     events were folded past the last one (not for a time-travel read). A state of a run
-    with no events has ``last_seq == 0``.
+    with no events has ``last_seq == 0``. ``observe`` is told how the snapshot served the
+    read (for metrics).
     """
-    snapshot = await _usable(store, run_id, to_seq)
-    if snapshot is not None:
+    snapshot = await store.load_snapshot(run_id)
+    outcome: SnapshotOutcome = "miss"
+    if snapshot is not None and snapshot.version != FOLD_VERSION:
+        outcome = "stale"
+    elif snapshot is not None and (to_seq is None or snapshot.seq <= to_seq):
         # From the snapshot's own event: its hash ties the snapshot to this log.
         events = [
             e
             async for e in store.read(run_id, from_seq=snapshot.seq, to_seq=to_seq, verify=True)
         ]
+        base = None
         if events and events[0].seq == snapshot.seq and events[0].hash == snapshot.hash:
             try:
                 base = decode_state(snapshot.data)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 base = None
-            if base is not None:
-                tail = events[1:]
-                state = fold(tail, base) if tail else fold((), base)
-                if to_seq is None and len(tail) >= every:
-                    await save_state(store, state)
-                return state, tail
+        if base is not None:
+            if observe is not None:
+                observe("hit")
+            tail = events[1:]
+            state = fold(tail, base)
+            if to_seq is None and len(tail) >= every:
+                await save_state(store, state)
+            return state, tail
+        outcome = "stale"
         _log.info("run %s: its snapshot at seq %d does not match the log", run_id, snapshot.seq)
+    if observe is not None:
+        observe(outcome)
     events = await store.read_all(run_id, to_seq=to_seq, verify=True)
     state = fold(events)
     if to_seq is None and len(events) >= every:

@@ -13,12 +13,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from eventstore import Snapshot, SqliteEventStore
 from runtime import (
     EdgeSpec,
     GraphSpec,
     LlmResponse,
     NodeSpec,
     RetryPolicy,
+    RunResumed,
     Runtime,
     RuntimeMetrics,
     Usage,
@@ -158,7 +160,17 @@ async def test_a_scrape_after_known_runs_counts_what_their_logs_say(tmp_path: Pa
     assert value("magistrate_eventstore_batch_size_max") >= 1
     # No run, node or graph id is a label anywhere.
     names = {key for _, labels in samples for key, _ in labels}
-    assert names <= {"status", "quality", "kind", "verdict", "level", "reason", "direction", "le"}
+    assert names <= {
+        "status",
+        "quality",
+        "kind",
+        "verdict",
+        "level",
+        "reason",
+        "direction",
+        "le",
+        "outcome",
+    }
 
 
 async def test_per_graph_labels_are_opt_in(tmp_path: Path) -> None:
@@ -228,6 +240,85 @@ def test_the_grafana_dashboard_uses_only_these_metrics() -> None:
     used = {name for expr in exprs for name in re.findall(r"magistrate_[a-z_]+", expr)}
     assert len(used) >= 15 and used <= names, used - names
     # Every metric the runtime defines is on the dashboard.
-    assert {n for n in families if not n.startswith("magistrate_eventstore_batch")} <= {
-        re.sub(r"_(bucket|count|sum|total)$", "", n) for n in used
-    } | {"magistrate_eventstore_batch_size_max"}
+    assert families <= {re.sub(r"_(bucket|count|sum|total)$", "", n) for n in used}
+
+
+def _loop_graph(steps: int) -> GraphSpec:
+    return GraphSpec(
+        id="loop",
+        entry_node="count",
+        nodes=[NodeSpec(id="count", function="count")],
+        edges=[
+            EdgeSpec(
+                source="count", target="count", condition="conditional", expression=f"n < {steps}"
+            )
+        ],
+        max_steps=steps + 5,
+        durability="async",
+    )
+
+
+def _count(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"n": int(inputs.get("n", 0)) + 1}
+
+
+async def test_snapshot_reads_are_counted_by_how_the_snapshot_served_them(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry)
+    async with Runtime(tmp_path / "runs.db", functions={"count": _count}, metrics=metrics) as rt:
+        store = rt.store
+        assert store is not None
+        # 300 steps of 4 events: the run's log passes a snapshot on its way.
+        result = await (await rt.start(_loop_graph(300))).result()
+        assert result.status == "completed"
+        run_id = result.run_id
+        assert await store.load_snapshot(run_id) is not None
+        await rt.get_state(run_id)  # hit
+        await rt.get_state(run_id, at_seq=10)  # miss: the snapshot is past seq 10
+        await store.delete_snapshots(run_id)
+        await rt.get_state(run_id)  # miss, and the read saves a fresh snapshot
+        await rt.get_state(run_id)  # hit
+        fresh = await store.load_snapshot(run_id)
+        assert fresh is not None
+        await store.save_snapshot(
+            Snapshot(run_id, fresh.seq, fresh.hash, "another fold", fresh.data)
+        )
+        assert (await rt.get_state(run_id)).memory["n"] == 300  # stale: ignored
+        samples = await anyio.to_thread.run_sync(_scrape, registry)
+    reads = {
+        outcome: samples[("magistrate_snapshot_reads_total", (("outcome", outcome),))]
+        for outcome in ("hit", "miss", "stale")
+    }
+    assert reads == {"hit": 2, "miss": 2, "stale": 1}
+
+
+async def test_group_commit_sizes_are_a_histogram_of_the_stores_batches(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry)
+    async with SqliteEventStore(tmp_path / "runs.db") as store:
+        metrics.watch_store(store)
+        for seq in range(5):  # one at a time: five commits of one append each
+            await store.append("alone", [RunResumed()], expected_seq=seq)
+
+        async def append(run_id: str) -> None:
+            await store.append(run_id, [RunResumed()], expected_seq=0)
+
+        async with anyio.create_task_group() as tasks:
+            for i in range(40):
+                tasks.start_soon(append, f"crowd{i}")
+        stats = store.statistics()
+        samples = await anyio.to_thread.run_sync(_scrape, registry)
+
+    def bucket(le: str) -> float:
+        return samples[("magistrate_eventstore_batch_size_bucket", (("le", le),))]
+
+    assert stats.appends == 45
+    assert samples[("magistrate_eventstore_batch_size_count", ())] == stats.batches
+    assert samples[("magistrate_eventstore_batch_size_sum", ())] == 45
+    assert bucket("+Inf") == stats.batches
+    assert bucket("1") >= 5
+    bounds = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "+Inf"]
+    assert [bucket(b) for b in bounds] == sorted(bucket(b) for b in bounds)
+    # The largest batch lies in the first bucket whose bound holds it.
+    largest = next(b for b in bounds if bucket(b) == stats.batches)
+    assert largest == "+Inf" or int(largest) >= stats.max_batch_size
