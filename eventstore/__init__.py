@@ -41,6 +41,7 @@ from ._protocol import (
     EventStore,
     RunInfo,
     Snapshot,
+    SnapshotAfter,
     StoreStatistics,
     VerifyReport,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "RunOwnedError",
     "SchemaVersionError",
     "Snapshot",
+    "SnapshotAfter",
     "SqliteEventStore",
     "StoreClosedError",
     "StoreError",

@@ -26,8 +26,10 @@ from ._requests import AppendRequest
 from ._schema import check_schema, create_schema, migrate_schema
 from ._sqlite_claims import ClaimFence, ClaimTurn, Request
 from ._statements import (
+    DROP_OLDER_SNAPSHOTS,
     INSERT_EVENT,
     INSERT_RUN,
+    INSERT_SNAPSHOT,
     LOOKUP_RUNS,
     UPDATE_RUN,
     wal_autocheckpoint_pages,
@@ -44,13 +46,24 @@ _RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
 class _Plan:
     """One transaction worked out before it is written: rows, run changes, outcomes."""
 
-    __slots__ = ("changed", "new_runs", "next_position", "next_run", "outcomes", "rows", "touched")
+    __slots__ = (
+        "changed",
+        "new_runs",
+        "next_position",
+        "next_run",
+        "outcomes",
+        "rows",
+        "snapshots",
+        "touched",
+    )
 
     def __init__(self) -> None:
         self.rows: list[Any] = []  # the rows' column values, flat, 8 per row
         self.new_runs: list[tuple[Any, ...]] = []
         self.changed: list[tuple[Any, ...]] = []
         self.outcomes: list[AppendResult | StoreError] = []
+        # run key -> its snapshots row (the batch's last for that run: only the newest stays)
+        self.snapshots: dict[int, tuple[int, int, bytes, str, bytes]] = {}
         self.touched: dict[str, _RunState] = {}
         self.next_position = 0
         self.next_run = 0
@@ -254,6 +267,16 @@ class WriterCore:
                 position += count
                 row_seq += count
             touched[run_id] = (key, seq, prev)
+            snapshot = request.snapshot
+            if snapshot is not None:
+                at = snapshot.events
+                plan.snapshots[key] = (
+                    key,
+                    first + at - 1,
+                    digests[at - 1],
+                    snapshot.version,
+                    snapshot.data,
+                )
             status, graph_hash = request.status
             created = new_runs.get(run_id)
             if created is not None:
@@ -288,6 +311,10 @@ class WriterCore:
             conn.executemany(INSERT_EVENT, [rows[i : i + 8] for i in range(0, len(rows), 8)])
             if plan.changed:
                 conn.executemany(UPDATE_RUN, plan.changed)
+            if plan.snapshots:
+                snapshots = list(plan.snapshots.values())
+                conn.executemany(INSERT_SNAPSHOT, snapshots)
+                conn.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
             if not in_transaction:
                 conn.execute("COMMIT")
         except BaseException:

@@ -23,7 +23,14 @@ from ._events import Event, EventBody
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
 from ._postgres_schema import check_text, ensure_schema, valid_schema_name
 from ._postgres_writer import Connection, PostgresWriter
-from ._protocol import AppendResult, RunInfo, Snapshot, StoreStatistics, VerifyReport
+from ._protocol import (
+    AppendResult,
+    RunInfo,
+    Snapshot,
+    SnapshotAfter,
+    StoreStatistics,
+    VerifyReport,
+)
 from ._requests import AppendRequest, prepare
 
 __all__ = ["PostgresEventStore"]
@@ -202,7 +209,12 @@ class PostgresEventStore:
     # -- writing ---------------------------------------------------------------------------
 
     async def append(
-        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        *,
+        expected_seq: int | None,
+        snapshot: SnapshotAfter | None = None,
     ) -> AppendResult:
         """Append one run's batch atomically; return once it is committed.
 
@@ -210,7 +222,7 @@ class PostgresEventStore:
         commit. Also raises LeaseLostError for a run this store claimed whose claim was
         taken over (nothing written).
         """
-        writer, request = self._request(run_id, events, expected_seq)
+        writer, request = self._request(run_id, events, expected_seq, snapshot)
         self._inflight.add(request)
         try:
             while not writer.submit(request):
@@ -232,9 +244,10 @@ class PostgresEventStore:
         *,
         expected_seq: int | None,
         on_done: Callable[[AppendResult | None, BaseException | None], None],
+        snapshot: SnapshotAfter | None = None,
     ) -> bool:
         """Hand a batch to the writer without waiting (see :meth:`SqliteEventStore.submit`)."""
-        writer, request = self._request(run_id, events, expected_seq)
+        writer, request = self._request(run_id, events, expected_seq, snapshot)
         request.on_done = on_done
         if not writer.submit(request):
             return False
@@ -242,15 +255,21 @@ class PostgresEventStore:
         return True
 
     def _request(
-        self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        expected_seq: int | None,
+        snapshot: SnapshotAfter | None,
     ) -> tuple[PostgresWriter, AppendRequest]:
         writer = self._writer
         if self._state != "open" or writer is None:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
+        if snapshot is not None and not 1 <= snapshot.events <= len(events):
+            raise ValueError(f"a snapshot after {snapshot.events} of {len(events)} events")
         check_text("append", "the run id", run_id)
-        request = prepare(run_id, events, expected_seq, rows=False)
+        request = prepare(run_id, events, expected_seq, snapshot=snapshot, rows=False)
         for index, tag in enumerate(request.tags, 1):
             check_text("append", f"run {run_id!r}: the type of event {index} of the batch", tag)
         check_text("append", f"run {run_id!r}: the graph hash", request.status[1])

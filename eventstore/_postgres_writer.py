@@ -329,6 +329,8 @@ class PostgresWriter:
             bodies.extend(request.bodies)
             # The position is filled in by _answer once committed.
             request.result = AppendResult(first, first + n - 1, 0, digests[-1].hex())
+        # Snapshots first: the events' statement takes the positions' lock last.
+        await _save_snapshots(conn, accepted)
         return await conn.execute(
             _INSERT_EVENTS,
             {
@@ -341,4 +343,32 @@ class PostgresWriter:
                 "hashes": hashes,
                 "bodies": bodies,
             },
+        )
+
+
+async def _save_snapshots(
+    conn: Connection, accepted: list[tuple[AppendRequest, int, list[bytes]]]
+) -> None:
+    """Save the snapshots handed over with the batch's appends (a run keeps its newest)."""
+    newest: dict[str, tuple[str, int, str, str, bytes]] = {}
+    for request, first, digests in accepted:
+        snapshot = request.snapshot
+        if snapshot is not None:
+            at = snapshot.events
+            newest[request.run_id] = (
+                request.run_id,
+                first + at - 1,
+                digests[at - 1].hex(),
+                snapshot.version,
+                snapshot.data,
+            )
+    for row in newest.values():
+        await conn.execute(
+            "INSERT INTO snapshots (run_id, seq, hash, version, data) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, seq) DO UPDATE SET "
+            "hash = EXCLUDED.hash, version = EXCLUDED.version, data = EXCLUDED.data",
+            row,
+        )
+        await conn.execute(
+            "DELETE FROM snapshots WHERE run_id = %s AND seq <> %s", (row[0], row[1])
         )

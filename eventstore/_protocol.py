@@ -17,6 +17,7 @@ __all__ = [
     "EventStore",
     "RunInfo",
     "Snapshot",
+    "SnapshotAfter",
     "StoreStatistics",
     "VerifyReport",
 ]
@@ -100,6 +101,19 @@ class Snapshot(msgspec.Struct, frozen=True):
     data: bytes
 
 
+class SnapshotAfter(msgspec.Struct, frozen=True):
+    """A snapshot handed over with an append: the state after the batch's first ``events``.
+
+    The store saves it as the run's :class:`Snapshot` at that event's seq and chain hash,
+    in the transaction that writes the batch, so it costs no transaction of its own and
+    lands only if the batch does. ``1 <= events <= len(batch)``.
+    """
+
+    events: int
+    version: str
+    data: bytes
+
+
 class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
     """Counters of a store's writer since it was opened."""
 
@@ -147,7 +161,12 @@ class EventStore(Protocol):
     ) -> None: ...
 
     async def append(
-        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        *,
+        expected_seq: int | None,
+        snapshot: SnapshotAfter | None = None,
     ) -> AppendResult: ...
 
     def read(

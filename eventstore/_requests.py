@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 
 from ._events import EventBody, RunIndexHook, encode_body, event_tag, run_index_hook
 from ._format import COMPRESS_AT, encode_rows, frame_rows, store_small, tagless_cut
-from ._protocol import AppendResult
+from ._protocol import AppendResult, SnapshotAfter
 
 __all__ = ["AppendRequest", "Pending", "prepare"]
 
@@ -82,6 +82,7 @@ class AppendRequest(Pending[AppendResult]):
         "expected_seq",
         "rows",
         "run_id",
+        "snapshot",
         "status",
         "tags",
         "versions",
@@ -106,6 +107,8 @@ class AppendRequest(Pending[AppendResult]):
         self.rows: list[tuple[int, str, int, bytes]] | None = None
         self.status = status  # (new run status or None, graph_hash or None)
         self.expected_seq = expected_seq
+        #: A snapshot to save in the batch's transaction (SqliteEventStore.append).
+        self.snapshot: SnapshotAfter | None = None
 
     def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
         """The rows to write (computed once, in the writer thread if prepare left them)."""
@@ -130,7 +133,12 @@ def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, RunIndexHoo
 
 
 def prepare(
-    run_id: str, events: Sequence[EventBody], expected_seq: int | None, *, rows: bool = True
+    run_id: str,
+    events: Sequence[EventBody],
+    expected_seq: int | None,
+    *,
+    rows: bool = True,
+    snapshot: SnapshotAfter | None = None,
 ) -> AppendRequest:
     """Encode a batch into a request (in the caller's task, so bad input raises there).
 
@@ -168,6 +176,7 @@ def prepare(
             status = new_status
             graph_hash = new_hash or graph_hash
     request = AppendRequest(run_id, tags, versions, bodies, (status, graph_hash), expected_seq)
+    request.snapshot = snapshot
     if rows and not large:
         request.rows = frame_rows(tags, versions, stored)
     return request

@@ -22,6 +22,7 @@ from ._protocol import (
     DurabilityConfig,
     RunInfo,
     Snapshot,
+    SnapshotAfter,
     StoreStatistics,
     VerifyReport,
 )
@@ -148,7 +149,12 @@ class SqliteEventStore:
     # -- writing ---------------------------------------------------------------------------
 
     async def append(
-        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        *,
+        expected_seq: int | None,
+        snapshot: SnapshotAfter | None = None,
     ) -> AppendResult:
         """Append one run's batch atomically; return once it is committed (durably, per config).
 
@@ -160,9 +166,10 @@ class SqliteEventStore:
         of the batch is written), StoreClosedError if the store is closed or closes before the
         batch was written, StoreError if the transaction failed, ValueError for an empty
         batch. Cancelling the caller does not withdraw a batch already handed to the writer:
-        it may still commit.
+        it may still commit. ``snapshot`` (see :class:`SnapshotAfter`) is saved as the run's
+        snapshot in the batch's transaction; ValueError if it names no event of the batch.
         """
-        writer, request = self._request(run_id, events, expected_seq)
+        writer, request = self._request(run_id, events, expected_seq, snapshot)
         await self._submit(writer, request, "append")
         assert request.result is not None
         return request.result
@@ -193,6 +200,7 @@ class SqliteEventStore:
         *,
         expected_seq: int | None,
         on_done: Callable[[AppendResult | None, BaseException | None], None],
+        snapshot: SnapshotAfter | None = None,
     ) -> bool:
         """Hand a batch to the writer without waiting; ``on_done`` learns how it ended.
 
@@ -207,12 +215,16 @@ class SqliteEventStore:
         :meth:`append`, which waits for space. Raises as ``append`` does for a closed store
         or an empty batch, and encoding errors at once.
         """
-        writer, request = self._request(run_id, events, expected_seq)
+        writer, request = self._request(run_id, events, expected_seq, snapshot)
         request.on_done = on_done
         return self._queue(writer, request)
 
     def _request(
-        self, run_id: str, events: Sequence[EventBody], expected_seq: int | None
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        expected_seq: int | None,
+        snapshot: SnapshotAfter | None,
     ) -> tuple[ThreadWriter, AppendRequest]:
         """The checks every append starts with, then the encoded request (not yet queued)."""
         writer = self._writer
@@ -220,7 +232,9 @@ class SqliteEventStore:
             raise StoreClosedError("append")
         if not events:
             raise ValueError("append needs at least one event")
-        return writer, prepare(run_id, events, expected_seq)
+        if snapshot is not None and not 1 <= snapshot.events <= len(events):
+            raise ValueError(f"a snapshot after {snapshot.events} of {len(events)} events")
+        return writer, prepare(run_id, events, expected_seq, snapshot=snapshot)
 
     def _wake_followers(self) -> None:
         committed, self._committed = self._committed, None

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sqlite3
 
 __all__ = [
+    "DROP_OLDER_SNAPSHOTS",
     "INSERT_EVENT",
     "INSERT_RUN",
+    "INSERT_SNAPSHOT",
     "LOOKUP_RUNS",
     "UPDATE_RUN",
     "WAL_CHECKPOINT_BYTES",
@@ -19,6 +21,12 @@ INSERT_EVENT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # A new run's row starts at last seq 0 with no hash; the fence trigger advances it.
+# A snapshot saved with a batch (SnapshotAfter); a run keeps only its newest.
+INSERT_SNAPSHOT = (
+    "INSERT OR REPLACE INTO snapshots (run, seq, hash, version, data) VALUES (?, ?, ?, ?, ?)"
+)
+DROP_OLDER_SNAPSHOTS = "DELETE FROM snapshots WHERE run = ? AND seq <> ?"
+
 INSERT_RUN = (
     "INSERT INTO runs (run, run_id, status, created, updated, last_seq, graph_hash) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"

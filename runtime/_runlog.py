@@ -8,9 +8,9 @@ from time import perf_counter
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
 
-from eventstore import AppendResult, Event, EventBody, EventStore, StoreError
+from eventstore import AppendResult, Event, EventBody, EventStore, SnapshotAfter, StoreError
 
-from ._snapshots import SNAPSHOT_EVERY, save_state
+from ._snapshots import SNAPSHOT_EVERY, snapshot_after
 from ._state import RunState, apply, fold
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]
@@ -60,8 +60,8 @@ class RunLog:
         self.hooks = list(hooks)
         self.observers = tuple(observers)
         self.memory_events: list[EventBody] = []
-        #: A snapshot of the live state is saved after a durable append once this many
-        #: events were committed since the last (see runtime._snapshots).
+        #: A snapshot of the live state goes with the first batch, whatever path it takes,
+        #: once this many events were handed over since the last (see runtime._snapshots).
         self.snapshot_every = SNAPSHOT_EVERY
         self.snapshot_seq = self.state.last_seq
         # The first store error of an append: the seqs numbered after it are wrong, so every
@@ -112,13 +112,19 @@ class RunLog:
             self.memory_events.extend(batch)
         else:
             try:
+                # The state is the fold of the log through this batch's last event.
+                snapshot = self._snapshot(len(batch))
                 if shield:
                     # Shielded: once submitted, a batch must be answered, or the next
                     # append's expected_seq would be wrong; a commit takes milliseconds.
                     with anyio.CancelScope(shield=True):
-                        answer = await self.store.append(self.run_id, batch, expected_seq=expected)
+                        await self.store.append(
+                            self.run_id, batch, expected_seq=expected, snapshot=snapshot
+                        )
                 else:
-                    answer = await self.store.append(self.run_id, batch, expected_seq=expected)
+                    await self.store.append(
+                        self.run_id, batch, expected_seq=expected, snapshot=snapshot
+                    )
             except StoreError as exc:
                 self.failed = exc
                 raise
@@ -128,8 +134,6 @@ class RunLog:
                 self.last_seq = expected
                 raise
             elapsed = perf_counter() - began
-            if answer.last_seq - self.snapshot_seq >= self.snapshot_every:
-                await self._snapshot(answer)
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
@@ -138,15 +142,18 @@ class RunLog:
                 await result
         return self.last_seq
 
-    async def _snapshot(self, result: AppendResult) -> None:
-        """Save the live state as the run's snapshot if it is exactly the committed log."""
-        state = self.state
-        if state.last_seq != result.last_seq or self.store is None:
-            return  # more is staged or queued: the state is ahead of the log
-        state.last_hash = result.last_hash
-        state.last_position = result.last_position
-        self.snapshot_seq = result.last_seq
-        await save_state(self.store, state)
+    def _snapshot(self, events: int) -> SnapshotAfter | None:
+        """The live state as a snapshot after the next batch's first ``events``, when due.
+
+        The state must be the fold of the log through that event at the time of the call.
+        It rides with the batch (the store saves it in the batch's transaction), so saving
+        one costs no write of its own and never waits; an unencodable state skips it.
+        """
+        at = self.state.last_seq
+        if events == 0 or at - self.snapshot_seq < self.snapshot_every:
+            return None
+        self.snapshot_seq = at
+        return snapshot_after(self.state, events)
 
     def stage(self, body: EventBody) -> None:
         """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
@@ -186,6 +193,9 @@ class RunLog:
         if submit is None:
             return False
         batch = [*self.pending, *bodies]
+        # Before the bodies are applied: the state then ends with the queued bodies.
+        snapshot_seq = self.snapshot_seq
+        snapshot = self._snapshot(len(self.pending))
         began = perf_counter()
 
         def done(result: AppendResult | None, error: BaseException | None) -> None:
@@ -196,7 +206,10 @@ class RunLog:
                     observer(self.run_id, batch, perf_counter() - began)
             on_done(result, error)
 
-        if not submit(self.run_id, batch, expected_seq=self.last_seq, on_done=done):
+        if not submit(
+            self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
+        ):
+            self.snapshot_seq = snapshot_seq  # due again with the next batch
             return False
         self.pending = []
         self.last_seq += len(batch)

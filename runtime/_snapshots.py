@@ -10,8 +10,12 @@ event ``seq`` and :data:`FOLD_VERSION`. It is never the source of truth:
 - otherwise the whole log is folded, and a fresh snapshot is saved;
 - deleting every snapshot changes no result, only how long a read takes.
 
-:func:`load_state` is what ``Runtime.get_state`` and ``Runtime.resume`` read through;
-:class:`SnapshotPolicy` saves one every ``every`` events as a run's log grows.
+:func:`load_state` is what ``Runtime.get_state`` and ``Runtime.resume`` read through. A
+running run's log (``runtime._runlog.RunLog``) hands the store a snapshot of its live state
+(:func:`snapshot_after`) with its first batch after every ``SNAPSHOT_EVERY`` events,
+whichever way the batch goes (an awaited append, a write-behind flush, a submit that does
+not wait): the store saves it in the batch's own transaction, so a snapshot costs no
+write and no wait of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Literal
 
 import msgspec
 
-from eventstore import Event, EventStore, Snapshot, StoreError
+from eventstore import Event, EventStore, Snapshot, SnapshotAfter, StoreError
 
 from ._state import RunState, fold
 
@@ -34,6 +38,7 @@ __all__ = [
     "decode_state",
     "encode_state",
     "load_state",
+    "snapshot_after",
 ]
 
 _log = logging.getLogger("magistrate.runtime")
@@ -65,6 +70,18 @@ def decode_state(data: bytes) -> RunState:
     """The state in snapshot bytes (raises msgspec.DecodeError / ValidationError)."""
     state: RunState = _DECODER.decode(data)
     return state
+
+
+def snapshot_after(state: RunState, events: int) -> SnapshotAfter | None:
+    """``state`` (the fold of a log through the first ``events`` of the batch it goes with)
+    as a snapshot for the store to save with that batch; None when it cannot be encoded
+    (logged: a snapshot is only a cache). Its seq and hash are the store's to fill in."""
+    try:
+        data = encode_state(state)
+    except (TypeError, OverflowError, ValueError) as exc:
+        _log.debug("run %s: no snapshot at seq %d (%s)", state.run_id, state.last_seq, exc)
+        return None
+    return SnapshotAfter(events, FOLD_VERSION, data)
 
 
 async def save_state(store: EventStore, state: RunState) -> bool:
@@ -130,6 +147,14 @@ async def load_state(
         if base is not None:
             if observe is not None:
                 observe("hit")
+            # A live state's snapshot was encoded before its hash was known: the envelope
+            # fields are the snapshot's event's.
+            first = events[0]
+            base.last_seq, base.last_hash, base.last_position = (
+                first.seq,
+                first.hash,
+                first.position,
+            )
             tail = events[1:]
             state = fold(tail, base)
             if to_seq is None and len(tail) >= every:

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import AppendResult, EventBody
+from eventstore import AppendResult, EventBody, SnapshotAfter
 from runtime import NodeFailed, NodeStarted, OutputSet, fold
 from runtime._runlog import RunLog
 
@@ -23,7 +23,12 @@ class SlowStore:
         self.appended: list[tuple[int | None, list[EventBody]]] = []
 
     async def append(
-        self, run_id: str, events: Sequence[EventBody], *, expected_seq: int | None
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        *,
+        expected_seq: int | None,
+        snapshot: SnapshotAfter | None = None,
     ) -> Any:
         self.appended.append((expected_seq, list(events)))  # handed over at once
         await self.release.wait()

@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from eventstore import Snapshot, SqliteEventStore
-from runtime import EdgeSpec, GraphSpec, MemoryKey, NodeSpec, Runtime, fold
+from runtime import EdgeSpec, GraphSpec, MemoryKey, NodeContext, NodeSpec, Runtime, fold
 from runtime._snapshots import FOLD_VERSION, SNAPSHOT_EVERY, encode_state
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +61,9 @@ async def test_a_long_run_is_read_through_its_snapshot_with_the_same_state(
         snapshot = await rt.store.load_snapshot(run_id)
         assert snapshot is not None and snapshot.version == FOLD_VERSION
         events = await rt.read_events(run_id)
-        assert snapshot.seq == len(events)  # saved at the pause, the log's last event
+        # Saved with the batch that took the log past SNAPSHOT_EVERY events.
+        assert SNAPSHOT_EVERY <= snapshot.seq < SNAPSHOT_EVERY + 10
+        assert events[snapshot.seq - 1].hash == snapshot.hash
         whole = fold(events)
         assert await rt.get_state(run_id) == whole
         assert await rt.get_state(run_id, at_seq=100) == fold(events[:100])
@@ -95,3 +98,64 @@ async def test_a_snapshot_that_does_not_match_is_ignored(tmp_path: Path) -> None
             await rt.store.save_snapshot(snapshot)
             assert await rt.get_state(run_id) == whole
             assert (await rt.get_state(run_id)).memory["n"] == STEPS
+
+
+async def progress(inputs: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+    for i in range(SNAPSHOT_EVERY + 100):  # one awaited append of the node's per output
+        await ctx.set_output("done", i)
+    return {"n": 1}
+
+
+def progress_graph() -> GraphSpec:
+    return GraphSpec(
+        id="progress",
+        nodes=[
+            NodeSpec(id="work", kind="function", function="progress"),
+            NodeSpec(id="gate", kind="function", function="count"),
+        ],
+        edges=[EdgeSpec(source="work", target="gate", condition="always")],
+        entry_node="work",
+        pause_nodes=["gate"],
+    )
+
+
+@pytest.mark.parametrize("path_name", ["submitted", "written behind", "awaited"])
+async def test_every_append_path_saves_snapshots_and_deleting_them_changes_nothing(
+    tmp_path: Path, path_name: str
+) -> None:
+    spec = progress_graph() if path_name == "awaited" else graph()
+    if path_name == "written behind":
+        spec = msgspec.structs.replace(spec, durability="async")
+    path = tmp_path / "runs.db"
+    functions = {"count": count, "progress": progress}
+    async with Runtime(path, functions=functions) as rt:
+        assert rt.store is not None
+        paused = await (await rt.start(spec)).result()
+        assert paused.status == "paused"
+        run_id = paused.run_id
+        events = await rt.read_events(run_id)
+        assert len(events) > SNAPSHOT_EVERY
+        snapshot = await rt.store.load_snapshot(run_id)
+        assert snapshot is not None and snapshot.version == FOLD_VERSION
+        assert snapshot.seq >= SNAPSHOT_EVERY
+        assert events[snapshot.seq - 1].hash == snapshot.hash
+        through_snapshot = await rt.get_state(run_id)
+        assert through_snapshot == fold(events)
+    # A resume from the stored snapshot and one without any end alike.
+    results = []
+    for keep in (True, False):
+        copy = tmp_path / f"copy-{keep}.db"
+        async with Runtime(path, functions=functions) as rt:
+            assert rt.store is not None
+            await rt.get_state(run_id)  # saves a snapshot again (the log is long)
+            if not keep:
+                await rt.store.delete_snapshots(run_id)
+            assert (await rt.store.load_snapshot(run_id) is not None) == keep
+        copy.write_bytes(path.read_bytes())
+        async with Runtime(copy, functions=functions) as rt:
+            result = await (await rt.resume(run_id)).result()
+            assert result.status == "completed"
+            results.append((result, fold(await rt.read_events(run_id))))
+    (with_snapshot, log_with), (without, log_without) = results
+    assert with_snapshot.memory == without.memory and with_snapshot.path == without.path
+    assert log_with.memory == log_without.memory and log_with.path == log_without.path
