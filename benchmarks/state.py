@@ -14,7 +14,9 @@ Runtime (a new process would do the same reads):
 
 It also prints the cost of one loop step early and late in the run (the ``append`` key
 holds ~1,000 vs ~19,000 items: a write must not copy the list), and the LLM node's
-``llm.turn_cost_500_over_10`` (see ``benchmarks._turn_cost``). Medians; targets: 20 ms for
+``llm.turn_cost_500_over_10`` (see ``benchmarks._turn_cost``) and the cost of an LLM node's
+start at visit 400 of a loop over visit 10, ``llm.start_cost_400_over_10`` (see
+``benchmarks._llm_start``). Medians; targets: 20 ms for
 each 100k figure.
 """
 
@@ -146,6 +148,9 @@ def main(quick: bool = False) -> None:
         turn_ratio = None
     else:
         turn_ratio = turn_cost_500_over_10(quick)
+    from ._llm_start import llm_start_late_over_early
+
+    start_early, start_late, start_ratio = llm_start_late_over_early(quick)
     rows: list[list[object]] = [
         ["get_state, through the snapshot", figures["get_state"], "ms"],
         ["get_state, no snapshot (whole log folded)", figures["get_state_cold"], "ms"],
@@ -155,6 +160,8 @@ def main(quick: bool = False) -> None:
     ]
     if turn_ratio is not None:
         rows.append(["LLM turn cost, turn 500 over turn 10", turn_ratio, "x"])
+    rows.append(["LLM node start, visit 10 of a loop", start_early, "ms"])
+    rows.append(["LLM node start, visit 400 of a loop", start_late, "ms"])
     print_table(
         f"A run of {int(figures['events'])} events on SQLite (medians)",
         ["what", "value", "unit"],
@@ -167,3 +174,5 @@ def main(quick: bool = False) -> None:
     figure("state.step_us_append_19k", figures["step_late"], "us")
     if turn_ratio is not None:
         figure("llm.turn_cost_500_over_10", turn_ratio, "x")
+    figure("llm.start_ms_visit_400", start_late, "ms")
+    figure("llm.start_cost_400_over_10", start_ratio, "x")
