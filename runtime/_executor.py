@@ -304,7 +304,9 @@ class ExecutorActor(EdgeSteps, Actor):
         if self.sync and self.log.submit((started,), partial(self._committed, ref, message)):
             return
         # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
-        await self.log.append((started,), durable=self.sync, shield=False)
+        # A new run's first step is durable whatever the graph's durability: Runtime.start
+        # returns once the run is in the store.
+        await self.log.append((started,), durable=self.sync or self.log.last_seq == 0, shield=False)
         await ref.tell(message)
 
     def _committed(

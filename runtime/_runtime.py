@@ -276,7 +276,13 @@ class Runtime(RunControl, NodeRunners):
         input: Mapping[str, Any] | None = None,
         run_id: str | None = None,
     ) -> RunHandle:
-        """Validate ``graph`` and start a run; return at once with its handle.
+        """Validate ``graph`` and start a run; return its handle once the run's start is
+        committed.
+
+        Blocks until the run's first events (``run.started`` and its entry node's start)
+        are committed to the store, whatever the graph's durability, so any reader of the
+        store (another process, the HTTP API) finds the run as soon as this returns; it
+        does not wait for any node. Cancelling the call leaves the run going.
 
         Raises SpecErrors (before anything is written) for an invalid graph, or one naming
         a function, judge or tool that is neither registered nor an allowed import, or
@@ -289,8 +295,15 @@ class Runtime(RunControl, NodeRunners):
         if self._ownership is not None:
             run_id = await self._ownership.claim_start(run_id, durable=graph.durability == "sync")
         run_id = run_id or uuid.uuid4().hex
-        log = RunLog(run_id, self.store, hooks=self.hooks, observers=self.observers)
-        return await self._launch(run_id, graph, log, input=dict(input or {}))
+        started = anyio.Event()
+
+        def committed(_run_id: str, _bodies: Sequence[EventBody], _elapsed: float | None) -> None:
+            started.set()
+
+        log = RunLog(run_id, self.store, hooks=self.hooks, observers=(*self.observers, committed))
+        handle = await self._launch(run_id, graph, log, input=dict(input or {}), started=started)
+        await started.wait()
+        return handle
 
     async def submit(
         self,
@@ -431,8 +444,14 @@ class Runtime(RunControl, NodeRunners):
         resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
         outcome: RunOutcome | None = None,
+        started: anyio.Event | None = None,
     ) -> RunHandle:
+        """Spawn the run's executor. ``started`` (from :meth:`start`) is set once the run
+        stopped or met a conflict, in case its first commit never came."""
+
         def forget() -> None:
+            if started is not None:
+                started.set()
             # A stopped run is read back from the log; keep no reference to it here.
             live = self._live.get(run_id)
             if live is not None and live[1] is outcome:
@@ -446,7 +465,12 @@ class Runtime(RunControl, NodeRunners):
             else:
                 # A store another process may append to: a run whose append meets that
                 # process's events (ConcurrencyError) stops and obeys its log (_settle).
-                outcome = OwnedOutcome(forget, lambda error: self._settle_soon(run_id, error))
+                def conflict(error: BaseException) -> None:
+                    if started is not None:
+                        started.set()
+                    self._settle_soon(run_id, error)
+
+                outcome = OwnedOutcome(forget, conflict)
         elif isinstance(outcome, OwnedOutcome):
             outcome.holding = False
         if self.metrics is not None:

@@ -12,7 +12,7 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -169,10 +169,13 @@ async def _execute(
         async with Runtime(
             store, provider=provider, tools=tools, hooks=[progress.hook], allow_imports=allow
         ) as rt:
-            handle = await start(rt)
-            if not args.quiet:
-                console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
-            result = await _follow(rt, handle)
+            # Signals are taken from before the start on: the run's first events (and
+            # the progress lines they print) are committed before ``start`` returns.
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                handle = await start(rt)
+                if not args.quiet:
+                    console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
+                result = await _follow(rt, handle, signals)
     _print_result(args, result, time.monotonic() - began)
     return exit_code(result)
 
@@ -181,18 +184,19 @@ def _store_name(store: EventStore) -> str:
     return str(getattr(store, "path", type(store).__name__))
 
 
-async def _follow(rt: Runtime, handle: RunHandle) -> RunResult:
+async def _follow(
+    rt: Runtime, handle: RunHandle, signals: AsyncIterator[signal.Signals]
+) -> RunResult:
     """Wait for the run's result; SIGINT or SIGTERM cancels it (a second one stops waiting)."""
     async with anyio.create_task_group() as tg:
 
         async def on_signals() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for signum in signals:
-                    name = signal.Signals(signum).name
-                    await rt.cancel(handle.run_id, reason=f"interrupted by {name}")
-                    break
-                async for _ in signals:
-                    raise KeyboardInterrupt
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                await rt.cancel(handle.run_id, reason=f"interrupted by {name}")
+                break
+            async for _ in signals:
+                raise KeyboardInterrupt
 
         tg.start_soon(on_signals)
         result = await handle.result()

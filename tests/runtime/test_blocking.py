@@ -143,7 +143,10 @@ async def test_closing_the_runtime_abandons_a_blocked_thread(gate: threading.Eve
     assert not gate.is_set()
 
 
-async def test_a_tool_past_its_timeout_fails_the_llm_node(gate: threading.Event) -> None:
+@pytest.mark.parametrize("where", ["spec", "runtime"])
+async def test_a_tool_past_its_timeout_fails_the_llm_node(
+    gate: threading.Event, where: str
+) -> None:
     @tool
     def lookup(city: str) -> str:
         """Look a city up (never answers)."""
@@ -151,13 +154,18 @@ async def test_a_tool_past_its_timeout_fails_the_llm_node(gate: threading.Event)
         return city
 
     provider = ScriptedProvider([reply("", tool_call("lookup", city="Porto"))])
+    limit = 0.05 if where == "spec" else None
     graph = _graph(
-        NodeSpec(id="ask", kind="llm", tools=["lookup"], output_keys=["a"], tool_timeout=0.05),
+        NodeSpec(id="ask", kind="llm", tools=["lookup"], output_keys=["a"], tool_timeout=limit),
         NodeSpec(id="recover", function="recover"),
         edges=[EdgeSpec(source="ask", target="recover", condition="on_failure")],
     )
     runtime = Runtime(
-        None, provider=provider, tools=[lookup], functions={"recover": lambda inputs: {}}
+        None,
+        provider=provider,
+        tools=[lookup],
+        functions={"recover": lambda inputs: {}},
+        tool_timeout=0.05 if where == "runtime" else 120.0,
     )
     async with runtime as rt:
         handle = await rt.start(graph)
@@ -168,3 +176,24 @@ async def test_a_tool_past_its_timeout_fails_the_llm_node(gate: threading.Event)
     assert [f.error_type for f in failures] == ["ToolTimeoutError"]
     assert "tool 'lookup' did not finish within 0.05 s" in failures[0].error
     assert result.path == ["ask", "recover"]
+
+
+async def test_cancel_abandons_a_tool_blocked_in_its_thread(gate: threading.Event) -> None:
+    entered = threading.Event()
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up (never answers)."""
+        entered.set()
+        gate.wait()
+        return city
+
+    provider = ScriptedProvider([reply("", tool_call("lookup", city="Porto"))])
+    graph = _graph(NodeSpec(id="ask", kind="llm", tools=["lookup"], output_keys=["a"]))
+    async with Runtime(None, provider=provider, tools=[lookup]) as rt:
+        handle = await rt.start(graph)
+        assert await anyio.to_thread.run_sync(entered.wait, 30)
+        await rt.cancel(handle.run_id)
+        result = await handle.result()
+        assert result.status == "cancelled" and result.resume_at == ["ask"]
+    assert not gate.is_set()  # leaving the runtime did not wait for the thread
