@@ -426,6 +426,10 @@ class ActorSystem:
     def running(self) -> bool:
         return self._entered and not self._closing
 
+    def has_actor(self, name: str) -> bool:
+        """True while an actor named ``name`` runs here (until its task has ended)."""
+        return name in self._live
+
     def spawn(
         self,
         actor: Actor,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from actors import ActorRef, ActorStoppedError
+from actors import ActorRef, ActorStoppedError, ActorSystem
 from eventstore import ConcurrencyError, EventBody, EventStore, LeaseLostError, StoreError
 
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
@@ -48,6 +48,7 @@ class RunControl:
     _tasks: anyio.abc.TaskGroup | None
     _live: dict[str, tuple[ActorRef, RunOutcome, RunLog]]
     _memory_logs: dict[str, RunLog]
+    _system: ActorSystem | None
     #: Runs that closing asked to cancel and whose executor did not report in time.
     _unstopped: list[tuple[str, RunOutcome]]
 
@@ -169,14 +170,29 @@ class RunControl:
     def _room(self) -> int:
         return self.concurrency - len(self._live)
 
+    def _running_here(self, run_id: str) -> bool:
+        """True while the run is live here, or its executor here has not yet stopped."""
+        return run_id in self._live or (
+            self._system is not None and self._system.has_actor(f"run:{run_id}")
+        )
+
     async def _resume_claimed(self, run_id: str) -> None:
         """Continue a run this runtime just claimed (recovery); give it up if it turns
-        out to have nothing to run."""
+        out to have nothing to run, or if its previous executor here is still stopping
+        (its lease ran out under load, say): a later round claims it again. Whatever
+        else goes wrong is logged and the claim given up, so recovery itself goes on."""
         assert self._ownership is not None
+        if self._running_here(run_id):
+            _log.warning("run %s: claimed for recovery while its executor here stops", run_id)
+            await self._ownership.release(run_id)
+            return
         try:
             await self._resume(run_id, None)
         except (RunNotFoundError, RunStateError, SpecErrors) as exc:
             _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
+            await self._ownership.release(run_id)
+        except Exception:
+            _log.exception("run %s: claimed for recovery, resuming it failed", run_id)
             await self._ownership.release(run_id)
 
     async def _on_lease_lost(self, run_id: str) -> None:

@@ -287,11 +287,13 @@ class Runtime(RunControl, NodeRunners):
         Raises SpecErrors (before anything is written) for an invalid graph, or one naming
         a function, judge or tool that is neither registered nor an allowed import, or
         with LLM nodes and no provider; MemoryValueError for an input value the log cannot
-        store unchanged.
+        store unchanged; RunStateError for a ``run_id`` already running in this runtime.
         """
         validate_graph(graph)
         self._check_graph(graph)
         check_memory_values(dict(input or {}))
+        if run_id is not None and self._running_here(run_id):
+            raise RunStateError(run_id, "running", "it is already running in this runtime")
         if self._ownership is not None:
             run_id = await self._ownership.claim_start(run_id, durable=graph.durability == "sync")
         run_id = run_id or uuid.uuid4().hex
@@ -363,7 +365,7 @@ class Runtime(RunControl, NodeRunners):
         again. ``input`` is injected (recorded) first. Raises RunNotFoundError, or
         RunStateError for a finished run or one already running here.
         """
-        if run_id in self._live:
+        if self._running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_memory_values(dict(input or {}))
         ownership = self._ownership

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import NodeStarted, RunStarted, Runtime
+from runtime import NodeStarted, RunStarted, RunStateError, Runtime
 from runtime.testing import linear_graph
 
 pytestmark = pytest.mark.anyio
@@ -53,3 +53,25 @@ async def test_a_run_paused_at_its_entry_is_seen_paused_as_soon_as_start_returns
         handle = await owner.start(graph)
         state = await reader.get_state(handle.run_id)
     assert state.status == "paused" and state.pending == ["gate"]
+
+
+async def test_starting_a_run_id_that_is_live_here_is_refused_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    gate = anyio.Event()
+
+    async def held(inputs: dict[str, Any]) -> dict[str, Any]:
+        await gate.wait()
+        return {"held": True}
+
+    graph = linear_graph(["held", "last"])
+    functions = {"held": held, "last": lambda inputs: {"last": True}}
+    async with Runtime(tmp_path / "runs.db", functions=functions) as rt:
+        handle = await rt.start(graph, run_id="r1")
+        with pytest.raises(RunStateError, match="already running"):
+            await rt.start(graph, run_id="r1")
+        gate.set()
+        result = await handle.result()
+        events = await rt.read_events("r1")
+    assert result.status == "completed" and result.memory["last"] is True
+    assert sum(isinstance(e.body, RunStarted) for e in events) == 1
