@@ -121,8 +121,11 @@ async def test_four_workers_run_400_submitted_runs_exactly_once(
     prefix: str, workers: Workers
 ) -> None:
     url = pg_url()
+    # Nobody is killed here: a lease long beside a starved process's pauses on a loaded
+    # 2-core machine, so no live run's lease runs out and is taken over (the takeover of
+    # a lapsed lease, and what it may run again, is the next tests' subject).
     for _ in range(4):
-        workers.start(concurrency=50, lease=5)
+        workers.start(concurrency=50, lease=15)
     graph = linear_graph(NODES[:3], graph_id="short")
     async with Runtime(f"{url}?schema={prefix}_store", functions=functions(url, prefix)) as rt:
         ids: dict[int, str] = {}
