@@ -135,8 +135,7 @@ async def load_state(
     elif snapshot is not None and (to_seq is None or snapshot.seq <= to_seq):
         # From the snapshot's own event: its hash ties the snapshot to this log.
         events = [
-            e
-            async for e in store.read(run_id, from_seq=snapshot.seq, to_seq=to_seq, verify=True)
+            e async for e in store.read(run_id, from_seq=snapshot.seq, to_seq=to_seq, verify=True)
         ]
         base = None
         if events and events[0].seq == snapshot.seq and events[0].hash == snapshot.hash:
