@@ -9,6 +9,7 @@ there. Dropping it changes no answer, only how much of the log the next request 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 import anyio
 
@@ -75,10 +76,12 @@ class DigestCache:
         self.capacity = capacity
         self._digests: dict[str, RunDigest] = {}
 
-    async def digest(self, run_id: str, upto: int) -> RunDigest:
+    async def digest(self, run_id: str, upto: int, known: Sequence[Event] = ()) -> RunDigest:
         """The run's digest as of at least seq ``upto`` (reads the events after the cached
         one; the whole log the first time, or when the log does not continue it).
 
+        ``known`` are consecutive events of the run the caller has read already (a
+        fold's tail): those the digest needs are taken from there instead of the store.
         Raises CorruptLogError / UnknownEventError as the store's read does.
         """
         digest = self._digests.pop(run_id, None) or RunDigest()
@@ -89,6 +92,11 @@ class DigestCache:
             if digest.last_seq >= upto:
                 return digest
             fresh = digest
+            if known and known[0].seq <= digest.last_seq + 1 <= known[-1].seq:
+                for event in known[digest.last_seq + 1 - known[0].seq :]:
+                    if event.prev_hash != digest.last_hash or event.seq > upto:
+                        break
+                    digest.take(event)
             async for event in self.store.read(run_id, from_seq=digest.last_seq + 1, to_seq=upto):
                 if fresh is digest and event.prev_hash != digest.last_hash:
                     fresh = RunDigest()  # not the log it was built from: start over

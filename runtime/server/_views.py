@@ -245,13 +245,14 @@ class RunReader:
         a digest that reads only the events since the last request)."""
         info = await self.info(run_id)
         try:
-            state, _ = await load_state(self.store, run_id)
+            state, tail = await load_state(self.store, run_id)
         except CorruptLogError:
             # An edited log: show what it says (``verify`` names where the chain breaks).
-            state = fold(await self.store.read_all(run_id))
+            tail = await self.store.read_all(run_id)
+            state = fold(tail)
         if state.last_seq == 0:
             raise RunNotFoundError(run_id)
-        digest = await self._digests.digest(run_id, state.last_seq)
+        digest = await self._digests.digest(run_id, state.last_seq, tail)
         llm_ids = [
             str(node.get("id"))
             for node in (state.graph or {}).get("nodes", [])
