@@ -48,8 +48,7 @@ _LOG_ERRORS = (CorruptLogError, UnknownEventError)
 _FINISHED = ("completed", "failed")
 #: Entries each of the reader's caches holds at most (it starts over when full).
 _CACHE_LIMIT = 50_000
-
-
+#: A ``graph`` filter of this form names a graph hash; anything else, a graph id.
 _GRAPH_HASH = re.compile(r"[0-9a-f]{64}")
 
 
