@@ -25,6 +25,7 @@ from ._events import (
     EVENT_TYPES,
     Event,
     EventBody,
+    RunIndex,
     RunIndexHook,
     Upcaster,
     chain_hash,
@@ -45,6 +46,7 @@ from ._protocol import (
     StoreStatistics,
     VerifyReport,
 )
+from ._runquery import RunPage, RunQuery
 from ._schema import APPLICATION_ID, SCHEMA_VERSION
 from ._sqlite import SqliteEventStore
 
@@ -87,9 +89,12 @@ __all__ = [
     "LeaseLostError",
     "NotAStoreError",
     "PostgresEventStore",
+    "RunIndex",
     "RunIndexHook",
     "RunInfo",
     "RunOwnedError",
+    "RunPage",
+    "RunQuery",
     "SchemaVersionError",
     "Snapshot",
     "SnapshotAfter",

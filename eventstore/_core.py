@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
-from ._events import chain_digest
+from ._events import RunIndex, chain_digest
 from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
@@ -41,6 +41,7 @@ __all__ = ["WriterCore"]
 _RUN_CACHE_LIMIT = 50_000
 
 _RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
+_UNCHANGED = RunIndex()
 
 
 class _Plan:
@@ -231,8 +232,9 @@ class WriterCore:
         touched = plan.touched
         rows = plan.rows
         outcomes = plan.outcomes
-        new_runs: dict[str, list[Any]] = {}  # run_id -> [key, status, graph_hash]
-        changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash]
+        # run_id -> [key, status, graph_hash, graph_id, quality] of a new run
+        new_runs: dict[str, list[Any]] = {}
+        changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash, graph_id, quality]
         missing = {
             request.run_id
             for request in requests
@@ -248,7 +250,7 @@ class WriterCore:
                 continue
             if state is None:
                 state = (next_run, 0, b"")
-                new_runs[run_id] = [next_run, "new", None]
+                new_runs[run_id] = [next_run, "new", None, None, None]
                 next_run += 1
             key, seq, prev = state
             first = seq + 1
@@ -277,23 +279,24 @@ class WriterCore:
                     snapshot.version,
                     snapshot.data,
                 )
-            status, graph_hash = request.status
+            index = request.index
             created = new_runs.get(run_id)
             if created is not None:
-                if status is not None:
-                    created[1] = status
-                if graph_hash is not None:
-                    created[2] = graph_hash
-            elif status is not None or graph_hash is not None:
-                change = changed.setdefault(key, [None, None])
-                if status is not None:
-                    change[0] = status
-                if graph_hash is not None:
-                    change[1] = graph_hash
+                for i, value in enumerate(index, 1):
+                    if value is not None:
+                        created[i] = value or None
+            elif index != _UNCHANGED:
+                change = changed.setdefault(key, [None, None, None, None])
+                for i, value in enumerate(index):
+                    if value is not None:
+                        change[i] = value
             outcomes.append(AppendResult(first, seq, position - 1, prev.hex()))
         # A new run's row starts at seq 0; the trigger advances it with each events row.
-        plan.new_runs = [(key, rid, st, now, now, 0, gh) for rid, (key, st, gh) in new_runs.items()]
-        plan.changed = [(st, gh, k) for k, (st, gh) in changed.items()]
+        plan.new_runs = [
+            (key, rid, st or "new", now, now, 0, gh, gid, q)
+            for rid, (key, st, gh, gid, q) in new_runs.items()
+        ]
+        plan.changed = [(*change, k) for k, change in changed.items()]
         plan.next_position = position
         plan.next_run = next_run
         return plan

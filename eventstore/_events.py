@@ -9,16 +9,17 @@ previous version with :func:`register_upcaster`, so logs written by older releas
 replay.
 
 A body class may also say how it changes the run listing (:meth:`EventStore.list_runs`):
-the ``run_index`` hook given to :func:`register_event_type` maps a body to the run's new
-status and graph hash (``None`` for "unchanged"). The store only records what the hook
-returns; it gives those strings no meaning.
+the ``run_index`` hook given to :func:`register_event_type` maps a body to a
+:class:`RunIndex`: the run's new status, graph hash, graph id and quality (``None`` for
+"unchanged", ``""`` for "no value"). The store only records what the hook returns, and
+filters the listing on it; it gives those strings no meaning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from hashlib import sha256 as _sha256
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import msgspec
 
@@ -28,6 +29,7 @@ __all__ = [
     "EVENT_TYPES",
     "Event",
     "EventBody",
+    "RunIndex",
     "RunIndexHook",
     "Upcaster",
     "chain_digest",
@@ -69,9 +71,24 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
 #: tag -> body class, for every registered event type.
 EVENT_TYPES: dict[str, type[EventBody]] = {}
 
-#: Maps a body to (the run's new status or None, the run's graph hash or None); see
+
+class RunIndex(NamedTuple):
+    """What one event changes in its run's listing row (see :func:`register_event_type`).
+
+    Each field is the row's new value, ``None`` to leave it unchanged, or ``""`` to clear it.
+    The store records these strings and filters on them (``EventStore.list_runs``); it
+    gives them no meaning. A plain ``(status, graph_hash)`` pair is read as the first two.
+    """
+
+    status: str | None = None
+    graph_hash: str | None = None
+    graph_id: str | None = None
+    quality: str | None = None
+
+
+#: Maps a body to a :class:`RunIndex` (or a ``(status, graph_hash)`` pair); see
 #: :func:`register_event_type`.
-RunIndexHook = Callable[[Any], tuple[str | None, str | None]]
+RunIndexHook = Callable[[Any], RunIndex | tuple[str | None, str | None]]
 
 _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {}
 
@@ -100,8 +117,9 @@ def register_event_type(
     """Add a body class to the catalogue (usable as a class decorator); returns ``cls``.
 
     ``run_index``, if given, is called with each body of this class when it is appended and
-    returns ``(status, graph_hash)``: the values the run's listing row takes (``None``
-    leaves a value unchanged). Raises ValueError if another class already holds its tag.
+    returns a :class:`RunIndex` (or a ``(status, graph_hash)`` pair): the values the run's
+    listing row takes (``None`` leaves a value unchanged, ``""`` clears it). Raises
+    ValueError if another class already holds its tag.
     """
     tag = event_tag(cls)
     existing = EVENT_TYPES.get(tag)

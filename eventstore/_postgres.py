@@ -13,6 +13,7 @@ import psycopg
 import psycopg_pool
 
 from . import _postgres_claims as claims_sql
+from . import _postgres_runs as runs_sql
 from ._claims import Claim
 from ._errors import (
     ConcurrencyError,
@@ -32,12 +33,13 @@ from ._protocol import (
     VerifyReport,
 )
 from ._requests import AppendRequest, prepare
+from ._runquery import RunPage, RunQuery, page_of, page_sql
 
 __all__ = ["PostgresEventStore"]
 
 _log = logging.getLogger("magistrate.eventstore")
 
-_RUN_COLUMNS = "run_id, status, created, updated, last_seq, graph_hash"
+_ALL_RUNS = RunQuery()
 
 
 class PostgresEventStore:
@@ -272,7 +274,8 @@ class PostgresEventStore:
         request = prepare(run_id, events, expected_seq, snapshot=snapshot, rows=False)
         for index, tag in enumerate(request.tags, 1):
             check_text("append", f"run {run_id!r}: the type of event {index} of the batch", tag)
-        check_text("append", f"run {run_id!r}: the graph hash", request.status[1])
+        for field, value in request.index._asdict().items():  # the run listing's values
+            check_text("append", f"run {run_id!r}: the {field.replace('_', ' ')}", value)
         return writer, request
 
     def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
@@ -404,27 +407,23 @@ class PostgresEventStore:
                     await wake.wait()
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        """Runs, newest first, optionally only those with ``status``."""
-        if status is None:
-            rows = await self._fetch(
-                "list_runs",
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE last_seq > 0 ORDER BY run DESC LIMIT %s",
-                (limit,),
-            )
-        else:
-            rows = await self._fetch(
-                "list_runs",
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE status = %s AND last_seq > 0 "
-                "ORDER BY run DESC LIMIT %s",
-                (status, limit),
-            )
-        return [RunInfo(*row) for row in rows]
+        """Runs, newest first, optionally only those with ``status`` (see :meth:`query_runs`)."""
+        return (await self.query_runs(RunQuery(status=status), limit=limit)).runs
+
+    async def query_runs(
+        self, query: RunQuery = _ALL_RUNS, *, cursor: str | None = None, limit: int = 100
+    ) -> RunPage:
+        """A page of the runs matching ``query``, newest first; see SqliteEventStore."""
+        statement, params = page_sql(
+            runs_sql.RUN_COLUMNS, query, cursor, limit, "%s", extra=("r.last_seq > 0",)
+        )
+        return page_of(await self._fetch("query_runs", statement, params), limit)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         """The run's listing row, or None if no event of it was ever appended."""
         rows = await self._fetch(
             "get_run",
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s AND last_seq > 0",
+            f"SELECT {runs_sql.RUN_COLUMNS} FROM runs r WHERE r.run_id = %s AND r.last_seq > 0",
             (run_id,),
         )
         return RunInfo(*rows[0]) if rows else None

@@ -14,6 +14,7 @@ import psycopg
 from psycopg import sql
 
 from ._errors import NotAStoreError, SchemaVersionError
+from ._postgres_runs import V2_DDL, fill_run_index
 
 __all__ = [
     "PG_APPLICATION",
@@ -25,8 +26,10 @@ __all__ = [
 
 #: What the meta row's ``application`` column holds in a magistrate store.
 PG_APPLICATION = "magistrate-eventstore"
-#: The version of the tables this release reads and writes.
-PG_SCHEMA_VERSION = 1
+#: The version of the tables this release reads and writes. Version 2 added the runs' graph
+#: id and quality and the indexes of filtered listings (eventstore._postgres_runs); a
+#: version 1 store is upgraded when opened.
+PG_SCHEMA_VERSION = 2
 
 # One row per event (no frames: PostgreSQL's per-row cost is not SQLite's, and rows stay
 # plain to query). ``position`` is the store-wide commit order that tail follows: it is
@@ -106,7 +109,8 @@ async def ensure_schema(
     ``conn`` is in autocommit mode. An advisory lock keyed on the schema name makes
     concurrent first opens create the tables once. Raises NotAStoreError for a schema
     holding other tables (or no meta row of ours) and SchemaVersionError for a newer
-    layout; neither changes anything.
+    layout; neither changes anything. A store of an older layout is upgraded (in the same
+    transaction).
     """
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"magistrate:{schema}",))
@@ -117,9 +121,7 @@ async def ensure_schema(
         if not tables:
             ident = sql.Identifier(schema)
             await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
-            for statement in _DDL.split(";"):
-                if statement.strip():
-                    await conn.execute(sql.SQL(statement).format(schema=ident))
+            await _run_script(conn, _DDL + ";" + V2_DDL, ident)
             await conn.execute(
                 sql.SQL("INSERT INTO {}.meta VALUES (%s, %s, 1)").format(ident),
                 (PG_APPLICATION, PG_SCHEMA_VERSION),
@@ -146,3 +148,20 @@ async def ensure_schema(
         missing = {"runs", "events", "snapshots"} - tables
         if missing:
             raise NotAStoreError(where, f"tables missing: {', '.join(sorted(missing))}")
+        if version < 2:
+            ident = sql.Identifier(schema)
+            await _run_script(conn, V2_DDL, ident)
+            await fill_run_index(conn, schema)
+            await conn.execute(
+                sql.SQL("UPDATE {}.meta SET schema_version = %s").format(ident),
+                (PG_SCHEMA_VERSION,),
+            )
+
+
+async def _run_script(
+    conn: psycopg.AsyncConnection[tuple[object, ...]], script: str, ident: sql.Identifier
+) -> None:
+    """Run the ";"-separated statements of ``script`` with ``{schema}`` as ``ident``."""
+    for statement in script.split(";"):
+        if statement.strip():
+            await conn.execute(sql.SQL(statement).format(schema=ident))

@@ -38,15 +38,22 @@ _LOCK_RUNS = (
     "WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE"
 )
 _INSERT_RUNS = (
-    "INSERT INTO runs (run_id, status, created, updated, last_seq, last_hash, graph_hash) "
+    "INSERT INTO runs (run_id, status, created, updated, last_seq, last_hash, graph_hash, "
+    "graph_id, quality) "
     "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[], %s::bigint[], "
-    "%s::bytea[], %s::text[]) ON CONFLICT (run_id) DO NOTHING RETURNING run_id, run"
+    "%s::bytea[], %s::text[], %s::text[], %s::text[]) "
+    "ON CONFLICT (run_id) DO NOTHING RETURNING run_id, run"
 )
+# The run_index hooks' values: None leaves a column unchanged, "" clears it (never status).
 _UPDATE_RUNS = (
     "UPDATE runs r SET last_seq = v.seq, last_hash = v.hash, updated = v.ts, "
-    "status = coalesce(v.status, r.status), graph_hash = coalesce(v.graph_hash, r.graph_hash) "
-    "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::text[], %s::text[]) "
-    "AS v(run, seq, hash, ts, status, graph_hash) WHERE r.run = v.run"
+    "status = coalesce(nullif(v.status, ''), r.status), "
+    "graph_hash = nullif(coalesce(v.graph_hash, r.graph_hash), ''), "
+    "graph_id = nullif(coalesce(v.graph_id, r.graph_id), ''), "
+    "quality = nullif(coalesce(v.quality, r.quality), '') "
+    "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::text[], %s::text[], "
+    "%s::text[], %s::text[]) AS v(run, seq, hash, ts, status, graph_hash, graph_id, quality) "
+    "WHERE r.run = v.run"
 )
 # Positions last, in the statement that writes the events: the meta row's lock is taken
 # by the server inside it and, as the COMMIT goes out in the same pipeline, held only
@@ -242,8 +249,9 @@ class PostgresWriter:
         rows = await cur.fetchall()
         heads: dict[str, list[Any]] = {row[0]: [row[1], row[2], bytes(row[3])] for row in rows}
         epochs = {row[0]: (row[4], row[5]) for row in rows}
-        new_runs: dict[str, list[Any]] = {}  # run_id -> [status, graph_hash]
-        changed: dict[str, list[Any]] = {}  # run_id -> [status, graph_hash]
+        # run_id -> [status, graph_hash, graph_id, quality]: a new run's, a known run's change
+        new_runs: dict[str, list[Any]] = {}
+        changed: dict[str, list[Any]] = {}
         accepted: list[tuple[AppendRequest, int, list[bytes]]] = []
         for request in batch:
             request.result = None
@@ -262,7 +270,7 @@ class PostgresWriter:
                 continue
             if head is None:
                 head = heads[run_id] = [None, 0, b""]
-                new_runs[run_id] = ["new", None]
+                new_runs[run_id] = ["new", None, None, None]
             first = seq + 1
             prev = head[2]
             digests: list[bytes] = []
@@ -273,12 +281,10 @@ class PostgresWriter:
                 prev = chain_digest(prev, run_id, seq, tag, version, body)
                 digests.append(prev)
             head[1], head[2] = seq, prev
-            status, graph_hash = request.status
-            change = new_runs.get(run_id) or changed.setdefault(run_id, [None, None])
-            if status is not None:
-                change[0] = status
-            if graph_hash is not None:
-                change[1] = graph_hash
+            change = new_runs.get(run_id) or changed.setdefault(run_id, [None, None, None, None])
+            for i, value in enumerate(request.index):
+                if value is not None:
+                    change[i] = value
             accepted.append((request, first, digests))
         if not accepted:
             return None
@@ -288,12 +294,14 @@ class PostgresWriter:
                 _INSERT_RUNS,
                 (
                     ids,
-                    [new_runs[i][0] for i in ids],
+                    [new_runs[i][0] or "new" for i in ids],
                     [now] * len(ids),
                     [now] * len(ids),
                     [heads[i][1] for i in ids],
                     [heads[i][2] for i in ids],
-                    [new_runs[i][1] for i in ids],
+                    [new_runs[i][1] or None for i in ids],
+                    [new_runs[i][2] or None for i in ids],
+                    [new_runs[i][3] or None for i in ids],
                 ),
             )
             inserted = {row[0]: row[1] for row in await cur.fetchall()}
@@ -312,6 +320,8 @@ class PostgresWriter:
                     [now] * len(ids),
                     [changed[i][0] for i in ids],
                     [changed[i][1] for i in ids],
+                    [changed[i][2] for i in ids],
+                    [changed[i][3] for i in ids],
                 ),
             )
         count = sum(len(digests) for _, _, digests in accepted)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import ClassVar, Literal, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
 from ._events import Event, EventBody
+
+if TYPE_CHECKING:
+    from ._runquery import RunPage, RunQuery
 
 __all__ = [
     "AppendResult",
@@ -63,9 +66,10 @@ class AppendResult(msgspec.Struct, frozen=True):
 
 
 class RunInfo(msgspec.Struct, frozen=True):
-    """A row of the run listing. ``status`` is new, running, paused, cancelled, completed or
-    failed, derived from the run's events when they were appended; ``last_seq`` and
-    ``updated`` (time of the last append) are live."""
+    """A row of the run listing. ``status``, ``graph_hash``, ``graph_id`` and ``quality`` are
+    what the run's events' ``run_index`` hooks said when they were appended (``status`` is
+    "new" until one says otherwise); ``created`` is the time of the run's first append;
+    ``last_seq`` and ``updated`` (time of the last append) are live."""
 
     run_id: str
     status: str
@@ -73,6 +77,8 @@ class RunInfo(msgspec.Struct, frozen=True):
     updated: float
     last_seq: int
     graph_hash: str | None
+    graph_id: str | None = None
+    quality: str | None = None
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -189,6 +195,10 @@ class EventStore(Protocol):
     ) -> AsyncIterator[Event]: ...
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]: ...
+
+    async def query_runs(
+        self, query: RunQuery = ..., *, cursor: str | None = None, limit: int = 100
+    ) -> RunPage: ...
 
     async def get_run(self, run_id: str) -> RunInfo | None: ...
 

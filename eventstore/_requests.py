@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from ._events import EventBody, RunIndexHook, encode_body, event_tag, run_index_hook
+from ._events import EventBody, RunIndex, RunIndexHook, encode_body, event_tag, run_index_hook
 from ._format import COMPRESS_AT, encode_rows, frame_rows, store_small, tagless_cut
 from ._protocol import AppendResult, SnapshotAfter
 
@@ -80,10 +80,10 @@ class AppendRequest(Pending[AppendResult]):
     __slots__ = (
         "bodies",
         "expected_seq",
+        "index",
         "rows",
         "run_id",
         "snapshot",
-        "status",
         "tags",
         "versions",
     )
@@ -94,7 +94,7 @@ class AppendRequest(Pending[AppendResult]):
         tags: list[str],
         versions: list[int],
         bodies: list[bytes],
-        status: tuple[str | None, str | None],
+        index: RunIndex,
         expected_seq: int | None,
     ) -> None:
         super().__init__()
@@ -105,10 +105,16 @@ class AppendRequest(Pending[AppendResult]):
         # The rows to write, (event count, type, version, body as stored): made by
         # prepare, or by the writer thread (stored_rows) when a body is to be compressed.
         self.rows: list[tuple[int, str, int, bytes]] | None = None
-        self.status = status  # (new run status or None, graph_hash or None)
+        # What the batch changes in the run's listing row (None: unchanged, "": cleared).
+        self.index = index
         self.expected_seq = expected_seq
         #: A snapshot to save in the batch's transaction (SqliteEventStore.append).
         self.snapshot: SnapshotAfter | None = None
+
+    @property
+    def status(self) -> tuple[str | None, str | None]:
+        """The batch's (status, graph hash) change (the first two fields of ``index``)."""
+        return self.index.status, self.index.graph_hash
 
     def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
         """The rows to write (computed once, in the writer thread if prepare left them)."""
@@ -152,8 +158,7 @@ def prepare(
     versions: list[int] = []
     bodies: list[bytes] = []
     stored: list[bytes] = []
-    status: str | None = None
-    graph_hash: str | None = None
+    index: list[str | None] = [None, None, None, None]
     large = False
     encode = encode_body
     for body in events:
@@ -172,10 +177,10 @@ def prepare(
             else:
                 large = True
         if change is not None:
-            new_status, new_hash = change(body)
-            status = new_status
-            graph_hash = new_hash or graph_hash
-    request = AppendRequest(run_id, tags, versions, bodies, (status, graph_hash), expected_seq)
+            for i, value in enumerate(change(body)):
+                if value is not None:
+                    index[i] = value
+    request = AppendRequest(run_id, tags, versions, bodies, RunIndex(*index), expected_seq)
     request.snapshot = snapshot
     if rows and not large:
         request.rows = frame_rows(tags, versions, stored)

@@ -12,6 +12,7 @@ import sqlite3
 
 from ._errors import NotAStoreError, SchemaVersionError, StoreFileError
 from ._format import add_form_bytes
+from ._reindex import fill_run_index
 
 __all__ = [
     "APPLICATION_ID",
@@ -27,9 +28,10 @@ APPLICATION_ID = 0x4D414753
 #: The version of the store's tables this release reads and writes. Version 2 added frames
 #: (rows holding several events, see below); version 3 the snapshots table and the index of
 #: runs by status; version 4 the fence (below); version 5 the form byte of stored bodies
-#: (see eventstore._format); version 6 the claims table (below). Older files are upgraded
+#: (see eventstore._format); version 6 the claims table (below); version 7 the runs' graph
+#: id and quality and the indexes of filtered listings (below). Older files are upgraded
 #: when opened.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -98,7 +100,6 @@ BEGIN
         last_hash = substr(NEW.hash, -32), updated = NEW.ts WHERE run = NEW.run;
 END;
 """
-
 # Version 6: run ownership (see eventstore.ClaimingStore). A run's claim: its owner and
 # lease expiry (None once released) and its epoch, raised by every claim. Written by the
 # store's writer in its append transactions, which also check the epoch of every append of
@@ -110,6 +111,22 @@ CREATE TABLE claims (
     expires REAL,
     epoch   INTEGER NOT NULL
 ) WITHOUT ROWID;
+"""
+
+
+# Version 7: filtered, keyset-paged listings (eventstore._runquery). The runs row gains the
+# graph id and quality the run_index hooks give, and each filter has an index ending in
+# (created, run), the listing's order, so a page of any one filter, time range and cursor
+# is one range scan with no sort (``run`` is the rowid: every index ends with it).
+_V7_DDL = """
+ALTER TABLE runs ADD COLUMN graph_id TEXT;
+ALTER TABLE runs ADD COLUMN quality TEXT;
+DROP INDEX runs_status;
+CREATE INDEX runs_status ON runs (status, created);
+CREATE INDEX runs_created ON runs (created);
+CREATE INDEX runs_quality ON runs (quality, created);
+CREATE INDEX runs_graph ON runs (graph_id, created);
+CREATE INDEX runs_graph_hash ON runs (graph_hash, created);
 """
 
 
@@ -150,7 +167,7 @@ def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
     conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL):
+        for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL, _V7_DDL):
             _run_script(conn, script)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -169,7 +186,10 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
     3 -> 4 the fence (the runs row's last seq and hash, taken from the events); 4 -> 5
     rewrites each stored body with its form byte (reading every row once); 5 -> 6 adds
     the claims table, empty: the ``PATH-claims`` file where version 5 kept claims is not
-    read (upgrade with the older release's processes stopped; the file can be deleted).
+    read (upgrade with the older release's processes stopped; the file can be deleted);
+    6 -> 7 adds the runs' graph id and quality, filled from the events by the
+    ``run_index`` hooks registered at that time (reading the rows of hooked types once),
+    and the listing indexes.
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version >= SCHEMA_VERSION:
@@ -184,6 +204,9 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
             add_form_bytes(conn)
         if version < 6:
             _run_script(conn, _V6_DDL)
+        if version < 7:
+            _run_script(conn, _V7_DDL)
+            fill_run_index(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

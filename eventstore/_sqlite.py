@@ -28,6 +28,7 @@ from ._protocol import (
 )
 from ._requests import AppendRequest, prepare
 from ._rows import row_events
+from ._runquery import RunPage, RunQuery, page_of, page_sql
 from ._schema import check_file
 from ._snapshots import SnapshotTable
 from ._sqlite_claims import OwnershipRequest, Request
@@ -37,9 +38,12 @@ __all__ = ["SqliteEventStore"]
 
 _CHUNK = 1000
 _DEFAULT_CONFIG = DurabilityConfig()
+_ALL_RUNS = RunQuery()
 _EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
 # The runs row holds each run's live last seq and update time (the fence advances them).
-_RUN_COLUMNS = "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash"
+_RUN_COLUMNS = (
+    "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality"
+)
 
 
 class SqliteEventStore:
@@ -469,16 +473,20 @@ class SqliteEventStore:
                     await wake.wait()
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        """Runs, newest first, optionally only those with ``status``."""
-        if status is None:
-            sql = f"SELECT {_RUN_COLUMNS} FROM runs r ORDER BY r.run DESC LIMIT ?"
-            params: tuple[Any, ...] = (limit,)
-        else:
-            sql = (
-                f"SELECT {_RUN_COLUMNS} FROM runs r WHERE r.status = ? ORDER BY r.run DESC LIMIT ?"
-            )
-            params = (status, limit)
-        return [RunInfo(*row) for row in await self._fetch("list_runs", sql, params)]
+        """Runs, newest first, optionally only those with ``status`` (see :meth:`query_runs`)."""
+        return (await self.query_runs(RunQuery(status=status), limit=limit)).runs
+
+    async def query_runs(
+        self, query: RunQuery = _ALL_RUNS, *, cursor: str | None = None, limit: int = 100
+    ) -> RunPage:
+        """A page of the runs matching ``query``, newest first (by creation time, then key).
+
+        ``cursor`` is a page's ``next_cursor``: the page after it, however many runs were
+        created since (they sort before it). Each page is one range scan of an index.
+        Raises ValueError for a cursor no store made or a limit below 1.
+        """
+        sql, params = page_sql(_RUN_COLUMNS, query, cursor, limit, "?")
+        return page_of(await self._fetch("query_runs", sql, params), limit)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         """The run's listing row, or None if no event of it was ever appended."""

@@ -28,13 +28,16 @@ INSERT_SNAPSHOT = (
 DROP_OLDER_SNAPSHOTS = "DELETE FROM snapshots WHERE run = ? AND seq <> ?"
 
 INSERT_RUN = (
-    "INSERT INTO runs (run, run_id, status, created, updated, last_seq, graph_hash) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO runs (run, run_id, status, created, updated, last_seq, graph_hash, graph_id, "
+    "quality) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-# The writer changes only a run's status and graph hash (its last seq, last hash and
-# update time are the fence trigger's).
+# The writer changes only what the run_index hooks give: a value of None leaves a column
+# unchanged, "" clears it (status is never cleared). The run's last seq, last hash and
+# update time are the fence trigger's.
 UPDATE_RUN = (
-    "UPDATE runs SET status = coalesce(?, status), graph_hash = coalesce(?, graph_hash) "
+    "UPDATE runs SET status = coalesce(nullif(?, ''), status), "
+    "graph_hash = nullif(coalesce(?, graph_hash), ''), "
+    "graph_id = nullif(coalesce(?, graph_id), ''), quality = nullif(coalesce(?, quality), '') "
     "WHERE run = ?"
 )
 # Runs looked up by run_id, all of a batch's at once (the ids as one JSON array).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventstore import EventBody, RunIndexHook, register_event_type
+from eventstore import EventBody, RunIndex, RunIndexHook, register_event_type
 
 from ._llm import ToolCall
 
@@ -351,20 +351,23 @@ AnyEvent = (
 )
 
 
-def _started(body: RunStarted) -> tuple[str | None, str | None]:
-    return "running", body.graph_hash
+def _started(body: RunStarted) -> RunIndex:
+    graph_id = body.graph.get("id")
+    return RunIndex("running", body.graph_hash, graph_id if isinstance(graph_id, str) else None)
 
 
-def _finished(body: RunFinished) -> tuple[str | None, str | None]:
-    return body.status, None
+def _finished(body: RunFinished) -> RunIndex:
+    return RunIndex(body.status, quality=body.quality)
 
 
-#: How each lifecycle event changes the run listing's (status, graph hash).
+#: How each lifecycle event changes the run listing's row: its status, graph hash, graph id
+#: and quality. Only a finished run has a quality: going on (resumed, or started again as a
+#: fork's copy) clears it.
 _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
     RunStarted: _started,
-    RunPaused: lambda body: ("paused", None),
-    RunResumed: lambda body: ("running", None),
-    RunCancelled: lambda body: ("cancelled", None),
+    RunPaused: lambda body: RunIndex("paused"),
+    RunResumed: lambda body: RunIndex("running", quality=""),
+    RunCancelled: lambda body: RunIndex("cancelled"),
     RunFinished: _finished,
 }
 

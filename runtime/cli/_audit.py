@@ -74,13 +74,15 @@ def register(sub: Any) -> None:
 
 
 async def _all_runs(store: EventStore) -> list[RunInfo]:
-    # list_runs is capped; ask for more until a page comes back short.
-    limit = 1000
+    # Page by page along the listing's cursor (each page one index scan).
+    runs: list[RunInfo] = []
+    cursor: str | None = None
     while True:
-        runs = await store.list_runs(limit=limit)
-        if len(runs) < limit:
+        page = await store.query_runs(cursor=cursor, limit=1000)
+        runs += page.runs
+        if page.next_cursor is None:
             return runs
-        limit *= 10
+        cursor = page.next_cursor
 
 
 async def _head(store: EventStore, info: RunInfo) -> Head | None:

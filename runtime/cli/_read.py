@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
+import re
 import sys
+import time
 from collections import Counter
 from typing import Any
 
 import msgspec
 
-from eventstore import Event, EventStore, RunInfo, event_tag
+from eventstore import Event, EventStore, RunInfo, RunQuery, event_tag
 
 from .._errors import RunNotFoundError
 from .._events import LlmTurn, Verdict
@@ -36,12 +39,52 @@ from ._common import (
 __all__ = ["event_record", "register", "run_summary"]
 
 _STATUSES = ("new", "running", "paused", "cancelled", "completed", "failed")
+_QUALITIES = ("clean", "degraded", "failed")
+_GRAPH_HASH = re.compile(r"[0-9a-f]{64}")
+_AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _time(text: str) -> float:
+    """A time as Unix seconds: seconds, an ISO 8601 date or time (UTC unless it names its
+    zone), or a span back from now (``90s``, ``30m``, ``2h``, ``7d``)."""
+    ago = _AGO.fullmatch(text.strip())
+    if ago:
+        return time.time() - float(ago[1]) * _UNITS[ago[2]]
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(seconds):
+            return seconds
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time (Unix seconds, ISO 8601 like 2026-01-31T08:00, or 2h ago "
+            "as 2h)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("runs", help="list runs, newest first")
+    p = sub.add_parser(
+        "runs",
+        help="list runs, newest first",
+        description="List runs, newest first (by creation time), a page at a time. Every "
+        "filter given must match. When more runs match than --limit, the next page's "
+        "--cursor is printed to stderr.",
+    )
     p.add_argument("--status", choices=_STATUSES, help="only runs with this status")
+    p.add_argument("--quality", choices=_QUALITIES, help="only finished runs of this quality")
+    p.add_argument("--graph", metavar="ID", help="only runs of this graph id (or graph hash)")
+    p.add_argument("--since", type=_time, metavar="TIME", help="only runs created at or after TIME")
+    p.add_argument("--until", type=_time, metavar="TIME", help="only runs created before TIME")
     p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (50)")
+    p.add_argument("--cursor", metavar="CURSOR", help="the page after this cursor")
     p.add_argument("-q", "--quiet", action="store_true", help="only the run ids, one per line")
     add_store_option(p)
     add_output_option(p)
@@ -99,16 +142,44 @@ async def _events(store: EventStore, run_id: str, to_seq: int | None = None) -> 
 async def _runs(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    graph: str | None = args.graph
+    by_hash = graph is not None and _GRAPH_HASH.fullmatch(graph) is not None
+    query = RunQuery(
+        status=args.status,
+        quality=args.quality,
+        graph_id=None if by_hash else graph,
+        graph_hash=graph if by_hash else None,
+        since=args.since,
+        until=args.until,
+    )
     async with open_store(args) as store:
-        runs: list[RunInfo] = await store.list_runs(status=args.status, limit=args.limit)
+        try:
+            page = await store.query_runs(query, cursor=args.cursor, limit=args.limit)
+        except ValueError as exc:
+            raise UsageError(f"--cursor: {exc}") from None
+    runs: list[RunInfo] = page.runs
+    if page.next_cursor is not None:
+        sys.stderr.write(f"more runs match: the next page is --cursor {page.next_cursor}\n")
     if args.output == "json":
         emit_json(runs)
         return EXIT_OK
     if args.quiet:
         sys.stdout.write("".join(f"{r.run_id}\n" for r in runs))
         return EXIT_OK
-    rows = [[r.run_id, r.status, str(r.last_seq), _when(r.created), _when(r.updated)] for r in runs]
-    sys.stdout.write(_table(rows, ["run", "status", "events", "created (UTC)", "updated (UTC)"]))
+    rows = [
+        [
+            r.run_id,
+            r.graph_id or "",
+            r.status,
+            r.quality or "",
+            str(r.last_seq),
+            _when(r.created),
+            _when(r.updated),
+        ]
+        for r in runs
+    ]
+    headers = ["run", "graph", "status", "quality", "events", "created (UTC)", "updated (UTC)"]
+    sys.stdout.write(_table(rows, headers))
     return EXIT_OK
 
 

@@ -109,6 +109,15 @@ def _choice(request: Request, name: str, allowed: tuple[str, ...]) -> str | None
     return raw
 
 
+def _text(request: Request, name: str, max_length: int = 200) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if len(raw) > max_length or "\x00" in raw:
+        raise _HttpError(400, "bad_query", f"{name} must be text of at most {max_length} chars")
+    return raw
+
+
 def _csv(request: Request, name: str) -> list[str]:
     raw = request.query_params.get(name) or ""
     return [part for part in (p.strip() for p in raw.split(",")) if part]
@@ -164,13 +173,17 @@ class _Api:
         filters = RunFilter(
             status=_choice(request, "status", _STATUSES),
             quality=_choice(request, "quality", _QUALITIES),
-            graph=request.query_params.get("graph") or None,
+            graph=_text(request, "graph"),
             created_after=_float(request, "created_after"),
             created_before=_float(request, "created_before"),
         )
         limit = _int(request, "limit", 50, 1, 500)
-        offset = _int(request, "offset", 0, 0)
-        return _json(await self.reader.list(filters, offset=offset, limit=limit))
+        cursor = _text(request, "cursor", 80)
+        try:
+            page = await self.reader.list(filters, cursor=cursor, limit=limit)
+        except ValueError as exc:  # a cursor no listing gave
+            raise _HttpError(400, "bad_query", str(exc)) from None
+        return _json(page)
 
     async def get_run(self, request: Request) -> Response:
         return _json(await self.reader.detail(request.path_params["run_id"]))

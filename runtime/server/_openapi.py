@@ -123,7 +123,13 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
         },
         "/api/runs": {
             "get": {
-                "summary": "List runs, newest first",
+                "summary": "List runs, newest first (by creation time), a page at a time",
+                "description": (
+                    "Every filter given must match. A page ends with `next_cursor`; pass it "
+                    "as `cursor` (with the same filters) for the next page. Runs created "
+                    "meanwhile sort before the cursor, so later pages neither repeat nor "
+                    "skip a run, and a page costs the same however deep it is."
+                ),
                 "parameters": [
                     _query("status", {"type": "string", "enum": _STATUSES}, "Run status"),
                     _query(
@@ -131,14 +137,26 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
                         {"type": "string", "enum": ["clean", "degraded", "failed"]},
                         "Quality of a finished run",
                     ),
-                    _query("graph", {"type": "string"}, "Graph id or graph hash"),
-                    _query("created_after", {"type": "number"}, "Unix seconds"),
-                    _query("created_before", {"type": "number"}, "Unix seconds"),
+                    _query(
+                        "graph",
+                        {"type": "string"},
+                        "Graph id, or graph hash (64 hex digits)",
+                    ),
+                    _query(
+                        "created_after",
+                        {"type": "number"},
+                        "Runs created at or after this time (Unix seconds)",
+                    ),
+                    _query(
+                        "created_before",
+                        {"type": "number"},
+                        "Runs created before this time (Unix seconds)",
+                    ),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "Page size"),
                     _query(
-                        "offset",
-                        {"type": "integer", "minimum": 0, "maximum": MAX_INT},
-                        "Rows to skip",
+                        "cursor",
+                        {"type": "string", "maxLength": 80},
+                        "The `next_cursor` of the page before",
                     ),
                 ],
                 "responses": {"200": _json("RunList", "A page of runs"), **_errors(400)},
@@ -162,7 +180,12 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
         },
         "/api/runs/{run_id}/events": {
             "get": {
-                "summary": "Page through a run's events",
+                "summary": "Page through a run's events by seq",
+                "description": (
+                    "Events with seq > `after` that match the filters. A page reads at most "
+                    "10,000 events of the log: with sparse filters it may be short, or "
+                    "empty, and still give `next_after` to go on from."
+                ),
                 "parameters": [
                     _RUN_ID,
                     _query(

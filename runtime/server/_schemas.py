@@ -110,11 +110,11 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):
-    """One page of runs, newest first; ``next_offset`` is None on the last page."""
+    """One page of runs, newest first; ``next_cursor`` (the ``cursor`` of the next page) is
+    None on the last page."""
 
     runs: list[RunSummary]
-    offset: int
-    next_offset: int | None
+    next_cursor: str | None
 
 
 class EventView(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,7 +131,10 @@ class EventView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class EventPage(msgspec.Struct, frozen=True, kw_only=True):
-    """Events with ``seq > after`` that match the filters; ``next_after`` is None at the end."""
+    """Events with ``seq > after`` that match the filters, in seq order; ``next_after`` (the
+    ``after`` of the next page) is None at the end. A page reads at most 10,000 events of
+    the log, so with filters that match few of them it may be short, or empty, and still
+    have a ``next_after``."""
 
     events: list[EventView]
     next_after: int | None
@@ -155,11 +158,13 @@ class StallView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class NodeVerdicts(msgspec.Struct, frozen=True, kw_only=True):
-    """An LLM node's judged history: every verdict and every stall warning, in log order."""
+    """An LLM node's judged history in log order: its verdicts and stall warnings (the
+    newest 500 of each) and how many verdicts it got in all."""
 
     node_id: str
     verdicts: list[VerdictView]
     stalls: list[StallView]
+    total_verdicts: int
 
 
 class VerifyView(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,22 +1,34 @@
 """What the API reads: run summaries, filtered run lists, event pages and run details.
 
 Everything here is read from the store and folded on request; the server keeps no copy of
-run state. Two caches hold facts that never change once written: a run's graph (its first
-event) and a finished run's quality and error (its last event).
+run state. Run lists are the store's filtered, keyset-paged listings
+(``EventStore.query_runs``). Two caches hold facts that never change once written: a run's
+graph (its first event) and a run's last event at a given seq.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
-from eventstore import CorruptLogError, Event, EventStore, RunInfo, UnknownEventError, event_tag
+from eventstore import (
+    CorruptLogError,
+    Event,
+    EventStore,
+    RunInfo,
+    RunQuery,
+    UnknownEventError,
+    event_tag,
+)
 
 from .._errors import RunNotFoundError
-from .._events import EdgeTaken, RunFinished, RunPaused, RunStarted, StallDetected, Verdict
+from .._events import EdgeTaken, RunFinished, RunPaused, RunStarted
+from .._snapshots import load_state
 from .._state import fold
+from ._digest import DigestCache
 from ._schemas import (
     EventPage,
     EventView,
@@ -25,30 +37,43 @@ from ._schemas import (
     RunDetail,
     RunList,
     RunSummary,
-    StallView,
-    VerdictView,
 )
 
 __all__ = ["RunFilter", "RunReader", "event_view"]
 
-#: How many runs a filtered listing looks at, newest first. The store lists by status only;
-#: the other filters are applied here, over at most this many candidates.
-SCAN_LIMIT = 10_000
+#: Events one page of a run's events reads at most, whatever its filters.
+SCAN_EVENTS = 10_000
 
 _LOG_ERRORS = (CorruptLogError, UnknownEventError)
 _FINISHED = ("completed", "failed")
 #: Entries each of the reader's caches holds at most (it starts over when full).
 _CACHE_LIMIT = 50_000
+#: A ``graph`` filter of this form names a graph hash; anything else, a graph id.
+_GRAPH_HASH = re.compile(r"[0-9a-f]{64}")
 
 
 class RunFilter(msgspec.Struct, frozen=True, kw_only=True):
-    """Filters of the runs list; ``created_after``/``created_before`` are Unix seconds."""
+    """Filters of the runs list. ``graph`` is a graph id, or a graph hash (64 hex digits);
+    ``created_after <= created < created_before`` in Unix seconds."""
 
     status: str | None = None
     quality: str | None = None
     graph: str | None = None
     created_after: float | None = None
     created_before: float | None = None
+
+    def query(self) -> RunQuery:
+        """The store's query for these filters."""
+        graph = self.graph
+        by_hash = graph is not None and _GRAPH_HASH.fullmatch(graph) is not None
+        return RunQuery(
+            status=self.status,
+            quality=self.quality,
+            graph_id=None if by_hash else graph,
+            graph_hash=graph if by_hash else None,
+            since=self.created_after,
+            until=self.created_before,
+        )
 
 
 def event_view(event: Event) -> EventView:
@@ -91,13 +116,14 @@ class RunReader:
     def __init__(self, store: EventStore) -> None:
         self.store = store
         self._graph_ids: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
-        # A finished run's last event is final: its quality and error never change.
-        self._finished: dict[str, tuple[str | None, str | None]] = {}
+        # The body of a run's event at a seq: a log never changes what it holds.
+        self._last_bodies: dict[tuple[str, int], Any] = {}
+        self._digests = DigestCache(store)
 
-    def _remember(self, cache: dict[str, Any], run_id: str, value: Any) -> None:
+    def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
         if len(cache) >= _CACHE_LIMIT:
             cache.clear()
-        cache[run_id] = value
+        cache[key] = value
 
     async def _first(self, run_id: str) -> tuple[str | None, dict[str, Any] | None]:
         cached = self._graph_ids.get(run_id)
@@ -114,37 +140,29 @@ class RunReader:
         return found
 
     async def summary(self, info: RunInfo) -> RunSummary:
-        """The run's row: its status from the listing, graph and quality from its log."""
-        quality: str | None = None
+        """The run's row: status, graph and quality from the listing; why a paused run
+        waits and why a run failed from its last event."""
         paused: PauseView | None = None
         error: str | None = None
-        graph_id: str | None = None
         try:
-            graph_id, graph = await self._first(info.run_id)
-            finished = self._finished.get(info.run_id)
-            if finished is not None:
-                quality, error = finished
-            elif info.last_seq > 0:
-                async for event in self.store.read(
-                    info.run_id, from_seq=info.last_seq, to_seq=info.last_seq
-                ):
-                    body = event.body
-                    if isinstance(body, RunFinished):
-                        quality, error = body.quality, body.error
-                        self._remember(self._finished, info.run_id, (quality, error))
-                    elif isinstance(body, RunPaused) and info.status == "paused":
-                        paused = PauseView(
-                            reason=body.reason,
-                            node_id=body.node_id,
-                            waiting_for=_waiting_for(graph, body.node_id),
-                        )
+            if info.status == "paused" or info.status in _FINISHED:
+                last = await self._last(info)
+                if isinstance(last, RunFinished):
+                    error = last.error
+                elif isinstance(last, RunPaused) and info.status == "paused":
+                    _, graph = await self._first(info.run_id)
+                    paused = PauseView(
+                        reason=last.reason,
+                        node_id=last.node_id,
+                        waiting_for=_waiting_for(graph, last.node_id),
+                    )
         except _LOG_ERRORS as exc:
             error = f"log unreadable: {exc}"
         return RunSummary(
             run_id=info.run_id,
             status=info.status,
-            quality=quality,
-            graph_id=graph_id,
+            quality=info.quality,
+            graph_id=info.graph_id,
             graph_hash=info.graph_hash,
             created=info.created,
             updated=info.updated,
@@ -153,42 +171,27 @@ class RunReader:
             error=error,
         )
 
-    async def list(self, filters: RunFilter, *, offset: int, limit: int) -> RunList:
-        """Runs matching ``filters``, newest first, ``limit`` of them from ``offset``."""
-        infos = await self.store.list_runs(status=filters.status, limit=SCAN_LIMIT)
-        infos = [
-            info
-            for info in infos
-            # Only a finished run has a quality.
-            if (filters.quality is None or info.status in _FINISHED)
-            and (filters.created_after is None or info.created >= filters.created_after)
-            and (filters.created_before is None or info.created <= filters.created_before)
-        ]
-        rows: list[RunSummary] = []
-        if filters.quality is None and filters.graph is None:
-            for info in infos[offset : offset + limit]:
-                rows.append(await self.summary(info))
-            more = len(infos) > offset + limit
-        else:
-            matched = 0
-            more = False
-            for info in infos:
-                row = await self.summary(info)
-                if filters.quality is not None and row.quality != filters.quality:
-                    continue
-                if filters.graph is not None and filters.graph not in (
-                    row.graph_id,
-                    row.graph_hash,
-                ):
-                    continue
-                matched += 1
-                if matched <= offset:
-                    continue
-                if len(rows) == limit:
-                    more = True
-                    break
-                rows.append(row)
-        return RunList(runs=rows, offset=offset, next_offset=offset + limit if more else None)
+    async def _last(self, info: RunInfo) -> Any:
+        """The body of the run's event at ``info.last_seq`` (cached: it never changes)."""
+        key = (info.run_id, info.last_seq)
+        if key in self._last_bodies:
+            return self._last_bodies[key]
+        body: Any = None
+        async for event in self.store.read(
+            info.run_id, from_seq=info.last_seq, to_seq=info.last_seq
+        ):
+            body = event.body
+        self._remember(self._last_bodies, key, body)
+        return body
+
+    async def list(self, filters: RunFilter, *, cursor: str | None, limit: int) -> RunList:
+        """A page of the runs matching ``filters``, newest first, after ``cursor``.
+
+        Raises ValueError for a cursor that no listing gave.
+        """
+        page = await self.store.query_runs(filters.query(), cursor=cursor, limit=limit)
+        rows = [await self.summary(info) for info in page.runs]
+        return RunList(runs=rows, next_cursor=page.next_cursor)
 
     async def info(self, run_id: str) -> RunInfo:
         info = await self.store.get_run(run_id)
@@ -208,6 +211,9 @@ class RunReader:
         """Events after seq ``after`` of the run's node(s) ``nodes`` and tag(s) ``types``.
 
         A type ending in ``.`` or ``*`` matches a tag prefix (``llm.`` matches llm.turn).
+        Reads the seq range the page needs and no more than SCAN_EVENTS events: when the
+        filters match fewer than ``limit`` of those, the page is short (maybe empty) and
+        ``next_after`` says where to go on.
         """
         info = await self.info(run_id)
         prefixes = tuple(t.rstrip("*") for t in types if t.endswith(("*", ".")))
@@ -215,7 +221,8 @@ class RunReader:
         wanted_nodes = set(nodes)
         picked: list[EventView] = []
         next_after: int | None = None
-        async for event in self.store.read(run_id, from_seq=after + 1):
+        scan_to = after + SCAN_EVENTS
+        async for event in self.store.read(run_id, from_seq=after + 1, to_seq=scan_to):
             if types:
                 tag = event_tag(event.body)
                 if tag not in exact and not tag.startswith(prefixes or ("\0",)):
@@ -226,47 +233,31 @@ class RunReader:
                 next_after = picked[-1].seq
                 break
             picked.append(event_view(event))
+        else:
+            if scan_to < info.last_seq:
+                next_after = scan_to
         return EventPage(events=picked, next_after=next_after, last_seq=info.last_seq)
 
     async def detail(self, run_id: str) -> RunDetail:
-        """The run folded from its whole log, with each LLM node's verdicts and stalls."""
+        """The run's folded state (its newest matching snapshot plus the events after it,
+        as ``Runtime.get_state`` reads it) with each LLM node's verdicts and stalls (from
+        a digest that reads only the events since the last request)."""
         info = await self.info(run_id)
-        events = await self.store.read_all(run_id)
-        if not events:
+        try:
+            state, tail = await load_state(self.store, run_id)
+        except CorruptLogError:
+            # An edited log: show what it says (``verify`` names where the chain breaks).
+            tail = await self.store.read_all(run_id)
+            state = fold(tail)
+        if state.last_seq == 0:
             raise RunNotFoundError(run_id)
-        state = fold(events)
-        verdicts: dict[str, list[VerdictView]] = {}
-        stalls: dict[str, list[StallView]] = {}
-        counts: dict[str, int] = {}
-        taken: dict[str, None] = {}
-        for event in events:
-            body = event.body
-            tag = event_tag(body)
-            counts[tag] = counts.get(tag, 0) + 1
-            if isinstance(body, Verdict):
-                verdicts.setdefault(body.node_id, []).append(
-                    VerdictView(
-                        seq=event.seq,
-                        iteration=body.iteration,
-                        action=body.action,
-                        level=body.level,
-                        feedback=body.feedback,
-                        confidence=body.confidence,
-                        error=body.error,
-                    )
-                )
-            elif isinstance(body, EdgeTaken):
-                taken[f"{body.source}>{body.target}"] = None
-            elif isinstance(body, StallDetected):
-                stalls.setdefault(body.node_id, []).append(
-                    StallView(seq=event.seq, iteration=body.iteration, signature=body.signature)
-                )
+        digest = await self._digests.digest(run_id, state.last_seq, tail)
         llm_ids = [
             str(node.get("id"))
             for node in (state.graph or {}).get("nodes", [])
             if isinstance(node, dict) and node.get("kind") == "llm"
         ]
-        for node_id in [*verdicts, *stalls]:
+        for node_id in [*digest.verdicts, *digest.stalls]:
             if node_id not in llm_ids:
                 llm_ids.append(node_id)
         summary = await self.summary(info)
@@ -295,11 +286,12 @@ class RunReader:
             llm_nodes=[
                 NodeVerdicts(
                     node_id=node_id,
-                    verdicts=verdicts.get(node_id, []),
-                    stalls=stalls.get(node_id, []),
+                    verdicts=list(digest.verdicts.get(node_id, ())),
+                    stalls=list(digest.stalls.get(node_id, ())),
+                    total_verdicts=digest.verdict_totals.get(node_id, 0),
                 )
                 for node_id in llm_ids
             ],
-            edges_taken=list(taken),
-            event_counts=counts,
+            edges_taken=list(digest.taken),
+            event_counts=dict(digest.counts),
         )

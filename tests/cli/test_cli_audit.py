@@ -23,6 +23,7 @@ RUN = [
     "--output",
     "json",
 ]
+GRAPH_ID = "triage"
 
 
 def _paused_and_completed(workdir: Workdir) -> tuple[str, str]:
@@ -43,8 +44,39 @@ def test_runs_lists_newest_first_and_filters_by_status(workdir: Workdir) -> None
     assert ok(workdir.run("runs", "-q")).out == f"{done}\n{paused}\n"
     text = ok(workdir.run("runs")).out
     header, *rows = lines(text)
-    assert header.split()[:3] == ["run", "status", "events"]
-    assert rows[0].split()[:2] == [done, "completed"]
+    assert header.split()[:5] == ["run", "graph", "status", "quality", "events"]
+    assert rows[0].split()[:4] == [done, GRAPH_ID, "completed", "clean"]
+
+
+def test_runs_filters_by_quality_graph_and_time_and_pages_with_a_cursor(
+    workdir: Workdir,
+) -> None:
+    paused, done = _paused_and_completed(workdir)
+    third = json.loads(ok(workdir.run(*RUN), 3).out)["run_id"]
+
+    def ids(*args: str) -> list[str]:
+        return [
+            r["run_id"] for r in json.loads(ok(workdir.run("runs", *args, "--output", "json")).out)
+        ]
+
+    assert ids("--quality", "clean") == [done]
+    assert ids("--graph", GRAPH_ID) == [third, done, paused]
+    assert ids("--graph", "other") == []
+    assert ids("--graph", GRAPH_ID, "--status", "paused") == [third, paused]
+    assert ids("--since", "1h") == [third, done, paused]
+    assert ids("--until", "2000-01-01") == []
+    assert ids("--since", "2000-01-01T00:00:00+00:00", "--until", "4102444800") == [
+        third,
+        done,
+        paused,
+    ]
+    first = ok(workdir.run("runs", "--limit", "2", "-q"))
+    assert first.out == f"{third}\n{done}\n"
+    cursor = first.err.split("--cursor ")[1].split()[0]
+    rest = ok(workdir.run("runs", "--limit", "2", "-q", "--cursor", cursor))
+    assert rest.out == f"{paused}\n" and "--cursor" not in rest.err
+    assert "not a run listing cursor" in ok(workdir.run("runs", "--cursor", "x"), 2).err
+    assert "is not a time" in ok(workdir.run("runs", "--since", "yesterday"), 2).err
 
 
 def test_show_summarises_a_run(workdir: Workdir) -> None:

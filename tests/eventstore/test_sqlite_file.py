@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 import sqlite3
 import sys
 import threading
@@ -23,6 +24,7 @@ from eventstore import (
     DurabilityConfig,
     EventBody,
     NotAStoreError,
+    RunQuery,
     SchemaVersionError,
     Snapshot,
     SqliteEventStore,
@@ -32,6 +34,7 @@ from eventstore import (
     event_tag,
 )
 from eventstore._format import FRAME_TYPE, BodyForm, pack_frame, store_body
+from eventstore._runquery import page_sql
 from runtime import MemoryWritten, NodeCompleted, NodeStarted, RunFinished, RunPaused, RunStarted
 
 pytestmark = pytest.mark.anyio
@@ -145,10 +148,18 @@ def strip_form_bytes(path: Path) -> None:
 
 
 def downgrade(path: Path, version: int) -> None:
-    """Make ``path`` a store as a release of schema ``version`` (1 to 5) left it: version 3
+    """Make ``path`` a store as a release of schema ``version`` (1 to 6) left it: version 3
     added the snapshots table and the runs index; version 4 the fence (before it, a runs
     row's last seq was that of the run's last status change); version 5 the form byte;
-    version 6 the claims table."""
+    version 6 the claims table; version 7 the runs' graph id and quality and the listing's
+    indexes."""
+    if version < 7:
+        for index in ("runs_created", "runs_quality", "runs_graph", "runs_graph_hash"):
+            tamper(path, f"DROP INDEX {index}")
+        tamper(path, "DROP INDEX runs_status")
+        tamper(path, "CREATE INDEX runs_status ON runs (status, run)")
+        tamper(path, "ALTER TABLE runs DROP COLUMN graph_id")
+        tamper(path, "ALTER TABLE runs DROP COLUMN quality")
     if version < 6:
         tamper(path, "DROP TABLE claims")
     if version < 5:
@@ -164,7 +175,7 @@ def downgrade(path: Path, version: int) -> None:
 
 
 @pytest.mark.parametrize("framed", [False, True], ids=["rows", "frame"])
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
 async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
     tmp_path: Path, version: int, framed: bool
 ) -> None:
@@ -175,8 +186,23 @@ async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
     await make_store(path, framed=framed and version > 1)  # frames came with version 2
     async with SqliteEventStore(path) as store:  # a body stored compressed, too
         await store.append("r0", [MemoryWritten(key="k", value="abc " * 1000)], expected_seq=0)
+        finished: list[EventBody] = [
+            RunStarted(graph={"id": "trip"}, graph_hash="gh2", entry="a"),
+            *make_events(1)[1:],
+            RunFinished(status="completed", quality="degraded"),
+        ]
+        if framed:
+            await store.append("r2", finished, expected_seq=0)
+        else:
+            for seq, event in enumerate(finished):
+                await store.append("r2", [event], expected_seq=seq)
     downgrade(path, version)
     async with SqliteEventStore(path) as store:
+        # The upgrade takes the graph id and quality from the log (the run_index hooks).
+        done = await store.get_run("r2")
+        assert done is not None and (done.graph_id, done.quality) == ("trip", "degraded")
+        page = await store.query_runs(RunQuery(quality="degraded", graph_id="trip"))
+        assert [r.run_id for r in page.runs] == ["r2"] and page.next_cursor is None
         info = await store.get_run("r1")
         assert info is not None and info.last_seq == 7  # the upgrade took it from the log
         with pytest.raises(ConcurrencyError):
@@ -214,18 +240,48 @@ async def test_runs_are_listed_by_status_through_an_index(tmp_path: Path) -> Non
         done = await store.list_runs(status="completed", limit=3)
         assert [r.run_id for r in done] == ["r40", "r30", "r20"]
         assert len(await store.list_runs(status="running", limit=1000)) == 45
+
+
+@pytest.mark.parametrize(
+    ("query", "index"),
+    [
+        (RunQuery(), "runs_created"),
+        (RunQuery(since=1.0, until=2.0), "runs_created"),
+        (RunQuery(status="completed"), "runs_status"),
+        (RunQuery(status="completed", since=1.0), "runs_status"),
+        (RunQuery(quality="clean", until=2.0), "runs_quality"),
+        (RunQuery(graph_id="g1"), "runs_graph"),
+        (RunQuery(graph_hash="h1"), "runs_graph_hash"),
+    ],
+)
+@pytest.mark.parametrize("paged", [False, True], ids=["first", "next"])
+async def test_each_run_filter_and_page_is_one_index_range_scan(
+    tmp_path: Path, query: RunQuery, index: str, paged: bool
+) -> None:
+    # The plan of the very statement the store runs: an index gives the rows in the
+    # listing's order (no sort), and a cursor is a range on it (no OFFSET).
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store:
+        for i in range(30):
+            events: list[EventBody] = [
+                RunStarted(graph={"id": f"g{i % 3}"}, graph_hash=f"h{i % 3}", entry="a")
+            ]
+            if i % 2:
+                events.append(
+                    RunFinished(status="completed", quality=("clean", "failed")[i % 4 // 2])
+                )
+            await store.append(f"r{i}", events, expected_seq=0)
+    sql, params = page_sql("r.run_id", query, "5.0~12" if paged else None, 10, "?")
     conn = sqlite3.connect(path)
     try:
-        plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT run_id FROM runs r WHERE r.status = ? "
-            "ORDER BY r.run DESC LIMIT 5",
-            ("completed",),
-        ).fetchall()
+        plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
     finally:
         conn.close()
-    details = " ".join(row[-1] for row in plan)
-    assert "USING INDEX runs_status" in details or "USING COVERING INDEX runs_status" in details
-    assert "TEMP B-TREE" not in details  # the index gives the order too
+    details = " | ".join(row[-1] for row in plan)
+    assert re.search(rf"USING (COVERING )?INDEX {index}\b", details), details
+    assert "TEMP B-TREE" not in details, details  # the index gives the order too
+    if query != RunQuery() or paged:  # a seek into the index, not a walk along it
+        assert details.startswith("SEARCH r USING"), details
 
 
 async def test_close_merges_the_wal_into_the_database_file(tmp_path: Path) -> None:

@@ -139,7 +139,7 @@ function approveForm(run, onDone) {
 
 // ---------------------------------------------------------------- runs page
 
-const FILTERS = ["status", "quality", "graph", "created_after", "created_before", "limit", "offset"];
+const FILTERS = ["status", "quality", "graph", "created_after", "created_before", "limit", "cursor"];
 let pageStream = null;
 
 function closeStreams() {
@@ -208,10 +208,23 @@ async function runsPage() {
       h("td", { class: "small" }, fmtTime(r.updated)),
       h("td", {}, fmtInt(r.last_seq)))));
     if (!data.runs.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs match.")));
-    const move = (offset) => { current.set("offset", String(offset)); history.pushState(null, "", `${location.pathname}?${current}`); load(); };
-    fill(pager, 
-      data.offset > 0 ? h("button", { onclick: () => move(Math.max(0, data.offset - Number(current.get("limit") || 50))) }, "← newer") : "",
-      data.next_offset !== null ? h("button", { onclick: () => move(data.next_offset) }, "older →") : "",
+    // Older pages follow the listing's cursor; each is a history entry, so "newer" (and
+    // the browser's back button) return to the page before, and a page's URL reloads it.
+    const depth = history.state?.depth || 0;
+    const older = () => {
+      current.set("cursor", data.next_cursor);
+      history.pushState({ depth: depth + 1 }, "", `${location.pathname}?${current}`);
+      load();
+    };
+    const newest = () => {
+      current.delete("cursor");
+      history.pushState({ depth: 0 }, "", `${location.pathname}?${current}`);
+      load();
+    };
+    fill(pager,
+      current.get("cursor") ? h("button", { id: "newer", onclick: () => (depth > 0 ? history.back() : newest()) }, "← newer") : "",
+      current.get("cursor") ? h("button", { id: "newest", onclick: newest }, "newest") : "",
+      data.next_cursor !== null ? h("button", { id: "older", onclick: older }, "older →") : "",
       h("span", { class: "muted" }, "live: updates as runs change"));
   }
   await load();
@@ -368,7 +381,8 @@ function tagClass(type) {
 function verdictStrips(detail) {
   if (!detail.llm_nodes.length) return h("p", { class: "muted" }, "No LLM nodes.");
   return detail.llm_nodes.map((node) => h("div", { class: "strip-block", "data-node": node.node_id },
-    h("h2", {}, node.node_id, " ", h("span", { class: "muted small" }, `${node.verdicts.length} verdicts`)),
+    h("h2", {}, node.node_id, " ", h("span", { class: "muted small" },
+      node.total_verdicts > node.verdicts.length ? `${node.total_verdicts} verdicts (the last ${node.verdicts.length} shown)` : `${node.total_verdicts} verdicts`)),
     h("div", { class: "strip" }, node.verdicts.map((v) => h("span", {
       class: `verdict v-${v.action.toLowerCase()}`, title: v.feedback || v.error || "",
       "data-action": v.action.toUpperCase() },
@@ -454,7 +468,8 @@ async function runPage(runId) {
       more.textContent = timelineAfter === null ? `${fmtInt(rows.children.length)} events shown` : `${fmtInt(rows.children.length)} events shown; scroll for more`;
     } finally {
       loading = false;
-      if (stale) loadPage();
+      // A short page with more to read (filters that match few events): read on.
+      if (stale || (timelineAfter !== null && rows.children.length < PAGE)) loadPage();
     }
   }
   scroller.addEventListener("scroll", () => {

@@ -16,6 +16,7 @@ import httpx
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from eventstore import EventStore
 from runtime import EdgeSpec, Goal, GraphSpec, NodeSpec, Runtime
 from runtime.server import create_app
 from runtime.testing import ScriptedProvider, reply, tool_call
@@ -131,12 +132,13 @@ async def live_server(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str
 
 @asynccontextmanager
 async def served(
-    path: Path,
+    path: Path | EventStore,
     *,
     provider: ScriptedProvider | None = None,
     registry: CollectorRegistry | None = None,
 ) -> AsyncIterator[Served]:
-    """A runtime on a SQLite file at ``path``, its app on a loopback port, and a client."""
+    """A runtime on a SQLite file at ``path`` (or on a store), its app on a loopback port,
+    and a client."""
     async with Runtime(path, provider=provider or draft_script(), functions=FUNCTIONS) as rt:
         app = create_app(rt, graphs=[REVIEWED, QUICK, LOOP, HELD], token=TOKEN, registry=registry)
         async with live_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:

@@ -110,7 +110,15 @@ async def test_bad_requests_get_clear_4xx_answers(tmp_path: Path) -> None:
             await post("/api/runs/no-such-run/approve", json={}, headers=AUTH)
         ).status_code == 404
 
-        for query in ({"limit": "0"}, {"limit": "x"}, {"status": "sleeping"}, {"offset": "-1"}):
+        for query in (
+            {"limit": "0"},
+            {"limit": "x"},
+            {"status": "sleeping"},
+            {"cursor": "-1"},
+            {"cursor": "1.5~2" * 20},
+            {"graph": "a\x00b"},
+            {"created_after": "nan"},
+        ):
             response = await s.client.get("/api/runs", params=query)
             assert response.status_code == 400, query
             assert response.json()["error"] == "bad_query"
@@ -159,21 +167,26 @@ async def test_runs_list_filters_and_pages(tmp_path: Path) -> None:
         created = {r["run_id"]: r["created"] for r in runs}
         middle = created[quick[2]]
         assert set(await ids(created_after=middle)) == {reviewed, quick[4], quick[3], quick[2]}
-        assert set(await ids(created_before=middle)) == {quick[2], quick[1], quick[0]}
+        assert set(await ids(created_before=middle)) == {quick[1], quick[0]}  # before: <
+        graph_hash = runs[0]["graph_hash"]
+        assert await ids(graph=graph_hash) == [reviewed]
 
-        for filters in ({}, {"graph": "quick"}):
+        for filters in ({}, {"graph": "quick"}, {"status": "paused"}):
             seen: list[str] = []
-            offset: int | None = 0
-            while offset is not None:
+            cursor: str | None = ""
+            while cursor is not None:
                 page = (
                     await s.client.get(
-                        "/api/runs", params={"limit": 2, "offset": offset, **filters}
+                        "/api/runs", params={"limit": 2, "cursor": cursor, **filters}
                     )
                 ).json()
                 assert len(page["runs"]) <= 2
                 seen += [r["run_id"] for r in page["runs"]]
-                offset = page["next_offset"]
-            assert seen == (newest_first if not filters else list(reversed(quick)))
+                cursor = page["next_cursor"]
+            assert seen == await ids(limit=500, **filters)
+        assert await ids(graph="quick", limit=2) == [quick[4], quick[3]]
+        bad = await s.client.get("/api/runs", params={"cursor": "page-2"})
+        assert bad.status_code == 400 and bad.json()["error"] == "bad_query"
 
 
 async def test_events_page_and_filter_and_state_travels_in_time(tmp_path: Path) -> None:

@@ -233,3 +233,62 @@ async def test_a_long_run_pages_its_timeline_as_it_scrolls(tmp_path: Path) -> No
             await expect(rows).not_to_have_count(before)
         seqs = await rows.evaluate_all("rows => rows.map(r => Number(r.dataset.seq))")
         assert seqs == list(range(1, last + 1))
+
+
+async def test_the_runs_table_filters_and_pages_with_a_cursor_kept_in_the_url(
+    tmp_path: Path,
+) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    from eventstore import EventBody
+    from runtime import RunFinished, RunStarted
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        store = s.runtime.store
+        assert store is not None
+        for i in range(30):  # r00 oldest ... r29 newest; trip runs are even, 4 in 5 clean
+            graph = ("trip", "mail")[i % 2]
+            events: list[EventBody] = [RunStarted(graph={"id": graph}, graph_hash="h", entry="a")]
+            quality = "degraded" if i % 5 == 0 else "clean"
+            events.append(RunFinished(status="completed", quality=quality))
+            await store.append(f"r{i:02d}", events, expected_seq=0)
+        trip_clean = [f"r{i:02d}" for i in range(29, -1, -1) if i % 2 == 0 and i % 5]
+
+        async def shown() -> list[str]:
+            rows = page.locator("#runs tbody tr[data-run]")
+            return [str(x) for x in await rows.evaluate_all("rs => rs.map(r => r.dataset.run)")]
+
+        await page.goto(f"{s.url}/")
+        await page.fill("input[name=graph]", "trip")
+        await page.select_option("select[name=quality]", "clean")
+        await page.select_option("select[name=limit]", "10")
+        await page.click("#filters button[type=submit]")
+        rows = page.locator("#runs tbody tr[data-run]")
+        await expect(rows.first).to_have_attribute("data-run", trip_clean[0])
+        await expect(rows).to_have_count(10)
+        assert await shown() == trip_clean[:10]
+        for part in ("graph=trip", "quality=clean", "limit=10"):
+            assert part in page.url
+        await expect(page.locator("#newer")).to_have_count(0)
+
+        # The next page follows the cursor; its URL reloads it, filters and all.
+        await page.click("#older")
+        await expect(rows.first).to_have_attribute("data-run", trip_clean[10])
+        assert await shown() == trip_clean[10:]
+        assert "cursor=" in page.url and "graph=trip" in page.url
+        await expect(page.locator("#older")).to_have_count(0)  # the last page
+        await page.reload()
+        await expect(rows.first).to_have_attribute("data-run", trip_clean[10])
+        assert await shown() == trip_clean[10:]
+        assert await page.locator("input[name=graph]").input_value() == "trip"
+
+        # Back to the newer page, then a new filter starts again at the newest runs.
+        await page.click("#newer")
+        await expect(rows.first).to_have_attribute("data-run", trip_clean[0])
+        assert await shown() == trip_clean[:10]
+        await page.select_option("select[name=quality]", "degraded")
+        await page.click("#filters button[type=submit]")
+        await expect(rows.first).to_have_attribute("data-run", "r20")
+        assert await shown() == ["r20", "r10", "r00"]
+        assert "cursor=" not in page.url and "quality=degraded" in page.url
