@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -479,6 +480,16 @@ class ActorSystem:
         if not self._entered or self._closing:
             raise ActorError("the actor system is not running")
         self._start(True, _tell_after, ref, message, delay, name="actor-timer")
+
+    def start_task(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run ``function(*args)`` in a task of the system's own (does not wait).
+
+        The task lives in the system's task group: stopping the system cancels it. An
+        error it raises is the system's, as a timer's would be.
+        """
+        if not self._entered or self._closing:
+            raise ActorError("the actor system is not running")
+        self._start(True, function, *args, name="actor-task")
 
     def actors(self) -> list[ActorRef]:
         """The actors running now."""

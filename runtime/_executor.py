@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+import anyio
 import msgspec
 
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
@@ -49,6 +50,7 @@ from ._llm import LlmProvider
 from ._messages import (
     CancelRun,
     CommitFailed,
+    EdgeDecided,
     ExecuteNode,
     InjectInput,
     NodeDone,
@@ -122,6 +124,9 @@ class ExecutorActor(EdgeSteps, Actor):
         self.pass_pause: set[str] = set()
         self.fanout: FanOut | None = None
         self.pause_requested = False
+        # node -> the scope of the model call choosing its llm_decide edge; the node counts
+        # as running (nothing of it is recorded) until the answer arrives.
+        self.deciding: dict[str, anyio.CancelScope] = {}
         self.stopping = False
 
     # ------------------------------------------------------------------ messages
@@ -156,6 +161,8 @@ class ExecutorActor(EdgeSteps, Actor):
         elif isinstance(message, PauseRun):
             self.pause_requested = True
             await self._maybe_pause()
+        elif isinstance(message, EdgeDecided):
+            await self._on_edge_decided(message)
         elif isinstance(message, CancelRun):
             await self._cancel(message.reason)
         elif isinstance(message, Terminated):
@@ -332,7 +339,6 @@ class ExecutorActor(EdgeSteps, Actor):
             self.deferred.insert(0, (done.node_id, done.branch, "input"))
             await self._maybe_pause()
             return
-        spec = self.specs[done.node_id]
         routes: list[Route] | None = None
         resolved = False
         if done.success:
@@ -355,6 +361,48 @@ class ExecutorActor(EdgeSteps, Actor):
                     error_type="ExpressionError",
                     retryable=False,
                 )
+        if resolved and routes is None:
+            # llm_decide edges: a model chooses, in a task of its own. Nothing of the node's
+            # end is recorded until it answers; meanwhile the node counts as running, so a
+            # cancel records it as the resume point and a resume asks again.
+            self.running[done.node_id] = running
+            self._ask_model(done)
+            return
+        await self._node_finished(done, routes, resolved=resolved)
+
+    def _ask_model(self, done: NodeDone) -> None:
+        scope = anyio.CancelScope()
+        self.deciding[done.node_id] = scope
+        self.system.start_task(self._decide, done, scope)
+
+    async def _decide(self, done: NodeDone, scope: anyio.CancelScope) -> None:
+        with scope:
+            try:
+                route = await decide_edge(self.graph, done.node_id, done.outputs, self.provider)
+            except Exception as exc:  # handed to the executor, which fails the run with it
+                answer = EdgeDecided(done=done, error=exc)
+            else:
+                answer = EdgeDecided(done=done, route=route)
+            try:
+                await self.ref.tell(answer)
+            except ActorStoppedError:
+                pass  # the run stopped meanwhile: the answer has no one to go to
+
+    async def _on_edge_decided(self, message: EdgeDecided) -> None:
+        done = message.done
+        self.deciding.pop(done.node_id, None)
+        running = self.running.get(done.node_id)
+        if running is None or running[0] != done.attempt:
+            return  # the run was cancelled meanwhile
+        if message.error is not None:
+            raise message.error
+        del self.running[done.node_id]
+        await self._node_finished(done, [message.route], resolved=True)
+
+    async def _node_finished(
+        self, done: NodeDone, routes: list[Route] | None, *, resolved: bool
+    ) -> None:
+        spec = self.specs[done.node_id]
         if done.success:
             conflict = self._write_outputs(done)
             if conflict is not None:
@@ -481,6 +529,7 @@ class ExecutorActor(EdgeSteps, Actor):
                     MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch)
                 )
         self.running.clear()
+        self._stop_deciding()
         self.emit(RunCancelled(node_id=resume_at[0] if resume_at else None, reason=reason))
         await self.commit(boundary=False)
         self._report()
@@ -528,8 +577,14 @@ class ExecutorActor(EdgeSteps, Actor):
         disown(state)  # the result shares the memory's lists with the state
         self.outcome.set(result_of(state, self.run_id))
 
+    def _stop_deciding(self) -> None:
+        for scope in self.deciding.values():
+            scope.cancel()
+        self.deciding.clear()
+
     def _stop_nodes(self) -> None:
         # The run's outcome is reported: nothing waits for the node actors to be gone.
+        self._stop_deciding()
         for ref in self.nodes.values():
             ref.stop_nowait()
 

@@ -15,6 +15,7 @@ from actors import Message
 __all__ = [
     "CancelRun",
     "CommitFailed",
+    "EdgeDecided",
     "ExecuteNode",
     "InjectInput",
     "NodeDone",
@@ -89,3 +90,13 @@ class CommitFailed(Message, frozen=True, kw_only=True, tag="executor.commit_fail
     """
 
     error: Any
+
+
+class EdgeDecided(Message, frozen=True, kw_only=True, gc=False, tag="executor.edge_decided"):
+    """A model chose the llm_decide edge out of a finished node (``route``), or asking it
+    raised ``error``. The executor asks in a task of its own and goes on from here, so a
+    cancel or pause that arrives meanwhile is handled at once."""
+
+    done: NodeDone
+    route: Any = None
+    error: Any = None
