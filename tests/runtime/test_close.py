@@ -124,8 +124,8 @@ class HangingProvider:
 
 
 async def test_closing_finishes_when_the_run_itself_waits_on_a_model(tmp_path: Path) -> None:
-    # The executor waits on an llm_decide edge's model, so the cancel waits behind it: the
-    # runtime stops the run and records the cancellation from the committed log.
+    # A model that never answers chooses an llm_decide edge: the closing's cancel still
+    # reaches the run, which records node a as its resume point.
     path = tmp_path / "runs.db"
     provider = HangingProvider()
     graph = GraphSpec(
