@@ -26,6 +26,7 @@ from ._postgres_schema import check_text, ensure_schema, valid_schema_name
 from ._postgres_writer import Connection, PostgresWriter
 from ._protocol import (
     AppendResult,
+    CommitCounters,
     RunInfo,
     Snapshot,
     SnapshotAfter,
@@ -84,13 +85,7 @@ class PostgresEventStore:
         self._channel = f"magistrate_{self.schema}"
         self._runnable_channel = f"magistrate_runnable_{self.schema}"
         self._runnable: anyio.Event | None = None
-        self._appends = 0
-        self._events = 0
-        self._batches = 0
-        self._max_batch_seen = 0
-        self._batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
-        self._commit_seconds = 0.0
-        self._conflicts = 0
+        self._counters = CommitCounters()
 
     def __repr__(self) -> str:
         return f"<PostgresEventStore schema={self.schema!r} {self._state}>"
@@ -279,17 +274,14 @@ class PostgresEventStore:
         return writer, request
 
     def _record_batch(self, batch: list[AppendRequest], seconds: float) -> None:
-        self._batches += 1
-        self._appends += len(batch)
+        events = conflicts = 0
         for request in batch:
             self._inflight.discard(request)
             if request.error is None:
-                self._events += len(request.bodies)
+                events += len(request.bodies)
             elif isinstance(request.error, ConcurrencyError):
-                self._conflicts += 1
-        self._max_batch_seen = max(self._max_batch_seen, len(batch))
-        self._batch_sizes[StoreStatistics.batch_size_bucket(len(batch))] += 1
-        self._commit_seconds += seconds
+                conflicts += 1
+        self._counters.record(len(batch), events, conflicts, seconds)
         self._wake_followers()
 
     def _wake_followers(self) -> None:
@@ -299,17 +291,7 @@ class PostgresEventStore:
 
     def statistics(self) -> StoreStatistics:
         """Counters of the writer since open."""
-        return StoreStatistics(
-            appends=self._appends,
-            events=self._events,
-            batches=self._batches,
-            mean_batch_size=self._appends / self._batches if self._batches else 0.0,
-            max_batch_size=self._max_batch_seen,
-            commit_seconds_total=self._commit_seconds,
-            conflicts=self._conflicts,
-            queued=0 if self._writer is None else self._writer.queued,
-            batch_size_counts=tuple(self._batch_sizes),
-        )
+        return self._counters.statistics(queued=0 if self._writer is None else self._writer.queued)
 
     # -- reading ---------------------------------------------------------------------------
 

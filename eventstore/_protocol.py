@@ -145,6 +145,56 @@ class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
         return bisect_left(StoreStatistics.BATCH_SIZE_BOUNDS, size)
 
 
+class CommitCounters:
+    """What a store's writer counts of its group commits, read as :class:`StoreStatistics`."""
+
+    __slots__ = (
+        "appends",
+        "batch_sizes",
+        "batches",
+        "commit_seconds",
+        "conflicts",
+        "events",
+        "max_batch",
+    )
+
+    def __init__(self) -> None:
+        self.appends = 0
+        self.events = 0
+        self.batches = 0
+        self.max_batch = 0
+        self.conflicts = 0
+        self.commit_seconds = 0.0
+        self.batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
+
+    def record(self, appends: int, events: int, conflicts: int, seconds: float) -> None:
+        """Count one committed transaction of ``appends`` appends (``events`` events
+        written, ``conflicts`` appends refused); a transaction without appends (ownership
+        requests alone) is not a group commit of appends and counts nothing."""
+        if not appends:
+            return
+        self.batches += 1
+        self.appends += appends
+        self.events += events
+        self.conflicts += conflicts
+        self.max_batch = max(self.max_batch, appends)
+        self.commit_seconds += seconds
+        self.batch_sizes[StoreStatistics.batch_size_bucket(appends)] += 1
+
+    def statistics(self, *, queued: int) -> StoreStatistics:
+        return StoreStatistics(
+            appends=self.appends,
+            events=self.events,
+            batches=self.batches,
+            mean_batch_size=self.appends / self.batches if self.batches else 0.0,
+            max_batch_size=self.max_batch,
+            commit_seconds_total=self.commit_seconds,
+            conflicts=self.conflicts,
+            queued=queued,
+            batch_size_counts=tuple(self.batch_sizes),
+        )
+
+
 @runtime_checkable
 class EventStore(Protocol):
     """An append-only, per-run event log. SQLite today; PostgreSQL implements the same.

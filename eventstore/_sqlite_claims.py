@@ -22,7 +22,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from ._claims import Claim
 from ._errors import LeaseLostError, RunOwnedError, StoreError
@@ -232,7 +232,7 @@ class ClaimFence:
         answers: list[Claim | None] = []
         for claim in request.claims:
             row = rows.get(claim.run_id)
-            if row is not None and row[2] == claim.epoch and row[0] == claim.owner:
+            if _holds(row, claim):
                 row[1] = expires
                 conn.execute(_RENEW, (expires, claim.run_id))
                 answers.append(Claim(claim.run_id, claim.owner, claim.epoch, expires))
@@ -250,7 +250,7 @@ class ClaimFence:
         claim = request.claims[0]
         run_id = claim.run_id
         row = rows.get(run_id)
-        if row is not None and row[2] == claim.epoch and row[0] == claim.owner:
+        if _holds(row, claim):
             row[0] = row[1] = None
             conn.execute(_RELEASE, (run_id,))
         held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
@@ -276,3 +276,8 @@ class ClaimFence:
             rows[claim.run_id] = [claim.owner, claim.expires, claim.epoch]
             turn.epochs[claim.run_id] = claim.epoch
         turn.answers.append((request, claims, None))
+
+
+def _holds(row: list[Any] | None, claim: Claim) -> TypeGuard[list[Any]]:
+    """Whether the claims row (owner, expires, epoch) is still ``claim``'s."""
+    return row is not None and row[2] == claim.epoch and row[0] == claim.owner

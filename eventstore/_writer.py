@@ -19,7 +19,7 @@ from typing import Protocol
 
 from ._core import WriterCore
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
-from ._protocol import StoreStatistics
+from ._protocol import CommitCounters, StoreStatistics
 from ._requests import AppendRequest
 from ._sqlite_claims import Request
 
@@ -90,14 +90,7 @@ class ThreadWriter:
         self._wake_pending = False
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()
-        # statistics
-        self._appends = 0
-        self._events = 0
-        self._batches = 0
-        self._max_batch_seen = 0
-        self._batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
-        self._commit_seconds = 0.0
-        self._conflicts = 0
+        self._counters = CommitCounters()
         self._thread = threading.Thread(
             target=self._run, name=f"eventstore-writer:{core.path}", daemon=True
         )
@@ -167,17 +160,7 @@ class ThreadWriter:
         self._space_waiters.clear()
 
     def statistics(self) -> StoreStatistics:
-        return StoreStatistics(
-            appends=self._appends,
-            events=self._events,
-            batches=self._batches,
-            mean_batch_size=self._appends / self._batches if self._batches else 0.0,
-            max_batch_size=self._max_batch_seen,
-            commit_seconds_total=self._commit_seconds,
-            conflicts=self._conflicts,
-            queued=self._queue.qsize(),
-            batch_size_counts=tuple(self._batch_sizes),
-        )
+        return self._counters.statistics(queued=self._queue.qsize())
 
     def _deliver(self) -> None:
         """Hand the outcomes of every batch the thread has finished to their callers."""
@@ -204,22 +187,16 @@ class ThreadWriter:
     def _record(self, batch: list[Request], error: StoreError | None, seconds: float) -> None:
         if error is not None:
             return
-        appends = 0
+        appends = events = conflicts = 0
         for request in batch:
             if type(request) is not AppendRequest:
                 continue  # an ownership request (claim, renewal, release)
             appends += 1
             if request.error is None:
-                self._events += len(request.bodies)
+                events += len(request.bodies)
             elif type(request.error) is ConcurrencyError:
-                self._conflicts += 1
-        if not appends:
-            return  # an ownership-only transaction is not a group commit of appends
-        self._batches += 1
-        self._appends += appends
-        self._max_batch_seen = max(self._max_batch_seen, appends)
-        self._batch_sizes[StoreStatistics.batch_size_bucket(appends)] += 1
-        self._commit_seconds += seconds
+                conflicts += 1
+        self._counters.record(appends, events, conflicts, seconds)
 
     def _finished(self) -> None:
         if not self._stopped.done():
