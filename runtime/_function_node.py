@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -11,6 +12,7 @@ import anyio
 
 from actors import Actor, ActorRef, MailboxFullError
 
+from ._deadline import AttemptDeadline
 from ._errors import NodeTimeoutError
 from ._events import OutputSet
 from ._messages import ExecuteNode, NodeDone
@@ -82,16 +84,19 @@ class FunctionNodeActor(Actor):
         self.executor = executor
         self.log = log
         self.node_timeout = node_timeout
+        # One lazily armed timer for the lane's attempts, not a timed cancel scope (and a
+        # timer into the loop's heap and out again) on every step.
+        self.deadline = AttemptDeadline()
 
     async def receive(self, message: Any) -> Any:
         assert isinstance(message, ExecuteNode)
         spec = self.specs[message.node_id]
         timeout = spec.timeout if spec.timeout is not None else self.node_timeout
         try:
-            with anyio.move_on_after(timeout) as deadline:
+            if timeout is None:
                 outputs = await self._call(spec, message)
-            if deadline.cancelled_caught:
-                raise NodeTimeoutError(spec.id, timeout or 0.0)
+            else:
+                outputs = await self._call_within(spec, message, timeout)
         except Exception as exc:  # reported to the executor, which records and retries it
             done = NodeDone(
                 node_id=message.node_id,
@@ -113,6 +118,30 @@ class FunctionNodeActor(Actor):
             self.executor.tell_nowait(done)  # no coroutine on every step's path
         except MailboxFullError:
             await self.executor.tell(done)  # waits for room
+
+    async def _call_within(
+        self, spec: NodeSpec, message: ExecuteNode, timeout: float
+    ) -> dict[str, Any]:
+        """``_call`` cut off after ``timeout`` seconds (NodeTimeoutError)."""
+        deadline = self.deadline
+        deadline.start(timeout)
+        try:
+            outputs = await self._call(spec, message)
+        except asyncio.CancelledError:
+            if not deadline.expired:
+                raise  # the run was cancelled or the runtime is closing
+            deadline.take_back()
+            raise NodeTimeoutError(spec.id, timeout) from None
+        finally:
+            deadline.stop()
+        if deadline.expired:
+            # The callable caught the cancellation and returned: it is still past its limit.
+            deadline.take_back()
+            raise NodeTimeoutError(spec.id, timeout)
+        return outputs
+
+    def on_stopped(self) -> None:
+        self.deadline.close()
 
     async def _call(self, spec: NodeSpec, message: ExecuteNode) -> dict[str, Any]:
         plain = self.resolve(spec)

@@ -109,6 +109,121 @@ async def test_an_async_node_past_its_timeout_fails_too() -> None:
     assert [f.error_type for f in failures] == ["NodeTimeoutError", "NodeTimeoutError"]
 
 
+async def test_each_node_of_a_lane_gets_its_own_time_limit() -> None:
+    # One lane (actor) runs a, b, c in turn. a's limit (600 s) arms the lane's timer far
+    # ahead: b's shorter limit must still cut b off; c, past b's failure, runs under a
+    # limit again and finishes.
+    async def quick(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"quick": True}
+
+    async def sleepy(inputs: dict[str, Any]) -> dict[str, Any]:
+        await anyio.sleep_forever()
+        return {}
+
+    graph = GraphSpec(
+        id="g",
+        nodes=[
+            NodeSpec(id="a", function="quick"),
+            NodeSpec(id="b", function="sleepy", timeout=0.05),
+            NodeSpec(id="c", function="quick", timeout=0.05),
+        ],
+        edges=[
+            EdgeSpec(source="a", target="b"),
+            EdgeSpec(source="b", target="c", condition="on_failure"),
+        ],
+        entry_node="a",
+        retry=RetryPolicy(max_attempts=1),
+    )
+    async with Runtime(None, functions={"quick": quick, "sleepy": sleepy}) as rt:
+        handle = await rt.start(graph)
+        result = await handle.result()
+        failures = [
+            e.body for e in await rt.read_events(handle.run_id) if isinstance(e.body, NodeFailed)
+        ]
+    assert [(f.node_id, f.error_type) for f in failures] == [("b", "NodeTimeoutError")]
+    assert "did not finish within 0.05 s" in failures[0].error
+    assert result.status == "completed" and result.path == ["a", "b", "c"]
+
+
+async def test_a_limit_armed_by_an_earlier_attempt_still_cuts_off_the_next() -> None:
+    # a finishes well within its limit; the timer armed for a's deadline fires while b
+    # runs (b's deadline is later), moves on to b's deadline and then cuts b off.
+    async def brief(inputs: dict[str, Any]) -> dict[str, Any]:
+        await anyio.sleep(0.05)
+        return {"brief": True}
+
+    async def sleepy(inputs: dict[str, Any]) -> dict[str, Any]:
+        await anyio.sleep_forever()
+        return {}
+
+    graph = GraphSpec(
+        id="g",
+        nodes=[NodeSpec(id="a", function="brief"), NodeSpec(id="b", function="sleepy")],
+        edges=[EdgeSpec(source="a", target="b")],
+        entry_node="a",
+        retry=RetryPolicy(max_attempts=1),
+    )
+    functions = {"brief": brief, "sleepy": sleepy}
+    async with Runtime(None, functions=functions, node_timeout=0.2) as rt:
+        handle = await rt.start(graph)
+        result = await handle.result()
+        failures = [
+            e.body for e in await rt.read_events(handle.run_id) if isinstance(e.body, NodeFailed)
+        ]
+    assert result.status == "failed" and result.memory == {"brief": True}
+    assert [(f.node_id, f.error_type) for f in failures] == [("b", "NodeTimeoutError")]
+
+
+async def test_a_node_that_swallows_its_time_limit_still_fails_by_it() -> None:
+    async def stubborn(inputs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await anyio.sleep_forever()
+        except BaseException:  # a callable that ignores cancellation and returns
+            pass
+        return {"done": True}
+
+    graph = GraphSpec(
+        id="g",
+        nodes=[
+            NodeSpec(id="a", function="stubborn", timeout=0.05),
+            NodeSpec(id="b", kind="router"),
+        ],
+        edges=[EdgeSpec(source="a", target="b", condition="on_failure")],
+        entry_node="a",
+        retry=RetryPolicy(max_attempts=1),
+    )
+    async with Runtime(None, functions={"stubborn": stubborn}) as rt:
+        handle = await rt.start(graph)
+        result = await handle.result()
+        failures = [
+            e.body for e in await rt.read_events(handle.run_id) if isinstance(e.body, NodeFailed)
+        ]
+    assert [(f.node_id, f.error_type) for f in failures] == [("a", "NodeTimeoutError")]
+    # The lane took its cancellation back: the router after it ran and the run completed.
+    assert result.status == "completed" and result.path == ["a", "b"]
+    assert "done" not in result.memory
+
+
+async def test_cancel_of_an_async_node_under_a_time_limit_is_a_cancel() -> None:
+    entered = anyio.Event()
+
+    async def sleepy(inputs: dict[str, Any]) -> dict[str, Any]:
+        entered.set()
+        await anyio.sleep_forever()
+        return {}
+
+    async with Runtime(None, functions={"sleepy": sleepy}, node_timeout=60.0) as rt:
+        handle = await rt.start(_graph(NodeSpec(id="a", function="sleepy")))
+        await entered.wait()
+        await rt.cancel(handle.run_id)
+        result = await handle.result()
+        failures = [
+            e.body for e in await rt.read_events(handle.run_id) if isinstance(e.body, NodeFailed)
+        ]
+    assert result.status == "cancelled" and result.resume_at == ["a"]
+    assert failures == []
+
+
 async def test_cancel_abandons_a_blocked_thread_and_the_runtime_closes(
     gate: threading.Event,
 ) -> None:
