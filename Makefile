@@ -15,6 +15,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 lint: $(STAMP)
 	$(BIN)/ruff check actors eventstore runtime tests benchmarks examples
+	$(BIN)/ruff format --check actors eventstore runtime tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

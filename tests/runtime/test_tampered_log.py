@@ -61,4 +61,3 @@ async def test_a_completed_run_whose_last_rows_were_deleted_is_corrupt_not_runni
         assert (await rt.get_state(run_id, at_seq=2)).status == "running"
     assert state_error.value.seq == resume_error.value.seq
     assert ran == []  # nothing ran again on a log that lost its end
-
