@@ -37,6 +37,7 @@ from ._events import (
     NodeCompleted,
     NodeFailed,
     NodeStarted,
+    RunFinished,
     RunResumed,
     RunStarted,
 )
@@ -50,6 +51,7 @@ from ._messages import (
     CommitFailed,
     EdgeDecided,
     ExecuteNode,
+    GoalScored,
     InjectInput,
     NodeDone,
     PauseRun,
@@ -126,12 +128,18 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         # as running (nothing of it is recorded) until the answer arrives.
         self.deciding: dict[str, anyio.CancelScope] = {}
         self.stopping = False
+        self.scoring: anyio.CancelScope | None = None
+        self.ending: RunFinished | None = None
 
     # ------------------------------------------------------------------ messages
 
     async def receive(self, message: Any) -> Any:
-        if self.stopping:
-            return None  # late messages after the run stopped (e.g. a NodeDone in flight)
+        if self.stopping and not (
+            self.scoring is not None and isinstance(message, GoalScored | CancelRun)
+        ):
+            # Late messages after the run stopped (a NodeDone in flight, ...), or while
+            # its goal is scored: only the score and a cancel matter then.
+            return None
         try:
             if isinstance(message, NodeDone):  # the step message: one coroutine fewer
                 await self._on_node_done(message)
@@ -147,7 +155,8 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
                 raise
         if self.stopping:
             self._stop_nodes()
-            self.stop_self()
+            if self.scoring is None:
+                self.stop_self()
         return None
 
     async def _dispatch(self, message: Any) -> None:
@@ -161,6 +170,8 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
             await self._maybe_pause()
         elif isinstance(message, EdgeDecided):
             await self._on_edge_decided(message)
+        elif isinstance(message, GoalScored):
+            await self._on_goal_scored(message)
         elif isinstance(message, CancelRun):
             await self._cancel(message.reason)
         elif isinstance(message, Terminated):
@@ -506,7 +517,8 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
 
     def on_stopped(self) -> None:
         # Stopped from outside too (the runtime stops a run whose claim was lost): its
-        # nodes stop with it.
+        # nodes and its goal's scoring stop with it.
         self._stop_nodes()
+        self._stop_scoring()
         if not self.outcome.done:
             self.outcome.fail(RuntimeError(f"executor of run {self.run_id} stopped early"))
