@@ -28,7 +28,7 @@ import msgspec
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
 from eventstore import Event, EventBody
 
-from ._edges import Route, decide_edge, resolve_edges
+from ._edges import Route, decide_edge, failure_routes, resolve_edges
 from ._errors import ExpressionError
 from ._events import (
     EdgeTaken,
@@ -377,7 +377,7 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
             self.running[done.node_id] = running
             self._ask_model(done)
             return
-        await self._node_finished(done, routes, resolved=resolved)
+        await self._node_finished(done, routes)
 
     def _ask_model(self, done: NodeDone) -> None:
         scope = anyio.CancelScope()
@@ -406,12 +406,12 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         if message.error is not None:
             raise message.error
         del self.running[done.node_id]
-        await self._node_finished(done, [message.route], resolved=True)
+        await self._node_finished(done, [message.route])
 
-    async def _node_finished(
-        self, done: NodeDone, routes: list[Route] | None, *, resolved: bool
-    ) -> None:
-        spec = self.specs[done.node_id]
+    async def _node_finished(self, done: NodeDone, routes: list[Route] | None) -> None:
+        """Record a finished node and follow its edges: ``routes``, resolved (an llm_decide
+        choice made) for a success; a failure, one found here too (a memory conflict),
+        takes its on_failure and always edges, which no model chooses."""
         if done.success:
             conflict = self._write_outputs(done)
             if conflict is not None:
@@ -427,6 +427,7 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
             else:
                 self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
         if not done.success:
+            spec = self.specs[done.node_id]
             policy = spec.retry or self.graph.retry
             will_retry = (
                 done.retryable and spec.kind != "llm" and done.attempt < policy.max_attempts
@@ -450,16 +451,8 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
                     retry_delay(policy, done.attempt),
                 )
                 return
-        if not (resolved and done.success):
-            routes = resolve_edges(
-                self.graph,
-                done.node_id,
-                success=done.success,
-                memory=self.state.memory,
-                outputs=done.outputs,
-            )
-        if routes is None:  # llm_decide edges: a model chooses
-            routes = [await decide_edge(self.graph, done.node_id, done.outputs, self.provider)]
+            routes = failure_routes(self.graph, done.node_id)
+        assert routes is not None  # a success comes with its resolved routes
         if (
             len(routes) == 1
             and (done.branch is None or self.fanout is None)
