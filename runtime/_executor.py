@@ -3,7 +3,9 @@
 The executor never waits on a node: it tells a node actor ``ExecuteNode`` and goes back
 to its mailbox; the node tells ``NodeDone`` when it finishes. So pause, cancel and input
 messages are handled while nodes run, branches of a fan-out run concurrently, and two
-branches that finish "in the same tick" are still handled one after the other.
+branches that finish "in the same tick" are still handled one after the other. Nor does
+it wait on a model: the choice of an llm_decide edge and the scoring of the goal run in
+tasks of their own and answer with a message (``EdgeDecided``, ``GoalScored``).
 
 State: the executor keeps no run state of its own. It records an event (the run log
 applies it to the run's live :class:`RunState` at once) and decides from that state, so
