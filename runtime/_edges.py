@@ -13,7 +13,7 @@ from ._expr import compile_expression
 from ._llm import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 from ._spec import EdgeSpec, GraphSpec
 
-__all__ = ["Route", "decide_edge", "resolve_edges"]
+__all__ = ["Route", "decide_edge", "failure_routes", "resolve_edges"]
 
 
 class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -52,9 +52,9 @@ def resolve_edges(
     and the names an expression reads (a view, not a copy) are built only when a
     conditional edge is evaluated.
     """
-    edges = graph.node_edges(node_id)
     if not success:
-        return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges.on_failure]
+        return failure_routes(graph, node_id)
+    edges = graph.node_edges(node_id)
     if edges.conditional:
         # ChainMap wants mutable maps; it is only read here.
         names: Mapping[str, Any] = ChainMap(outputs, memory)  # type: ignore[arg-type]
@@ -72,6 +72,13 @@ def resolve_edges(
     if edges.llm_decide:
         return None
     return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges.on_success]
+
+
+def failure_routes(graph: GraphSpec, node_id: str) -> list[Route]:
+    """The edges that fire after ``node_id`` failed: every ``on_failure`` and ``always``
+    edge, in order. No model is asked: llm_decide edges choose only after a success."""
+    edges = graph.node_edges(node_id).on_failure
+    return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges]
 
 
 async def decide_edge(

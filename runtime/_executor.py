@@ -3,7 +3,9 @@
 The executor never waits on a node: it tells a node actor ``ExecuteNode`` and goes back
 to its mailbox; the node tells ``NodeDone`` when it finishes. So pause, cancel and input
 messages are handled while nodes run, branches of a fan-out run concurrently, and two
-branches that finish "in the same tick" are still handled one after the other.
+branches that finish "in the same tick" are still handled one after the other. Nor does
+it wait on a model: the choice of an llm_decide edge and the scoring of the goal run in
+tasks of their own and answer with a message (``EdgeDecided``, ``GoalScored``).
 
 State: the executor keeps no run state of its own. It records an event (the run log
 applies it to the run's live :class:`RunState` at once) and decides from that state, so
@@ -26,9 +28,9 @@ import anyio
 import msgspec
 
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
-from eventstore import Event, EventBody, StoreError
+from eventstore import Event, EventBody
 
-from ._edges import Route, decide_edge, resolve_edges
+from ._edges import Route, decide_edge, failure_routes, resolve_edges
 from ._errors import ExpressionError
 from ._events import (
     EdgeTaken,
@@ -37,13 +39,12 @@ from ._events import (
     NodeCompleted,
     NodeFailed,
     NodeStarted,
-    RunCancelled,
     RunFinished,
-    RunPaused,
     RunResumed,
     RunStarted,
 )
 from ._executor_edges import EdgeSteps
+from ._executor_end import RunEnding
 from ._fanout import FanOut, restore_fanout
 from ._goals import GoalScorer
 from ._llm import LlmProvider
@@ -52,13 +53,14 @@ from ._messages import (
     CommitFailed,
     EdgeDecided,
     ExecuteNode,
+    GoalScored,
     InjectInput,
     NodeDone,
     PauseRun,
     RetryNode,
     StartRun,
 )
-from ._result import RunOutcome, RunStatus, result_of
+from ._result import RunOutcome
 from ._runlog import RunLog
 from ._spec import (
     GraphSpec,
@@ -79,7 +81,7 @@ PLAIN_KINDS = ("function", "router")
 _MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
 
 
-class ExecutorActor(EdgeSteps, Actor):
+class ExecutorActor(EdgeSteps, RunEnding, Actor):
     """Walks one run of a graph. See the module docstring for the protocol."""
 
     def __init__(
@@ -128,12 +130,18 @@ class ExecutorActor(EdgeSteps, Actor):
         # as running (nothing of it is recorded) until the answer arrives.
         self.deciding: dict[str, anyio.CancelScope] = {}
         self.stopping = False
+        self.scoring: anyio.CancelScope | None = None
+        self.ending: RunFinished | None = None
 
     # ------------------------------------------------------------------ messages
 
     async def receive(self, message: Any) -> Any:
-        if self.stopping:
-            return None  # late messages after the run stopped (e.g. a NodeDone in flight)
+        if self.stopping and not (
+            self.scoring is not None and isinstance(message, GoalScored | CancelRun)
+        ):
+            # Late messages after the run stopped (a NodeDone in flight, ...), or while
+            # its goal is scored: only the score and a cancel matter then.
+            return None
         try:
             if isinstance(message, NodeDone):  # the step message: one coroutine fewer
                 await self._on_node_done(message)
@@ -149,7 +157,8 @@ class ExecutorActor(EdgeSteps, Actor):
                 raise
         if self.stopping:
             self._stop_nodes()
-            self.stop_self()
+            if self.scoring is None:
+                self.stop_self()
         return None
 
     async def _dispatch(self, message: Any) -> None:
@@ -163,6 +172,8 @@ class ExecutorActor(EdgeSteps, Actor):
             await self._maybe_pause()
         elif isinstance(message, EdgeDecided):
             await self._on_edge_decided(message)
+        elif isinstance(message, GoalScored):
+            await self._on_goal_scored(message)
         elif isinstance(message, CancelRun):
             await self._cancel(message.reason)
         elif isinstance(message, Terminated):
@@ -368,7 +379,7 @@ class ExecutorActor(EdgeSteps, Actor):
             self.running[done.node_id] = running
             self._ask_model(done)
             return
-        await self._node_finished(done, routes, resolved=resolved)
+        await self._node_finished(done, routes)
 
     def _ask_model(self, done: NodeDone) -> None:
         scope = anyio.CancelScope()
@@ -397,12 +408,12 @@ class ExecutorActor(EdgeSteps, Actor):
         if message.error is not None:
             raise message.error
         del self.running[done.node_id]
-        await self._node_finished(done, [message.route], resolved=True)
+        await self._node_finished(done, [message.route])
 
-    async def _node_finished(
-        self, done: NodeDone, routes: list[Route] | None, *, resolved: bool
-    ) -> None:
-        spec = self.specs[done.node_id]
+    async def _node_finished(self, done: NodeDone, routes: list[Route] | None) -> None:
+        """Record a finished node and follow its edges: ``routes``, resolved (an llm_decide
+        choice made) for a success; a failure, one found here too (a memory conflict),
+        takes its on_failure and always edges, which no model chooses."""
         if done.success:
             conflict = self._write_outputs(done)
             if conflict is not None:
@@ -418,6 +429,7 @@ class ExecutorActor(EdgeSteps, Actor):
             else:
                 self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
         if not done.success:
+            spec = self.specs[done.node_id]
             policy = spec.retry or self.graph.retry
             will_retry = (
                 done.retryable and spec.kind != "llm" and done.attempt < policy.max_attempts
@@ -441,16 +453,8 @@ class ExecutorActor(EdgeSteps, Actor):
                     retry_delay(policy, done.attempt),
                 )
                 return
-        if not (resolved and done.success):
-            routes = resolve_edges(
-                self.graph,
-                done.node_id,
-                success=done.success,
-                memory=self.state.memory,
-                outputs=done.outputs,
-            )
-        if routes is None:  # llm_decide edges: a model chooses
-            routes = [await decide_edge(self.graph, done.node_id, done.outputs, self.provider)]
+            routes = failure_routes(self.graph, done.node_id)
+        assert routes is not None  # a success comes with its resolved routes
         if (
             len(routes) == 1
             and (done.branch is None or self.fanout is None)
@@ -506,91 +510,10 @@ class ExecutorActor(EdgeSteps, Actor):
             )
         return None
 
-    # ------------------------------------------------------------------ pause / cancel / end
-
-    async def _maybe_pause(self) -> None:
-        if not self.deferred or self.running or self.retry_timers or self.stopping:
-            return
-        node_id, _branch, reason = self.deferred[0]
-        self.emit(RunPaused(reason=reason, node_id=node_id))
-        await self.commit(boundary=False)
-        self._report()
-
-    async def _cancel(self, reason: str) -> None:
-        # The cancel's resume point: a running node, else a node held at a pause point,
-        # else one waiting out its retry backoff (all of them are pending in the state).
-        resume_at = list(self.running) + [n for n, _, _ in self.deferred] + self.state.pending
-        for node_id, (_attempt, branch) in list(self.running.items()):
-            await self.node_refs[node_id].stop()
-            # Partial outputs survive: the node's accumulator goes into memory as events.
-            for key, value in list(self.state.outputs.get(node_id, {}).items()):
-                op = self.reducers.get(key, "replace")
-                self.emit(
-                    MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch)
-                )
-        self.running.clear()
-        self._stop_deciding()
-        self.emit(RunCancelled(node_id=resume_at[0] if resume_at else None, reason=reason))
-        await self.commit(boundary=False)
-        self._report()
-
-    async def _finish(self, status: RunStatus, error: str | None) -> None:
-        if status == "completed":
-            quality = "degraded" if self.state.failed_nodes else "clean"
-        else:
-            quality = "failed"
-        goal_outcome = None
-        if self.score_goal is not None and self.graph.goal is not None:
-            # Measurement only: the scorecard changes neither the status nor the quality.
-            goal_outcome = await self.score_goal(self.graph.goal, self.state, status, quality)
-        self.emit(
-            RunFinished(
-                status=status,
-                quality=quality,
-                total_retries=self.state.total_retries,
-                error=error,
-                goal_outcome=goal_outcome,
-            )
-        )
-        await self.commit(boundary=False)
-        self._report()
-
-    async def _fail_run(self, exc: Exception) -> bool:
-        """Record an unexpected error (a commit hook, a node factory, a value the log cannot
-        encode) as the run's failure, so no run stays "running" because something raised.
-        False when the log cannot take it (a store error): the caller re-raises."""
-        if self.stopping or self.log.failed is not None or isinstance(exc, StoreError):
-            return False
-        seq = self.log.last_seq
-        try:
-            await self._finish("failed", f"{type(exc).__name__}: {exc}")
-        except Exception:
-            if self.log.last_seq == seq or self.log.failed is not None:
-                return False
-            self._report()  # committed; what raised came after (a commit hook)
-        return True
-
-    def _report(self) -> None:
-        """Stop, reporting the result the run's state gives (as a read of the log would)."""
-        self.stopping = True
-        state = self.state
-        disown(state)  # the result shares the memory's lists with the state
-        self.outcome.set(result_of(state, self.run_id))
-
-    def _stop_deciding(self) -> None:
-        for scope in self.deciding.values():
-            scope.cancel()
-        self.deciding.clear()
-
-    def _stop_nodes(self) -> None:
-        # The run's outcome is reported: nothing waits for the node actors to be gone.
-        self._stop_deciding()
-        for ref in self.nodes.values():
-            ref.stop_nowait()
-
     def on_stopped(self) -> None:
         # Stopped from outside too (the runtime stops a run whose claim was lost): its
-        # nodes stop with it.
+        # nodes and its goal's scoring stop with it.
         self._stop_nodes()
+        self._stop_scoring()
         if not self.outcome.done:
             self.outcome.fail(RuntimeError(f"executor of run {self.run_id} stopped early"))

@@ -17,6 +17,7 @@ __all__ = [
     "CommitFailed",
     "EdgeDecided",
     "ExecuteNode",
+    "GoalScored",
     "InjectInput",
     "NodeDone",
     "PauseRun",
@@ -99,4 +100,13 @@ class EdgeDecided(Message, frozen=True, kw_only=True, gc=False, tag="executor.ed
 
     done: NodeDone
     route: Any = None
+    error: Any = None
+
+
+class GoalScored(Message, frozen=True, kw_only=True, tag="executor.goal_scored"):
+    """The run's goal was scored (``outcome``, the mapping RunFinished records), or the
+    scorer raised ``error``. The executor scores in a task of its own and records the
+    run's end from here, so a cancel that arrives meanwhile is handled at once."""
+
+    outcome: dict[str, Any] | None = None
     error: Any = None

@@ -117,8 +117,8 @@ class RunControl:
         and another worker resumes them).
 
         Each executor records its own cancellation, as for :meth:`cancel`; one that does
-        not within ``CLOSE_GRACE`` (it waits on something else, such as an llm_decide
-        model) is stopped with the others and its cancellation is recorded from the
+        not within ``CLOSE_GRACE`` (it waits on something else, such as a store that does
+        not answer) is stopped with the others and its cancellation is recorded from the
         committed log afterwards (:meth:`_record_unstopped`). Shielded: a closing that
         was itself cancelled still records what it can, within those bounds."""
         self._unstopped = []

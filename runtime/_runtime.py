@@ -521,7 +521,9 @@ class Runtime(RunControl, NodeRunners):
 
     async def cancel(self, run_id: str, *, reason: str = "") -> None:
         """Cancel a run: a live one stops at once (partial outputs are flushed into memory);
-        a paused one is marked cancelled. Does not wait; ``result()`` tells when it stopped.
+        a paused one is marked cancelled. A live one whose graph has ended and whose goal is
+        being scored is recorded finished as the graph ended it, unscored. Does not wait;
+        ``result()`` tells when it stopped.
         """
         live = self._live.get(run_id)
         if live is not None and not live[1].done:

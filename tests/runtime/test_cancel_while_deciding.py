@@ -1,5 +1,6 @@
 """A cancel reaches a run at once while a model chooses its llm_decide edge: the run
-ends cancelled with the deciding node as its resume point, and a resume asks again."""
+ends cancelled with the deciding node as its resume point, and a resume asks again. After
+a node failed no model is asked: its on_failure edges fire at once."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import EdgeSpec, EdgeTaken, GraphSpec, LlmRequest, LlmResponse, Runtime
+from runtime import (
+    EdgeSpec,
+    EdgeTaken,
+    GraphSpec,
+    LlmRequest,
+    LlmResponse,
+    RetryPolicy,
+    Runtime,
+)
 from runtime.testing import function_node
 
 pytestmark = pytest.mark.anyio
@@ -79,3 +88,34 @@ async def test_cancel_while_a_model_chooses_the_edge_ends_the_run_and_resume_ask
     assert provider.calls == 2  # asked again after the resume
     edges = [(e.body.source, e.body.target) for e in events if isinstance(e.body, EdgeTaken)]
     assert edges == [("a", "c")]
+
+
+async def test_after_a_failed_node_no_model_is_asked_and_on_failure_edges_fire(
+    tmp_path: Path,
+) -> None:
+    provider = GatedProvider()  # never released: asking it would hold the run
+    graph = GraphSpec(
+        id="decide",
+        nodes=[function_node("a"), function_node("b"), function_node("c"), function_node("r")],
+        edges=[
+            EdgeSpec(source="a", target="b", condition="llm_decide", fallback="b"),
+            EdgeSpec(source="a", target="c", condition="llm_decide", fallback="b"),
+            EdgeSpec(source="a", target="r", condition="on_failure"),
+        ],
+        entry_node="a",
+        retry=RetryPolicy(max_attempts=1),
+    )
+
+    def fail(inputs: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("a broke")
+
+    functions = {**_functions(), "a": fail, "r": lambda inputs: {"took": "r"}}
+    with anyio.fail_after(60):
+        async with Runtime(tmp_path / "runs.db", functions=functions, provider=provider) as rt:
+            result = await (await rt.start(graph)).result()
+            events = await rt.read_events(result.run_id)
+    assert provider.calls == 0
+    assert result.status == "completed" and result.quality == "degraded"
+    assert result.memory == {"took": "r"}
+    edges = [(e.body.target, e.body.condition) for e in events if isinstance(e.body, EdgeTaken)]
+    assert edges == [("r", "on_failure")]

@@ -13,6 +13,7 @@ import pytest
 
 from runtime import (
     EdgeSpec,
+    ExpressionVerifier,
     GraphSpec,
     JudgeContext,
     LlmRequest,
@@ -279,6 +280,53 @@ async def test_a_commit_hook_that_raises_ends_the_run_failed_in_the_log(tmp_path
         state = await rt.get_state(handle.run_id)
     assert result.status == state.status == "failed"
     assert state.error == "RuntimeError: hook broke"
+
+
+def _unbuildable(node_id: str) -> type[Runtime]:
+    """A runtime that cannot build ``node_id``'s actor. The checks at start refuse what
+    they can foresee (an unknown function, kind, tool or provider); this stands in for
+    what they cannot (a node actor whose constructor raises)."""
+
+    class Unbuildable(Runtime):
+        def _make_node(self, graph: GraphSpec, spec: NodeSpec, executor: Any, log: Any) -> Any:
+            if spec.id == node_id:
+                raise RuntimeError(f"node {node_id} cannot be built")
+            return super()._make_node(graph, spec, executor, log)
+
+    return Unbuildable
+
+
+@pytest.mark.parametrize(("broken", "path"), [("a", []), ("b", ["a"])])
+async def test_a_node_factory_that_raises_ends_the_run_failed_in_the_log(
+    tmp_path: Path, broken: str, path: list[str]
+) -> None:
+    # "a" is the entry, built at the run's start; the verifier "b" gets an actor of its
+    # own when the run reaches it.
+    graph = GraphSpec(
+        id="g",
+        nodes=[
+            NodeSpec(id="a", function="f", output_keys=["ran"]),
+            NodeSpec(
+                id="b",
+                kind="verifier",
+                output_keys=["b_verification", "b_verification_passed"],
+                verifier=ExpressionVerifier(expression="ran"),
+            ),
+        ],
+        edges=[EdgeSpec(source="a", target="b")],
+        entry_node="a",
+        retry=ONCE,
+    )
+    db = tmp_path / "r.db"
+    with anyio.fail_after(30):
+        async with _unbuildable(broken)(db, functions={"f": lambda inputs: {"ran": True}}) as rt:
+            result = await (await rt.start(graph)).result()
+    async with Runtime(db) as rt:
+        state = await rt.get_state(result.run_id)
+    assert result.status == state.status == "failed"
+    assert result.error == state.error == f"RuntimeError: node {broken} cannot be built"
+    assert state.running == {} and state.pending == []
+    assert result.path == state.path == path
 
 
 # --- a name an edge reads that nothing wrote fails the node ---------------------------
