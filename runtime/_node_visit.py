@@ -1,4 +1,4 @@
-"""Each started node's current visit as the event log makes it: what an LLM node resumes from.
+"""Each started node's current visit as the event log makes it: what its node resumes from.
 
 The run-state fold keeps one :class:`NodeVisit` per node that started, applied by
 :func:`runtime._state.apply` like every other part of the state. An LLM node starts an
