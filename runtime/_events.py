@@ -212,9 +212,10 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     """A verifier node's result for one attempt of one visit.
 
     ``result`` is the VerificationResult as a mapping; for ``llm_judge``, ``reply`` is the
-    evaluator's raw answer with its token usage and model. The fold needs it for nothing
-    (the verifier's outputs are MemoryWritten events like any node's); a rerun of an
-    ``llm_judge`` verifier after a crash reuses it instead of asking the evaluator again.
+    evaluator's raw answer with its token usage and model. The verifier's outputs are
+    MemoryWritten events like any node's; the fold keeps this result in the node's visit
+    (by attempt), where a rerun of an ``llm_judge`` verifier's attempt after a crash or a
+    cancel finds it and reuses it instead of asking the evaluator again.
     """
 
     node_id: str

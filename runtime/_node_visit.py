@@ -1,4 +1,4 @@
-"""Each started node's current visit as the event log makes it: what an LLM node resumes from.
+"""Each started node's current visit as the event log makes it: what its node resumes from.
 
 The run-state fold keeps one :class:`NodeVisit` per node that started, applied by
 :func:`runtime._state.apply` like every other part of the state. An LLM node starts an
@@ -15,7 +15,13 @@ rerun after a crash or an input pause continues exactly where the log left off:
 - ``MessageAdded`` opens the visit; one of kind ``"input"`` (the user answered) clears
   the stall history and marks the input as shown;
 - ``RunPaused`` for input at this node starts collecting ``InputInjected`` data, shown
-  to the model when the node runs again (``pending_input``).
+  to the model when the node runs again (``pending_input``);
+- the events of a parallel round of this visit make up ``branch_round``, the round in
+  progress (:mod:`runtime._branch_round`), which a parallel node resumes from;
+- ``VerificationRecorded`` of this visit is kept by attempt in ``verifications``: a rerun
+  of an ``llm_judge`` verifier's attempt reuses it instead of asking its evaluator again.
+
+Events of another visit than the current one change nothing here.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from typing import Any
 
 import msgspec
 
-from ._events import LlmTurn, ToolCallRecord, Verdict
+from ._branch_round import BranchEvent, BranchRound
+from ._events import LlmTurn, ToolCallRecord, Verdict, VerificationRecorded
 
 __all__ = ["NodeVisit"]
 
@@ -53,6 +60,10 @@ class NodeVisit(msgspec.Struct, kw_only=True):
     paused_for_input: bool = False
     #: Data injected since that pause.
     injected: dict[str, Any] = {}
+    #: The parallel round in progress (its branches' records), if any.
+    branch_round: BranchRound | None = None
+    #: The verifier results recorded in this visit, by attempt.
+    verifications: dict[int, VerificationRecorded] = {}
 
     def copy(self) -> NodeVisit:
         """An independent copy (events and their lists are immutable and shared)."""
@@ -69,6 +80,8 @@ class NodeVisit(msgspec.Struct, kw_only=True):
             answered_since_verdict=self.answered_since_verdict,
             paused_for_input=self.paused_for_input,
             injected=dict(self.injected),
+            branch_round=None if self.branch_round is None else self.branch_round.copy(),
+            verifications=dict(self.verifications),
         )
 
     def turn(self, body: LlmTurn) -> None:
@@ -78,6 +91,9 @@ class NodeVisit(msgspec.Struct, kw_only=True):
         self.answered_since_verdict = False
         self.turn_calls.append(body.tool_calls)
         self.missing_calls = list(body.tool_calls)
+        held = self.branch_round
+        if held is not None and body.iteration > held.round:
+            self.branch_round = None  # the winner's turns: the round is over
 
     def result(self, call_id: str) -> None:
         if self.missing_calls:
@@ -97,3 +113,9 @@ class NodeVisit(msgspec.Struct, kw_only=True):
             self.answered_since_verdict = True
             self.paused_for_input = False
             self.injected = {}
+
+    def branch_event(self, body: BranchEvent) -> None:
+        held = self.branch_round
+        if held is None or held.round != body.round:
+            held = self.branch_round = BranchRound(round=body.round)
+        held.record(body)

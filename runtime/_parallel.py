@@ -21,10 +21,13 @@ An LLM node with ``parallel`` (see ``_parallel_spec``) hands each of its rounds 
 
 Copies of the winner's turns carry no token usage (it is counted once, on the branch
 turns). A round is keyed by the node, its visit and the node's turn count when it began,
-so an attempt rerun after a crash finds what the round recorded: finished branches are
-not run again, a branch's recorded turns are never sent to a model again (its missing
-tool results run, then it continues), a recorded judge reply is reused, and a recorded
-selection is final. When no branch answers, the node fails (``BranchesFailed``).
+so an attempt rerun after a crash or a cancel finds what the round recorded: finished
+branches are not run again, a branch's recorded turns are never sent to a model again (its
+missing tool results run, then it continues), a recorded judge reply is reused, and a
+recorded selection is final. What the round recorded comes from the run's live state (the
+node's visit keeps its round in progress, see ``runtime._branch_round``), never from a
+read of the log, so a round costs the same however long the run is. When no branch
+answers, the node fails (``BranchesFailed``).
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ class RoundFailed(Exception):
 
 @dataclass
 class _Branch:
-    """One branch's progress in a round, rebuilt from the log and extended live."""
+    """One branch's progress in a round, rebuilt from the run state and extended live."""
 
     index: int
     spec: BranchSpec
@@ -172,7 +175,7 @@ class BranchRunner:
         cancelling it cancels the branches (what they recorded stays). Raises RoundFailed
         when no branch answered or a custom strategy failed; store errors propagate.
         """
-        state = await self._restore(log, node.id, visit, iteration)
+        state = self._restore(log, node.id, visit, iteration)
         if state.selected is None:
             pending = [b for b in state.branches if b.finished is None]
             if pending:
@@ -187,30 +190,35 @@ class BranchRunner:
 
     # ------------------------------------------------------------------ restore
 
-    async def _restore(self, log: RunLog, node_id: str, visit: int, round_: int) -> _Round:
+    def _restore(self, log: RunLog, node_id: str, visit: int, round_: int) -> _Round:
+        """The round as the run's live state records it (empty when it has not begun).
+
+        Reads the node's visit in ``log.state`` (its ``branch_round``, kept by the fold),
+        never the log itself, so a round's start does not grow with the run.
+        """
         branches = [
             _Branch(index=i, spec=b, label=branch_label(b, i))
             for i, b in enumerate(self.spec.branches)
         ]
         state = _Round(node_id=node_id, visit=visit, round=round_, branches=branches)
-        for event in await log.read_events():
-            body = event.body
-            if getattr(body, "node_id", None) != node_id:
-                continue
-            if getattr(body, "visit", None) != visit or getattr(body, "round", None) != round_:
-                continue
-            if isinstance(body, BranchTurn) and body.branch < len(branches):
-                branches[body.branch].turns.append(body)
-            elif isinstance(body, BranchToolResult) and body.branch < len(branches):
-                branches[body.branch].results[body.call_id] = body
-            elif isinstance(body, BranchFinished) and body.branch < len(branches):
-                branches[body.branch].finished = body
-                branches[body.branch].finished_rank = state.finished
+        record = log.state.visits.get(node_id)
+        held = record.branch_round if record is not None and record.visit == visit else None
+        if held is None or held.round != round_:
+            return state
+        # The branches' own lists: they grow as the branches run, apart from the state's.
+        for turn in held.turns:
+            if turn.branch < len(branches):
+                branches[turn.branch].turns.append(turn)
+        for result in held.results:
+            if result.branch < len(branches):
+                branches[result.branch].results[result.call_id] = result
+        for finished in held.finished:
+            if finished.branch < len(branches):
+                branches[finished.branch].finished = finished
+                branches[finished.branch].finished_rank = state.finished
                 state.finished += 1
-            elif isinstance(body, BranchesJudged):
-                state.judged = body
-            elif isinstance(body, BranchesSelected):
-                state.selected = body
+        state.judged = held.judged
+        state.selected = held.selected
         return state
 
     # ------------------------------------------------------------------ one branch

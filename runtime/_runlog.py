@@ -37,7 +37,9 @@ class RunLog:
     (:func:`apply`) when it is handed over, in log order, so it is the fold of the log
     written so far (a resume passes the fold of the stored log and continues with it).
     The executor decides from it, and a node reads its own part of it (an LLM node its
-    visit, every node its output accumulator ``state.outputs``) instead of reading the log.
+    visit, a parallel node its round in progress, an ``llm_judge`` verifier its recorded
+    results, every node its output accumulator ``state.outputs``) instead of reading the
+    log.
     """
 
     def __init__(

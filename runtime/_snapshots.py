@@ -48,7 +48,7 @@ SNAPSHOT_EVERY = 1000
 
 # Bumped by hand when apply's meaning changes with RunState's shape unchanged; a change of
 # the shape changes the fingerprint by itself.
-_APPLY_REVISION = 1
+_APPLY_REVISION = 2
 _SHAPE = msgspec.json.encode(msgspec.json.schema(RunState))
 
 #: Names the fold that made a snapshot: a snapshot made by another is ignored.

@@ -32,6 +32,11 @@ from ._conversation_state import Conversation, ConversationEntry
 from ._events import (
     BranchesForked,
     BranchesJoined,
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchToolResult,
+    BranchTurn,
     ConversationCompacted,
     EdgeTaken,
     InputInjected,
@@ -49,6 +54,7 @@ from ._events import (
     RunStarted,
     ToolResult,
     Verdict,
+    VerificationRecorded,
 )
 from ._node_visit import NodeVisit
 
@@ -91,7 +97,8 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     new visit starts or a failed attempt is to be retried, kept across a rerun of the
     same visit, gone when the node finishes); ``iterations`` is the iteration of each
     node's last LLM turn in its current visit; ``visits`` holds each started node's
-    current visit (:class:`NodeVisit`: what an LLM node resumes from). ``last_seq`` /
+    current visit (:class:`NodeVisit`: what an LLM node, a parallel round and an
+    ``llm_judge`` verifier resume from). ``last_seq`` /
     ``last_hash`` / ``last_position`` describe the last folded event (a live state sets
     ``last_seq`` only).
     """
@@ -374,6 +381,20 @@ def apply(state: RunState, body: EventBody) -> None:
             s.fanout_join = None
             if body.join is not None:
                 _due(s, body.join)
+        case (
+            BranchTurn()
+            | BranchToolResult()
+            | BranchFinished()
+            | BranchesJudged()
+            | BranchesSelected()
+        ):
+            visit = s.visits.get(body.node_id)
+            if visit is not None and visit.visit == body.visit:
+                visit.branch_event(body)
+        case VerificationRecorded():
+            visit = s.visits.get(body.node_id)
+            if visit is not None and visit.visit == body.visit:
+                visit.verifications[body.attempt] = body
         case RunStarted():
             s.status = "running"
             s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry

@@ -14,7 +14,9 @@ executor ``NodeDone``:
 
 Record before act: the result is committed before the node reports. An ``llm_judge``
 attempt that finds its result already recorded (a crash after the evaluator answered)
-reuses it and never asks the evaluator again.
+reuses it and never asks the evaluator again. It looks in the run's live state (the
+node's visit keeps its ``VerificationRecorded`` by attempt, see ``runtime._node_visit``),
+never in the log, so an attempt costs the same however long the run is.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ class VerifierNodeActor(Actor):
     async def _attempt(self, message: ExecuteNode) -> NodeDone:
         config = self.config
         try:
-            recorded = await self._recorded(message)
+            recorded = self._recorded(message)
             if recorded is not None:
                 result = msgspec.convert(recorded.result, VerificationResult)
             else:
@@ -170,21 +172,17 @@ class VerifierNodeActor(Actor):
             outputs={key: msgspec.to_builtins(result), passed_key: result.passed},
         )
 
-    async def _recorded(self, message: ExecuteNode) -> VerificationRecorded | None:
-        """This attempt's result if it is in the log already (only llm_judge looks)."""
+    def _recorded(self, message: ExecuteNode) -> VerificationRecorded | None:
+        """This attempt's result if it is recorded already (only llm_judge looks).
+
+        Read from the node's visit in the run's live state, never from the log.
+        """
         if not isinstance(self.config, LlmJudgeVerifier):
             return None  # the deterministic checks give the same answer again
-        found = None
-        for event in await self.log.read_events():
-            body = event.body
-            if (
-                isinstance(body, VerificationRecorded)
-                and body.node_id == message.node_id
-                and body.visit == message.visit
-                and body.attempt == message.attempt
-            ):
-                found = body
-        return found
+        visit = self.log.state.visits.get(message.node_id)
+        if visit is None or visit.visit != message.visit:
+            return None
+        return visit.verifications.get(message.attempt)
 
     async def _verify(self, message: ExecuteNode) -> VerificationRecorded:
         config = self.config

@@ -10,6 +10,11 @@ from hypothesis import strategies as st
 
 from eventstore import Event, EventBody
 from runtime import (
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchToolResult,
+    BranchTurn,
     ConversationCompacted,
     ConversationEntry,
     EdgeTaken,
@@ -32,8 +37,10 @@ from runtime import (
     ToolResult,
     Verdict,
     VerdictRecord,
+    VerificationRecorded,
     fold,
 )
+from runtime._snapshots import decode_state, encode_state
 
 from ..eventstore.strategies import as_log, logs
 
@@ -71,6 +78,168 @@ def test_fold_is_deterministic_and_leaves_events_alone(log: list[Event]) -> None
     before = copy.deepcopy(log)
     assert fold(log) == fold(log)
     assert log == before
+
+
+# Logs of a few nodes' visits with parallel rounds and verifier results: the events meet
+# the visit they name often enough to fill NodeVisit.branch_round and .verifications.
+_node = st.sampled_from(["a", "b"])
+_visit = st.integers(1, 2)
+_round = st.integers(0, 2)
+_branch = st.integers(0, 2)
+_short = st.text(max_size=3)
+_started = st.builds(NodeStarted, node_id=_node, visit=_visit, attempt=st.integers(1, 2))
+visit_logs = st.lists(
+    st.one_of(
+        _started,
+        _started,
+        st.builds(
+            LlmTurn, node_id=_node, iteration=st.integers(0, 3), text=_short, tool_calls=st.just([])
+        ),
+        st.builds(
+            BranchTurn,
+            node_id=_node,
+            visit=_visit,
+            round=_round,
+            branch=_branch,
+            label=_short,
+            iteration=st.integers(1, 3),
+            text=_short,
+            tool_calls=st.lists(
+                st.builds(ToolCallRecord, id=_short, name=_short, arguments=st.just({})),
+                max_size=1,
+            ),
+        ),
+        st.builds(
+            BranchToolResult,
+            node_id=_node,
+            visit=_visit,
+            round=_round,
+            branch=_branch,
+            call_id=_short,
+            name=_short,
+            content=_short,
+            output_key=st.none() | st.just("k"),
+            output_value=st.none() | st.integers() | st.lists(st.integers(), max_size=2),
+        ),
+        st.builds(
+            BranchFinished,
+            node_id=_node,
+            visit=_visit,
+            round=_round,
+            branch=_branch,
+            label=_short,
+            ok=st.booleans(),
+        ),
+        st.builds(BranchesJudged, node_id=_node, visit=_visit, round=_round, text=_short),
+        st.builds(
+            BranchesSelected,
+            node_id=_node,
+            visit=_visit,
+            round=_round,
+            strategy=_short,
+            winner=_branch,
+            label=_short,
+        ),
+        st.builds(
+            VerificationRecorded,
+            node_id=_node,
+            visit=_visit,
+            attempt=st.integers(1, 3),
+            passed=st.booleans(),
+            result=st.dictionaries(_short, st.integers(), max_size=2),
+        ),
+    ),
+    min_size=4,
+    max_size=30,
+).map(lambda items: as_log("run-1", items))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(logs, visit_logs), st.integers(0, 30))
+def test_visit_records_keep_the_fold_laws_and_read_back_from_snapshot_bytes(
+    log: list[Event], cut: int
+) -> None:
+    prefix = fold(log[:cut])
+    before = snapshot(prefix)
+    whole = fold(log[cut:], prefix)
+    assert snapshot(prefix) == before  # the prefix's rounds and results are not shared
+    assert whole == fold(log)
+    for state in (prefix, whole):
+        assert decode_state(encode_state(state)) == state
+
+
+def test_a_visit_keeps_its_round_in_progress_and_its_verifier_results() -> None:
+    def turn(branch: int, *, round: int = 0, visit: int = 1) -> BranchTurn:
+        return BranchTurn(
+            node_id="a",
+            visit=visit,
+            round=round,
+            branch=branch,
+            label=f"b{branch}",
+            iteration=1,
+            text=f"answer {branch}",
+            tool_calls=[],
+        )
+
+    def finished(branch: int) -> BranchFinished:
+        return BranchFinished(node_id="a", visit=1, round=0, branch=branch, label="b", ok=True)
+
+    def verified(attempt: int, *, visit: int = 1) -> VerificationRecorded:
+        return VerificationRecorded(
+            node_id="a", visit=visit, attempt=attempt, passed=attempt > 1, result={"n": attempt}
+        )
+
+    result = BranchToolResult(
+        node_id="a", visit=1, round=0, branch=1, call_id="c", name="set_output", content="ok"
+    )
+    judged = BranchesJudged(node_id="a", visit=1, round=0, text="Response 2")
+    selected = BranchesSelected(
+        node_id="a", visit=1, round=0, strategy="llm_judge", winner=1, label="b1"
+    )
+    bodies: list[EventBody] = [
+        START,
+        NodeStarted(node_id="a", visit=1),
+        turn(0),
+        turn(1),
+        finished(1),
+        result,
+        turn(0, visit=2),  # another visit's: not this one's
+        finished(0),
+        judged,
+        selected,
+        verified(1),
+        verified(2),
+        verified(3, visit=2),  # another visit's
+        NodeStarted(node_id="a", visit=1, attempt=2),  # a rerun keeps both
+        LlmTurn(node_id="a", iteration=1, text="answer 1", tool_calls=[]),  # ends round 0
+        turn(1, round=1),
+        NodeStarted(node_id="a", visit=2),  # a new visit starts with neither
+    ]
+    log = as_log("r", bodies)
+    states = [fold(log[:n]) for n in range(len(log) + 1)]
+
+    at_selection = states[bodies.index(selected) + 1].visits["a"].branch_round
+    assert at_selection is not None and at_selection.round == 0
+    assert at_selection.turns == [turn(0), turn(1)]
+    assert at_selection.finished == [finished(1), finished(0)]  # in the order they ended
+    assert at_selection.results == [result]
+    assert (at_selection.judged, at_selection.selected) == (judged, selected)
+    rerun = states[-4].visits["a"]
+    assert rerun.branch_round == at_selection
+    assert rerun.verifications == {1: verified(1), 2: verified(2)}
+    assert states[-3].visits["a"].branch_round is None  # the winner's turn
+    next_round = states[-2].visits["a"].branch_round
+    assert (
+        next_round is not None and next_round.round == 1 and next_round.turns == [turn(1, round=1)]
+    )
+    assert states[-2].visits["a"].verifications == {1: verified(1), 2: verified(2)}
+    last = states[-1].visits["a"]
+    assert (last.visit, last.branch_round, last.verifications) == (2, None, {})
+    # Folding on from any prefix neither changes that prefix nor gives another state.
+    for cut, prefix in enumerate(states):
+        before = snapshot(prefix)
+        assert fold(log[cut:], prefix) == states[-1]
+        assert snapshot(prefix) == before and fold(log[:cut]) == prefix
 
 
 def run(*bodies: EventBody) -> RunState:
