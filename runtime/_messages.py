@@ -93,10 +93,11 @@ class CommitFailed(Message, frozen=True, kw_only=True, tag="executor.commit_fail
     error: Any
 
 
-class EdgeDecided(Message, frozen=True, kw_only=True, gc=False, tag="executor.edge_decided"):
+class EdgeDecided(Message, frozen=True, kw_only=True, tag="executor.edge_decided"):
     """A model chose the llm_decide edge out of a finished node (``route``), or asking it
     raised ``error``. The executor asks in a task of its own and goes on from here, so a
-    cancel or pause that arrives meanwhile is handled at once."""
+    cancel or pause that arrives meanwhile is handled at once. Tracked by the cyclic GC
+    (unlike the step messages): an error's traceback can lead back to the message."""
 
     done: NodeDone
     route: Any = None
