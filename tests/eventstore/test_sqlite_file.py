@@ -792,6 +792,48 @@ async def test_hundreds_of_runs_rows_in_one_transaction(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("appends", [1, 3, 63, 64, 65, 100, 129, 200])
+async def test_a_group_commit_writes_every_row_once_in_order_whatever_its_size(
+    tmp_path: Path, appends: int
+) -> None:
+    # The rows of one transaction go in multi-row statements of 64, 32, ... 1 rows: each
+    # append lands whole, in position order, its hash chain intact, whatever the count.
+    from eventstore._core import WriterCore
+    from eventstore._requests import prepare
+
+    path = tmp_path / "s.db"
+    core = WriterCore(str(path), "FULL")
+    core.connect(True, 1024)
+    try:
+        requests = [
+            prepare(
+                f"r{i:03}",
+                [started(), NodeStarted(node_id="a", visit=1)][: 1 + i % 2],
+                0,
+            )
+            for i in range(appends)
+        ]
+        core.commit(requests)
+        followers = [
+            prepare(f"r{i:03}", [NodeStarted(node_id="b", visit=1)], 1 + i % 2)
+            for i in range(appends)
+        ]
+        core.commit(followers)
+    finally:
+        core.close()
+    assert all(r.error is None for r in requests + followers)
+    positions = [r.result.last_position for r in requests + followers if r.result]
+    assert positions == sorted(positions) and len(set(positions)) == 2 * appends
+    async with SqliteEventStore(path) as store:
+        for i in range(appends):
+            events = await store.read_all(f"r{i:03}")
+            kinds = [type(e.body).__name__ for e in events]
+            first = ["RunStarted", "NodeStarted"][: 1 + i % 2]
+            assert kinds == [*first, "NodeStarted"]
+            assert [e.seq for e in events] == list(range(1, len(events) + 1))
+            assert (await store.verify(f"r{i:03}")).ok
+
+
 async def test_a_run_taken_for_new_that_the_file_holds_gets_a_conflict_and_the_rest_commits(
     tmp_path: Path,
 ) -> None:
