@@ -229,11 +229,13 @@ class ActorRef:
         self._stop_requested = True
         if self._is_stopped:
             return
-        if self._mailbox.consumer_waiting or self._scope is None:
-            # Idle (parked on an empty mailbox) or not started: nothing is in flight, so
+        mailbox = self._mailbox
+        if mailbox.closed or mailbox.consumer_waiting or self._scope is None:
+            # Idle (parked on an empty mailbox), not started, or its mailbox closed by an
+            # earlier stop while idle (it has not run since): nothing is in flight, so
             # closing the mailbox ends its loop without a cancellation (anyio's cancel
             # delivery is far dearer than a wake-up).
-            self._mailbox.close()
+            mailbox.close()
         else:
             self._scope.cancel()
 
