@@ -114,3 +114,41 @@ async def test_a_process_whose_claim_was_taken_over_cannot_append(tmp_path: Path
     assert out.split() == [LeaseLostError.__name__, "1", str(taken.epoch), "taker"], (out, err)
     assert [e.body for e in events] == [MemoryWritten(key="k", value="holder")]
     assert report.ok
+
+
+async def test_claims_renewals_and_releases_of_many_runs_in_one_transaction(
+    tmp_path: Path,
+) -> None:
+    # One group commit holds 150 claims (and a run claimed, released and claimed again in
+    # the same batch): the claims table ends as the requests left it, in their order,
+    # whatever the count (its rows are written in multi-row statements).
+    path = tmp_path / "s.db"
+    async with SqliteEventStore(path) as store, SqliteEventStore(path) as other:
+        got: list[Claim] = []
+
+        async def claim(i: int) -> None:
+            got.append(await store.claim(f"r{i:03}", "worker-a", lease=30))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(150):
+                tg.start_soon(claim, i)
+        assert sorted((c.run_id, c.epoch) for c in got) == [(f"r{i:03}", 1) for i in range(150)]
+        by_run = {c.run_id: c for c in got}
+        renewed = await store.renew([by_run[f"r{i:03}"] for i in range(0, 150, 3)], lease=60)
+        assert all(c is not None and c.expires > by_run[c.run_id].expires for c in renewed)
+
+        async def release(i: int) -> None:
+            await store.release(by_run[f"r{i:03}"])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(0, 150, 2):
+                tg.start_soon(release, i)
+            tg.start_soon(release, 1)
+            tg.start_soon(claim, 1)  # queued after its release
+        assert got[-1].run_id == "r001" and got[-1].epoch == 2
+        for i in range(150):
+            if i % 2 == 0:  # released: another store may claim it, at the next epoch
+                assert (await other.claim(f"r{i:03}", "worker-b", lease=5)).epoch == 2
+            else:  # still held (r001 held again, at epoch 2)
+                with pytest.raises(RunOwnedError):
+                    await other.claim(f"r{i:03}", "worker-b", lease=5)
