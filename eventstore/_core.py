@@ -27,11 +27,11 @@ from ._schema import check_schema, create_schema, migrate_schema
 from ._sqlite_claims import ClaimFence, ClaimTurn, Request
 from ._statements import (
     DROP_OLDER_SNAPSHOTS,
+    INSERT_EVENT,
     INSERT_RUN,
     INSERT_SNAPSHOT,
     LOOKUP_RUNS,
     UPDATE_RUN,
-    insert_events,
     wal_autocheckpoint_pages,
 )
 
@@ -41,10 +41,6 @@ __all__ = ["WriterCore"]
 _RUN_CACHE_LIMIT = 50_000
 
 _RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
-#: Rows per multi-row events INSERT (see insert_events); a rest goes in statements of 2**k
-#: rows, so the connection's statement cache holds at most seven of them.
-_ROWS_PER_INSERT = 64
-_INSERTS = {rows: insert_events(rows) for rows in (1, 2, 4, 8, 16, 32, 64)}
 _UNCHANGED = RunIndex()
 
 
@@ -315,7 +311,7 @@ class WriterCore:
         try:
             if plan.new_runs:  # before their events: the fence checks each runs row
                 conn.executemany(INSERT_RUN, plan.new_runs)
-            _insert_rows(conn, rows)
+            conn.executemany(INSERT_EVENT, [rows[i : i + 8] for i in range(0, len(rows), 8)])
             if plan.changed:
                 conn.executemany(UPDATE_RUN, plan.changed)
             if plan.snapshots:
@@ -357,17 +353,3 @@ class WriterCore:
         ):
             found[run_id] = (key, last_seq, bytes(last_hash))
         return found
-
-
-def _insert_rows(conn: sqlite3.Connection, values: list[Any]) -> None:
-    """Insert the events rows whose column values ``values`` holds (8 per row, in order)
-    in as few statements as possible (see insert_events)."""
-    width = 8
-    count = len(values) // width
-    start = 0
-    while count:
-        rows = _ROWS_PER_INSERT if count >= _ROWS_PER_INSERT else 1 << (count.bit_length() - 1)
-        end = start + rows * width
-        conn.execute(_INSERTS[rows], values[start:end])
-        start = end
-        count -= rows

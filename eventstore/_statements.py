@@ -12,7 +12,6 @@ __all__ = [
     "LOOKUP_RUNS",
     "UPDATE_RUN",
     "WAL_CHECKPOINT_BYTES",
-    "insert_events",
     "wal_autocheckpoint_pages",
 ]
 
@@ -21,22 +20,6 @@ INSERT_EVENT = (
     "INSERT INTO events (position, run, seq, ts, type, version, hash, body) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-def insert_events(rows: int) -> str:
-    """INSERT_EVENT for ``rows`` rows in one statement (``8 * rows`` parameters).
-
-    The writer thread gives up the GIL each time it steps a statement and must take it
-    back from the event loop's thread, which a busy loop holds for up to the switch
-    interval. One statement per row (executemany) made a group commit of 100 appends do
-    that 100 times; a few multi-row statements (see WriterCore.write) do it a few times.
-    Plain sqlite3 inserts no faster either way (the eventstore benchmark's floor); 200
-    concurrent appenders commit ~14% more events per second. The fence trigger still runs
-    per row, in row order.
-    """
-    return INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?, ?)" * (rows - 1)
-
-
 # A new run's row starts at last seq 0 with no hash; the fence trigger advances it.
 # A snapshot saved with a batch (SnapshotAfter); a run keeps only its newest.
 INSERT_SNAPSHOT = (

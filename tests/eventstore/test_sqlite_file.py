@@ -796,8 +796,8 @@ async def test_hundreds_of_runs_rows_in_one_transaction(tmp_path: Path) -> None:
 async def test_a_group_commit_writes_every_row_once_in_order_whatever_its_size(
     tmp_path: Path, appends: int
 ) -> None:
-    # The rows of one transaction go in multi-row statements of 64, 32, ... 1 rows: each
-    # append lands whole, in position order, its hash chain intact, whatever the count.
+    # However many appends one transaction holds, each lands whole, in position order,
+    # with its hash chain intact.
     from eventstore._core import WriterCore
     from eventstore._requests import prepare
 
