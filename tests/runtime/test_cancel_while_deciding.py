@@ -14,31 +14,17 @@ from runtime import (
     EdgeSpec,
     EdgeTaken,
     GraphSpec,
-    LlmRequest,
-    LlmResponse,
     RetryPolicy,
     Runtime,
 )
 from runtime.testing import function_node
+from tests.runtime.gated import GatedProvider
 
 pytestmark = pytest.mark.anyio
 
 
-class GatedProvider:
-    """Answers "c" to every routing question once ``release`` is set."""
-
-    name = "gated"
-
-    def __init__(self) -> None:
-        self.asked = anyio.Event()
-        self.release = anyio.Event()
-        self.calls = 0
-
-    async def complete(self, request: LlmRequest) -> LlmResponse:
-        self.calls += 1
-        self.asked.set()
-        await self.release.wait()
-        return LlmResponse(text='{"target": "c", "reasoning": "c fits"}')
+#: The gated model's answer to every routing question: route to "c".
+CHOOSE_C = '{"target": "c", "reasoning": "c fits"}'
 
 
 def _graph() -> GraphSpec:
@@ -64,7 +50,7 @@ def _functions() -> dict[str, Any]:
 async def test_cancel_while_a_model_chooses_the_edge_ends_the_run_and_resume_asks_again(
     tmp_path: Path,
 ) -> None:
-    provider = GatedProvider()
+    provider = GatedProvider(CHOOSE_C)
     with anyio.fail_after(60):
         async with Runtime(tmp_path / "runs.db", functions=_functions(), provider=provider) as rt:
             handle = await rt.start(_graph())
@@ -93,7 +79,7 @@ async def test_cancel_while_a_model_chooses_the_edge_ends_the_run_and_resume_ask
 async def test_after_a_failed_node_no_model_is_asked_and_on_failure_edges_fire(
     tmp_path: Path,
 ) -> None:
-    provider = GatedProvider()  # never released: asking it would hold the run
+    provider = GatedProvider(CHOOSE_C)  # never released: asking it would hold the run
     graph = GraphSpec(
         id="decide",
         nodes=[function_node("a"), function_node("b"), function_node("c"), function_node("r")],

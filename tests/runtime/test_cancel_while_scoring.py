@@ -25,25 +25,13 @@ from runtime import (
     Runtime,
     SuccessCriterion,
 )
+from tests.runtime.gated import GatedProvider
 
 pytestmark = pytest.mark.anyio
 
 
-class GatedEvaluator:
-    """Scores every criterion 0.9 once ``release`` is set."""
-
-    name = "gated"
-
-    def __init__(self) -> None:
-        self.asked = anyio.Event()
-        self.release = anyio.Event()
-        self.calls = 0
-
-    async def complete(self, request: LlmRequest) -> LlmResponse:
-        self.calls += 1
-        self.asked.set()
-        await self.release.wait()
-        return LlmResponse(text='{"score": 0.9, "reasoning": "it reads well"}')
+#: The gated evaluator's answer: every criterion scores 0.9.
+SCORE = '{"score": 0.9, "reasoning": "it reads well"}'
 
 
 class BrokenEvaluator:
@@ -94,7 +82,7 @@ def _finished(events: list[Any]) -> list[RunFinished]:
 async def test_cancel_while_the_goal_is_scored_records_the_end_unscored_at_once(
     tmp_path: Path, write: Any, status: str, error: str | None
 ) -> None:
-    evaluator = GatedEvaluator()
+    evaluator = GatedProvider(SCORE)
     with anyio.fail_after(60):
         async with Runtime(
             tmp_path / "runs.db", functions={"write": write}, providers={"critic": evaluator}
@@ -122,7 +110,7 @@ async def test_closing_the_runtime_while_the_goal_is_scored_records_the_end(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "runs.db"
-    evaluator = GatedEvaluator()
+    evaluator = GatedProvider(SCORE)
     with anyio.fail_after(60):
         async with Runtime(
             path, functions={"write": _write}, providers={"critic": evaluator}
@@ -145,7 +133,7 @@ async def test_closing_the_runtime_while_the_goal_is_scored_records_the_end(
 async def test_a_pause_while_the_goal_is_scored_has_no_node_left_to_stop_at(
     tmp_path: Path,
 ) -> None:
-    evaluator = GatedEvaluator()
+    evaluator = GatedProvider(SCORE)
     with anyio.fail_after(60):
         async with Runtime(
             tmp_path / "runs.db", functions={"write": _write}, providers={"critic": evaluator}
