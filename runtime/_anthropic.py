@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ._errors import MalformedResponseError, ProviderError
 from ._llm import (
@@ -22,6 +20,9 @@ from ._llm import (
     shown,
     token_count,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["AnthropicProvider"]
 

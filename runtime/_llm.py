@@ -21,14 +21,19 @@ import reprlib
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkable
 
 import anyio
-import httpx
 import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from ._errors import MalformedResponseError, ProviderError, ProviderHTTPError, ProviderTimeoutError
+
+if TYPE_CHECKING:
+    # Imported where a transport is made or used: ``import runtime`` does not load httpx
+    # (~130 ms, and the CLI modules httpx imports with it) for a process that calls no
+    # model over HTTP.
+    import httpx
 
 __all__ = [
     "ChatMessage",
@@ -286,7 +291,11 @@ class _HttpTransport:
         self.retry_wait_initial = retry_wait_initial
         self.retry_wait_max = retry_wait_max
         self._owns_client = http_client is None
-        self._client = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+        if http_client is None:
+            import httpx
+
+            http_client = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+        self._client = http_client
         self._stats: dict[str, Any] = {f: getattr(ProviderStatistics(), f) for f in _STAT_FIELDS}
 
     def statistics(self) -> ProviderStatistics:
@@ -355,6 +364,8 @@ class _HttpTransport:
         return data
 
     async def _attempt(self, url: str, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+        import httpx  # loaded by __init__ already (the client)
+
         self._stats["attempts"] += 1
         request_headers = {"content-type": "application/json", **headers}
         response: httpx.Response | None = None

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import MalformedResponseError, ProviderError
 from ._llm import (
@@ -24,6 +22,9 @@ from ._llm import (
     shown,
     token_count,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["OpenAIProvider"]
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PACKAGES = ["actors", "eventstore", "runtime"]
 
@@ -39,3 +44,37 @@ def test_dependencies_point_one_way(lower: str, higher: str) -> None:
         assert f"import {higher}" not in text and f"from {higher}" not in text, (
             f"{path} imports {higher}: dependencies must point runtime -> eventstore -> actors"
         )
+
+
+def test_httpx_loads_only_when_a_model_is_called_over_http(tmp_path: Path) -> None:
+    # `import runtime` and durable runs of plain nodes need no HTTP client (httpx also
+    # imports its own command line's modules); a provider that talks HTTP loads it.
+    def loaded(code: str) -> list[str]:
+        check = (
+            f"{code}\nimport sys\n"
+            "print(sorted(m for m in ('httpx', 'rich', 'click', 'pygments') if m in sys.modules))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", check], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        return out.stdout.strip().splitlines()[-1:]
+
+    run = (
+        "import anyio\n"
+        "from runtime import GraphSpec, NodeSpec, Runtime\n"
+        "async def main():\n"
+        f"    async with Runtime({str(tmp_path / 'runs.db')!r},"
+        " functions={'f': lambda inputs: {'x': 1}}) as rt:\n"
+        "        graph = GraphSpec(id='g', nodes=[NodeSpec(id='a', function='f')],"
+        " entry_node='a')\n"
+        "        result = await (await rt.start(graph)).result()\n"
+        "        assert result.status == 'completed', result\n"
+        "anyio.run(main)"
+    )
+    assert loaded("import runtime") == ["[]"]
+    assert loaded(run) == ["[]"]
+    assert "'httpx'" in loaded("from runtime import OpenAIProvider; OpenAIProvider(api_key='k')")[0]
+    assert (
+        "'httpx'"
+        in loaded("from runtime import AnthropicProvider; AnthropicProvider(api_key='k')")[0]
+    )
