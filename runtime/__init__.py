@@ -11,6 +11,8 @@ Start here::
         result = await handle.result()
 """
 
+import typing as _typing
+
 from ._anthropic import AnthropicProvider
 from ._conversation import build_system_prompt, transition_marker
 from ._conversation_state import Conversation
@@ -89,7 +91,6 @@ from ._llm import (
     parse_json_object,
 )
 from ._mermaid import graph_to_mermaid
-from ._metrics import MetricsServer, RuntimeMetrics, default_metrics, serve_metrics
 from ._openai import OpenAIProvider
 from ._parallel_spec import (
     BranchCandidate,
@@ -127,6 +128,27 @@ from ._verifier_spec import (
     VerificationResult,
 )
 from ._worker import run_worker
+
+if _typing.TYPE_CHECKING:
+    from ._metrics import MetricsServer, RuntimeMetrics, default_metrics, serve_metrics
+
+#: Public names imported on first use (see __getattr__): prometheus_client is loaded only
+#: by a program that makes metrics.
+_LAZY_METRICS = frozenset({"MetricsServer", "RuntimeMetrics", "default_metrics", "serve_metrics"})
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """The metrics names, imported on first use."""
+    if name in _LAZY_METRICS:
+        from . import _metrics
+
+        return getattr(_metrics, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY_METRICS)
+
 
 __all__ = [
     "AnthropicProvider",

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -33,7 +33,6 @@ from ._judge import JudgeProtocol
 from ._llm import LlmProvider
 from ._logging import log_run_events
 from ._messages import CancelRun, InjectInput, PauseRun, StartRun
-from ._metrics import RuntimeMetrics
 from ._node_runners import NodeRunners
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
 from ._parallel_spec import BranchStrategy
@@ -49,6 +48,9 @@ from ._tools import Tool, ToolRegistry
 from ._values import check_memory_values
 
 _log = logging.getLogger("magistrate.runtime")
+
+if TYPE_CHECKING:
+    from ._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
 
 __all__ = ["RunHandle", "Runtime"]
 

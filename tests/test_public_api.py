@@ -46,14 +46,13 @@ def test_dependencies_point_one_way(lower: str, higher: str) -> None:
         )
 
 
-def test_httpx_loads_only_when_a_model_is_called_over_http(tmp_path: Path) -> None:
+def test_httpx_and_prometheus_load_only_when_used(tmp_path: Path) -> None:
     # `import runtime` and durable runs of plain nodes need no HTTP client (httpx also
-    # imports its own command line's modules); a provider that talks HTTP loads it.
+    # imports its own command line's modules) and no metrics; a provider that talks HTTP
+    # loads httpx, metrics load prometheus_client.
     def loaded(code: str) -> list[str]:
-        check = (
-            f"{code}\nimport sys\n"
-            "print(sorted(m for m in ('httpx', 'rich', 'click', 'pygments') if m in sys.modules))"
-        )
+        names = "('httpx', 'rich', 'click', 'pygments', 'prometheus_client')"
+        check = f"{code}\nimport sys\nprint(sorted(m for m in {names} if m in sys.modules))"
         out = subprocess.run(
             [sys.executable, "-c", check], capture_output=True, text=True, check=True, cwd=ROOT
         )
@@ -78,3 +77,8 @@ def test_httpx_loads_only_when_a_model_is_called_over_http(tmp_path: Path) -> No
         "'httpx'"
         in loaded("from runtime import AnthropicProvider; AnthropicProvider(api_key='k')")[0]
     )
+    assert loaded("from runtime import RuntimeMetrics") == ["['prometheus_client']"]
+    # The names loaded on first use are still listed (dir, __all__) and importable.
+    import runtime
+
+    assert {"RuntimeMetrics", "serve_metrics"} <= set(dir(runtime)) & set(runtime.__all__)
