@@ -191,13 +191,19 @@ async function runsPage() {
     load();
   });
 
+  let loads = 0;  // a response to a load that a later one superseded is dropped
   async function load() {
     const query = new URLSearchParams();
     const current = new URLSearchParams(location.search);
     for (const key of FILTERS) if (current.get(key)) query.set(key, current.get(key));
+    const mine = ++loads;
     let data;
     try { data = await api(`/api/runs?${query}`); }
-    catch (e) { fill(body, h("tr", {}, h("td", { colspan: 8, class: "error" }, e.message))); return; }
+    catch (e) {
+      if (mine === loads) fill(body, h("tr", {}, h("td", { colspan: 8, class: "error" }, e.message)));
+      return;
+    }
+    if (mine !== loads) return;
     fill(body, ...data.runs.map((r) => h("tr", { "data-run": r.run_id },
       h("td", { class: "mono" }, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}` }, r.run_id)),
       h("td", {}, r.graph_id || ""),
