@@ -485,10 +485,15 @@ async function runPage(runId) {
   nodeFilter.addEventListener("change", resetTimeline);
   typeBoxes.forEach((l) => l.addEventListener("change", resetTimeline));
 
+  // An answer to a request a later one superseded (a pick, a refresh) is dropped: answers
+  // can arrive out of order, and the older one must not overwrite the newer.
+  let picks = 0;
   async function pick(ev, row) {
     rows.querySelectorAll("tr.selected").forEach((r) => r.classList.remove("selected"));
     row.classList.add("selected");
+    const mine = ++picks;
     const state = await api(`/api/runs/${enc}/state?at=${ev.seq}`);
+    if (mine !== picks) return;
     const editor = h("textarea", { rows: 5, style: "width:100%", id: "fork-input" }, JSON.stringify(state.memory, null, 2));
     const message = h("div", { class: "small" });
     fill(travel, h("h2", {}, `State after seq ${ev.seq} `, h("span", { class: "mono small" }, ev.body.type)),
@@ -514,10 +519,13 @@ async function runPage(runId) {
       } }, "Fork run"), message);
   }
 
+  let refreshes = 0;
   async function refresh() {
-    detail = await api(`/api/runs/${enc}`);
+    const mine = ++refreshes;
+    const [fresh, verify] = await Promise.all([api(`/api/runs/${enc}`), api(`/api/runs/${enc}/verify`)]);
+    if (mine !== refreshes) return;
+    detail = fresh;
     const sum = detail.summary;
-    const verify = await api(`/api/runs/${enc}/verify`);
     fill(head, 
       h("div", { class: "row" },
         h("span", {}, badge("s", sum.status)), h("span", {}, badge("q", sum.quality)),

@@ -292,3 +292,40 @@ async def test_the_runs_table_filters_and_pages_with_a_cursor_kept_in_the_url(
         await expect(rows.first).to_have_attribute("data-run", "r20")
         assert await shown() == ["r20", "r10", "r00"]
         assert "cursor=" not in page.url and "quality=degraded" in page.url
+
+
+async def test_an_answer_a_later_pick_superseded_does_not_overwrite_it(tmp_path: Path) -> None:
+    """Answers can arrive out of order: the state of the event picked last stays shown."""
+    _need_browser()
+    import asyncio
+
+    from playwright.async_api import expect
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        started = await s.client.post(
+            "/api/runs", json={"graph": "reviewed", "input": {"topic": "Lisbon"}}, headers=AUTH
+        )
+        run_id = started.json()["run_id"]
+        await s.wait_status(run_id, "paused")
+        events = (await s.client.get(f"/api/runs/{run_id}/events")).json()["events"]
+        last = events[-1]["seq"]
+
+        # The browser holds back the answer for the first event until told to let it go.
+        release = asyncio.Event()
+
+        async def hold(route: Any) -> None:
+            await release.wait()
+            await route.continue_()
+
+        await page.route(lambda url: url.endswith("/state?at=1"), hold)
+        await page.goto(f"{s.url}/runs/{run_id}")
+        await expect(page.locator("#timeline tbody tr")).to_have_count(len(events))
+        await page.click('#timeline tr[data-seq="1"]')
+        await page.click(f'#timeline tr[data-seq="{last}"]')
+        await expect(page.locator("#travel h2").first).to_contain_text(f"State after seq {last}")
+        async with page.expect_event("requestfinished", lambda r: r.url.endswith("at=1")):
+            release.set()
+        # Let the page handle the late answer (a task after its body arrived), then look.
+        await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")
+        await expect(page.locator("#travel h2").first).to_contain_text(f"State after seq {last}")
+        assert await page.locator("#timeline tr.selected").get_attribute("data-seq") == str(last)
