@@ -17,8 +17,6 @@ import re
 import tomllib
 from typing import Any, Final, Literal
 
-import yaml
-
 from ._errors import SpecError
 
 __all__ = [
@@ -129,61 +127,6 @@ def _parse_json(text: str) -> Any:
         raise _Refused(refused.reason, _at(text, found) if found >= 0 else "") from None
 
 
-# --- YAML ------------------------------------------------------------------------------
-
-
-class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` refusing deep nesting, duplicate keys and huge integers."""
-
-    _depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._depth += 1
-        try:
-            if self._depth > MAX_SPEC_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise _Refused(f"nested deeper than {MAX_SPEC_DEPTH} levels", _mark(mark))
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, _value in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue  # "<<" merges may override by design
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    duplicate = key in seen
-                    seen.add(key)
-                except TypeError:
-                    continue  # an unhashable key: the base constructor reports it
-                if duplicate:
-                    raise _Refused(f"duplicate key {key!r}", _mark(key_node.start_mark))
-        return super().construct_mapping(node, deep=deep)
-
-
-def _yaml_int(loader: _Loader, node: Any) -> Any:
-    digits = sum(ch.isdigit() for ch in str(node.value))
-    if digits > MAX_INT_DIGITS:
-        raise _Refused(
-            f"integer of {digits} digits (at most {MAX_INT_DIGITS})", _mark(node.start_mark)
-        )
-    return loader.construct_yaml_int(node)
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _yaml_int)
-
-
-def _yaml_reason(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is not None:
-        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return str(problem)
-
-
 # --- TOML ------------------------------------------------------------------------------
 
 _LONG_INT = re.compile(r"(?<![\w.\"'])[-+]?\d[\d_]{" + str(MAX_INT_DIGITS) + ",}")
@@ -237,7 +180,9 @@ def parse_text(text: str | bytes, format: Literal["toml", "yaml", "json"], *, so
         if format == "toml":
             return _parse_toml(text)
         if format == "yaml":
-            return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
+            from ._spec_yaml import parse_yaml  # PyYAML is imported when YAML is read
+
+            return parse_yaml(text)
         if format == "json":
             return _parse_json(text)
     except _Refused as refused:
@@ -245,8 +190,6 @@ def parse_text(text: str | bytes, format: Literal["toml", "yaml", "json"], *, so
         raise SpecError("", f"{source}: invalid {label}: {refused.reason}{where}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError("", f"{source}: invalid TOML: {exc}{_toml_key(text, exc)}") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError("", f"{source}: invalid YAML: {_yaml_reason(exc)}") from exc
     except json.JSONDecodeError as exc:
         raise SpecError("", f"{source}: invalid JSON: {exc}") from exc
     except (RecursionError, ValueError) as exc:  # whatever a parser still lets through

@@ -28,9 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import jsonpath_rfc9535
 import msgspec
-import regex
 
 from actors import Actor, ActorRef
 
@@ -323,6 +321,8 @@ def verify_jsonpath(config: JsonPathVerifier, memory: Mapping[str, Any]) -> Veri
 
     if config.target_key not in memory:
         return result(False, f"memory key {config.target_key!r} is not set", None)
+    import jsonpath_rfc9535  # imported when a jsonpath verifier runs
+
     try:
         nodes = jsonpath_rfc9535.compile(config.path).find(_plain(memory[config.target_key]))
     except jsonpath_rfc9535.JSONPathError as exc:
@@ -369,6 +369,8 @@ def _holds(op: str, value: Any, operand: Any) -> tuple[bool, str]:
     if op == "matches":
         if not isinstance(value, str):
             return False, f"a {type(value).__name__} is not a string"
+        import regex  # imported when a regex check runs
+
         try:
             found = regex.search(operand, value, timeout=REGEX_TIMEOUT_S)
         except TimeoutError:

@@ -24,9 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Final, Literal
 
-import jsonpath_rfc9535
 import msgspec
-import regex
 
 from ._errors import ExpressionError, SpecError
 from ._expr import compile_expression
@@ -232,6 +230,8 @@ def check_verifier(
 def _check_path(where: str, path: str) -> list[SpecError]:
     if not path:
         return [SpecError(where, "a jsonpath verifier needs 'path'")]
+    import jsonpath_rfc9535  # imported when a graph uses a jsonpath verifier
+
     try:
         jsonpath_rfc9535.compile(path)
     except jsonpath_rfc9535.JSONPathError as exc:
@@ -254,6 +254,8 @@ def _check_assertion(where: str, assertion: JsonPathAssertion) -> list[SpecError
                     f"{where}.value", f"a regex may have at most {MAX_PATTERN_LENGTH} characters"
                 )
             ]
+        import regex  # imported when a graph uses a regex check
+
         try:
             regex.compile(value)
         except regex.error as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import types
@@ -46,12 +47,16 @@ def test_dependencies_point_one_way(lower: str, higher: str) -> None:
         )
 
 
-def test_httpx_and_prometheus_load_only_when_used(tmp_path: Path) -> None:
+def test_optional_libraries_load_only_when_used(tmp_path: Path) -> None:
     # `import runtime` and durable runs of plain nodes need no HTTP client (httpx also
-    # imports its own command line's modules) and no metrics; a provider that talks HTTP
-    # loads httpx, metrics load prometheus_client.
+    # imports its own command line's modules), no metrics, no YAML, JSONPath or regex
+    # engine; a provider that talks HTTP loads httpx, metrics load prometheus_client, a
+    # YAML graph loads yaml, a jsonpath verifier with a regex check the other two.
     def loaded(code: str) -> list[str]:
-        names = "('httpx', 'rich', 'click', 'pygments', 'prometheus_client')"
+        names = (
+            "('httpx', 'rich', 'click', 'pygments', 'prometheus_client', 'yaml', "
+            "'jsonpath_rfc9535', 'regex')"
+        )
         check = f"{code}\nimport sys\nprint(sorted(m for m in {names} if m in sys.modules))"
         out = subprocess.run(
             [sys.executable, "-c", check], capture_output=True, text=True, check=True, cwd=ROOT
@@ -78,6 +83,15 @@ def test_httpx_and_prometheus_load_only_when_used(tmp_path: Path) -> None:
         in loaded("from runtime import AnthropicProvider; AnthropicProvider(api_key='k')")[0]
     )
     assert loaded("from runtime import RuntimeMetrics") == ["['prometheus_client']"]
+    yaml_graph = "id: g\nentry_node: a\nnodes: [{id: a, function: f}]\n"
+    parse = "from runtime import parse_graph; parse_graph({!r}, {!r})"
+    assert loaded(parse.format(yaml_graph, "yaml")) == ["['yaml']"]
+    check = {"type": "jsonpath", "target_key": "doc", "path": "$.title"}
+    check["assertion"] = {"op": "matches", "value": "^T"}
+    node = {"id": "v", "kind": "verifier", "verifier": check}
+    node["output_keys"] = ["v_verification", "v_verification_passed"]
+    verifier_graph = json.dumps({"id": "g", "entry_node": "v", "nodes": [node]})
+    assert loaded(parse.format(verifier_graph, "json")) == ["['jsonpath_rfc9535', 'regex']"]
     # The names loaded on first use are still listed (dir, __all__) and importable.
     import runtime
 
