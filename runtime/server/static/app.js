@@ -5,6 +5,7 @@
 const ROOT = document.body.dataset.root || "";
 const main = document.getElementById("main");
 const PAGE = 200; // events per timeline page
+const APPROVALS_PAGE = 50; // paused runs per approvals page
 
 // ---------------------------------------------------------------- helpers
 
@@ -258,9 +259,18 @@ function startForm(graphs) {
 
 async function approvalsPage() {
   const list = h("div", { id: "approvals" });
-  fill(main, h("h1", {}, "Waiting for approval"), list);
+  const pager = h("div", { class: "row small", id: "approvals-pager" });
+  fill(main, h("h1", {}, "Waiting for approval"), list, pager);
+  // Newest first, APPROVALS_PAGE at a time; older pages follow the listing's cursor.
+  const cursors = [null]; // the cursor of each page shown so far (null: the newest)
+  let loads = 0; // an answer to a load that a later one superseded is dropped
   async function load() {
-    const data = await api("/api/runs?status=paused&limit=100");
+    const mine = ++loads;
+    const query = new URLSearchParams({ status: "paused", limit: APPROVALS_PAGE });
+    const cursor = cursors.at(-1);
+    if (cursor) query.set("cursor", cursor);
+    const data = await api(`/api/runs?${query}`);
+    if (mine !== loads) return;
     fill(list, ...data.runs.map((r) => h("div", { class: "card", "data-run": r.run_id },
       h("h2", {}, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}`, class: "mono" }, r.run_id), " ",
         h("span", { class: "muted" }, r.graph_id || "")),
@@ -268,7 +278,12 @@ async function approvalsPage() {
         r.paused?.waiting_for?.length ? `; it reads ${r.paused.waiting_for.join(", ")}` : "",
         ` · updated ${fmtTime(r.updated)}`),
       approveForm(r, load))));
-    if (!data.runs.length) list.append(h("p", { class: "muted" }, "No paused runs."));
+    if (!data.runs.length) list.append(h("p", { class: "muted" }, cursors.length > 1 ? "No older paused runs." : "No paused runs."));
+    const go = (change) => () => { change(); load(); };
+    fill(pager,
+      cursors.length > 1 ? h("button", { id: "approvals-newer", onclick: go(() => cursors.pop()) }, "← newer") : "",
+      data.next_cursor !== null ? h("button", { id: "approvals-older", onclick: go(() => cursors.push(data.next_cursor)) }, "older →") : "",
+      h("span", { class: "muted" }, `page ${cursors.length} · ${APPROVALS_PAGE} a page, newest first`));
   }
   await load();
   pageStream = new EventSource(`${ROOT}/api/stream`);

@@ -329,3 +329,37 @@ async def test_an_answer_a_later_pick_superseded_does_not_overwrite_it(tmp_path:
         await page.evaluate("() => new Promise((done) => setTimeout(done, 100))")
         await expect(page.locator("#travel h2").first).to_contain_text(f"State after seq {last}")
         assert await page.locator("#timeline tr.selected").get_attribute("data-seq") == str(last)
+
+
+async def test_the_approvals_page_pages_through_many_paused_runs(tmp_path: Path) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    from eventstore import EventBody
+    from runtime import RunPaused, RunStarted
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        store = s.runtime.store
+        assert store is not None
+        for i in range(60):  # p00 oldest ... p59 newest
+            events: list[EventBody] = [RunStarted(graph={"id": "g"}, graph_hash="h", entry="a")]
+            events.append(RunPaused(reason="hitl", node_id="a"))
+            await store.append(f"p{i:02d}", events, expected_seq=0)
+        newest_first = [f"p{i:02d}" for i in range(59, -1, -1)]
+        cards = page.locator("#approvals .card")
+
+        async def shown() -> list[str]:
+            return [str(x) for x in await cards.evaluate_all("cs => cs.map(c => c.dataset.run)")]
+
+        await page.goto(f"{s.url}/approvals")
+        await expect(cards).to_have_count(50)
+        assert await shown() == newest_first[:50]
+        await expect(page.locator("#approvals-newer")).to_have_count(0)
+        await page.click("#approvals-older")
+        await expect(cards).to_have_count(10)
+        assert await shown() == newest_first[50:]
+        await expect(page.locator("#approvals-older")).to_have_count(0)
+        await expect(cards.first).to_contain_text("Paused (hitl) before node a")
+        await page.click("#approvals-newer")
+        await expect(cards).to_have_count(50)
+        assert await shown() == newest_first[:50]
