@@ -81,11 +81,14 @@ async def _serve(args: argparse.Namespace) -> int:
             allow_imports=allow,
             metrics=default_metrics(),
         ) as rt:
-            await serve(
-                rt,
-                graphs=graphs,
-                host=args.host,
-                port=args.port,
-                token=args.token or os.environ.get("MAGISTRATE_TOKEN") or None,
-            )
+            try:
+                await serve(
+                    rt,
+                    graphs=graphs,
+                    host=args.host,
+                    port=args.port,
+                    token=args.token or os.environ.get("MAGISTRATE_TOKEN") or None,
+                )
+            except OSError as exc:  # it cannot listen: --host or --port is wrong here
+                raise UsageError(str(exc)) from exc
     return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,9 +30,18 @@ class _Server(uvicorn.Server):
     SIGTERM once it has shut down, which would kill the process before the caller closes its
     runtime and store. :func:`serve` listens for them itself and returns normally."""
 
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_started = on_started  # once it listens, before it answers a request
+
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._on_started()
 
 
 async def _stop_on_signals(server: uvicorn.Server) -> None:
@@ -63,9 +73,10 @@ async def serve(
 
     Binds to loopback unless ``host`` says otherwise; on loopback, only requests whose Host
     header names a loopback address are answered (400 otherwise). Without ``token`` one is
-    generated and passed to ``announce`` (stderr by default) once, in the dashboard's
-    address; a configured token is never printed. Blocks until the server stops; cancelling it stops
-    the server.
+    generated and passed to ``announce`` (stderr by default) once the server listens, in
+    the dashboard's address; a configured token is never printed. Blocks until the server
+    stops; cancelling it stops the server. Raises OSError when it cannot listen (the port
+    is in use, the host unknown).
     """
     app = create_app(runtime, graphs=graphs, token=token, registry=registry)
     served: ASGIApp = app
@@ -82,13 +93,21 @@ async def serve(
         # Event streams never end by themselves: give them a moment, then close them.
         timeout_graceful_shutdown=2,
     )
-    server = _Server(config)
     shown = host if ":" not in host else f"[{host}]"
     if token is None:
-        announce(f"magistrate: dashboard at http://{shown}:{port}/#token={app.state.token}")
-        announce("magistrate: API token (shown once): " + app.state.token)
+        lines = [
+            f"magistrate: dashboard at http://{shown}:{port}/#token={app.state.token}",
+            "magistrate: API token (shown once): " + app.state.token,
+        ]
     else:
-        announce(f"magistrate: dashboard at http://{shown}:{port}/")
+        lines = [f"magistrate: dashboard at http://{shown}:{port}/"]
+
+    def listening() -> None:
+        for line in lines:
+            announce(line)
+
+    server = _Server(config, listening)
+    failed: SystemExit | None = None
     async with anyio.create_task_group() as tg:
         if sys.platform != "win32" and threading.current_thread() is threading.main_thread():
             tg.start_soon(_stop_on_signals, server)
@@ -99,4 +118,12 @@ async def serve(
             with anyio.CancelScope(shield=True):
                 await server.shutdown()
             raise
+        except SystemExit as exc:
+            # uvicorn logs why it could not start (a port in use, an unknown host) and
+            # exits; raise what it met instead, outside the task group (no exception group).
+            failed = exc
         tg.cancel_scope.cancel()
+    if failed is not None:
+        cause = failed.__context__
+        reason = cause if cause is not None else f"uvicorn exited with {failed.code}"
+        raise OSError(f"cannot serve on {shown}:{port}: {reason}") from cause

@@ -88,3 +88,16 @@ def test_serve_refuses_bad_options(workdir: Workdir) -> None:
     assert bad_port.code == 2 and "--port" in bad_port.err
     missing = workdir.run("serve", "--store", "runs.db", "--graph", "nope.yaml")
     assert missing.code == 2
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(workdir: Workdir) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = workdir.run("serve", "--store", "runs.db", "--port", str(port))
+    assert done.code == 2, done.err
+    assert f"magistrate: error: cannot serve on 127.0.0.1:{port}: " in done.err
+    assert "address already in use" in done.err
+    assert "Traceback" not in done.err
+    assert "dashboard at" not in done.err  # nothing announced that does not listen

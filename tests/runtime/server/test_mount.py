@@ -134,3 +134,15 @@ async def test_metrics_shows_the_runtime_s_own_metrics(tmp_path: Path) -> None:
         if name == "magistrate_runs_finished_total" and ("status", "completed") in labels
     ]
     assert finished == [1]
+
+
+async def test_serve_raises_oserror_when_it_cannot_listen(tmp_path: Path) -> None:
+    lines: list[str] = []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        async with Runtime(tmp_path / "runs.db", functions=FUNCTIONS) as rt:
+            with pytest.raises(OSError, match=f"cannot serve on 127.0.0.1:{port}: .*in use"):
+                await serve(rt, graphs=[QUICK], port=port, announce=lines.append)
+    assert lines == []
