@@ -18,7 +18,7 @@ from typing import Final
 import anyio
 
 from actors import MagistrateError
-from eventstore import CorruptLogError, NotAStoreError, SchemaVersionError
+from eventstore import CorruptLogError, NotAStoreError, SchemaVersionError, StoreFileError
 
 from .._errors import RunNotFoundError, RunStateError, SpecError
 from ._common import EXIT_FAILED, EXIT_USAGE, Handler, UsageError
@@ -42,6 +42,7 @@ _USAGE_ERRORS = (
     RunStateError,
     NotAStoreError,
     SchemaVersionError,
+    StoreFileError,
     CorruptLogError,
 )
 

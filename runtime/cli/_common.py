@@ -107,14 +107,19 @@ async def open_store(
 ) -> AsyncIterator[EventStore]:
     """Open the command's store (:func:`eventstore.open_store` reads the URL) for the block.
 
-    ``create=False`` (read and control commands): a missing SQLite file is a usage error,
-    so a mistyped path never leaves an empty store behind. Raises UsageError for a bad URL,
-    NotAStoreError or SchemaVersionError for a file that is not ours (left unchanged).
+    ``create=False`` (read and control commands): a missing or empty SQLite file is a
+    usage error, so a mistyped path never leaves an empty store behind (SQLite would make
+    an empty file a database). Raises UsageError for a bad URL, NotAStoreError or
+    SchemaVersionError for a file that is not ours (left unchanged).
     """
     url = store_url(args)
     path = _sqlite_path(url)
-    if path is not None and not create and not await anyio.Path(path).exists():
-        raise UsageError(f"no store at {path} (name one with --store or MAGISTRATE_STORE)")
+    if path is not None and not create:
+        file = anyio.Path(path)
+        if not await file.exists():
+            raise UsageError(f"no store at {path} (name one with --store or MAGISTRATE_STORE)")
+        if await file.is_file() and (await file.stat()).st_size == 0:
+            raise UsageError(f"no store at {path}: the file is empty")
     try:
         store = eventstore_open(url)
     except ValueError as exc:

@@ -235,6 +235,21 @@ def test_read_commands_refuse_a_file_that_is_not_a_store(workdir: Workdir) -> No
     assert not Path(workdir.path / "missing.db").exists()
 
 
+def test_read_commands_refuse_an_empty_file_and_leave_it_empty(workdir: Workdir) -> None:
+    # SQLite takes an empty file for an empty database: reading must not make it a store.
+    (workdir.path / "notes.txt").write_text("")
+    for command in (["runs"], ["heads"], ["verify", "--all"], ["show", "abc"]):
+        done = ok(workdir.run(*command, "--store", "notes.txt"), 2)
+        assert "no store at notes.txt: the file is empty" in done.err
+        assert (workdir.path / "notes.txt").read_bytes() == b""
+
+
+def test_run_into_a_missing_directory_is_a_usage_error(workdir: Workdir) -> None:
+    done = ok(workdir.run("run", "graph.yaml", "--store", "nodir/runs.db", "-q"), 2)
+    assert done.err.startswith("magistrate: error: nodir/runs.db: ")
+    assert "does not exist" in done.err and "StoreFileError" not in done.err
+
+
 def test_graph_draws_a_mermaid_flowchart(workdir: Workdir) -> None:
     text = ok(workdir.run("graph", "graph.yaml")).out
     assert text.startswith("flowchart TD\n")
