@@ -91,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _USAGE_ERRORS as exc:
         if args.debug:
             raise
-        _error(str(exc))
+        # Notes say where (a graph spec's problems: "in graph.yaml"): show them too.
+        _error("\n".join([str(exc), *getattr(exc, "__notes__", ())]))
         return EXIT_USAGE
     except MagistrateError as exc:
         if args.debug:

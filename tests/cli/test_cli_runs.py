@@ -204,3 +204,14 @@ def test_a_bad_graph_file_names_the_field_and_debug_shows_the_traceback(
     assert "kind" in done.err and "Traceback" not in done.err
     debug = workdir.run("--debug", "run", "bad.yaml")
     assert debug.code != 0 and "Traceback" in debug.err
+
+
+def test_a_graph_file_s_problems_name_the_file(workdir: Workdir) -> None:
+    workdir.write("typo.yaml", "id: x\nentry_nod: a\nnodes: [{id: a, function: m:f}]\n")
+    workdir.write(
+        "edge.yaml", "id: x\nentry_node: a\nnodes: [{id: a}]\nedges: [{source: a, target: b}]\n"
+    )
+    typo = ok(workdir.run("run", "typo.yaml"), 2)
+    assert "unknown field `entry_nod`" in typo.err and "in typo.yaml" in typo.err
+    edge = ok(workdir.run("serve", "--graph", "graph.yaml", "--graph", "edge.yaml"), 2)
+    assert "edges[0].target: unknown node 'b'" in edge.err and "in edge.yaml" in edge.err
