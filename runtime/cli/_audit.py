@@ -154,7 +154,7 @@ async def _check_head(store: EventStore, head: Head) -> Problem | None:
 
 async def _verify(args: argparse.Namespace) -> int:
     if (args.run_id is None) == (not args.all):
-        raise UsageError("verify takes a RUN or --all (not both)")
+        raise UsageError("verify takes a RUN or --all (exactly one of them)")
     problems: list[Problem] = []
     checked: list[dict[str, Any]] = []
     async with open_store(args) as store:
