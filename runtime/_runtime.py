@@ -550,7 +550,10 @@ class Runtime(RunControl, NodeRunners):
 
         Reads the run's newest snapshot that still matches its log and folds only the
         events after it (see ``runtime._snapshots``); the result is the same without it.
+        Raises RunNotFoundError, or ValueError for an ``at_seq`` below 1 (seqs start at 1).
         """
+        if at_seq is not None and at_seq < 1:
+            raise ValueError(f"at_seq must be 1 or more (seqs start at 1), got {at_seq}")
         state, _events = await self._read_state(run_id, to_seq=at_seq)
         return state
 

@@ -100,6 +100,16 @@ async def test_time_travel_folds_a_prefix(tmp_path: Path) -> None:
         assert (await rt.get_state(handle.run_id)).memory == {"last": "b"}
 
 
+async def test_time_travel_before_the_first_event_is_a_value_error(tmp_path: Path) -> None:
+    # Not RunNotFoundError: the run exists, the seq is what is wrong.
+    async with Runtime(tmp_path / "t.db", functions={"a": counter([], "a")}) as rt:
+        handle = await rt.start(graph([fn("a")], []))
+        await handle.result()
+        for at in (0, -1):
+            with pytest.raises(ValueError, match=f"at_seq must be 1 or more.*got {at}"):
+                await rt.get_state(handle.run_id, at_seq=at)
+
+
 async def test_conditional_edges_first_match_in_declaration_order_wins() -> None:
     calls: list[str] = []
     functions = {
