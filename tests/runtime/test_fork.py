@@ -166,3 +166,25 @@ async def test_fork_works_on_an_in_memory_runtime() -> None:
         events = await rt.read_events(result.run_id)
         assert isinstance(events[at].body, RunForked)
         assert events[at].body.source_hash == ""
+
+
+async def test_a_fork_from_before_a_pause_gate_stops_at_the_gate(tmp_path: Path) -> None:
+    """Forked at the edge into a pause node (before the run paused there), the fork pauses
+    at that node too: a fork never runs a gated node nobody approved."""
+    calls: list[str] = []
+    async with Runtime(tmp_path / "runs.db", functions=_functions(calls)) as rt:
+        paused = await (await rt.start(GRAPH, input={"city": "Lyon"})).result()
+        assert paused.status == "paused"
+        events = await rt.read_events(paused.run_id)
+        edge = _seq_of(events, NodeCompleted, "plan") + 1  # the edge plan -> book
+        assert events[edge - 1].body.target == "book"  # type: ignore[attr-defined]
+        calls.clear()
+        fork = await (await rt.fork(paused.run_id, edge, input={"city": "Nice"})).result()
+        assert fork.status == "paused" and calls == []
+        state = await rt.get_state(fork.run_id)
+        assert state.paused is not None and state.paused.node_id == "book"
+        # Approving the fork runs the gated node, once.
+        done = await (await rt.resume(fork.run_id, input={"approved": "ops"})).result()
+        assert done.status == "completed" and calls == ["book", "report"]
+        assert done.memory["report"] == "trip to Lyon (ops)"
+
