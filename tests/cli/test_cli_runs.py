@@ -145,16 +145,29 @@ def test_fork_from_a_seq_runs_a_new_run_recorded_as_forked(workdir: Workdir) -> 
     at = next(
         e["seq"] for e in events if e["type"] == "edge.taken" and e["body"]["source"] == "classify"
     )
+    # Forked at the edge into the gated node, the fork stops at its gate too.
+    gated = ok(workdir.run("fork", run_id, "--at", str(at), "--output", "json", "-q"), 3)
+    assert json.loads(gated.out)["resume_at"] == ["act"]
+    # Forked at the pause, the fork answers it and runs on.
+    paused_at = next(e["seq"] for e in events if e["type"] == "run.paused")
     forked = ok(
         workdir.run(
-            "fork", run_id, "--at", str(at), "--input", "approved_by=boss", "--output", "json", "-q"
+            "fork",
+            run_id,
+            "--at",
+            str(paused_at),
+            "--input",
+            "approved_by=boss",
+            "--output",
+            "json",
+            "-q",
         )
     )
     result = json.loads(forked.out)
     assert result["run_id"] != run_id and result["status"] == "completed"
     assert result["memory"]["reply"] == "[billing] approved by boss"
     shown = json.loads(ok(workdir.run("show", result["run_id"], "--output", "json")).out)
-    assert shown["forked_from"] == {"run_id": run_id, "seq": at}
+    assert shown["forked_from"] == {"run_id": run_id, "seq": paused_at}
     assert shown["chain"]["ok"] is True
     # The source stays paused.
     source = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)

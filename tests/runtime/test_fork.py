@@ -187,4 +187,3 @@ async def test_a_fork_from_before_a_pause_gate_stops_at_the_gate(tmp_path: Path)
         done = await (await rt.resume(fork.run_id, input={"approved": "ops"})).result()
         assert done.status == "completed" and calls == ["book", "report"]
         assert done.memory["report"] == "trip to Lyon (ops)"
-
