@@ -51,7 +51,7 @@ class EdgeSteps:
             return
         if not routes:
             if not done.success:
-                await self._finish("failed", f"node {node_id!r} failed: {done.error}")
+                await self._finish("failed", f"node {node_id!r} failed: {failure(done)}")
             elif self.graph.terminal_nodes:
                 await self._finish(
                     "failed", f"no edge out of {node_id!r} fired and it is not a terminal node"
@@ -85,7 +85,7 @@ class EdgeSteps:
         branch = done.branch
         assert branch is not None
         if not done.success and not routes:
-            await self._branch_failed(fan, branch, f"node {done.node_id!r} failed: {done.error}")
+            await self._branch_failed(fan, branch, f"node {done.node_id!r} failed: {failure(done)}")
             return
         if len(routes) > 1:
             await self._branch_failed(
@@ -161,3 +161,11 @@ class EdgeSteps:
             await self._finish("completed", None)
             return
         await self._start_node(fan.join, None)
+
+
+def failure(done: NodeDone) -> str:
+    """A failed node's error as the run reports it: ``KeyError: 'name'``, not ``'name'``."""
+    error, kind = done.error or "", done.error_type
+    if not kind or kind == "Error" or error == kind or error.startswith(f"{kind}:"):
+        return error or kind or "failed"
+    return f"{kind}: {error}"

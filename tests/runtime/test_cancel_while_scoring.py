@@ -77,7 +77,7 @@ def _finished(events: list[Any]) -> list[RunFinished]:
 
 @pytest.mark.parametrize(
     ("write", "status", "error"),
-    [(_write, "completed", None), (_fail, "failed", "node 'write' failed: no paper")],
+    [(_write, "completed", None), (_fail, "failed", "node 'write' failed: RuntimeError: no paper")],
 )
 async def test_cancel_while_the_goal_is_scored_records_the_end_unscored_at_once(
     tmp_path: Path, write: Any, status: str, error: str | None
