@@ -561,11 +561,14 @@ class Runtime(RunControl, NodeRunners):
 
         Reads the run's newest snapshot that still matches its log and folds only the
         events after it (see ``runtime._snapshots``); the result is the same without it.
-        Raises RunNotFoundError, or ValueError for an ``at_seq`` below 1 (seqs start at 1).
+        Raises RunNotFoundError, or ValueError for an ``at_seq`` below 1 (seqs start at 1)
+        or past the run's last event.
         """
         if at_seq is not None and at_seq < 1:
             raise ValueError(f"at_seq must be 1 or more (seqs start at 1), got {at_seq}")
         state, _events = await self._read_state(run_id, to_seq=at_seq)
+        if at_seq is not None and at_seq > state.last_seq:
+            raise ValueError(f"at_seq {at_seq} is past the run's last event (seq {state.last_seq})")
         return state
 
     async def _read_state(

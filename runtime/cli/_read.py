@@ -303,6 +303,8 @@ async def _state(args: argparse.Namespace) -> int:
     async with open_store(args) as store:
         events = await _events(store, args.run_id, to_seq=args.at)
     state = fold(events)
+    if args.at is not None and args.at > state.last_seq:
+        raise UsageError(f"--at {args.at} is past the run's last event (seq {state.last_seq})")
     if args.output == "json":
         emit_json(state)
         return EXIT_OK

@@ -201,7 +201,11 @@ class _Api:
     async def get_state(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         at = _int(request, "at", 0, 1) or None
-        return _json(await self.runtime.get_state(run_id, at_seq=at))
+        try:
+            state = await self.runtime.get_state(run_id, at_seq=at)
+        except ValueError as exc:  # past the run's last event
+            raise _HttpError(400, "bad_query", str(exc)) from None
+        return _json(state)
 
     async def verify(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]

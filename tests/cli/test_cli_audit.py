@@ -128,6 +128,8 @@ def test_state_travels_in_time(workdir: Workdir) -> None:
     assert text.startswith(f"run {done} at seq {written}: running")
     assert '  category: "billing"' in text
     assert "--at must be" in ok(workdir.run("state", done, "--at", "0"), 2).err
+    past = ok(workdir.run("state", done, "--at", str(now["last_seq"] + 1)), 2).err
+    assert f"past the run's last event (seq {now['last_seq']})" in past
 
 
 def test_export_writes_one_event_per_line_whose_hashes_chain(workdir: Workdir) -> None:

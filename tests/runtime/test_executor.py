@@ -108,6 +108,27 @@ async def test_time_travel_before_the_first_event_is_a_value_error(tmp_path: Pat
         for at in (0, -1):
             with pytest.raises(ValueError, match=f"at_seq must be 1 or more.*got {at}"):
                 await rt.get_state(handle.run_id, at_seq=at)
+        # Nor the state "after" an event the log does not hold: not the last state quietly.
+        last = (await rt.get_state(handle.run_id)).last_seq
+        assert (await rt.get_state(handle.run_id, at_seq=last)).last_seq == last
+        with pytest.raises(ValueError, match=rf"at_seq {last + 1} is past .* \(seq {last}\)"):
+            await rt.get_state(handle.run_id, at_seq=last + 1)
+
+
+async def test_a_failed_node_s_error_names_the_exception_type(tmp_path: Path) -> None:
+    def missing(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"x": inputs["name"]}
+
+    def bare(inputs: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError
+
+    g = graph([fn("a", retry=RetryPolicy(max_attempts=1))], [])
+    async with Runtime(tmp_path / "t.db", functions={"a": missing}) as rt:
+        result = await (await rt.start(g)).result()
+    assert result.status == "failed" and result.error == "node 'a' failed: KeyError: 'name'"
+    async with Runtime(tmp_path / "u.db", functions={"a": bare}) as rt:
+        result = await (await rt.start(g)).result()
+    assert result.error == "node 'a' failed: ValueError"
 
 
 async def test_conditional_edges_first_match_in_declaration_order_wins() -> None:

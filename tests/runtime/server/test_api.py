@@ -238,6 +238,9 @@ async def test_events_page_and_filter_and_state_travels_in_time(tmp_path: Path) 
         assert now["memory"]["draft"] == "TP 1234 LIS-JFK"
         assert (await s.client.get("/api/runs/none/state")).status_code == 404
         assert (await s.client.get(f"/api/runs/{run_id}/state?at=0")).status_code == 400
+        past = await s.client.get(f"/api/runs/{run_id}/state", params={"at": last_seq + 1})
+        assert past.status_code == 400
+        assert f"past the run's last event (seq {last_seq})" in past.json()["detail"]
 
 
 async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
