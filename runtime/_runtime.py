@@ -45,7 +45,7 @@ from ._spec_load import graph_from_dict
 from ._spec_validate import validate_graph
 from ._state import RunState, fold
 from ._tools import Tool, ToolRegistry
-from ._values import check_memory_values
+from ._values import check_input
 
 _log = logging.getLogger("magistrate.runtime")
 
@@ -293,7 +293,7 @@ class Runtime(RunControl, NodeRunners):
         """
         validate_graph(graph)
         self._check_graph(graph)
-        check_memory_values(dict(input or {}))
+        check_input(input)
         if run_id is not None and self._running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         if self._ownership is not None:
@@ -325,7 +325,7 @@ class Runtime(RunControl, NodeRunners):
         """
         validate_graph(graph)
         self._check_graph(graph)
-        check_memory_values(dict(input or {}))
+        check_input(input)
         if self.store is None or self._ownership is None:
             raise RunStateError("-", "no store", "submit needs a store that records ownership")
         run_id = run_id or uuid.uuid4().hex
@@ -374,7 +374,7 @@ class Runtime(RunControl, NodeRunners):
     ) -> RunHandle:
         if self._running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
-        check_memory_values(dict(input or {}))
+        check_input(input)
         ownership = self._ownership
         if ownership is None or run_id in ownership.claims:
             return await self._resume(run_id, input, fork=fork)
@@ -549,7 +549,7 @@ class Runtime(RunControl, NodeRunners):
 
         Raises MemoryValueError, recording nothing, for a value the log cannot store
         unchanged."""
-        check_memory_values(dict(data))
+        check_input(data, "data")
         live = self._live.get(run_id)
         if live is not None and not live[1].done:
             await live[0].tell(InjectInput(data=dict(data)))

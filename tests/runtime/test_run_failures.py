@@ -246,6 +246,23 @@ async def test_input_that_would_change_is_refused_before_anything_is_written(
         assert rt.store is not None and await rt.store.list_runs() == []
 
 
+async def test_input_that_is_not_a_mapping_of_str_keys_is_refused(tmp_path: Path) -> None:
+    # An int key would come back from the log as a string: the live memory and the fold
+    # of the log would disagree. A list or a string is no mapping at all.
+    graph = _graph(NodeSpec(id="a", function="f"))
+    async with Runtime(tmp_path / "r.db", functions={"f": dict}) as rt:
+        with pytest.raises(TypeError, match=r"input keys are memory keys \(str\), got the int 1"):
+            await rt.start(graph, input={1: "x"})  # type: ignore[dict-item]
+        for bad in ([("a", 1)], "ab"):
+            with pytest.raises(TypeError, match="input must be a mapping of memory keys"):
+                await rt.start(graph, input=bad)  # type: ignore[arg-type]
+        assert rt.store is not None and await rt.store.list_runs() == []
+        done = await rt.start(graph, input={"k": 1})
+        await done.result()
+        with pytest.raises(TypeError, match="data keys are memory keys"):
+            await rt.inject_input(done.run_id, {2: "x"})  # type: ignore[dict-item]
+
+
 async def test_an_llm_output_that_cannot_be_encoded_fails_the_run(tmp_path: Path) -> None:
     provider = ScriptedProvider([reply("", tool_call("set_output", key="a", value=Opaque()))])
     graph = _graph(NodeSpec(id="n", kind="llm", output_keys=["a"]))
