@@ -158,14 +158,15 @@ async def _runs(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--cursor: {exc}") from None
     runs: list[RunInfo] = page.runs
-    if page.next_cursor is not None:
-        sys.stderr.write(f"more runs match: the next page is --cursor {page.next_cursor}\n")
     if args.output == "json":
-        emit_json(runs)
+        # The page as the HTTP API answers it: the next page's cursor is in it.
+        emit_json({"runs": runs, "next_cursor": page.next_cursor})
         return EXIT_OK
     if args.quiet:
         sys.stdout.write("".join(f"{r.run_id}\n" for r in runs))
         return EXIT_OK
+    if page.next_cursor is not None:
+        sys.stderr.write(f"more runs match: the next page is --cursor {page.next_cursor}\n")
     rows = [
         [
             r.run_id,

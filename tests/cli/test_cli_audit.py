@@ -35,12 +35,16 @@ def _paused_and_completed(workdir: Workdir) -> tuple[str, str]:
 
 def test_runs_lists_newest_first_and_filters_by_status(workdir: Workdir) -> None:
     paused, done = _paused_and_completed(workdir)
-    listed = json.loads(ok(workdir.run("runs", "--output", "json")).out)
+    listed = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"]
     assert [r["run_id"] for r in listed] == [done, paused]
     assert [r["status"] for r in listed] == ["completed", "paused"]
     only = json.loads(ok(workdir.run("runs", "--status", "paused", "--output", "json")).out)
-    assert [r["run_id"] for r in only] == [paused]
-    assert len(json.loads(ok(workdir.run("runs", "--limit", "1", "--output", "json")).out)) == 1
+    assert [r["run_id"] for r in only["runs"]] == [paused] and only["next_cursor"] is None
+    # A JSON page carries the next page's cursor (a program pages without reading stderr).
+    page = json.loads(ok(workdir.run("runs", "--limit", "1", "--output", "json")).out)
+    assert [r["run_id"] for r in page["runs"]] == [done]
+    args = ("runs", "--limit", "1", "--cursor", page["next_cursor"], "--output", "json")
+    assert [r["run_id"] for r in json.loads(ok(workdir.run(*args)).out)["runs"]] == [paused]
     assert ok(workdir.run("runs", "-q")).out == f"{done}\n{paused}\n"
     text = ok(workdir.run("runs")).out
     header, *rows = lines(text)
@@ -56,7 +60,8 @@ def test_runs_filters_by_quality_graph_and_time_and_pages_with_a_cursor(
 
     def ids(*args: str) -> list[str]:
         return [
-            r["run_id"] for r in json.loads(ok(workdir.run("runs", *args, "--output", "json")).out)
+            r["run_id"]
+            for r in json.loads(ok(workdir.run("runs", *args, "--output", "json")).out)["runs"]
         ]
 
     assert ids("--quality", "clean") == [done]
@@ -70,9 +75,10 @@ def test_runs_filters_by_quality_graph_and_time_and_pages_with_a_cursor(
         done,
         paused,
     ]
-    first = ok(workdir.run("runs", "--limit", "2", "-q"))
-    assert first.out == f"{third}\n{done}\n"
+    first = ok(workdir.run("runs", "--limit", "2"))
+    assert [row.split()[0] for row in lines(first.out)[1:]] == [third, done]
     cursor = first.err.split("--cursor ")[1].split()[0]
+    assert ok(workdir.run("runs", "--limit", "2", "-q")).err == ""  # -q: ids only
     rest = ok(workdir.run("runs", "--limit", "2", "-q", "--cursor", cursor))
     assert rest.out == f"{paused}\n" and "--cursor" not in rest.err
     assert "not a run listing cursor" in ok(workdir.run("runs", "--cursor", "x"), 2).err

@@ -92,7 +92,7 @@ def test_the_store_comes_from_the_option_or_the_environment(workdir: Workdir) ->
     assert not (workdir.path / "magistrate.db").exists()
     env = {"MAGISTRATE_STORE": str(workdir.path / "env.db")}
     ok(workdir.run(*RUN, "-q", env=env), 3)
-    listed = json.loads(ok(workdir.run("runs", "--output", "json", env=env)).out)
+    listed = json.loads(ok(workdir.run("runs", "--output", "json", env=env)).out)["runs"]
     assert len(listed) == 1 and listed[0]["status"] == "paused"
 
 
@@ -133,7 +133,7 @@ def test_sigint_cancels_the_live_run_and_exits_4(workdir: Workdir) -> None:
             process.wait()
     assert process.returncode == 4, (out, seen + err)
     assert ": cancelled" in out
-    runs = json.loads(ok(workdir.run("runs", "--output", "json")).out)
+    runs = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"]
     assert [r["status"] for r in runs] == ["cancelled"]
     shown = json.loads(ok(workdir.run("show", runs[0]["run_id"], "--output", "json")).out)
     assert shown["error"] == "interrupted by SIGINT"
