@@ -190,6 +190,13 @@ async def test_screenshots_of_the_runs_page_and_a_run_page(tmp_path: Path) -> No
             await s.wait_status(ids[-1], "paused")
         await s.client.post(f"/api/runs/{ids[1]}/approve", json={}, headers=AUTH)
         await s.wait_status(ids[1], "completed")
+        # Every request the pages make is answered (no 404 for a favicon, ...), and the
+        # browser's console reports no error.
+        failed: list[str] = []
+        page.on(
+            "response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None
+        )
+        page.on("console", lambda m: failed.append(m.text) if m.type == "error" else None)
         await page.goto(f"{s.url}/")
         await expect(page.locator("#runs tbody tr")).to_have_count(3)
         runs_png = tmp_path / "runs.png"
@@ -203,6 +210,7 @@ async def test_screenshots_of_the_runs_page_and_a_run_page(tmp_path: Path) -> No
         await page.goto(f"{s.url}/approvals")
         await expect(page.locator("#approvals .card")).to_have_count(2)
         await page.screenshot(path=str(tmp_path / "approvals.png"), full_page=True)
+        assert failed == []
         for png in (runs_png, run_png):
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
             assert png.stat().st_size > 10_000
