@@ -52,6 +52,17 @@ async def browser_page() -> AsyncIterator[Any]:
             await browser.close()
 
 
+async def _paused_review(s: Any) -> tuple[str, list[dict[str, Any]]]:
+    """A "reviewed" run paused at its review, and its events (as the API gives them)."""
+    started = await s.client.post(
+        "/api/runs", json={"graph": "reviewed", "input": {"topic": "Lisbon"}}, headers=AUTH
+    )
+    run_id = started.json()["run_id"]
+    await s.wait_status(run_id, "paused")
+    events = (await s.client.get(f"/api/runs/{run_id}/events")).json()["events"]
+    return run_id, events
+
+
 async def test_approve_a_paused_run_in_the_browser_and_watch_it_finish_live(
     tmp_path: Path,
 ) -> None:
@@ -123,12 +134,7 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
     from playwright.async_api import expect
 
     async with served(tmp_path / "runs.db") as s, browser_page() as page:
-        started = await s.client.post(
-            "/api/runs", json={"graph": "reviewed", "input": {"topic": "Lisbon"}}, headers=AUTH
-        )
-        run_id = started.json()["run_id"]
-        await s.wait_status(run_id, "paused")
-        events = (await s.client.get(f"/api/runs/{run_id}/events")).json()["events"]
+        run_id, events = await _paused_review(s)
         first_output = next(e["seq"] for e in events if e["body"]["type"] == "output.set")
 
         await page.goto(f"{s.url}/runs/{run_id}#token={TOKEN}")
@@ -310,12 +316,7 @@ async def test_an_answer_a_later_pick_superseded_does_not_overwrite_it(tmp_path:
     from playwright.async_api import expect
 
     async with served(tmp_path / "runs.db") as s, browser_page() as page:
-        started = await s.client.post(
-            "/api/runs", json={"graph": "reviewed", "input": {"topic": "Lisbon"}}, headers=AUTH
-        )
-        run_id = started.json()["run_id"]
-        await s.wait_status(run_id, "paused")
-        events = (await s.client.get(f"/api/runs/{run_id}/events")).json()["events"]
+        run_id, events = await _paused_review(s)
         last = events[-1]["seq"]
 
         # The browser holds back the answer for the first event until told to let it go.
