@@ -55,6 +55,7 @@ from ._events import (
     OutputSet,
     RunCancelled,
     RunFinished,
+    RunForked,
     RunPaused,
     RunResumed,
     RunStarted,
@@ -65,7 +66,6 @@ from ._events import (
     VerificationRecorded,
 )
 from ._expr import Expression, compile_expression
-from ._fork import RunForked
 from ._function_node import NodeContext
 from ._goal_spec import (
     Constraint,

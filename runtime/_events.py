@@ -37,6 +37,7 @@ __all__ = [
     "OutputSet",
     "RunCancelled",
     "RunFinished",
+    "RunForked",
     "RunPaused",
     "RunResumed",
     "RunStarted",
@@ -208,6 +209,17 @@ class RunFinished(EventBody, frozen=True, tag="run.finished"):
     goal_outcome: dict[str, Any] | None = None
 
 
+class RunForked(EventBody, frozen=True, tag="run.forked"):
+    """This run's events before this one are a copy of ``source_run_id``'s seqs 1 to
+    ``source_seq``; ``source_hash`` is the source's chain hash at that seq ("" for a
+    source kept in memory only). The fold of the copy is the state; a copy that ends in
+    the middle of the run (running) leaves its due nodes before their pause gates."""
+
+    source_run_id: str
+    source_seq: int
+    source_hash: str
+
+
 class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     """A verifier node's result for one attempt of one visit.
 
@@ -342,6 +354,7 @@ AnyEvent = (
     | RunResumed
     | RunCancelled
     | RunFinished
+    | RunForked
     | VerificationRecorded
     | BranchTurn
     | BranchToolResult

@@ -97,7 +97,6 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         resume_from: RunState | None = None,
         resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
-        gate_due: bool = False,
         score_goal: GoalScorer | None = None,
     ) -> None:
         self.score_goal = score_goal
@@ -114,9 +113,6 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         self.state: RunState = log.state
         self.resume_events = resume_events
         self.resume_input = resume_input
-        # Resumed from a point of the log no resume answered (a fork from the middle of a
-        # run): due nodes that had not started meet their pause gates.
-        self.gate_due = gate_due
         self.reducers = {key.name: key.reducer for key in graph.memory}
         self.specs = graph.node_map()
         self.pause_nodes = frozenset(graph.pause_nodes)
@@ -238,7 +234,7 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         pending = list(state.pending)
         # Nodes that started and did not finish run again, as the same visit.
         unfinished = set(state.running)
-        answers_pause = state.status in ("paused", "cancelled")
+        gates_due = state.gates_due  # read before RunResumed clears it
         self.emit(RunResumed())
         if self.resume_input:
             self.emit(InputInjected(data=dict(self.resume_input)))
@@ -246,10 +242,7 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         # after a crash): the nodes due run now without pausing again. A fork from the
         # middle of a run passes only the nodes that had started, so a node that had not
         # reached its pause gate meets it now: a fork never skips an approval.
-        if self.gate_due and not answers_pause:
-            self.pass_pause = unfinished
-        else:
-            self.pass_pause = set(pending)
+        self.pass_pause = unfinished if gates_due else set(pending)
         self.fanout = restore_fanout(self.resume_events, self.graph.conflict_strategy)
         if self.fanout is not None and self.fanout.join in pending:
             pending.remove(self.fanout.join)  # a finished branch's edge; the join waits

@@ -11,30 +11,17 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from eventstore import Event, EventBody, register_event_type
+from eventstore import Event, EventBody
 
 from ._errors import RunNotFoundError, RunStateError
-from ._events import RunFinished
+from ._events import RunFinished, RunForked
 from ._runlog import RunLog
 from ._state import fold
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
 
-__all__ = ["RunForked", "copy_prefix"]
-
-
-class RunForked(EventBody, frozen=True, tag="run.forked"):
-    """This run's events before this one are a copy of ``source_run_id``'s seqs 1 to
-    ``source_seq``; ``source_hash`` is the source's chain hash at that seq ("" for a
-    source kept in memory only). It changes no state: the fold of the copy is the state."""
-
-    source_run_id: str
-    source_seq: int
-    source_hash: str
-
-
-register_event_type(RunForked)
+__all__ = ["copy_prefix"]
 
 
 async def copy_prefix(

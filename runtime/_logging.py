@@ -21,13 +21,13 @@ from ._events import (
     NodeFailed,
     RunCancelled,
     RunFinished,
+    RunForked,
     RunPaused,
     RunResumed,
     RunStarted,
     StallDetected,
     Verdict,
 )
-from ._fork import RunForked
 
 __all__ = ["log_run_events"]
 

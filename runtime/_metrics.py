@@ -37,13 +37,13 @@ from ._events import (
     NodeStarted,
     RunCancelled,
     RunFinished,
+    RunForked,
     RunPaused,
     RunResumed,
     RunStarted,
     StallDetected,
     Verdict,
 )
-from ._fork import RunForked
 from ._spec import GraphSpec
 
 _log = logging.getLogger("magistrate.metrics")

@@ -367,20 +367,15 @@ class Runtime(RunControl, NodeRunners):
         again. ``input`` is injected (recorded) first. Raises RunNotFoundError, or
         RunStateError for a finished run or one already running here.
         """
-        return await self._resume_here(run_id, input)
-
-    async def _resume_here(
-        self, run_id: str, input: Mapping[str, Any] | None, *, fork: bool = False
-    ) -> RunHandle:
         if self._running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_input(input)
         ownership = self._ownership
         if ownership is None or run_id in ownership.claims:
-            return await self._resume(run_id, input, fork=fork)
+            return await self._resume(run_id, input)
         await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
         try:
-            return await self._resume(run_id, input, fork=fork)
+            return await self._resume(run_id, input)
         except BaseException:
             await ownership.release(run_id)
             raise
@@ -391,7 +386,6 @@ class Runtime(RunControl, NodeRunners):
         input: Mapping[str, Any] | None,
         *,
         outcome: RunOutcome | None = None,
-        fork: bool = False,
     ) -> RunHandle:
         state, events = await self._read_state(run_id)
         if state.forked and (not events or events[0].seq != 1):
@@ -424,7 +418,6 @@ class Runtime(RunControl, NodeRunners):
             resume_events=events,
             resume_input=dict(input or {}) or None,
             outcome=outcome,
-            gate_due=fork,
         )
 
     async def fork(
@@ -444,7 +437,7 @@ class Runtime(RunControl, NodeRunners):
         ``node.completed`` and the ``edge.taken`` that follows it.
         """
         new_id = await copy_prefix(self, run_id, at_seq)
-        return await self._resume_here(new_id, input, fork=True)
+        return await self.resume(new_id, input=input)
 
     async def _launch(
         self,
@@ -458,7 +451,6 @@ class Runtime(RunControl, NodeRunners):
         resume_input: dict[str, Any] | None = None,
         outcome: RunOutcome | None = None,
         started: anyio.Event | None = None,
-        gate_due: bool = False,
     ) -> RunHandle:
         """Spawn the run's executor. ``started`` (from :meth:`start`) is set once the run
         stopped or met a conflict, in case its first commit never came."""
@@ -500,7 +492,6 @@ class Runtime(RunControl, NodeRunners):
             resume_from=resume_from,
             resume_events=resume_events,
             resume_input=resume_input,
-            gate_due=gate_due,
             score_goal=partial(score_goal, providers=self.provider_named),
         )
         ref = self.system.spawn(executor, name=f"run:{run_id}")

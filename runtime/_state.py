@@ -49,6 +49,7 @@ from ._events import (
     OutputSet,
     RunCancelled,
     RunFinished,
+    RunForked,
     RunPaused,
     RunResumed,
     RunStarted,
@@ -133,6 +134,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     visits: dict[str, NodeVisit] = {}
     verdicts: dict[str, VerdictRecord] = {}
     paused: PauseInfo | None = None
+    #: A fork's copy ended in the middle of the run: its due nodes that had not started
+    #: meet their pause gates when it resumes (a fork never skips an approval). Set by
+    #: run.forked, cleared by the resume that follows.
+    gates_due: bool = False
     cancelled_at: str | None = None
     quality: str | None = None
     error: str | None = None
@@ -420,6 +425,9 @@ def apply(state: RunState, body: EventBody) -> None:
         case RunResumed():
             s.status = "running"
             s.paused = None
+            s.gates_due = False
+        case RunForked():
+            s.gates_due = s.status == "running"
         case RunCancelled():
             s.status = "cancelled"
             s.cancelled_at = body.node_id

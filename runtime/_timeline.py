@@ -27,6 +27,7 @@ from ._events import (
     OutputSet,
     RunCancelled,
     RunFinished,
+    RunForked,
     RunPaused,
     RunResumed,
     RunStarted,
@@ -34,7 +35,6 @@ from ._events import (
     ToolResult,
     Verdict,
 )
-from ._fork import RunForked
 from ._state import fold
 
 __all__ = ["LEVEL_NAMES", "describe_event", "render_timeline"]

@@ -20,8 +20,7 @@ import msgspec
 from eventstore import Event, EventStore, RunInfo, RunQuery, event_tag
 
 from .._errors import RunNotFoundError
-from .._events import LlmTurn, Verdict
-from .._fork import RunForked
+from .._events import LlmTurn, RunForked, Verdict
 from .._mermaid import graph_to_mermaid
 from .._spec_load import load_graph
 from .._state import fold

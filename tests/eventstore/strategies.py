@@ -28,6 +28,7 @@ from runtime import (
     OutputSet,
     RunCancelled,
     RunFinished,
+    RunForked,
     RunPaused,
     RunResumed,
     RunStarted,
@@ -153,6 +154,9 @@ BODY_STRATEGIES: dict[type[EventBody], st.SearchStrategy[Any]] = {
         total_retries=small,
         error=maybe_text,
         goal_outcome=st.none() | json_dicts,
+    ),
+    RunForked: st.builds(
+        RunForked, source_run_id=texts, source_seq=st.integers(1, 500), source_hash=texts
     ),
     VerificationRecorded: st.builds(
         VerificationRecorded,
