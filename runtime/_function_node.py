@@ -166,7 +166,7 @@ class FunctionNodeActor(Actor):
 def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
     """The node's outputs (a copy) if ``result`` is a valid return value, else raise."""
     if result is None:
-        return {}
+        result = {}  # no outputs: still checked against output_keys below
     if type(result) is not dict and not isinstance(result, Mapping):
         raise TypeError(
             f"node {spec.id!r} returned {type(result).__name__}; "

@@ -388,3 +388,20 @@ async def test_a_name_missing_at_run_time_fails_the_node_and_on_failure_applies(
     assert [(f.node_id, f.error_type) for f in failures] == [("assess", "ExpressionError")]
     assert "unknown name 'amont'" in failures[0].error
     assert "amount" not in result.memory  # the failed node's outputs are not written
+
+
+async def test_a_node_returning_none_without_its_output_keys_fails(tmp_path: Path) -> None:
+    # None is "no outputs", held to output_keys like {}: the node fails, not a later one.
+    def nothing(inputs: dict[str, Any]) -> None:
+        return None
+
+    strict = _graph(NodeSpec(id="a", function="nothing", output_keys=["x"]))
+    lenient = _graph(NodeSpec(id="a", function="nothing", output_keys=["x"], nullable_keys=["x"]))
+    async with Runtime(tmp_path / "runs.db", functions={"nothing": nothing}) as rt:
+        failed = await (await rt.start(strict)).result()
+        failures = await _failures(rt, failed.run_id)
+        passed = await (await rt.start(lenient)).result()
+    assert failed.status == "failed"
+    assert [f.node_id for f in failures] == ["a"]
+    assert "node 'a' did not return output keys: ['x']" in failures[0].error
+    assert passed.status == "completed" and passed.memory == {}
