@@ -7,7 +7,6 @@ One schema for every format: the text is parsed to builtins, then converted with
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +15,7 @@ import msgspec
 from ._errors import SpecError
 from ._spec import GraphSpec
 from ._spec_parse import MAX_SPEC_BYTES, check_values, parse_text
+from ._spec_types import spec_error as _spec_error
 from ._spec_validate import validate_graph
 
 __all__ = ["SpecFormat", "graph_from_dict", "load_graph", "parse_graph"]
@@ -28,25 +28,6 @@ _SUFFIXES: dict[str, SpecFormat] = {
     ".yml": "yaml",
     ".json": "json",
 }
-
-# msgspec: "Expected `int`, got `str` - at `$.edges[3].priority`"
-_AT = re.compile(r"^(?P<reason>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
-# msgspec: "Object missing required field `entry_node`" / "... unknown field `x`"
-_FIELD = re.compile(r"(?:missing required|contains unknown) field `(?P<field>[^`]*)`")
-
-
-def _spec_error(exc: msgspec.ValidationError) -> SpecError:
-    """Turn msgspec's message into SpecError(path="edges[3].condition", reason=...)."""
-    message = str(exc)
-    path = ""
-    match = _AT.match(message)
-    if match:
-        message = match["reason"]
-        path = match["path"].lstrip(".")
-    field = _FIELD.search(message)
-    if field:
-        path = f"{path}.{field['field']}" if path else field["field"]
-    return SpecError(path, message)
 
 
 def graph_from_dict(data: Any, *, validate: bool = True) -> GraphSpec:

@@ -13,6 +13,7 @@ from ._expr import compile_expression
 from ._goal_spec import check_goal_items
 from ._parallel_spec import check_parallel
 from ._spec import GraphSpec, NodeSpec, RetryPolicy
+from ._spec_types import check_types
 from ._verifier_spec import check_verifier
 
 __all__ = ["validate_graph"]
@@ -36,7 +37,9 @@ def validate_graph(graph: GraphSpec) -> None:
     index = graph._index()
     if index.valid:
         return
-    errors: list[SpecError] = []
+    errors: list[SpecError] = check_types(graph)
+    if errors:  # a later check would trip over the wrong type
+        raise SpecErrors(errors)
     known = {node.id for node in graph.nodes}
 
     if not graph.id:

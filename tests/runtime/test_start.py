@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import NodeStarted, RunStarted, RunStateError, Runtime
-from runtime.testing import linear_graph
+from runtime import GraphSpec, NodeStarted, RunStarted, RunStateError, Runtime, SpecErrors
+from runtime.testing import function_node, linear_graph
 
 pytestmark = pytest.mark.anyio
 
@@ -75,3 +75,37 @@ async def test_starting_a_run_id_that_is_live_here_is_refused_and_the_run_goes_o
         events = await rt.read_events("r1")
     assert result.status == "completed" and result.memory["last"] is True
     assert sum(isinstance(e.body, RunStarted) for e in events) == 1
+
+
+@pytest.mark.parametrize(
+    ("graph", "path", "reason"),
+    [
+        (
+            linear_graph([function_node("f", retry={"max_attempts": 1})]),
+            "nodes[0].retry",
+            "expected RetryPolicy, got dict",
+        ),
+        (
+            GraphSpec(id="g", nodes=[function_node("f")], entry_node="f", retry={"jitter": 0}),
+            "retry",
+            "expected RetryPolicy, got dict",
+        ),
+        (
+            linear_graph([function_node("f", timeout="5")]),
+            "nodes[0].timeout",
+            "Expected `float | null`, got `str`",
+        ),
+        (linear_graph([function_node("f", output_keys="ab")]), "nodes[0].output_keys", "got `str`"),
+    ],
+)
+async def test_a_python_built_graph_of_wrong_types_is_refused_before_anything_is_written(
+    tmp_path: Path, graph: GraphSpec, path: str, reason: str
+) -> None:
+    # msgspec checks types when it decodes, not when NodeSpec(...) is built: a dict for
+    # a RetryPolicy used to start the run, which then failed with an AttributeError.
+    async with Runtime(tmp_path / "runs.db", functions={"f": lambda inputs: {}}) as rt:
+        with pytest.raises(SpecErrors) as refused:
+            await rt.start(graph)
+        assert rt.store is not None
+        assert (await rt.store.query_runs()).runs == []
+    assert refused.value.path == path and reason in refused.value.reason
