@@ -163,6 +163,15 @@ class FunctionNodeActor(Actor):
         return _checked_outputs(spec, result)
 
 
+class OutputKeysError(KeyError):
+    """A node's outputs do not match its ``output_keys`` (an undeclared or a missing key).
+
+    A KeyError whose message reads as a sentence: ``str()`` does not quote it as a key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
     """The node's outputs (a copy) if ``result`` is a valid return value, else raise."""
     if result is None:
@@ -181,10 +190,10 @@ def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
     if declared:
         extra = sorted(set(outputs) - set(declared))
         if extra:
-            raise KeyError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+            raise OutputKeysError(f"node {spec.id!r} returned undeclared output keys: {extra}")
         missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
         if missing:
-            raise KeyError(f"node {spec.id!r} did not return output keys: {missing}")
+            raise OutputKeysError(f"node {spec.id!r} did not return output keys: {missing}")
     return outputs
 
 

@@ -403,5 +403,10 @@ async def test_a_node_returning_none_without_its_output_keys_fails(tmp_path: Pat
         passed = await (await rt.start(lenient)).result()
     assert failed.status == "failed"
     assert [f.node_id for f in failures] == ["a"]
-    assert "node 'a' did not return output keys: ['x']" in failures[0].error
+    # The message reads as a sentence, not as a quoted KeyError key.
+    assert failures[0].error == "node 'a' did not return output keys: ['x']"
+    assert failures[0].error_type == "OutputKeysError"
+    assert failed.error == (
+        "node 'a' failed: OutputKeysError: node 'a' did not return output keys: ['x']"
+    )
     assert passed.status == "completed" and passed.memory == {}
