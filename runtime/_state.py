@@ -148,26 +148,17 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
 
 
 def _copy(state: RunState) -> RunState:
-    # Containers are copied; their values are shared, which is safe because apply never
-    # mutates a memory value its state does not own (see _owned).
-    return RunState(
-        run_id=state.run_id,
-        status=state.status,
-        graph=state.graph,
-        graph_hash=state.graph_hash,
-        entry=state.entry,
-        goal=state.goal,
-        input=state.input,
+    # Every field is carried over (a new field needs no line here); containers apply grows
+    # in place are copied, their values shared, which is safe because apply never mutates
+    # a memory value its state does not own (see _owned).
+    return msgspec.structs.replace(
+        state,
         memory=dict(state.memory),
         path=list(state.path),
         visit_counts=dict(state.visit_counts),
-        steps=state.steps,
         pending=list(state.pending),
         running=dict(state.running),
         failed_nodes=list(state.failed_nodes),
-        total_retries=state.total_retries,
-        forked=state.forked,
-        fanout_join=state.fanout_join,
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
@@ -175,14 +166,6 @@ def _copy(state: RunState) -> RunState:
         turns=dict(state.turns),
         verdict_counts={node: dict(counts) for node, counts in state.verdict_counts.items()},
         verdicts=dict(state.verdicts),
-        paused=state.paused,
-        cancelled_at=state.cancelled_at,
-        quality=state.quality,
-        error=state.error,
-        goal_outcome=state.goal_outcome,
-        last_seq=state.last_seq,
-        last_hash=state.last_hash,
-        last_position=state.last_position,
     )
 
 

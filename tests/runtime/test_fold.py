@@ -29,6 +29,7 @@ from runtime import (
     PauseInfo,
     RunCancelled,
     RunFinished,
+    RunForked,
     RunPaused,
     RunResumed,
     RunStarted,
@@ -59,6 +60,21 @@ def test_folding_in_chunks_equals_folding_at_once(log: list[Event], cuts: list[i
         state = fold(log[start:end], state)
         start = end
     assert state == fold(log)
+
+
+def test_a_state_folded_on_keeps_every_field() -> None:
+    # fold(rest, state) starts from a copy of state: a field the copy left out (a fork's
+    # due gates) would be lost between chunks.
+    log = as_log(
+        "r",
+        [
+            RunStarted(graph={}, graph_hash="h", entry="a"),
+            RunForked(source_run_id="s", source_seq=1, source_hash="x"),
+        ],
+    )
+    chunked = fold(log[1:], fold(log[:1]))
+    assert chunked.gates_due and fold(log[1:], fold(log[:1])) == fold(log)
+    assert fold([], fold(log)) == fold(log)
 
 
 @settings(max_examples=150, deadline=None)
