@@ -64,12 +64,6 @@ class RunControl:
             outcome: RunOutcome | None = None,
         ) -> RunHandle: ...
 
-    def _live_ref(self, run_id: str, action: str) -> ActorRef:
-        live = self._live.get(run_id)
-        if live is None or live[1].done:
-            raise RunStateError(run_id, "not running", f"cannot {action} a run that is not live")
-        return live[0]
-
     async def _control_elsewhere(
         self, run_id: str, action: str, *, reason: str = "", data: dict[str, Any] | None = None
     ) -> None:

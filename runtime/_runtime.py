@@ -520,8 +520,11 @@ class Runtime(RunControl, NodeRunners):
         if (live is None or live[1].done) and self._ownership is not None:
             await self._control_elsewhere(run_id, "pause")
             return
-        ref = self._live_ref(run_id, "pause")
-        await ref.tell(PauseRun())
+        if live is None or live[1].done:
+            # As a store's runtime answers (RunNotFoundError for a run it never saw).
+            state = await self.get_state(run_id)
+            raise RunStateError(run_id, state.status, "only a running run can pause")
+        await live[0].tell(PauseRun())
 
     async def cancel(self, run_id: str, *, reason: str = "") -> None:
         """Cancel a run: a live one stops at once (partial outputs are flushed into memory);

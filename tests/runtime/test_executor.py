@@ -17,7 +17,7 @@ from runtime import (
     RunFinished,
     fold,
 )
-from runtime._errors import RunStateError, SpecError
+from runtime._errors import RunNotFoundError, RunStateError, SpecError
 from runtime._function_node import NodeContext
 from runtime._runtime import Runtime
 from runtime._scripted import ScriptedProvider
@@ -625,8 +625,6 @@ async def test_async_durability_writes_behind_in_fewer_commits(tmp_path: Path) -
 
 
 async def test_resume_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:
-    from runtime._errors import RunNotFoundError
-
     async with Runtime(tmp_path / "m.db") as rt:
         with pytest.raises(RunNotFoundError, match="ghost"):
             await rt.resume("ghost")
@@ -643,3 +641,16 @@ async def test_a_fan_out_target_that_another_branch_reaches_runs_once_as_the_joi
             result = await (await rt.start(g)).result()
     assert result.status == "completed"
     assert calls == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_pausing_a_finished_or_unknown_run_answers_alike_on_any_runtime(
+    tmp_path: Path, store: str
+) -> None:
+    path = None if store == "memory" else tmp_path / "t.db"
+    async with Runtime(path, functions={"a": counter([], "a")}) as rt:
+        done = await (await rt.start(graph([fn("a")], []))).result()
+        with pytest.raises(RunStateError, match="is completed: only a running run can pause"):
+            await rt.pause(done.run_id)
+        with pytest.raises(RunNotFoundError):
+            await rt.pause("no-such-run")
