@@ -208,9 +208,21 @@ class RunLog:
                     observer(self.run_id, batch, perf_counter() - began)
             on_done(result, error)
 
-        if not submit(
-            self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
-        ):
+        try:
+            queued = submit(
+                self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
+            )
+        except StoreError as exc:  # a closed store: as append
+            self.failed = exc
+            raise
+        except Exception:
+            # Refused before it reached the store (a body it cannot encode), as append
+            # does: nothing was written and this batch is lost, queued bodies included,
+            # so the next append (the run's failure) goes at the same seq.
+            self.pending = []
+            self.snapshot_seq = snapshot_seq
+            raise
+        if not queued:
             self.snapshot_seq = snapshot_seq  # due again with the next batch
             return False
         self.pending = []

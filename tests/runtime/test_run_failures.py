@@ -23,6 +23,7 @@ from runtime import (
     NodeContext,
     NodeFailed,
     NodeSpec,
+    ProviderError,
     RetryPolicy,
     Runtime,
     ScriptedProvider,
@@ -410,3 +411,47 @@ async def test_a_node_returning_none_without_its_output_keys_fails(tmp_path: Pat
         "node 'a' failed: OutputKeysError: node 'a' did not return output keys: ['x']"
     )
     assert passed.status == "completed" and passed.memory == {}
+
+
+# --- what a routing model says is recorded, or the run ends failed ----------------------
+
+
+class _SurrogateError:
+    """A provider whose failure message holds a lone surrogate (text no log can store)."""
+
+    name = "odd"
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        raise ProviderError("odd", "gateway said \ud800")
+
+
+def _routed() -> GraphSpec:
+    return GraphSpec(
+        id="g",
+        entry_node="a",
+        nodes=[NodeSpec(id=n, function=n) for n in "abc"],
+        edges=[
+            EdgeSpec(source="a", target="b", condition="llm_decide", fallback="c"),
+            EdgeSpec(source="a", target="c", condition="llm_decide", fallback="c"),
+        ],
+    )
+
+
+_ROUTED_FUNCTIONS = {"a": lambda inputs: {"x": 1}, "b": lambda inputs: {}, "c": lambda inputs: {}}
+
+
+async def test_an_edge_the_log_cannot_encode_ends_the_run_failed(tmp_path: Path) -> None:
+    # The executor commits a node's completion with the next node's start through the
+    # store's submit, which refuses an unencodable body at once: the run used to stay
+    # "running" (the refused batch stayed queued and failed every later commit too) and
+    # its result raised UnicodeEncodeError.
+    async with Runtime(
+        tmp_path / "r.db", provider=_SurrogateError(), functions=_ROUTED_FUNCTIONS
+    ) as rt:
+        handle = await rt.start(_routed())
+        with anyio.fail_after(10):
+            result = await handle.result()
+        state = await rt.get_state(handle.run_id)
+        assert rt.store is not None and (await rt.store.verify(handle.run_id)).ok
+    assert result.status == state.status == "failed"
+    assert state.error is not None and state.error.startswith("UnicodeEncodeError")
