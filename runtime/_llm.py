@@ -156,14 +156,31 @@ class ProviderStatistics(msgspec.Struct, frozen=True, kw_only=True):
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 # Bounds the work on pathological text full of braces.
 _MAX_BRACE_ATTEMPTS = 256
+# A JSON escape of a surrogate: the only way decoded JSON holds one that may be alone.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def mend(value: Any) -> Any:
+    """Decoded JSON with each lone surrogate in its strings (JSON's ``"\\ud800"``, half a
+    pair) replaced by U+FFFD: text that no log can store (it is not UTF-8) would fail the
+    event that records it. Call it only where the source held a surrogate escape."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [mend(item) for item in value]
+    if isinstance(value, dict):
+        return {mend(key): mend(item) for key, item in value.items()}
+    return value
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
     """Return the first JSON object found in ``text``.
 
     Accepts a bare object, an object inside a fenced code block (```json ...```), or
-    one surrounded by prose or trailing text. Raises :class:`MalformedResponseError`
-    when no JSON object can be found.
+    one surrounded by prose or trailing text; a lone surrogate escape in its strings
+    reads as U+FFFD (see :func:`mend`). Raises :class:`MalformedResponseError` when no
+    JSON object can be found.
     """
     decoder = json.JSONDecoder()
     candidates = [m.group(1) for m in _FENCE.finditer(text)]
@@ -175,6 +192,8 @@ def parse_json_object(text: str) -> dict[str, Any]:
             attempts += 1
             try:
                 value, _ = decoder.raw_decode(candidate, start)
+                if isinstance(value, dict) and _SURROGATE_ESCAPE.search(candidate):
+                    value = mend(value)
             except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                 value = None
             if isinstance(value, dict):
@@ -196,6 +215,8 @@ def decode_tool_arguments(provider: str, tool: str, raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
             value = json.loads(raw)
+            if _SURROGATE_ESCAPE.search(raw):
+                value = mend(value)
         except (ValueError, RecursionError) as exc:
             raise MalformedResponseError(
                 provider, f"tool call {tool!r} has invalid JSON arguments {shown(raw)}: {exc!r}"
@@ -416,6 +437,8 @@ class _HttpTransport:
             raise ProviderHTTPError(self.provider, _error_message(response), status=status)
         try:
             data = response.json()
+            if _SURROGATE_ESCAPE_BYTES.search(response.content):
+                data = mend(data)  # the answer is recorded: its text must be UTF-8
         except (ValueError, RecursionError) as exc:
             shown = response.text[:200]
             raise MalformedResponseError(

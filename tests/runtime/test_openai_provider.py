@@ -309,6 +309,24 @@ async def test_broken_tool_arguments_name_the_tool(openai_server: OpenAIServer) 
     assert len(openai_server.requests) == 1
 
 
+async def test_a_lone_surrogate_escape_reads_as_a_replacement_character(
+    openai_server: OpenAIServer,
+) -> None:
+    # JSON's "\\ud800" is half a surrogate pair: text no log can store (not UTF-8). The
+    # LLM node recording such a turn crashed with UnicodeEncodeError.
+    body = (
+        b'{"model": "m", "choices": [{"message": {"role": "assistant", "content": '
+        b'"half \\ud83d here \\ud83d\\ude00", "tool_calls": [{"id": "c1", "type": '
+        b'"function", "function": {"name": "get_weather", '
+        b'"arguments": "{\\"city\\": \\"Lis\\\\udc00\\"}"}}]}}]}'
+    )
+    openai_server.enqueue(Scripted(body=body))
+    async with make(openai_server) as llm:
+        answer = await llm.complete(ask(tools=[WEATHER]))
+    assert answer.text == "half \ufffd here \U0001f600"
+    assert answer.tool_calls[0].arguments == {"city": "Lis\ufffd"}
+
+
 async def test_tool_arguments_that_are_not_an_object_are_malformed(
     openai_server: OpenAIServer,
 ) -> None:

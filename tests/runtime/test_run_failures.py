@@ -13,6 +13,7 @@ import pytest
 
 from runtime import (
     EdgeSpec,
+    EdgeTaken,
     ExpressionVerifier,
     GraphSpec,
     JudgeContext,
@@ -455,3 +456,18 @@ async def test_an_edge_the_log_cannot_encode_ends_the_run_failed(tmp_path: Path)
         assert rt.store is not None and (await rt.store.verify(handle.run_id)).ok
     assert result.status == state.status == "failed"
     assert state.error is not None and state.error.startswith("UnicodeEncodeError")
+
+
+async def test_a_routing_answer_with_a_lone_surrogate_escape_is_recorded(tmp_path: Path) -> None:
+    # JSON's "\ud800" decodes to half a surrogate pair: the reasoning read from the model
+    # could not be written to the log, and the run stayed "running".
+    model = ScriptedProvider(['{"target": "b", "reasoning": "because \\ud800 so"}'])
+    async with Runtime(tmp_path / "r.db", provider=model, functions=_ROUTED_FUNCTIONS) as rt:
+        handle = await rt.start(_routed())
+        with anyio.fail_after(10):
+            result = await handle.result()
+        edges = [
+            e.body for e in await rt.read_events(handle.run_id) if isinstance(e.body, EdgeTaken)
+        ]
+    assert result.status == "completed"
+    assert (edges[0].target, edges[0].reason) == ("b", "because \ufffd so")
