@@ -9,10 +9,11 @@ from typing import Any
 
 import msgspec
 
-from ._errors import SpecError
+from ._errors import MemoryValueError, SpecError
 from ._functions import import_reference
 from ._judge import CustomJudgeResult, JudgeContext, JudgeProtocol
 from ._llm import ToolCall, ToolSpec
+from ._values import check_memory_value
 
 __all__ = ["SET_OUTPUT", "apply_set_output", "listing", "resolve_judge", "set_output_spec"]
 
@@ -87,8 +88,9 @@ def apply_set_output(
 ) -> tuple[str, bool, tuple[str, Any] | None]:
     """Check one ``set_output`` call: ``(result text, is_error, (key, value) or None)``.
 
-    A key outside ``output_keys`` or malformed arguments give an error result for the
-    model to read and correct; nothing is set then.
+    A key outside ``output_keys``, malformed arguments or a value the log would not store
+    unchanged (NaN, a lone surrogate: see ``check_memory_value``) give an error result for
+    the model to read and correct; nothing is set then.
     """
     args = call.arguments
     key = args.get("key")
@@ -102,6 +104,10 @@ def apply_set_output(
     if key not in output_keys:
         keys = ", ".join(output_keys)
         return f"ToolArgumentsError: {key!r} is not an output key; use one of: {keys}", True, None
+    try:
+        check_memory_value(key, args["value"])
+    except MemoryValueError as exc:
+        return f"ToolArgumentsError: {exc}", True, None
     return f"Output {key!r} set.", False, (key, args["value"])
 
 

@@ -28,6 +28,7 @@ from runtime import (
     RetryPolicy,
     Runtime,
     ScriptedProvider,
+    ToolResult,
     parse_graph,
     tool,
 )
@@ -471,3 +472,31 @@ async def test_a_routing_answer_with_a_lone_surrogate_escape_is_recorded(tmp_pat
         ]
     assert result.status == "completed"
     assert (edges[0].target, edges[0].reason) == ("b", "because \ufffd so")
+
+
+async def test_a_set_output_value_the_log_would_change_is_refused_to_the_model(
+    tmp_path: Path,
+) -> None:
+    # NaN (which a provider's JSON reading accepts in tool arguments) was set as it came:
+    # the live result held nan while the log, and so every later read, held null.
+    model = ScriptedProvider(
+        [
+            reply("", tool_call("set_output", key="answer", value=float("nan"))),
+            reply("", tool_call("set_output", key="answer", value=1.5)),
+            reply("done"),
+        ]
+    )
+    node = NodeSpec(id="a", kind="llm", output_keys=["answer"])
+    async with Runtime(tmp_path / "r.db", provider=model) as rt:
+        handle = await rt.start(_graph(node))
+        result = await handle.result()
+        state = await rt.get_state(handle.run_id)
+        results = [
+            e.body for e in await rt.read_events(handle.run_id) if isinstance(e.body, ToolResult)
+        ]
+    assert result.status == "completed"
+    assert result.memory == state.memory == {"answer": 1.5}
+    assert [r.is_error for r in results] == [True, False]
+    assert results[0].content == (
+        "ToolArgumentsError: memory key 'answer': value is nan (JSON has no NaN or infinity)"
+    )
