@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from ._errors import MemoryValueError
 
-__all__ = ["MAX_VALUE_DEPTH", "check_input", "check_memory_value", "check_memory_values"]
+__all__ = ["MAX_VALUE_DEPTH", "check_input", "check_memory_value"]
 
 #: Deepest nesting of lists and dicts in one memory value (a cycle is found by it too).
 MAX_VALUE_DEPTH: Final = 100
@@ -72,12 +72,6 @@ def check_memory_value(key: str, value: Any) -> None:
             raise MemoryValueError(key, _path(trail), f"a {_type_name(item)}; {_ALLOWED}")
 
 
-def check_memory_values(values: dict[str, Any]) -> None:
-    """:func:`check_memory_value` for every item of ``values``."""
-    for key, value in values.items():
-        check_memory_value(key, value)
-
-
 def check_input(data: Mapping[str, Any] | None, name: str = "input") -> None:
     """Raise unless ``data`` can be merged into a run's memory: None, or a mapping of str
     keys to values the log stores unchanged (TypeError naming what it is instead, or
@@ -88,10 +82,10 @@ def check_input(data: Mapping[str, Any] | None, name: str = "input") -> None:
         raise TypeError(
             f"{name} must be a mapping of memory keys to values, got {_type_name(data)}"
         )
-    for key in data:
+    for key, value in data.items():
         if type(key) is not str:
             raise TypeError(f"{name} keys are memory keys (str), got the {_type_name(key)} {key!r}")
-    check_memory_values(dict(data))
+        check_memory_value(key, value)
 
 
 def _type_name(value: Any) -> str:
