@@ -69,8 +69,9 @@ class FormatError(ValueError):
     """Stored bytes that this codec cannot read (a corrupt or foreign row)."""
 
 
-_TAGLESS = bytes([BodyForm.TAGLESS])
-_WHOLE = bytes([BodyForm.WHOLE])
+#: The form bytes of the TAGLESS and WHOLE forms (see store_small).
+STORED_TAGLESS = bytes([BodyForm.TAGLESS])
+STORED_WHOLE = bytes([BodyForm.WHOLE])
 _ZLIB = bytes([BodyForm.ZLIB])
 _PREFIXES: dict[str, bytes] = {}
 
@@ -93,7 +94,7 @@ def tagless_cut(tag: str, body: bytes) -> int:
 
 def store_small(body: bytes, cut: int) -> bytes:
     """The stored form of a body under COMPRESS_AT bytes whose tagless cut is ``cut``."""
-    return _TAGLESS + body[cut:] if cut else _WHOLE + body
+    return STORED_TAGLESS + body[cut:] if cut else STORED_WHOLE + body
 
 
 def store_body(body: bytes, tag: str) -> bytes:
@@ -135,8 +136,12 @@ def frame_rows(tags: list[str], versions: list[int], stored: list[bytes]) -> lis
     """The rows that store one append's events, given their stored bodies. One event is a
     plain row; more share frames of up to FRAME_EVENTS events (a last frame of one event
     is a plain row)."""
-    if len(stored) == 1:
+    count = len(stored)
+    if count == 1:
         return [(1, tags[0], versions[0], stored[0])]
+    if count <= FRAME_EVENTS:  # the common case: one frame
+        frame = _FRAME_ENCODER.encode(list(zip(tags, versions, stored, strict=True)))
+        return [(count, FRAME_TYPE, 0, frame)]
     rows: list[Row] = []
     for start in range(0, len(stored), FRAME_EVENTS):
         end = min(start + FRAME_EVENTS, len(stored))
@@ -187,8 +192,8 @@ def _legacy_form(stored: bytes) -> bytes:
     if first == b"x":
         return _ZLIB + stored
     if first in (b",", b"}"):
-        return _TAGLESS + stored
-    return _WHOLE + stored
+        return STORED_TAGLESS + stored
+    return STORED_WHOLE + stored
 
 
 def add_form_bytes(conn: sqlite3.Connection) -> None:

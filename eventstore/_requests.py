@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from ._events import EventBody, RunIndex, RunIndexHook, encode_body, event_tag, run_index_hook
-from ._format import COMPRESS_AT, encode_rows, frame_rows, store_small, tagless_cut
+from ._format import COMPRESS_AT, STORED_TAGLESS, STORED_WHOLE, encode_rows, frame_rows, tagless_cut
 from ._protocol import AppendResult, SnapshotAfter
 
 __all__ = ["AppendRequest", "Pending", "prepare"]
 
 _log = logging.getLogger("magistrate.eventstore")
+_UNCHANGED = RunIndex()
 _T = TypeVar("_T")
 
 
@@ -154,34 +155,44 @@ def prepare(
     the event loop each call was a chance for the writer thread to take it and keep the
     loop waiting.
     """
+    encode = encode_body
+    datas = [encode(body) for body in events]
+    infos = _TYPE_INFO
     tags: list[str] = []
     versions: list[int] = []
-    bodies: list[bytes] = []
     stored: list[bytes] = []
-    index: list[str | None] = [None, None, None, None]
+    index: RunIndex | None = None
     large = False
-    encode = encode_body
-    for body in events:
-        data = encode(body)
+    for body, data in zip(events, datas, strict=True):
         cls = type(body)
-        info = _TYPE_INFO.get(cls) or _type_info(cls, data)
-        tag, version, change, cut = info
-        tags.append(tag)
-        versions.append(version)
-        bodies.append(data)
+        info = infos.get(cls) or _type_info(cls, data)
+        tags.append(info[0])
+        versions.append(info[1])
+        if info[2] is not None:
+            index = _merge_index(index, info[2](body))
         if rows:
             if len(data) < COMPRESS_AT:
                 # What store_body does for a small body, without checking the tag again
                 # (every event takes this path).
-                stored.append(store_small(data, cut))
+                cut = info[3]
+                stored.append(STORED_TAGLESS + data[cut:] if cut else STORED_WHOLE + data)
             else:
                 large = True
-        if change is not None:
-            for i, value in enumerate(change(body)):
-                if value is not None:
-                    index[i] = value
-    request = AppendRequest(run_id, tags, versions, bodies, RunIndex(*index), expected_seq)
+    request = AppendRequest(
+        run_id, tags, versions, datas, _UNCHANGED if index is None else index, expected_seq
+    )
     request.snapshot = snapshot
     if rows and not large:
         request.rows = frame_rows(tags, versions, stored)
     return request
+
+
+def _merge_index(
+    index: RunIndex | None, change: RunIndex | tuple[str | None, str | None]
+) -> RunIndex:
+    """``index`` with the fields ``change`` sets (a later event's change wins)."""
+    merged = list(index or _UNCHANGED)
+    for i, value in enumerate(change):
+        if value is not None:
+            merged[i] = value
+    return RunIndex(*merged)

@@ -26,7 +26,7 @@ class AttemptDeadline:
     task will run no more attempts.
     """
 
-    __slots__ = ("_armed_at", "_deadline", "_handle", "_loop", "_task", "expired")
+    __slots__ = ("_armed_at", "_deadline", "_handle", "_loop", "_task", "expired", "limit")
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -36,6 +36,8 @@ class AttemptDeadline:
         self._armed_at = 0.0
         #: The running (or last) attempt passed its deadline and its task was cancelled.
         self.expired = False
+        #: The time limit of the running (or last) attempt, in seconds.
+        self.limit = 0.0
 
     def start(self, timeout: float) -> None:
         """The current task's attempt starting now may take ``timeout`` seconds."""
@@ -43,6 +45,7 @@ class AttemptDeadline:
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
+        self.limit = timeout
         self._deadline = deadline = loop.time() + timeout
         self.expired = False
         if self._handle is None or self._armed_at > deadline:

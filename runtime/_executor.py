@@ -21,7 +21,6 @@ completed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 import anyio
@@ -79,6 +78,33 @@ __all__ = ["ExecutorActor", "NodeFactory"]
 NodeFactory = Callable[[GraphSpec, NodeSpec, ActorRef, RunLog], Actor]
 PLAIN_KINDS = ("function", "router")
 _MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
+
+
+class _StartOnCommit:
+    """The store's answer to a node start's batch (on the loop, outside any task): the
+    node runs once its start is committed; a failed commit goes to the executor. One
+    object per step, not a partial and a bound method (fewer objects for the cyclic GC).
+    """
+
+    __slots__ = ("executor", "message", "ref")
+
+    def __init__(self, executor: ExecutorActor, ref: ActorRef, message: ExecuteNode) -> None:
+        self.executor = executor
+        self.ref = ref
+        self.message = message
+
+    def __call__(self, result: Any, error: BaseException | None) -> None:
+        target, note = (
+            (self.ref, self.message)
+            if error is None
+            else (self.executor.ref, CommitFailed(error=error))
+        )
+        try:
+            target.tell_nowait(note)
+        except ActorStoppedError:
+            pass  # the run (or the node's lane) stopped meanwhile: nothing is to run
+        except MailboxFullError:  # a full executor mailbox: deliver it from a task
+            self.executor.system.tell_later(target, note, 0)
 
 
 class ExecutorActor(EdgeSteps, RunEnding, Actor):
@@ -321,27 +347,15 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
             node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
         )
         # The node starts once this step's events are committed. Durably, the store's
-        # answer tells the node itself (_committed): the executor goes back to its mailbox
+        # answer tells the node itself (_StartOnCommit): the executor goes back to its mailbox
         # at once instead of waiting to be woken by the commit, on every step's path.
-        if self.sync and self.log.submit((started,), partial(self._committed, ref, message)):
+        if self.sync and self.log.submit((started,), _StartOnCommit(self, ref, message)):
             return
         # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
         # A new run's first step is durable whatever the graph's durability: Runtime.start
         # returns once the run is in the store.
         await self.log.append((started,), durable=self.sync or self.log.last_seq == 0, shield=False)
         await ref.tell(message)
-
-    def _committed(
-        self, ref: ActorRef, message: ExecuteNode, result: Any, error: BaseException | None
-    ) -> None:
-        """The store's answer to a node start's batch (on the loop, outside any task)."""
-        target, note = (ref, message) if error is None else (self.ref, CommitFailed(error=error))
-        try:
-            target.tell_nowait(note)
-        except ActorStoppedError:
-            pass  # the run (or the node's lane) stopped meanwhile: nothing is to run
-        except MailboxFullError:  # a full executor mailbox: deliver it from a task
-            self.system.tell_later(target, note, 0)
 
     async def _on_node_done(self, done: NodeDone) -> None:
         running = self.running.get(done.node_id)

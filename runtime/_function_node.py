@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -89,14 +89,31 @@ class FunctionNodeActor(Actor):
         self.deadline = AttemptDeadline()
 
     async def receive(self, message: Any) -> Any:
+        # One coroutine between the actor's loop and the node's callable, on every step.
         assert isinstance(message, ExecuteNode)
         spec = self.specs[message.node_id]
         timeout = spec.timeout if spec.timeout is not None else self.node_timeout
+        deadline: AttemptDeadline | None = None
         try:
-            if timeout is None:
-                outputs = await self._call(spec, message)
-            else:
-                outputs = await self._call_within(spec, message, timeout)
+            if timeout is not None:
+                deadline = self.deadline
+                deadline.start(timeout)
+            try:
+                result = await self._call(spec, message)
+            except asyncio.CancelledError:
+                if deadline is None or not deadline.expired:
+                    raise  # the run was cancelled or the runtime is closing
+                deadline.take_back()
+                raise NodeTimeoutError(spec.id, deadline.limit) from None
+            finally:
+                if deadline is not None:
+                    deadline.stop()
+            if deadline is not None and deadline.expired:
+                # The callable caught the cancellation and returned: it is still past its
+                # limit.
+                deadline.take_back()
+                raise NodeTimeoutError(spec.id, deadline.limit)
+            outputs = _checked_outputs(spec, result)
         except Exception as exc:  # reported to the executor, which records and retries it
             done = NodeDone(
                 node_id=message.node_id,
@@ -119,48 +136,41 @@ class FunctionNodeActor(Actor):
         except MailboxFullError:
             await self.executor.tell(done)  # waits for room
 
-    async def _call_within(
-        self, spec: NodeSpec, message: ExecuteNode, timeout: float
-    ) -> dict[str, Any]:
-        """``_call`` cut off after ``timeout`` seconds (NodeTimeoutError)."""
-        deadline = self.deadline
-        deadline.start(timeout)
-        try:
-            outputs = await self._call(spec, message)
-        except asyncio.CancelledError:
-            if not deadline.expired:
-                raise  # the run was cancelled or the runtime is closing
-            deadline.take_back()
-            raise NodeTimeoutError(spec.id, timeout) from None
-        finally:
-            deadline.stop()
-        if deadline.expired:
-            # The callable caught the cancellation and returned: it is still past its limit.
-            deadline.take_back()
-            raise NodeTimeoutError(spec.id, timeout)
-        return outputs
-
     def on_stopped(self) -> None:
         self.deadline.close()
 
-    async def _call(self, spec: NodeSpec, message: ExecuteNode) -> dict[str, Any]:
+    def _call(self, spec: NodeSpec, message: ExecuteNode) -> Awaitable[Any]:
+        """What to await for the node's return value (a plain function, not a coroutine
+        of its own: an async callable's own coroutine is awaited directly)."""
         plain = self.resolve(spec)
         if plain is None:
-            return {}
+            return _no_outputs()
         args: tuple[Any, ...] = (message.inputs,)
         if plain.wants_context:
             args += (NodeContext(self.log, message.node_id, message.attempt, message.visit),)
         if plain.is_async:
             result: Any = plain.function(*args)
-        else:
-            # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
-            # on, and cancellation or the deadline abandons the thread instead of waiting.
-            result = await anyio.to_thread.run_sync(
-                functools.partial(plain.function, *args), abandon_on_cancel=True
-            )
-        if type(result) is not dict and inspect.isawaitable(result):
-            result = await result
-        return _checked_outputs(spec, result)
+            if inspect.isawaitable(result):
+                return result
+            return _ready(result)  # an "async" callable object that returned a value
+        # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
+        # on, and cancellation or the deadline abandons the thread instead of waiting.
+        return _in_thread(functools.partial(plain.function, *args))
+
+
+async def _no_outputs() -> dict[str, Any]:
+    return {}
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+async def _in_thread(call: Callable[[], Any]) -> Any:
+    result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    if type(result) is not dict and inspect.isawaitable(result):
+        result = await result  # a plain def that returned an awaitable
+    return result
 
 
 class OutputKeysError(KeyError):
