@@ -15,7 +15,6 @@ from ._llm import (
     Usage,
     _HttpProvider,
     _HttpTransport,
-    parse_guarded,
     require,
     shown,
     token_count,
@@ -101,9 +100,7 @@ class AnthropicProvider(_HttpProvider):
             self.build_payload(request),
             {"x-api-key": self._api_key, "anthropic-version": _API_VERSION},
         )
-        response = parse_guarded(self.name, self.parse_response, data, started)
-        self._transport.count_usage(response.usage)
-        return response
+        return self._transport.read(self.parse_response, data, started)
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""

@@ -138,7 +138,10 @@ class ProviderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     """Counters of one provider since it was created.
 
     ``attempts`` counts HTTP requests sent, ``retries`` the ones that were repeats, and
-    ``retry_wait_s`` the total time slept between attempts.
+    ``retry_wait_s`` the total time slept between attempts. ``failures`` counts calls
+    that raised: an HTTP error or timeout after the last attempt, a connection failure,
+    and an answer that could not be read (MalformedResponseError), whether its body was
+    not JSON or not the provider's shape.
     """
 
     calls: int = 0
@@ -322,9 +325,20 @@ class _HttpTransport:
     def statistics(self) -> ProviderStatistics:
         return ProviderStatistics(**self._stats)
 
-    def count_usage(self, usage: Usage) -> None:
-        self._stats["input_tokens"] += usage.input_tokens
-        self._stats["output_tokens"] += usage.output_tokens
+    def read(
+        self, parse: Callable[..., LlmResponse], data: dict[str, Any], started: float
+    ) -> LlmResponse:
+        """The answer ``parse`` reads from ``data`` (see :func:`parse_guarded`), its
+        tokens counted; an answer it cannot read counts as a failed call and raises
+        MalformedResponseError."""
+        try:
+            response = parse_guarded(self.provider, parse, data, started)
+        except MalformedResponseError:
+            self._stats["failures"] += 1
+            raise
+        self._stats["input_tokens"] += response.usage.input_tokens
+        self._stats["output_tokens"] += response.usage.output_tokens
+        return response
 
     async def aclose(self) -> None:
         if self._owns_client:

@@ -17,7 +17,6 @@ from ._llm import (
     _HttpProvider,
     _HttpTransport,
     decode_tool_arguments,
-    parse_guarded,
     require,
     shown,
     token_count,
@@ -108,9 +107,7 @@ class OpenAIProvider(_HttpProvider):
             payload,
             {"authorization": f"Bearer {self._api_key}"},
         )
-        response = parse_guarded(self.name, self.parse_response, data, started)
-        self._transport.count_usage(response.usage)
-        return response
+        return self._transport.read(self.parse_response, data, started)
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""

@@ -270,6 +270,20 @@ async def test_missing_content_is_malformed(anthropic_server: AnthropicServer) -
             await llm.complete(ask())
 
 
+async def test_an_answer_that_cannot_be_read_counts_as_a_failure(
+    anthropic_server: AnthropicServer,
+) -> None:
+    anthropic_server.respond(
+        anthropic_message(tool_use("toolu_1", "search", ["not", "an", "object"]))
+    )
+    async with make(anthropic_server) as llm:
+        with pytest.raises(MalformedResponseError, match="search"):
+            await llm.complete(ask())
+        stats = llm.statistics()
+    assert (stats.calls, stats.attempts, stats.failures) == (1, 1, 1)
+    assert (stats.input_tokens, stats.output_tokens) == (0, 0)
+
+
 async def test_broken_tool_input_names_the_tool(anthropic_server: AnthropicServer) -> None:
     anthropic_server.respond(anthropic_message(tool_use("toolu_9", "search", '{"query": "x')))
     async with make(anthropic_server) as llm:

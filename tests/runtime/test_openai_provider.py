@@ -297,6 +297,24 @@ async def test_missing_choices_is_malformed(openai_server: OpenAIServer) -> None
             await llm.complete(ask())
 
 
+async def test_an_answer_that_cannot_be_read_counts_as_a_failure(
+    openai_server: OpenAIServer,
+) -> None:
+    # A 2xx body that is JSON but not a chat completion fails while it is parsed, after
+    # the HTTP exchange: it is a failed call like an HTTP error, not a success.
+    openai_server.respond({"id": "x", "object": "chat.completion"})
+    openai_server.enqueue(Scripted(body=b"{not json"))
+    openai_server.respond(openai_completion("fine", prompt_tokens=3, completion_tokens=2))
+    async with make(openai_server) as llm:
+        for _ in range(2):
+            with pytest.raises(MalformedResponseError):
+                await llm.complete(ask())
+        assert (await llm.complete(ask())).text == "fine"
+        stats = llm.statistics()
+    assert (stats.calls, stats.attempts, stats.failures) == (3, 3, 2)
+    assert (stats.input_tokens, stats.output_tokens) == (3, 2)
+
+
 async def test_broken_tool_arguments_name_the_tool(openai_server: OpenAIServer) -> None:
     openai_server.respond(
         openai_completion(None, tool_calls=[("call_1", "get_weather", '{"city": "Lis')])
