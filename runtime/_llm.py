@@ -290,7 +290,9 @@ class _HttpTransport:
     ``timeout`` bounds each attempt as a whole (connecting, sending, and reading the
     entire answer), not only each read, so a server that drips its answer cannot hold a
     call open; ``deadline`` (None: no bound beyond the attempts') bounds the whole call,
-    retries and their waits included. Both end in ProviderTimeoutError.
+    retries and their waits included. Both end in ProviderTimeoutError. A 429 whose
+    ``Retry-After`` wait would pass the deadline ends the call at once, in a
+    ProviderTimeoutError with status 429 that says how long the provider asked to wait.
     """
 
     def __init__(
@@ -380,11 +382,16 @@ class _HttpTransport:
             reraise=True,
         )
         data: dict[str, Any] | None = None
+        ends = None if self.deadline is None else anyio.current_time() + self.deadline
         try:
             with anyio.move_on_after(self.deadline):
                 async for attempt in retrying:
                     with attempt:
-                        data = await self._attempt(url, body, headers)
+                        try:
+                            data = await self._attempt(url, body, headers)
+                        except _Retry as exc:
+                            self._refuse_wait_past(ends, exc, attempt.retry_state.attempt_number)
+                            raise
         except _Retry as exc:
             self._stats["failures"] += 1
             raise exc.error from exc.error.__cause__
@@ -397,6 +404,21 @@ class _HttpTransport:
                 self.provider, f"no answer within the call's deadline of {self.deadline}s"
             )
         return data
+
+    def _refuse_wait_past(self, ends: float | None, exc: _Retry, attempt: int) -> None:
+        """Raise ProviderTimeoutError (HTTP 429) when the provider asks to be retried later
+        than the call's deadline: waiting would end in "no answer within the deadline",
+        which hides that the provider refused the call and for how long."""
+        if ends is None or exc.retry_after is None or attempt > self.max_retries:
+            return  # no deadline, no wait asked for, or no retry left: the 429 is raised
+        if min(exc.retry_after, self.retry_wait_max) <= ends - anyio.current_time():
+            return
+        raise ProviderTimeoutError(
+            self.provider,
+            f"the provider asked to retry after {exc.retry_after:g}s, past the call's "
+            f"deadline of {self.deadline}s ({exc.error.reason})",
+            status=exc.error.status,
+        ) from exc.error
 
     async def _attempt(self, url: str, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         import httpx  # loaded by __init__ already (the client)

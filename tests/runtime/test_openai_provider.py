@@ -469,3 +469,41 @@ async def test_the_deadline_bounds_the_call_with_its_retries(openai_server: Open
             await llm.complete(ask())  # the server answers 500 to every attempt
     assert "deadline of 0.3s" in caught.value.reason
     assert 1 < len(openai_server.requests) < 1000
+
+
+async def test_a_retry_after_past_the_deadline_says_so(openai_server: OpenAIServer) -> None:
+    # Waiting out 30 s would only end in "no answer within the deadline", hiding the 429.
+    openai_server.enqueue(
+        Scripted(
+            status=429,
+            body={"error": {"message": "Rate limit reached"}},
+            headers={"retry-after": "30"},
+        )
+    )
+    openai_server.respond(openai_completion("never asked for"))
+    async with make(openai_server, deadline=2.0, retry_wait_max=60.0) as llm:
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await llm.complete(ask())
+        stats = llm.statistics()
+    assert caught.value.reason == (
+        "the provider asked to retry after 30s, past the call's deadline of 2.0s "
+        "(Rate limit reached)"
+    )
+    assert caught.value.status == 429
+    assert isinstance(caught.value.__cause__, ProviderHTTPError)
+    assert (stats.attempts, stats.retries, stats.failures) == (1, 0, 1)
+    assert len(openai_server.requests) == 1
+
+
+async def test_a_retry_after_within_the_deadline_is_waited_for(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(
+        Scripted(
+            status=429, body={"error": {"message": "slow down"}}, headers={"retry-after": "0.1"}
+        )
+    )
+    openai_server.respond(openai_completion("after the wait"))
+    async with make(openai_server, deadline=30.0, retry_wait_max=5.0) as llm:
+        assert (await llm.complete(ask())).text == "after the wait"
+        assert llm.statistics().retries == 1
