@@ -90,6 +90,7 @@ from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec
 from ._spec_load import graph_from_dict
 from ._stall import StallDetector, signature
+from ._tool_calls import distinct_ids
 from ._tools import Tool, ToolRegistry, run_tool_calls
 
 __all__ = ["LlmNodeActor"]
@@ -308,11 +309,12 @@ class _Loop:
                 return _failure(self.message, str(exc), type(exc).__name__)
             latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
             self.iteration += 1
+            calls = distinct_ids(response.tool_calls)
             turn = LlmTurn(
                 node_id=self.node_id,
                 iteration=self.iteration,
                 text=response.text,
-                tool_calls=list(response.tool_calls),
+                tool_calls=calls,
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
                 latency_ms=latency,

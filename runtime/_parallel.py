@@ -77,6 +77,7 @@ from ._parallel_spec import (
 )
 from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec
+from ._tool_calls import distinct_ids
 from ._tools import ToolRegistry, run_tool_calls
 from ._verifier import ProviderLookup
 
@@ -273,13 +274,14 @@ class BranchRunner:
                     branch, state, log, ok=False, error=f"{type(exc).__name__}: {exc}"
                 )
                 return
+            calls = distinct_ids(response.tool_calls)
             turn = BranchTurn(
                 **tag,
                 branch=branch.index,
                 label=branch.label,
                 iteration=len(branch.turns) + 1,
                 text=response.text,
-                tool_calls=list(response.tool_calls),
+                tool_calls=calls,
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
                 latency_ms=response.latency_ms or (time.perf_counter() - started) * 1000.0,
