@@ -90,7 +90,7 @@ from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec
 from ._spec_load import graph_from_dict
 from ._stall import StallDetector, signature
-from ._tool_calls import distinct_ids
+from ._tool_calls import recorded_calls
 from ._tools import Tool, ToolRegistry, run_tool_calls
 
 __all__ = ["LlmNodeActor"]
@@ -309,7 +309,7 @@ class _Loop:
                 return _failure(self.message, str(exc), type(exc).__name__)
             latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
             self.iteration += 1
-            calls = distinct_ids(response.tool_calls)
+            calls, refused = recorded_calls(response.tool_calls)
             turn = LlmTurn(
                 node_id=self.node_id,
                 iteration=self.iteration,
@@ -320,9 +320,13 @@ class _Loop:
                 latency_ms=latency,
                 model=response.model,
             )
-            await self._record([turn])
-            if turn.tool_calls:
-                await self._run_tools(turn.tool_calls)
+            # A refused call is answered with the turn, so no resume ever runs it.
+            await self._record(
+                [turn, *(self._refused(c, refused) for c in calls if c.id in refused)]
+            )
+            runnable = [call for call in calls if call.id not in refused]
+            if runnable:
+                await self._run_tools(runnable)
             done = await self._judge(turn)
             if done is not None:
                 return done
@@ -522,6 +526,15 @@ class _Loop:
         for body in bodies:
             if isinstance(body, LlmTurn | ToolResult | MessageAdded):
                 self.chat.append(entry_of(body))
+
+    def _refused(self, call: ToolCallRecord, refused: Mapping[str, str]) -> ToolResult:
+        return ToolResult(
+            node_id=self.node_id,
+            call_id=call.id,
+            name=call.name,
+            content=refused[call.id],
+            is_error=True,
+        )
 
     def _message(self, content: str, kind: str) -> MessageAdded:
         return MessageAdded(node_id=self.node_id, role="user", content=content, kind=kind)

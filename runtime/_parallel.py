@@ -77,7 +77,7 @@ from ._parallel_spec import (
 )
 from ._runlog import RunLog
 from ._spec import GraphSpec, NodeSpec
-from ._tool_calls import distinct_ids
+from ._tool_calls import recorded_calls
 from ._tools import ToolRegistry, run_tool_calls
 from ._verifier import ProviderLookup
 
@@ -274,7 +274,7 @@ class BranchRunner:
                     branch, state, log, ok=False, error=f"{type(exc).__name__}: {exc}"
                 )
                 return
-            calls = distinct_ids(response.tool_calls)
+            calls, refused = recorded_calls(response.tool_calls)
             turn = BranchTurn(
                 **tag,
                 branch=branch.index,
@@ -287,12 +287,28 @@ class BranchRunner:
                 latency_ms=response.latency_ms or (time.perf_counter() - started) * 1000.0,
                 model=response.model,
             )
-            await log.append([turn])  # recorded before its tools run
+            answered = [
+                BranchToolResult(
+                    **tag,
+                    branch=branch.index,
+                    call_id=c.id,
+                    name=c.name,
+                    content=refused[c.id],
+                    is_error=True,
+                )
+                for c in calls
+                if c.id in refused
+            ]
+            # Recorded before its tools run; a refused call is answered with it.
+            await log.append([turn, *answered])
             branch.turns.append(turn)
+            branch.results.update((r.call_id, r) for r in answered)
             if not turn.tool_calls:
                 await self._finish(branch, state, log, ok=True)
                 return
-            await self._run_tools(branch, turn.tool_calls, tag, node, log, registry)
+            runnable = [c for c in calls if c.id not in refused]
+            if runnable:
+                await self._run_tools(branch, runnable, tag, node, log, registry)
         await self._finish(
             branch,
             state,

@@ -1,19 +1,30 @@
-"""A model turn's tool calls as the log records them: distinct ids.
+"""A model turn's tool calls as the log records them: distinct ids, and arguments the log
+stores unchanged.
 
 An LLM node (and each parallel branch) records a turn before it runs the turn's calls,
-and a resume runs the calls that have no recorded result. Two calls of one turn with the
-same id (a result answers a call by id, so one result would mark both answered, and the
-API would refuse the next request) are settled here, before the turn is recorded: the
-later call gets a new id (see :func:`distinct_ids`).
+and a resume runs the calls that have no recorded result. Two things in a model's answer
+would make the live run and the fold of its log disagree, so they are settled here,
+before the turn is recorded:
+
+- two calls of one turn with the same id (a result answers a call by id, so one result
+  would mark both answered, and the API would refuse the next request): the later call
+  gets a new id (see :func:`distinct_ids`);
+- arguments the log cannot store unchanged (NaN or infinity, which JSON tool arguments
+  may carry and the log writes as null; a string with a lone surrogate, which it cannot
+  write at all): the call is refused with an error result naming the argument, recorded
+  with the turn, and the tool is not called (see :func:`refusal`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from ._llm import ToolCall
+from ._errors import MemoryValueError, ToolArgumentsError
+from ._llm import ToolCall, mend
+from ._values import check_memory_value
 
-__all__ = ["distinct_ids"]
+__all__ = ["distinct_ids", "recorded_calls", "refusal"]
 
 
 def distinct_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:
@@ -43,3 +54,52 @@ def distinct_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:
         seen.add(call.id)
         out.append(call)
     return out
+
+
+def refusal(call: ToolCall) -> str | None:
+    """The error result for a call whose arguments the log cannot store unchanged, naming
+    each such argument (``ToolArgumentsError: invalid arguments for tool 'f': argument
+    'x' is nan (JSON has no NaN or infinity)``), or None when it can store them all."""
+    problems = [
+        problem for name, value in call.arguments.items() if (problem := _check(name, value))
+    ]
+    if not problems:
+        return None
+    return f"ToolArgumentsError: {ToolArgumentsError(call.name, '; '.join(problems))}"
+
+
+def recorded_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], dict[str, str]]:
+    """A turn's calls as they are recorded, and the error result of each refused call by id.
+
+    Ids are made distinct (:func:`distinct_ids`). A refused call (:func:`refusal`) is
+    recorded with each argument the log cannot store as null and a lone surrogate in an
+    argument's name as U+FFFD, so the turn reads back as it was recorded; the caller
+    records its error result with the turn, and never runs it.
+    """
+    out: list[ToolCall] = []
+    refused: dict[str, str] = {}
+    for call in distinct_ids(calls):
+        error = refusal(call)
+        if error is not None:
+            refused[call.id] = error
+            arguments = {
+                mend(name): None if _check(name, value) else value
+                for name, value in call.arguments.items()
+            }
+            call = ToolCall(id=call.id, name=call.name, arguments=arguments)
+        out.append(call)
+    return out, refused
+
+
+def _check(name: str, value: Any) -> str | None:
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"argument {mend(name)!r} has a name with a lone surrogate (not UTF-8)"
+    try:
+        check_memory_value(name, value)
+    except MemoryValueError as exc:
+        where = exc.where.removeprefix("value")
+        return f"argument {name!r}{f' at {where}' if where else ''} is {exc.reason}"
+    return None

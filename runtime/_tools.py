@@ -33,6 +33,7 @@ import msgspec
 
 from ._errors import ToolArgumentsError, ToolTimeoutError, UnknownToolError
 from ._llm import ToolCall, ToolSpec
+from ._tool_calls import refusal
 
 __all__ = [
     "Tool",
@@ -372,7 +373,9 @@ async def run_tool_calls(
     Calls of non-serial tools run concurrently (in one task group, at most
     ``max_concurrency`` at a time when given); then the calls of ``serial`` tools run one
     at a time, in their original order. Never raises for a tool's failure: an unknown
-    tool, bad arguments, or an exception in the tool become an error result; a call
+    tool, bad arguments (including arguments a run log cannot store unchanged, such as
+    NaN, infinity or a lone surrogate: the tool is not called), or an exception in the
+    tool become an error result; a call
     running past ``timeout`` seconds raises :class:`ToolTimeoutError`. Blocks until
     every call finished; cancelling it cancels the calls (sync tools already in a worker
     thread are abandoned, not waited for).
@@ -386,6 +389,10 @@ async def run_tool_calls(
             t = registry.get(call.name)
         except UnknownToolError as exc:
             results[index] = (f"UnknownToolError: {exc}", True)
+            continue
+        refused = refusal(call)
+        if refused is not None:
+            results[index] = (refused, True)
             continue
         (serial if t.serial else concurrent).append((index, t))
 

@@ -27,6 +27,8 @@ from runtime import (
     Runtime,
     ScriptedProvider,
     SpecErrors,
+    ToolCall,
+    ToolResult,
     Usage,
     fold,
 )
@@ -281,3 +283,32 @@ async def test_unknown_providers_and_strategies_are_refused_at_start() -> None:
         "nodes[0].parallel.branches[2].provider",
         "nodes[0].parallel.strategy",
     ]
+
+
+async def test_a_branch_turn_records_distinct_ids_and_refuses_what_the_log_cannot_store() -> None:
+    def branch_model(name: str) -> ScriptedProvider:
+        nan = float("nan")
+        return ScriptedProvider(
+            [
+                reply(
+                    "",
+                    ToolCall(id="d", name="set_output", arguments={"key": "answer", "value": nan}),
+                    ToolCall(
+                        id="d", name="set_output", arguments={"key": "answer", "value": "Paris"}
+                    ),
+                ),
+                reply("Paris"),
+            ],
+            name=name,
+        )
+
+    providers = {f"p{i}": branch_model(f"p{i}") for i in range(2)}
+    result, events = await run_parallel(parallel_graph("first_success", n=2), providers)
+    assert result.status == "completed"
+    assert result.memory["answer"] == "Paris"
+    turns = [e.body for e in events if isinstance(e.body, BranchTurn) and e.body.tool_calls]
+    assert [[(c.id, c.arguments["value"]) for c in t.tool_calls] for t in turns] == [
+        [("d", None), ("d~2", "Paris")]
+    ] * 2
+    results = [(e.body.call_id, e.body.is_error) for e in events if isinstance(e.body, ToolResult)]
+    assert results == [("d", True), ("d~2", False)]

@@ -497,6 +497,8 @@ async def test_a_set_output_value_the_log_would_change_is_refused_to_the_model(
     assert result.status == "completed"
     assert result.memory == state.memory == {"answer": 1.5}
     assert [r.is_error for r in results] == [True, False]
+    # Refused as every tool call with such arguments is, when the turn is recorded.
     assert results[0].content == (
-        "ToolArgumentsError: memory key 'answer': value is nan (JSON has no NaN or infinity)"
+        "ToolArgumentsError: invalid arguments for tool 'set_output': argument 'value' is nan "
+        "(JSON has no NaN or infinity)"
     )

@@ -36,6 +36,89 @@ def _results(events: list[Any]) -> list[tuple[str, str, bool]]:
     ]
 
 
+async def test_tool_arguments_the_log_would_change_are_refused_to_the_model(
+    tmp_path: Path,
+) -> None:
+    # NaN in JSON arguments reached the tool live while the log recorded null: the live
+    # run and every read of its log disagreed about what the model asked for.
+    seen: list[float] = []
+
+    @tool
+    def double(x: float, y: int = 0) -> float:
+        """Twice x, plus y."""
+        seen.append(x)
+        return 2 * x + y
+
+    model = ScriptedProvider(
+        [
+            reply("", ToolCall(id="c1", name="double", arguments={"x": float("nan"), "y": 1})),
+            reply("", ToolCall(id="c2", name="double", arguments={"x": 2.0})),
+            reply("done"),
+        ]
+    )
+    db = tmp_path / "r.db"
+    async with Runtime(db, provider=model, tools=[double]) as rt:
+        handle = await rt.start(_graph("double"))
+        result = await handle.result()
+        events = await _events(rt, handle.run_id)
+    assert result.status == "completed"
+    assert seen == [2.0]  # the refused call never ran
+    assert _results(events) == [
+        (
+            "c1",
+            "ToolArgumentsError: invalid arguments for tool 'double': argument 'x' is nan "
+            "(JSON has no NaN or infinity)",
+            True,
+        ),
+        ("c2", "4.0", False),
+    ]
+    recorded = _turn_calls(events)[0][0]
+    assert recorded.arguments == {"x": None, "y": 1}
+    # The model was shown the call as the log holds it, so a resume shows it the same.
+    live = model.requests[1].messages
+    assert [m.tool_calls for m in live if m.role == "assistant"] == [[recorded]]
+
+    # A resume right after the refusal (the turn and its refusal are one commit) asks the
+    # model with the same conversation and does not run the refused call.
+    refused_at = next(seq for seq, body in events if isinstance(body, ToolResult))
+    again = ScriptedProvider(
+        [reply("", ToolCall(id="c2", name="double", arguments={"x": 2.0})), reply("done")]
+    )
+    async with Runtime(db, provider=again, tools=[double]) as rt:
+        fork = await rt.fork(handle.run_id, refused_at)
+        assert (await fork.result()).status == "completed"
+    assert seen == [2.0, 2.0]
+    assert again.requests[0].messages == live
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("inf"), [1.0, float("-inf")], {"text": "half a pair \ud800"}],
+    ids=["infinity", "nested", "surrogate"],
+)
+async def test_every_value_the_log_cannot_store_is_refused(tmp_path: Path, value: Any) -> None:
+    seen: list[Any] = []
+
+    @tool
+    def echo(x: Any) -> str:
+        """Echo x."""
+        seen.append(x)
+        return "ok"
+
+    model = ScriptedProvider(
+        [reply("", ToolCall(id="c1", name="echo", arguments={"x": value})), reply("done")]
+    )
+    async with Runtime(tmp_path / "r.db", provider=model, tools=[echo]) as rt:
+        handle = await rt.start(_graph("echo"))
+        assert (await handle.result()).status == "completed"
+        events = await _events(rt, handle.run_id)
+    assert seen == []
+    [(call_id, content, is_error)] = _results(events)
+    assert (call_id, is_error) == ("c1", True)
+    assert content.startswith("ToolArgumentsError: invalid arguments for tool 'echo': argument 'x'")
+    assert _turn_calls(events)[0][0].arguments == {"x": None}
+
+
 async def test_two_calls_with_one_id_are_recorded_with_distinct_ids(tmp_path: Path) -> None:
     # One result answered both calls (results match calls by id): a resume after the
     # first result skipped the second call, and the next request had one id twice.

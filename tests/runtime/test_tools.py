@@ -356,3 +356,29 @@ async def test_a_directly_built_tool_gets_raw_arguments() -> None:
 
 async def test_run_tool_calls_with_no_calls() -> None:
     assert await run_tool_calls(ToolRegistry(), []) == []
+
+
+async def test_run_tool_calls_refuses_arguments_a_run_log_cannot_store() -> None:
+    seen: list[float] = []
+
+    @tool
+    def half(x: float) -> float:
+        """Half x."""
+        seen.append(x)
+        return x / 2
+
+    calls = [
+        ToolCall(id="1", name="half", arguments={"x": float("nan")}),
+        ToolCall(id="2", name="half", arguments={"x": 3.0}),
+    ]
+    results = await run_tool_calls(ToolRegistry([half]), calls)
+    assert [(c.id, text, err) for c, text, err in results] == [
+        (
+            "1",
+            "ToolArgumentsError: invalid arguments for tool 'half': argument 'x' is nan "
+            "(JSON has no NaN or infinity)",
+            True,
+        ),
+        ("2", "1.5", False),
+    ]
+    assert seen == [3.0]
