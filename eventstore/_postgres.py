@@ -34,7 +34,7 @@ from ._protocol import (
     VerifyReport,
 )
 from ._requests import AppendRequest, prepare
-from ._runquery import RunPage, RunQuery, page_of, page_sql
+from ._runquery import RunPage, RunQuery, page_of
 
 __all__ = ["PostgresEventStore"]
 
@@ -396,9 +396,7 @@ class PostgresEventStore:
         self, query: RunQuery = _ALL_RUNS, *, cursor: str | None = None, limit: int = 100
     ) -> RunPage:
         """A page of the runs matching ``query``, newest first; see SqliteEventStore."""
-        statement, params = page_sql(
-            runs_sql.RUN_COLUMNS, query, cursor, limit, "%s", extra=("r.last_seq > 0",)
-        )
+        statement, params = runs_sql.page_statement(query, cursor, limit)
         return page_of(await self._fetch("query_runs", statement, params), limit)
 
     async def get_run(self, run_id: str) -> RunInfo | None:

@@ -9,7 +9,7 @@ one index range scan without a sort. Rows a claim made before the run's first ap
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 import psycopg
@@ -17,12 +17,23 @@ from psycopg import sql
 
 from ._errors import UnknownEventError
 from ._events import EVENT_TYPES, RunIndex, decode_body, run_index_hook
+from ._runquery import RunQuery, page_sql
 
-__all__ = ["RUN_COLUMNS", "V2_DDL", "fill_run_index"]
+__all__ = ["RUN_COLUMNS", "V2_DDL", "fill_run_index", "page_statement"]
 
+# Then the run's owner, which the runs row holds beside the run: while its lease is
+# unexpired on the server's clock (as the claims statements read it).
 RUN_COLUMNS = (
-    "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality"
+    "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality, "
+    "CASE WHEN r.lease_expires >= extract(epoch FROM clock_timestamp())::float8 THEN r.owner END"
 )
+
+
+def page_statement(query: RunQuery, cursor: str | None, limit: int) -> tuple[str, tuple[Any, ...]]:
+    """The statement (and parameters) of one page of the run listing; rows a claim made
+    before the run's first append are left out."""
+    return page_sql(RUN_COLUMNS, query, cursor, limit, "%s", extra=("r.last_seq > 0",))
+
 
 # Statements separated by ";", each formatted with the schema's identifier.
 V2_DDL = """

@@ -69,7 +69,12 @@ class RunInfo(msgspec.Struct, frozen=True):
     """A row of the run listing. ``status``, ``graph_hash``, ``graph_id`` and ``quality`` are
     what the run's events' ``run_index`` hooks said when they were appended (``status`` is
     "new" until one says otherwise); ``created`` is the time of the run's first append;
-    ``last_seq`` and ``updated`` (time of the last append) are live."""
+    ``last_seq`` and ``updated`` (time of the last append) are live.
+
+    ``owner`` is not from the log: it is the owner (worker id) whose claim on the run is
+    unexpired when the row is read, on the store's clock (see :class:`ClaimingStore`), or
+    None when no live claim holds the run, or the store records no ownership.
+    """
 
     run_id: str
     status: str
@@ -79,6 +84,7 @@ class RunInfo(msgspec.Struct, frozen=True):
     graph_hash: str | None
     graph_id: str | None = None
     quality: str | None = None
+    owner: str | None = None
 
 
 class VerifyReport(msgspec.Struct, frozen=True):

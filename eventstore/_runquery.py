@@ -113,19 +113,24 @@ def page_sql(
     mark: str,
     *,
     extra: Sequence[str] = (),
+    join: str = "",
+    column_params: Sequence[Any] = (),
 ) -> tuple[str, tuple[Any, ...]]:
     """The statement (and parameters) of one page of ``runs r``: ``columns`` then the run
     key, newest first, one row more than ``limit`` (to know whether a next page exists).
-    ``extra`` are further conditions without parameters."""
+    ``extra`` are further conditions without parameters; ``join`` a join clause after
+    ``runs r`` (a lookup by the run's key or id, which keeps the runs index's order);
+    ``column_params`` the parameters of ``columns``."""
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     where, params = run_filter_sql(query, cursor, mark)
     where += extra
     clause = f"WHERE {' AND '.join(where)} " if where else ""
+    joined = f"{join} " if join else ""
     return (
-        f"SELECT {columns}, r.run FROM runs r {clause}"
+        f"SELECT {columns}, r.run FROM runs r {joined}{clause}"
         f"ORDER BY r.created DESC, r.run DESC LIMIT {mark}",
-        (*params, limit + 1),
+        (*column_params, *params, limit + 1),
     )
 
 

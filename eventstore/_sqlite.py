@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -33,16 +34,28 @@ from ._sqlite_claims import OwnershipRequest, Request
 from ._sqlite_ownership import SqliteOwnership
 from ._writer import ThreadWriter
 
-__all__ = ["SqliteEventStore"]
+__all__ = ["SqliteEventStore", "page_statement"]
 
 _CHUNK = 1000
 _DEFAULT_CONFIG = DurabilityConfig()
 _ALL_RUNS = RunQuery()
 _EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
 # The runs row holds each run's live last seq and update time (the fence advances them).
+# Then the run's owner: its claim's, while the lease is unexpired at the time given as the
+# parameter (leases are on this machine's clock), found by the claims table's primary key,
+# one lookup per row of the page.
 _RUN_COLUMNS = (
-    "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality"
+    "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality, "
+    "CASE WHEN c.expires >= ? THEN c.owner END"
 )
+_CLAIM_JOIN = "LEFT JOIN claims c ON c.run_id = r.run_id"
+
+
+def page_statement(
+    query: RunQuery, cursor: str | None, limit: int, now: float
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement (and parameters) of one page of the run listing, owners as of ``now``."""
+    return page_sql(_RUN_COLUMNS, query, cursor, limit, "?", join=_CLAIM_JOIN, column_params=(now,))
 
 
 class SqliteEventStore(SqliteOwnership):
@@ -484,13 +497,15 @@ class SqliteEventStore(SqliteOwnership):
         created since (they sort before it). Each page is one range scan of an index.
         Raises ValueError for a cursor no store made or a limit below 1.
         """
-        sql, params = page_sql(_RUN_COLUMNS, query, cursor, limit, "?")
+        sql, params = page_statement(query, cursor, limit, time.time())
         return page_of(await self._fetch("query_runs", sql, params), limit)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         """The run's listing row, or None if no event of it was ever appended."""
         rows = await self._fetch(
-            "get_run", f"SELECT {_RUN_COLUMNS} FROM runs r WHERE r.run_id = ?", (run_id,)
+            "get_run",
+            f"SELECT {_RUN_COLUMNS} FROM runs r {_CLAIM_JOIN} WHERE r.run_id = ?",
+            (time.time(), run_id),
         )
         return RunInfo(*rows[0]) if rows else None
 

@@ -120,3 +120,45 @@ async def test_a_renewed_claim_keeps_its_appends_and_a_release_ends_the_fence(
         # checked on (run, seq) only.
         await a.append("r1", [MemoryWritten(key="k", value=9)], expected_seq=3)
         assert len(await b.read_all("r1")) == 4
+
+
+async def test_the_run_listing_names_the_owner_of_a_live_claim(
+    store_factory: StoreFactory,
+) -> None:
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        for run_id in ("held", "expiring", "released", "never"):
+            await a.append(run_id, [STARTED], expected_seq=0)
+        await a.claim("held", "worker-a", lease=30)
+        await a.claim("expiring", "worker-a", lease=0.3)
+        released = await a.claim("released", "worker-a", lease=30)
+        await a.release(released)
+
+        async def owners() -> dict[str, str | None]:
+            # Read through the other store: the owner comes from the shared claims.
+            listed = {r.run_id: r.owner for r in await b.list_runs()}
+            running = {r.run_id: r.owner for r in await b.list_runs(status="running")}
+            assert listed == running
+            for run_id, owner in listed.items():
+                info = await b.get_run(run_id)
+                assert info is not None and info.owner == owner
+            return listed
+
+        assert await owners() == {
+            "held": "worker-a",
+            "expiring": "worker-a",
+            "released": None,
+            "never": None,
+        }
+        await anyio.sleep(0.5)  # no renewal: that lease expires, and the run has no owner
+        assert (await owners())["expiring"] is None
+        taken = await b.claim_runnable("worker-b", lease=30, limit=10)
+        assert sorted(c.run_id for c in taken) == ["expiring", "never", "released"]
+        assert await owners() == {
+            "held": "worker-a",
+            "expiring": "worker-b",
+            "released": "worker-b",
+            "never": "worker-b",
+        }
+        # The status stays the log's: a claim changes only the owner.
+        assert {r.status for r in await b.list_runs()} == {"running"}

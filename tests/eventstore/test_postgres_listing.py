@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from eventstore import PG_SCHEMA_VERSION, EventBody, PostgresEventStore, RunQuery
-from eventstore._runquery import page_sql
+from eventstore._postgres_runs import page_statement
 from runtime import RunFinished, RunStarted
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
@@ -56,7 +56,7 @@ async def test_each_run_filter_and_page_has_an_index_that_needs_no_sort(
         for i in range(30):
             await store.append(f"r{i}", _run(i), expected_seq=0)
     for cursor in (None, "5.0~12"):
-        sql, params = page_sql("r.run_id", query, cursor, 10, "%s", extra=("r.last_seq > 0",))
+        sql, params = page_statement(query, cursor, 10)
         with psycopg.connect(pg_url(), autocommit=True) as conn:
             conn.execute(f"SET search_path = {schema}")
             conn.execute("SET enable_seqscan = off")

@@ -34,7 +34,7 @@ from eventstore import (
     event_tag,
 )
 from eventstore._format import FRAME_TYPE, BodyForm, pack_frame, store_body
-from eventstore._runquery import page_sql
+from eventstore._sqlite import page_statement
 from runtime import MemoryWritten, NodeCompleted, NodeStarted, RunFinished, RunPaused, RunStarted
 
 pytestmark = pytest.mark.anyio
@@ -271,7 +271,7 @@ async def test_each_run_filter_and_page_is_one_index_range_scan(
                     RunFinished(status="completed", quality=("clean", "failed")[i % 4 // 2])
                 )
             await store.append(f"r{i}", events, expected_seq=0)
-    sql, params = page_sql("r.run_id", query, "5.0~12" if paged else None, 10, "?")
+    sql, params = page_statement(query, "5.0~12" if paged else None, 10, 1.0)
     conn = sqlite3.connect(path)
     try:
         plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
@@ -280,6 +280,8 @@ async def test_each_run_filter_and_page_is_one_index_range_scan(
     details = " | ".join(row[-1] for row in plan)
     assert re.search(rf"USING (COVERING )?INDEX {index}\b", details), details
     assert "TEMP B-TREE" not in details, details  # the index gives the order too
+    # Each row's owner is one lookup of the claims table by its primary key.
+    assert re.search(r"SEARCH c USING PRIMARY KEY \(run_id=\?\)", details), details
     if query != RunQuery() or paged:  # a seek into the index, not a walk along it
         assert details.startswith("SEARCH r USING"), details
 
