@@ -22,15 +22,19 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 import anyio
 import anyio.abc
 
-from eventstore import Claim, ClaimingStore, StoreError
+from eventstore import Claim, ClaimingStore, RunInfo, StoreError
 
 from ._result import RunOutcome
 
-__all__ = ["OwnedOutcome", "RunOwnership", "default_worker_id"]
+__all__ = ["OwnedOutcome", "Ownership", "RunOwnership", "default_worker_id", "listed_ownership"]
+
+#: How a listed run stands with the processes that execute runs (see listed_ownership).
+Ownership = Literal["claimed", "waiting", "unclaimed", "unrecorded"]
 
 _log = logging.getLogger("magistrate.runtime")
 
@@ -38,6 +42,27 @@ _log = logging.getLogger("magistrate.runtime")
 def default_worker_id() -> str:
     """``host:pid:random``: unique per process, readable in an error naming an owner."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def listed_ownership(info: RunInfo, store: object) -> Ownership:
+    """How the run of a listing row read from ``store`` stands with the processes that
+    execute runs. The claim is read with the row; the status is the log's.
+
+    - ``claimed``: an unexpired claim holds the run; ``info.owner`` names its owner (a
+      crashed owner stays named until its lease expires).
+    - ``waiting``: the run is running and no live claim holds it: nothing executes it until
+      a worker (a runtime with ``recover=True``) claims it. So is a run submitted for any
+      worker, one handed over by a worker that closed, and one whose owner crashed.
+    - ``unclaimed``: not running (new, paused, cancelled or finished) and not claimed.
+    - ``unrecorded``: the store records no ownership (not a :class:`ClaimingStore`), so
+      the listing cannot say who executes a running run: a runtime on such a store runs
+      its runs in its own process, unclaimed.
+    """
+    if not isinstance(store, ClaimingStore):
+        return "unrecorded"
+    if info.owner is not None:
+        return "claimed"
+    return "waiting" if info.status == "running" else "unclaimed"
 
 
 class OwnedOutcome(RunOutcome):

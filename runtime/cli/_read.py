@@ -22,6 +22,7 @@ from eventstore import Event, EventStore, RunInfo, RunQuery, event_tag
 from .._errors import RunNotFoundError
 from .._events import LlmTurn, RunForked, Verdict
 from .._mermaid import graph_to_mermaid
+from .._ownership import listed_ownership
 from .._spec_load import load_graph
 from .._state import fold
 from .._timeline import describe_event, render_timeline
@@ -138,6 +139,14 @@ async def _events(store: EventStore, run_id: str, to_seq: int | None = None) -> 
     return events
 
 
+#: The owner column of a run no live claim holds (a claimed run shows its owner's id).
+_OWNER_WORDS = {
+    "waiting": "(waiting for a worker)",
+    "unclaimed": "-",
+    "unrecorded": "(not recorded)",
+}
+
+
 async def _runs(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
@@ -157,9 +166,11 @@ async def _runs(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--cursor: {exc}") from None
     runs: list[RunInfo] = page.runs
+    ownership = [listed_ownership(r, store) for r in runs]
     if args.output == "json":
         # The page as the HTTP API answers it: the next page's cursor is in it.
-        emit_json({"runs": runs, "next_cursor": page.next_cursor})
+        listed = [{**to_builtins(r), "ownership": o} for r, o in zip(runs, ownership, strict=True)]
+        emit_json({"runs": listed, "next_cursor": page.next_cursor})
         return EXIT_OK
     if args.quiet:
         sys.stdout.write("".join(f"{r.run_id}\n" for r in runs))
@@ -172,13 +183,23 @@ async def _runs(args: argparse.Namespace) -> int:
             r.graph_id or "",
             r.status,
             r.quality or "",
+            _OWNER_WORDS.get(o, r.owner or ""),
             str(r.last_seq),
             _when(r.created),
             _when(r.updated),
         ]
-        for r in runs
+        for r, o in zip(runs, ownership, strict=True)
     ]
-    headers = ["run", "graph", "status", "quality", "events", "created (UTC)", "updated (UTC)"]
+    headers = [
+        "run",
+        "graph",
+        "status",
+        "quality",
+        "owner",
+        "events",
+        "created (UTC)",
+        "updated (UTC)",
+    ]
     sys.stdout.write(_table(rows, headers))
     return EXIT_OK
 

@@ -48,8 +48,10 @@ def test_runs_lists_newest_first_and_filters_by_status(workdir: Workdir) -> None
     assert ok(workdir.run("runs", "-q")).out == f"{done}\n{paused}\n"
     text = ok(workdir.run("runs")).out
     header, *rows = lines(text)
-    assert header.split()[:5] == ["run", "graph", "status", "quality", "events"]
-    assert rows[0].split()[:4] == [done, GRAPH_ID, "completed", "clean"]
+    assert header.split()[:6] == ["run", "graph", "status", "quality", "owner", "events"]
+    assert rows[0].split()[:5] == [done, GRAPH_ID, "completed", "clean", "-"]
+    # The commands that ran them gave their claims up: no process holds either run.
+    assert [(r["owner"], r["ownership"]) for r in listed] == [(None, "unclaimed")] * 2
 
 
 def test_runs_filters_by_quality_graph_and_time_and_pages_with_a_cursor(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from runtime import GraphSpec, NodeSpec, Runtime
@@ -78,3 +81,55 @@ async def test_a_worker_process_runs_submitted_runs_until_stopped(store_url: str
             worker.stderr.close()
     assert results == [0, 2, 4, 6, 8]
     assert code == 0 and "ready" in log
+
+
+async def _listing(store_url: str) -> tuple[dict[str, Any], str]:
+    """``magistrate runs`` of ``store_url`` in a process of its own: the JSON page's one
+    run, and the text table's row of it."""
+    command = [sys.executable, "-m", "runtime.cli", "runs", "--store", store_url]
+    page = json.loads((await anyio.run_process([*command, "--output", "json"], cwd=ROOT)).stdout)
+    text = (await anyio.run_process(command, cwd=ROOT)).stdout.decode()
+    header, row = text.splitlines()
+    assert header.split()[:6] == ["run", "graph", "status", "quality", "owner", "events"]
+    (run,) = page["runs"]
+    return run, row
+
+
+async def test_runs_shows_a_submitted_run_waiting_for_a_worker_then_the_worker_holding_it(
+    store_url: str,
+) -> None:
+    release = anyio.Event()
+
+    async def hold(inputs: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"held": True}
+
+    held = GraphSpec(id="held", nodes=[NodeSpec(id="h", function="hold")], edges=[], entry_node="h")
+    async with Runtime(store_url, functions={"hold": hold}) as submitter:
+        run_id = await submitter.submit(held, input={})
+        run, row = await _listing(store_url)
+        # Recorded as running (the log says so) but no process executes it yet.
+        assert (run["run_id"], run["status"]) == (run_id, "running")
+        assert (run["owner"], run["ownership"]) == (None, "waiting")
+        assert row.split()[2:4] == ["running", "(waiting"] and "(waiting for a worker)" in row
+
+        async with Runtime(
+            store_url, functions={"hold": hold}, recover=True, worker_id="worker-7"
+        ) as worker:
+            store = submitter.store
+            assert store is not None
+
+            async def claimed() -> bool:
+                info = await store.get_run(run_id)
+                return info is not None and info.owner == "worker-7"
+
+            await wait_until(claimed, 30)
+            run, row = await _listing(store_url)
+            assert (run["status"], run["owner"], run["ownership"]) == (
+                "running",
+                "worker-7",
+                "claimed",
+            )
+            assert row.split()[2:4] == ["running", "worker-7"]
+            release.set()
+            assert (await worker.result(run_id)).status == "completed"
