@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from .._ownership import Ownership
+
 __all__ = [
     "ApiError",
     "ApproveRequest",
@@ -95,10 +97,20 @@ class PauseView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """A row of the runs list. ``created`` and ``updated`` are Unix times in seconds."""
+    """A row of the runs list. ``created`` and ``updated`` are Unix times in seconds.
+
+    ``status`` is the log's. ``owner`` and ``ownership`` come from the store's claims, read
+    with the row, not from the log: ``owner`` is the worker id whose claim on the run is
+    unexpired, or None. ``ownership`` is ``claimed`` (``owner`` holds it), ``waiting`` (a
+    running run that no live claim holds: nothing executes it until a worker claims it),
+    ``unclaimed`` (not running, not claimed), or ``unrecorded`` (the store records no
+    ownership: a running run may be executing in the process that started it).
+    """
 
     run_id: str
     status: str
+    owner: str | None
+    ownership: Ownership
     quality: str | None
     graph_id: str | None
     graph_hash: str | None

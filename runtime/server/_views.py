@@ -26,6 +26,7 @@ from eventstore import (
 
 from .._errors import RunNotFoundError
 from .._events import EdgeTaken, RunFinished, RunPaused, RunStarted
+from .._ownership import listed_ownership
 from .._snapshots import load_state
 from .._state import fold
 from ._digest import DigestCache
@@ -161,6 +162,8 @@ class RunReader:
         return RunSummary(
             run_id=info.run_id,
             status=info.status,
+            owner=info.owner,
+            ownership=listed_ownership(info, self.store),
             quality=info.quality,
             graph_id=info.graph_id,
             graph_hash=info.graph_hash,

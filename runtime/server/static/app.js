@@ -42,6 +42,11 @@ function s(tag, attrs, ...children) {
 
 const fmtTime = (t) => (t ? new Date(t * 1000).toLocaleString() : "");
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
+// Who executes a run, from the store's claims (not the log): the owner of a live claim;
+// a running run that no live claim holds waits for a worker to claim it.
+const OWNERSHIP = { waiting: "waiting for a worker", unclaimed: "", unrecorded: "not recorded" };
+const ownerText = (r) => (r.ownership === "claimed" ? r.owner : OWNERSHIP[r.ownership] ?? "");
+const ownerCell = (r) => h("td", { class: r.ownership === "claimed" ? "mono owner" : `small owner o-${r.ownership}`, "data-ownership": r.ownership }, ownerText(r));
 const badge = (prefix, value) => (value ? h("span", { class: `badge ${prefix}-${value}` }, value) : "");
 
 function token() {
@@ -176,7 +181,7 @@ async function runsPage() {
     h("div", { class: "card" }, form),
     h("div", { class: "card" },
       h("table", { id: "runs" },
-        h("thead", {}, h("tr", {}, ["run", "graph", "status", "quality", "waiting for", "created", "updated", "events"].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ["run", "graph", "status", "owner", "quality", "waiting for", "created", "updated", "events"].map((t) => h("th", {}, t)))),
         body),
       pager),
     startBox);
@@ -201,7 +206,7 @@ async function runsPage() {
     let data;
     try { data = await api(`/api/runs?${query}`); }
     catch (e) {
-      if (mine === loads) fill(body, h("tr", {}, h("td", { colspan: 8, class: "error" }, e.message)));
+      if (mine === loads) fill(body, h("tr", {}, h("td", { colspan: 9, class: "error" }, e.message)));
       return;
     }
     if (mine !== loads) return;
@@ -209,12 +214,13 @@ async function runsPage() {
       h("td", { class: "mono" }, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}` }, r.run_id)),
       h("td", {}, r.graph_id || ""),
       h("td", {}, badge("s", r.status)),
+      ownerCell(r),
       h("td", {}, badge("q", r.quality)),
       h("td", { class: "small" }, r.paused ? `${r.paused.node_id || ""} (${r.paused.reason})${r.paused.waiting_for.length ? ": " + r.paused.waiting_for.join(", ") : ""}` : ""),
       h("td", { class: "small" }, fmtTime(r.created)),
       h("td", { class: "small" }, fmtTime(r.updated)),
       h("td", {}, fmtInt(r.last_seq)))));
-    if (!data.runs.length) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs match.")));
+    if (!data.runs.length) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No runs match.")));
     // Older pages follow the listing's cursor; each is a history entry, so "newer" (and
     // the browser's back button) return to the page before, and a page's URL reloads it.
     const depth = history.state?.depth || 0;
@@ -544,6 +550,7 @@ async function runPage(runId) {
     fill(head, 
       h("div", { class: "row" },
         h("span", {}, badge("s", sum.status)), h("span", {}, badge("q", sum.quality)),
+        sum.ownership === "unclaimed" ? "" : h("span", { id: "owner", class: `small o-${sum.ownership}` }, sum.ownership === "claimed" ? "owner " : "", h("b", {}, ownerText(sum))),
         h("span", {}, "graph ", h("b", {}, sum.graph_id || "?")),
         h("span", { class: "muted" }, `${fmtInt(sum.last_seq)} events · started ${fmtTime(sum.created)} · updated ${fmtTime(sum.updated)}`),
         h("span", { id: "chain", class: verify.ok ? "chain-ok" : "chain-bad" }, chainText(verify))),

@@ -372,3 +372,43 @@ async def test_the_approvals_page_pages_through_many_paused_runs(tmp_path: Path)
         await page.click("#approvals-newer")
         await expect(cards).to_have_count(50)
         assert await shown() == newest_first[:50]
+
+
+async def test_the_runs_table_shows_the_worker_holding_a_run_or_that_it_waits_for_one(
+    tmp_path: Path,
+) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    from .support import GATE, HELD
+
+    GATE.clear()
+    try:
+        async with served(tmp_path / "runs.db") as s, browser_page() as page:
+            started = await s.client.post("/api/runs", json={"graph": "held"}, headers=AUTH)
+            live = started.json()["run_id"]
+            await s.wait_status(live, "running")
+            submitted = await s.runtime.submit(HELD, input={})
+
+            await page.goto(f"{s.url}/")
+
+            def owner_of(run_id: str) -> Any:
+                return page.locator(f'#runs tr[data-run="{run_id}"] td.owner')
+
+            await expect(owner_of(live)).to_have_text(s.runtime.worker_id)
+            await expect(owner_of(live)).to_have_attribute("data-ownership", "claimed")
+            await expect(owner_of(submitted)).to_have_text("waiting for a worker")
+            await expect(owner_of(submitted)).to_have_attribute("data-ownership", "waiting")
+            # The status column stays the log's: both are running.
+            for run_id in (live, submitted):
+                status = page.locator(f'#runs tr[data-run="{run_id}"] .badge.s-running')
+                await expect(status).to_have_text("running")
+
+            await page.goto(f"{s.url}/runs/{submitted}")
+            await expect(page.locator("#owner")).to_have_text("waiting for a worker")
+            await page.goto(f"{s.url}/runs/{live}")
+            await expect(page.locator("#owner")).to_have_text(f"owner {s.runtime.worker_id}")
+            GATE.set()
+            await s.wait_status(live, "completed")
+    finally:
+        GATE.set()
