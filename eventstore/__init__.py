@@ -19,6 +19,7 @@ from ._errors import (
     StoreClosedError,
     StoreError,
     StoreFileError,
+    StoreUnreachableError,
     UnknownEventError,
 )
 from ._events import (
@@ -103,6 +104,7 @@ __all__ = [
     "StoreError",
     "StoreFileError",
     "StoreStatistics",
+    "StoreUnreachableError",
     "UnknownEventError",
     "Upcaster",
     "VerifyReport",

@@ -12,6 +12,7 @@ The tree (rooted at :class:`actors.MagistrateError`)::
         ├── SchemaVersionError     the store was written by a newer release
         ├── StoreClosedError       the store is not open (or closed while the call waited)
         ├── StoreFileError         the store's file cannot be opened or read (with its path)
+        ├── StoreUnreachableError  the store's server cannot be connected to (with where it is)
         └── UnknownEventError      a stored event has a type tag no release registered
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreFileError",
+    "StoreUnreachableError",
     "UnknownEventError",
 ]
 
@@ -137,6 +139,16 @@ class StoreFileError(StoreError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: cannot open or read the event store: {reason}")
+
+
+class StoreUnreachableError(StoreError):
+    """The store's server at ``where`` (its address, never a password) cannot be connected
+    to: nothing listens there, it refused, or the login failed (``reason``, one line)."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: cannot connect: {reason}")
 
 
 class UnknownEventError(StoreError):

@@ -19,6 +19,7 @@ from ._errors import (
     ConcurrencyError,
     StoreClosedError,
     StoreError,
+    StoreUnreachableError,
 )
 from ._events import Event, EventBody
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
@@ -102,13 +103,24 @@ class PostgresEventStore:
             f"schema {self.schema}"
         )
 
+    def _connect_failure(self, error: psycopg.Error) -> str:
+        """libpq's reason for a failed connection as one line, without the URL's password."""
+        reason = " ".join(str(error).split())
+        try:
+            password = psycopg.conninfo.conninfo_to_dict(self.url).get("password")
+        except psycopg.ProgrammingError:
+            password = None
+        if password:
+            reason = reason.replace(str(password), "***")
+        return reason
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def _connect(self) -> Connection:
         try:
             conn: Connection = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         except psycopg.Error as exc:
-            raise StoreError(f"{self.where}: cannot connect: {exc}") from exc
+            raise StoreUnreachableError(self.where, self._connect_failure(exc)) from exc
         await conn.execute(f"SET search_path TO {self.schema}")
         return conn
 
@@ -118,7 +130,7 @@ class PostgresEventStore:
     async def open(self) -> None:
         """Connect, and create the store's tables if its schema holds none.
 
-        Raises StoreError if the server cannot be reached, NotAStoreError if the schema
+        Raises StoreUnreachableError if the server cannot be reached, NotAStoreError if the schema
         holds tables that are not a magistrate store's, SchemaVersionError if a newer
         release made them (in both cases nothing is changed), StoreClosedError if the store
         was already opened.

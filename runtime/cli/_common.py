@@ -16,7 +16,7 @@ import msgspec
 import yaml
 
 from actors import MagistrateError
-from eventstore import EventStore
+from eventstore import EventStore, StoreUnreachableError
 from eventstore import open_store as eventstore_open
 
 __all__ = [
@@ -109,8 +109,9 @@ async def open_store(
 
     ``create=False`` (read and control commands): a missing or empty SQLite file is a
     usage error, so a mistyped path never leaves an empty store behind (SQLite would make
-    an empty file a database). Raises UsageError for a bad URL, NotAStoreError or
-    SchemaVersionError for a file that is not ours (left unchanged).
+    an empty file a database). Raises UsageError for a bad URL or a server that cannot be
+    connected to, NotAStoreError or SchemaVersionError for a file that is not ours (left
+    unchanged).
     """
     url = store_url(args)
     path = _sqlite_path(url)
@@ -124,8 +125,15 @@ async def open_store(
         store = eventstore_open(url)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    async with store:
+    try:
+        await store.open()
+    except StoreUnreachableError as exc:
+        # A server that does not answer is a bad --store, like a missing file.
+        raise UsageError(str(exc)) from exc
+    try:
         yield store
+    finally:
+        await store.close()
 
 
 def _value(text: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
 import sqlite3
 from pathlib import Path
 
@@ -252,6 +253,22 @@ def test_read_commands_refuse_an_empty_file_and_leave_it_empty(workdir: Workdir)
         done = ok(workdir.run(*command, "--store", "notes.txt"), 2)
         assert "no store at notes.txt: the file is empty" in done.err
         assert (workdir.path / "notes.txt").read_bytes() == b""
+
+
+def test_a_postgresql_server_nobody_answers_is_a_usage_error_naming_it_without_password(
+    workdir: Workdir,
+) -> None:
+    with socket.socket() as sock:  # a loopback port that nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"postgresql://opsuser7:hunter2@127.0.0.1:{port}/test?connect_timeout=5"
+    for command in (["runs"], ["show", "abc"], ["run", "graph.yaml", "-q"]):
+        done = ok(workdir.run(*command, "--store", url), 2)
+        assert done.out == ""
+        (line,) = done.err.splitlines()  # one line, no traceback
+        assert line.startswith(f"magistrate: error: postgresql://127.0.0.1:{port}/test ")
+        assert "cannot connect" in line and "StoreError" not in line
+        assert "hunter2" not in line and "opsuser7" not in line
 
 
 def test_run_into_a_missing_directory_is_a_usage_error(workdir: Workdir) -> None:

@@ -24,6 +24,7 @@ from eventstore import (
     SchemaVersionError,
     SqliteEventStore,
     StoreError,
+    StoreUnreachableError,
     open_store,
 )
 from runtime import MemoryWritten, RunPaused, RunStarted, fold
@@ -61,9 +62,15 @@ def test_open_store_maps_urls_to_backends(tmp_path: Path) -> None:
 
 
 async def test_an_unreachable_server_gives_a_clear_error() -> None:
-    store = PostgresEventStore("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
-    with pytest.raises(StoreError, match="cannot connect"):
+    store = PostgresEventStore(
+        "postgresql://postgres:hunter2@127.0.0.1:1/test?connect_timeout=2&password=hunter2"
+    )
+    with pytest.raises(StoreUnreachableError, match="cannot connect") as caught:
         await store.open()
+    assert isinstance(caught.value, StoreError)
+    assert caught.value.where == "postgresql://127.0.0.1:1/test schema magistrate"
+    message = str(caught.value)
+    assert "\n" not in message and "hunter2" not in message
 
 
 def _tables(schema: str) -> list[tuple[str, str]]:
