@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
-from ._events import RunIndex, chain_digest
+from ._events import UNCHANGED_INDEX, chain_digest
 from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
@@ -41,7 +41,6 @@ __all__ = ["WriterCore"]
 _RUN_CACHE_LIMIT = 50_000
 
 _RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
-_UNCHANGED = RunIndex()
 
 
 class _Plan:
@@ -59,7 +58,7 @@ class _Plan:
     )
 
     def __init__(self) -> None:
-        self.rows: list[Any] = []  # the rows' column values, flat, 8 per row
+        self.rows: list[tuple[Any, ...]] = []  # the events rows' column values
         self.new_runs: list[tuple[Any, ...]] = []
         self.changed: list[tuple[Any, ...]] = []
         self.outcomes: list[AppendResult | StoreError] = []
@@ -230,7 +229,7 @@ class WriterCore:
         now = time.time()
         cache = self._runs
         touched = plan.touched
-        rows = plan.rows
+        add_row = plan.rows.append
         outcomes = plan.outcomes
         # run_id -> [key, status, graph_hash, graph_id, quality] of a new run
         new_runs: dict[str, list[Any]] = {}
@@ -265,7 +264,7 @@ class WriterCore:
             for count, row_type, row_version, stored in request.stored_rows():
                 done = row_seq - first
                 hashes = digests[done] if count == 1 else b"".join(digests[done : done + count])
-                rows += (position, key, row_seq, now, row_type, row_version, hashes, stored)
+                add_row((position, key, row_seq, now, row_type, row_version, hashes, stored))
                 position += count
                 row_seq += count
             touched[run_id] = (key, seq, prev)
@@ -285,7 +284,7 @@ class WriterCore:
                 for i, value in enumerate(index, 1):
                     if value is not None:
                         created[i] = value or None
-            elif index != _UNCHANGED:
+            elif index is not UNCHANGED_INDEX and index != UNCHANGED_INDEX:
                 change = changed.setdefault(key, [None, None, None, None])
                 for i, value in enumerate(index):
                     if value is not None:
@@ -305,13 +304,12 @@ class WriterCore:
         """Run ``plan``'s statements, in a transaction of their own unless
         ``in_transaction``. Rolls back (its own transaction) and raises on any error."""
         conn = self._connection()
-        rows = plan.rows
         if not in_transaction:
             conn.execute("BEGIN IMMEDIATE")
         try:
             if plan.new_runs:  # before their events: the fence checks each runs row
                 conn.executemany(INSERT_RUN, plan.new_runs)
-            conn.executemany(INSERT_EVENT, [rows[i : i + 8] for i in range(0, len(rows), 8)])
+            conn.executemany(INSERT_EVENT, plan.rows)
             if plan.changed:
                 conn.executemany(UPDATE_RUN, plan.changed)
             if plan.snapshots:

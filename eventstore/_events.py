@@ -27,6 +27,7 @@ from ._errors import UnknownEventError
 
 __all__ = [
     "EVENT_TYPES",
+    "UNCHANGED_INDEX",
     "Event",
     "EventBody",
     "RunIndex",
@@ -85,6 +86,9 @@ class RunIndex(NamedTuple):
     graph_id: str | None = None
     quality: str | None = None
 
+
+#: The RunIndex of a batch that leaves its run's listing row as it is (shared).
+UNCHANGED_INDEX = RunIndex()
 
 #: Maps a body to a :class:`RunIndex` (or a ``(status, graph_hash)`` pair); see
 #: :func:`register_event_type`.

@@ -7,14 +7,21 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from ._events import EventBody, RunIndex, RunIndexHook, encode_body, event_tag, run_index_hook
+from ._events import (
+    UNCHANGED_INDEX,
+    EventBody,
+    RunIndex,
+    RunIndexHook,
+    encode_body,
+    event_tag,
+    run_index_hook,
+)
 from ._format import COMPRESS_AT, STORED_TAGLESS, STORED_WHOLE, encode_rows, frame_rows, tagless_cut
 from ._protocol import AppendResult, SnapshotAfter
 
 __all__ = ["AppendRequest", "Pending", "prepare"]
 
 _log = logging.getLogger("magistrate.eventstore")
-_UNCHANGED = RunIndex()
 _T = TypeVar("_T")
 
 
@@ -51,10 +58,17 @@ class Pending(Generic[_T]):
         self.done = True
         # A waiter that was cancelled left its future cancelled: nothing to wake, and
         # setting it would raise (and stop the writer that answers the batch).
-        if self.future is not None and not self.future.done():
-            self.future.set_result(None)
-        if self.on_done is not None:
-            self._call_back()
+        future = self.future
+        if future is not None and not future.done():
+            future.set_result(None)
+        on_done = self.on_done
+        if on_done is not None:
+            self.on_done = None
+            error = self.error
+            try:
+                on_done(None if error is not None else self.result, error)
+            except Exception:  # never let one caller's callback stop the others' answers
+                _log.exception("a store callback failed")
 
     def fail(self, error: BaseException) -> None:
         """Answer the request with ``error`` (unless it was answered already)."""
@@ -63,15 +77,6 @@ class Pending(Generic[_T]):
         self.error = error
         self.result = None
         self.finish()
-
-    def _call_back(self) -> None:
-        on_done, self.on_done = self.on_done, None
-        assert on_done is not None
-        error = self.error
-        try:
-            on_done(None if error is not None else self.result, error)
-        except Exception:  # never let one caller's callback stop the others' answers
-            _log.exception("a store callback failed")
 
 
 class AppendRequest(Pending[AppendResult]):
@@ -179,7 +184,7 @@ def prepare(
             else:
                 large = True
     request = AppendRequest(
-        run_id, tags, versions, datas, _UNCHANGED if index is None else index, expected_seq
+        run_id, tags, versions, datas, UNCHANGED_INDEX if index is None else index, expected_seq
     )
     request.snapshot = snapshot
     if rows and not large:
@@ -191,7 +196,7 @@ def _merge_index(
     index: RunIndex | None, change: RunIndex | tuple[str | None, str | None]
 ) -> RunIndex:
     """``index`` with the fields ``change`` sets (a later event's change wins)."""
-    merged = list(index or _UNCHANGED)
+    merged = list(index or UNCHANGED_INDEX)
     for i, value in enumerate(change):
         if value is not None:
             merged[i] = value
