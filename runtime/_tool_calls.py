@@ -22,7 +22,7 @@ from typing import Any
 
 from ._errors import MemoryValueError, ToolArgumentsError
 from ._llm import ToolCall, mend
-from ._values import check_memory_value
+from ._values import check_memory_value, not_utf8
 
 __all__ = ["distinct_ids", "recorded_calls", "refusal"]
 
@@ -92,11 +92,8 @@ def recorded_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], dict[str,
 
 
 def _check(name: str, value: Any) -> str | None:
-    if not name.isascii():
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"argument {mend(name)!r} has a name with a lone surrogate (not UTF-8)"
+    if not_utf8(name):
+        return f"argument {mend(name)!r} has a name with a lone surrogate (not UTF-8)"
     try:
         check_memory_value(name, value)
     except MemoryValueError as exc:

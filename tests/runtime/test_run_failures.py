@@ -249,6 +249,41 @@ async def test_input_that_would_change_is_refused_before_anything_is_written(
         assert rt.store is not None and await rt.store.list_runs() == []
 
 
+async def test_a_key_with_a_lone_surrogate_is_refused_wherever_it_is(tmp_path: Path) -> None:
+    # A dict key is written to the log as text: half a surrogate pair cannot be encoded, so
+    # such a key must be refused where it enters, like a string value holding one.
+    seen: list[str] = []
+
+    async def f(inputs: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        try:
+            await ctx.set_output("out", {"ok": {"\ud800": 1}})
+        except MemoryValueError as exc:
+            seen.append(str(exc))
+        return {"out": [{"fine": 1, "\udfff": True}]}
+
+    graph = _graph(NodeSpec(id="a", function="f"))
+    async with Runtime(tmp_path / "r.db", functions={"f": f}) as rt:
+        refused = []
+        for data in ({"x": {"y": {"\ud800": 1}}}, {"\ud800": 1}):
+            with pytest.raises(MemoryValueError) as caught:
+                await rt.start(graph, input=data)
+            refused.append(str(caught.value))
+        assert rt.store is not None and await rt.store.list_runs() == []
+        handle = await rt.start(graph)
+        result = await handle.result()
+        state = await rt.get_state(handle.run_id)
+        (failure,) = await _failures(rt, handle.run_id)
+    surrogate = "that holds a lone surrogate (not UTF-8)"
+    assert refused == [
+        f"memory key 'x': value['y'] is a dict with a key '\\ud800' {surrogate}",
+        "memory key '\\ud800': the key is a string with a lone surrogate (not UTF-8)",
+    ]
+    assert seen == [f"memory key 'out': value['ok'] is a dict with a key '\\ud800' {surrogate}"]
+    assert result.status == state.status == "failed"
+    assert failure.error_type == "MemoryValueError"
+    assert failure.error == f"memory key 'out': value[0] is a dict with a key '\\udfff' {surrogate}"
+
+
 async def test_input_that_is_not_a_mapping_of_str_keys_is_refused(tmp_path: Path) -> None:
     # An int key would come back from the log as a string: the live memory and the fold
     # of the log would disagree. A list or a string is no mapping at all.
