@@ -242,6 +242,7 @@ class _Retry(Exception):
         super().__init__(str(error))
         self.error = error
         self.retry_after = retry_after
+        self.wait = 0.0  # the wait before the next attempt, decided once (see post_json)
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -290,9 +291,10 @@ class _HttpTransport:
     ``timeout`` bounds each attempt as a whole (connecting, sending, and reading the
     entire answer), not only each read, so a server that drips its answer cannot hold a
     call open; ``deadline`` (None: no bound beyond the attempts') bounds the whole call,
-    retries and their waits included. Both end in ProviderTimeoutError. A 429 whose
-    ``Retry-After`` wait would pass the deadline ends the call at once, in a
-    ProviderTimeoutError with status 429 that says how long the provider asked to wait.
+    retries and their waits included. Both end in ProviderTimeoutError. A wait before a
+    retry that would pass the deadline (a 429's ``Retry-After``, or the backoff) ends the
+    call at once, in a ProviderTimeoutError with the last error's status and reason that
+    says how long the wait would have been.
     """
 
     def __init__(
@@ -346,13 +348,18 @@ class _HttpTransport:
         if self._owns_client:
             await self._client.aclose()
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, _Retry) and exc.retry_after is not None:
+    def _next_wait(self, exc: _Retry, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt``: the provider's
+        Retry-After (capped), else exponential backoff with jitter."""
+        if exc.retry_after is not None:
             return min(exc.retry_after, self.retry_wait_max)
-        backoff = self.retry_wait_initial * 2.0 ** (state.attempt_number - 1)
+        backoff = self.retry_wait_initial * 2.0 ** (attempt - 1)
         # Jitter over the upper half keeps concurrent callers from retrying in lockstep.
         return min(self.retry_wait_max, backoff) * random.uniform(0.5, 1.0)
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        return exc.wait if isinstance(exc, _Retry) else 0.0
 
     def _before_sleep(self, state: RetryCallState) -> None:
         wait = state.next_action.sleep if state.next_action is not None else 0.0
@@ -390,7 +397,9 @@ class _HttpTransport:
                         try:
                             data = await self._attempt(url, body, headers)
                         except _Retry as exc:
-                            self._refuse_wait_past(ends, exc, attempt.retry_state.attempt_number)
+                            number = attempt.retry_state.attempt_number
+                            exc.wait = self._next_wait(exc, number)
+                            self._refuse_wait_past(ends, exc, number)
                             raise
         except _Retry as exc:
             self._stats["failures"] += 1
@@ -406,17 +415,21 @@ class _HttpTransport:
         return data
 
     def _refuse_wait_past(self, ends: float | None, exc: _Retry, attempt: int) -> None:
-        """Raise ProviderTimeoutError (HTTP 429) when the provider asks to be retried later
-        than the call's deadline: waiting would end in "no answer within the deadline",
-        which hides that the provider refused the call and for how long."""
-        if ends is None or exc.retry_after is None or attempt > self.max_retries:
-            return  # no deadline, no wait asked for, or no retry left: the 429 is raised
-        if min(exc.retry_after, self.retry_wait_max) <= ends - anyio.current_time():
+        """Raise ProviderTimeoutError (with the last error's status) when the next retry
+        would come after the call's deadline, whether the provider asked for the wait
+        (Retry-After) or it is the backoff: waiting would end in "no answer within the
+        deadline", which hides the error that made the call retry."""
+        if ends is None or attempt > self.max_retries:
+            return  # no deadline, or no retry left: the last error is raised
+        if exc.wait <= ends - anyio.current_time():
             return
+        if exc.retry_after is not None:
+            why = f"the provider asked to retry after {exc.retry_after:g}s"
+        else:
+            why = f"the next retry would come after {exc.wait:.3g}s"
         raise ProviderTimeoutError(
             self.provider,
-            f"the provider asked to retry after {exc.retry_after:g}s, past the call's "
-            f"deadline of {self.deadline}s ({exc.error.reason})",
+            f"{why}, past the call's deadline of {self.deadline}s ({exc.error.reason})",
             status=exc.error.status,
         ) from exc.error
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 
 import httpx
@@ -507,3 +508,55 @@ async def test_a_retry_after_within_the_deadline_is_waited_for(
     async with make(openai_server, deadline=30.0, retry_wait_max=5.0) as llm:
         assert (await llm.complete(ask())).text == "after the wait"
         assert llm.statistics().retries == 1
+
+
+async def test_a_backoff_past_the_deadline_ends_the_call_with_the_last_error(
+    openai_server: OpenAIServer,
+) -> None:
+    # The backoff after a 503 is 2.5-5 s: sleeping it out would only end in "no answer
+    # within the deadline", hiding the 503.
+    openai_server.enqueue(Scripted(status=503, body={"error": {"message": "overloaded"}}))
+    openai_server.respond(openai_completion("never asked for"))
+    async with make(openai_server, deadline=1.0, retry_wait_initial=5.0, retry_wait_max=5.0) as llm:
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await llm.complete(ask())
+        stats = llm.statistics()
+    assert re.fullmatch(
+        r"the next retry would come after [2-5](\.\d+)?s, past the call's deadline of 1\.0s "
+        r"\(overloaded\)",
+        caught.value.reason,
+    ), caught.value.reason
+    assert caught.value.status == 503
+    assert str(caught.value).startswith("openai (HTTP 503): the next retry would come after")
+    assert isinstance(caught.value.__cause__, ProviderHTTPError)
+    assert (stats.attempts, stats.retries, stats.failures) == (1, 0, 1)
+    assert len(openai_server.requests) == 1
+
+
+async def test_a_backoff_past_the_deadline_after_a_refused_connection_names_it() -> None:
+    closed = OpenAIServer()  # bound, never started: take its port then close it
+    port = closed.port
+    closed.close()
+    llm = OpenAIProvider(
+        api_key="k",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        deadline=1.0,
+        retry_wait_initial=5.0,
+        retry_wait_max=5.0,
+    )
+    async with llm:
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await llm.complete(ask())
+        assert llm.statistics().attempts == 1
+    assert caught.value.status is None
+    assert caught.value.reason.startswith("the next retry would come after ")
+    assert "past the call's deadline of 1.0s (connection failed calling" in caught.value.reason
+
+
+async def test_a_backoff_within_the_deadline_is_waited_for(openai_server: OpenAIServer) -> None:
+    openai_server.enqueue(Scripted(status=503, body={"error": {"message": "overloaded"}}))
+    openai_server.respond(openai_completion("after the backoff"))
+    async with make(openai_server, deadline=30.0, retry_wait_initial=0.05) as llm:
+        assert (await llm.complete(ask())).text == "after the backoff"
+        assert llm.statistics().retries == 1
+    assert len(openai_server.requests) == 2
