@@ -22,7 +22,7 @@ from eventstore import Event, EventStore, RunInfo, RunQuery, event_tag
 from .._errors import RunNotFoundError
 from .._events import LlmTurn, RunForked, Verdict
 from .._mermaid import graph_to_mermaid
-from .._ownership import listed_ownership
+from .._ownership import Ownership, listed_ownership
 from .._spec_load import load_graph
 from .._state import fold
 from .._timeline import describe_event, render_timeline
@@ -90,7 +90,7 @@ def register(sub: Any) -> None:
     add_output_option(p)
     p.set_defaults(handler=_runs)
 
-    p = sub.add_parser("show", help="a run's status, path, verdicts and chain check")
+    p = sub.add_parser("show", help="a run's status, owner, path, verdicts and chain check")
     p.add_argument("run_id", metavar="RUN")
     add_store_option(p)
     add_output_option(p)
@@ -147,6 +147,13 @@ _OWNER_WORDS = {
 }
 
 
+def _owner_words(ownership: Ownership | None, owner: str | None) -> str:
+    """The owner column of ``runs`` and the owner line of ``show``."""
+    if ownership is None:
+        return "-"  # a run the listing does not hold
+    return _OWNER_WORDS.get(ownership, owner or "")
+
+
 async def _runs(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
@@ -183,7 +190,7 @@ async def _runs(args: argparse.Namespace) -> int:
             r.graph_id or "",
             r.status,
             r.quality or "",
-            _OWNER_WORDS.get(o, r.owner or ""),
+            _owner_words(o, r.owner),
             str(r.last_seq),
             _when(r.created),
             _when(r.updated),
@@ -205,9 +212,15 @@ async def _runs(args: argparse.Namespace) -> int:
 
 
 def run_summary(
-    run_id: str, info: RunInfo | None, events: list[Event], ok: bool, reason: str | None
+    run_id: str,
+    info: RunInfo | None,
+    events: list[Event],
+    ok: bool,
+    reason: str | None,
+    ownership: Ownership | None = None,
 ) -> dict[str, Any]:
-    """What ``show`` prints, as builtins."""
+    """What ``show`` prints, as builtins. ``owner`` and ``ownership`` are the listing's
+    (see :func:`runtime._ownership.listed_ownership`); both None for a run not listed."""
     state = fold(events)
     verdicts = Counter(
         f"{e.body.action}"
@@ -222,6 +235,8 @@ def run_summary(
         "graph_hash": state.graph_hash,
         "status": state.status,
         "quality": state.quality,
+        "owner": None if info is None else info.owner,
+        "ownership": ownership,
         "created": events[0].ts,
         "updated": events[-1].ts,
         "events": len(events),
@@ -250,7 +265,8 @@ async def _show(args: argparse.Namespace) -> int:
         events = await _events(store, args.run_id)
         info = await store.get_run(args.run_id)
         report = await store.verify(args.run_id)
-    data = run_summary(args.run_id, info, events, report.ok, report.reason)
+    ownership = None if info is None else listed_ownership(info, store)
+    data = run_summary(args.run_id, info, events, report.ok, report.reason, ownership)
     if args.output == "json":
         emit_json(data)
         return EXIT_OK
@@ -260,6 +276,7 @@ async def _show(args: argparse.Namespace) -> int:
         f"graph:     {data['graph']} ({data['graph_hash']})",
         f"status:    {data['status']}"
         + (f", quality {data['quality']}" if data["quality"] else ""),
+        f"owner:     {_owner_words(ownership, data['owner'])}",
         f"created:   {_when(data['created'])} UTC, last event {_when(data['updated'])} UTC",
         f"events:    {data['events']}",
         f"path:      {' -> '.join(data['path']) or '-'}",

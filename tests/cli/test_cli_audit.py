@@ -96,7 +96,9 @@ def test_show_summarises_a_run(workdir: Workdir) -> None:
     assert data["path"] == ["load", "classify", "act"]
     assert data["turns"] == 5 and data["verdicts"] == {"retry": 1, "accept": 1}
     assert data["chain"] == {"ok": True, "reason": None}
+    assert (data["owner"], data["ownership"]) == (None, "unclaimed")
     text = ok(workdir.run("show", done)).out
+    assert "owner:     -\n" in text
     assert "path:      load -> classify -> act" in text
     assert "chain:     verified" in text
 

@@ -95,6 +95,47 @@ async def _listing(store_url: str) -> tuple[dict[str, Any], str]:
     return run, row
 
 
+async def _shown(store_url: str, run_id: str) -> tuple[dict[str, Any], str]:
+    """``magistrate show RUN`` in a process of its own: the JSON summary, and the text's
+    owner line."""
+    command = [sys.executable, "-m", "runtime.cli", "show", run_id, "--store", store_url]
+    data = json.loads((await anyio.run_process([*command, "--output", "json"], cwd=ROOT)).stdout)
+    text = (await anyio.run_process(command, cwd=ROOT)).stdout.decode()
+    (line,) = [line for line in text.splitlines() if line.startswith("owner:")]
+    return data, line
+
+
+async def test_show_names_the_worker_holding_a_run_as_runs_does(store_url: str) -> None:
+    release = anyio.Event()
+
+    async def hold(inputs: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"held": True}
+
+    held = GraphSpec(id="held", nodes=[NodeSpec(id="h", function="hold")], edges=[], entry_node="h")
+    async with Runtime(store_url, functions={"hold": hold}) as submitter:
+        run_id = await submitter.submit(held, input={})
+        data, line = await _shown(store_url, run_id)
+        assert (data["status"], data["owner"], data["ownership"]) == ("running", None, "waiting")
+        assert line == "owner:     (waiting for a worker)"
+        async with Runtime(
+            store_url, functions={"hold": hold}, recover=True, worker_id="worker-7"
+        ) as worker:
+            store = submitter.store
+            assert store is not None
+
+            async def claimed() -> bool:
+                info = await store.get_run(run_id)
+                return info is not None and info.owner == "worker-7"
+
+            await wait_until(claimed, 30)
+            data, line = await _shown(store_url, run_id)
+            assert (data["owner"], data["ownership"]) == ("worker-7", "claimed")
+            assert line == "owner:     worker-7"
+            release.set()
+            assert (await worker.result(run_id)).status == "completed"
+
+
 async def test_runs_shows_a_submitted_run_waiting_for_a_worker_then_the_worker_holding_it(
     store_url: str,
 ) -> None:
