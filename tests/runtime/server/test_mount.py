@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from pathlib import Path
 
@@ -40,8 +41,10 @@ async def test_the_app_works_mounted_under_a_host_path(tmp_path: Path) -> None:
             page = await client.get("/magistrate/")
             assert page.status_code == 200
             assert 'data-root="/magistrate"' in page.text
-            script = await client.get("/magistrate/static/app.js")
-            assert script.status_code == 200
+            scripts = re.findall(r'<script src="([^"]+)"', page.text)
+            assert "/magistrate/static/app.js" in scripts
+            for src in scripts:
+                assert (await client.get(src)).status_code == 200, src
 
 
 def _free_port() -> int:

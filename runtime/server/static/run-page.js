@@ -1,0 +1,309 @@
+// The magistrate dashboard: a run's page (graph, verdicts, timeline, time travel, fork,
+// actions). Uses the helpers of app.js, which loads first.
+"use strict";
+
+const PAGE = 200; // events per timeline page
+
+function s(tag, attrs, ...children) {
+  return h(tag, { ...attrs, svg: true }, ...children);
+}
+
+// ---------------------------------------------------------------- run page: graph
+
+function layout(graph) {
+  const nodes = graph.nodes.map((n) => n.id);
+  const out = Object.fromEntries(nodes.map((n) => [n, []]));
+  for (const e of graph.edges || []) out[e.source]?.push(e.target);
+  const depth = { [graph.entry_node]: 0 };
+  const queue = [graph.entry_node];
+  while (queue.length) {
+    const n = queue.shift();
+    for (const t of out[n] || []) if (!(t in depth)) { depth[t] = depth[n] + 1; queue.push(t); }
+  }
+  let deepest = Math.max(0, ...Object.values(depth));
+  for (const n of nodes) if (!(n in depth)) depth[n] = ++deepest;
+  const layers = {};
+  for (const n of nodes) (layers[depth[n]] ||= []).push(n);
+  const pos = {};
+  const W = 150, H = 46, GX = 60, GY = 34;
+  const widest = Math.max(...Object.values(layers).map((l) => l.length));
+  for (const [d, members] of Object.entries(layers)) {
+    members.forEach((n, i) => {
+      const offset = (widest - members.length) * (W + GY) / 2;
+      pos[n] = { x: 20 + Number(d) * (W + GX), y: 20 + offset + i * (H + GY) };
+    });
+  }
+  const width = 40 + (Math.max(...Object.keys(layers).map(Number)) + 1) * (W + GX) - GX;
+  const height = 40 + widest * (H + GY) - GY;
+  return { pos, W, H, width, height };
+}
+
+function drawGraph(detail, takenEdges) {
+  const graph = detail.graph;
+  if (!graph) return h("p", { class: "muted" }, "No graph recorded.");
+  const { pos, W, H, width, height } = layout(graph);
+  const current = new Set(detail.current);
+  const failed = new Set(detail.failed_nodes);
+  const svg = s("svg", { class: "graph", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "graph" },
+    s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+      s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#9aa5b4" }))));
+  for (const e of graph.edges || []) {
+    const a = pos[e.source], b = pos[e.target];
+    if (!a || !b) continue;
+    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
+    const back = x2 <= x1;
+    const d = back
+      ? `M ${a.x + W / 2} ${a.y + H} C ${a.x + W / 2} ${a.y + H + 40}, ${b.x + W / 2} ${b.y + H + 40}, ${b.x + W / 2} ${b.y + H}`
+      : `M ${x1} ${y1} C ${x1 + 30} ${y1}, ${x2 - 30} ${y2}, ${x2} ${y2}`;
+    const taken = takenEdges.has(`${e.source}>${e.target}`);
+    svg.append(s("path", { class: `edge${taken ? " taken" : ""}`, d, "marker-end": "url(#arrow)" },
+      s("title", {}, `${e.source} → ${e.target} (${e.condition || "on_success"})${e.expression ? ": " + e.expression : ""}`)));
+  }
+  for (const n of graph.nodes) {
+    const p = pos[n.id];
+    const visits = detail.visit_counts[n.id] || 0;
+    const classes = ["node", visits ? "visited" : "", current.has(n.id) ? "current" : "", failed.has(n.id) ? "failed" : ""].join(" ");
+    svg.append(s("g", { class: classes, "data-node": n.id, transform: `translate(${p.x},${p.y})` },
+      s("rect", { width: W, height: H, rx: 7 }),
+      s("text", { x: 10, y: 19 }, n.id),
+      s("text", { x: 10, y: 36, class: "small" }, `${n.kind || "function"}${(graph.pause_nodes || []).includes(n.id) ? " · pause" : ""}`),
+      visits ? s("text", { x: W - 10, y: 19, "text-anchor": "end", class: "count" }, `×${visits}`) : null));
+  }
+  return svg;
+}
+
+// ---------------------------------------------------------------- run page: summaries
+
+const CATEGORIES = {
+  "turns": "llm.turn", "tool calls": "tool.result", "verdicts": "judge.verdict,node.stalled",
+  "memory writes": "memory.written,output.set", "edges": "edge.taken,branches.",
+  "pauses": "run.paused,run.resumed,input.injected,run.cancelled", "nodes": "node.", "run": "run.",
+};
+
+function nodeOf(body) {
+  return body.node_id || (body.type === "edge.taken" ? `${body.source} → ${body.target}` : body.source || "");
+}
+
+function short(value, n = 140) {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text && text.length > n ? text.slice(0, n) + "…" : text || "";
+}
+
+function describe(body) {
+  switch (body.type) {
+    case "run.started": return `started with input ${short(body.input)}`;
+    case "node.started": return `visit ${body.visit}${body.attempt > 1 ? `, attempt ${body.attempt}` : ""}`;
+    case "llm.turn": return `turn ${body.iteration}: ${short(body.text) || "(no text)"}${body.tool_calls.length ? ` · calls ${body.tool_calls.map((c) => c.name).join(", ")}` : ""} · ${body.input_tokens}/${body.output_tokens} tokens`;
+    case "tool.result": return `${body.name} → ${short(body.content)}${body.is_error ? " (error)" : ""}`;
+    case "judge.verdict": return `${body.action.toUpperCase()} (${body.level}${body.confidence !== null ? `, ${body.confidence}` : ""})${body.feedback ? ": " + short(body.feedback) : ""}`;
+    case "node.stalled": return `stall warning at turn ${body.iteration}`;
+    case "conversation.message": return `${body.role} (${body.kind}): ${short(body.content)}`;
+    case "conversation.compacted": return `compacted ${body.upto} entries: ${short(body.summary)}`;
+    case "run.forked": return `forked from ${body.source_run_id} at seq ${body.source_seq}`;
+    case "output.set": return `output ${body.key} = ${short(body.value)}`;
+    case "memory.written": return `${body.key} ${body.op === "replace" ? "=" : body.op} ${short(body.value)}`;
+    case "node.failed": return `${body.error_type}: ${short(body.error)}${body.will_retry ? " (will retry)" : ""}`;
+    case "edge.taken": return `${body.condition}${body.reason ? ": " + short(body.reason) : ""}`;
+    case "run.paused": return `paused (${body.reason})`;
+    case "input.injected": return `input ${short(body.data)}`;
+    case "run.cancelled": return `cancelled${body.reason ? ": " + body.reason : ""}`;
+    case "run.finished": return `${body.status}, quality ${body.quality}${body.error ? ": " + short(body.error) : ""}`;
+    default: return short(Object.fromEntries(Object.entries(body).filter(([k]) => k !== "type")));
+  }
+}
+
+function tagClass(type) {
+  const head = type.split(".")[0];
+  return { llm: "t-llm", tool: "t-tool", judge: "t-judge", memory: "t-memory", output: "t-memory", edge: "t-edge", run: "t-run" }[head] || "";
+}
+
+function verdictStrips(detail) {
+  if (!detail.llm_nodes.length) return h("p", { class: "muted" }, "No LLM nodes.");
+  return detail.llm_nodes.map((node) => h("div", { class: "strip-block", "data-node": node.node_id },
+    h("h2", {}, node.node_id, " ", h("span", { class: "muted small" },
+      node.total_verdicts > node.verdicts.length ? `${node.total_verdicts} verdicts (the last ${node.verdicts.length} shown)` : `${node.total_verdicts} verdicts`)),
+    h("div", { class: "strip" }, node.verdicts.map((v) => h("span", {
+      class: `verdict v-${v.action.toLowerCase()}`, title: v.feedback || v.error || "",
+      "data-action": v.action.toUpperCase() },
+      h("b", {}, v.action.toUpperCase()), ` ${v.level}`, v.confidence !== null ? ` ${v.confidence}` : "", ` #${v.iteration}`))),
+    node.verdicts.filter((v) => v.feedback || v.error).map((v) => h("div", { class: "feedback" },
+      h("span", { class: "muted" }, `turn ${v.iteration} ${v.action.toUpperCase()}: `), v.feedback || v.error)),
+    node.stalls.map((st) => h("div", { class: "stall" }, `⚠ stall at turn ${st.iteration}: the same tool calls 3 turns in a row (seq ${st.seq})`))));
+}
+
+function chainText(v) {
+  return v.ok ? `verified: ${fmtInt(v.checked)} events intact`
+    : `chain broken at seq ${v.broken_at ?? "?"}: ${v.reason} (${fmtInt(v.checked)} events check out before it)`;
+}
+
+// ---------------------------------------------------------------- run page
+
+async function runPage(runId) {
+  const enc = encodeURIComponent(runId);
+  const head = h("div", { class: "card", id: "run-head" });
+  const graphBox = h("div", { class: "card grow", id: "graph" });
+  const verdictBox = h("div", { class: "card grow", id: "verdicts" });
+  const actions = h("div", { class: "card", id: "actions" });
+  const travel = h("div", { class: "card", id: "travel" }, h("h2", {}, "Time travel"),
+    h("p", { class: "muted small" }, "Pick an event in the timeline to see the state after it."));
+  const nodeFilter = h("select", { id: "node-filter" }, h("option", { value: "" }, "all nodes"));
+  const typeBoxes = Object.entries(CATEGORIES).map(([label, types]) =>
+    h("label", { class: "small" }, h("input", { type: "checkbox", value: types, checked: true, "data-category": label }), ` ${label} `));
+  const rows = h("tbody");
+  const more = h("div", { class: "small muted" });
+  const scroller = h("div", { class: "timeline", id: "timeline" },
+    h("table", {}, h("thead", {}, h("tr", {}, ["seq", "time", "type", "node", "what"].map((t) => h("th", {}, t)))), rows));
+  fill(main, 
+    h("h1", {}, "Run ", h("span", { class: "mono" }, runId)), head, actions,
+    h("div", { class: "row" }, graphBox, verdictBox),
+    h("div", { class: "row" },
+      h("div", { class: "card grow" }, h("h2", {}, "Timeline"),
+        h("div", { class: "filters row small" }, nodeFilter, typeBoxes), scroller, more),
+      h("div", { class: "grow", style: "max-width:520px" }, travel)));
+
+  let detail = null;
+  let timelineAfter = 0; // the seq the next page starts after (null: no more stored)
+  let lastSeen = 0; // the newest seq known to this page
+  let loading = false;
+
+  const wantedTypes = () => {
+    const all = typeBoxes.map((l) => l.querySelector("input"));
+    return all.every((b) => b.checked) ? "" : all.filter((b) => b.checked).map((b) => b.value).join(",");
+  };
+  const matches = (ev) => {
+    const node = nodeFilter.value;
+    if (node && ev.body.node_id !== node && ev.body.source !== node && ev.body.target !== node) return false;
+    const types = wantedTypes();
+    if (!types) return true;
+    return types.split(",").some((t) => (t.endsWith(".") ? ev.body.type.startsWith(t) : ev.body.type === t));
+  };
+  const addRow = (ev) => {
+    rows.append(h("tr", { "data-seq": ev.seq, "data-type": ev.body.type, onclick: (e) => pick(ev, e.currentTarget) },
+      h("td", { class: "mono" }, ev.seq),
+      h("td", { class: "small nowrap" }, new Date(ev.ts * 1000).toLocaleTimeString([], { hour12: false })),
+      h("td", { class: `mono ${tagClass(ev.body.type)}` }, ev.body.type),
+      h("td", { class: "small" }, nodeOf(ev.body)),
+      h("td", {}, describe(ev.body))));
+  };
+
+  // A filter change while a page is loading makes that page stale: it is dropped and the
+  // first page of the new filter is loaded instead.
+  let generation = 0;
+  async function loadPage() {
+    if (loading || timelineAfter === null) return;
+    loading = true;
+    const mine = generation;
+    let stale = false;
+    try {
+      const q = new URLSearchParams({ after: timelineAfter, limit: PAGE });
+      if (nodeFilter.value) q.set("node", nodeFilter.value);
+      if (wantedTypes()) q.set("type", wantedTypes());
+      const page = await api(`/api/runs/${enc}/events?${q}`);
+      stale = mine !== generation;
+      if (stale) return;
+      page.events.forEach(addRow);
+      if (page.events.length) lastSeen = Math.max(lastSeen, page.events.at(-1).seq);
+      timelineAfter = page.next_after;
+      more.textContent = timelineAfter === null ? `${fmtInt(rows.children.length)} events shown` : `${fmtInt(rows.children.length)} events shown; scroll for more`;
+    } finally {
+      loading = false;
+      // A short page with more to read (filters that match few events): read on.
+      if (stale || (timelineAfter !== null && rows.children.length < PAGE)) loadPage();
+    }
+  }
+  scroller.addEventListener("scroll", () => {
+    if (scroller.scrollTop + scroller.clientHeight > scroller.scrollHeight - 200) loadPage();
+  });
+  const resetTimeline = () => { generation += 1; fill(rows); timelineAfter = 0; loadPage(); };
+  nodeFilter.addEventListener("change", resetTimeline);
+  typeBoxes.forEach((l) => l.addEventListener("change", resetTimeline));
+
+  // An answer to a request a later one superseded (a pick, a refresh) is dropped: answers
+  // can arrive out of order, and the older one must not overwrite the newer.
+  let picks = 0;
+  async function pick(ev, row) {
+    rows.querySelectorAll("tr.selected").forEach((r) => r.classList.remove("selected"));
+    row.classList.add("selected");
+    const mine = ++picks;
+    const state = await api(`/api/runs/${enc}/state?at=${ev.seq}`);
+    if (mine !== picks) return;
+    const editor = h("textarea", { rows: 5, style: "width:100%", id: "fork-input" }, JSON.stringify(state.memory, null, 2));
+    const message = h("div", { class: "small" });
+    fill(travel, h("h2", {}, `State after seq ${ev.seq} `, h("span", { class: "mono small" }, ev.body.type)),
+      h("div", { class: "kv small", id: "state-at" },
+        h("span", { class: "muted" }, "status"), h("span", {}, state.status),
+        h("span", { class: "muted" }, "path"), h("span", {}, state.path.join(" → ") || "—"),
+        h("span", { class: "muted" }, "next"), h("span", {}, state.pending.join(", ") || "—"),
+        h("span", { class: "muted" }, "visits"), h("span", {}, Object.entries(state.visit_counts).map(([k, v]) => `${k}×${v}`).join(", ") || "—")),
+      h("h2", {}, "memory"), h("pre", { id: "state-memory" }, JSON.stringify(state.memory, null, 2)),
+      Object.keys(state.outputs).length ? [h("h2", {}, "node outputs so far"), h("pre", {}, JSON.stringify(state.outputs, null, 2))] : "",
+      h("h2", {}, "Fork from here"),
+      h("p", { class: "small muted" }, "A new run whose log starts as a copy of the first events up to this one; the input below is injected into it."),
+      h("label", { class: "small" }, "input to inject (JSON object)"), editor,
+      h("button", { class: "primary", id: "fork", onclick: async () => {
+        message.textContent = "";
+        let input;
+        try { input = JSON.parse(editor.value || "{}"); } catch (e) { message.textContent = `not JSON: ${e.message}`; return; }
+        const changed = Object.fromEntries(Object.entries(input).filter(([k, v]) => JSON.stringify(state.memory[k]) !== JSON.stringify(v)));
+        try {
+          const ref = await api(`/api/runs/${enc}/fork`, { body: { at_seq: ev.seq, input: changed } });
+          fill(message, "forked: ", h("a", { href: `${ROOT}/runs/${encodeURIComponent(ref.run_id)}` }, ref.run_id));
+        } catch (e) { message.textContent = e.status === 401 ? "401: set the API token first (top right)" : e.message; }
+      } }, "Fork run"), message);
+  }
+
+  let refreshes = 0;
+  async function refresh() {
+    const mine = ++refreshes;
+    const [fresh, verify] = await Promise.all([api(`/api/runs/${enc}`), api(`/api/runs/${enc}/verify`)]);
+    if (mine !== refreshes) return;
+    detail = fresh;
+    const sum = detail.summary;
+    fill(head, 
+      h("div", { class: "row" },
+        h("span", {}, badge("s", sum.status)), h("span", {}, badge("q", sum.quality)),
+        sum.ownership === "unclaimed" ? "" : h("span", { id: "owner", class: `small o-${sum.ownership}` }, sum.ownership === "claimed" ? "owner " : "", h("b", {}, ownerText(sum))),
+        h("span", {}, "graph ", h("b", {}, sum.graph_id || "?")),
+        h("span", { class: "muted" }, `${fmtInt(sum.last_seq)} events · started ${fmtTime(sum.created)} · updated ${fmtTime(sum.updated)}`),
+        h("span", { id: "chain", class: verify.ok ? "chain-ok" : "chain-bad" }, chainText(verify))),
+      detail.current.length && !["completed", "failed"].includes(sum.status) ? h("p", {}, "at node ", h("b", { id: "current" }, detail.current.join(", "))) : "",
+      detail.goal ? h("p", { class: "small" }, h("b", {}, "Goal: "), detail.goal.description,
+        detail.goal.success_criteria?.length ? h("span", { class: "muted" }, ` (success: ${detail.goal.success_criteria.join("; ")})`) : "") : "",
+      detail.goal_outcome ? h("div", { id: "goal-outcome" }, h("b", {}, "Goal outcome"), h("pre", {}, JSON.stringify(detail.goal_outcome, null, 2))) : "",
+      sum.error ? h("p", { class: "error" }, sum.error) : "",
+      ["completed", "failed"].includes(sum.status) ? h("div", {}, h("b", {}, "Final memory"), h("pre", { id: "memory" }, JSON.stringify(detail.memory, null, 2))) : "");
+    fill(graphBox, h("h2", {}, "Graph"), drawGraph(detail, new Set(detail.edges_taken)),
+      h("p", { class: "small muted" }, "path: ", detail.path.join(" → ") || "—"));
+    fill(verdictBox, h("h2", {}, "Verdicts"), verdictStrips(detail));
+    const nodes = (detail.graph?.nodes || []).map((n) => n.id);
+    if (nodeFilter.options.length === 1) nodes.forEach((n) => nodeFilter.append(h("option", { value: n }, n)));
+    fill(actions, h("h2", {}, "Actions"));
+    const act = (action, label, cls) => h("button", { class: cls, onclick: async () => {
+      try { await api(`/api/runs/${enc}/${action}`, { body: {} }); }
+      catch (e) { actions.append(h("div", { class: "error" }, e.status === 401 ? "401: set the API token first (top right)" : e.message)); }
+      refreshSoon(); } }, label);
+    if (sum.status === "paused") {
+      actions.append(h("p", { class: "small" }, `Paused (${sum.paused?.reason || "?"}) before `, h("b", {}, sum.paused?.node_id || "?"),
+        sum.paused?.waiting_for?.length ? `, which reads ${sum.paused.waiting_for.join(", ")}` : ""), approveForm(sum, refreshSoon));
+    } else if (sum.status === "running") {
+      actions.append(act("pause", "Pause"), " ", act("cancel", "Cancel", "danger"));
+    } else if (sum.status === "cancelled") {
+      actions.append(act("resume", "Resume"));
+    } else {
+      actions.append(h("span", { class: "muted small" }, `The run is ${sum.status}.`));
+    }
+  }
+  const refreshSoon = debounce(refresh, 150);
+
+  await refresh();
+  await loadPage();
+  pageStream = new EventSource(`${ROOT}/api/runs/${enc}/stream?after=${lastSeen}`);
+  pageStream.addEventListener("event", (message) => {
+    const ev = JSON.parse(message.data);
+    if (ev.seq <= lastSeen) return;
+    lastSeen = ev.seq;
+    // Live rows join the table only once every stored page is shown, so order holds.
+    if (timelineAfter === null && matches(ev)) addRow(ev);
+    refreshSoon();
+  });
+}
