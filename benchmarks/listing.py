@@ -6,8 +6,10 @@ only degraded ones. The server's app answers in this process (httpx's ASGI trans
 socket). Figures (medians):
 
 - ``GET /api/runs`` (50 a page): the first page, and the last page reached by walking
-  the cursor (500 a page); then that page's statement alone, straight from the file,
-  beside the same depth read with OFFSET (what a listing without a cursor costs);
+  the cursor (500 a page); then that page's statement alone, the one ``list_runs`` runs
+  (``eventstore._sqlite.page_statement``: the runs index and the claims lookup of each
+  row), straight from the file, beside the same statement reading that depth with OFFSET
+  instead of the cursor (what a listing without a cursor costs);
 - ``quality=degraded``: the ten oldest runs behind every other one, found through the
   quality index;
 - ``GET /api/runs/{run}`` of a run of 100,000 events (20,000 with ``--quick``): the
@@ -21,13 +23,14 @@ from __future__ import annotations
 import sqlite3
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import anyio
 import httpx
 
 from eventstore import EventBody, RunQuery, SqliteEventStore
-from eventstore._runquery import page_sql
+from eventstore._sqlite import page_statement
 from runtime import (
     EdgeTaken,
     NodeCompleted,
@@ -139,15 +142,14 @@ async def _measure(quick: bool) -> dict[str, float]:
                     (await timed("/api/runs", limit=50, cursor=last_cursor))[0] for _ in range(reps)
                 ]
                 figures["deep_page"] = statistics.median(deep)
-                # The store's own statement for that page, against OFFSET at the same depth.
-                keyset, params = page_sql("r.run_id", RunQuery(), last_cursor, 50, "?")
-                figures["keyset_sql"] = _sql_ms(path, keyset, params, reps)
+                # The store's own statement for that page, against the same statement
+                # (columns, claims lookup, order) reaching that depth with OFFSET.
+                now = time.time()
+                keyset, keyset_params = page_statement(RunQuery(), last_cursor, 50, now)
+                figures["keyset_sql"] = _sql_ms(path, keyset, keyset_params, reps)
+                top, top_params = page_statement(RunQuery(), None, 50, now)
                 figures["offset_sql"] = _sql_ms(
-                    path,
-                    "SELECT r.run_id FROM runs r ORDER BY r.created DESC, r.run DESC "
-                    "LIMIT 50 OFFSET ?",
-                    (runs - 450,),
-                    reps,
+                    path, f"{top} OFFSET ?", (*top_params, runs - 450), reps
                 )
                 rare = []
                 for _ in range(reps):
