@@ -117,7 +117,15 @@ from ._spec import (
 )
 from ._spec_load import graph_from_dict, load_graph, parse_graph
 from ._spec_validate import validate_graph
-from ._state import ConversationEntry, PauseInfo, RunState, VerdictRecord, fold
+from ._state import (
+    ConversationEntry,
+    PauseInfo,
+    RunState,
+    StallEntry,
+    VerdictEntry,
+    VerdictRecord,
+    fold,
+)
 from ._timeline import describe_event, render_timeline
 from ._tools import Tool, ToolRegistry, tool
 from ._verifier_spec import (
@@ -230,6 +238,7 @@ __all__ = [
     "SpecError",
     "SpecErrors",
     "StallDetected",
+    "StallEntry",
     "SuccessCriterion",
     "Tool",
     "ToolArgumentsError",
@@ -242,6 +251,7 @@ __all__ = [
     "UnknownToolError",
     "Usage",
     "Verdict",
+    "VerdictEntry",
     "VerdictRecord",
     "VerificationRecorded",
     "VerificationResult",

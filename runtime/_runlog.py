@@ -128,7 +128,7 @@ class RunLog:
             await _checkpoint()
         pending = self.pending
         pending.extend(bodies)
-        self._track(bodies)
+        self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
         self.state.last_seq = self.last_seq + len(pending)
         if not durable and len(pending) < self.write_behind:
             return self.last_seq + len(pending)
@@ -193,13 +193,14 @@ class RunLog:
         commits one batch per step). Nothing is written until an append or submit.
         """
         self.pending.append(body)
-        self._track((body,))
+        self._track((body,), self.last_seq + len(self.pending))
         self.state.last_seq = self.last_seq + len(self.pending)
 
-    def _track(self, bodies: Sequence[EventBody]) -> None:
+    def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
+        """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
         state = self.state
-        for body in bodies:
-            apply(state, body)
+        for seq, body in enumerate(bodies, first_seq):
+            apply(state, body, seq)
 
     def submit(
         self,
@@ -247,7 +248,7 @@ class RunLog:
             return False
         self.pending = []
         self.last_seq += len(batch)
-        self._track(bodies)
+        self._track(bodies, self.last_seq - len(bodies) + 1)
         self.state.last_seq = self.last_seq
         return True
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from eventstore import Event, EventBody
+from eventstore import Event, EventBody, event_tag
 
 from ._conversation_state import Conversation, ConversationEntry
 from ._events import (
@@ -53,6 +53,7 @@ from ._events import (
     RunPaused,
     RunResumed,
     RunStarted,
+    StallDetected,
     ToolResult,
     Verdict,
     VerificationRecorded,
@@ -60,10 +61,13 @@ from ._events import (
 from ._node_visit import NodeVisit
 
 __all__ = [
+    "KEPT_PER_NODE",
     "ConversationEntry",
     "NodeVisit",
     "PauseInfo",
     "RunState",
+    "StallEntry",
+    "VerdictEntry",
     "VerdictRecord",
     "apply",
     "disown",
@@ -79,6 +83,30 @@ class VerdictRecord(msgspec.Struct, frozen=True, kw_only=True):
     action: str
     level: str
     feedback: str = ""
+
+
+#: Verdicts (and stall warnings) of one node a state keeps, the newest; counts stay exact.
+KEPT_PER_NODE = 500
+
+
+class VerdictEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A judge verdict as the log recorded it, at event ``seq``."""
+
+    seq: int
+    iteration: int
+    action: str
+    level: str
+    feedback: str = ""
+    confidence: float | None = None
+    error: str | None = None
+
+
+class StallEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A stall warning (the same tool calls turn after turn) at event ``seq``."""
+
+    seq: int
+    iteration: int
+    signature: str
 
 
 class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,6 +161,15 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     iterations: dict[str, int] = {}
     visits: dict[str, NodeVisit] = {}
     verdicts: dict[str, VerdictRecord] = {}
+    #: Each node's newest judge verdicts, oldest first: at most KEPT_PER_NODE of them, so a
+    #: long run's state (and its snapshots) stays bounded; ``verdict_counts`` counts all.
+    verdict_history: dict[str, list[VerdictEntry]] = {}
+    #: Each node's newest stall warnings, oldest first (at most KEPT_PER_NODE).
+    stalls: dict[str, list[StallEntry]] = {}
+    #: Times each edge was taken, keyed ``"source>target"``, in the order first taken.
+    edges_taken: dict[str, int] = {}
+    #: The run's events by tag, every type counted (an application's own too).
+    event_counts: dict[str, int] = {}
     paused: PauseInfo | None = None
     #: A fork's copy ended in the middle of the run: its due nodes that had not started
     #: meet their pause gates when it resumes (a fork never skips an approval). Set by
@@ -166,6 +203,10 @@ def _copy(state: RunState) -> RunState:
         turns=dict(state.turns),
         verdict_counts={node: dict(counts) for node, counts in state.verdict_counts.items()},
         verdicts=dict(state.verdicts),
+        verdict_history={node: list(kept) for node, kept in state.verdict_history.items()},
+        stalls={node: list(kept) for node, kept in state.stalls.items()},
+        edges_taken=dict(state.edges_taken),
+        event_counts=dict(state.event_counts),
     )
 
 
@@ -281,17 +322,38 @@ def _due(s: RunState, node_id: str) -> None:
         s.pending.append(node_id)
 
 
-def apply(state: RunState, body: EventBody) -> None:
-    """Apply one event body to ``state``, in place; the one place events become state.
+def _keep(kept: dict[str, list[Any]], node_id: str, entry: Any) -> None:
+    entries = kept.get(node_id)
+    if entries is None:
+        entries = kept[node_id] = []
+    entries.append(entry)
+    if len(entries) > KEPT_PER_NODE:
+        del entries[0]
+
+
+# A body's tag by its class (event_tag reads it from the class's config on every call).
+_TAGS: dict[type, str] = {}
+
+
+def apply(state: RunState, body: EventBody, seq: int) -> None:
+    """Apply one event body, the run's event ``seq``, to ``state``, in place; the one place
+    events become state.
 
     Total: a log is replayed as it is, never refused, so every body applies (a memory
     write of an unexpected shape follows the reducer rules in the module docstring), and
-    a body without a meaning for the state (StallDetected, a type registered by an
-    application) changes nothing. It does not touch ``last_seq`` / ``last_hash`` /
+    a body without a meaning for the state (a type registered by an application) only
+    counts in ``event_counts``. ``seq`` is recorded with the verdicts and stall warnings
+    the state keeps; apply does not touch ``last_seq`` / ``last_hash`` /
     ``last_position`` (the envelope's; see :func:`fold`). Lists the state grew for
     ``append`` writes stay the state's own: do not change them from outside.
     """
     s = state
+    cls = type(body)
+    tag = _TAGS.get(cls)
+    if tag is None:
+        tag = _TAGS[cls] = event_tag(cls)
+    counts = s.event_counts
+    counts[tag] = counts.get(tag, 0) + 1
     match body:
         case NodeStarted():
             node = body.node_id
@@ -310,6 +372,8 @@ def apply(state: RunState, body: EventBody) -> None:
         case NodeCompleted():
             _finish_node(s, body.node_id)
         case EdgeTaken():
+            edge = f"{body.source}>{body.target}"
+            s.edges_taken[edge] = s.edges_taken.get(edge, 0) + 1
             if body.target != s.fanout_join:  # the join is due once the branches joined
                 _due(s, body.target)
         case OutputSet():
@@ -347,8 +411,27 @@ def apply(state: RunState, body: EventBody) -> None:
                 level=body.level,
                 feedback=body.feedback,
             )
-            counts = s.verdict_counts.setdefault(body.node_id, {})
-            counts[body.action] = counts.get(body.action, 0) + 1
+            by_action = s.verdict_counts.setdefault(body.node_id, {})
+            by_action[body.action] = by_action.get(body.action, 0) + 1
+            _keep(
+                s.verdict_history,
+                body.node_id,
+                VerdictEntry(
+                    seq=seq,
+                    iteration=body.iteration,
+                    action=body.action,
+                    level=body.level,
+                    feedback=body.feedback,
+                    confidence=body.confidence,
+                    error=body.error,
+                ),
+            )
+        case StallDetected():
+            _keep(
+                s.stalls,
+                body.node_id,
+                StallEntry(seq=seq, iteration=body.iteration, signature=body.signature),
+            )
         case NodeFailed():
             if body.will_retry:
                 s.total_retries += 1  # still running: it waits for its next attempt
@@ -442,7 +525,7 @@ def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
     s = RunState() if state is None else _copy(state)
     last: Event | None = None
     for event in events:
-        apply(s, event.body)
+        apply(s, event.body, event.seq)
         last = event
     if last is not None:
         s.run_id = last.run_id

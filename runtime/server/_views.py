@@ -29,7 +29,6 @@ from .._events import EdgeTaken, RunFinished, RunPaused, RunStarted
 from .._ownership import listed_ownership
 from .._snapshots import load_state
 from .._state import fold
-from ._digest import DigestCache
 from ._schemas import (
     EventPage,
     EventView,
@@ -38,6 +37,8 @@ from ._schemas import (
     RunDetail,
     RunList,
     RunSummary,
+    StallView,
+    VerdictView,
 )
 
 __all__ = ["RunFilter", "RunReader", "event_view"]
@@ -119,7 +120,6 @@ class RunReader:
         self._graph_ids: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
         # The body of a run's event at a seq: a log never changes what it holds.
         self._last_bodies: dict[tuple[str, int], Any] = {}
-        self._digests = DigestCache(store)
 
     def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
         if len(cache) >= _CACHE_LIMIT:
@@ -243,24 +243,22 @@ class RunReader:
 
     async def detail(self, run_id: str) -> RunDetail:
         """The run's folded state (its newest matching snapshot plus the events after it,
-        as ``Runtime.get_state`` reads it) with each LLM node's verdicts and stalls (from
-        a digest that reads only the events since the last request)."""
+        as ``Runtime.get_state`` reads it), each LLM node's newest verdicts and stalls
+        included: the fold keeps them, so a long run costs what a short one does."""
         info = await self.info(run_id)
         try:
-            state, tail = await load_state(self.store, run_id)
+            state, _ = await load_state(self.store, run_id)
         except CorruptLogError:
             # An edited log: show what it says (``verify`` names where the chain breaks).
-            tail = await self.store.read_all(run_id)
-            state = fold(tail)
+            state = fold(await self.store.read_all(run_id))
         if state.last_seq == 0:
             raise RunNotFoundError(run_id)
-        digest = await self._digests.digest(run_id, state.last_seq, tail)
         llm_ids = [
             str(node.get("id"))
             for node in (state.graph or {}).get("nodes", [])
             if isinstance(node, dict) and node.get("kind") == "llm"
         ]
-        for node_id in [*digest.verdicts, *digest.stalls]:
+        for node_id in [*state.verdict_history, *state.stalls]:
             if node_id not in llm_ids:
                 llm_ids.append(node_id)
         summary = await self.summary(info)
@@ -289,12 +287,18 @@ class RunReader:
             llm_nodes=[
                 NodeVerdicts(
                     node_id=node_id,
-                    verdicts=list(digest.verdicts.get(node_id, ())),
-                    stalls=list(digest.stalls.get(node_id, ())),
-                    total_verdicts=digest.verdict_totals.get(node_id, 0),
+                    verdicts=[
+                        VerdictView(**msgspec.structs.asdict(v))
+                        for v in state.verdict_history.get(node_id, ())
+                    ],
+                    stalls=[
+                        StallView(**msgspec.structs.asdict(v))
+                        for v in state.stalls.get(node_id, ())
+                    ],
+                    total_verdicts=sum(state.verdict_counts.get(node_id, {}).values()),
                 )
                 for node_id in llm_ids
             ],
-            edges_taken=list(digest.taken),
-            event_counts=dict(digest.counts),
+            edges_taken=list(state.edges_taken),
+            event_counts=dict(state.event_counts),
         )
