@@ -34,14 +34,18 @@ from runtime import (
     RunResumed,
     RunStarted,
     RunState,
+    StallDetected,
+    StallEntry,
     ToolCallRecord,
     ToolResult,
     Verdict,
+    VerdictEntry,
     VerdictRecord,
     VerificationRecorded,
     fold,
 )
 from runtime._snapshots import decode_state, encode_state
+from runtime._state import KEPT_PER_NODE
 
 from ..eventstore.strategies import as_log, logs
 
@@ -405,3 +409,39 @@ def test_pause_resume_cancel_and_finish_set_the_status() -> None:
 def test_an_empty_fold_is_a_new_run() -> None:
     assert fold([]) == RunState()
     assert fold([]).status == "new"
+
+
+def test_a_state_keeps_each_nodes_newest_verdicts_and_stalls_and_counts_every_event() -> None:
+    judged = [
+        Verdict(node_id="a", iteration=i, action="retry", level="quality", feedback=f"f{i}")
+        for i in range(KEPT_PER_NODE + 100)
+    ]
+    edges = [
+        EdgeTaken(source="a", target="b", edge_index=0, condition="always"),
+        EdgeTaken(source="b", target="a", edge_index=1, condition="always"),
+        EdgeTaken(source="a", target="b", edge_index=0, condition="always"),
+    ]
+    stall = StallDetected(node_id="b", iteration=3, signature="[]")
+    ruled = Verdict(node_id="b", iteration=4, action="accept", level="structural", confidence=1.0)
+    log = as_log("r", [START, *judged, *edges, stall, ruled])
+    state = fold(log)
+    kept = state.verdict_history["a"]
+    assert len(kept) == KEPT_PER_NODE  # the newest: the seqs of the 101st to the 600th
+    assert [v.seq for v in kept] == list(range(102, 602))
+    assert kept[-1] == VerdictEntry(
+        seq=601, iteration=599, action="retry", level="quality", feedback="f599"
+    )
+    assert state.verdict_counts["a"] == {"retry": KEPT_PER_NODE + 100}
+    assert state.verdict_history["b"] == [
+        VerdictEntry(seq=606, iteration=4, action="accept", level="structural", confidence=1.0)
+    ]
+    assert state.stalls == {"b": [StallEntry(seq=605, iteration=3, signature="[]")]}
+    assert list(state.edges_taken.items()) == [("a>b", 2), ("b>a", 1)]
+    assert state.event_counts == {
+        "run.started": 1,
+        "judge.verdict": KEPT_PER_NODE + 101,
+        "edge.taken": 3,
+        "node.stalled": 1,
+    }
+    # Folded on from a prefix that had not dropped any yet, and through snapshot bytes.
+    assert fold(log[300:], decode_state(encode_state(fold(log[:300])))) == state
