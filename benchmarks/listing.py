@@ -14,8 +14,9 @@ socket). Figures (medians):
   quality index;
 - ``GET /api/runs/{run}`` of a run of 100,000 events (20,000 with ``--quick``): the
   first request (no snapshot yet, the whole log read once), then each request after five
-  more events were appended (the snapshot plus the events after it, and the verdict
-  digest's new events).
+  more events were appended (the snapshot plus the events after it), then the first
+  request of a second app started on the same store (a restarted server: it too reads
+  only the snapshot and the events after it).
 """
 
 from __future__ import annotations
@@ -168,6 +169,14 @@ async def _measure(quick: bool) -> dict[str, float]:
                     await rt.store.append("long", _step(10**6 + i), expected_seq=info.last_seq)
                     later.append((await timed("/api/runs/long"))[0])
                 figures["detail_next"] = statistics.median(later)
+                # A server started after the run has a snapshot (a restart, another process):
+                # its first request, with nothing of the run in memory.
+                restarted = httpx.ASGITransport(app=create_app(rt, token="t"))
+                async with httpx.AsyncClient(transport=restarted, base_url="http://bench") as other:
+                    with Timer() as t:
+                        response = await other.get("/api/runs/long")
+                    assert response.status_code == 200, response.text
+                figures["detail_restarted"] = t.seconds * 1000
     return figures
 
 
@@ -185,6 +194,7 @@ def main(quick: bool = False) -> None:
             ["GET /api/runs?quality=degraded (the 10 oldest runs)", f["rare_filter"]],
             ["GET /api/runs/{run}, first request", f["detail_first"]],
             ["GET /api/runs/{run}, after 5 more events", f["detail_next"]],
+            ["GET /api/runs/{run}, first request of a restarted server", f["detail_restarted"]],
         ],
     )
     figure("listing.first_page_ms", f["first_page"], "ms")
@@ -194,3 +204,4 @@ def main(quick: bool = False) -> None:
     figure("listing.rare_quality_ms", f["rare_filter"], "ms")
     figure("listing.detail_first_ms", f["detail_first"], "ms")
     figure("listing.detail_next_ms", f["detail_next"], "ms")
+    figure("listing.detail_restarted_ms", f["detail_restarted"], "ms")
