@@ -192,9 +192,12 @@ class RunLog:
         For a caller that decides from the state before it commits (the executor, which
         commits one batch per step). Nothing is written until an append or submit.
         """
-        self.pending.append(body)
-        self._track((body,), self.last_seq + len(self.pending))
-        self.state.last_seq = self.last_seq + len(self.pending)
+        pending = self.pending
+        pending.append(body)
+        seq = self.last_seq + len(pending)
+        state = self.state
+        apply(state, body, seq)
+        state.last_seq = seq
 
     def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
         """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""

@@ -335,6 +335,11 @@ def _keep(kept: dict[str, list[Any]], node_id: str, entry: Any) -> None:
 _TAGS: dict[type, str] = {}
 
 
+def _tag(cls: type) -> str:
+    tag = _TAGS[cls] = event_tag(cls)
+    return tag
+
+
 def apply(state: RunState, body: EventBody, seq: int) -> None:
     """Apply one event body, the run's event ``seq``, to ``state``, in place; the one place
     events become state.
@@ -348,10 +353,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
     ``append`` writes stay the state's own: do not change them from outside.
     """
     s = state
-    cls = type(body)
-    tag = _TAGS.get(cls)
-    if tag is None:
-        tag = _TAGS[cls] = event_tag(cls)
+    tag = _TAGS.get(type(body)) or _tag(type(body))
     counts = s.event_counts
     counts[tag] = counts.get(tag, 0) + 1
     match body:
