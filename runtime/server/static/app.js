@@ -44,6 +44,19 @@ const fmtInt = (n) => Number(n).toLocaleString("en-US");
 const OWNERSHIP = { waiting: "waiting for a worker", unclaimed: "", unrecorded: "not recorded" };
 const ownerText = (r) => (r.ownership === "claimed" ? r.owner : OWNERSHIP[r.ownership] ?? "");
 const ownerCell = (r) => h("td", { class: r.ownership === "claimed" ? "mono owner" : `small owner o-${r.ownership}`, "data-ownership": r.ownership }, ownerText(r));
+// A claim expires with nothing written to the log when its owner dies, so no live event
+// tells a page that its owner is gone: a page showing a claimed run reads it again every
+// OWNER_RECHECK_MS (a worker renews its lease every third of it; 15 s by default).
+const OWNER_RECHECK_MS = 5000;
+let ownerTimer = null;
+function recheckOwners(runs, reload, shown) {
+  clearTimeout(ownerTimer);
+  ownerTimer = null;
+  // ``shown`` is an element of the page that asks: a page left meanwhile asks nothing.
+  if (main.contains(shown) && runs.some((r) => r.ownership === "claimed")) {
+    ownerTimer = setTimeout(reload, OWNER_RECHECK_MS);
+  }
+}
 const badge = (prefix, value) => (value ? h("span", { class: `badge ${prefix}-${value}` }, value) : "");
 
 function token() {
@@ -147,6 +160,8 @@ let pageStream = null;
 
 function closeStreams() {
   if (pageStream) { pageStream.close(); pageStream = null; }
+  clearTimeout(ownerTimer);
+  ownerTimer = null;
 }
 
 async function route() {

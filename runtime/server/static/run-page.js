@@ -259,6 +259,7 @@ async function runPage(runId) {
     if (mine !== refreshes) return;
     detail = fresh;
     const sum = detail.summary;
+    recheckOwners([sum], refreshSoon, head);
     fill(head, 
       h("div", { class: "row" },
         h("span", {}, badge("s", sum.status)), h("span", {}, badge("q", sum.quality)),

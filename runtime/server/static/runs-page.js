@@ -75,6 +75,7 @@ async function runsPage() {
       h("td", { class: "small" }, fmtTime(r.updated)),
       h("td", {}, fmtInt(r.last_seq)))));
     if (!data.runs.length) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No runs match.")));
+    recheckOwners(data.runs, load, body);
     // Older pages follow the listing's cursor; each is a history entry, so "newer" (and
     // the browser's back button) return to the page before, and a page's URL reloads it.
     const depth = history.state?.depth || 0;
