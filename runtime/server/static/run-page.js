@@ -194,6 +194,7 @@ async function runPage(runId) {
     loading = true;
     const mine = generation;
     let stale = false;
+    let behind = false;
     try {
       const q = new URLSearchParams({ after: timelineAfter, limit: PAGE });
       if (nodeFilter.value) q.set("node", nodeFilter.value);
@@ -202,13 +203,17 @@ async function runPage(runId) {
       stale = mine !== generation;
       if (stale) return;
       page.events.forEach(addRow);
-      if (page.events.length) lastSeen = Math.max(lastSeen, page.events.at(-1).seq);
-      timelineAfter = page.next_after;
+      // The page reads the log as it was; the live events that came meanwhile were not
+      // added (a page was due): the next page reads them, after what this one covered.
+      const covered = Math.max(page.last_seq, page.events.at(-1)?.seq ?? 0);
+      behind = page.next_after === null && lastSeen > covered;
+      lastSeen = Math.max(lastSeen, covered);
+      timelineAfter = behind ? covered : page.next_after;
       more.textContent = timelineAfter === null ? `${fmtInt(rows.children.length)} events shown` : `${fmtInt(rows.children.length)} events shown; scroll for more`;
     } finally {
       loading = false;
       // A short page with more to read (filters that match few events): read on.
-      if (stale || (timelineAfter !== null && rows.children.length < PAGE)) loadPage();
+      if (stale || behind || (timelineAfter !== null && rows.children.length < PAGE)) loadPage();
     }
   }
   scroller.addEventListener("scroll", () => {
