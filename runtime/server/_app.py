@@ -56,6 +56,18 @@ _QUALITIES = ("clean", "degraded", "failed")
 _NO_CACHE = {"Cache-Control": "no-cache"}
 _SSE_HEADERS = {**_NO_CACHE, "X-Accel-Buffering": "no"}
 
+
+class _DashboardFiles(StaticFiles):
+    """The dashboard's files, revalidated by the browser on every load (a 304 while they
+    are unchanged): its scripts share one scope and change together, so a browser must
+    never run a copy it kept of one of them with new versions of the others."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(_NO_CACHE)
+        return response
+
+
 B = TypeVar("B", bound=msgspec.Struct)
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -423,7 +435,7 @@ def create_app(
             Route(f"/api/runs/{{run_id}}/{action}", guarded(action), methods=["POST"])
             for action in ("pause", "resume", "approve", "cancel", "fork")
         ),
-        Mount("/static", StaticFiles(directory=_STATIC), name="static"),
+        Mount("/static", _DashboardFiles(directory=_STATIC), name="static"),
     ]
     app = Starlette(
         routes=routes,

@@ -47,6 +47,27 @@ async def test_the_app_works_mounted_under_a_host_path(tmp_path: Path) -> None:
                 assert (await client.get(src)).status_code == 200, src
 
 
+async def test_a_browser_revalidates_the_dashboards_files_on_every_load(tmp_path: Path) -> None:
+    # The page's scripts share one scope and change together (an upgrade that splits or
+    # renames them): a browser that kept an old one by heuristic freshness (the files
+    # carry only Last-Modified and an ETag) would run it with the new ones.
+    async with Runtime(tmp_path / "runs.db", functions=FUNCTIONS) as rt:
+        app = create_app(rt, graphs={"q": QUICK})
+        async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+            page = await client.get("/")
+            assert page.headers["cache-control"] == "no-cache"
+            files = re.findall(r'<(?:script src|link rel="stylesheet" href)="([^"]+)"', page.text)
+            assert {"/static/app.js", "/static/run-page.js", "/static/app.css"} <= set(files)
+            for src in files:
+                first = await client.get(src)
+                assert first.status_code == 200, src
+                assert first.headers["cache-control"] == "no-cache", src
+                # Revalidating costs a 304 while the file is unchanged.
+                again = await client.get(src, headers={"If-None-Match": first.headers["etag"]})
+                assert again.status_code == 304, src
+                assert again.headers["cache-control"] == "no-cache", src
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
