@@ -28,8 +28,9 @@ __all__ = ["distinct_ids", "recorded_calls", "refusal"]
 
 
 def distinct_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:
-    """``calls`` with every id distinct: a repeated id becomes ``"<id>~2"`` (``~3``, ...,
-    the first suffix no call of the turn uses).
+    """``calls`` with every id distinct: a repeated id becomes ``"<id>_2"`` (``_3``, ...,
+    the first suffix no call of the turn uses; letters, digits, ``_`` and ``-`` are what
+    every provider's ids may hold, Anthropic's pattern included).
 
     Results are matched to calls by id, in the run's state (a resume runs the calls of
     the last turn that have no result) and on the wire (each tool message answers one
@@ -46,9 +47,9 @@ def distinct_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:
     for call in calls:
         if call.id in seen:
             number = 2
-            while f"{call.id}~{number}" in taken:
+            while f"{call.id}_{number}" in taken:
                 number += 1
-            new_id = f"{call.id}~{number}"
+            new_id = f"{call.id}_{number}"
             taken.add(new_id)
             call = ToolCall(id=new_id, name=call.name, arguments=call.arguments)
         seen.add(call.id)

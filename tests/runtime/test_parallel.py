@@ -308,7 +308,7 @@ async def test_a_branch_turn_records_distinct_ids_and_refuses_what_the_log_canno
     assert result.memory["answer"] == "Paris"
     turns = [e.body for e in events if isinstance(e.body, BranchTurn) and e.body.tool_calls]
     assert [[(c.id, c.arguments["value"]) for c in t.tool_calls] for t in turns] == [
-        [("d", None), ("d~2", "Paris")]
+        [("d", None), ("d_2", "Paris")]
     ] * 2
     results = [(e.body.call_id, e.body.is_error) for e in events if isinstance(e.body, ToolResult)]
-    assert results == [("d", True), ("d~2", False)]
+    assert results == [("d", True), ("d_2", False)]
