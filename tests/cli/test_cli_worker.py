@@ -83,6 +83,18 @@ async def test_a_worker_process_runs_submitted_runs_until_stopped(store_url: str
     assert code == 0 and "ready" in log
 
 
+async def _claimed_by(runtime: Runtime, run_id: str, owner: str) -> None:
+    """Wait until the store lists ``owner`` as the owner of ``run_id``."""
+    store = runtime.store
+    assert store is not None
+
+    async def claimed() -> bool:
+        info = await store.get_run(run_id)
+        return info is not None and info.owner == owner
+
+    await wait_until(claimed, 30)
+
+
 async def _listing(store_url: str) -> tuple[dict[str, Any], str]:
     """``magistrate runs`` of ``store_url`` in a process of its own: the JSON page's one
     run, and the text table's row of it."""
@@ -121,14 +133,7 @@ async def test_show_names_the_worker_holding_a_run_as_runs_does(store_url: str) 
         async with Runtime(
             store_url, functions={"hold": hold}, recover=True, worker_id="worker-7"
         ) as worker:
-            store = submitter.store
-            assert store is not None
-
-            async def claimed() -> bool:
-                info = await store.get_run(run_id)
-                return info is not None and info.owner == "worker-7"
-
-            await wait_until(claimed, 30)
+            await _claimed_by(submitter, run_id, "worker-7")
             data, line = await _shown(store_url, run_id)
             assert (data["owner"], data["ownership"]) == ("worker-7", "claimed")
             assert line == "owner:     worker-7"
@@ -157,14 +162,7 @@ async def test_runs_shows_a_submitted_run_waiting_for_a_worker_then_the_worker_h
         async with Runtime(
             store_url, functions={"hold": hold}, recover=True, worker_id="worker-7"
         ) as worker:
-            store = submitter.store
-            assert store is not None
-
-            async def claimed() -> bool:
-                info = await store.get_run(run_id)
-                return info is not None and info.owner == "worker-7"
-
-            await wait_until(claimed, 30)
+            await _claimed_by(submitter, run_id, "worker-7")
             run, row = await _listing(store_url)
             assert (run["status"], run["owner"], run["ownership"]) == (
                 "running",
