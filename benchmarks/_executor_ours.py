@@ -22,7 +22,7 @@ import anyio
 
 from benchmarks._peer_protocol import payload
 from runtime._runtime import Runtime
-from runtime._spec import EdgeSpec, GraphSpec, MemoryKey, NodeSpec
+from runtime.spec._model import EdgeSpec, GraphSpec, MemoryKey, NodeSpec
 
 __all__ = [
     "PAYLOAD_BYTES",

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import anyio
 
-from runtime._llm import LlmRequest, LlmResponse, ToolCall
 from runtime._runtime import Runtime
-from runtime._scripted import ScriptedProvider, reply
-from runtime._spec import GraphSpec, NodeSpec
-from runtime._tools import tool
+from runtime.llm._tools import tool
+from runtime.providers._base import LlmRequest, LlmResponse, ToolCall
+from runtime.providers._scripted import ScriptedProvider, reply
+from runtime.spec._model import GraphSpec, NodeSpec
 
 __all__ = ["TurnCost", "measure", "turn_cost_500_over_10"]
 

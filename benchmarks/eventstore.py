@@ -26,7 +26,7 @@ from eventstore._events import chain_digest
 from eventstore._format import store_body
 from eventstore._schema import create_schema
 from eventstore._statements import wal_autocheckpoint_pages
-from runtime import (
+from runtime.events import (
     LlmTurn,
     MemoryWritten,
     NodeCompleted,

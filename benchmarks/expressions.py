@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from runtime._errors import ExpressionError
-from runtime._expr import MAX_SOURCE_LENGTH, compile_expression
+from runtime.spec._expr import MAX_SOURCE_LENGTH, compile_expression
 
 from ._common import figure, print_table
 

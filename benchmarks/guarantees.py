@@ -19,7 +19,7 @@ the run's recorded events, never the objects that produced them.
    models: never set outputs, repeat one call forever, random. Violations: a node visit
    with more turns than max_iterations, a run with more node starts than max_steps, a run
    without exactly one final ``RunFinished``. Must be 0.
-3. The implicit judge's cost per turn: ``runtime._judge.rule`` on a bail-out context (the
+3. The implicit judge's cost per turn: ``runtime.llm._judge.rule`` on a bail-out context (the
    turn made tool calls), a Level 0 RETRY (a key missing) and a Level 0 ACCEPT (no
    success criteria), median of per-call means over many batches, called directly and
    through a ``JudgeActor`` (``ask`` round trip). The headline figure is the slowest of the
@@ -40,9 +40,10 @@ import msgspec
 
 from actors import ActorSystem
 from eventstore import Event
-from runtime import LlmTurn, NodeStarted, RunFinished, StallDetected
 from runtime._errors import ProviderError
-from runtime._judge import (
+from runtime._runtime import Runtime
+from runtime.events import LlmTurn, NodeStarted, RunFinished, StallDetected
+from runtime.llm._judge import (
     ImplicitJudge,
     JudgeActor,
     JudgeContext,
@@ -51,10 +52,9 @@ from runtime._judge import (
     judge_context,
     rule,
 )
-from runtime._llm import LlmRequest, LlmResponse, ToolCall
-from runtime._runtime import Runtime
-from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
-from runtime._tools import tool
+from runtime.llm._tools import tool
+from runtime.providers._base import LlmRequest, LlmResponse, ToolCall
+from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec
 
 from ._common import figure, print_table
 

@@ -32,15 +32,8 @@ import httpx
 
 from eventstore import EventBody, RunQuery, SqliteEventStore
 from eventstore._sqlite import page_statement
-from runtime import (
-    EdgeTaken,
-    NodeCompleted,
-    NodeStarted,
-    RunFinished,
-    RunStarted,
-    Runtime,
-    Verdict,
-)
+from runtime import Runtime
+from runtime.events import EdgeTaken, NodeCompleted, NodeStarted, RunFinished, RunStarted, Verdict
 from runtime.server import create_app
 
 from ._common import Timer, figure, print_table

@@ -2,7 +2,7 @@
 
 The store knows no event catalogue: an application defines its bodies as tagged
 :class:`EventBody` subclasses and registers them with :func:`register_event_type` (the
-runtime registers its own in ``runtime._events``). A body's identity on disk is its tag
+runtime registers its own in ``runtime.events._catalogue``). A body's identity on disk is its tag
 (``"node.started"``) and its schema version, never its class name. Each body class declares
 ``schema_version``; when a body's shape changes, bump it and register an upcaster from the
 previous version with :func:`register_upcaster`, so logs written by older releases still

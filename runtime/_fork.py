@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from eventstore import Event, EventBody
 
 from ._errors import RunNotFoundError, RunStateError
-from ._events import RunFinished, RunForked
-from ._runlog import RunLog
-from ._state import fold
+from .engine._runlog import RunLog
+from .events._catalogue import RunFinished, RunForked
+from .events._state import fold
 
 if TYPE_CHECKING:
     from ._runtime import Runtime

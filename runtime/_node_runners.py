@@ -9,18 +9,18 @@ from typing import Any
 from actors import Actor, ActorRef
 
 from ._errors import SpecError, SpecErrors
-from ._function_node import FunctionNodeActor, PlainFunction
-from ._functions import resolve_callable
-from ._judge import JudgeProtocol
-from ._llm import LlmProvider
-from ._llm_node import LlmNodeActor
-from ._llm_support import SET_OUTPUT, resolve_judge
-from ._parallel import BranchRunner, check_parallel_names
-from ._parallel_spec import BranchStrategy
-from ._runlog import RunLog
-from ._spec import GraphSpec, NodeSpec
-from ._tools import ToolRegistry
-from ._verifier import VerifierNodeActor, check_named_providers
+from .engine._function_node import FunctionNodeActor, PlainFunction
+from .engine._runlog import RunLog
+from .llm._judge import JudgeProtocol
+from .llm._node import LlmNodeActor
+from .llm._parallel import BranchRunner, check_parallel_names
+from .llm._support import SET_OUTPUT, resolve_judge
+from .llm._tools import ToolRegistry
+from .llm._verifier import VerifierNodeActor, check_named_providers
+from .providers._base import LlmProvider
+from .spec._imports import resolve_callable
+from .spec._model import GraphSpec, NodeSpec
+from .spec._parallel import BranchStrategy
 
 __all__ = ["RUNNABLE_KINDS", "NodeRunners"]
 

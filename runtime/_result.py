@@ -10,8 +10,8 @@ import msgspec
 
 from actors import new_waiter
 
-from ._goal_spec import GoalOutcome
-from ._state import RunState
+from .events._state import RunState
+from .spec._goal import GoalOutcome
 
 __all__ = ["RunOutcome", "RunResult", "RunStatus", "result_of"]
 

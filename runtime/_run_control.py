@@ -13,12 +13,12 @@ from actors import ActorRef, ActorStoppedError, ActorSystem
 from eventstore import ConcurrencyError, EventBody, EventStore, LeaseLostError, StoreError
 
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
-from ._events import InputInjected, RunCancelled, RunPaused
-from ._messages import CancelRun
 from ._ownership import OwnedOutcome, RunOwnership
 from ._result import RunOutcome, RunResult, result_of
-from ._runlog import CommitHook, CommitObserver, RunLog
-from ._state import RunState
+from .engine._messages import CancelRun
+from .engine._runlog import CommitHook, CommitObserver, RunLog
+from .events._catalogue import InputInjected, RunCancelled, RunPaused
+from .events._state import RunState
 
 if TYPE_CHECKING:
     from ._runtime import RunHandle

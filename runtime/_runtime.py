@@ -24,33 +24,33 @@ from eventstore import (
 )
 
 from ._errors import RunNotFoundError, RunStateError
-from ._events import InputInjected, RunResumed, RunStarted
-from ._executor import ExecutorActor
 from ._fork import copy_prefix
-from ._function_node import PlainFunction
-from ._goals import score_goal
-from ._judge import JudgeProtocol
-from ._llm import LlmProvider
-from ._logging import log_run_events
-from ._messages import CancelRun, InjectInput, PauseRun, StartRun
 from ._node_runners import NodeRunners
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
-from ._parallel_spec import BranchStrategy
 from ._result import RunOutcome, RunResult
 from ._run_control import FINAL, RunControl, result_from_state
-from ._runlog import CommitHook, CommitObserver, RunLog
-from ._snapshots import load_state
-from ._spec import GraphSpec, graph_hash, shared_graph_dict
-from ._spec_load import graph_from_dict
-from ._spec_validate import validate_graph
-from ._state import RunState, fold
-from ._tools import Tool, ToolRegistry
-from ._values import check_input
+from .engine._executor import ExecutorActor
+from .engine._function_node import PlainFunction
+from .engine._messages import CancelRun, InjectInput, PauseRun, StartRun
+from .engine._runlog import CommitHook, CommitObserver, RunLog
+from .events._catalogue import InputInjected, RunResumed, RunStarted
+from .events._snapshots import load_state
+from .events._state import RunState, fold
+from .events._values import check_input
+from .llm._goals import score_goal
+from .llm._judge import JudgeProtocol
+from .llm._tools import Tool, ToolRegistry
+from .observe._logging import log_run_events
+from .providers._base import LlmProvider
+from .spec._load import graph_from_dict
+from .spec._model import GraphSpec, graph_hash, shared_graph_dict
+from .spec._parallel import BranchStrategy
+from .spec._validate import validate_graph
 
 _log = logging.getLogger("magistrate.runtime")
 
 if TYPE_CHECKING:
-    from ._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
+    from .observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
 
 __all__ = ["RunHandle", "Runtime"]
 
@@ -554,7 +554,7 @@ class Runtime(RunControl, NodeRunners):
         """The run's state as the fold of its log, up to ``at_seq`` (time travel) if given.
 
         Reads the run's newest snapshot that still matches its log and folds only the
-        events after it (see ``runtime._snapshots``); the result is the same without it.
+        events after it (see ``runtime.events._snapshots``); the result is the same without it.
         Raises RunNotFoundError, or ValueError for an ``at_seq`` below 1 (seqs start at 1)
         or past the run's last event.
         """

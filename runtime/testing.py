@@ -19,9 +19,9 @@ from itertools import pairwise
 from typing import Any
 
 from ._runtime import Runtime
-from ._scripted import ScriptedProvider, reply, tool_call
-from ._spec import EdgeSpec, GraphSpec, NodeSpec
-from ._state import RunState, fold
+from .events._state import RunState, fold
+from .providers._scripted import ScriptedProvider, reply, tool_call
+from .spec._model import EdgeSpec, GraphSpec, NodeSpec
 
 __all__ = [
     "ScriptedProvider",

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime import compile_expression, parse_graph
+from runtime import parse_graph
+from runtime.spec import compile_expression
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -13,7 +13,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PACKAGES = ["actors", "eventstore", "runtime"]
+PACKAGES = [
+    "actors",
+    "eventstore",
+    "runtime",
+    "runtime.spec",
+    "runtime.events",
+    "runtime.providers",
+    "runtime.llm",
+    "runtime.engine",
+    "runtime.observe",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

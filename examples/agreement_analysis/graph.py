@@ -5,16 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
-from runtime import (
-    EdgeSpec,
-    Goal,
-    GraphSpec,
-    NodeSpec,
-    RunResult,
-    Runtime,
-    ScriptedProvider,
-    SuccessCriterion,
-)
+from runtime import EdgeSpec, Goal, GraphSpec, NodeSpec, RunResult, Runtime, ScriptedProvider
+from runtime.spec import SuccessCriterion
 from runtime.testing import reply, tool_call
 
 __all__ = ["AGREEMENT", "FUNCTIONS", "build_graph", "report", "review", "run_until_review"]

@@ -8,9 +8,7 @@ from typing import Any, Final
 
 from runtime import (
     EdgeSpec,
-    ExpressionVerifier,
     GraphSpec,
-    LlmJudgeVerifier,
     LlmProvider,
     LlmRequest,
     NodeSpec,
@@ -18,6 +16,7 @@ from runtime import (
     Runtime,
     ScriptedProvider,
 )
+from runtime.spec import ExpressionVerifier, LlmJudgeVerifier
 
 __all__ = [
     "CRITERIA",

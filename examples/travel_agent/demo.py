@@ -12,14 +12,8 @@ from typing import TextIO
 import msgspec
 
 from eventstore import SqliteEventStore
-from runtime import (
-    AnthropicProvider,
-    LlmProvider,
-    OpenAIProvider,
-    Runtime,
-    fold,
-    render_timeline,
-)
+from runtime import AnthropicProvider, LlmProvider, OpenAIProvider, Runtime
+from runtime.events import fold, render_timeline
 
 from .graph import FUNCTIONS, TRIP_REQUEST, build_graph
 from .script import scripted_provider

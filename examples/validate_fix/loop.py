@@ -5,19 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
-from runtime import (
-    Constraint,
-    EdgeSpec,
-    Goal,
-    GraphSpec,
-    JsonPathAssertion,
-    JsonPathVerifier,
-    MemoryKey,
-    NodeSpec,
-    RunResult,
-    Runtime,
-    SuccessCriterion,
-)
+from runtime import EdgeSpec, Goal, GraphSpec, MemoryKey, NodeSpec, RunResult, Runtime
+from runtime.spec import Constraint, JsonPathAssertion, JsonPathVerifier, SuccessCriterion
 
 __all__ = ["FUNCTIONS", "TIMESHEET", "build_graph", "fix", "parse", "run_loop", "summarise"]
 

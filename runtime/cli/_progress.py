@@ -18,7 +18,7 @@ from rich.text import Text
 
 from eventstore import EventBody
 
-from .._events import (
+from ..events._catalogue import (
     LlmTurn,
     NodeCompleted,
     NodeFailed,
@@ -30,7 +30,7 @@ from .._events import (
     StallDetected,
     Verdict,
 )
-from .._timeline import LEVEL_NAMES
+from ..events._timeline import LEVEL_NAMES
 
 __all__ = ["Progress"]
 

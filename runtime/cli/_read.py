@@ -20,12 +20,12 @@ import msgspec
 from eventstore import Event, EventStore, RunInfo, RunQuery, event_tag
 
 from .._errors import RunNotFoundError
-from .._events import LlmTurn, RunForked, Verdict
-from .._mermaid import graph_to_mermaid
 from .._ownership import Ownership, listed_ownership
-from .._spec_load import load_graph
-from .._state import fold
-from .._timeline import describe_event, render_timeline
+from ..events._catalogue import LlmTurn, RunForked, Verdict
+from ..events._state import fold
+from ..events._timeline import describe_event, render_timeline
+from ..spec._load import load_graph
+from ..spec._mermaid import graph_to_mermaid
 from ._common import (
     EXIT_OK,
     UsageError,

@@ -24,9 +24,9 @@ from eventstore import EventStore
 from .._errors import RunNotFoundError, RunStateError
 from .._result import RunResult
 from .._runtime import RunHandle, Runtime
-from .._spec import GraphSpec
-from .._spec_load import graph_from_dict, load_graph
-from .._state import fold
+from ..events._state import fold
+from ..spec._load import graph_from_dict, load_graph
+from ..spec._model import GraphSpec
 from ._common import (
     EXIT_CANCELLED,
     EXIT_FAILED,

@@ -12,10 +12,10 @@ import os
 from contextlib import AsyncExitStack
 from typing import Any
 
-from .._metrics import default_metrics
 from .._runtime import Runtime
-from .._spec_load import load_graph
+from ..observe._metrics import default_metrics
 from ..server import serve
+from ..spec._load import load_graph
 from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
 from ._wiring import imports_named, make_provider, tools_from_modules
 

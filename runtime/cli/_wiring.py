@@ -19,14 +19,14 @@ from typing import Any
 
 import yaml
 
-from .._anthropic import AnthropicProvider
 from .._errors import ProviderError, ProviderHTTPError, UnknownToolError
-from .._functions import import_allowed
-from .._llm import LlmProvider, LlmRequest, LlmResponse, ToolCall
-from .._openai import OpenAIProvider
-from .._scripted import ScriptedProvider
-from .._spec import GraphSpec
-from .._tools import Tool, ToolRegistry
+from ..llm._tools import Tool, ToolRegistry
+from ..providers._anthropic import AnthropicProvider
+from ..providers._base import LlmProvider, LlmRequest, LlmResponse, ToolCall
+from ..providers._openai import OpenAIProvider
+from ..providers._scripted import ScriptedProvider
+from ..spec._imports import import_allowed
+from ..spec._model import GraphSpec
 from ._common import UsageError
 
 __all__ = [

@@ -29,7 +29,7 @@ from eventstore import ConcurrencyError, CorruptLogError, EventStore, StoreError
 
 from .._errors import RunNotFoundError, RunStateError, SpecError
 from .._runtime import Runtime
-from .._spec import GraphSpec, graph_hash, graph_to_dict
+from ..spec._model import GraphSpec, graph_hash, graph_to_dict
 from ._openapi import MAX_INT, openapi_document
 from ._schemas import (
     ApiError,

@@ -16,7 +16,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp
 
 from .._runtime import Runtime
-from .._spec import GraphSpec
+from ..spec._model import GraphSpec
 from ._app import create_app
 
 __all__ = ["serve"]

@@ -25,10 +25,10 @@ from eventstore import (
 )
 
 from .._errors import RunNotFoundError
-from .._events import EdgeTaken, RunFinished, RunPaused, RunStarted
 from .._ownership import listed_ownership
-from .._snapshots import load_state
-from .._state import fold
+from ..events._catalogue import EdgeTaken, RunFinished, RunPaused, RunStarted
+from ..events._snapshots import load_state
+from ..events._state import fold
 from ._schemas import (
     EventPage,
     EventView,

@@ -13,7 +13,7 @@ import sys
 import anyio
 
 from eventstore import LeaseLostError, SqliteEventStore, StoreError
-from runtime import MemoryWritten
+from runtime.events import MemoryWritten
 
 
 async def main(db: str, run_id: str, lease: float) -> None:

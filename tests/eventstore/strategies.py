@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from eventstore import EVENT_TYPES, Event, EventBody
-from runtime import (
+from runtime.events import (
     BranchesForked,
     BranchesJoined,
     BranchesJudged,
@@ -256,7 +256,9 @@ bodies: st.SearchStrategy[EventBody] = st.one_of(*BODY_STRATEGIES.values())
 
 def catalogue_covered() -> bool:
     """True when every catalogue type has a strategy (checked by a test)."""
-    catalogue = {cls for cls in EVENT_TYPES.values() if cls.__module__ == "runtime._events"}
+    catalogue = {
+        cls for cls in EVENT_TYPES.values() if cls.__module__ == "runtime.events._catalogue"
+    }
     return catalogue == set(BODY_STRATEGIES)
 
 

@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from eventstore import Claim, ClaimingStore, LeaseLostError, RunOwnedError
-from runtime import MemoryWritten, RunPaused, RunStarted
+from runtime.events import MemoryWritten, RunPaused, RunStarted
 
 from .conftest import StoreFactory
 

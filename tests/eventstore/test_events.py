@@ -23,7 +23,7 @@ from eventstore import (
     register_upcaster,
 )
 from eventstore._format import store_body
-from runtime import NodeStarted, RunStarted
+from runtime.events import NodeStarted, RunStarted
 
 from .strategies import BODY_STRATEGIES, bodies, catalogue_covered
 

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from eventstore import ConcurrencyError, SqliteEventStore
-from runtime import NodeCompleted, NodeStarted, RunStarted
+from runtime.events import NodeCompleted, NodeStarted, RunStarted
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ RACER = textwrap.dedent(
     import asyncio, json, os, sys, time
     sys.path.insert(0, {root!r})
     from eventstore import ConcurrencyError, SqliteEventStore
-    from runtime import MemoryWritten, NodeCompleted, NodeStarted
+    from runtime.events import MemoryWritten, NodeCompleted, NodeStarted
 
     NAME, PATH, GO, ROUNDS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
@@ -147,7 +147,7 @@ async def test_a_store_whose_cache_is_stale_gets_a_conflict_and_writes_nothing(
                     import asyncio, sys
                     sys.path.insert(0, {str(ROOT)!r})
                     from eventstore import SqliteEventStore
-                    from runtime import NodeCompleted
+                    from runtime.events import NodeCompleted
 
                     async def main():
                         async with SqliteEventStore({str(path)!r}) as b:

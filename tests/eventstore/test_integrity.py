@@ -10,7 +10,7 @@ import pytest
 
 from eventstore import CorruptLogError, SqliteEventStore, StoreError, StoreFileError
 from eventstore._format import store_body
-from runtime import NodeCompleted, NodeStarted, RunFinished, RunStarted
+from runtime.events import NodeCompleted, NodeStarted, RunFinished, RunStarted
 
 pytestmark = pytest.mark.anyio
 

@@ -27,7 +27,7 @@ from eventstore import (
     StoreUnreachableError,
     open_store,
 )
-from runtime import MemoryWritten, RunPaused, RunStarted, fold
+from runtime.events import MemoryWritten, RunPaused, RunStarted, fold
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 from .strategies import BODY_STRATEGIES

@@ -10,7 +10,7 @@ import pytest
 
 from eventstore import PG_SCHEMA_VERSION, EventBody, PostgresEventStore, RunQuery
 from eventstore._postgres_runs import page_statement
-from runtime import RunFinished, RunStarted
+from runtime.events import RunFinished, RunStarted
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 pytestmark = pytest.mark.anyio

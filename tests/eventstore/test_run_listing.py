@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eventstore import EventBody, RunQuery
-from runtime import RunFinished, RunResumed, RunStarted
+from runtime.events import RunFinished, RunResumed, RunStarted
 
 from .conftest import StoreFactory
 

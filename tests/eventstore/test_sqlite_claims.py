@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from eventstore import Claim, LeaseLostError, RunOwnedError, SqliteEventStore, StoreClosedError
-from runtime import MemoryWritten
+from runtime.events import MemoryWritten
 
 pytestmark = pytest.mark.anyio
 

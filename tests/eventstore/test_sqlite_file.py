@@ -35,7 +35,14 @@ from eventstore import (
 )
 from eventstore._format import FRAME_TYPE, BodyForm, pack_frame, store_body
 from eventstore._sqlite import page_statement
-from runtime import MemoryWritten, NodeCompleted, NodeStarted, RunFinished, RunPaused, RunStarted
+from runtime.events import (
+    MemoryWritten,
+    NodeCompleted,
+    NodeStarted,
+    RunFinished,
+    RunPaused,
+    RunStarted,
+)
 
 pytestmark = pytest.mark.anyio
 

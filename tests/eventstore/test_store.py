@@ -19,7 +19,7 @@ from eventstore import (
     StoreClosedError,
     StoreError,
 )
-from runtime import (
+from runtime.events import (
     MemoryWritten,
     NodeCompleted,
     NodeStarted,

@@ -14,7 +14,7 @@ from eventstore import AppendResult, DurabilityConfig, SqliteEventStore, StoreCl
 from eventstore._core import WriterCore
 from eventstore._requests import prepare
 from eventstore._writer import ThreadWriter
-from runtime import NodeStarted, RunStarted
+from runtime.events import NodeStarted, RunStarted
 
 pytestmark = pytest.mark.anyio
 

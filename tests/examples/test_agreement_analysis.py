@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from examples.agreement_analysis import FUNCTIONS, run_until_review, scripted_model
-from runtime import Runtime, Verdict
+from runtime import Runtime
+from runtime.events import Verdict
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 
 from eventstore import SqliteEventStore
 from examples.self_correcting import build_graph, run_loop, scripted_critic
-from runtime import VerificationRecorded, fold
+from runtime.events import VerificationRecorded, fold
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from eventstore import SqliteEventStore
 from examples.travel_agent import run_demo
 from examples.travel_agent.graph import build_graph, load_request
 from examples.travel_agent.script import QUALITY_FEEDBACK
-from runtime import LlmTurn, Verdict
+from runtime.events import LlmTurn, Verdict
 
 pytestmark = pytest.mark.anyio
 

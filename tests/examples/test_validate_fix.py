@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from examples.validate_fix import run_loop
-from runtime import VerificationRecorded, fold
+from runtime.events import VerificationRecorded, fold
 
 pytestmark = pytest.mark.anyio
 

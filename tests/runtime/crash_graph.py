@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody, RunOwnedError
-from runtime._function_node import NodeContext
 from runtime._runtime import Runtime
-from runtime._spec import EdgeSpec, GraphSpec, MemoryKey, NodeSpec, RetryPolicy
+from runtime.engine._function_node import NodeContext
+from runtime.spec._model import EdgeSpec, GraphSpec, MemoryKey, NodeSpec, RetryPolicy
 
 NODES = ["a", "b", "c", "d", "e", "f", "g", "h"]
 KILL = "-"

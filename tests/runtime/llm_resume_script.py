@@ -17,12 +17,12 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody
-from runtime import LlmTurn
-from runtime._llm import ToolCall
 from runtime._runtime import Runtime
-from runtime._scripted import ScriptedProvider, reply
-from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
-from runtime._tools import tool
+from runtime.events import LlmTurn
+from runtime.llm._tools import tool
+from runtime.providers._base import ToolCall
+from runtime.providers._scripted import ScriptedProvider, reply
+from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec
 
 __all__ = ["GRAPH", "KILL_AFTER_TURN", "SCRIPT", "TOOLS", "finish", "main"]
 

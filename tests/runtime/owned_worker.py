@@ -25,8 +25,8 @@ import anyio
 import psycopg
 
 from runtime import LlmProvider, LlmRequest, LlmResponse, Runtime, run_worker
-from runtime._function_node import NodeContext
-from runtime._spec import GraphSpec, NodeSpec
+from runtime.engine._function_node import NodeContext
+from runtime.spec._model import GraphSpec, NodeSpec
 from runtime.testing import ScriptedProvider, linear_graph
 
 NODES = [f"n{i}" for i in range(10)]

@@ -17,18 +17,9 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody
-from runtime import (
-    BranchFinished,
-    BranchJudgeSpec,
-    BranchSpec,
-    GraphSpec,
-    NodeSpec,
-    ParallelSpec,
-    Runtime,
-    ScriptedProvider,
-    ToolCall,
-    tool,
-)
+from runtime import GraphSpec, NodeSpec, Runtime, ScriptedProvider, ToolCall, tool
+from runtime.events import BranchFinished
+from runtime.spec import BranchJudgeSpec, BranchSpec, ParallelSpec
 from runtime.testing import reply
 
 from .crashes import SHORT_LEASE

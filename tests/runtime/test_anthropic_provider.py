@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from runtime._anthropic import AnthropicProvider
 from runtime._errors import (
     MalformedResponseError,
     ProviderError,
     ProviderHTTPError,
     ProviderTimeoutError,
 )
-from runtime._llm import ChatMessage, LlmProvider, LlmRequest, ToolCall, ToolSpec
+from runtime.providers._anthropic import AnthropicProvider
+from runtime.providers._base import ChatMessage, LlmProvider, LlmRequest, ToolCall, ToolSpec
 
 from .llm_servers import AnthropicServer, Scripted, anthropic_message, text, tool_use
 

@@ -10,16 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import (
-    EdgeSpec,
-    GraphSpec,
-    NodeFailed,
-    NodeSpec,
-    RetryPolicy,
-    Runtime,
-    ScriptedProvider,
-    tool,
-)
+from runtime import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy, Runtime, ScriptedProvider, tool
+from runtime.events import NodeFailed
 from runtime.testing import reply, tool_call
 
 pytestmark = pytest.mark.anyio

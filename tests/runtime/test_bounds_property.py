@@ -21,14 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import Event
-from runtime import LlmTurn, NodeStarted, RunFinished
 from runtime._errors import ProviderError
-from runtime._judge import JudgeContext, JudgeProtocol
-from runtime._llm import LlmRequest, LlmResponse, ToolCall
 from runtime._runtime import Runtime
-from runtime._scripted import ScriptedProvider
-from runtime._spec import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy
-from runtime._tools import tool
+from runtime.events import LlmTurn, NodeStarted, RunFinished
+from runtime.llm._judge import JudgeContext, JudgeProtocol
+from runtime.llm._tools import tool
+from runtime.providers._base import LlmRequest, LlmResponse, ToolCall
+from runtime.providers._scripted import ScriptedProvider
+from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy
 
 pytestmark = pytest.mark.anyio
 

@@ -10,13 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import (
-    EdgeSpec,
-    EdgeTaken,
-    GraphSpec,
-    RetryPolicy,
-    Runtime,
-)
+from runtime import EdgeSpec, GraphSpec, RetryPolicy, Runtime
+from runtime.events import EdgeTaken
 from runtime.testing import function_node
 from tests.runtime.gated import GatedProvider
 

@@ -18,13 +18,11 @@ from runtime import (
     LlmResponse,
     NodeSpec,
     RetryPolicy,
-    RunCancelled,
-    RunFinished,
-    RunPaused,
     RunStateError,
     Runtime,
-    SuccessCriterion,
 )
+from runtime.events import RunCancelled, RunFinished, RunPaused
+from runtime.spec import SuccessCriterion
 from tests.runtime.gated import GatedProvider
 
 pytestmark = pytest.mark.anyio

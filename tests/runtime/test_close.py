@@ -11,15 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import (
-    EdgeSpec,
-    GraphSpec,
-    LlmRequest,
-    LlmResponse,
-    RunCancelled,
-    RunResumed,
-    Runtime,
-)
+from runtime import EdgeSpec, GraphSpec, LlmRequest, LlmResponse, Runtime
+from runtime.events import RunCancelled, RunResumed
 from runtime.testing import function_node, linear_graph
 from tests.pgsupport import wait_until
 

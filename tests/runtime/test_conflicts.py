@@ -10,14 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import (
-    EdgeSpec,
-    GraphSpec,
-    NodeSpec,
-    RetryPolicy,
-    RunCancelled,
-    Runtime,
-)
+from runtime import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy, Runtime
+from runtime.events import RunCancelled
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime._conversation import (
+from runtime.events._conversation import ConversationEntry
+from runtime.llm._prompt import (
     SUMMARY_PREFIX,
     build_system_prompt,
     estimate_tokens,
@@ -16,8 +17,7 @@ from runtime._conversation import (
     to_chat_messages,
     transition_marker,
 )
-from runtime._conversation_state import ConversationEntry
-from runtime._llm import ChatMessage, ToolCall
+from runtime.providers._base import ChatMessage, ToolCall
 
 pytestmark = pytest.mark.anyio
 

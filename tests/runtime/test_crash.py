@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eventstore import SqliteEventStore
-from runtime import NodeCompleted, fold
+from runtime.events import NodeCompleted, fold
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import NodeStarted, RunCancelled, Runtime
+from runtime import Runtime
+from runtime.events import NodeStarted, RunCancelled
 
 pytestmark = pytest.mark.anyio
 

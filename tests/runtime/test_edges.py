@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from runtime._edges import decide_edge, resolve_edges
 from runtime._errors import SpecErrors
-from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
-from runtime._spec_validate import validate_graph
+from runtime.engine._edges import decide_edge, resolve_edges
+from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec
+from runtime.spec._validate import validate_graph
 
 pytestmark = pytest.mark.anyio
 

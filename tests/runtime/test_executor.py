@@ -7,7 +7,10 @@ import anyio
 import pytest
 
 from eventstore import SqliteEventStore
-from runtime import (
+from runtime._errors import RunNotFoundError, RunStateError, SpecError
+from runtime._runtime import Runtime
+from runtime.engine._function_node import NodeContext
+from runtime.events import (
     BranchesJoined,
     EdgeTaken,
     MemoryWritten,
@@ -17,11 +20,8 @@ from runtime import (
     RunFinished,
     fold,
 )
-from runtime._errors import RunNotFoundError, RunStateError, SpecError
-from runtime._function_node import NodeContext
-from runtime._runtime import Runtime
-from runtime._scripted import ScriptedProvider
-from runtime._spec import EdgeSpec, Goal, GraphSpec, MemoryKey, NodeSpec, RetryPolicy
+from runtime.providers._scripted import ScriptedProvider
+from runtime.spec._model import EdgeSpec, Goal, GraphSpec, MemoryKey, NodeSpec, RetryPolicy
 
 pytestmark = pytest.mark.anyio
 

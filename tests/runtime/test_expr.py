@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime._errors import ExpressionError
-from runtime._expr import FUNCTIONS, MAX_SIZE, Expression, compile_expression
+from runtime.spec._expr import FUNCTIONS, MAX_SIZE, Expression, compile_expression
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime._errors import ExpressionError
-from runtime._expr import MAX_SOURCE_LENGTH, compile_expression
+from runtime.spec._expr import MAX_SOURCE_LENGTH, compile_expression
 
 ENV: dict[str, Any] = {
     "big": [0] * 200_000,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runtime._errors import ExpressionError
-from runtime._expr import compile_expression
+from runtime.spec._expr import compile_expression
 
 pytestmark = pytest.mark.anyio
 

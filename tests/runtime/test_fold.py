@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import Event, EventBody
-from runtime import (
+from runtime.events import (
     BranchesJudged,
     BranchesSelected,
     BranchFinished,
@@ -44,8 +44,8 @@ from runtime import (
     VerificationRecorded,
     fold,
 )
-from runtime._snapshots import decode_state, encode_state
-from runtime._state import KEPT_PER_NODE
+from runtime.events._snapshots import decode_state, encode_state
+from runtime.events._state import KEPT_PER_NODE
 
 from ..eventstore.strategies import as_log, logs
 
@@ -353,7 +353,7 @@ def test_the_conversation_is_rebuilt_and_compacted() -> None:
 
 
 def test_isolated_compaction_counts_the_nodes_own_visit_as_the_node_does() -> None:
-    from runtime._llm_history import rebuild
+    from runtime.llm._history import rebuild
 
     def said(node: str, text: str) -> MessageAdded:
         return MessageAdded(node_id=node, role="user", content=text, kind="input")

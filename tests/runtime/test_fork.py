@@ -8,16 +8,14 @@ from typing import Any
 import pytest
 
 from eventstore import SqliteEventStore, event_tag
-from runtime import (
+from runtime import RunNotFoundError, RunStateError, Runtime
+from runtime.events import (
     InputInjected,
     NodeCompleted,
     NodeStarted,
     RunFinished,
     RunForked,
-    RunNotFoundError,
     RunResumed,
-    RunStateError,
-    Runtime,
     fold,
 )
 from runtime.testing import function_node, linear_graph

@@ -7,22 +7,19 @@ from typing import Any
 import pytest
 
 from runtime import (
-    Constraint,
     EdgeSpec,
     Goal,
     GraphSpec,
     NodeSpec,
     ProviderError,
     RetryPolicy,
-    RunFinished,
     Runtime,
     ScriptedProvider,
     SpecErrors,
-    SuccessCriterion,
-    fold,
     graph_from_dict,
-    graph_to_dict,
 )
+from runtime.events import RunFinished, fold
+from runtime.spec import Constraint, SuccessCriterion, graph_to_dict
 from runtime.testing import function_node, reply, tool_call
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from actors import ActorSystem
 from runtime._errors import ProviderHTTPError, ProviderTimeoutError
-from runtime._judge import (
+from runtime.llm._judge import (
     ImplicitJudge,
     JudgeActor,
     JudgeContext,
@@ -25,8 +25,8 @@ from runtime._judge import (
     should_judge,
     stall_verdict,
 )
-from runtime._llm import ChatMessage, LlmRequest
-from runtime._scripted import ScriptedProvider
+from runtime.providers._base import ChatMessage, LlmRequest
+from runtime.providers._scripted import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
 

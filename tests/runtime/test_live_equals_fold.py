@@ -28,9 +28,9 @@ from runtime import (
     RetryPolicy,
     RunResult,
     Runtime,
-    fold,
 )
 from runtime._result import result_of
+from runtime.events import fold
 
 pytestmark = pytest.mark.anyio
 

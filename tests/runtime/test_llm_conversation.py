@@ -10,18 +10,18 @@ import anyio
 import pytest
 
 from eventstore import EventBody
-from runtime._conversation import to_chat_messages
-from runtime._events import (
+from runtime._runtime import Runtime
+from runtime.events._catalogue import (
     LlmTurn,
     MessageAdded,
     OutputSet,
     ToolResult,
     Verdict,
 )
-from runtime._llm import ChatMessage, LlmRequest, LlmResponse
-from runtime._runtime import Runtime
-from runtime._scripted import ScriptedProvider, reply
-from runtime._tools import tool
+from runtime.llm._prompt import to_chat_messages
+from runtime.llm._tools import tool
+from runtime.providers._base import ChatMessage, LlmRequest, LlmResponse
+from runtime.providers._scripted import ScriptedProvider, reply
 
 from .test_llm_node import call, edge, fn, graph, llm, set_output
 

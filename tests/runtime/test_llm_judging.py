@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import EdgeTaken, NodeFailed, Verdict
 from runtime._errors import ProviderError
-from runtime._judge import DEFAULT_RETRY_FEEDBACK, FEEDBACK_PREFIX, JudgeContext, JudgeVerdict
-from runtime._scripted import ScriptedProvider, reply
+from runtime.events import EdgeTaken, NodeFailed, Verdict
+from runtime.llm._judge import DEFAULT_RETRY_FEEDBACK, FEEDBACK_PREFIX, JudgeContext, JudgeVerdict
+from runtime.providers._scripted import ScriptedProvider, reply
 
 from .test_llm_node import edge, fn, graph, llm, noop, of, run_graph, set_output, texts
 

@@ -9,7 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import (
+from runtime._errors import ProviderError, SpecErrors
+from runtime._result import RunResult
+from runtime._runtime import Runtime
+from runtime.events import (
     ConversationCompacted,
     EdgeTaken,
     LlmTurn,
@@ -21,15 +24,12 @@ from runtime import (
     ToolResult,
     Verdict,
 )
-from runtime._conversation import SUMMARY_PREFIX, to_chat_messages
-from runtime._errors import ProviderError, SpecErrors
-from runtime._judge import JudgeContext, JudgeVerdict
-from runtime._llm import LlmRequest, ToolCall
-from runtime._result import RunResult
-from runtime._runtime import Runtime
-from runtime._scripted import ScriptedProvider, reply
-from runtime._spec import EdgeSpec, Goal, GraphSpec, NodeSpec, RetryPolicy
-from runtime._tools import tool
+from runtime.llm._judge import JudgeContext, JudgeVerdict
+from runtime.llm._prompt import SUMMARY_PREFIX, to_chat_messages
+from runtime.llm._tools import tool
+from runtime.providers._base import LlmRequest, ToolCall
+from runtime.providers._scripted import ScriptedProvider, reply
+from runtime.spec._model import EdgeSpec, Goal, GraphSpec, NodeSpec, RetryPolicy
 
 pytestmark = pytest.mark.anyio
 

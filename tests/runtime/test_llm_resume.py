@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from eventstore import RunOwnedError
-from runtime import LlmTurn, RunResumed, ToolResult
 from runtime._runtime import Runtime
-from runtime._scripted import ScriptedProvider
+from runtime.events import LlmTurn, RunResumed, ToolResult
+from runtime.providers._scripted import ScriptedProvider
 
 from .llm_resume_script import ALLOW, GRAPH, KILL_AFTER_TURN, SCRIPT, TOOLS
 

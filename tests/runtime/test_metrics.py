@@ -20,13 +20,13 @@ from runtime import (
     LlmResponse,
     NodeSpec,
     RetryPolicy,
-    RunResumed,
     Runtime,
     RuntimeMetrics,
     Usage,
     default_metrics,
     serve_metrics,
 )
+from runtime.events import RunResumed
 from runtime.testing import ScriptedProvider, reply, tool_call
 
 pytestmark = pytest.mark.anyio

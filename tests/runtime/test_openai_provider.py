@@ -15,8 +15,8 @@ from runtime._errors import (
     ProviderHTTPError,
     ProviderTimeoutError,
 )
-from runtime._llm import ChatMessage, LlmProvider, LlmRequest, ToolCall, ToolSpec
-from runtime._openai import OpenAIProvider
+from runtime.providers._base import ChatMessage, LlmProvider, LlmRequest, ToolCall, ToolSpec
+from runtime.providers._openai import OpenAIProvider
 
 from .llm_servers import OpenAIServer, Scripted, openai_completion
 

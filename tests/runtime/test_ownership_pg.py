@@ -18,7 +18,8 @@ import psycopg
 import pytest
 
 from eventstore import PostgresEventStore, RunOwnedError
-from runtime import NodeCompleted, Runtime, fold
+from runtime import Runtime
+from runtime.events import NodeCompleted, fold
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 
 from .owned_worker import NODES, functions, graph

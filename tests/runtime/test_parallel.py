@@ -9,29 +9,28 @@ import anyio
 import pytest
 
 from runtime import (
-    BranchCandidate,
-    BranchesJudged,
-    BranchesSelected,
-    BranchFinished,
-    BranchJudgeSpec,
-    BranchJudgeWarning,
-    BranchSpec,
-    BranchTurn,
     GraphSpec,
     LlmRequest,
     LlmResponse,
-    LlmTurn,
-    NodeFailed,
     NodeSpec,
-    ParallelSpec,
     Runtime,
     ScriptedProvider,
     SpecErrors,
     ToolCall,
-    ToolResult,
     Usage,
+)
+from runtime.events import (
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchJudgeWarning,
+    BranchTurn,
+    LlmTurn,
+    NodeFailed,
+    ToolResult,
     fold,
 )
+from runtime.spec import BranchCandidate, BranchJudgeSpec, BranchSpec, ParallelSpec
 from runtime.testing import reply, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -262,7 +261,8 @@ async def test_a_budget_that_cannot_be_met_is_a_warning_event_and_the_judge_stil
 
 
 def test_parallel_settings_are_validated_naming_the_field() -> None:
-    from runtime import graph_from_dict, graph_to_dict
+    from runtime import graph_from_dict
+    from runtime.spec import graph_to_dict
 
     data = graph_to_dict(parallel_graph())
     data["nodes"][0]["parallel"]["branches"] = data["nodes"][0]["parallel"]["branches"][:1]

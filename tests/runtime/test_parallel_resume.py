@@ -9,15 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import (
-    BranchesSelected,
-    BranchFinished,
-    BranchToolResult,
-    BranchTurn,
-    Runtime,
-    ScriptedProvider,
-    tool,
-)
+from runtime import Runtime, ScriptedProvider, tool
+from runtime.events import BranchesSelected, BranchFinished, BranchToolResult, BranchTurn
 from runtime.testing import reply, tool_call
 
 from .crashes import resume_once_lease_expired

@@ -13,25 +13,22 @@ import pytest
 
 from runtime import (
     EdgeSpec,
-    EdgeTaken,
-    ExpressionVerifier,
     GraphSpec,
     JudgeContext,
     LlmRequest,
     LlmResponse,
-    LlmTurn,
     MemoryValueError,
     NodeContext,
-    NodeFailed,
     NodeSpec,
     ProviderError,
     RetryPolicy,
     Runtime,
     ScriptedProvider,
-    ToolResult,
     parse_graph,
     tool,
 )
+from runtime.events import EdgeTaken, LlmTurn, NodeFailed, ToolResult
+from runtime.spec import ExpressionVerifier
 from runtime.testing import reply, tool_call
 
 pytestmark = pytest.mark.anyio

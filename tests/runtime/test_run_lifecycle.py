@@ -12,7 +12,7 @@ import pytest
 
 from runtime._result import RunOutcome, RunResult
 from runtime._runtime import Runtime
-from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
+from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -86,8 +86,8 @@ async def test_every_run_records_the_whole_graph(tmp_path: Path) -> None:
     # RunStarted's graph dict is computed once per GraphSpec and shared by its runs: each
     # run's log must still hold the whole graph, in its compact form (defaults left out),
     # which reads back as the same graph with the same hash.
-    from runtime._spec import compact_graph_dict, graph_hash
-    from runtime._spec_load import graph_from_dict
+    from runtime.spec._load import graph_from_dict
+    from runtime.spec._model import compact_graph_dict, graph_hash
 
     async with Runtime(tmp_path / "runs.db", functions={"step": _step}) as rt:
         handles = [await rt.start(GRAPH, input={"x": i}) for i in range(3)]
@@ -110,7 +110,7 @@ async def test_a_commit_that_meets_another_writers_input_rereads_the_log_and_con
     # obeys it. An input lets the run go on: "a" runs again (its first completion was never
     # recorded), sees the input, and the log holds each completion exactly once.
     from eventstore import SqliteEventStore
-    from runtime import InputInjected, NodeCompleted
+    from runtime.events import InputInjected, NodeCompleted
 
     gate = anyio.Event()
     entered = anyio.Event()
@@ -157,8 +157,8 @@ async def test_a_run_whose_graph_no_longer_has_its_recorded_hash_resumes_with_a_
     # As if a release changed a default after the run started: the compact graph in the
     # log reads back as another graph than the one hashed at the start.
     from eventstore import SqliteEventStore
-    from runtime import NodeStarted, RunStarted
-    from runtime._spec import compact_graph_dict, graph_hash
+    from runtime.events import NodeStarted, RunStarted
+    from runtime.spec._model import compact_graph_dict, graph_hash
 
     path = tmp_path / "runs.db"
     async with SqliteEventStore(path) as store:

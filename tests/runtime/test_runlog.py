@@ -9,8 +9,8 @@ import anyio
 import pytest
 
 from eventstore import AppendResult, EventBody, SnapshotAfter
-from runtime import NodeFailed, NodeStarted, OutputSet, fold
-from runtime._runlog import RunLog
+from runtime.engine._runlog import RunLog
+from runtime.events import NodeFailed, NodeStarted, OutputSet, fold
 
 pytestmark = pytest.mark.anyio
 

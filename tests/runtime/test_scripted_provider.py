@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime._edges import decide_edge
 from runtime._errors import MalformedResponseError, ProviderError, ProviderHTTPError
-from runtime._llm import (
+from runtime.engine._edges import decide_edge
+from runtime.providers._base import (
     ChatMessage,
     LlmProvider,
     LlmRequest,
@@ -20,8 +20,8 @@ from runtime._llm import (
     ToolCall,
     parse_json_object,
 )
-from runtime._scripted import ScriptedProvider, reply, tool_call
-from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
+from runtime.providers._scripted import ScriptedProvider, reply, tool_call
+from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec
 
 pytestmark = pytest.mark.anyio
 

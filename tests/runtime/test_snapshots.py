@@ -10,8 +10,9 @@ import msgspec
 import pytest
 
 from eventstore import Snapshot, SqliteEventStore
-from runtime import EdgeSpec, GraphSpec, MemoryKey, NodeContext, NodeSpec, Runtime, fold
-from runtime._snapshots import FOLD_VERSION, SNAPSHOT_EVERY, encode_state
+from runtime import EdgeSpec, GraphSpec, MemoryKey, NodeContext, NodeSpec, Runtime
+from runtime.events import fold
+from runtime.events._snapshots import FOLD_VERSION, SNAPSHOT_EVERY, encode_state
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime._errors import SpecError, SpecErrors
-from runtime._expr import FUNCTIONS, MAX_DEPTH, MAX_INT_BITS, MAX_NODES, MAX_SIZE, MAX_SOURCE_LENGTH
-from runtime._spec import (
+from runtime.spec._expr import (
+    FUNCTIONS,
+    MAX_DEPTH,
+    MAX_INT_BITS,
+    MAX_NODES,
+    MAX_SIZE,
+    MAX_SOURCE_LENGTH,
+)
+from runtime.spec._load import graph_from_dict, load_graph, parse_graph
+from runtime.spec._model import (
     EdgeSpec,
     GraphSpec,
     MemoryKey,
@@ -28,9 +36,8 @@ from runtime._spec import (
     graph_hash,
     graph_to_dict,
 )
-from runtime._spec_load import graph_from_dict, load_graph, parse_graph
-from runtime._spec_validate import validate_graph
-from runtime._verifier_spec import ExpressionVerifier
+from runtime.spec._validate import validate_graph
+from runtime.spec._verifier import ExpressionVerifier
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,6 @@ import pytest
 
 from runtime import (
     EdgeSpec,
-    ExpressionVerifier,
     GraphSpec,
     NodeSpec,
     RetryPolicy,
@@ -26,9 +25,10 @@ from runtime import (
     validate_graph,
 )
 from runtime._node_runners import RUNNABLE_KINDS
-from runtime._spec import NodeKind
-from runtime._spec_parse import MAX_SPEC_BYTES
-from runtime._spec_validate import RANGES
+from runtime.spec import ExpressionVerifier
+from runtime.spec._model import NodeKind
+from runtime.spec._parse import MAX_SPEC_BYTES
+from runtime.spec._validate import RANGES
 from runtime.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime._llm import ToolCall
-from runtime._stall import StallDetector, signature
+from runtime.llm._stall import StallDetector, signature
+from runtime.providers._base import ToolCall
 
 pytestmark = pytest.mark.anyio
 

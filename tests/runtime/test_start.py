@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import GraphSpec, NodeStarted, RunStarted, RunStateError, Runtime, SpecErrors
+from runtime import GraphSpec, RunStateError, Runtime, SpecErrors
+from runtime.events import NodeStarted, RunStarted
 from runtime.testing import function_node, linear_graph
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from runtime import GraphSpec, LlmTurn, NodeSpec, Runtime, ScriptedProvider, ToolResult, tool
-from runtime._llm import ToolCall
+from runtime import GraphSpec, NodeSpec, Runtime, ScriptedProvider, tool
+from runtime.events import LlmTurn, ToolResult
+from runtime.providers._base import ToolCall
 from runtime.testing import reply
 
 pytestmark = pytest.mark.anyio

@@ -12,8 +12,8 @@ import msgspec
 import pytest
 
 from runtime._errors import UnknownToolError
-from runtime._llm import ToolCall, ToolSpec
-from runtime._tools import Tool, ToolRegistry, run_tool_calls, tool
+from runtime.llm._tools import Tool, ToolRegistry, run_tool_calls, tool
+from runtime.providers._base import ToolCall, ToolSpec
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,9 @@ import anyio
 import pytest
 
 from eventstore import Event, SqliteEventStore
-from runtime import NodeCompleted, RunFinished, Runtime
-from runtime._spec import EdgeSpec, GraphSpec, NodeSpec
+from runtime import Runtime
+from runtime.events import NodeCompleted, RunFinished
+from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec
 
 pytestmark = [
     pytest.mark.anyio,

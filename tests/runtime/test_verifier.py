@@ -10,24 +10,19 @@ import pytest
 
 from runtime import (
     EdgeSpec,
-    ExpressionVerifier,
     Goal,
     GraphSpec,
-    JsonPathAssertion,
-    JsonPathVerifier,
-    LlmJudgeVerifier,
-    NodeFailed,
     NodeSpec,
     ProviderError,
     RetryPolicy,
     Runtime,
     ScriptedProvider,
     SpecErrors,
-    VerificationRecorded,
-    fold,
     graph_from_dict,
     validate_graph,
 )
+from runtime.events import NodeFailed, VerificationRecorded, fold
+from runtime.spec import ExpressionVerifier, JsonPathAssertion, JsonPathVerifier, LlmJudgeVerifier
 from runtime.testing import function_node
 
 pytestmark = pytest.mark.anyio
@@ -299,7 +294,7 @@ def test_bad_verifier_configurations_name_their_field(verifier: dict[str, Any], 
 
 
 def graph_from_dict_input(graph: GraphSpec) -> dict[str, Any]:
-    from runtime import graph_to_dict
+    from runtime.spec import graph_to_dict
 
     validate_graph(graph)
     return graph_to_dict(graph)

@@ -9,14 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import (
-    NodeCompleted,
-    NodeStarted,
-    RunResumed,
-    Runtime,
-    ScriptedProvider,
-    VerificationRecorded,
-)
+from runtime import Runtime, ScriptedProvider
+from runtime.events import NodeCompleted, NodeStarted, RunResumed, VerificationRecorded
 
 from .crashes import resume_once_lease_expired
 from .verifier_crash_script import FUNCTIONS

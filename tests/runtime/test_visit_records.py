@@ -14,30 +14,21 @@ import msgspec
 import pytest
 
 from eventstore import EventBody, Snapshot, SqliteEventStore
-from runtime import (
+from runtime import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy, Runtime, ScriptedProvider, tool
+from runtime.engine._runlog import RunLog
+from runtime.events import (
     BranchesJudged,
     BranchesSelected,
     BranchFinished,
-    BranchJudgeSpec,
-    BranchSpec,
     BranchTurn,
-    EdgeSpec,
-    GraphSpec,
-    LlmJudgeVerifier,
     NodeFailed,
-    NodeSpec,
-    ParallelSpec,
-    RetryPolicy,
     RunState,
-    Runtime,
-    ScriptedProvider,
     VerificationRecorded,
     fold,
-    tool,
 )
-from runtime._judge import JudgeContext
-from runtime._runlog import RunLog
-from runtime._snapshots import FOLD_VERSION, decode_state, encode_state, load_state
+from runtime.events._snapshots import FOLD_VERSION, decode_state, encode_state, load_state
+from runtime.llm._judge import JudgeContext
+from runtime.spec import BranchJudgeSpec, BranchSpec, LlmJudgeVerifier, ParallelSpec
 from runtime.testing import reply, tool_call
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,8 @@ import anyio
 import psycopg
 import pytest
 
-from runtime import NodeCompleted, RunFinished, RunResumed, Runtime, fold, run_worker
+from runtime import Runtime, run_worker
+from runtime.events import NodeCompleted, RunFinished, RunResumed, fold
 from runtime.testing import linear_graph
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 

@@ -16,15 +16,9 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody
-from runtime import (
-    EdgeSpec,
-    GraphSpec,
-    LlmJudgeVerifier,
-    NodeSpec,
-    Runtime,
-    ScriptedProvider,
-    VerificationRecorded,
-)
+from runtime import EdgeSpec, GraphSpec, NodeSpec, Runtime, ScriptedProvider
+from runtime.events import VerificationRecorded
+from runtime.spec import LlmJudgeVerifier
 
 from .crashes import SHORT_LEASE
 

@@ -150,7 +150,7 @@ def forge_a_verdict(path: Path, run_id: str) -> int:
     with file access would (a row holding that one event); return its seq."""
     from eventstore import encode_body
     from eventstore._format import store_body
-    from runtime import Verdict
+    from runtime.events import Verdict
 
     conn = sqlite3.connect(path)
     try:

@@ -256,7 +256,7 @@ async def test_the_runs_table_filters_and_pages_with_a_cursor_kept_in_the_url(
     from playwright.async_api import expect
 
     from eventstore import EventBody
-    from runtime import RunFinished, RunStarted
+    from runtime.events import RunFinished, RunStarted
 
     async with served(tmp_path / "runs.db") as s, browser_page() as page:
         store = s.runtime.store
@@ -345,7 +345,7 @@ async def test_the_approvals_page_pages_through_many_paused_runs(tmp_path: Path)
     from playwright.async_api import expect
 
     from eventstore import EventBody
-    from runtime import RunPaused, RunStarted
+    from runtime.events import RunPaused, RunStarted
 
     async with served(tmp_path / "runs.db") as s, browser_page() as page:
         store = s.runtime.store

@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 
 from eventstore import Event, EventBody, EventStore, SqliteEventStore, event_tag
-from runtime import (
-    EdgeSpec,
+from runtime import EdgeSpec, GraphSpec, NodeSpec
+from runtime.events import (
     EdgeTaken,
-    GraphSpec,
     NodeCompleted,
-    NodeSpec,
     NodeStarted,
     RunFinished,
     RunStarted,
@@ -24,8 +22,8 @@ from runtime import (
     Verdict,
     fold,
 )
-from runtime._snapshots import load_state
-from runtime._state import KEPT_PER_NODE
+from runtime.events._snapshots import load_state
+from runtime.events._state import KEPT_PER_NODE
 from runtime.testing import ScriptedProvider, reply, tool_call
 
 from .support import served

@@ -12,14 +12,7 @@ import anyio
 import pytest
 
 from eventstore import EventBody, EventStore, PostgresEventStore, SqliteEventStore
-from runtime import (
-    EdgeTaken,
-    NodeCompleted,
-    NodeStarted,
-    RunFinished,
-    RunStarted,
-    Verdict,
-)
+from runtime.events import EdgeTaken, NodeCompleted, NodeStarted, RunFinished, RunStarted, Verdict
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 from .support import served

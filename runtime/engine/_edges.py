@@ -1,0 +1,148 @@
+"""Edge resolution: which edges fire after a node finishes."""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from .._errors import ProviderError
+from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
+from ..spec._expr import compile_expression
+from ..spec._model import EdgeSpec, GraphSpec
+
+__all__ = ["Route", "decide_edge", "failure_routes", "resolve_edges"]
+
+
+class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One edge chosen to fire: its index in ``graph.edges``, target and why.
+
+    ``gc=False``: only strings and an int, never in a cycle; one is made per step.
+    """
+
+    index: int
+    target: str
+    condition: str
+    reason: str = ""
+
+
+def resolve_edges(
+    graph: GraphSpec,
+    node_id: str,
+    *,
+    success: bool,
+    memory: Mapping[str, Any],
+    outputs: Mapping[str, Any],
+) -> list[Route] | None:
+    """Return the edges that fire, in order (several mean a fan-out), or None when the
+    choice falls to the node's llm_decide edges (then :func:`decide_edge` asks a model).
+
+    On success: the first conditional edge (priority, then declaration order) whose
+    expression is truthy wins alone; otherwise the llm_decide edges, if any, make one
+    choice among their targets; otherwise every ``on_success`` and ``always`` edge fires.
+    On failure: every ``on_failure`` and ``always`` edge fires. Expressions read the
+    node's ``outputs`` over ``memory``.
+    An expression that fails to evaluate (a name nothing wrote, a type mismatch, ...)
+    raises :class:`ExpressionError`: the executor fails the node with it (so on_failure
+    edges apply), never reading it as false.
+
+    Synchronous, as it runs at every step: edges come pre-sorted from the graph's index,
+    and the names an expression reads (a view, not a copy) are built only when a
+    conditional edge is evaluated.
+    """
+    if not success:
+        return failure_routes(graph, node_id)
+    edges = graph.node_edges(node_id)
+    if edges.conditional:
+        # ChainMap wants mutable maps; it is only read here.
+        names: Mapping[str, Any] = ChainMap(outputs, memory)  # type: ignore[arg-type]
+        for index, edge in edges.conditional:
+            assert edge.expression is not None  # validated
+            if compile_expression(edge.expression).truthy(names):
+                return [
+                    Route(
+                        index=index,
+                        target=edge.target,
+                        condition="conditional",
+                        reason=edge.expression,
+                    )
+                ]
+    if edges.llm_decide:
+        return None
+    return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges.on_success]
+
+
+def failure_routes(graph: GraphSpec, node_id: str) -> list[Route]:
+    """The edges that fire after ``node_id`` failed: every ``on_failure`` and ``always``
+    edge, in order. No model is asked: llm_decide edges choose only after a success."""
+    edges = graph.node_edges(node_id).on_failure
+    return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges]
+
+
+async def decide_edge(
+    graph: GraphSpec, node_id: str, outputs: Mapping[str, Any], provider: LlmProvider | None
+) -> Route:
+    """The one llm_decide edge of ``node_id`` a model picks (its fallback on any failure)."""
+    deciders = list(graph.node_edges(node_id).llm_decide)
+    return await _llm_decide(graph, node_id, deciders, outputs, provider)
+
+
+async def _llm_decide(
+    graph: GraphSpec,
+    node_id: str,
+    deciders: list[tuple[int, EdgeSpec]],
+    outputs: Mapping[str, Any],
+    provider: LlmProvider | None,
+) -> Route:
+    first_index, first = deciders[0]
+    fallback = next((e.fallback for _, e in deciders if e.fallback), first.target)
+    by_target = {e.target: i for i, e in deciders}
+    if provider is None:
+        return Route(
+            index=first_index,
+            target=fallback,
+            condition="llm_decide",
+            reason="fallback: no LLM provider configured",
+        )
+    goal = graph.goal.description if graph.goal is not None else ""
+    candidates = "\n".join(
+        f"- {e.target}: {e.description or graph.node(e.target).description}" for _, e in deciders
+    )
+    prompt = (
+        f"Goal: {goal}\n"
+        f"Node {node_id!r} just finished with output:\n"
+        f"{msgspec.json.encode(dict(outputs)).decode()}\n\n"
+        f"Choose the next node among:\n{candidates}\n\n"
+        'Answer with JSON only: {"target": "<node id>", "reasoning": "<why>"}'
+    )
+    request = LlmRequest(
+        messages=[ChatMessage(role="user", content=prompt)],
+        system="You route an agent graph to the node that best serves the goal.",
+        json_response=True,
+        purpose="route",
+        max_tokens=256,
+    )
+    try:
+        response = await provider.complete(request)
+        answer = parse_json_object(response.text)
+    except ProviderError as exc:
+        return Route(
+            index=by_target.get(fallback, first_index),
+            target=fallback,
+            condition="llm_decide",
+            reason=f"fallback: {exc}",
+        )
+    target = answer.get("target")
+    if not isinstance(target, str) or target not in by_target:
+        return Route(
+            index=by_target.get(fallback, first_index),
+            target=fallback,
+            condition="llm_decide",
+            reason=f"fallback: unknown target {target!r}",
+        )
+    reasoning = answer.get("reasoning", "")
+    return Route(
+        index=by_target[target], target=target, condition="llm_decide", reason=str(reasoning)
+    )

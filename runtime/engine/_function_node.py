@@ -1,0 +1,239 @@
+"""Plain nodes: a Python callable (function node) or a pass-through (router)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+
+from actors import Actor, ActorRef, MailboxFullError
+
+from .._errors import NodeTimeoutError
+from ..events._catalogue import OutputSet
+from ..events._values import check_memory_value
+from ..spec._model import GraphSpec, NodeSpec
+from ._deadline import AttemptDeadline
+from ._messages import ExecuteNode, NodeDone
+from ._runlog import RunLog
+
+__all__ = ["FunctionNodeActor", "NodeContext", "PlainFunction"]
+
+
+class NodeContext:
+    """Given to a node callable that takes a second parameter.
+
+    ``await ctx.set_output(key, value)`` records a partial output (an OutputSet event) as
+    soon as it is known: if the run is cancelled before the node returns, recorded partial
+    outputs are flushed into memory, so long work is not lost.
+    """
+
+    def __init__(self, log: RunLog, node_id: str, attempt: int, visit: int) -> None:
+        self.run_id = log.run_id
+        self.node_id = node_id
+        self.attempt = attempt
+        self.visit = visit
+        self._log = log
+
+    async def set_output(self, key: str, value: Any) -> None:
+        """Record ``key = value`` in this node's output accumulator; waits for the commit.
+
+        Raises :class:`MemoryValueError` (recording nothing) for a value the log cannot
+        store unchanged. A cancellation of the run is taken here.
+        """
+        check_memory_value(key, value)
+        await self._log.append([OutputSet(node_id=self.node_id, key=key, value=value)])
+
+
+class FunctionNodeActor(Actor):
+    """Runs plain nodes (functions and routers) and tells the executor NodeDone.
+
+    One such actor serves one lane of a run (the main path, or one branch of a fan-out):
+    a lane runs one node at a time, so one mailbox per lane keeps branches concurrent
+    without spawning an actor for every node.
+
+    A node's callable receives one dict (the node's input keys read from memory, or all of
+    memory when it declares none) and, if it takes a second parameter, a
+    :class:`NodeContext`; it returns a mapping of outputs (or None). It may be async (run
+    in the actor's task) or a plain ``def`` (run in a worker thread, so it may block).
+    Each attempt has a time limit (``NodeSpec.timeout``, else the runtime's
+    ``node_timeout``): past it the attempt fails with :class:`NodeTimeoutError` (retried
+    and routed like any failure) and a blocking thread is abandoned, as it is when the
+    run is cancelled. A router without a callable returns no outputs: its outgoing edges
+    decide on memory alone.
+
+    Outputs are checked against ``output_keys``: an undeclared key, or a declared
+    non-nullable key that is missing, is a failure (and so is retried by the executor).
+    """
+
+    def __init__(
+        self,
+        graph: GraphSpec,
+        resolve: Callable[[NodeSpec], PlainFunction | None],
+        executor: ActorRef,
+        log: RunLog,
+        *,
+        node_timeout: float | None = None,
+    ) -> None:
+        self.graph = graph
+        self.specs = graph.node_map()
+        self.resolve = resolve
+        self.executor = executor
+        self.log = log
+        self.node_timeout = node_timeout
+        # One lazily armed timer for the lane's attempts, not a timed cancel scope (and a
+        # timer into the loop's heap and out again) on every step.
+        self.deadline = AttemptDeadline()
+
+    async def receive(self, message: Any) -> Any:
+        # One coroutine between the actor's loop and the node's callable, on every step.
+        assert isinstance(message, ExecuteNode)
+        spec = self.specs[message.node_id]
+        timeout = spec.timeout if spec.timeout is not None else self.node_timeout
+        deadline: AttemptDeadline | None = None
+        try:
+            if timeout is not None:
+                deadline = self.deadline
+                deadline.start(timeout)
+            try:
+                result = await self._call(spec, message)
+            except asyncio.CancelledError:
+                if deadline is None or not deadline.expired:
+                    raise  # the run was cancelled or the runtime is closing
+                deadline.take_back()
+                raise NodeTimeoutError(spec.id, deadline.limit) from None
+            finally:
+                if deadline is not None:
+                    deadline.stop()
+            if deadline is not None and deadline.expired:
+                # The callable caught the cancellation and returned: it is still past its
+                # limit.
+                deadline.take_back()
+                raise NodeTimeoutError(spec.id, deadline.limit)
+            outputs = _checked_outputs(spec, result)
+        except Exception as exc:  # reported to the executor, which records and retries it
+            done = NodeDone(
+                node_id=message.node_id,
+                attempt=message.attempt,
+                branch=message.branch,
+                success=False,
+                error=str(exc) or type(exc).__name__,
+                error_type=type(exc).__name__,
+            )
+        else:
+            done = NodeDone(
+                node_id=message.node_id,
+                attempt=message.attempt,
+                branch=message.branch,
+                success=True,
+                outputs=outputs,
+            )
+        try:
+            self.executor.tell_nowait(done)  # no coroutine on every step's path
+        except MailboxFullError:
+            await self.executor.tell(done)  # waits for room
+
+    def on_stopped(self) -> None:
+        self.deadline.close()
+
+    def _call(self, spec: NodeSpec, message: ExecuteNode) -> Awaitable[Any]:
+        """What to await for the node's return value (a plain function, not a coroutine
+        of its own: an async callable's own coroutine is awaited directly)."""
+        plain = self.resolve(spec)
+        if plain is None:
+            return _no_outputs()
+        args: tuple[Any, ...] = (message.inputs,)
+        if plain.wants_context:
+            args += (NodeContext(self.log, message.node_id, message.attempt, message.visit),)
+        if plain.is_async:
+            result: Any = plain.function(*args)
+            if inspect.isawaitable(result):
+                return result
+            return _ready(result)  # an "async" callable object that returned a value
+        # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
+        # on, and cancellation or the deadline abandons the thread instead of waiting.
+        return _in_thread(functools.partial(plain.function, *args))
+
+
+async def _no_outputs() -> dict[str, Any]:
+    return {}
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+async def _in_thread(call: Callable[[], Any]) -> Any:
+    result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    if type(result) is not dict and inspect.isawaitable(result):
+        result = await result  # a plain def that returned an awaitable
+    return result
+
+
+class OutputKeysError(KeyError):
+    """A node's outputs do not match its ``output_keys`` (an undeclared or a missing key).
+
+    A KeyError whose message reads as a sentence: ``str()`` does not quote it as a key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
+    """The node's outputs (a copy) if ``result`` is a valid return value, else raise."""
+    if result is None:
+        result = {}  # no outputs: still checked against output_keys below
+    if type(result) is not dict and not isinstance(result, Mapping):
+        raise TypeError(
+            f"node {spec.id!r} returned {type(result).__name__}; "
+            "a node returns a mapping of output keys (or None)"
+        )
+    outputs = dict(result)
+    for key, value in outputs.items():
+        if type(key) is not str:
+            raise TypeError(f"node {spec.id!r} returned a {type(key).__name__} output key {key!r}")
+        check_memory_value(key, value)
+    declared = spec.output_keys
+    if declared:
+        extra = sorted(set(outputs) - set(declared))
+        if extra:
+            raise OutputKeysError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+        missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
+        if missing:
+            raise OutputKeysError(f"node {spec.id!r} did not return output keys: {missing}")
+    return outputs
+
+
+class PlainFunction:
+    """A resolved node callable, whether it takes a NodeContext and whether it is async
+    (computed once)."""
+
+    __slots__ = ("function", "is_async", "wants_context")
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self.wants_context = _arity(function) >= 2
+        self.is_async = _is_async(function)
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.iscoroutinefunction(function):
+        return True
+    call = getattr(function, "__call__", None)  # noqa: B004  (a callable object's method)
+    return inspect.iscoroutinefunction(call)
+
+
+def _arity(function: Callable[..., Any]) -> int:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return 2
+    return sum(1 for p in parameters if p.kind in positional)

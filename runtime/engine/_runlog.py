@@ -1,0 +1,287 @@
+"""The append side of one run's event log, shared by the executor and the run's nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from time import perf_counter
+
+import anyio
+from anyio.lowlevel import checkpoint as _checkpoint
+
+from eventstore import AppendResult, Event, EventBody, EventStore, SnapshotAfter, StoreError
+
+from ..events._snapshots import SNAPSHOT_EVERY, snapshot_after
+from ..events._state import RunState, apply, fold
+
+__all__ = ["CommitHook", "CommitObserver", "RunLog"]
+
+#: Called after each commit with (run_id, last committed seq, the bodies just committed).
+CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
+
+#: Told synchronously of each committed batch: (run_id, the bodies, seconds from append to
+#: commit, None for an in-memory log). Must not block or raise: metrics and logs use it,
+#: and unlike a CommitHook it keeps the executor's non-waiting submit path.
+CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
+
+
+class _Submitted:
+    """The store's answer to a :meth:`RunLog.submit` batch: records a store failure, tells
+    the observers of a commit, then calls the caller's ``on_done``. One object per step
+    (not a closure, its cells and a bound method: fewer objects for the cyclic GC)."""
+
+    __slots__ = ("batch", "began", "log", "on_done")
+
+    def __init__(
+        self,
+        log: RunLog,
+        batch: list[EventBody],
+        on_done: Callable[[AppendResult | None, BaseException | None], None],
+    ) -> None:
+        self.log = log
+        self.batch = batch
+        self.on_done = on_done
+        self.began = perf_counter()
+
+    def __call__(self, result: AppendResult | None, error: BaseException | None) -> None:
+        log = self.log
+        if isinstance(error, StoreError) and log.failed is None:
+            log.failed = error
+        elif error is None and log.observers:
+            elapsed = perf_counter() - self.began
+            for observer in log.observers:
+                observer(log.run_id, self.batch, elapsed)
+        self.on_done(result, error)
+
+
+class RunLog:
+    """Numbers a run's events and appends them to the store in order.
+
+    Every task of one run (the executor, its nodes, its branches) appends through this one
+    object, so the log order is the order of the calls; sequence numbers are assigned when
+    a batch is submitted, and the store commits batches in submission order. A batch that
+    races a foreign writer fails with ConcurrencyError. ``store=None`` keeps the log in
+    memory only (no durability).
+
+    ``state`` is the run's live state: every body appended here is applied to it
+    (:func:`apply`) when it is handed over, in log order, so it is the fold of the log
+    written so far (a resume passes the fold of the stored log and continues with it).
+    The executor decides from it, and a node reads its own part of it (an LLM node its
+    visit, a parallel node its round in progress, an ``llm_judge`` verifier its recorded
+    results, every node its output accumulator ``state.outputs``) instead of reading the
+    log.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        store: EventStore | None,
+        *,
+        last_seq: int = 0,
+        hooks: Sequence[CommitHook] = (),
+        write_behind: int = 64,
+        state: RunState | None = None,
+        observers: Sequence[CommitObserver] = (),
+    ) -> None:
+        self.run_id = run_id
+        self.state = RunState(run_id=run_id, last_seq=last_seq) if state is None else state
+        self.store = store
+        self.last_seq = last_seq
+        self.write_behind = write_behind
+        self.pending: list[EventBody] = []
+        self.hooks = list(hooks)
+        self.observers = tuple(observers)
+        self.memory_events: list[EventBody] = []
+        #: A snapshot of the live state goes with the first batch, whatever path it takes,
+        #: once this many events were handed over since the last (see runtime.events._snapshots).
+        self.snapshot_every = SNAPSHOT_EVERY
+        self.snapshot_seq = self.state.last_seq
+        # The first store error of an append: the seqs numbered after it are wrong, so every
+        # later append raises it too instead of landing on a head another writer moved.
+        self.failed: BaseException | None = None
+
+    async def append(
+        self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
+    ) -> int:
+        """Append ``bodies`` after everything appended before; return the last seq.
+
+        ``durable=True`` (the default): the bodies, and any write-behind bodies queued
+        before them, are committed as one atomic batch before this returns (it blocks on
+        the store's group commit). ``durable=False`` queues them write-behind: they are
+        committed with the next durable append, or once ``write_behind`` bodies are queued.
+        Every appender goes through this one queue, so the log order is the call order.
+
+        Raises the store's errors (ConcurrencyError when another writer got there first).
+        A pending cancellation is taken on entry (appending nothing). Cancellation cannot
+        interrupt a submitted batch: the commit is shielded, so the
+        caller learns how it ended and the hooks run. ``shield=False`` is for a caller
+        that is cancelled only when the whole runtime stops (the executor): then a
+        cancellation leaves the batch to the store, which still commits what it was
+        handed, and the hooks are not called for it; it saves a cancel scope per append.
+        """
+        if self.failed is not None:
+            raise self.failed
+        if shield:
+            # A node whose only awaits are appends (a set_output progress loop, a model
+            # that answers at once) must still yield and take a cancellation: the shield
+            # hides it during a commit, and the in-memory log never suspends at all. Taken
+            # before anything is handed over, so a submitted batch is still answered.
+            await _checkpoint()
+        pending = self.pending
+        pending.extend(bodies)
+        self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
+        self.state.last_seq = self.last_seq + len(pending)
+        if not durable and len(pending) < self.write_behind:
+            return self.last_seq + len(pending)
+        # The commit itself, here rather than in flush(): one coroutine fewer per append.
+        if not pending:
+            return self.last_seq
+        batch, self.pending = pending, []
+        expected = self.last_seq
+        self.last_seq += len(batch)
+        began = elapsed = perf_counter()
+        if self.store is None:
+            self.memory_events.extend(batch)
+        else:
+            try:
+                # The state is the fold of the log through this batch's last event.
+                snapshot = self._snapshot(len(batch))
+                if shield:
+                    # Shielded: once submitted, a batch must be answered, or the next
+                    # append's expected_seq would be wrong; a commit takes milliseconds.
+                    with anyio.CancelScope(shield=True):
+                        await self.store.append(
+                            self.run_id, batch, expected_seq=expected, snapshot=snapshot
+                        )
+                else:
+                    await self.store.append(
+                        self.run_id, batch, expected_seq=expected, snapshot=snapshot
+                    )
+            except StoreError as exc:
+                self.failed = exc
+                raise
+            except Exception:
+                # Refused before it reached the store (a body it cannot encode): nothing
+                # was written, so the next append goes at the same seq; this batch is lost.
+                self.last_seq = expected
+                raise
+            elapsed = perf_counter() - began
+        for observer in self.observers:
+            observer(self.run_id, batch, None if self.store is None else elapsed)
+        for hook in self.hooks:
+            result = hook(self.run_id, self.last_seq, batch)
+            if result is not None:
+                await result
+        return self.last_seq
+
+    def _snapshot(self, events: int) -> SnapshotAfter | None:
+        """The live state as a snapshot after the next batch's first ``events``, when due.
+
+        The state must be the fold of the log through that event at the time of the call.
+        It rides with the batch (the store saves it in the batch's transaction), so saving
+        one costs no write of its own and never waits; an unencodable state skips it.
+        """
+        at = self.state.last_seq
+        if events == 0 or at - self.snapshot_seq < self.snapshot_every:
+            return None
+        self.snapshot_seq = at
+        return snapshot_after(self.state, events)
+
+    def stage(self, body: EventBody) -> None:
+        """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
+
+        For a caller that decides from the state before it commits (the executor, which
+        commits one batch per step). Nothing is written until an append or submit.
+        """
+        pending = self.pending
+        pending.append(body)
+        seq = self.last_seq + len(pending)
+        state = self.state
+        apply(state, body, seq)
+        state.last_seq = seq
+
+    def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
+        """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
+        state = self.state
+        for seq, body in enumerate(bodies, first_seq):
+            apply(state, body, seq)
+
+    def submit(
+        self,
+        bodies: Sequence[EventBody],
+        on_done: Callable[[AppendResult | None, BaseException | None], None],
+    ) -> bool:
+        """A durable :meth:`append` that does not wait: ``on_done`` runs at the end.
+
+        For a caller with nothing to do until the commit (the executor starting a node):
+        it is not woken for the commit, its continuation runs from the store's answer. The
+        bodies (and any queued write-behind bodies) go in one batch, in call order with
+        every other append, as with ``append``. ``on_done(result, None)`` once committed,
+        ``on_done(None, error)`` if the batch failed; it runs on the event loop and must not
+        raise. Returns False, doing nothing, where this cannot be done (no store, commit
+        hooks to await, or a store without ``submit`` or with a full queue): then use
+        ``append``.
+        """
+        store = self.store
+        if store is None or self.hooks or not bodies or self.failed is not None:
+            return False
+        submit = getattr(store, "submit", None)
+        if submit is None:
+            return False
+        batch = [*self.pending, *bodies]
+        # Before the bodies are applied: the state then ends with the queued bodies.
+        snapshot_seq = self.snapshot_seq
+        snapshot = self._snapshot(len(self.pending))
+        done = _Submitted(self, batch, on_done)
+        try:
+            queued = submit(
+                self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
+            )
+        except StoreError as exc:  # a closed store: as append
+            self.failed = exc
+            raise
+        except Exception:
+            # Refused before it reached the store (a body it cannot encode), as append
+            # does: nothing was written and this batch is lost, queued bodies included,
+            # so the next append (the run's failure) goes at the same seq.
+            self.pending = []
+            self.snapshot_seq = snapshot_seq
+            raise
+        if not queued:
+            self.snapshot_seq = snapshot_seq  # due again with the next batch
+            return False
+        self.pending = []
+        self.last_seq += len(batch)
+        self._track(bodies, self.last_seq - len(bodies) + 1)
+        self.state.last_seq = self.last_seq
+        return True
+
+    async def flush(self) -> int:
+        """Commit every queued body as one batch (no-op when none); return the last seq."""
+        return await self.append((), durable=True)
+
+    async def read_events(self) -> list[Event]:
+        """Every committed event of the run, in order (reads the store)."""
+        if self.store is None:
+            return self.events()
+        return await self.store.read_all(self.run_id)
+
+    async def read_state(self) -> RunState:
+        """The run's state as the fold of its committed log."""
+        return fold(await self.read_events())
+
+    def events(self, *, to_seq: int | None = None) -> list[Event]:
+        """The in-memory log (``store=None``) as envelopes, for folding; no hash chain."""
+        bodies = self.memory_events if to_seq is None else self.memory_events[:to_seq]
+        return [
+            Event(
+                run_id=self.run_id,
+                seq=i,
+                position=i,
+                ts=0.0,
+                version=type(body).schema_version,
+                prev_hash="",
+                hash="",
+                body=body,
+            )
+            for i, body in enumerate(bodies, start=1)
+        ]

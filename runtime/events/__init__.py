@@ -1,0 +1,89 @@
+"""A run's log as the runtime writes it, and the state it folds into.
+
+The event catalogue (the bodies of a run's log, a tagged union with stable tags,
+registered with the store's codec on import), :class:`RunState` and :func:`fold` (the
+one function that turns events into state), the conversation projection and the
+audit timeline.
+"""
+
+from ._catalogue import (
+    AnyEvent,
+    BranchesForked,
+    BranchesJoined,
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchJudgeWarning,
+    BranchToolResult,
+    BranchTurn,
+    ConversationCompacted,
+    EdgeTaken,
+    InputInjected,
+    LlmTurn,
+    MemoryWritten,
+    MessageAdded,
+    NodeCompleted,
+    NodeFailed,
+    NodeStarted,
+    OutputSet,
+    RunCancelled,
+    RunFinished,
+    RunForked,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    StallDetected,
+    ToolCallRecord,
+    ToolResult,
+    Verdict,
+    VerificationRecorded,
+)
+from ._conversation import Conversation, ConversationEntry
+from ._state import PauseInfo, RunState, StallEntry, VerdictEntry, VerdictRecord, fold
+from ._timeline import describe_event, render_timeline
+
+__all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
+    # the catalogue
+    "AnyEvent",
+    "RunStarted",
+    "RunPaused",
+    "RunResumed",
+    "RunCancelled",
+    "RunFinished",
+    "RunForked",
+    "InputInjected",
+    "NodeStarted",
+    "NodeCompleted",
+    "NodeFailed",
+    "EdgeTaken",
+    "MemoryWritten",
+    "OutputSet",
+    "LlmTurn",
+    "ToolCallRecord",
+    "ToolResult",
+    "MessageAdded",
+    "ConversationCompacted",
+    "Verdict",
+    "StallDetected",
+    "VerificationRecorded",
+    "BranchesForked",
+    "BranchesJoined",
+    "BranchTurn",
+    "BranchToolResult",
+    "BranchFinished",
+    "BranchesJudged",
+    "BranchJudgeWarning",
+    "BranchesSelected",
+    # the fold
+    "RunState",
+    "fold",
+    "PauseInfo",
+    "StallEntry",
+    "VerdictEntry",
+    "VerdictRecord",
+    "Conversation",
+    "ConversationEntry",
+    # the timeline
+    "describe_event",
+    "render_timeline",
+]

@@ -1,0 +1,389 @@
+"""The runtime's event catalogue: the bodies of a run's log, a tagged union with stable tags.
+
+Each class is registered with the store's codec (:func:`eventstore.register_event_type`)
+when this module is imported, together with how it changes the run listing's status: the
+store itself knows nothing of runs' meaning. A body's identity on disk is its tag
+(``"node.started"``) and its schema version; when a body's shape changes, bump its
+``schema_version`` and register an upcaster (:func:`eventstore.register_upcaster`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventstore import EventBody, RunIndex, RunIndexHook, register_event_type
+
+from ..providers._base import ToolCall
+
+__all__ = [
+    "AnyEvent",
+    "BranchFinished",
+    "BranchJudgeWarning",
+    "BranchToolResult",
+    "BranchTurn",
+    "BranchesForked",
+    "BranchesJoined",
+    "BranchesJudged",
+    "BranchesSelected",
+    "ConversationCompacted",
+    "EdgeTaken",
+    "InputInjected",
+    "LlmTurn",
+    "MemoryWritten",
+    "MessageAdded",
+    "NodeCompleted",
+    "NodeFailed",
+    "NodeStarted",
+    "OutputSet",
+    "RunCancelled",
+    "RunFinished",
+    "RunForked",
+    "RunPaused",
+    "RunResumed",
+    "RunStarted",
+    "StallDetected",
+    "ToolCallRecord",
+    "ToolResult",
+    "Verdict",
+    "VerificationRecorded",
+]
+
+
+#: One tool call the model asked for in a turn: the providers' own :class:`ToolCall`, so a
+#: call goes from the model's answer to the log and back into a request unconverted.
+ToolCallRecord = ToolCall
+
+
+class RunStarted(EventBody, frozen=True, tag="run.started"):
+    """A run began. ``graph`` is its spec as builtins; the runtime records the compact form
+    (fields at their default left out) and ``graph_hash`` hashes the full canonical form."""
+
+    graph: dict[str, Any]
+    graph_hash: str
+    entry: str
+    goal: dict[str, Any] | None = None
+    input: dict[str, Any] = {}
+
+
+class NodeStarted(EventBody, frozen=True, tag="node.started"):
+    """The node_start checkpoint. ``visit`` is 1 for the node's first visit in the run."""
+
+    node_id: str
+    visit: int
+    attempt: int = 1
+    branch: str | None = None
+
+
+class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
+    node_id: str
+    iteration: int
+    text: str
+    tool_calls: list[ToolCallRecord]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    model: str = ""
+
+
+class ToolResult(EventBody, frozen=True, tag="tool.result"):
+    node_id: str
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+class MessageAdded(EventBody, frozen=True, tag="conversation.message"):
+    """A message put into the conversation (``role``: user, system or assistant)."""
+
+    node_id: str
+    role: str
+    content: str
+    kind: str = "user"
+
+
+class ConversationCompacted(EventBody, frozen=True, tag="conversation.compacted"):
+    """The first ``upto`` conversation entries were replaced by ``summary``."""
+
+    node_id: str
+    upto: int
+    summary: str
+
+
+class OutputSet(EventBody, frozen=True, tag="output.set"):
+    node_id: str
+    key: str
+    value: Any
+
+
+class Verdict(EventBody, frozen=True, tag="judge.verdict"):
+    node_id: str
+    iteration: int
+    action: str
+    level: str
+    feedback: str = ""
+    confidence: float | None = None
+    error: str | None = None
+
+
+class StallDetected(EventBody, frozen=True, tag="node.stalled"):
+    node_id: str
+    iteration: int
+    signature: str
+
+
+class MemoryWritten(EventBody, frozen=True, tag="memory.written"):
+    """A write to shared memory; ``op`` is replace, append or merge."""
+
+    key: str
+    value: Any
+    op: str = "replace"
+    node_id: str | None = None
+    branch: str | None = None
+
+
+class NodeCompleted(EventBody, frozen=True, tag="node.completed"):
+    """The node_complete checkpoint."""
+
+    node_id: str
+    branch: str | None = None
+
+
+class NodeFailed(EventBody, frozen=True, tag="node.failed"):
+    node_id: str
+    error: str
+    error_type: str
+    attempt: int
+    will_retry: bool
+    branch: str | None = None
+
+
+class EdgeTaken(EventBody, frozen=True, tag="edge.taken"):
+    source: str
+    target: str
+    edge_index: int
+    condition: str
+    reason: str = ""
+
+
+class BranchesForked(EventBody, frozen=True, tag="branches.forked"):
+    source: str
+    targets: list[str]
+    join: str | None
+    policy: str
+
+
+class BranchesJoined(EventBody, frozen=True, tag="branches.joined"):
+    join: str | None
+    completed: list[str]
+    failed: list[str]
+
+
+class RunPaused(EventBody, frozen=True, tag="run.paused"):
+    """``reason``: hitl, user or input."""
+
+    reason: str
+    node_id: str | None
+
+
+class InputInjected(EventBody, frozen=True, tag="input.injected"):
+    data: dict[str, Any]
+
+
+class RunResumed(EventBody, frozen=True, tag="run.resumed"):
+    note: str = ""
+
+
+class RunCancelled(EventBody, frozen=True, tag="run.cancelled"):
+    node_id: str | None
+    reason: str = ""
+
+
+class RunFinished(EventBody, frozen=True, tag="run.finished"):
+    """``status``: completed or failed; ``quality``: clean, degraded or failed."""
+
+    status: str
+    quality: str
+    total_retries: int = 0
+    error: str | None = None
+    goal_outcome: dict[str, Any] | None = None
+
+
+class RunForked(EventBody, frozen=True, tag="run.forked"):
+    """This run's events before this one are a copy of ``source_run_id``'s seqs 1 to
+    ``source_seq``; ``source_hash`` is the source's chain hash at that seq ("" for a
+    source kept in memory only). The fold of the copy is the state; a copy that ends in
+    the middle of the run (running) leaves its due nodes before their pause gates."""
+
+    source_run_id: str
+    source_seq: int
+    source_hash: str
+
+
+class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
+    """A verifier node's result for one attempt of one visit.
+
+    ``result`` is the VerificationResult as a mapping; for ``llm_judge``, ``reply`` is the
+    evaluator's raw answer with its token usage and model. The verifier's outputs are
+    MemoryWritten events like any node's; the fold keeps this result in the node's visit
+    (by attempt), where a rerun of an ``llm_judge`` verifier's attempt after a crash or a
+    cancel finds it and reuses it instead of asking the evaluator again.
+    """
+
+    node_id: str
+    visit: int
+    attempt: int
+    passed: bool
+    result: dict[str, Any]
+    branch: str | None = None
+    reply: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+
+
+class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
+    """One model turn of one parallel branch (``branch``: its 0-based index) in the round
+    that began after the node's turn ``round`` of visit ``visit``."""
+
+    node_id: str
+    visit: int
+    round: int
+    branch: int
+    label: str
+    iteration: int
+    text: str
+    tool_calls: list[ToolCallRecord]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    model: str = ""
+
+
+class BranchToolResult(EventBody, frozen=True, tag="branch.tool_result"):
+    """A tool result inside one parallel branch; a ``set_output`` call that set an output
+    carries it (``output_key``, ``output_value``) for the branch's own accumulator."""
+
+    node_id: str
+    visit: int
+    round: int
+    branch: int
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    output_key: str | None = None
+    output_value: Any = None
+
+
+class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
+    """A parallel branch's end: ``ok`` with its final ``text``, or not with ``error``."""
+
+    node_id: str
+    visit: int
+    round: int
+    branch: int
+    label: str
+    ok: bool
+    text: str = ""
+    error: str | None = None
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class BranchesJudged(EventBody, frozen=True, tag="branches.judged"):
+    """The ``llm_judge`` strategy's call: the judge's reply (or the provider's error)."""
+
+    node_id: str
+    visit: int
+    round: int
+    text: str
+    error: str | None = None
+    prompt_tokens: int = 0
+    compacted: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    model: str = ""
+
+
+class BranchJudgeWarning(EventBody, frozen=True, tag="branches.judge_warning"):
+    """The judge's prompt still exceeds its budget after both compaction iterations."""
+
+    node_id: str
+    visit: int
+    round: int
+    budget_tokens: int
+    prompt_tokens: int
+    message: str = ""
+
+
+class BranchesSelected(EventBody, frozen=True, tag="branches.selected"):
+    """The winner of a round (``winner``: its 0-based index) and why; ``candidates`` are
+    the branches that answered."""
+
+    node_id: str
+    visit: int
+    round: int
+    strategy: str
+    winner: int
+    label: str
+    reason: str = ""
+    candidates: list[int] = []
+
+
+AnyEvent = (
+    RunStarted
+    | NodeStarted
+    | LlmTurn
+    | ToolResult
+    | MessageAdded
+    | ConversationCompacted
+    | OutputSet
+    | Verdict
+    | StallDetected
+    | MemoryWritten
+    | NodeCompleted
+    | NodeFailed
+    | EdgeTaken
+    | BranchesForked
+    | BranchesJoined
+    | RunPaused
+    | InputInjected
+    | RunResumed
+    | RunCancelled
+    | RunFinished
+    | RunForked
+    | VerificationRecorded
+    | BranchTurn
+    | BranchToolResult
+    | BranchFinished
+    | BranchesJudged
+    | BranchJudgeWarning
+    | BranchesSelected
+)
+
+
+def _started(body: RunStarted) -> RunIndex:
+    graph_id = body.graph.get("id")
+    return RunIndex("running", body.graph_hash, graph_id if isinstance(graph_id, str) else None)
+
+
+def _finished(body: RunFinished) -> RunIndex:
+    return RunIndex(body.status, quality=body.quality)
+
+
+#: How each lifecycle event changes the run listing's row: its status, graph hash, graph id
+#: and quality. Only a finished run has a quality: going on (resumed, or started again as a
+#: fork's copy) clears it.
+_RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
+    RunStarted: _started,
+    RunPaused: lambda body: RunIndex("paused"),
+    RunResumed: lambda body: RunIndex("running", quality=""),
+    RunCancelled: lambda body: RunIndex("cancelled"),
+    RunFinished: _finished,
+}
+
+for _cls in AnyEvent.__args__:
+    register_event_type(_cls, run_index=_RUN_INDEX.get(_cls))

@@ -1,0 +1,537 @@
+"""A run's state and the one function that applies an event to it.
+
+:func:`apply` is the only code that turns events into state: :func:`fold` (a log into its
+state), the executor's live state (it records an event, the run log applies it, and the
+executor decides from the state) and a resume (fold the log, continue with that object)
+all use it. ``fold`` is pure and deterministic: ``fold(b, fold(a)) == fold(a + b)``,
+folding a prefix of a log is time travel, and ``fold`` never mutates the state passed in.
+
+Memory reducers (a memory key's ``reducer``, recorded as ``MemoryWritten.op``):
+
+- ``replace``: the key takes the written value.
+- ``append``: the key's value is a list and the written value becomes its last item. A key
+  that is absent or None starts as ``[]``; a list (or tuple) value keeps its items; any
+  other value (a string, a number, a dict) becomes the list's first item, so ``"ab"``
+  then ``1`` gives ``["ab", 1]``, never the string's characters. Each write is O(1): the
+  state owns the lists it grew (it copies a list it did not create once, on its first
+  append), so no write copies the whole list.
+- ``merge``: the key's value is a dict updated with the written dict; a value that is not
+  a dict (on either side) counts as ``{}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from eventstore import Event, EventBody, event_tag
+
+from ._catalogue import (
+    BranchesForked,
+    BranchesJoined,
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchToolResult,
+    BranchTurn,
+    ConversationCompacted,
+    EdgeTaken,
+    InputInjected,
+    LlmTurn,
+    MemoryWritten,
+    MessageAdded,
+    NodeCompleted,
+    NodeFailed,
+    NodeStarted,
+    OutputSet,
+    RunCancelled,
+    RunFinished,
+    RunForked,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    StallDetected,
+    ToolResult,
+    Verdict,
+    VerificationRecorded,
+)
+from ._conversation import Conversation, ConversationEntry
+from ._node_visit import NodeVisit
+
+__all__ = [
+    "KEPT_PER_NODE",
+    "ConversationEntry",
+    "NodeVisit",
+    "PauseInfo",
+    "RunState",
+    "StallEntry",
+    "VerdictEntry",
+    "VerdictRecord",
+    "apply",
+    "disown",
+    "disown_values",
+    "fold",
+]
+
+
+class VerdictRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The last judge verdict of a node."""
+
+    iteration: int
+    action: str
+    level: str
+    feedback: str = ""
+
+
+#: Verdicts (and stall warnings) of one node a state keeps, the newest; counts stay exact.
+KEPT_PER_NODE = 500
+
+
+class VerdictEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A judge verdict as the log recorded it, at event ``seq``."""
+
+    seq: int
+    iteration: int
+    action: str
+    level: str
+    feedback: str = ""
+    confidence: float | None = None
+    error: str | None = None
+
+
+class StallEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A stall warning (the same tool calls turn after turn) at event ``seq``."""
+
+    seq: int
+    iteration: int
+    signature: str
+
+
+class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
+    reason: str
+    node_id: str | None
+
+
+class RunState(msgspec.Struct, kw_only=True, dict=True):
+    """The state of a run as its events made it. Compare with ``==`` (fields only).
+
+    ``pending`` lists the nodes due to run next (the resume points; the join of an open
+    fan-out is due once the branches joined); ``running`` maps a started, unfinished node
+    (running, or waiting to retry after a failed attempt) to its attempt; ``path`` lists
+    nodes in the order they finished (completed, or failed for good); ``steps`` counts node
+    visits (a retry or a rerun after a crash is the same visit); ``outputs`` holds each
+    running node's output accumulator for its visit (its OutputSet values: empty when a
+    new visit starts or a failed attempt is to be retried, kept across a rerun of the
+    same visit, gone when the node finishes); ``iterations`` is the iteration of each
+    node's last LLM turn in its current visit; ``visits`` holds each started node's
+    current visit (:class:`NodeVisit`: what an LLM node, a parallel round and an
+    ``llm_judge`` verifier resume from). ``last_seq`` /
+    ``last_hash`` / ``last_position`` describe the last folded event (a live state sets
+    ``last_seq`` only).
+    """
+
+    run_id: str = ""
+    status: str = "new"
+    graph: dict[str, Any] | None = None
+    graph_hash: str | None = None
+    entry: str | None = None
+    goal: dict[str, Any] | None = None
+    input: dict[str, Any] = {}
+    memory: dict[str, Any] = {}
+    path: list[str] = []
+    visit_counts: dict[str, int] = {}
+    steps: int = 0
+    pending: list[str] = []
+    running: dict[str, int] = {}
+    failed_nodes: list[str] = []
+    total_retries: int = 0
+    #: Whether a fan-out is open (forked, not yet joined), and its join node if it has one.
+    forked: bool = False
+    fanout_join: str | None = None
+    outputs: dict[str, dict[str, Any]] = {}
+    #: LLM turns of each node over the whole run (``iterations`` counts the current visit).
+    turns: dict[str, int] = {}
+    #: Judge verdicts of each node over the run, by action (accept, retry, escalate).
+    verdict_counts: dict[str, dict[str, int]] = {}
+    #: The run's conversation: a sequence of ConversationEntry built by the projection the
+    #: LLM node uses too (parallel branches' entries grouped per branch).
+    conversation: Conversation = msgspec.field(default_factory=Conversation)
+    iterations: dict[str, int] = {}
+    visits: dict[str, NodeVisit] = {}
+    verdicts: dict[str, VerdictRecord] = {}
+    #: Each node's newest judge verdicts, oldest first: at most KEPT_PER_NODE of them, so a
+    #: long run's state (and its snapshots) stays bounded; ``verdict_counts`` counts all.
+    verdict_history: dict[str, list[VerdictEntry]] = {}
+    #: Each node's newest stall warnings, oldest first (at most KEPT_PER_NODE).
+    stalls: dict[str, list[StallEntry]] = {}
+    #: Times each edge was taken, keyed ``"source>target"``, in the order first taken.
+    edges_taken: dict[str, int] = {}
+    #: The run's events by tag, every type counted (an application's own too).
+    event_counts: dict[str, int] = {}
+    paused: PauseInfo | None = None
+    #: A fork's copy ended in the middle of the run: its due nodes that had not started
+    #: meet their pause gates when it resumes (a fork never skips an approval). Set by
+    #: run.forked, cleared by the resume that follows.
+    gates_due: bool = False
+    cancelled_at: str | None = None
+    quality: str | None = None
+    error: str | None = None
+    goal_outcome: dict[str, Any] | None = None
+    last_seq: int = 0
+    last_hash: str = ""
+    last_position: int = 0
+
+
+def _copy(state: RunState) -> RunState:
+    # Every field is carried over (a new field needs no line here); containers apply grows
+    # in place are copied, their values shared, which is safe because apply never mutates
+    # a memory value its state does not own (see _owned).
+    return msgspec.structs.replace(
+        state,
+        memory=dict(state.memory),
+        path=list(state.path),
+        visit_counts=dict(state.visit_counts),
+        pending=list(state.pending),
+        running=dict(state.running),
+        failed_nodes=list(state.failed_nodes),
+        outputs={node: dict(values) for node, values in state.outputs.items()},
+        conversation=state.conversation.copy(),
+        iterations=dict(state.iterations),
+        visits={node: visit.copy() for node, visit in state.visits.items()},
+        turns=dict(state.turns),
+        verdict_counts={node: dict(counts) for node, counts in state.verdict_counts.items()},
+        verdicts=dict(state.verdicts),
+        verdict_history={node: list(kept) for node, kept in state.verdict_history.items()},
+        stalls={node: list(kept) for node, kept in state.stalls.items()},
+        edges_taken=dict(state.edges_taken),
+        event_counts=dict(state.event_counts),
+    )
+
+
+def _owned(state: RunState) -> set[str]:
+    """The memory keys whose list value ``state`` created and may grow in place.
+
+    Kept beside the fields (not one of them: it is no part of the run's state, and ``==``
+    and encoding ignore it). A state built any other way than by ``apply`` owns nothing.
+    """
+    attrs = state.__dict__
+    owned: set[str] | None = attrs.get("_owned")
+    if owned is None:
+        owned = attrs["_owned"] = set()
+    return owned
+
+
+def disown(state: RunState, keys: Iterable[str] | None = None) -> None:
+    """Give up in-place growth of ``keys``' lists (all keys by default).
+
+    For a holder that hands a memory list to code that may keep it (a node running beside
+    others, a result given to the caller): the next append to such a key copies the list
+    once instead of changing the object someone else holds.
+    """
+    owned = state.__dict__.get("_owned")
+    if owned:
+        if keys is None:
+            owned.clear()
+        else:
+            owned.difference_update(keys)
+
+
+def disown_values(state: RunState, values: Iterable[Any]) -> None:
+    """Give up in-place growth of every memory list that is one of ``values``.
+
+    For a batch of writes whose values may be the state's own lists (a node that returned
+    a list it was given): call it before applying them, so that appending to that list's
+    key does not change a value that is about to be written elsewhere.
+    """
+    owned = state.__dict__.get("_owned")
+    if not owned:
+        return
+    shared = {id(value) for value in values if type(value) is list}
+    if shared:
+        memory = state.memory
+        owned.difference_update([k for k in owned if id(memory.get(k)) in shared])
+
+
+def _append(memory: dict[str, Any], owned: set[str], key: str, value: Any) -> None:
+    if key in owned:
+        memory[key].append(value)  # a list this state created: ours to grow
+        return
+    old = memory.get(key)
+    if isinstance(old, list | tuple):
+        grown = list(old)
+    else:
+        grown = [] if old is None else [old]
+    grown.append(value)
+    memory[key] = grown
+    owned.add(key)
+
+
+def _memory_written(s: RunState, b: MemoryWritten) -> None:
+    key, op, value = b.key, b.op, b.value
+    memory = s.memory
+    owned = _owned(s)
+    if owned and type(value) is list:
+        # The written value is one of our lists (a node passed its input on): that list
+        # is now also held elsewhere, so it is no longer ours to grow in place.
+        disown_values(s, (value,))
+    if op == "append":
+        _append(memory, owned, key, value)
+        return
+    if op == "merge":
+        old = memory.get(key)
+        merged = dict(old) if isinstance(old, dict) else {}
+        if isinstance(value, dict):
+            merged.update(value)
+        memory[key] = merged
+    else:
+        memory[key] = value
+    owned.discard(key)
+
+
+def _finish_node(s: RunState, node_id: str) -> None:
+    s.running.pop(node_id, None)
+    s.path.append(node_id)
+    if node_id in s.pending:
+        s.pending.remove(node_id)
+    s.outputs.pop(node_id, None)
+
+
+def _visit_started(s: RunState, node_id: str, number: int) -> None:
+    visit = s.visits.get(node_id)
+    if visit is not None and visit.visit == number:
+        # A rerun of the same visit (a resume, a retry): it goes on where it left off.
+        visit.written = {}
+        if node_id not in s.outputs:
+            s.outputs[node_id] = {}
+        return
+    previous = s.path[-1] if s.path else None
+    before = s.visits.get(previous) if previous is not None else None
+    s.visits[node_id] = NodeVisit(
+        visit=number,
+        previous_node=previous,
+        previous_outputs=dict(before.written) if before is not None else {},
+    )
+    s.outputs[node_id] = {}
+    s.iterations[node_id] = 0
+
+
+def _due(s: RunState, node_id: str) -> None:
+    if node_id not in s.pending:
+        s.pending.append(node_id)
+
+
+def _keep(kept: dict[str, list[Any]], node_id: str, entry: Any) -> None:
+    entries = kept.get(node_id)
+    if entries is None:
+        entries = kept[node_id] = []
+    entries.append(entry)
+    if len(entries) > KEPT_PER_NODE:
+        del entries[0]
+
+
+# A body's tag by its class (event_tag reads it from the class's config on every call).
+_TAGS: dict[type, str] = {}
+
+
+def _tag(cls: type) -> str:
+    tag = _TAGS[cls] = event_tag(cls)
+    return tag
+
+
+def apply(state: RunState, body: EventBody, seq: int) -> None:
+    """Apply one event body, the run's event ``seq``, to ``state``, in place; the one place
+    events become state.
+
+    Total: a log is replayed as it is, never refused, so every body applies (a memory
+    write of an unexpected shape follows the reducer rules in the module docstring), and
+    a body without a meaning for the state (a type registered by an application) only
+    counts in ``event_counts``. ``seq`` is recorded with the verdicts and stall warnings
+    the state keeps; apply does not touch ``last_seq`` / ``last_hash`` /
+    ``last_position`` (the envelope's; see :func:`fold`). Lists the state grew for
+    ``append`` writes stay the state's own: do not change them from outside.
+    """
+    s = state
+    tag = _TAGS.get(type(body)) or _tag(type(body))
+    counts = s.event_counts
+    counts[tag] = counts.get(tag, 0) + 1
+    match body:
+        case NodeStarted():
+            node = body.node_id
+            if body.visit > s.visit_counts.get(node, 0):
+                s.steps += 1
+            s.visit_counts[node] = body.visit
+            s.running[node] = body.attempt
+            _visit_started(s, node, body.visit)
+            s.conversation.apply(body)
+        case MemoryWritten():
+            _memory_written(s, body)
+            if body.node_id is not None:
+                visit = s.visits.get(body.node_id)
+                if visit is not None:
+                    visit.written[body.key] = body.value
+        case NodeCompleted():
+            _finish_node(s, body.node_id)
+        case EdgeTaken():
+            edge = f"{body.source}>{body.target}"
+            s.edges_taken[edge] = s.edges_taken.get(edge, 0) + 1
+            if body.target != s.fanout_join:  # the join is due once the branches joined
+                _due(s, body.target)
+        case OutputSet():
+            values = s.outputs.get(body.node_id)
+            if values is None:
+                values = s.outputs[body.node_id] = {}
+            values[body.key] = body.value
+        case LlmTurn():
+            node = body.node_id
+            s.conversation.apply(body)
+            s.iterations[node] = body.iteration
+            s.turns[node] = s.turns.get(node, 0) + 1
+            visit = s.visits.get(node)
+            if visit is not None:
+                visit.turn(body)
+        case ToolResult():
+            s.conversation.apply(body)
+            visit = s.visits.get(body.node_id)
+            if visit is not None:
+                visit.result(body.call_id)
+        case MessageAdded():
+            s.conversation.apply(body)
+            visit = s.visits.get(body.node_id)
+            if visit is not None:
+                visit.message(body.kind)
+        case ConversationCompacted():
+            s.conversation.apply(body)
+        case Verdict():
+            visit = s.visits.get(body.node_id)
+            if visit is not None:
+                visit.verdict(body)
+            s.verdicts[body.node_id] = VerdictRecord(
+                iteration=body.iteration,
+                action=body.action,
+                level=body.level,
+                feedback=body.feedback,
+            )
+            by_action = s.verdict_counts.setdefault(body.node_id, {})
+            by_action[body.action] = by_action.get(body.action, 0) + 1
+            _keep(
+                s.verdict_history,
+                body.node_id,
+                VerdictEntry(
+                    seq=seq,
+                    iteration=body.iteration,
+                    action=body.action,
+                    level=body.level,
+                    feedback=body.feedback,
+                    confidence=body.confidence,
+                    error=body.error,
+                ),
+            )
+        case StallDetected():
+            _keep(
+                s.stalls,
+                body.node_id,
+                StallEntry(seq=seq, iteration=body.iteration, signature=body.signature),
+            )
+        case NodeFailed():
+            if body.will_retry:
+                s.total_retries += 1  # still running: it waits for its next attempt
+                s.outputs[body.node_id] = {}  # the next attempt starts afresh
+            else:
+                s.failed_nodes.append(body.node_id)
+                _finish_node(s, body.node_id)
+        case BranchesForked():
+            s.conversation.apply(body)
+            s.forked = True
+            s.fanout_join = body.join
+            for target in body.targets:
+                if target != body.join:
+                    _due(s, target)
+        case BranchesJoined():
+            s.conversation.apply(body)
+            s.forked = False
+            s.fanout_join = None
+            if body.join is not None:
+                _due(s, body.join)
+        case (
+            BranchTurn()
+            | BranchToolResult()
+            | BranchFinished()
+            | BranchesJudged()
+            | BranchesSelected()
+        ):
+            visit = s.visits.get(body.node_id)
+            if visit is not None and visit.visit == body.visit:
+                visit.branch_event(body)
+        case VerificationRecorded():
+            visit = s.visits.get(body.node_id)
+            if visit is not None and visit.visit == body.visit:
+                visit.verifications[body.attempt] = body
+        case RunStarted():
+            s.status = "running"
+            s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry
+            s.goal, s.input = body.goal, body.input
+            s.memory = dict(body.input)
+            _owned(s).clear()
+            s.conversation.apply(body)
+            _due(s, body.entry)
+        case InputInjected():
+            s.memory.update(body.data)
+            _owned(s).difference_update(body.data)
+            for visit in s.visits.values():
+                if visit.paused_for_input:
+                    visit.injected.update(body.data)
+        case RunPaused():
+            s.status = "paused"
+            s.paused = PauseInfo(reason=body.reason, node_id=body.node_id)
+            if body.reason == "input" and body.node_id is not None:
+                visit = s.visits.get(body.node_id)
+                if visit is not None:
+                    visit.paused_for_input = True
+                    visit.injected = {}
+        case RunResumed():
+            s.status = "running"
+            s.paused = None
+            s.gates_due = False
+        case RunForked():
+            s.gates_due = s.status == "running"
+        case RunCancelled():
+            s.status = "cancelled"
+            s.cancelled_at = body.node_id
+            s.paused = None
+            if body.reason:
+                s.error = body.reason
+        case RunFinished():
+            s.status = body.status
+            s.quality = body.quality
+            s.total_retries = max(s.total_retries, body.total_retries)
+            s.error = body.error
+            s.goal_outcome = body.goal_outcome
+            s.pending = []
+            s.running = {}
+            s.paused = None
+            s.forked = False
+            s.fanout_join = None
+        case _:
+            pass
+
+
+def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
+    """Apply ``events`` (one run's, in seq order) to ``state`` (default: a new run).
+
+    Pure: returns a new state and leaves ``state`` and the events untouched (the new state
+    shares no list it may grow with ``state``). Sets ``run_id`` and ``last_seq`` /
+    ``last_hash`` / ``last_position`` from the last event.
+    """
+    s = RunState() if state is None else _copy(state)
+    last: Event | None = None
+    for event in events:
+        apply(s, event.body, event.seq)
+        last = event
+    if last is not None:
+        s.run_id = last.run_id
+        s.last_seq = last.seq
+        s.last_hash = last.hash
+        s.last_position = last.position
+    return s

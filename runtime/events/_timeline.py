@@ -1,0 +1,197 @@
+"""A run's audit timeline from its event log: one line per event, then the outcome.
+
+Everything here comes from stored :class:`eventstore.Event` records (read back from the
+store), never from the objects the run used in memory. ``magistrate timeline`` prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from eventstore import Event, VerifyReport, event_tag
+
+from ._catalogue import (
+    BranchesForked,
+    BranchesJoined,
+    EdgeTaken,
+    InputInjected,
+    LlmTurn,
+    MemoryWritten,
+    MessageAdded,
+    NodeCompleted,
+    NodeFailed,
+    NodeStarted,
+    OutputSet,
+    RunCancelled,
+    RunFinished,
+    RunForked,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    StallDetected,
+    ToolResult,
+    Verdict,
+)
+from ._state import fold
+
+__all__ = ["LEVEL_NAMES", "describe_event", "render_timeline"]
+
+#: How each judge level is named in the timeline (the seed's vocabulary).
+LEVEL_NAMES: Final = {
+    "bail_out": "tool-call bail-out",
+    "structural": "Level 0 structural",
+    "quality": "Level 2 quality",
+    "custom": "custom judge",
+    "override": "ACCEPT override",
+    "max_iterations": "max_iterations",
+    "stall": "stall detection",
+}
+
+_DETAIL_CHARS: Final = 110
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return repr(value)
+
+
+def _clip(text: str, limit: int = _DETAIL_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_event(event: Event) -> tuple[str, str, str]:
+    """``(node, event label, detail)`` for one stored event: what the timeline shows.
+
+    The label is the event's tag (with the turn number for turns and verdicts); verdicts
+    read ``RETRY [Level 0 structural]: feedback``; long texts are clipped.
+    """
+    body = event.body
+    node = getattr(body, "node_id", None) or "-"
+    label = event_tag(body)
+    if isinstance(body, RunStarted):
+        keys = ", ".join(body.input) or "none"
+        return node, label, f"graph {body.graph.get('id')}, entry {body.entry}, input: {keys}"
+    if isinstance(body, NodeStarted):
+        return node, label, f"visit {body.visit}, attempt {body.attempt}"
+    if isinstance(body, LlmTurn):
+        calls = ", ".join(
+            f"{c.name}({', '.join(f'{k}={_json(v)}' for k, v in c.arguments.items())})"
+            for c in body.tool_calls
+        )
+        parts = [f'"{body.text}"'] if body.text else []
+        if calls:
+            parts.append(f"calls {calls}")
+        return node, f"{label} #{body.iteration}", _clip(" ".join(parts) or "(empty turn)", 400)
+    if isinstance(body, ToolResult):
+        flag = " ERROR" if body.is_error else ""
+        return node, label, _clip(f"{body.name}{flag} -> {body.content}")
+    if isinstance(body, OutputSet):
+        return node, label, _clip(f"{body.key} = {_json(body.value)}")
+    if isinstance(body, MessageAdded):
+        # Judge feedback is the point of the demo: shown whole; context messages clipped.
+        limit = 400 if body.kind in ("feedback", "stall_warning") else _DETAIL_CHARS
+        return node, f"message:{body.kind}", _clip(body.content, limit)
+    if isinstance(body, Verdict):
+        level = LEVEL_NAMES.get(body.level, body.level)
+        text = f"{body.action.upper()} [{level}]"
+        if body.confidence is not None:
+            text += f" confidence {body.confidence:.2f}"
+        if body.feedback:
+            text += f": {body.feedback}"
+        if body.error:
+            text += f" (judge error: {body.error})"
+        return node, f"{label} #{body.iteration}", text
+    if isinstance(body, StallDetected):
+        return node, label, _clip(f"turn {body.iteration} repeats {body.signature}")
+    if isinstance(body, MemoryWritten):
+        return node, label, _clip(f"{body.key} = {_json(body.value)}")
+    if isinstance(body, NodeCompleted):
+        return node, label, ""
+    if isinstance(body, NodeFailed):
+        retry = ", will retry" if body.will_retry else ""
+        return node, label, f"{body.error_type}: {body.error} (attempt {body.attempt}{retry})"
+    if isinstance(body, EdgeTaken):
+        why = f", {body.reason}" if body.reason else ""
+        return node, label, f"{body.source} -> {body.target} ({body.condition}{why})"
+    if isinstance(body, RunPaused):
+        at = f" before {body.node_id}" if body.node_id else ""
+        return node, label, f"paused ({body.reason}){at}"
+    if isinstance(body, InputInjected):
+        return node, label, _clip(", ".join(f"{k} = {_json(v)}" for k, v in body.data.items()))
+    if isinstance(body, RunResumed):
+        return node, label, body.note
+    if isinstance(body, RunCancelled):
+        at = f" at {body.node_id}" if body.node_id else ""
+        return node, label, f"cancelled{at}" + (f": {body.reason}" if body.reason else "")
+    if isinstance(body, RunForked):
+        return (
+            node,
+            label,
+            (f"the events before are a copy of run {body.source_run_id} seqs 1..{body.source_seq}"),
+        )
+    if isinstance(body, BranchesForked):
+        join = f", join at {body.join}" if body.join else ""
+        return node, label, f"{body.source} -> {', '.join(body.targets)} ({body.policy}{join})"
+    if isinstance(body, BranchesJoined):
+        failed = f", failed: {', '.join(body.failed)}" if body.failed else ""
+        return node, label, f"completed: {', '.join(body.completed) or 'none'}{failed}"
+    if isinstance(body, RunFinished):
+        text = f"status {body.status}, quality {body.quality}, retries {body.total_retries}"
+        if body.error:
+            text += f", error: {body.error}"
+        return node, label, text
+    fields = msgspec.structs.asdict(body)
+    fields.pop("node_id", None)
+    return node, label, _clip(", ".join(f"{k}={_json(v)}" for k, v in fields.items()))
+
+
+def render_timeline(events: Sequence[Event], report: VerifyReport | None) -> list[str]:
+    """The timeline's lines: a header, one line per event, then status and verification.
+
+    ``report`` is the store's verification of the run (None for an in-memory log).
+    """
+    rows = [(str(e.seq), *describe_event(e)) for e in events]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("seq", "node"))]
+    label_width = max([len("event"), *(len(r[2]) for r in rows)])
+    header = f"{'seq'.rjust(widths[0])}  {'node'.ljust(widths[1])}  {'event'.ljust(label_width)}"
+    rule = "-" * min(100, len(header) + 40)
+    lines = [header + "  detail", rule]
+    for seq, node, label, detail in rows:
+        line = f"{seq.rjust(widths[0])}  {node.ljust(widths[1])}  {label.ljust(label_width)}"
+        lines.append(f"{line}  {detail}".rstrip())
+    lines.append(rule)
+    state = fold(events)
+    verdicts = [e.body for e in events if isinstance(e.body, Verdict)]
+    turns = sum(1 for e in events if isinstance(e.body, LlmTurn))
+    summary = ", ".join(
+        f"{n} {a}" for a, n in _count(v.action.upper() for v in verdicts if v.level != "bail_out")
+    )
+    lines.append(
+        f"status: {state.status}   quality: {state.quality}   path: {' -> '.join(state.path)}"
+    )
+    lines.append(
+        f"turns: {turns}   verdicts: {len(verdicts)} ({summary or 'none'} besides bail-outs)"
+        f"   events: {len(events)}"
+    )
+    if report is None:
+        lines.append("verify: not available (in-memory log)")
+    elif report.ok:
+        lines.append(f"verify: ok ({report.checked} events, hash chain intact)")
+    else:
+        lines.append(f"verify: FAILED at seq {report.broken_at}: {report.reason}")
+    return lines
+
+
+def _count(items: Any) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return list(counts.items())

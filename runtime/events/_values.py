@@ -1,0 +1,118 @@
+"""What a memory value may be: exactly the values the run log stores and reads back
+unchanged (its events are JSON).
+
+A node's outputs, its partial outputs and a run's input are checked where they enter
+(the node boundary, ``Runtime.start``, ``inject_input``), so the live result and the
+fold of the log never disagree: a value that would change type on the way through the
+log (NaN and infinity become null, sets and tuples lists, bytes base64 text, int keys
+strings, datetimes strings) or that cannot be written at all (an arbitrary object, a
+string with a lone surrogate, as a value or as a key, a list that contains itself) is
+refused naming the key, the place inside the value and its type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .._errors import MemoryValueError
+
+__all__ = ["MAX_VALUE_DEPTH", "check_input", "check_memory_value", "not_utf8"]
+
+#: Deepest nesting of lists and dicts in one memory value (a cycle is found by it too).
+MAX_VALUE_DEPTH: Final = 100
+
+_SURROGATE = "a string with a lone surrogate (not UTF-8)"
+_ALLOWED = "a memory value is JSON: None, bool, int, finite float, str, list, dict with str keys"
+
+
+def check_memory_value(key: str, value: Any) -> None:
+    """Raise :class:`MemoryValueError` unless ``value`` survives the log unchanged.
+
+    The key is checked too: a key, at the top or in a nested dict, must be text the log
+    can write (no lone surrogate). Walks the value once, without recursion. Does not block.
+    """
+    if not_utf8(key):
+        raise MemoryValueError(key, "the key", _SURROGATE)
+    stack: list[tuple[Any, int, tuple[Any, ...] | None]] = [(value, 0, None)]
+    while stack:
+        item, depth, trail = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not_utf8(item):
+                raise MemoryValueError(key, _path(trail), _SURROGATE)
+        elif kind is int or kind is bool or item is None:
+            continue
+        elif kind is float:
+            if not math.isfinite(item):
+                raise MemoryValueError(key, _path(trail), f"{item} (JSON has no NaN or infinity)")
+        elif kind is list or kind is dict:
+            if depth >= MAX_VALUE_DEPTH:
+                raise MemoryValueError(
+                    key,
+                    _path(trail),
+                    f"nested deeper than {MAX_VALUE_DEPTH} levels (or a list or dict "
+                    "that contains itself)",
+                )
+            if kind is list:
+                stack.extend((v, depth + 1, (trail, i)) for i, v in enumerate(item))
+            else:
+                for k, v in item.items():
+                    if type(k) is not str:
+                        raise MemoryValueError(
+                            key,
+                            _path(trail),
+                            f"a dict with a {type(k).__name__} key {k!r} (keys are read "
+                            "back as strings)",
+                        )
+                    if not_utf8(k):
+                        raise MemoryValueError(
+                            key,
+                            _path(trail),
+                            f"a dict with a key {k!r} that holds a lone surrogate (not UTF-8)",
+                        )
+                    stack.append((v, depth + 1, (trail, k)))
+        else:
+            raise MemoryValueError(key, _path(trail), f"a {_type_name(item)}; {_ALLOWED}")
+
+
+def not_utf8(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (half a UTF-16 pair), which no log can write."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_input(data: Mapping[str, Any] | None, name: str = "input") -> None:
+    """Raise unless ``data`` can be merged into a run's memory: None, or a mapping of str
+    keys to values the log stores unchanged (TypeError naming what it is instead, or
+    :class:`MemoryValueError` for a value)."""
+    if data is None:
+        return
+    if not isinstance(data, Mapping):
+        raise TypeError(
+            f"{name} must be a mapping of memory keys to values, got {_type_name(data)}"
+        )
+    for key, value in data.items():
+        if type(key) is not str:
+            raise TypeError(f"{name} keys are memory keys (str), got the {_type_name(key)} {key!r}")
+        check_memory_value(key, value)
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def _path(trail: tuple[Any, ...] | None) -> str:
+    parts: list[str] = []
+    while trail is not None:
+        trail, step = trail
+        parts.append(f"[{step!r}]")
+    return "value" + "".join(reversed(parts))

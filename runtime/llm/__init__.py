@@ -1,0 +1,22 @@
+"""LLM nodes: the turn loop, the conversation, tools, the judge, stalls, parallel
+branches, verifier nodes and the goal scorecard.
+
+Users meet this package through its tool decorator and the judge protocol (both on
+:mod:`runtime` as well); the node actors are the engine's business.
+"""
+
+from ._judge import ImplicitJudge, JudgeContext, JudgeProtocol, JudgeVerdict
+from ._prompt import build_system_prompt, transition_marker
+from ._tools import Tool, ToolRegistry, tool
+
+__all__ = [
+    "ImplicitJudge",
+    "JudgeContext",
+    "JudgeProtocol",
+    "JudgeVerdict",
+    "Tool",
+    "ToolRegistry",
+    "build_system_prompt",
+    "tool",
+    "transition_marker",
+]

@@ -1,0 +1,576 @@
+"""The judge: the verdict after every LLM turn, and the safety nets around it.
+
+After each turn of an LLM node, :func:`rule` renders ACCEPT (stop, write outputs),
+RETRY (inject :func:`feedback_message` and loop) or ESCALATE (the node fails; on_failure
+edges apply). Without a custom judge it runs the :class:`ImplicitJudge` cascade:
+
+1. tool-call bail-out: the model made tool calls, so it is still working: RETRY, no check;
+2. Level 0, structural: required (non-nullable) output keys missing: RETRY naming them;
+   every key nullable and none set: RETRY (no empty completions); a client-facing node
+   with no output keys never auto-accepts (it converses until max_iterations);
+3. Level 2, quality: only with ``success_criteria`` and a provider: a separate model call
+   (``purpose="judge"``) answers ``{"verdict", "confidence", "feedback"}``;
+4. otherwise ACCEPT at level ``"structural"``.
+
+Safety nets: a custom judge's ACCEPT with required keys missing is overridden to RETRY
+(level ``"override"``, :func:`safety_net`); a judge that fails (a quality call failing
+after ``retries`` immediate re-tries, a custom judge that raises or returns nonsense, a
+judge that does not answer in time) follows :func:`judge_failure_verdict`: the cascade
+without its quality check decides, with ``error`` set, or, when the node fails closed,
+the verdict is ESCALATE carrying the error; :func:`max_iterations_verdict` and
+:func:`should_judge` bound the loop; :func:`stall_verdict` words the stall warning.
+
+On a run's path the judge is an actor (:class:`JudgeActor`) that the LLM node asks with
+a timeout; the actor runs :func:`consult` and :func:`safety_net`, and a judge that
+raises or hangs is an actor failure the node turns into the judge-failure verdict.
+
+The bail-out and structural paths allocate almost nothing (shared verdict constants, no
+regex, no logging) because they run on every turn of every node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal, Protocol
+
+import msgspec
+
+from actors import Actor, Message
+
+from .._errors import MalformedResponseError, ProviderError
+from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
+
+__all__ = [
+    "DEFAULT_RETRY_FEEDBACK",
+    "FEEDBACK_PREFIX",
+    "Action",
+    "CustomJudgeResult",
+    "ImplicitJudge",
+    "JudgeActor",
+    "JudgeContext",
+    "JudgeProtocol",
+    "JudgeRequest",
+    "JudgeVerdict",
+    "Level",
+    "consult",
+    "feedback_message",
+    "judge_context",
+    "judge_failure_verdict",
+    "max_iterations_verdict",
+    "missing_required_keys",
+    "parse_quality_answer",
+    "rule",
+    "safety_net",
+    "should_judge",
+    "stall_verdict",
+]
+
+Action = Literal["accept", "retry", "escalate"]
+Level = Literal[
+    "bail_out", "structural", "quality", "custom", "override", "max_iterations", "stall"
+]
+
+#: The prefix of the user message that carries a RETRY's feedback (the seed's wording).
+FEEDBACK_PREFIX: Final = "[Judge feedback]: "
+#: The feedback a RETRY injects when its judge gave none: the model must not be asked
+#: again with an unchanged conversation.
+DEFAULT_RETRY_FEEDBACK: Final = (
+    "The judge did not accept this yet. Review your work against the task and the "
+    "required outputs, improve it, and set the outputs again."
+)
+#: How many trailing messages the quality check sees.
+RECENT_MESSAGES: Final = 10
+
+
+class JudgeContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a judge sees after one turn of one node.
+
+    ``iteration`` is the 1-based number of the turn just finished. ``missing_keys`` lists
+    the required (non-nullable) ``expected_keys`` whose value is unset or ``None`` (use
+    :func:`judge_context` to compute it). ``recent_messages`` holds at most the last 10
+    messages of the node's conversation.
+    """
+
+    node_id: str
+    node_description: str = ""
+    iteration: int
+    accumulator: dict[str, Any]
+    expected_keys: list[str]
+    nullable_keys: list[str] = []
+    missing_keys: list[str]
+    success_criteria: list[str] = []
+    turn_had_tool_calls: bool
+    client_facing: bool = False
+    conversation_summary: str = ""
+    recent_messages: list[ChatMessage] = []
+
+
+class JudgeVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """A verdict: what to do, which check decided it, and why.
+
+    ``feedback`` is what a RETRY injects (empty: inject nothing). ``confidence`` comes
+    from the quality check. ``error`` records a judge failure that did not block the run.
+    """
+
+    action: Action
+    level: Level
+    feedback: str = ""
+    confidence: float | None = None
+    error: str | None = None
+
+
+#: What a custom judge may return: a verdict, or a bare action ("accept", "RETRY"...).
+CustomJudgeResult = JudgeVerdict | str
+
+
+class JudgeProtocol(Protocol):
+    """A custom judge: replaces the implicit cascade for one node.
+
+    It is called on the turns :func:`should_judge` selects, including turns with tool
+    calls (``context.turn_had_tool_calls`` says so). Its verdict is recorded with level
+    ``"custom"``; an ACCEPT while required keys are missing is overridden to RETRY.
+    """
+
+    async def evaluate(self, context: JudgeContext) -> CustomJudgeResult: ...
+
+
+def missing_required_keys(
+    accumulator: Mapping[str, Any], expected_keys: Sequence[str], nullable_keys: Sequence[str]
+) -> list[str]:
+    """The non-nullable expected keys whose value is absent or ``None``, in declared order."""
+    return [
+        key for key in expected_keys if accumulator.get(key) is None and key not in nullable_keys
+    ]
+
+
+def judge_context(
+    *,
+    node_id: str,
+    iteration: int,
+    accumulator: Mapping[str, Any],
+    expected_keys: Sequence[str],
+    nullable_keys: Sequence[str] = (),
+    turn_had_tool_calls: bool,
+    node_description: str = "",
+    success_criteria: Sequence[str] = (),
+    client_facing: bool = False,
+    conversation_summary: str = "",
+    messages: Sequence[ChatMessage] = (),
+) -> JudgeContext:
+    """Build a :class:`JudgeContext`, computing ``missing_keys`` and keeping the last 10
+    of ``messages``."""
+    return JudgeContext(
+        node_id=node_id,
+        node_description=node_description,
+        iteration=iteration,
+        accumulator=dict(accumulator),
+        expected_keys=list(expected_keys),
+        nullable_keys=list(nullable_keys),
+        missing_keys=missing_required_keys(accumulator, expected_keys, nullable_keys),
+        success_criteria=list(success_criteria),
+        turn_had_tool_calls=turn_had_tool_calls,
+        client_facing=client_facing,
+        conversation_summary=conversation_summary,
+        recent_messages=list(messages[-RECENT_MESSAGES:]),
+    )
+
+
+# Shared, immutable verdicts for the hot path.
+_BAIL_OUT: Final = JudgeVerdict(action="retry", level="bail_out")
+_STRUCTURAL_ACCEPT: Final = JudgeVerdict(action="accept", level="structural")
+_CONVERSATION_NODE: Final = JudgeVerdict(action="retry", level="structural")
+
+
+def _missing_keys_feedback(missing: Sequence[str]) -> str:
+    return (
+        f"Missing required output keys: {', '.join(missing)}. "
+        "Call set_output(key, value) for each of them before finishing."
+    )
+
+
+def _structural(context: JudgeContext) -> JudgeVerdict | None:
+    """Level 0: a RETRY verdict, or None when the structure is complete."""
+    if context.missing_keys:
+        return JudgeVerdict(
+            action="retry",
+            level="structural",
+            feedback=_missing_keys_feedback(context.missing_keys),
+        )
+    expected = context.expected_keys
+    if not expected:
+        # A pure conversation node keeps talking until max_iterations (or shutdown); the
+        # empty feedback tells the node there is nothing to inject: it waits for input.
+        return _CONVERSATION_NODE if context.client_facing else None
+    acc = context.accumulator
+    nullable = context.nullable_keys
+    if all(k in nullable for k in expected) and all(acc.get(k) is None for k in expected):
+        return JudgeVerdict(
+            action="retry",
+            level="structural",
+            feedback=(
+                "No outputs have been set. Call set_output(key, value) for at least "
+                f"one of: {', '.join(expected)}."
+            ),
+        )
+    return None
+
+
+_QUALITY_SYSTEM: Final = (
+    "You are a strict quality judge for one step of an automated workflow. Decide whether "
+    "the step's outputs meet every success criterion. Answer with one JSON object and "
+    'nothing else: {"verdict": "ACCEPT" or "RETRY", "confidence": a number from 0 to 1, '
+    '"feedback": "specific, actionable instructions for what to fix (empty when '
+    'accepting)"}.'
+)
+_VALUE_CHARS: Final = 1000
+_MESSAGE_CHARS: Final = 500
+_VERDICT_WORD: Final = re.compile(r"\b(accept|retry)\b", re.IGNORECASE)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _render_value(value: Any) -> str:
+    if isinstance(value, str):
+        return _clip(value, _VALUE_CHARS)
+    try:
+        return _clip(msgspec.json.encode(value, order="sorted").decode(), _VALUE_CHARS)
+    except (TypeError, msgspec.EncodeError):
+        return _clip(repr(value), _VALUE_CHARS)
+
+
+def quality_prompt(context: JudgeContext) -> str:
+    """The user message of the Level 2 call: node, criteria, outputs, last 10 messages."""
+    parts = [
+        f"## Step\n{context.node_id}"
+        + (f": {context.node_description}" if context.node_description else "")
+    ]
+    parts.append("## Success criteria\n" + "\n".join(f"- {c}" for c in context.success_criteria))
+    if context.accumulator:
+        outputs = "\n".join(
+            f"- {key}: {_render_value(value)}" for key, value in context.accumulator.items()
+        )
+    else:
+        outputs = "(none)"
+    parts.append(f"## Outputs\n{outputs}")
+    recent = context.recent_messages[-RECENT_MESSAGES:]
+    if recent:
+        lines = []
+        for message in recent:
+            text = _clip(message.content, _MESSAGE_CHARS)
+            calls = ", ".join(call.name for call in message.tool_calls)
+            if calls:
+                text = f"{text} (called: {calls})" if text else f"(called: {calls})"
+            lines.append(f"[{message.role}] {text}")
+        parts.append(f"## Recent conversation (last {len(recent)} messages)\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def parse_quality_answer(text: str) -> JudgeVerdict | None:
+    """Read the quality judge's answer; None when it cannot be understood.
+
+    Prefers a JSON object ``{"verdict": "ACCEPT"|"RETRY", "confidence", "feedback"}``
+    (verdict case-insensitive, confidence clamped to [0, 1], ignored when not a number).
+    Failing that, plain text containing exactly one of the words ACCEPT / RETRY (any
+    case) is that verdict, with the whole text as feedback for a RETRY.
+    """
+    try:
+        data = parse_json_object(text)
+    except MalformedResponseError:
+        data = None
+    if data is not None:
+        raw = data.get("verdict")
+        word = raw.strip().lower() if isinstance(raw, str) else ""
+        if word in ("accept", "retry"):
+            conf = data.get("confidence")
+            confidence = None
+            if isinstance(conf, int | float) and not isinstance(conf, bool):
+                confidence = min(1.0, max(0.0, float(conf)))
+            feedback = data.get("feedback")
+            return JudgeVerdict(
+                action="accept" if word == "accept" else "retry",
+                level="quality",
+                feedback=feedback.strip() if isinstance(feedback, str) else "",
+                confidence=confidence,
+            )
+        return None
+    words = {m.lower() for m in _VERDICT_WORD.findall(text)}
+    if len(words) != 1:
+        return None
+    action: Action = "accept" if "accept" in words else "retry"
+    stripped = text.strip()
+    feedback = "" if action == "accept" or stripped.lower().strip(".! ") == action else stripped
+    return JudgeVerdict(action=action, level="quality", feedback=feedback)
+
+
+class ImplicitJudge:
+    """The built-in cascade: bail-out, Level 0 structural, optional Level 2 quality.
+
+    ``provider`` (and ``model``) serve the quality check; without a provider, passing
+    Level 0 is enough. A quality call that raises :class:`ProviderError` or answers
+    unintelligibly is re-tried ``retries`` times at once; if all attempts fail the
+    verdict is ACCEPT with ``error`` set (graceful degradation: Level 0 already passed),
+    or, with ``fail_closed=True``, ESCALATE with the error (the node fails; on_failure
+    edges apply).
+    """
+
+    __slots__ = ("fail_closed", "model", "provider", "retries")
+
+    def __init__(
+        self,
+        provider: LlmProvider | None = None,
+        *,
+        model: str | None = None,
+        fail_closed: bool = False,
+        retries: int = 2,
+    ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.provider = provider
+        self.model = model
+        self.fail_closed = fail_closed
+        self.retries = retries
+
+    async def evaluate(self, context: JudgeContext) -> JudgeVerdict:
+        """Run the cascade on one turn.
+
+        Blocks only on the quality call (when it applies). Cancellation cancels that
+        call. Raises nothing from provider failures (they become the verdict's
+        ``error``); anything else a provider raises propagates.
+        """
+        if context.turn_had_tool_calls:
+            return _BAIL_OUT
+        verdict = _structural(context)
+        if verdict is not None:
+            return verdict
+        if context.success_criteria and self.provider is not None:
+            return await self._quality(context, self.provider)
+        return _STRUCTURAL_ACCEPT
+
+    async def _quality(self, context: JudgeContext, provider: LlmProvider) -> JudgeVerdict:
+        request = LlmRequest(
+            messages=[ChatMessage(role="user", content=quality_prompt(context))],
+            system=_QUALITY_SYSTEM,
+            model=self.model,
+            max_tokens=512,
+            temperature=0.0,
+            json_response=True,
+            purpose="judge",
+        )
+        error = ""
+        for _ in range(self.retries + 1):
+            try:
+                response = await provider.complete(request)
+            except ProviderError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                continue
+            verdict = parse_quality_answer(response.text)
+            if verdict is not None:
+                return verdict
+            error = f"unparseable judge answer: {_clip(response.text, 200)!r}"
+        return self.failure_verdict(f"quality check failed: {error}")
+
+    def failure_verdict(self, error: str) -> JudgeVerdict:
+        """The verdict when the quality check could not judge: ACCEPT, or ESCALATE when
+        fail_closed (Level 0 has passed when the quality check runs)."""
+        if self.fail_closed:
+            return _escalation(error, "quality")
+        return JudgeVerdict(action="accept", level="quality", error=error)
+
+    def without_quality(self, context: JudgeContext) -> JudgeVerdict:
+        """The cascade without its Level 2 call: bail-out, structural, else ACCEPT."""
+        if context.turn_had_tool_calls:
+            return _BAIL_OUT
+        return _structural(context) or _STRUCTURAL_ACCEPT
+
+
+def _escalation(error: str, level: Level) -> JudgeVerdict:
+    return JudgeVerdict(
+        action="escalate",
+        level=level,
+        feedback=f"The judge failed and this node fails closed: {error}",
+        error=error,
+    )
+
+
+def _normalise(result: object) -> JudgeVerdict:
+    if isinstance(result, JudgeVerdict):
+        if result.level == "custom":
+            return result
+        return msgspec.structs.replace(result, level="custom")
+    if isinstance(result, str):
+        word = result.strip().lower()
+        if word in ("accept", "retry", "escalate"):
+            action: Action = word  # type: ignore[assignment]
+            return JudgeVerdict(action=action, level="custom")
+    raise TypeError(f"a custom judge returned {result!r}; expected a JudgeVerdict or an action")
+
+
+async def consult(
+    context: JudgeContext, *, judge: JudgeProtocol | None, implicit: ImplicitJudge
+) -> JudgeVerdict:
+    """Ask the judge for its verdict, as it gives it: the custom ``judge`` (at level
+    ``"custom"``) or else the implicit cascade. No safety net is applied.
+
+    Blocks on the judge; cancellation propagates. Raises whatever the judge raises, and
+    TypeError when a custom judge returns something that is not a verdict.
+    """
+    if judge is None:
+        return await implicit.evaluate(context)
+    return _normalise(await judge.evaluate(context))
+
+
+def safety_net(context: JudgeContext, verdict: JudgeVerdict) -> JudgeVerdict:
+    """The ACCEPT override: an ACCEPT while required keys are missing becomes RETRY at
+    level ``"override"`` naming the keys; any other verdict is returned as is."""
+    if verdict.action == "accept" and context.missing_keys:
+        return JudgeVerdict(
+            action="retry",
+            level="override",
+            feedback=_missing_keys_feedback(context.missing_keys),
+            confidence=verdict.confidence,
+        )
+    return verdict
+
+
+def judge_failure_verdict(
+    context: JudgeContext, error: str, *, implicit: ImplicitJudge, custom: bool
+) -> JudgeVerdict:
+    """The verdict when the judge itself failed (raised, hung, answered nonsense).
+
+    Fail-open (the default): the cascade without its quality call decides (a turn with
+    tool calls goes on, missing keys are asked for, else ACCEPT), with ``error`` set, so
+    a broken judge neither stops the run nor accepts incomplete work. Fail-closed
+    (``implicit.fail_closed``): ESCALATE with the error, so the node fails.
+    """
+    level: Level = "custom" if custom else "quality"
+    if implicit.fail_closed:
+        return _escalation(error, level)
+    fallback = implicit.without_quality(context)
+    return msgspec.structs.replace(fallback, error=error)
+
+
+async def rule(
+    context: JudgeContext, *, judge: JudgeProtocol | None, implicit: ImplicitJudge
+) -> JudgeVerdict:
+    """The verdict for one turn, safety nets applied, in the caller's task.
+
+    :func:`consult`, then :func:`safety_net`; a judge that raises (or returns something
+    that is not a verdict) gives :func:`judge_failure_verdict`, whose ``error`` records
+    the failure. (The LLM node asks a :class:`JudgeActor` instead, with a timeout.)
+    Blocks on the judge; cancellation propagates.
+    """
+    try:
+        verdict = await consult(context, judge=judge, implicit=implicit)
+    except Exception as exc:  # recorded in the verdict (and so in the log), not swallowed
+        error = f"{'custom ' if judge is not None else ''}judge failed: {describe(exc)}"
+        return judge_failure_verdict(context, error, implicit=implicit, custom=judge is not None)
+    return safety_net(context, verdict)
+
+
+def describe(exc: BaseException) -> str:
+    """``"Type: message"`` for an error recorded in a verdict."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def should_judge(iteration: int, every_n: int, had_tool_calls: bool) -> bool:
+    """Whether the node asks the judge after turn ``iteration`` (1-based).
+
+    Every turn without tool calls is judged: the model has stopped and waits for a
+    verdict, and skipping it would re-prompt the model with nothing new. Turns with tool
+    calls are judged on every ``every_n``-th iteration (``every_n <= 1``: every turn);
+    for the implicit judge those are bail-out RETRYs anyway, so ``judge_every_n_turns``
+    matters for custom judges that watch work in progress. A turn that is not judged
+    counts as a RETRY with nothing injected.
+    """
+    if not had_tool_calls or every_n <= 1:
+        return True
+    return iteration % every_n == 0
+
+
+def max_iterations_verdict(
+    iteration: int, max_iterations: int, *, missing_keys: Sequence[str] = ()
+) -> JudgeVerdict | None:
+    """The verdict that ends a node at its last allowed turn, else None.
+
+    Called after a turn whose verdict was not final (RETRY or not judged). When
+    ``iteration >= max_iterations`` the node terminates regardless: ACCEPT if every
+    required key is set (the work is structurally complete: the loop ran out of
+    patience, not of output), ESCALATE if keys are missing (the node failed: on_failure
+    edges apply). Level ``"max_iterations"`` either way.
+    """
+    if iteration < max_iterations:
+        return None
+    if missing_keys:
+        return JudgeVerdict(
+            action="escalate",
+            level="max_iterations",
+            feedback=(
+                f"Reached max_iterations ({max_iterations}) with required output keys "
+                f"missing: {', '.join(missing_keys)}."
+            ),
+        )
+    return JudgeVerdict(
+        action="accept",
+        level="max_iterations",
+        feedback=f"Reached max_iterations ({max_iterations}); accepting the outputs set.",
+    )
+
+
+def stall_verdict(*, threshold: int = 3, client_facing: bool = False) -> JudgeVerdict:
+    """The RETRY a node applies when :class:`StallDetector` fires.
+
+    Its feedback is the warning injected into the conversation. For a client-facing
+    node the node asks the user for input instead of injecting it.
+    """
+    if client_facing:
+        feedback = (
+            f"You repeated the same tool calls with identical arguments {threshold} turns "
+            "in a row. Ask the user how to proceed."
+        )
+    else:
+        feedback = (
+            f"You repeated the same tool calls with identical arguments {threshold} turns "
+            "in a row and they will keep giving the same results. Change your approach: "
+            "use different arguments or tools, or set your outputs with what you have."
+        )
+    return JudgeVerdict(action="retry", level="stall", feedback=feedback)
+
+
+def feedback_message(verdict: JudgeVerdict) -> str:
+    """The user message a RETRY injects: ``"[Judge feedback]: <feedback>"``.
+
+    Callers inject nothing when ``verdict.feedback`` is empty (a bail-out, or a
+    conversation node waiting for its user).
+    """
+    return FEEDBACK_PREFIX + verdict.feedback
+
+
+class JudgeRequest(Message, frozen=True, tag="judge.request"):
+    """Ask a :class:`JudgeActor` for the verdict on one turn; the reply is a JudgeVerdict."""
+
+    context: JudgeContext
+
+
+class JudgeActor(Actor):
+    """The judge of one LLM node, as an actor: ``ask(JudgeRequest(context=...))`` replies
+    with the :class:`JudgeVerdict` of :func:`consult` after :func:`safety_net`; when the
+    ask fails, the asker applies :func:`judge_failure_verdict`.
+
+    It handles one request at a time, so quality calls of one node never overlap. A judge
+    that raises stops the actor and the exception reaches the asker; one that hangs is
+    the asker's timeout. Any other message is a programming error: TypeError.
+    """
+
+    def __init__(self, implicit: ImplicitJudge, judge: JudgeProtocol | None = None) -> None:
+        self.implicit = implicit
+        self.judge = judge
+
+    async def receive(self, message: Any) -> Any:
+        if type(message) is JudgeRequest:
+            context = message.context
+            verdict = await consult(context, judge=self.judge, implicit=self.implicit)
+            return safety_net(context, verdict)
+        raise TypeError(f"JudgeActor cannot handle {type(message).__name__}")

@@ -1,0 +1,114 @@
+"""Standard logging of what runs do, derived from their committed events.
+
+Loggers: ``magistrate.runs`` (INFO: a run started, finished, paused, resumed, cancelled or
+forked, a node failed for good, a stall; DEBUG: retries of a node) and
+``magistrate.judge`` (DEBUG: every verdict with its level and feedback). Each record
+carries ``run_id`` and, where there is one, ``node_id`` as ``extra`` attributes, for
+structured handlers. The library configures no handler and prints nothing: an application
+that configures none sees only Python's last-resort handler for WARNING and above, which
+these records never reach.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from eventstore import EventBody
+
+from ..events._catalogue import (
+    NodeFailed,
+    RunCancelled,
+    RunFinished,
+    RunForked,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    StallDetected,
+    Verdict,
+)
+
+__all__ = ["log_run_events"]
+
+_runs = logging.getLogger("magistrate.runs")
+_judge = logging.getLogger("magistrate.judge")
+
+
+def log_run_events(run_id: str, bodies: Sequence[EventBody], seconds: float | None) -> None:
+    """A commit observer (see ``RunLog``): log the batch's run-level events."""
+    info = _runs.isEnabledFor(logging.INFO)
+    debug = _runs.isEnabledFor(logging.DEBUG) or _judge.isEnabledFor(logging.DEBUG)
+    if not (info or debug):
+        return
+    for index, body in enumerate(bodies):
+        if type(body) is RunForked:
+            bodies = bodies[index:]  # the events before it are a copy of another run's
+            break
+    for event in bodies:
+        _log(run_id, event)
+
+
+def _log(run_id: str, event: EventBody) -> None:
+    body: Any = event
+    extra: dict[str, Any] = {"run_id": run_id, "node_id": getattr(body, "node_id", None)}
+    kind = type(event)
+    if kind is RunStarted:
+        graph = body.graph.get("id")
+        _runs.info("run %s started: graph %s", run_id, graph, extra={**extra, "graph_id": graph})
+    elif kind is RunForked:
+        _runs.info(
+            "run %s forked from run %s at seq %d",
+            run_id,
+            body.source_run_id,
+            body.source_seq,
+            extra={**extra, "source_run_id": body.source_run_id},
+        )
+    elif kind is RunFinished:
+        _runs.info(
+            "run %s finished: %s, quality %s",
+            run_id,
+            body.status,
+            body.quality,
+            extra={**extra, "status": body.status, "quality": body.quality},
+        )
+    elif kind is RunPaused:
+        _runs.info("run %s paused (%s) before %s", run_id, body.reason, body.node_id, extra=extra)
+    elif kind is RunResumed:
+        _runs.info("run %s resumed", run_id, extra=extra)
+    elif kind is RunCancelled:
+        _runs.info("run %s cancelled at %s: %s", run_id, body.node_id, body.reason, extra=extra)
+    elif kind is NodeFailed:
+        if body.will_retry:
+            _runs.debug(
+                "run %s: node %s failed (attempt %d), will retry: %s",
+                run_id,
+                body.node_id,
+                body.attempt,
+                body.error,
+                extra=extra,
+            )
+        else:
+            _runs.info(
+                "run %s: node %s failed: %s: %s",
+                run_id,
+                body.node_id,
+                body.error_type,
+                body.error,
+                extra=extra,
+            )
+    elif kind is StallDetected:
+        _runs.info(
+            "run %s: node %s stalled at turn %d", run_id, body.node_id, body.iteration, extra=extra
+        )
+    elif kind is Verdict:
+        _judge.debug(
+            "run %s: node %s turn %d: %s [%s]%s",
+            run_id,
+            body.node_id,
+            body.iteration,
+            body.action.upper(),
+            body.level,
+            f": {body.feedback}" if body.feedback else "",
+            extra={**extra, "verdict": body.action, "level": body.level},
+        )

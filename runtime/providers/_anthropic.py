@@ -1,0 +1,234 @@
+"""An LLM provider for Anthropic's Messages API."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from .._errors import MalformedResponseError, ProviderError
+from ._base import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    ToolCall,
+    Usage,
+    _HttpProvider,
+    _HttpTransport,
+    require,
+    shown,
+    token_count,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["AnthropicProvider"]
+
+_DEFAULT_BASE_URL = "https://api.anthropic.com"
+_DEFAULT_MODEL = "claude-3-5-haiku-latest"
+_API_VERSION = "2023-06-01"
+_JSON_INSTRUCTION = "Answer with a single JSON object and nothing else."
+
+
+class AnthropicProvider(_HttpProvider):
+    """Messages over HTTP: ``POST {base_url}/v1/messages``.
+
+    Unset arguments come from the environment: ``ANTHROPIC_API_KEY``,
+    ``ANTHROPIC_BASE_URL`` (default ``https://api.anthropic.com``) and
+    ``ANTHROPIC_MODEL`` (default ``claude-3-5-haiku-latest``). A missing API key is a
+    :class:`ProviderError` at construction.
+
+    The system prompt goes top-level (``system`` messages in the conversation are
+    appended to it); tool calls are ``tool_use`` blocks and tool results ``tool_result``
+    blocks in a user message; consecutive messages of one role are merged, so several
+    tool results travel together. The API has no JSON mode: ``json_response`` adds an
+    instruction to the system prompt. Retries as :class:`OpenAIProvider` (429 with
+    ``Retry-After``, 5xx including 529 overloaded, connection failures, timeouts), with
+    ``timeout`` bounding each attempt as a whole and ``deadline`` the whole call.
+    ``max_tokens`` is the cap sent when a request sets none (the API requires one).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        http_client: httpx.AsyncClient | None = None,
+        retry_wait_initial: float = 0.5,
+        retry_wait_max: float = 20.0,
+        name: str = "anthropic",
+        deadline: float | None = None,
+        max_tokens: int = 4096,
+    ) -> None:
+        self.name = name
+        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ProviderError(
+                name,
+                "no API key: pass api_key=... or set the ANTHROPIC_API_KEY environment variable",
+            )
+        self._api_key = key
+        url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL
+        self.base_url = url.rstrip("/")
+        self.model = model or os.environ.get("ANTHROPIC_MODEL") or _DEFAULT_MODEL
+        self.max_tokens = max_tokens
+        self._transport = _HttpTransport(
+            provider=name,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_wait_initial=retry_wait_initial,
+            retry_wait_max=retry_wait_max,
+            http_client=http_client,
+            deadline=deadline,
+        )
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        """Send one Messages request and return the parsed answer.
+
+        Blocks until the API answered, through retries and their waits; cancellation
+        abandons the call. Raises ProviderHTTPError, ProviderTimeoutError, ProviderError
+        (connection failed) after the last attempt, or MalformedResponseError at once
+        for an answer that cannot be parsed.
+        """
+        started = time.perf_counter()
+        data = await self._transport.post_json(
+            f"{self.base_url}/v1/messages",
+            self.build_payload(request),
+            {"x-api-key": self._api_key, "anthropic-version": _API_VERSION},
+        )
+        return self._transport.read(self.parse_response, data, started)
+
+    def build_payload(self, request: LlmRequest) -> dict[str, Any]:
+        """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
+        system_parts = [request.system] if request.system else []
+        system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
+        if request.json_response:
+            system_parts.append(_JSON_INSTRUCTION)
+        payload: dict[str, Any] = {
+            "model": request.model or self.model,
+            # The API requires a cap: the provider's own when the request sets none.
+            "max_tokens": self.max_tokens if request.max_tokens is None else request.max_tokens,
+            "messages": _encode_messages(request.messages),
+        }
+        if system_parts:
+            payload["system"] = "\n\n".join(system_parts)
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        if request.tools:
+            payload["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            if choice == "auto":
+                payload["tool_choice"] = {"type": "auto"}
+            elif choice == "required":
+                payload["tool_choice"] = {"type": "any"}
+            elif choice == "none":
+                payload["tool_choice"] = {"type": "none"}
+            else:
+                payload["tool_choice"] = {"type": "tool", "name": choice}
+        return payload
+
+    def parse_response(self, data: dict[str, Any], *, latency_ms: float = 0.0) -> LlmResponse:
+        """An :class:`LlmResponse` from a decoded Messages API body."""
+        name = self.name
+        content = require(name, data, "content", list)
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in content:
+            if not isinstance(block, dict):
+                raise MalformedResponseError(
+                    name, f"content block is not an object: {shown(block)}"
+                )
+            kind = block.get("type")
+            if kind == "text":
+                text = block.get("text")
+                if not isinstance(text, str):
+                    raise MalformedResponseError(name, "text block without a string 'text'")
+                texts.append(text)
+            elif kind == "tool_use":
+                tool = block.get("name")
+                if not isinstance(tool, str) or not tool:
+                    raise MalformedResponseError(
+                        name, f"tool_use block without a name: {shown(block)}"
+                    )
+                arguments = block.get("input", {})
+                if not isinstance(arguments, dict):
+                    raise MalformedResponseError(
+                        name,
+                        f"tool call {tool!r} input is not a JSON object: {shown(arguments)}",
+                    )
+                call_id = block.get("id") or f"toolu_{len(calls) + 1}"
+                if not isinstance(call_id, str):
+                    raise MalformedResponseError(name, f"tool_use {tool!r} has a non-string id")
+                calls.append(
+                    ToolCall(
+                        id=call_id,
+                        name=tool,
+                        arguments=arguments,
+                    )
+                )
+            # Other block kinds (thinking, ...) carry nothing a node consumes.
+        usage_data = data.get("usage")
+        usage = Usage()
+        if isinstance(usage_data, dict):
+            usage = Usage(
+                input_tokens=token_count(name, usage_data, "input_tokens"),
+                output_tokens=token_count(name, usage_data, "output_tokens"),
+            )
+        stop = data.get("stop_reason")
+        return LlmResponse(
+            text="".join(texts),
+            tool_calls=calls,
+            usage=usage,
+            model=data["model"] if isinstance(data.get("model"), str) else "",
+            stop_reason=stop if isinstance(stop, str) else None,
+            latency_ms=latency_ms,
+        )
+
+
+def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [
+            {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id or "",
+                "content": message.content,
+            }
+        ]
+    blocks: list[dict[str, Any]] = []
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        )
+    return blocks
+
+
+def _encode_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages API turns: tool results become user turns; same-role neighbours merge.
+
+    The API wants alternating roles and rejects empty content, so an empty assistant
+    message is dropped and consecutive turns of one role become one turn with several
+    blocks (tool results first, as they came).
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out

@@ -1,0 +1,223 @@
+"""An LLM provider for OpenAI-compatible chat completions APIs (OpenAI, vLLM, Ollama, ...)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._errors import MalformedResponseError, ProviderError
+from ._base import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    ToolCall,
+    Usage,
+    _HttpProvider,
+    _HttpTransport,
+    decode_tool_arguments,
+    require,
+    shown,
+    token_count,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["OpenAIProvider"]
+
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_DEFAULT_MODEL = "gpt-4o-mini"
+
+
+class OpenAIProvider(_HttpProvider):
+    """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
+
+    Unset arguments come from the environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``
+    (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL`` (default
+    ``gpt-4o-mini``). A missing API key is a :class:`ProviderError` at construction.
+
+    Retries (``max_retries`` beyond the first attempt) on HTTP 429 (honouring
+    ``Retry-After``, capped by ``retry_wait_max``), 5xx, connection failures and
+    timeouts; other 4xx fail at once. ``timeout`` bounds each attempt as a whole (a
+    server that drips its answer cannot hold it open); ``deadline`` bounds the whole
+    call with its retries. A request's ``max_tokens`` is sent as
+    ``max_completion_tokens`` (what current OpenAI models take; ``max_tokens_field=
+    "max_tokens"`` for servers that only know the older name), and nothing is sent when
+    the request leaves it unset. The provider owns its ``httpx.AsyncClient``
+    unless one is passed in; close it with :meth:`aclose` or ``async with``::
+
+        async with OpenAIProvider(model="gpt-4o-mini") as llm:
+            answer = await llm.complete(LlmRequest(messages=[ChatMessage(role="user",
+                                                                         content="Hi")]))
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        http_client: httpx.AsyncClient | None = None,
+        retry_wait_initial: float = 0.5,
+        retry_wait_max: float = 20.0,
+        name: str = "openai",
+        deadline: float | None = None,
+        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = (
+            "max_completion_tokens"
+        ),
+    ) -> None:
+        self.name = name
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise ProviderError(
+                name, "no API key: pass api_key=... or set the OPENAI_API_KEY environment variable"
+            )
+        self._api_key = key
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
+        self.base_url = url.rstrip("/")
+        self.model = model or os.environ.get("OPENAI_MODEL") or _DEFAULT_MODEL
+        self.max_tokens_field = max_tokens_field
+        self._transport = _HttpTransport(
+            provider=name,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_wait_initial=retry_wait_initial,
+            retry_wait_max=retry_wait_max,
+            http_client=http_client,
+            deadline=deadline,
+        )
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        """Send one chat completion and return the parsed answer.
+
+        Blocks until the API answered, through retries and their waits; cancellation
+        abandons the call. Raises ProviderHTTPError, ProviderTimeoutError, ProviderError
+        (connection failed) after the last attempt, or MalformedResponseError at once
+        for an answer that cannot be parsed (including tool arguments that are not a
+        JSON object).
+        """
+        started = time.perf_counter()
+        payload = self.build_payload(request)
+        data = await self._transport.post_json(
+            f"{self.base_url}/chat/completions",
+            payload,
+            {"authorization": f"Bearer {self._api_key}"},
+        )
+        return self._transport.read(self.parse_response, data, started)
+
+    def build_payload(self, request: LlmRequest) -> dict[str, Any]:
+        """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend(_encode_message(m) for m in request.messages)
+        payload: dict[str, Any] = {"model": request.model or self.model, "messages": messages}
+        if request.max_tokens is not None:
+            payload[self.max_tokens_field] = request.max_tokens
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        if request.tools:
+            payload["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            if request.tool_choice in ("auto", "none", "required"):
+                payload["tool_choice"] = request.tool_choice
+            else:
+                payload["tool_choice"] = {
+                    "type": "function",
+                    "function": {"name": request.tool_choice},
+                }
+        if request.json_response:
+            payload["response_format"] = {"type": "json_object"}
+        return payload
+
+    def parse_response(self, data: dict[str, Any], *, latency_ms: float = 0.0) -> LlmResponse:
+        """An :class:`LlmResponse` from a decoded chat completion body."""
+        name = self.name
+        choices = require(name, data, "choices", list)
+        if not choices or not isinstance(choices[0], dict):
+            raise MalformedResponseError(name, "response has no choices")
+        choice = choices[0]
+        message = require(name, choice, "message", dict)
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise MalformedResponseError(name, "message content is not a string")
+        calls: list[ToolCall] = []
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise MalformedResponseError(
+                name, f"message tool_calls is not a list: {type(raw_calls).__name__}"
+            )
+        for raw in raw_calls:
+            if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
+                raise MalformedResponseError(name, f"malformed tool call: {shown(raw)}")
+            function = raw["function"]
+            tool = function.get("name")
+            if not isinstance(tool, str) or not tool:
+                raise MalformedResponseError(name, f"tool call without a name: {shown(raw)}")
+            call_id = raw.get("id") or f"call_{len(calls) + 1}"
+            if not isinstance(call_id, str):
+                raise MalformedResponseError(name, f"tool call {tool!r} has a non-string id")
+            calls.append(
+                ToolCall(
+                    id=call_id,
+                    name=tool,
+                    arguments=decode_tool_arguments(name, tool, function.get("arguments")),
+                )
+            )
+        usage_data = data.get("usage")
+        usage = Usage()
+        if isinstance(usage_data, dict):
+            usage = Usage(
+                input_tokens=token_count(name, usage_data, "prompt_tokens"),
+                output_tokens=token_count(name, usage_data, "completion_tokens"),
+            )
+        finish = choice.get("finish_reason")
+        return LlmResponse(
+            text=text,
+            tool_calls=calls,
+            usage=usage,
+            model=data["model"] if isinstance(data.get("model"), str) else "",
+            stop_reason=finish if isinstance(finish, str) else None,
+            latency_ms=latency_ms,
+        )
+
+
+def _encode_message(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content,
+        }
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            # The API wants null, not "", when the turn is only tool calls.
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    encoded: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.name and message.role == "user":
+        encoded["name"] = message.name
+    return encoded

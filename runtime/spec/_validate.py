@@ -1,0 +1,279 @@
+"""Validation of a GraphSpec beyond its types: everything a run would trip on later.
+
+``validate_graph`` reports every problem at once (a :class:`SpecErrors`), each naming
+the field by its path (``edges[2].target``), in field order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .._errors import ExpressionError, SpecError, SpecErrors
+from ._expr import compile_expression
+from ._goal import check_goal_items
+from ._model import GraphSpec, NodeSpec, RetryPolicy
+from ._parallel import check_parallel
+from ._types import check_types
+from ._verifier import check_verifier
+
+__all__ = ["validate_graph"]
+
+
+def validate_graph(graph: GraphSpec) -> None:
+    """Check ``graph``; return None if it is sound, else raise :class:`SpecErrors`.
+
+    Checked: node ids (empty, duplicate), node settings (function nodes need a
+    ``function``; ``max_iterations`` and ``judge_every_n_turns`` >= 1; nullable keys
+    are output keys; retry policies; verifier configuration and expression), nodes
+    unreachable from the entry node, edge endpoints, edge conditions (a conditional
+    edge needs a valid expression, no other edge may have one; ``llm_decide`` needs a
+    ``fallback`` naming a node, no other edge may have one), the entry, terminal and
+    pause nodes, every number within its range (:data:`RANGES`), memory keys declared
+    twice, the graph retry policy.
+
+    A spec is frozen, so a graph found sound is remembered as such: starting many runs
+    of one GraphSpec validates it once.
+    """
+    index = graph._index()
+    if index.valid:
+        return
+    errors: list[SpecError] = check_types(graph)
+    if errors:  # a later check would trip over the wrong type
+        raise SpecErrors(errors)
+    known = {node.id for node in graph.nodes}
+
+    if not graph.id:
+        errors.append(SpecError("id", "must not be empty"))
+
+    seen: set[str] = set()
+    for i, node in enumerate(graph.nodes):
+        if not node.id:
+            errors.append(SpecError(f"nodes[{i}].id", "must not be empty"))
+        elif node.id in seen:
+            errors.append(SpecError(f"nodes[{i}].id", f"duplicate node id {node.id!r}"))
+        seen.add(node.id)
+        errors.extend(_check_node(f"nodes[{i}]", node))
+    if not graph.nodes:
+        errors.append(SpecError("nodes", "a graph needs at least one node"))
+
+    if graph.entry_node in known:
+        reachable = _reachable(graph)
+        reported: set[str] = set()
+        for i, node in enumerate(graph.nodes):
+            if node.id and node.id not in reachable and node.id not in reported:
+                reported.add(node.id)
+                errors.append(
+                    SpecError(
+                        f"nodes[{i}].id",
+                        f"node {node.id!r} is unreachable from entry node {graph.entry_node!r}",
+                    )
+                )
+
+    for i, edge in enumerate(graph.edges):
+        where = f"edges[{i}]"
+        if edge.source not in known:
+            errors.append(SpecError(f"{where}.source", f"unknown node {edge.source!r}"))
+        if edge.target not in known:
+            errors.append(SpecError(f"{where}.target", f"unknown node {edge.target!r}"))
+        if edge.condition == "conditional":
+            if edge.expression is None or not edge.expression.strip():
+                errors.append(
+                    SpecError(f"{where}.expression", "a conditional edge needs an expression")
+                )
+            else:
+                errors.extend(_check_expression(f"{where}.expression", edge.expression))
+        elif edge.expression is not None:
+            errors.append(
+                SpecError(
+                    f"{where}.expression",
+                    f"only conditional edges take an expression (condition is {edge.condition!r})",
+                )
+            )
+        if edge.condition == "llm_decide":
+            if edge.fallback is None:
+                errors.append(
+                    SpecError(f"{where}.fallback", "an llm_decide edge needs a fallback node")
+                )
+            elif edge.fallback not in known:
+                errors.append(
+                    SpecError(f"{where}.fallback", f"unknown fallback node {edge.fallback!r}")
+                )
+        elif edge.fallback is not None:
+            errors.append(SpecError(f"{where}.fallback", "only llm_decide edges take a fallback"))
+
+    if not graph.entry_node:
+        errors.append(SpecError("entry_node", "must name the node the run starts at"))
+    elif graph.entry_node not in known:
+        errors.append(SpecError("entry_node", f"unknown node {graph.entry_node!r}"))
+    for field, ids in (
+        ("terminal_nodes", graph.terminal_nodes),
+        ("pause_nodes", graph.pause_nodes),
+    ):
+        for j, node_id in enumerate(ids):
+            if node_id not in known:
+                errors.append(SpecError(f"{field}[{j}]", f"unknown node {node_id!r}"))
+
+    errors.extend(_check_ranges("", graph))
+    for i, edge in enumerate(graph.edges):
+        errors.extend(_check_ranges(f"edges[{i}].", edge))
+
+    declared: set[str] = set()
+    for j, key in enumerate(graph.memory):
+        if not key.name:
+            errors.append(SpecError(f"memory[{j}].name", "must not be empty"))
+        elif key.name in declared:
+            errors.append(SpecError(f"memory[{j}].name", f"memory key {key.name!r} declared twice"))
+        declared.add(key.name)
+
+    errors.extend(_check_retry("retry", graph.retry))
+    if graph.goal is not None:
+        errors.extend(check_goal_items(graph.goal.success_criteria, graph.goal.constraints))
+    errors.extend(_check_edge_names(graph))
+
+    if errors:
+        raise SpecErrors(errors)
+    index.valid = True
+
+
+def _reachable(graph: GraphSpec) -> set[str]:
+    """Node ids reachable from the entry along edges (and llm_decide fallbacks)."""
+    successors: dict[str, set[str]] = {}
+    for edge in graph.edges:
+        targets = successors.setdefault(edge.source, set())
+        targets.add(edge.target)
+        if edge.fallback is not None:
+            targets.add(edge.fallback)
+    reached = {graph.entry_node}
+    queue = deque([graph.entry_node])
+    while queue:
+        for target in successors.get(queue.popleft(), ()):
+            if target not in reached:
+                reached.add(target)
+                queue.append(target)
+    return reached
+
+
+def _writes(node: NodeSpec) -> set[str] | None:
+    """The memory keys ``node`` may write, or None when it may write any key (a callable
+    that declares no ``output_keys``)."""
+    keys = set(node.output_keys)
+    if node.kind == "verifier":
+        result = (node.verifier.result_key if node.verifier else None) or f"{node.id}_verification"
+        keys.update((result, f"{result}_passed"))
+        return keys
+    if node.kind == "llm" or node.output_keys or node.function is None:
+        return keys  # an LLM node sets only its output keys; a bare router writes nothing
+    return None
+
+
+def _check_edge_names(graph: GraphSpec) -> list[SpecError]:
+    """A conditional edge reading a name that nothing writes or declares (a typo such as
+    ``amont > 100`` would otherwise be false for ever). Checked when every node that
+    writes declares its keys; names read at run time are checked again then."""
+    known = {key.name for key in graph.memory}
+    for node in graph.nodes:
+        written = _writes(node)
+        if written is None:
+            return []
+        known |= written
+        known.update(node.input_keys)
+    errors: list[SpecError] = []
+    for i, edge in enumerate(graph.edges):
+        if edge.condition != "conditional" or not edge.expression:
+            continue
+        try:
+            names = compile_expression(edge.expression).names
+        except ExpressionError:
+            continue  # reported by _check_expression
+        unknown = sorted(names - known)
+        if unknown:
+            listed = ", ".join(repr(name) for name in unknown)
+            errors.append(
+                SpecError(
+                    f"edges[{i}].expression",
+                    f"reads {listed}, which no node writes (output_keys) and no input_keys "
+                    f"or memory key declares",
+                )
+            )
+    return errors
+
+
+def _check_expression(path: str, source: str) -> list[SpecError]:
+    try:
+        compile_expression(source)
+    except ExpressionError as exc:
+        where = f" (column {exc.position})" if exc.position is not None else ""
+        return [SpecError(path, f"invalid expression {source!r}{where}: {exc.reason}")]
+    return []
+
+
+def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
+    errors: list[SpecError] = []
+    if node.kind == "function" and not node.function:
+        errors.append(
+            SpecError(
+                f"{where}.function",
+                "a function node needs 'function' (an import path 'module:name' or a "
+                "registered name)",
+            )
+        )
+    errors.extend(_check_ranges(f"{where}.", node))
+    outputs = set(node.output_keys)
+    for j, key in enumerate(node.nullable_keys):
+        if key not in outputs:
+            errors.append(
+                SpecError(f"{where}.nullable_keys[{j}]", f"{key!r} is not one of output_keys")
+            )
+    if node.retry is not None:
+        errors.extend(_check_retry(f"{where}.retry", node.retry))
+    if node.kind == "verifier" and node.verifier is None:
+        errors.append(SpecError(f"{where}.verifier", "a verifier node needs 'verifier'"))
+    if node.verifier is not None:
+        if node.kind != "verifier":
+            errors.append(
+                SpecError(
+                    f"{where}.verifier", f"only verifier nodes take one (kind is {node.kind!r})"
+                )
+            )
+        errors.extend(check_verifier(where, node.id, node.output_keys, node.verifier))
+    if node.parallel is not None:
+        errors.extend(check_parallel(where, node.kind, node.parallel))
+    return errors
+
+
+#: The range of every number a spec holds, inclusive, per struct type and field name
+#: (docs/GRAPH_FORMAT.md lists them): finite, so no delay, bound or timeout is endless.
+RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "GraphSpec": {"max_steps": (1, 1_000_000)},
+    "NodeSpec": {
+        "max_iterations": (1, 10_000),
+        "judge_every_n_turns": (1, 10_000),
+        "timeout": (0.001, 86_400),
+        "tool_timeout": (0.001, 86_400),
+    },
+    "EdgeSpec": {"priority": (-1_000_000, 1_000_000)},
+    "RetryPolicy": {
+        "max_attempts": (1, 100),
+        "initial_delay": (0, 3_600),
+        "max_delay": (0, 3_600),
+        "multiplier": (1, 10),
+        "jitter": (0, 60),
+    },
+}
+
+
+def _check_ranges(prefix: str, spec: object) -> list[SpecError]:
+    errors: list[SpecError] = []
+    for field, (low, high) in RANGES.get(type(spec).__name__, {}).items():
+        value = getattr(spec, field)
+        if value is None:
+            continue  # an optional field left to its default
+        if not low <= value <= high:  # also refuses NaN
+            errors.append(
+                SpecError(f"{prefix}{field}", f"must be between {low} and {high}, got {value}")
+            )
+    return errors
+
+
+def _check_retry(where: str, policy: RetryPolicy) -> list[SpecError]:
+    return _check_ranges(f"{where}.", policy)

@@ -1,0 +1,67 @@
+"""The YAML side of :mod:`runtime.spec._parse`, imported when a YAML spec is read (so
+``import runtime`` does not load PyYAML): a ``yaml.SafeLoader`` within the limits of
+:mod:`runtime.spec._limits`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from ._limits import MAX_INT_DIGITS, MAX_SPEC_DEPTH, Refused, mark_text
+
+__all__ = ["parse_yaml"]
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` refusing deep nesting, duplicate keys and huge integers."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_SPEC_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise Refused(f"nested deeper than {MAX_SPEC_DEPTH} levels", mark_text(mark))
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # "<<" merges may override by design
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:
+                    continue  # an unhashable key: the base constructor reports it
+                if duplicate:
+                    raise Refused(f"duplicate key {key!r}", mark_text(key_node.start_mark))
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_int(loader: _Loader, node: Any) -> Any:
+    digits = sum(ch.isdigit() for ch in str(node.value))
+    if digits > MAX_INT_DIGITS:
+        raise Refused(
+            f"integer of {digits} digits (at most {MAX_INT_DIGITS})", mark_text(node.start_mark)
+        )
+    return loader.construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _yaml_int)
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text to builtins; Refused for text the hooks refuse or PyYAML cannot read."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise Refused(str(problem), mark_text(mark)) from exc
