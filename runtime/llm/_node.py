@@ -63,23 +63,8 @@ from ..providers._base import LlmProvider, LlmRequest
 from ..spec._load import graph_from_dict
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory, history_of
-from ._judge import (
-    DEFAULT_RETRY_FEEDBACK,
-    ImplicitJudge,
-    JudgeActor,
-    JudgeContext,
-    JudgeProtocol,
-    JudgeRequest,
-    JudgeVerdict,
-    describe,
-    feedback_message,
-    judge_context,
-    judge_failure_verdict,
-    max_iterations_verdict,
-    missing_required_keys,
-    should_judge,
-    stall_verdict,
-)
+from ._judge import ImplicitJudge, describe, judge_failure_verdict
+from ._judge_actor import JudgeActor, JudgeRequest
 from ._parallel import BranchRunner, RoundFailed
 from ._prompt import (
     ChatView,
@@ -92,6 +77,18 @@ from ._stall import StallDetector, signature
 from ._support import SET_OUTPUT, apply_set_output, listing, resolve_judge, set_output_spec
 from ._tool_calls import recorded_calls
 from ._tools import Tool, ToolRegistry, run_tool_calls
+from ._verdict import (
+    DEFAULT_RETRY_FEEDBACK,
+    JudgeContext,
+    JudgeProtocol,
+    JudgeVerdict,
+    feedback_message,
+    judge_context,
+    max_iterations_verdict,
+    missing_required_keys,
+    should_judge,
+    stall_verdict,
+)
 
 __all__ = ["LlmNodeActor"]
 _STALL_THRESHOLD = 3
