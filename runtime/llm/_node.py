@@ -19,7 +19,7 @@ commit: the visit's opening messages, a compaction); its tool results and output
 one batch before the node acts on the verdict (the next model call, or its ``NodeDone``).
 A crash between the two loses only tool results, and the rerun runs those calls again.
 Nothing lives only in memory: every attempt starts from the node's visit as the run's state
-records it (:func:`._llm_history.history_of` the run log's live state: the fold of the log,
+records it (:func:`._history.history_of` the run log's live state: the fold of the log,
 without reading the store), so after a crash the node runs the missing tool calls of its
 last turn, judges that turn if it was not judged, and asks the model only for new turns;
 recorded turns are never sent again. The output accumulator is the state's too

@@ -1,6 +1,6 @@
 """Parallel branches of an LLM node: run N branches of a turn, pick one, continue with it.
 
-An LLM node with ``parallel`` (see ``_parallel_spec``) hands each of its rounds to
+An LLM node with ``parallel`` (see ``runtime.spec._parallel``) hands each of its rounds to
 :class:`BranchRunner` instead of making one model call. A round:
 
 1. Every branch starts from the node's conversation as it stands (the same messages, the
@@ -43,7 +43,7 @@ import anyio
 
 from eventstore import EventBody
 
-from .._errors import ProviderError, SpecError
+from .._errors import ProviderError
 from ..engine._runlog import RunLog
 from ..events._catalogue import (
     BranchesJudged,
@@ -60,7 +60,6 @@ from ..events._catalogue import (
 from ..providers._base import ChatMessage, LlmRequest
 from ..spec._model import GraphSpec, NodeSpec
 from ..spec._parallel import (
-    BUILTIN_STRATEGIES,
     BranchCandidate,
     BranchSpec,
     BranchStrategy,
@@ -75,13 +74,13 @@ from ._branch_judge import (
     split_query,
     transcript,
 )
+from ._names import ProviderLookup
 from ._prompt import build_system_prompt
 from ._support import SET_OUTPUT, apply_set_output
 from ._tool_calls import recorded_calls
 from ._tools import ToolRegistry, run_tool_calls
-from ._verifier import ProviderLookup
 
-__all__ = ["BranchRunner", "RoundFailed", "check_parallel_names", "majority_key"]
+__all__ = ["BranchRunner", "RoundFailed", "majority_key"]
 
 
 class RoundFailed(Exception):
@@ -551,38 +550,3 @@ def _winner_bodies(branch: _Branch, node: NodeSpec, iteration: int) -> list[Even
                 outputs[result.output_key] = result.output_value
     bodies.extend(OutputSet(node_id=node.id, key=k, value=v) for k, v in outputs.items())
     return bodies
-
-
-def check_parallel_names(
-    graph: GraphSpec, providers: ProviderLookup, strategies: Mapping[str, BranchStrategy]
-) -> list[SpecError]:
-    """Start-time problems of parallel nodes: providers and strategies not configured."""
-    errors: list[SpecError] = []
-    for index, node in enumerate(graph.nodes):
-        spec = node.parallel
-        if spec is None:
-            continue
-        where = f"nodes[{index}].parallel"
-        for j, branch in enumerate(spec.branches):
-            if providers(branch.provider) is None:
-                errors.append(
-                    SpecError(f"{where}.branches[{j}].provider", _missing(branch.provider))
-                )
-        if spec.strategy == "llm_judge" and providers(spec.judge.provider) is None:
-            errors.append(SpecError(f"{where}.judge.provider", _missing(spec.judge.provider)))
-        if spec.strategy not in BUILTIN_STRATEGIES and spec.strategy not in strategies:
-            known = ", ".join([*BUILTIN_STRATEGIES, *sorted(strategies)])
-            errors.append(
-                SpecError(
-                    f"{where}.strategy",
-                    f"no strategy {spec.strategy!r} (known: {known}; register custom ones "
-                    "with Runtime(branch_strategies=...))",
-                )
-            )
-    return errors
-
-
-def _missing(name: str | None) -> str:
-    if name is None:
-        return "no provider is configured (Runtime(provider=...))"
-    return f"no provider {name!r} in Runtime(providers=...)"
