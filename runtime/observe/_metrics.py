@@ -267,58 +267,57 @@ class RuntimeMetrics:
             self.runs_active.set(len(self._active))
 
     def _count(self, run_id: str, run: _RunInfo | None, event: EventBody, now: float) -> None:
-        kind = type(event)
-        body: Any = event
-        if kind is NodeStarted:
-            if run is not None:
-                run.started[body.node_id] = now
-        elif kind is NodeCompleted or kind is NodeFailed:
-            node_id: str = body.node_id
-            if kind is NodeFailed:
-                if body.will_retry:
-                    self.retries.inc()
-                error = _PROVIDER_ERRORS.get(body.error_type)
-                if error is not None:
-                    self.provider_errors.labels(error).inc()
-            if run is not None and node_id in run.started:
-                node_kind = _closed(run.kinds.get(node_id), _KINDS, "unknown")
-                _child(self.node_duration, *self._labels(run), node_kind).observe(
-                    now - run.started.pop(node_id)
-                )
-        elif kind is LlmTurn:
-            self.llm_turn.observe(body.latency_ms / 1000.0)
-            if body.input_tokens:
-                self.tokens.labels("input").inc(body.input_tokens)
-            if body.output_tokens:
-                self.tokens.labels("output").inc(body.output_tokens)
-        elif kind is Verdict:
-            action = _closed(body.action, _ACTIONS)
-            level = _closed(body.level, _LEVELS)
-            _child(self.verdicts, *self._labels(run), action, level).inc()
-            if action == "escalate":
-                self.escalations.inc()
-            if body.error:
-                self.provider_errors.labels("judge").inc()
-        elif kind is StallDetected:
-            self.stalls.inc()
-        elif kind is RunStarted:
-            self._started(run_id)
-        elif kind is RunResumed:
-            self.resumes.inc()
-            self._activate(run_id, True)
-        elif kind is InputInjected:
-            self.injections.inc()
-        elif kind is RunPaused:
-            self.pauses.labels(_closed(body.reason, _PAUSE_REASONS)).inc()
-            self._activate(run_id, False)
-        elif kind is RunCancelled:
-            _child(self.runs_finished, *self._labels(run), "cancelled", "none").inc()
-            self._stop(run_id)
-        elif kind is RunFinished:
-            status = _closed(body.status, _STATUSES)
-            quality = _closed(body.quality, _QUALITIES)
-            _child(self.runs_finished, *self._labels(run), status, quality).inc()
-            self._stop(run_id)
+        match event:
+            case NodeStarted():
+                if run is not None:
+                    run.started[event.node_id] = now
+            case NodeCompleted() | NodeFailed():
+                node_id = event.node_id
+                if isinstance(event, NodeFailed):
+                    if event.will_retry:
+                        self.retries.inc()
+                    error = _PROVIDER_ERRORS.get(event.error_type)
+                    if error is not None:
+                        self.provider_errors.labels(error).inc()
+                if run is not None and node_id in run.started:
+                    node_kind = _closed(run.kinds.get(node_id), _KINDS, "unknown")
+                    _child(self.node_duration, *self._labels(run), node_kind).observe(
+                        now - run.started.pop(node_id)
+                    )
+            case LlmTurn():
+                self.llm_turn.observe(event.latency_ms / 1000.0)
+                if event.input_tokens:
+                    self.tokens.labels("input").inc(event.input_tokens)
+                if event.output_tokens:
+                    self.tokens.labels("output").inc(event.output_tokens)
+            case Verdict():
+                action = _closed(event.action, _ACTIONS)
+                level = _closed(event.level, _LEVELS)
+                _child(self.verdicts, *self._labels(run), action, level).inc()
+                if action == "escalate":
+                    self.escalations.inc()
+                if event.error:
+                    self.provider_errors.labels("judge").inc()
+            case StallDetected():
+                self.stalls.inc()
+            case RunStarted():
+                self._started(run_id)
+            case RunResumed():
+                self.resumes.inc()
+                self._activate(run_id, True)
+            case InputInjected():
+                self.injections.inc()
+            case RunPaused():
+                self.pauses.labels(_closed(event.reason, _PAUSE_REASONS)).inc()
+                self._activate(run_id, False)
+            case RunCancelled():
+                _child(self.runs_finished, *self._labels(run), "cancelled", "none").inc()
+                self._stop(run_id)
+            case RunFinished():
+                status = _closed(event.status, _STATUSES)
+                quality = _closed(event.quality, _QUALITIES)
+                _child(self.runs_finished, *self._labels(run), status, quality).inc()
+                self._stop(run_id)
 
     def _stop(self, run_id: str) -> None:
         self._activate(run_id, False)
