@@ -43,16 +43,10 @@ from eventstore import Event
 from runtime._errors import ProviderError
 from runtime._runtime import Runtime
 from runtime.events import LlmTurn, NodeStarted, RunFinished, StallDetected
-from runtime.llm._judge import (
-    ImplicitJudge,
-    JudgeActor,
-    JudgeContext,
-    JudgeProtocol,
-    JudgeRequest,
-    judge_context,
-    rule,
-)
+from runtime.llm._judge import ImplicitJudge, rule
+from runtime.llm._judge_actor import JudgeActor, JudgeRequest
 from runtime.llm._tools import tool
+from runtime.llm._verdict import JudgeContext, JudgeProtocol, judge_context
 from runtime.providers._base import LlmRequest, LlmResponse, ToolCall
 from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec
 

@@ -73,9 +73,9 @@ _LAZY_METRICS = frozenset({"MetricsServer", "RuntimeMetrics", "default_metrics",
 def __getattr__(name: str) -> _typing.Any:
     """The metrics names, imported on first use."""
     if name in _LAZY_METRICS:
-        from .observe import _metrics
+        from . import observe
 
-        return getattr(_metrics, name)
+        return getattr(observe, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

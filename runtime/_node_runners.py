@@ -11,12 +11,13 @@ from actors import Actor, ActorRef
 from ._errors import SpecError, SpecErrors
 from .engine._function_node import FunctionNodeActor, PlainFunction
 from .engine._runlog import RunLog
-from .llm._judge import JudgeProtocol
+from .llm._names import check_named_providers, check_parallel_names
 from .llm._node import LlmNodeActor
-from .llm._parallel import BranchRunner, check_parallel_names
+from .llm._parallel import BranchRunner
 from .llm._support import SET_OUTPUT, resolve_judge
 from .llm._tools import ToolRegistry
-from .llm._verifier import VerifierNodeActor, check_named_providers
+from .llm._verdict import JudgeProtocol
+from .llm._verifier import VerifierNodeActor
 from .providers._base import LlmProvider
 from .spec._imports import resolve_callable
 from .spec._model import GraphSpec, NodeSpec

@@ -38,8 +38,8 @@ from .events._snapshots import load_state
 from .events._state import RunState, fold
 from .events._values import check_input
 from .llm._goals import score_goal
-from .llm._judge import JudgeProtocol
 from .llm._tools import Tool, ToolRegistry
+from .llm._verdict import JudgeProtocol
 from .observe._logging import log_run_events
 from .providers._base import LlmProvider
 from .spec._load import graph_from_dict

@@ -5,9 +5,10 @@ Users meet this package through its tool decorator and the judge protocol (both 
 :mod:`runtime` as well); the node actors are the engine's business.
 """
 
-from ._judge import ImplicitJudge, JudgeContext, JudgeProtocol, JudgeVerdict
+from ._judge import ImplicitJudge
 from ._prompt import build_system_prompt, transition_marker
 from ._tools import Tool, ToolRegistry, tool
+from ._verdict import JudgeContext, JudgeProtocol, JudgeVerdict
 
 __all__ = [
     "ImplicitJudge",

@@ -38,7 +38,8 @@ from ..spec._goal import (
     plain,
 )
 from ..spec._model import Goal
-from ._verifier import ProviderLookup, parse_score
+from ._names import ProviderLookup
+from ._verifier import parse_score
 
 __all__ = ["OUTCOME_SYSTEM_PROMPT", "GoalScorer", "evaluate_goal", "score_goal"]
 

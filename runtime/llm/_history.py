@@ -11,9 +11,10 @@ the last turn, and what happened before it (the previous node on the path and it
 outputs, for the phase-transition marker). Nothing is read from the store, so an
 attempt's start does not grow with the log.
 
-The conversation is :class:`._conversation_state.Conversation`, the projection the
-run-state fold keeps; the node sees its :meth:`~._conversation_state.Conversation.scope`.
-The visit is the state's :class:`._node_visit.NodeVisit`.
+The conversation is :class:`runtime.events._conversation.Conversation`, the projection
+the run-state fold keeps; the node sees its
+:meth:`~runtime.events._conversation.Conversation.scope`.
+The visit is the state's :class:`runtime.events._node_visit.NodeVisit`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
-"""The judge: the verdict after every LLM turn, and the safety nets around it.
+"""The judge's rules: the implicit cascade after every LLM turn, and the safety nets around
+any judge.
 
-After each turn of an LLM node, :func:`rule` renders ACCEPT (stop, write outputs),
-RETRY (inject :func:`feedback_message` and loop) or ESCALATE (the node fails; on_failure
-edges apply). Without a custom judge it runs the :class:`ImplicitJudge` cascade:
+After each turn of an LLM node, :func:`rule` renders ACCEPT, RETRY or ESCALATE (see
+``_verdict``). Without a custom judge it runs the :class:`ImplicitJudge` cascade:
 
 1. tool-call bail-out: the model made tool calls, so it is still working: RETRY, no check;
 2. Level 0, structural: required (non-nullable) output keys missing: RETRY naming them;
    every key nullable and none set: RETRY (no empty completions); a client-facing node
    with no output keys never auto-accepts (it converses until max_iterations);
 3. Level 2, quality: only with ``success_criteria`` and a provider: a separate model call
-   (``purpose="judge"``) answers ``{"verdict", "confidence", "feedback"}``;
+   (``purpose="judge"``, prompt :func:`quality_prompt`) answers
+   ``{"verdict", "confidence", "feedback"}``;
 4. otherwise ACCEPT at level ``"structural"``.
 
 Safety nets: a custom judge's ACCEPT with required keys missing is overridden to RETRY
@@ -17,12 +18,11 @@ Safety nets: a custom judge's ACCEPT with required keys missing is overridden to
 after ``retries`` immediate re-tries, a custom judge that raises or returns nonsense, a
 judge that does not answer in time) follows :func:`judge_failure_verdict`: the cascade
 without its quality check decides, with ``error`` set, or, when the node fails closed,
-the verdict is ESCALATE carrying the error; :func:`max_iterations_verdict` and
-:func:`should_judge` bound the loop; :func:`stall_verdict` words the stall warning.
+the verdict is ESCALATE carrying the error.
 
-On a run's path the judge is an actor (:class:`JudgeActor`) that the LLM node asks with
-a timeout; the actor runs :func:`consult` and :func:`safety_net`, and a judge that
-raises or hangs is an actor failure the node turns into the judge-failure verdict.
+On a run's path the judge is an actor (``_judge_actor.JudgeActor``) that the LLM node
+asks with a timeout; the actor runs :func:`consult` and :func:`safety_net`, and a judge
+that raises or hangs is an actor failure the node turns into the judge-failure verdict.
 
 The bail-out and structural paths allocate almost nothing (shared verdict constants, no
 regex, no logging) because they run on every turn of every node.
@@ -31,149 +31,32 @@ regex, no logging) because they run on every turn of every node.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal, Protocol
+from collections.abc import Sequence
+from typing import Any, Final
 
 import msgspec
 
-from actors import Actor, Message
-
 from .._errors import MalformedResponseError, ProviderError
 from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
+from ._verdict import (
+    RECENT_MESSAGES,
+    Action,
+    JudgeContext,
+    JudgeProtocol,
+    JudgeVerdict,
+    Level,
+)
 
 __all__ = [
-    "DEFAULT_RETRY_FEEDBACK",
-    "FEEDBACK_PREFIX",
-    "Action",
-    "CustomJudgeResult",
     "ImplicitJudge",
-    "JudgeActor",
-    "JudgeContext",
-    "JudgeProtocol",
-    "JudgeRequest",
-    "JudgeVerdict",
-    "Level",
     "consult",
-    "feedback_message",
-    "judge_context",
+    "describe",
     "judge_failure_verdict",
-    "max_iterations_verdict",
-    "missing_required_keys",
     "parse_quality_answer",
+    "quality_prompt",
     "rule",
     "safety_net",
-    "should_judge",
-    "stall_verdict",
 ]
-
-Action = Literal["accept", "retry", "escalate"]
-Level = Literal[
-    "bail_out", "structural", "quality", "custom", "override", "max_iterations", "stall"
-]
-
-#: The prefix of the user message that carries a RETRY's feedback (the seed's wording).
-FEEDBACK_PREFIX: Final = "[Judge feedback]: "
-#: The feedback a RETRY injects when its judge gave none: the model must not be asked
-#: again with an unchanged conversation.
-DEFAULT_RETRY_FEEDBACK: Final = (
-    "The judge did not accept this yet. Review your work against the task and the "
-    "required outputs, improve it, and set the outputs again."
-)
-#: How many trailing messages the quality check sees.
-RECENT_MESSAGES: Final = 10
-
-
-class JudgeContext(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything a judge sees after one turn of one node.
-
-    ``iteration`` is the 1-based number of the turn just finished. ``missing_keys`` lists
-    the required (non-nullable) ``expected_keys`` whose value is unset or ``None`` (use
-    :func:`judge_context` to compute it). ``recent_messages`` holds at most the last 10
-    messages of the node's conversation.
-    """
-
-    node_id: str
-    node_description: str = ""
-    iteration: int
-    accumulator: dict[str, Any]
-    expected_keys: list[str]
-    nullable_keys: list[str] = []
-    missing_keys: list[str]
-    success_criteria: list[str] = []
-    turn_had_tool_calls: bool
-    client_facing: bool = False
-    conversation_summary: str = ""
-    recent_messages: list[ChatMessage] = []
-
-
-class JudgeVerdict(msgspec.Struct, frozen=True, kw_only=True):
-    """A verdict: what to do, which check decided it, and why.
-
-    ``feedback`` is what a RETRY injects (empty: inject nothing). ``confidence`` comes
-    from the quality check. ``error`` records a judge failure that did not block the run.
-    """
-
-    action: Action
-    level: Level
-    feedback: str = ""
-    confidence: float | None = None
-    error: str | None = None
-
-
-#: What a custom judge may return: a verdict, or a bare action ("accept", "RETRY"...).
-CustomJudgeResult = JudgeVerdict | str
-
-
-class JudgeProtocol(Protocol):
-    """A custom judge: replaces the implicit cascade for one node.
-
-    It is called on the turns :func:`should_judge` selects, including turns with tool
-    calls (``context.turn_had_tool_calls`` says so). Its verdict is recorded with level
-    ``"custom"``; an ACCEPT while required keys are missing is overridden to RETRY.
-    """
-
-    async def evaluate(self, context: JudgeContext) -> CustomJudgeResult: ...
-
-
-def missing_required_keys(
-    accumulator: Mapping[str, Any], expected_keys: Sequence[str], nullable_keys: Sequence[str]
-) -> list[str]:
-    """The non-nullable expected keys whose value is absent or ``None``, in declared order."""
-    return [
-        key for key in expected_keys if accumulator.get(key) is None and key not in nullable_keys
-    ]
-
-
-def judge_context(
-    *,
-    node_id: str,
-    iteration: int,
-    accumulator: Mapping[str, Any],
-    expected_keys: Sequence[str],
-    nullable_keys: Sequence[str] = (),
-    turn_had_tool_calls: bool,
-    node_description: str = "",
-    success_criteria: Sequence[str] = (),
-    client_facing: bool = False,
-    conversation_summary: str = "",
-    messages: Sequence[ChatMessage] = (),
-) -> JudgeContext:
-    """Build a :class:`JudgeContext`, computing ``missing_keys`` and keeping the last 10
-    of ``messages``."""
-    return JudgeContext(
-        node_id=node_id,
-        node_description=node_description,
-        iteration=iteration,
-        accumulator=dict(accumulator),
-        expected_keys=list(expected_keys),
-        nullable_keys=list(nullable_keys),
-        missing_keys=missing_required_keys(accumulator, expected_keys, nullable_keys),
-        success_criteria=list(success_criteria),
-        turn_had_tool_calls=turn_had_tool_calls,
-        client_facing=client_facing,
-        conversation_summary=conversation_summary,
-        recent_messages=list(messages[-RECENT_MESSAGES:]),
-    )
 
 
 # Shared, immutable verdicts for the hot path.
@@ -473,104 +356,3 @@ async def rule(
 def describe(exc: BaseException) -> str:
     """``"Type: message"`` for an error recorded in a verdict."""
     return f"{type(exc).__name__}: {exc}"
-
-
-def should_judge(iteration: int, every_n: int, had_tool_calls: bool) -> bool:
-    """Whether the node asks the judge after turn ``iteration`` (1-based).
-
-    Every turn without tool calls is judged: the model has stopped and waits for a
-    verdict, and skipping it would re-prompt the model with nothing new. Turns with tool
-    calls are judged on every ``every_n``-th iteration (``every_n <= 1``: every turn);
-    for the implicit judge those are bail-out RETRYs anyway, so ``judge_every_n_turns``
-    matters for custom judges that watch work in progress. A turn that is not judged
-    counts as a RETRY with nothing injected.
-    """
-    if not had_tool_calls or every_n <= 1:
-        return True
-    return iteration % every_n == 0
-
-
-def max_iterations_verdict(
-    iteration: int, max_iterations: int, *, missing_keys: Sequence[str] = ()
-) -> JudgeVerdict | None:
-    """The verdict that ends a node at its last allowed turn, else None.
-
-    Called after a turn whose verdict was not final (RETRY or not judged). When
-    ``iteration >= max_iterations`` the node terminates regardless: ACCEPT if every
-    required key is set (the work is structurally complete: the loop ran out of
-    patience, not of output), ESCALATE if keys are missing (the node failed: on_failure
-    edges apply). Level ``"max_iterations"`` either way.
-    """
-    if iteration < max_iterations:
-        return None
-    if missing_keys:
-        return JudgeVerdict(
-            action="escalate",
-            level="max_iterations",
-            feedback=(
-                f"Reached max_iterations ({max_iterations}) with required output keys "
-                f"missing: {', '.join(missing_keys)}."
-            ),
-        )
-    return JudgeVerdict(
-        action="accept",
-        level="max_iterations",
-        feedback=f"Reached max_iterations ({max_iterations}); accepting the outputs set.",
-    )
-
-
-def stall_verdict(*, threshold: int = 3, client_facing: bool = False) -> JudgeVerdict:
-    """The RETRY a node applies when :class:`StallDetector` fires.
-
-    Its feedback is the warning injected into the conversation. For a client-facing
-    node the node asks the user for input instead of injecting it.
-    """
-    if client_facing:
-        feedback = (
-            f"You repeated the same tool calls with identical arguments {threshold} turns "
-            "in a row. Ask the user how to proceed."
-        )
-    else:
-        feedback = (
-            f"You repeated the same tool calls with identical arguments {threshold} turns "
-            "in a row and they will keep giving the same results. Change your approach: "
-            "use different arguments or tools, or set your outputs with what you have."
-        )
-    return JudgeVerdict(action="retry", level="stall", feedback=feedback)
-
-
-def feedback_message(verdict: JudgeVerdict) -> str:
-    """The user message a RETRY injects: ``"[Judge feedback]: <feedback>"``.
-
-    Callers inject nothing when ``verdict.feedback`` is empty (a bail-out, or a
-    conversation node waiting for its user).
-    """
-    return FEEDBACK_PREFIX + verdict.feedback
-
-
-class JudgeRequest(Message, frozen=True, tag="judge.request"):
-    """Ask a :class:`JudgeActor` for the verdict on one turn; the reply is a JudgeVerdict."""
-
-    context: JudgeContext
-
-
-class JudgeActor(Actor):
-    """The judge of one LLM node, as an actor: ``ask(JudgeRequest(context=...))`` replies
-    with the :class:`JudgeVerdict` of :func:`consult` after :func:`safety_net`; when the
-    ask fails, the asker applies :func:`judge_failure_verdict`.
-
-    It handles one request at a time, so quality calls of one node never overlap. A judge
-    that raises stops the actor and the exception reaches the asker; one that hangs is
-    the asker's timeout. Any other message is a programming error: TypeError.
-    """
-
-    def __init__(self, implicit: ImplicitJudge, judge: JudgeProtocol | None = None) -> None:
-        self.implicit = implicit
-        self.judge = judge
-
-    async def receive(self, message: Any) -> Any:
-        if type(message) is JudgeRequest:
-            context = message.context
-            verdict = await consult(context, judge=self.judge, implicit=self.implicit)
-            return safety_net(context, verdict)
-        raise TypeError(f"JudgeActor cannot handle {type(message).__name__}")

@@ -1,6 +1,6 @@
 """Parallel branches of an LLM node: run N branches of a turn, pick one, continue with it.
 
-An LLM node with ``parallel`` (see ``_parallel_spec``) hands each of its rounds to
+An LLM node with ``parallel`` (see ``runtime.spec._parallel``) hands each of its rounds to
 :class:`BranchRunner` instead of making one model call. A round:
 
 1. Every branch starts from the node's conversation as it stands (the same messages, the
@@ -36,14 +36,13 @@ import inspect
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from eventstore import EventBody
 
-from .._errors import ProviderError, SpecError
+from .._errors import ProviderError
 from ..engine._runlog import RunLog
 from ..events._catalogue import (
     BranchesJudged,
@@ -52,21 +51,11 @@ from ..events._catalogue import (
     BranchJudgeWarning,
     BranchToolResult,
     BranchTurn,
-    LlmTurn,
-    OutputSet,
     ToolCallRecord,
-    ToolResult,
 )
 from ..providers._base import ChatMessage, LlmRequest
 from ..spec._model import GraphSpec, NodeSpec
-from ..spec._parallel import (
-    BUILTIN_STRATEGIES,
-    BranchCandidate,
-    BranchSpec,
-    BranchStrategy,
-    ParallelSpec,
-    branch_label,
-)
+from ..spec._parallel import BranchCandidate, BranchStrategy, ParallelSpec
 from ._branch_judge import (
     DEFAULT_JUDGE_PROMPT,
     REPLY_RESERVE,
@@ -75,68 +64,18 @@ from ._branch_judge import (
     split_query,
     transcript,
 )
+from ._names import ProviderLookup
 from ._prompt import build_system_prompt
+from ._round import Branch, Round, restore_round, winner_bodies
 from ._support import SET_OUTPUT, apply_set_output
 from ._tool_calls import recorded_calls
 from ._tools import ToolRegistry, run_tool_calls
-from ._verifier import ProviderLookup
 
-__all__ = ["BranchRunner", "RoundFailed", "check_parallel_names", "majority_key"]
+__all__ = ["BranchRunner", "RoundFailed", "majority_key"]
 
 
 class RoundFailed(Exception):
     """No branch of a round answered, or the strategy could not choose."""
-
-
-@dataclass
-class _Branch:
-    """One branch's progress in a round, rebuilt from the run state and extended live."""
-
-    index: int
-    spec: BranchSpec
-    label: str
-    turns: list[BranchTurn] = field(default_factory=list)
-    results: dict[str, BranchToolResult] = field(default_factory=dict)
-    finished: BranchFinished | None = None
-    finished_rank: int = -1
-
-    def messages(self) -> list[ChatMessage]:
-        out: list[ChatMessage] = []
-        for turn in self.turns:
-            out.append(
-                ChatMessage(role="assistant", content=turn.text, tool_calls=list(turn.tool_calls))
-            )
-            for call in turn.tool_calls:
-                result = self.results.get(call.id)
-                if result is not None:
-                    out.append(
-                        ChatMessage(
-                            role="tool",
-                            content=result.content,
-                            tool_call_id=call.id,
-                            name=call.name,
-                        )
-                    )
-        return out
-
-    def missing_calls(self) -> list[ToolCallRecord]:
-        if not self.turns:
-            return []
-        return [c for c in self.turns[-1].tool_calls if c.id not in self.results]
-
-
-@dataclass
-class _Round:
-    node_id: str
-    visit: int
-    round: int
-    branches: list[_Branch]
-    judged: BranchesJudged | None = None
-    selected: BranchesSelected | None = None
-    finished: int = 0  # branches finished so far: the next one's rank
-
-    def tag(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "visit": self.visit, "round": self.round}
 
 
 class BranchRunner:
@@ -176,7 +115,7 @@ class BranchRunner:
         cancelling it cancels the branches (what they recorded stays). Raises RoundFailed
         when no branch answered or a custom strategy failed; store errors propagate.
         """
-        state = self._restore(log, node.id, visit, iteration)
+        state = restore_round(self.spec, log, node.id, visit, iteration)
         if state.selected is None:
             pending = [b for b in state.branches if b.finished is None]
             if pending:
@@ -187,47 +126,14 @@ class BranchRunner:
                         )
             state.selected = await self._select(state, request, log)
         winner = state.branches[state.selected.winner]
-        return [state.selected, *_winner_bodies(winner, node, iteration)]
-
-    # ------------------------------------------------------------------ restore
-
-    def _restore(self, log: RunLog, node_id: str, visit: int, round_: int) -> _Round:
-        """The round as the run's live state records it (empty when it has not begun).
-
-        Reads the node's visit in ``log.state`` (its ``branch_round``, kept by the fold),
-        never the log itself, so a round's start does not grow with the run.
-        """
-        branches = [
-            _Branch(index=i, spec=b, label=branch_label(b, i))
-            for i, b in enumerate(self.spec.branches)
-        ]
-        state = _Round(node_id=node_id, visit=visit, round=round_, branches=branches)
-        record = log.state.visits.get(node_id)
-        held = record.branch_round if record is not None and record.visit == visit else None
-        if held is None or held.round != round_:
-            return state
-        # The branches' own lists: they grow as the branches run, apart from the state's.
-        for turn in held.turns:
-            if turn.branch < len(branches):
-                branches[turn.branch].turns.append(turn)
-        for result in held.results:
-            if result.branch < len(branches):
-                branches[result.branch].results[result.call_id] = result
-        for finished in held.finished:
-            if finished.branch < len(branches):
-                branches[finished.branch].finished = finished
-                branches[finished.branch].finished_rank = state.finished
-                state.finished += 1
-        state.judged = held.judged
-        state.selected = held.selected
-        return state
+        return [state.selected, *winner_bodies(winner, node, iteration)]
 
     # ------------------------------------------------------------------ one branch
 
     async def _run_branch(
         self,
-        branch: _Branch,
-        state: _Round,
+        branch: Branch,
+        state: Round,
         request: LlmRequest,
         node: NodeSpec,
         log: RunLog,
@@ -319,7 +225,7 @@ class BranchRunner:
 
     async def _run_tools(
         self,
-        branch: _Branch,
+        branch: Branch,
         calls: Sequence[ToolCallRecord],
         tag: dict[str, Any],
         node: NodeSpec,
@@ -354,8 +260,8 @@ class BranchRunner:
 
     async def _finish(
         self,
-        branch: _Branch,
-        state: _Round,
+        branch: Branch,
+        state: Round,
         log: RunLog,
         *,
         ok: bool,
@@ -380,7 +286,7 @@ class BranchRunner:
 
     # ------------------------------------------------------------------ selection
 
-    async def _select(self, state: _Round, request: LlmRequest, log: RunLog) -> BranchesSelected:
+    async def _select(self, state: Round, request: LlmRequest, log: RunLog) -> BranchesSelected:
         candidates = [
             BranchCandidate(
                 index=b.index,
@@ -451,7 +357,7 @@ class BranchRunner:
         return candidates[0], f"{name} returned {choice!r}, not a candidate: the first answer"
 
     async def _judge(
-        self, state: _Round, request: LlmRequest, candidates: list[BranchCandidate], log: RunLog
+        self, state: Round, request: LlmRequest, candidates: list[BranchCandidate], log: RunLog
     ) -> tuple[BranchCandidate, str]:
         judged = state.judged
         if judged is None:
@@ -518,71 +424,3 @@ _SPACES = re.compile(r"\s+")
 def majority_key(text: str) -> str:
     """An answer as majority voting compares it: lower case, no punctuation, single spaces."""
     return _SPACES.sub(" ", _NOT_WORD.sub(" ", text.lower())).strip()
-
-
-def _winner_bodies(branch: _Branch, node: NodeSpec, iteration: int) -> list[EventBody]:
-    """The winner's messages and outputs as the node's own events (uncompacted)."""
-    bodies: list[EventBody] = []
-    outputs: dict[str, Any] = {}
-    for number, turn in enumerate(branch.turns, start=iteration + 1):
-        bodies.append(
-            LlmTurn(
-                node_id=node.id,
-                iteration=number,
-                text=turn.text,
-                tool_calls=list(turn.tool_calls),
-                model=turn.model,
-            )
-        )
-        for call in turn.tool_calls:
-            result = branch.results.get(call.id)
-            if result is None:
-                continue
-            bodies.append(
-                ToolResult(
-                    node_id=node.id,
-                    call_id=call.id,
-                    name=call.name,
-                    content=result.content,
-                    is_error=result.is_error,
-                )
-            )
-            if result.output_key is not None:
-                outputs[result.output_key] = result.output_value
-    bodies.extend(OutputSet(node_id=node.id, key=k, value=v) for k, v in outputs.items())
-    return bodies
-
-
-def check_parallel_names(
-    graph: GraphSpec, providers: ProviderLookup, strategies: Mapping[str, BranchStrategy]
-) -> list[SpecError]:
-    """Start-time problems of parallel nodes: providers and strategies not configured."""
-    errors: list[SpecError] = []
-    for index, node in enumerate(graph.nodes):
-        spec = node.parallel
-        if spec is None:
-            continue
-        where = f"nodes[{index}].parallel"
-        for j, branch in enumerate(spec.branches):
-            if providers(branch.provider) is None:
-                errors.append(
-                    SpecError(f"{where}.branches[{j}].provider", _missing(branch.provider))
-                )
-        if spec.strategy == "llm_judge" and providers(spec.judge.provider) is None:
-            errors.append(SpecError(f"{where}.judge.provider", _missing(spec.judge.provider)))
-        if spec.strategy not in BUILTIN_STRATEGIES and spec.strategy not in strategies:
-            known = ", ".join([*BUILTIN_STRATEGIES, *sorted(strategies)])
-            errors.append(
-                SpecError(
-                    f"{where}.strategy",
-                    f"no strategy {spec.strategy!r} (known: {known}; register custom ones "
-                    "with Runtime(branch_strategies=...))",
-                )
-            )
-    return errors
-
-
-def _missing(name: str | None) -> str:
-    if name is None:
-        return "no provider is configured (Runtime(provider=...))"
-    return f"no provider {name!r} in Runtime(providers=...)"

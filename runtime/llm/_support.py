@@ -13,7 +13,7 @@ from .._errors import MemoryValueError, SpecError
 from ..events._values import check_memory_value
 from ..providers._base import ToolCall, ToolSpec
 from ..spec._imports import import_reference
-from ._judge import CustomJudgeResult, JudgeContext, JudgeProtocol
+from ._verdict import CustomJudgeResult, JudgeContext, JudgeProtocol
 
 __all__ = ["SET_OUTPUT", "apply_set_output", "listing", "resolve_judge", "set_output_spec"]
 

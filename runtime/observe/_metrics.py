@@ -4,9 +4,9 @@ A :class:`RuntimeMetrics` observes every batch a run log commits (one observer c
 batch, on the event loop) and counts what the events say: runs started and finished,
 node durations, LLM turns and tokens, verdicts, retries, stalls, pauses. The event store's
 own counters (group-commit batches and their sizes, commit time, conflicts) are read from
-``store.statistics()`` at scrape time. Reads of a run's state count how its snapshot
-served them (:meth:`RuntimeMetrics.snapshot_read`). Nothing here opens a port:
-:func:`serve_metrics` does, when asked.
+``store.statistics()`` at scrape time (``_store_metrics``). Reads of a run's state count
+how its snapshot served them (:meth:`RuntimeMetrics.snapshot_read`). Nothing here opens a
+port: ``_metrics_server.serve_metrics`` does, when asked.
 
 Label values are closed vocabularies; run, node and graph ids are never labels, except a
 ``graph`` label on the run and node metrics when ``per_graph=True`` (graph ids are chosen
@@ -19,15 +19,12 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, get_args
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import start_http_server
-from prometheus_client.registry import Collector
 
-from eventstore import EventBody, EventStore, StoreStatistics
+from eventstore import EventBody, EventStore
 
 from ..events._catalogue import (
     InputInjected,
@@ -44,21 +41,23 @@ from ..events._catalogue import (
     StallDetected,
     Verdict,
 )
-from ..spec._model import GraphSpec
+from ..events._snapshots import SnapshotOutcome
+from ..llm._verdict import Action, Level
+from ..spec._model import GraphSpec, NodeKind
+from ._store_metrics import StoreCollector
 
 _log = logging.getLogger("magistrate.metrics")
 
-__all__ = ["MetricsServer", "RuntimeMetrics", "default_metrics", "serve_metrics"]
+__all__ = ["RuntimeMetrics", "default_metrics"]
 
-_KINDS: Final = frozenset({"function", "router", "llm", "verifier"})
-_LEVELS: Final = frozenset(
-    {"bail_out", "structural", "quality", "custom", "override", "max_iterations", "stall"}
-)
-_ACTIONS: Final = frozenset({"accept", "retry", "escalate"})
+# Label values come from the closed vocabularies they count.
+_KINDS: Final = frozenset(get_args(NodeKind))
+_LEVELS: Final = frozenset(get_args(Level))
+_ACTIONS: Final = frozenset(get_args(Action))
 _STATUSES: Final = frozenset({"completed", "failed"})
 _QUALITIES: Final = frozenset({"clean", "degraded", "failed"})
 _PAUSE_REASONS: Final = frozenset({"hitl", "user", "input"})
-_SNAPSHOT_OUTCOMES: Final = ("hit", "miss", "stale")
+_SNAPSHOT_OUTCOMES: Final = frozenset(get_args(SnapshotOutcome))
 _PROVIDER_ERRORS: Final = {
     "ProviderHTTPError": "http",
     "ProviderTimeoutError": "timeout",
@@ -101,73 +100,6 @@ class _RunInfo:
         self.graph = graph
         self.kinds = kinds
         self.started: dict[str, float] = {}  # node id -> monotonic time of its start
-
-
-class _StoreCollector(Collector):
-    """The stores' writer counters, summed over the stores this metrics object watches."""
-
-    def __init__(self, metrics: RuntimeMetrics) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Iterator[Any]:
-        stats = [store.statistics() for store in list(self._metrics._stores)]
-        counters = [
-            ("magistrate_eventstore_appends", "Append requests committed", "appends"),
-            ("magistrate_eventstore_events", "Events committed", "events"),
-            (
-                "magistrate_eventstore_batches",
-                "Group commits (transactions); appends_total / batches_total is the mean "
-                "batch size",
-                "batches",
-            ),
-            (
-                "magistrate_eventstore_conflicts",
-                "Appends refused by the (run, seq) fence",
-                "conflicts",
-            ),
-        ]
-        for name, doc, field in counters:
-            yield CounterMetricFamily(name, doc, value=sum(getattr(s, field) for s in stats))
-        yield CounterMetricFamily(
-            "magistrate_eventstore_commit_seconds",
-            "Time spent committing group commits",
-            value=sum(s.commit_seconds_total for s in stats),
-        )
-        yield _batch_sizes(stats)
-        yield GaugeMetricFamily(
-            "magistrate_eventstore_batch_size_max",
-            "The largest group commit so far (appends in one transaction)",
-            value=max((s.max_batch_size for s in stats), default=0),
-        )
-        yield GaugeMetricFamily(
-            "magistrate_eventstore_queued_appends",
-            "Appends waiting for the writer",
-            value=sum(s.queued for s in stats),
-        )
-
-    def describe(self) -> Iterator[Any]:
-        # Registering must not call collect() (no store is watched yet).
-        return iter(())
-
-
-def _batch_sizes(stats: Sequence[StoreStatistics]) -> HistogramMetricFamily:
-    """The group commits' sizes as a histogram, summed over the stores' bucket counts."""
-    bounds = StoreStatistics.BATCH_SIZE_BOUNDS
-    counts = [0] * (len(bounds) + 1)
-    for stat in stats:
-        for index, count in enumerate(stat.batch_size_counts):
-            counts[index] += count
-    buckets: list[tuple[str, float]] = []
-    total = 0
-    for bound, count in zip((*map(str, bounds), "+Inf"), counts, strict=True):
-        total += count
-        buckets.append((bound, total))
-    return HistogramMetricFamily(
-        "magistrate_eventstore_batch_size",
-        "Group commits by size (appends in one transaction)",
-        buckets=buckets,
-        sum_value=sum(stat.appends for stat in stats if stat.batch_size_counts),
-    )
 
 
 class RuntimeMetrics:
@@ -267,13 +199,13 @@ class RuntimeMetrics:
             ("outcome",),
             registry=r,
         )
-        for outcome in _SNAPSHOT_OUTCOMES:
+        for outcome in sorted(_SNAPSHOT_OUTCOMES):
             self.snapshot_reads.labels(outcome)  # present from the first scrape, at 0
         self._stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
         self._runs: dict[str, _RunInfo] = {}
         self._active: set[str] = set()
         self._lock = threading.Lock()
-        r.register(_StoreCollector(self))
+        r.register(StoreCollector(self._stores))
 
     # -- what the runtime tells it -----------------------------------------------------------
 
@@ -281,9 +213,9 @@ class RuntimeMetrics:
         """Include ``store``'s statistics in the scrape (held weakly)."""
         self._stores.add(store)
 
-    def snapshot_read(self, outcome: str) -> None:
+    def snapshot_read(self, outcome: SnapshotOutcome) -> None:
         """Count one read of a run's state: ``outcome`` is hit, miss or stale."""
-        self.snapshot_reads.labels(_closed(outcome, frozenset(_SNAPSHOT_OUTCOMES), "miss")).inc()
+        self.snapshot_reads.labels(_closed(outcome, _SNAPSHOT_OUTCOMES, "miss")).inc()
 
     def run_launched(self, run_id: str, graph: GraphSpec) -> None:
         """Remember the run's graph id and node kinds (labels for its events)."""
@@ -335,58 +267,57 @@ class RuntimeMetrics:
             self.runs_active.set(len(self._active))
 
     def _count(self, run_id: str, run: _RunInfo | None, event: EventBody, now: float) -> None:
-        kind = type(event)
-        body: Any = event
-        if kind is NodeStarted:
-            if run is not None:
-                run.started[body.node_id] = now
-        elif kind is NodeCompleted or kind is NodeFailed:
-            node_id: str = body.node_id
-            if kind is NodeFailed:
-                if body.will_retry:
-                    self.retries.inc()
-                error = _PROVIDER_ERRORS.get(body.error_type)
-                if error is not None:
-                    self.provider_errors.labels(error).inc()
-            if run is not None and node_id in run.started:
-                node_kind = _closed(run.kinds.get(node_id), _KINDS, "unknown")
-                _child(self.node_duration, *self._labels(run), node_kind).observe(
-                    now - run.started.pop(node_id)
-                )
-        elif kind is LlmTurn:
-            self.llm_turn.observe(body.latency_ms / 1000.0)
-            if body.input_tokens:
-                self.tokens.labels("input").inc(body.input_tokens)
-            if body.output_tokens:
-                self.tokens.labels("output").inc(body.output_tokens)
-        elif kind is Verdict:
-            action = _closed(body.action, _ACTIONS)
-            level = _closed(body.level, _LEVELS)
-            _child(self.verdicts, *self._labels(run), action, level).inc()
-            if action == "escalate":
-                self.escalations.inc()
-            if body.error:
-                self.provider_errors.labels("judge").inc()
-        elif kind is StallDetected:
-            self.stalls.inc()
-        elif kind is RunStarted:
-            self._started(run_id)
-        elif kind is RunResumed:
-            self.resumes.inc()
-            self._activate(run_id, True)
-        elif kind is InputInjected:
-            self.injections.inc()
-        elif kind is RunPaused:
-            self.pauses.labels(_closed(body.reason, _PAUSE_REASONS)).inc()
-            self._activate(run_id, False)
-        elif kind is RunCancelled:
-            _child(self.runs_finished, *self._labels(run), "cancelled", "none").inc()
-            self._stop(run_id)
-        elif kind is RunFinished:
-            status = _closed(body.status, _STATUSES)
-            quality = _closed(body.quality, _QUALITIES)
-            _child(self.runs_finished, *self._labels(run), status, quality).inc()
-            self._stop(run_id)
+        match event:
+            case NodeStarted():
+                if run is not None:
+                    run.started[event.node_id] = now
+            case NodeCompleted() | NodeFailed():
+                node_id = event.node_id
+                if isinstance(event, NodeFailed):
+                    if event.will_retry:
+                        self.retries.inc()
+                    error = _PROVIDER_ERRORS.get(event.error_type)
+                    if error is not None:
+                        self.provider_errors.labels(error).inc()
+                if run is not None and node_id in run.started:
+                    node_kind = _closed(run.kinds.get(node_id), _KINDS, "unknown")
+                    _child(self.node_duration, *self._labels(run), node_kind).observe(
+                        now - run.started.pop(node_id)
+                    )
+            case LlmTurn():
+                self.llm_turn.observe(event.latency_ms / 1000.0)
+                if event.input_tokens:
+                    self.tokens.labels("input").inc(event.input_tokens)
+                if event.output_tokens:
+                    self.tokens.labels("output").inc(event.output_tokens)
+            case Verdict():
+                action = _closed(event.action, _ACTIONS)
+                level = _closed(event.level, _LEVELS)
+                _child(self.verdicts, *self._labels(run), action, level).inc()
+                if action == "escalate":
+                    self.escalations.inc()
+                if event.error:
+                    self.provider_errors.labels("judge").inc()
+            case StallDetected():
+                self.stalls.inc()
+            case RunStarted():
+                self._started(run_id)
+            case RunResumed():
+                self.resumes.inc()
+                self._activate(run_id, True)
+            case InputInjected():
+                self.injections.inc()
+            case RunPaused():
+                self.pauses.labels(_closed(event.reason, _PAUSE_REASONS)).inc()
+                self._activate(run_id, False)
+            case RunCancelled():
+                _child(self.runs_finished, *self._labels(run), "cancelled", "none").inc()
+                self._stop(run_id)
+            case RunFinished():
+                status = _closed(event.status, _STATUSES)
+                quality = _closed(event.quality, _QUALITIES)
+                _child(self.runs_finished, *self._labels(run), status, quality).inc()
+                self._stop(run_id)
 
     def _stop(self, run_id: str) -> None:
         self._activate(run_id, False)
@@ -404,48 +335,3 @@ def default_metrics() -> RuntimeMetrics:
         if _default is None:
             _default = RuntimeMetrics()
         return _default
-
-
-class MetricsServer:
-    """A running ``/metrics`` endpoint (see :func:`serve_metrics`); ``close()`` stops it."""
-
-    def __init__(self, server: Any, thread: threading.Thread) -> None:
-        self._server = server
-        self._thread = thread
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        host = self._server.server_address[0]
-        return f"http://{host}:{self.port}/metrics"
-
-    def close(self) -> None:
-        """Stop serving and wait for the server thread to end."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def serve_metrics(
-    port: int = 9464, *, host: str = "127.0.0.1", registry: CollectorRegistry | None = None
-) -> MetricsServer:
-    """Serve ``registry`` (default: the global one) on ``http://host:port/metrics`` from a
-    daemon thread, for an application that has no HTTP server of its own.
-
-    Binds to loopback unless ``host`` says otherwise; ``port=0`` picks a free port (read
-    it from :attr:`MetricsServer.port`). Returns at once; raises OSError if the port is
-    taken.
-    """
-    server, thread = start_http_server(
-        port, addr=host, registry=registry if registry is not None else REGISTRY
-    )
-    return MetricsServer(server, thread)

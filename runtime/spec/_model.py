@@ -1,9 +1,9 @@
 """Graph specs: the declarative description of a graph, its nodes, edges and goal.
 
 Every spec type is a frozen, kw_only msgspec Struct that refuses unknown fields, so the
-same schema loads from Python, TOML, YAML and JSON (see ``_spec_load``) and a typo in a
+same schema loads from Python, TOML, YAML and JSON (see ``_load``) and a typo in a
 file is an error naming the field. Validation beyond types (unknown nodes, unreachable
-nodes, bad expressions, ...) lives in ``_spec_validate``. The file format is documented
+nodes, bad expressions, ...) lives in ``_validate``. The file format is documented
 in ``docs/GRAPH_FORMAT.md``.
 """
 
@@ -52,7 +52,7 @@ class Goal(_Spec, frozen=True):
     """The whole job: what it is for, how success is judged, which rules bind it.
 
     Criteria and constraints are strings (guidance for LLM nodes) or objects that are
-    also measured when the run ends (see ``_goal_spec``); ``evaluator`` names the provider
+    also measured when the run ends (see ``_goal``); ``evaluator`` names the provider
     (``Runtime(providers=...)``) that scores criteria without an expression.
     """
 

@@ -24,8 +24,8 @@ from eventstore import Event
 from runtime._errors import ProviderError
 from runtime._runtime import Runtime
 from runtime.events import LlmTurn, NodeStarted, RunFinished
-from runtime.llm._judge import JudgeContext, JudgeProtocol
 from runtime.llm._tools import tool
+from runtime.llm._verdict import JudgeContext, JudgeProtocol
 from runtime.providers._base import LlmRequest, LlmResponse, ToolCall
 from runtime.providers._scripted import ScriptedProvider
 from runtime.spec._model import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy

@@ -10,18 +10,15 @@ from hypothesis import strategies as st
 
 from actors import ActorSystem
 from runtime._errors import ProviderHTTPError, ProviderTimeoutError
-from runtime.llm._judge import (
-    ImplicitJudge,
-    JudgeActor,
+from runtime.llm._judge import ImplicitJudge, parse_quality_answer, rule
+from runtime.llm._judge_actor import JudgeActor, JudgeRequest
+from runtime.llm._verdict import (
     JudgeContext,
-    JudgeRequest,
     JudgeVerdict,
     feedback_message,
     judge_context,
     max_iterations_verdict,
     missing_required_keys,
-    parse_quality_answer,
-    rule,
     should_judge,
     stall_verdict,
 )

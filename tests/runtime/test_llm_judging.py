@@ -10,7 +10,7 @@ import pytest
 
 from runtime._errors import ProviderError
 from runtime.events import EdgeTaken, NodeFailed, Verdict
-from runtime.llm._judge import DEFAULT_RETRY_FEEDBACK, FEEDBACK_PREFIX, JudgeContext, JudgeVerdict
+from runtime.llm._verdict import DEFAULT_RETRY_FEEDBACK, FEEDBACK_PREFIX, JudgeContext, JudgeVerdict
 from runtime.providers._scripted import ScriptedProvider, reply
 
 from .test_llm_node import edge, fn, graph, llm, noop, of, run_graph, set_output, texts

@@ -24,9 +24,9 @@ from runtime.events import (
     ToolResult,
     Verdict,
 )
-from runtime.llm._judge import JudgeContext, JudgeVerdict
 from runtime.llm._prompt import SUMMARY_PREFIX, to_chat_messages
 from runtime.llm._tools import tool
+from runtime.llm._verdict import JudgeContext, JudgeVerdict
 from runtime.providers._base import LlmRequest, ToolCall
 from runtime.providers._scripted import ScriptedProvider, reply
 from runtime.spec._model import EdgeSpec, Goal, GraphSpec, NodeSpec, RetryPolicy

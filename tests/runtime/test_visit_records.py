@@ -27,7 +27,7 @@ from runtime.events import (
     fold,
 )
 from runtime.events._snapshots import FOLD_VERSION, decode_state, encode_state, load_state
-from runtime.llm._judge import JudgeContext
+from runtime.llm._verdict import JudgeContext
 from runtime.spec import BranchJudgeSpec, BranchSpec, LlmJudgeVerifier, ParallelSpec
 from runtime.testing import reply, tool_call
 

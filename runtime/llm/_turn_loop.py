@@ -1,0 +1,454 @@
+"""One attempt of an LLM node: call the model, run its tool calls, let the judge rule, repeat.
+
+Record before act, in at most two commits per turn: the turn is committed as an
+``LlmTurn`` before its tool calls run (with what the model was shown since the last
+commit: the visit's opening messages, a compaction); its tool results and outputs
+(``ToolResult``, ``OutputSet``), the verdict and the feedback it injects are committed as
+one batch before the node acts on the verdict (the next model call, or its ``NodeDone``).
+A crash between the two loses only tool results, and the rerun runs those calls again.
+Nothing lives only in memory: every attempt starts from the node's visit as the run's state
+records it (:func:`._history.history_of` the run log's live state: the fold of the log,
+without reading the store), so after a crash the node runs the missing tool calls of its
+last turn, judges that turn if it was not judged, and asks the model only for new turns;
+recorded turns are never sent again. The output accumulator is the state's too
+(``RunState.outputs``): the loop appends OutputSet events and reads it back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from actors import ActorSystem
+from eventstore import EventBody
+
+from .._errors import ProviderError
+from ..engine._messages import ExecuteNode, NodeDone
+from ..engine._runlog import RunLog
+from ..events._catalogue import (
+    ConversationCompacted,
+    LlmTurn,
+    MessageAdded,
+    OutputSet,
+    StallDetected,
+    ToolCallRecord,
+    ToolResult,
+    Verdict,
+)
+from ..events._conversation import entry_of, summary_entry
+from ..providers._base import LlmProvider, LlmRequest
+from ..spec._model import GraphSpec, NodeSpec
+from ._history import NodeHistory
+from ._judge import ImplicitJudge
+from ._judge_actor import JudgeClient
+from ._parallel import BranchRunner, RoundFailed
+from ._prompt import (
+    ChatView,
+    build_system_prompt,
+    conversation_summary,
+    plan_compaction,
+    transition_marker,
+)
+from ._stall import StallDetector, signature
+from ._support import SET_OUTPUT, apply_set_output, listing, set_output_spec
+from ._tool_calls import recorded_calls
+from ._tools import ToolRegistry, run_tool_calls
+from ._verdict import (
+    DEFAULT_RETRY_FEEDBACK,
+    JudgeProtocol,
+    JudgeVerdict,
+    feedback_message,
+    judge_context,
+    max_iterations_verdict,
+    missing_required_keys,
+    should_judge,
+    stall_verdict,
+)
+
+__all__ = ["TurnLoop", "node_failure"]
+_STALL_THRESHOLD = 3
+
+
+def node_failure(message: ExecuteNode, error: str, error_type: str) -> NodeDone:
+    """A failed attempt that the executor does not retry (retry is the judge's job)."""
+    return NodeDone(
+        node_id=message.node_id,
+        attempt=message.attempt,
+        branch=message.branch,
+        success=False,
+        error=error,
+        error_type=error_type,
+        retryable=False,
+    )
+
+
+class TurnLoop:
+    """One attempt of an LLM node: its turn loop, whose state starts as the rebuilt history.
+
+    ``budget_tokens`` is the estimated conversation size above which older turns are
+    compacted; ``judge_timeout`` bounds each verdict (seconds); ``tool_timeout`` bounds
+    each tool call (None: no limit); ``branch_runner`` runs each turn as parallel
+    branches; ``system`` spawns the attempt's judge actor.
+    """
+
+    def __init__(
+        self,
+        *,
+        spec: NodeSpec,
+        log: RunLog,
+        system: ActorSystem,
+        message: ExecuteNode,
+        graph: GraphSpec | None,
+        history: NodeHistory,
+        judge: JudgeProtocol | None,
+        registry: ToolRegistry,
+        provider: LlmProvider,
+        budget_tokens: int,
+        judge_timeout: float,
+        tool_timeout: float | None,
+        branch_runner: BranchRunner | None,
+    ) -> None:
+        self.spec = spec
+        self.node_id = spec.id
+        self.log = log
+        self.message = message
+        self.graph = graph
+        self.history = history
+        self.judge = judge
+        implicit = ImplicitJudge(provider, fail_closed=spec.judge_fail_closed)
+        self.judge_client = JudgeClient(system, implicit, judge, timeout=judge_timeout)
+        self.tool_timeout = tool_timeout
+        self.branch_runner = branch_runner
+        self.registry = registry
+        self.provider = provider
+        self.budget = budget_tokens
+        self.chat = ChatView(history.entries)
+        self.iteration = history.iteration
+        turns = history.turn_calls
+        if history.last_turn is not None and history.last_verdict is None and turns:
+            turns = turns[:-1]  # the last turn is judged again below, which observes it
+        self.stall = StallDetector.from_history(turns, threshold=_STALL_THRESHOLD)
+        self.tool_specs = registry.specs()
+        if spec.output_keys:
+            self.tool_specs.append(set_output_spec(spec.output_keys, spec.nullable_keys))
+        self.system = build_system_prompt(
+            identity=graph.identity if graph else "",
+            narrative=graph.narrative if graph else "",
+            goal=graph.goal if graph else None,
+            focus=spec.system_prompt,
+            node_description=spec.description,
+            output_keys=spec.output_keys,
+            nullable_keys=spec.nullable_keys,
+        )
+
+    @property
+    def accumulator(self) -> dict[str, Any]:
+        """The node's outputs so far in this visit: the run state's (read, never changed)."""
+        return self.log.state.outputs.get(self.node_id) or {}
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> NodeDone:
+        history = self.history
+        last = history.last_turn
+        if last is not None and history.missing_calls:
+            # First, so the results follow the turn that asked for them.
+            await self._run_tools(history.missing_calls)
+        await self._open()
+        if last is not None:
+            verdict = history.last_verdict
+            if verdict is None:
+                done = await self._judge(last)
+                if done is not None:
+                    return done
+            elif verdict.action in ("accept", "escalate"):
+                return self._done(verdict.action, verdict.feedback)
+            elif self._waits_for_user(verdict, last) and not history.answered_since_verdict:
+                return self._needs_input()
+        while True:
+            # A model, tools and a log that all answer without suspending (a scripted
+            # model, set_output, the in-memory log, shielded commits) must not keep a
+            # cancellation, or the rest of the event loop, waiting.
+            await anyio.lowlevel.checkpoint()
+            if self.iteration >= self.spec.max_iterations:
+                # Only reachable on a rerun whose last turn was already at the bound.
+                verdict_mi = max_iterations_verdict(
+                    self.iteration, self.spec.max_iterations, missing_keys=self._missing()
+                )
+                assert verdict_mi is not None
+                await self.log.append([self._verdict_event(verdict_mi)])
+                return self._done(verdict_mi.action, verdict_mi.feedback)
+            await self._maybe_compact()
+            request = LlmRequest(
+                messages=list(self.chat.messages),
+                system=self.system,
+                tools=self.tool_specs,
+                model=self.spec.model,
+                purpose="turn",
+            )
+            if self.branch_runner is not None:
+                done = await self._parallel_round(request)
+                if done is not None:
+                    return done
+                continue
+            started = time.perf_counter()
+            try:
+                response = await self.provider.complete(request)
+            except ProviderError as exc:
+                return node_failure(self.message, str(exc), type(exc).__name__)
+            latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
+            self.iteration += 1
+            calls, refused = recorded_calls(response.tool_calls)
+            turn = LlmTurn(
+                node_id=self.node_id,
+                iteration=self.iteration,
+                text=response.text,
+                tool_calls=calls,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                latency_ms=latency,
+                model=response.model,
+            )
+            # A refused call is answered with the turn, so no resume ever runs it.
+            await self._record(
+                [turn, *(self._refused(c, refused) for c in calls if c.id in refused)]
+            )
+            runnable = [call for call in calls if call.id not in refused]
+            if runnable:
+                await self._run_tools(runnable)
+            done = await self._judge(turn)
+            if done is not None:
+                return done
+
+    # ------------------------------------------------------------------ steps
+
+    async def _open(self) -> None:
+        """Record what the model must see before its first turn of this visit."""
+        history = self.history
+        bodies: list[EventBody] = []
+        if not history.opened:
+            continuous = self.graph is None or self.graph.conversation_mode == "continuous"
+            if continuous and history.previous_node is not None:
+                marker = transition_marker(
+                    from_node=history.previous_node,
+                    outputs=history.previous_outputs,
+                    to_node=self.node_id,
+                    to_description=self.spec.description,
+                )
+                bodies.append(self._message(marker, "transition"))
+            inputs = self.message.inputs
+            if inputs:
+                bodies.append(self._message(listing("[Inputs]", inputs), "inputs"))
+            elif not bodies and not self.chat.entries:
+                bodies.append(self._message("Begin the task.", "inputs"))
+        if history.pending_input:
+            bodies.append(self._message(listing("[User input]", history.pending_input), "input"))
+            self.stall.reset()
+            history.answered_since_verdict = True
+        await self._record(bodies, durable=False)  # rides with the first turn
+
+    async def _run_tools(self, calls: Sequence[ToolCallRecord]) -> None:
+        """Run the calls (set_output inline, the rest through the registry); record results."""
+        tool_calls = list(calls)
+        others = [c for c in tool_calls if c.name != SET_OUTPUT]
+        results = await run_tool_calls(self.registry, others, timeout=self.tool_timeout)
+        ran = {id(c): (text, err) for c, text, err in results}
+        bodies: list[EventBody] = []
+        outputs: list[EventBody] = []
+        for call in tool_calls:
+            if call.name == SET_OUTPUT:
+                text, is_error, assignment = apply_set_output(call, self.spec.output_keys)
+                if assignment is not None:
+                    key, value = assignment
+                    outputs.append(OutputSet(node_id=self.node_id, key=key, value=value))
+            else:
+                text, is_error = ran[id(call)]
+            bodies.append(
+                ToolResult(
+                    node_id=self.node_id,
+                    call_id=call.id,
+                    name=call.name,
+                    content=text,
+                    is_error=is_error,
+                )
+            )
+        # Committed with the verdict on this turn (or before the next model call).
+        await self._record([*bodies, *outputs], durable=False)
+
+    async def _judge(self, turn: LlmTurn) -> NodeDone | None:
+        """Rule on ``turn``: stall check, judge, max_iterations; record; maybe finish."""
+        spec = self.spec
+        calls = turn.tool_calls
+        bodies: list[EventBody] = []
+        verdict: JudgeVerdict | None = None
+        if self.stall.observe(calls):
+            bodies.append(
+                StallDetected(
+                    node_id=self.node_id, iteration=turn.iteration, signature=signature(calls)
+                )
+            )
+            verdict = stall_verdict(threshold=_STALL_THRESHOLD, client_facing=spec.client_facing)
+        elif should_judge(turn.iteration, spec.judge_every_n_turns, bool(calls)):
+            messages = self.chat.messages
+            context = judge_context(
+                node_id=self.node_id,
+                iteration=turn.iteration,
+                accumulator=dict(self.accumulator),
+                expected_keys=spec.output_keys,
+                nullable_keys=spec.nullable_keys,
+                turn_had_tool_calls=bool(calls),
+                node_description=spec.description,
+                success_criteria=spec.success_criteria,
+                client_facing=spec.client_facing,
+                conversation_summary=conversation_summary(messages) if self.judge else "",
+                messages=messages,
+            )
+            verdict = await self.judge_client.ask(context)
+        if verdict is None or verdict.action == "retry":
+            final = max_iterations_verdict(
+                turn.iteration, spec.max_iterations, missing_keys=self._missing()
+            )
+            if final is not None:
+                verdict = final
+        if verdict is None:
+            await self.log.flush()  # the turn's results, before the model acts on them
+            return None  # not judged this turn: the model just goes on
+        ask_user = self._waits_for_user(verdict, turn)
+        if verdict.action == "retry" and not verdict.feedback and not calls and not ask_user:
+            # Asking again with an unchanged conversation would get the same answer.
+            verdict = msgspec.structs.replace(verdict, feedback=DEFAULT_RETRY_FEEDBACK)
+        bodies.append(self._verdict_event(verdict, iteration=turn.iteration))
+        if verdict.action == "retry" and verdict.feedback and not ask_user:
+            kind = "stall_warning" if verdict.level == "stall" else "feedback"
+            bodies.append(self._message(feedback_message(verdict), kind))
+        await self._record(bodies)
+        if verdict.action == "retry":
+            return self._needs_input() if ask_user else None
+        return self._done(verdict.action, verdict.feedback)
+
+    async def _parallel_round(self, request: LlmRequest) -> NodeDone | None:
+        """One round of parallel branches in place of one model call: the winner's
+        messages become this node's (recorded in one batch), then the judge rules on its
+        final turn as on any turn."""
+        runner = self.branch_runner
+        assert runner is not None
+        try:
+            bodies = await runner.round(
+                request,
+                node=self.spec,
+                visit=self.message.visit,
+                iteration=self.iteration,
+                log=self.log,
+                registry=self.registry,
+                graph=self.graph,
+            )
+        except RoundFailed as exc:
+            return node_failure(self.message, str(exc), "BranchesFailed")
+        await self._record(bodies)
+        final = [body for body in bodies if isinstance(body, LlmTurn)][-1]
+        self.iteration = final.iteration
+        return await self._judge(final)
+
+    def stop_judge(self) -> None:
+        """Stop this attempt's judge actor, if it runs."""
+        self.judge_client.stop()
+
+    def _waits_for_user(self, verdict: JudgeVerdict | Verdict, turn: LlmTurn) -> bool:
+        """Whether a client-facing node stops for user input after this RETRY.
+
+        It does when it stalled (the seed: ask the user instead of warning), and when
+        the model answered in text and the judge had nothing to tell it (a conversation
+        node: its next input can only come from the user).
+        """
+        if not self.spec.client_facing or verdict.action != "retry":
+            return False
+        if verdict.level == "stall":
+            return True
+        return not turn.tool_calls and not verdict.feedback
+
+    async def _maybe_compact(self) -> None:
+        """Compact older messages when over budget; recorded with the next turn."""
+        if self.chat.tokens <= self.budget:
+            return
+        continuous = self.graph is None or self.graph.conversation_mode == "continuous"
+        if continuous and self.message.branch is not None:
+            # Inside parallel branches the history before the fork is shared with the
+            # sibling branches: it is not this node's to replace.
+            return
+        plan = plan_compaction(self.chat.messages, budget_tokens=self.budget)
+        if plan is None:
+            return
+        upto, summary = plan
+        upto_entries = self.chat.compact(upto, summary_entry(self.node_id, summary))
+        compacted = ConversationCompacted(node_id=self.node_id, upto=upto_entries, summary=summary)
+        await self.log.append([compacted], durable=False)
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _record(self, bodies: list[EventBody], *, durable: bool = True) -> None:
+        """Append ``bodies`` to the log (``durable=False``: with the next commit) and show
+        their conversation entries to the model from now on."""
+        if not bodies:
+            return
+        await self.log.append(bodies, durable=durable)
+        for body in bodies:
+            if isinstance(body, LlmTurn | ToolResult | MessageAdded):
+                self.chat.append(entry_of(body))
+
+    def _refused(self, call: ToolCallRecord, refused: Mapping[str, str]) -> ToolResult:
+        return ToolResult(
+            node_id=self.node_id,
+            call_id=call.id,
+            name=call.name,
+            content=refused[call.id],
+            is_error=True,
+        )
+
+    def _message(self, content: str, kind: str) -> MessageAdded:
+        return MessageAdded(node_id=self.node_id, role="user", content=content, kind=kind)
+
+    def _verdict_event(self, verdict: JudgeVerdict, *, iteration: int | None = None) -> Verdict:
+        return Verdict(
+            node_id=self.node_id,
+            iteration=self.iteration if iteration is None else iteration,
+            action=verdict.action,
+            level=verdict.level,
+            feedback=verdict.feedback,
+            confidence=verdict.confidence,
+            error=verdict.error,
+        )
+
+    def _missing(self) -> list[str]:
+        return missing_required_keys(
+            self.accumulator, self.spec.output_keys, self.spec.nullable_keys
+        )
+
+    def _done(self, action: str, feedback: str) -> NodeDone:
+        message = self.message
+        if action == "accept":
+            return NodeDone(
+                node_id=message.node_id,
+                attempt=message.attempt,
+                branch=message.branch,
+                success=True,
+                outputs=dict(self.accumulator),
+            )
+        return node_failure(message, feedback or "the judge escalated", "Escalated")
+
+    def _needs_input(self) -> NodeDone:
+        message = self.message
+        return NodeDone(
+            node_id=message.node_id,
+            attempt=message.attempt,
+            branch=message.branch,
+            success=False,
+            error="waiting for user input",
+            error_type="NeedsInput",
+            retryable=False,
+            needs_input=True,
+        )
