@@ -15,6 +15,7 @@ judges), :mod:`runtime.observe` (metrics) and :mod:`runtime.testing`.
 
 import typing as _typing
 
+from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import (
     ExpressionError,
     MalformedResponseError,
@@ -89,6 +90,9 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "RunHandle",
     "RunResult",
     "run_worker",
+    "TimeoutConfig",
+    "OwnershipConfig",
+    "RecoveryConfig",
     # graphs
     "GraphSpec",
     "NodeSpec",

@@ -9,23 +9,19 @@ source's chain hash at that seq, so an auditor can tie the fork back to the sour
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from eventstore import Event, EventBody
 
 from ._errors import RunNotFoundError, RunStateError
-from .engine._runlog import RunLog
+from ._run_logs import RunLogs
 from .events._catalogue import RunFinished, RunForked
 from .events._state import fold
-
-if TYPE_CHECKING:
-    from ._runtime import Runtime
 
 __all__ = ["copy_prefix"]
 
 
 async def copy_prefix(
-    runtime: Runtime, run_id: str, at_seq: int, *, new_run_id: str | None = None
+    logs: RunLogs, run_id: str, at_seq: int, *, new_run_id: str | None = None
 ) -> str:
     """Write the new run (the copy of ``run_id``'s seqs 1..``at_seq`` and a RunForked event)
     and return its id. Nothing is resumed here.
@@ -35,7 +31,7 @@ async def copy_prefix(
     ends between a node's completion and its edge, and
     the store's errors (ConcurrencyError if ``new_run_id`` already exists).
     """
-    events: list[Event] = await runtime.read_events(run_id)
+    events: list[Event] = await logs.read_events(run_id)
     if not events:
         raise RunNotFoundError(run_id)
     last = events[-1].seq
@@ -66,8 +62,5 @@ async def copy_prefix(
     new_id = new_run_id or uuid.uuid4().hex
     bodies: list[EventBody] = [event.body for event in prefix]
     bodies.append(RunForked(source_run_id=run_id, source_seq=at_seq, source_hash=source.hash))
-    log = RunLog(new_id, runtime.store, hooks=runtime.hooks, observers=runtime.observers)
-    await log.append(bodies)
-    if runtime.store is None:
-        runtime._memory_logs[new_id] = log
+    await logs.create(new_id).append(bodies)
     return new_id

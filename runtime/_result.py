@@ -10,10 +10,11 @@ import msgspec
 
 from actors import new_waiter
 
+from ._errors import RunStateError
 from .events._state import RunState
 from .spec._goal import GoalOutcome
 
-__all__ = ["RunOutcome", "RunResult", "RunStatus", "result_of"]
+__all__ = ["FINAL", "RunOutcome", "RunResult", "RunStatus", "result_from_state", "result_of"]
 
 RunStatus = Literal["completed", "failed", "paused", "cancelled"]
 
@@ -46,6 +47,8 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _STOPPED = ("completed", "failed", "paused", "cancelled")
+#: The statuses a run never leaves.
+FINAL = ("completed", "failed")
 
 
 def result_of(state: RunState, run_id: str | None = None) -> RunResult:
@@ -70,6 +73,13 @@ def result_of(state: RunState, run_id: str | None = None) -> RunResult:
         verdicts={node: dict(counts) for node, counts in state.verdict_counts.items()},
         goal_outcome=_goal_outcome(state.goal_outcome),
     )
+
+
+def result_from_state(state: RunState) -> RunResult:
+    """:func:`result_of`, raising RunStateError for a run that has not stopped."""
+    if state.status not in _STOPPED:
+        raise RunStateError(state.run_id, state.status, "the run has no result yet")
+    return result_of(state)
 
 
 def _goal_outcome(data: dict[str, Any] | None) -> GoalOutcome | None:

@@ -1,33 +1,35 @@
-"""Runs a Runtime does not drive step by step: control of runs not live here, and the
-ownership callbacks (a lost claim, another process's events, recovery)."""
+"""Control of a runtime's runs from outside their executors: cancel, pause and input for
+runs live here (told to their executor) or not (appended to their log), runs handed to
+any worker, the runtime's background tasks and the ownership callbacks (a lost claim,
+another process's events, recovery), and what closing does to the runs still live."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from typing import Any, Literal
 
 import anyio
+import anyio.abc
+import msgspec
 
-from actors import ActorRef, ActorStoppedError, ActorSystem
-from eventstore import ConcurrencyError, EventBody, EventStore, LeaseLostError, StoreError
+from actors import ActorStoppedError
+from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
+from ._live_runs import LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
-from ._result import RunOutcome, RunResult, result_of
-from .engine._messages import CancelRun
-from .engine._runlog import CommitHook, CommitObserver, RunLog
-from .events._catalogue import InputInjected, RunCancelled, RunPaused
-from .events._state import RunState
+from ._result import FINAL, RunOutcome, RunResult, result_from_state
+from ._run_logs import RunLogs
+from .engine._messages import CancelRun, InjectInput, PauseRun
+from .events._catalogue import InputInjected, RunCancelled, RunPaused, RunResumed, RunStarted
+from .spec._model import GraphSpec, graph_hash, shared_graph_dict
 
-if TYPE_CHECKING:
-    from ._runtime import RunHandle
-
-__all__ = ["CLOSED", "FINAL", "RunControl", "result_from_state"]
+__all__ = ["CLOSED", "RunControl"]
 
 _log = logging.getLogger("magistrate.runtime")
-
-FINAL = ("completed", "failed")
 
 #: The reason recorded for runs cancelled because their runtime closed.
 CLOSED = "the runtime closed"
@@ -35,119 +37,247 @@ CLOSED = "the runtime closed"
 #: for each cancellation recorded from the log of a run whose executor did not.
 CLOSE_GRACE = 5.0
 
+#: Continues a run from its log here, reporting to ``outcome`` if given (else a new one).
+Resume = Callable[[str, RunOutcome | None], Awaitable[object]]
+
 
 class RunControl:
-    """The part of :class:`Runtime` that acts on runs from outside their executor."""
+    """Acts on the runs of ``logs``: those in ``live`` through their executors, the others
+    through their logs. With ``ownership`` (a store that records it), it keeps the claims
+    of the live runs, settles a live run another process appended to, and with
+    ``recover_concurrency`` (a worker) claims runnable runs while fewer than that many are
+    live, continuing each with ``resume``.
+    """
 
-    store: EventStore | None
-    hooks: list[CommitHook]
-    observers: list[CommitObserver]
-    concurrency: int
-    recover: bool
-    _ownership: RunOwnership | None
-    _tasks: anyio.abc.TaskGroup | None
-    _live: dict[str, tuple[ActorRef, RunOutcome, RunLog]]
-    _memory_logs: dict[str, RunLog]
-    _system: ActorSystem | None
-    #: Runs that closing asked to cancel and whose executor did not report in time.
-    _unstopped: list[tuple[str, RunOutcome]]
+    def __init__(
+        self,
+        logs: RunLogs,
+        live: LiveRuns,
+        resume: Resume,
+        *,
+        ownership: RunOwnership | None = None,
+        recover_concurrency: int | None = None,
+    ) -> None:
+        self.logs = logs
+        self.live = live
+        self.ownership = ownership
+        self.recover_concurrency = recover_concurrency
+        self._resume = resume
+        self._tasks: anyio.abc.TaskGroup | None = None
+        #: Runs that closing asked to cancel and whose executor did not report in time.
+        self._unstopped: list[tuple[str, RunOutcome]] = []
 
-    if TYPE_CHECKING:
+    @property
+    def worker(self) -> bool:
+        """True for a worker: it recovers runs and hands its live runs over on closing."""
+        return self.ownership is not None and self.recover_concurrency is not None
 
-        async def get_state(self, run_id: str, *, at_seq: int | None = None) -> RunState: ...
+    # ------------------------------------------------------------------ background
 
-        async def _resume(
-            self,
-            run_id: str,
-            input: Mapping[str, Any] | None,
-            *,
-            outcome: RunOutcome | None = None,
-        ) -> RunHandle: ...
+    async def start_tasks(self, stack: AsyncExitStack) -> None:
+        """Start the runtime's background tasks (ownership loops, settling runs that met
+        another process's events), cancelled when ``stack`` closes. Nothing to do without a
+        store."""
+        if self.logs.store is None:
+            return
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
 
-    async def _control_elsewhere(
-        self, run_id: str, action: str, *, reason: str = "", data: dict[str, Any] | None = None
+        async def stop_tasks() -> None:
+            # Not given the block's exception: an error raised inside ``async with
+            # Runtime(...)`` reaches the caller as itself, not wrapped in a group.
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(None, None, None)
+
+        stack.push_async_callback(stop_tasks)
+        self._tasks = tasks
+        ownership = self.ownership
+        if ownership is not None:
+            tasks.start_soon(ownership.keep_leases, self._on_lease_lost)
+            tasks.start_soon(ownership.watch_control, self.live.heads, self._on_foreign_events)
+            if self.recover_concurrency is not None:
+                tasks.start_soon(ownership.recover, self._room, self._resume_claimed)
+
+    def new_outcome(self, run_id: str, started: anyio.Event | None) -> RunOutcome:
+        """The outcome of a run about to launch here. ``started`` (a start's) is set once
+        the run stopped or met a conflict, in case its first commit never came."""
+
+        def forget() -> None:
+            if started is not None:
+                started.set()
+            if self.live.drop(run_id, outcome) and self.ownership is not None:
+                if self._tasks is not None:
+                    self.ownership.release_soon(run_id, self._tasks)
+
+        outcome: RunOutcome
+        if self.logs.store is None:
+            outcome = RunOutcome(on_done=forget)
+            return outcome
+
+        # A store another process may append to: a run whose append meets that process's
+        # events (ConcurrencyError) stops and obeys its log (_settle).
+        def conflict(error: BaseException) -> None:
+            if started is not None:
+                started.set()
+            if self._tasks is not None:
+                self._tasks.start_soon(self._settle, run_id, error)
+
+        outcome = OwnedOutcome(forget, conflict)
+        return outcome
+
+    # ------------------------------------------------------------------ control
+
+    async def result(self, run_id: str) -> RunResult:
+        live = self.live.get(run_id)
+        if live is not None:
+            return await live.outcome.wait()
+        return result_from_state(await self.logs.get_state(run_id))
+
+    async def pause(self, run_id: str) -> None:
+        live = self.live.active(run_id)
+        if live is None and self.ownership is not None:
+            await self.control_elsewhere(run_id, "pause")
+            return
+        if live is None:
+            # As a store's runtime answers (RunNotFoundError for a run it never saw).
+            state = await self.logs.get_state(run_id)
+            raise RunStateError(run_id, state.status, "only a running run can pause")
+        await live.executor.tell(PauseRun())
+
+    async def cancel(self, run_id: str, reason: str) -> None:
+        live = self.live.active(run_id)
+        if live is not None:
+            await live.executor.tell(CancelRun(reason=reason))
+            return
+        await self.control_elsewhere(run_id, "cancel", reason=reason)
+
+    async def inject_input(self, run_id: str, data: dict[str, Any]) -> None:
+        live = self.live.active(run_id)
+        if live is not None:
+            await live.executor.tell(InjectInput(data=data))
+            return
+        await self.control_elsewhere(run_id, "inject", data=data)
+
+    async def control_elsewhere(
+        self,
+        run_id: str,
+        action: Literal["cancel", "pause", "inject"],
+        *,
+        reason: str = "",
+        data: dict[str, Any] | None = None,
     ) -> None:
         """Append a control event to a run not live here (paused, crashed, or live in
         another process, which sees it within its control interval). Retries while the
         owner appends meanwhile (each try re-reads the state)."""
         for _ in range(50):
-            state = await self.get_state(run_id)
+            state = await self.logs.get_state(run_id)
             body: EventBody
-            if action == "cancel":
-                if state.status in FINAL or state.status == "cancelled":
-                    raise RunStateError(run_id, state.status, "nothing to cancel")
-                body = RunCancelled(node_id=_first(state.pending), reason=reason)
-            elif action == "pause":
-                if state.status != "running":
-                    raise RunStateError(run_id, state.status, "only a running run can pause")
-                body = RunPaused(reason="user", node_id=_first(state.pending))
-            else:
-                if state.status in FINAL:
-                    raise RunStateError(
-                        run_id, state.status, "cannot inject input into a finished run"
-                    )
-                body = InputInjected(data=data or {})
+            match action:
+                case "cancel":
+                    if state.status in FINAL or state.status == "cancelled":
+                        raise RunStateError(run_id, state.status, "nothing to cancel")
+                    body = RunCancelled(node_id=_first(state.pending), reason=reason)
+                case "pause":
+                    if state.status != "running":
+                        raise RunStateError(run_id, state.status, "only a running run can pause")
+                    body = RunPaused(reason="user", node_id=_first(state.pending))
+                case "inject":
+                    if state.status in FINAL:
+                        raise RunStateError(
+                            run_id, state.status, "cannot inject input into a finished run"
+                        )
+                    body = InputInjected(data=data or {})
+            self.live.drop(run_id)
             try:
-                await self._append_offline(run_id, state, body)
+                await self.logs.reopen(run_id, state.last_seq).append([body])
                 return
             except ConcurrencyError:
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again
         raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
 
-    async def _append_offline(self, run_id: str, state: RunState, body: Any) -> None:
-        self._live.pop(run_id, None)
-        log = self._memory_logs.get(run_id) or RunLog(
-            run_id, self.store, last_seq=state.last_seq, hooks=self.hooks, observers=self.observers
+    # ------------------------------------------------------------------ hand-over
+
+    async def submit(self, graph: GraphSpec, input: dict[str, Any], run_id: str | None) -> str:
+        """Record the start of a run for any worker (see :meth:`Runtime.submit`)."""
+        store = self.logs.store
+        if store is None or self.ownership is None:
+            raise RunStateError("-", "no store", "submit needs a store that records ownership")
+        run_id = run_id or uuid.uuid4().hex
+        started = RunStarted(
+            graph=shared_graph_dict(graph),
+            graph_hash=graph_hash(graph),
+            entry=graph.entry_node,
+            goal=None if graph.goal is None else msgspec.to_builtins(graph.goal),
+            input=input,
         )
-        await log.append([body])
+        await store.append(run_id, [started], expected_seq=0)
+        return run_id
+
+    async def submit_resume(self, run_id: str, input: Mapping[str, Any] | None) -> None:
+        """Record a paused run's resumption for any worker (see
+        :meth:`Runtime.submit_resume`)."""
+        store = self.logs.store
+        if store is None or self.ownership is None:
+            raise RunStateError(run_id, "-", "submit_resume needs a store that records ownership")
+        for _ in range(50):
+            state = await self.logs.get_state(run_id)
+            if state.status != "paused":
+                raise RunStateError(run_id, state.status, "only a paused run can be handed on")
+            bodies: list[EventBody] = [InputInjected(data=dict(input))] if input else []
+            bodies.append(RunResumed(note="handed to any worker"))
+            try:
+                await store.append(run_id, bodies, expected_seq=state.last_seq)
+                return
+            except ConcurrencyError:
+                await anyio.sleep(0.01)  # appended to meanwhile: read again
+        raise RunStateError(run_id, "paused", "could not hand it on: the run kept moving")
 
     # ------------------------------------------------------------------ closing
 
-    async def _cancel_live_runs(self) -> None:
+    async def cancel_live_runs(self) -> None:
         """Closing, before the actors stop: every run still live here is cancelled and
         its cancellation recorded (its resume point is where ``resume`` continues), unless
-        this runtime is a worker (``recover=True`` with a store that records ownership):
-        then its runs are handed over (their claims are released with nothing recorded,
-        and another worker resumes them).
+        this runtime is a worker: then its runs are handed over (their claims are released
+        with nothing recorded, and another worker resumes them).
 
         Each executor records its own cancellation, as for :meth:`cancel`; one that does
         not within ``CLOSE_GRACE`` (it waits on something else, such as a store that does
         not answer) is stopped with the others and its cancellation is recorded from the
-        committed log afterwards (:meth:`_record_unstopped`). Shielded: a closing that
+        committed log afterwards (:meth:`record_unstopped`). Shielded: a closing that
         was itself cancelled still records what it can, within those bounds."""
         self._unstopped = []
-        live = [(run_id, ref, out) for run_id, (ref, out, _) in self._live.items() if not out.done]
-        if not live or (self.recover and self._ownership is not None):
+        live = [(run_id, run) for run_id, run in self.live if not run.outcome.done]
+        if not live or self.worker:
             return
         with anyio.move_on_after(CLOSE_GRACE, shield=True):
-            for _, ref, _ in live:
+            for _, run in live:
                 try:
-                    await ref.tell(CancelRun(reason=CLOSED))
+                    await run.executor.tell(CancelRun(reason=CLOSED))
                 except ActorStoppedError:
                     pass  # stopped meanwhile (settling, or its claim lost): see below
-            for _, _, outcome in live:
-                await outcome.settled()
-        for run_id, _, outcome in live:
-            if not outcome.done:
-                if isinstance(outcome, OwnedOutcome):
-                    outcome.holding = True  # its executor's stop is not its result
-                self._unstopped.append((run_id, outcome))
+            for _, run in live:
+                await run.outcome.settled()
+        for run_id, run in live:
+            if not run.outcome.done:
+                if isinstance(run.outcome, OwnedOutcome):
+                    run.outcome.holding = True  # its executor's stop is not its result
+                self._unstopped.append((run_id, run.outcome))
 
-    async def _record_unstopped(self) -> None:
+    async def record_unstopped(self) -> None:
         """Closing, once the actors have stopped: record the cancellation of each run
         whose executor did not, as a cancel from elsewhere would (the committed log's
         pending nodes are its resume point), and report it to the run's handle."""
-        if self.store is None:
+        if self.logs.store is None:
             return  # the in-memory log closes with the runtime
         for run_id, outcome in self._unstopped:
             error: BaseException = RunStateError(run_id, "running", "the runtime closed")
             with anyio.move_on_after(CLOSE_GRACE, shield=True):
                 try:
                     try:
-                        await self._control_elsewhere(run_id, "cancel", reason=CLOSED)
+                        await self.control_elsewhere(run_id, "cancel", reason=CLOSED)
                     except RunStateError:
                         pass  # it ended (or was cancelled) before it stopped
-                    outcome.set(result_from_state(await self.get_state(run_id)))
+                    outcome.set(result_from_state(await self.logs.get_state(run_id)))
                 except (RunNotFoundError, RunStateError, StoreError) as exc:
                     error = exc
             if not outcome.done:
@@ -156,48 +286,46 @@ class RunControl:
                 outcome.fail_now(error)
         self._unstopped = []
 
+    async def release_all(self) -> None:
+        """Closing, once the actors have stopped: give up every claim held here."""
+        if self.ownership is not None:
+            for run_id in list(self.ownership.claims):
+                await self.ownership.release(run_id)
+
     # ------------------------------------------------------------------ ownership
 
-    def _heads(self) -> dict[str, int]:
-        return {run_id: live[2].last_seq for run_id, live in self._live.items()}
-
     def _room(self) -> int:
-        return self.concurrency - len(self._live)
-
-    def _running_here(self, run_id: str) -> bool:
-        """True while the run is live here, or its executor here has not yet stopped."""
-        return run_id in self._live or (
-            self._system is not None and self._system.has_actor(f"run:{run_id}")
-        )
+        assert self.recover_concurrency is not None
+        return self.recover_concurrency - len(self.live)
 
     async def _resume_claimed(self, run_id: str) -> None:
         """Continue a run this runtime just claimed (recovery); give it up if it turns
         out to have nothing to run, or if its previous executor here is still stopping
         (its lease ran out under load, say): a later round claims it again. Whatever
         else goes wrong is logged and the claim given up, so recovery itself goes on."""
-        assert self._ownership is not None
-        if self._running_here(run_id):
+        assert self.ownership is not None
+        if self.live.running_here(run_id):
             _log.warning("run %s: claimed for recovery while its executor here stops", run_id)
-            await self._ownership.release(run_id)
+            await self.ownership.release(run_id)
             return
         try:
             await self._resume(run_id, None)
         except (RunNotFoundError, RunStateError, SpecErrors) as exc:
             _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
-            await self._ownership.release(run_id)
+            await self.ownership.release(run_id)
         except Exception:
             _log.exception("run %s: claimed for recovery, resuming it failed", run_id)
-            await self._ownership.release(run_id)
+            await self.ownership.release(run_id)
 
     async def _on_lease_lost(self, run_id: str) -> None:
-        live = self._live.get(run_id)
+        live = self.live.get(run_id)
         if live is None:
             return
-        outcome = live[1]
+        outcome = live.outcome
         if isinstance(outcome, OwnedOutcome):
             outcome.holding = True
-        await live[0].stop()
-        self._live.pop(run_id, None)
+        await live.executor.stop()
+        self.live.drop(run_id)
         error = LeaseLostError(run_id, -1, -1, None)
         if isinstance(outcome, OwnedOutcome):
             outcome.fail_now(error)
@@ -205,35 +333,31 @@ class RunControl:
             outcome.fail(error)
 
     async def _on_foreign_events(self, run_id: str) -> None:
-        live = self._live.get(run_id)
-        if live is not None and isinstance(live[1], OwnedOutcome) and not live[1].done:
-            live[1].holding = True
+        live = self.live.get(run_id)
+        if live is not None and isinstance(live.outcome, OwnedOutcome) and not live.outcome.done:
+            live.outcome.holding = True
             await self._settle(run_id, None)
-
-    def _settle_soon(self, run_id: str, error: BaseException) -> None:
-        if self._tasks is not None:
-            self._tasks.start_soon(self._settle, run_id, error)
 
     async def _settle(self, run_id: str, error: BaseException | None) -> None:
         """Stop the run's executor here and continue from its log: another process
         appended to it (a cancel, pause or input), or the claim was lost."""
-        live = self._live.get(run_id)
+        live = self.live.get(run_id)
         if live is None:
             return
-        ref, outcome, _ = live
+        outcome = live.outcome
         assert isinstance(outcome, OwnedOutcome)
-        await ref.stop()
+        await live.executor.stop()
         if isinstance(error, LeaseLostError) or (
-            self._ownership is not None and run_id not in self._ownership.claims
+            self.ownership is not None and run_id not in self.ownership.claims
         ):
             _log.warning("run %s: its claim was lost (%s); stopped here", run_id, error)
-            self._live.pop(run_id, None)
+            self.live.drop(run_id)
             outcome.fail_now(error or LeaseLostError(run_id, -1, -1, None))
             return
         try:
-            state = await self.get_state(run_id)
+            state = await self.logs.get_state(run_id)
             if state.status == "running":
-                await self._resume(run_id, None, outcome=outcome)
+                await self._resume(run_id, outcome)
                 return
             outcome.set(result_from_state(state))
         except Exception as exc:
@@ -242,9 +366,3 @@ class RunControl:
 
 def _first(items: Sequence[str]) -> str | None:
     return items[0] if items else None
-
-
-def result_from_state(state: RunState) -> RunResult:
-    if state.status not in (*FINAL, "paused", "cancelled"):
-        raise RunStateError(state.run_id, state.status, "the run has no result yet")
-    return result_of(state)

@@ -10,6 +10,7 @@ import anyio
 
 from eventstore import EventStore
 
+from ._config import OwnershipConfig, RecoveryConfig
 from ._runtime import Runtime
 
 __all__ = ["run_worker"]
@@ -27,24 +28,22 @@ async def run_worker(
 ) -> None:
     """Execute runs submitted to ``store`` (see :meth:`Runtime.submit`) until cancelled.
 
-    A worker is a :class:`Runtime` with ``recover=True``: it claims runnable runs (new
-    submissions, runs handed back with :meth:`Runtime.submit_resume`, and runs whose
-    owner's lease expired) with the store's skip-locked claim, at most ``concurrency`` live
-    at once, and resumes each from its log. It looks for runnable runs every
-    ``poll_interval`` seconds (at once again while it finds as many as it has room for)
-    and, on PostgreSQL, as soon as a NOTIFY says one was submitted or handed back.
-    ``runtime_options`` go to the Runtime (the
-    functions, provider, tools and judges the graphs name). ``on_ready`` is called once the
-    worker claims work. Cancelling the call stops the worker: its live runs stop and their
-    claims are released, so other workers take them at once.
+    A worker is a :class:`Runtime` with ``recovery`` (:class:`RecoveryConfig`): it claims
+    runnable runs (new submissions, runs handed back with :meth:`Runtime.submit_resume`,
+    and runs whose owner's lease expired) with the store's skip-locked claim, at most
+    ``concurrency`` live at once, and resumes each from its log. It looks for runnable runs
+    every ``poll_interval`` seconds (at once again while it finds as many as it has room
+    for) and, on PostgreSQL, as soon as a NOTIFY says one was submitted or handed back.
+    ``worker_id`` and ``lease_seconds`` are its :class:`OwnershipConfig`.
+    ``runtime_options`` go to the Runtime (the functions, provider, tools and judges the
+    graphs name). ``on_ready`` is called once the worker claims work. Cancelling the call
+    stops the worker: its live runs stop and their claims are released, so other workers
+    take them at once.
     """
     async with Runtime(
         store,
-        recover=True,
-        concurrency=concurrency,
-        worker_id=worker_id,
-        lease_seconds=lease_seconds,
-        recover_interval=poll_interval,
+        ownership=OwnershipConfig(worker_id=worker_id, lease_seconds=lease_seconds),
+        recovery=RecoveryConfig(interval=poll_interval, concurrency=concurrency),
         **runtime_options,
     ) as runtime:
         if on_ready is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import GraphSpec, NodeSpec, Runtime
+from runtime import GraphSpec, NodeSpec, OwnershipConfig, RecoveryConfig, Runtime
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -131,7 +131,10 @@ async def test_show_names_the_worker_holding_a_run_as_runs_does(store_url: str) 
         assert (data["status"], data["owner"], data["ownership"]) == ("running", None, "waiting")
         assert line == "owner:     (waiting for a worker)"
         async with Runtime(
-            store_url, functions={"hold": hold}, recover=True, worker_id="worker-7"
+            store_url,
+            functions={"hold": hold},
+            ownership=OwnershipConfig(worker_id="worker-7"),
+            recovery=RecoveryConfig(),
         ) as worker:
             await _claimed_by(submitter, run_id, "worker-7")
             data, line = await _shown(store_url, run_id)
@@ -160,7 +163,10 @@ async def test_runs_shows_a_submitted_run_waiting_for_a_worker_then_the_worker_h
         assert row.split()[2:4] == ["running", "(waiting"] and "(waiting for a worker)" in row
 
         async with Runtime(
-            store_url, functions={"hold": hold}, recover=True, worker_id="worker-7"
+            store_url,
+            functions={"hold": hold},
+            ownership=OwnershipConfig(worker_id="worker-7"),
+            recovery=RecoveryConfig(),
         ) as worker:
             await _claimed_by(submitter, run_id, "worker-7")
             run, row = await _listing(store_url)

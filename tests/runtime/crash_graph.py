@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody, RunOwnedError
+from runtime import OwnershipConfig
 from runtime._runtime import Runtime
 from runtime.engine._function_node import NodeContext
 from runtime.spec._model import EdgeSpec, GraphSpec, MemoryKey, NodeSpec, RetryPolicy
@@ -85,7 +86,9 @@ async def main(db: str, run_id: str, mode: str, ackfile: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     # A short lease: the killed process's claim expires soon after it died.
-    async with Runtime(db, functions=FUNCTIONS, hooks=[hook], lease_seconds=0.3) as rt:
+    async with Runtime(
+        db, functions=FUNCTIONS, hooks=[hook], ownership=OwnershipConfig(lease_seconds=0.3)
+    ) as rt:
         if mode == "start":
             handle = await rt.start(build(), input={"seed": 1}, run_id=run_id)
         else:

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody
+from runtime import OwnershipConfig
 from runtime._runtime import Runtime
 from runtime.events import LlmTurn
 from runtime.llm._tools import tool
@@ -96,7 +97,7 @@ async def main(db: str, run_id: str) -> None:
         tools=TOOLS,
         hooks=[_kill_after_turn],
         allow_imports=[ALLOW],
-        lease_seconds=0.2,
+        ownership=OwnershipConfig(lease_seconds=0.2),
     ) as rt:
         handle = await rt.start(GRAPH, run_id=run_id)
         await handle.result()

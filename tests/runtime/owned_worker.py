@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import psycopg
 
-from runtime import LlmProvider, LlmRequest, LlmResponse, Runtime, run_worker
+from runtime import LlmProvider, LlmRequest, LlmResponse, OwnershipConfig, Runtime, run_worker
 from runtime.engine._function_node import NodeContext
 from runtime.spec._model import GraphSpec, NodeSpec
 from runtime.testing import ScriptedProvider, linear_graph
@@ -91,7 +91,11 @@ async def main(url: str, prefix: str, mode: str, args: list[str]) -> None:
     store = f"{url}?schema={prefix}_store"
     if mode == "start":
         count = int(args[0])
-        async with Runtime(store, functions=functions(url, prefix), lease_seconds=2) as rt:
+        async with Runtime(
+            store,
+            functions=functions(url, prefix),
+            ownership=OwnershipConfig(lease_seconds=2),
+        ) as rt:
             handles = [await rt.start(graph(), input={"seed": i}) for i in range(count)]
             print("started", *[h.run_id for h in handles], flush=True)
             for handle in handles:
@@ -114,7 +118,9 @@ async def main(url: str, prefix: str, mode: str, args: list[str]) -> None:
         )
     elif mode == "slow":
         provider: LlmProvider = SlowModel()
-        async with Runtime(store, provider=provider, lease_seconds=5) as rt:
+        async with Runtime(
+            store, provider=provider, ownership=OwnershipConfig(lease_seconds=5)
+        ) as rt:
             handle = await rt.start(slow_graph())
             print(handle.run_id, flush=True)
             result = await handle.result()

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody
-from runtime import GraphSpec, NodeSpec, Runtime, ScriptedProvider, ToolCall, tool
+from runtime import GraphSpec, NodeSpec, OwnershipConfig, Runtime, ScriptedProvider, ToolCall, tool
 from runtime.events import BranchFinished
 from runtime.spec import BranchJudgeSpec, BranchSpec, ParallelSpec
 from runtime.testing import reply
@@ -87,7 +87,7 @@ async def main(db: str, run_id: str) -> None:
         providers=providers,
         tools=[lookup],
         hooks=[_kill_at_second_finish()],
-        lease_seconds=SHORT_LEASE,
+        ownership=OwnershipConfig(lease_seconds=SHORT_LEASE),
     ) as rt:
         await (await rt.start(graph(), run_id=run_id)).result()
 

@@ -10,7 +10,16 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy, Runtime, ScriptedProvider, tool
+from runtime import (
+    EdgeSpec,
+    GraphSpec,
+    NodeSpec,
+    RetryPolicy,
+    Runtime,
+    ScriptedProvider,
+    TimeoutConfig,
+    tool,
+)
 from runtime.events import NodeFailed
 from runtime.testing import reply, tool_call
 
@@ -70,7 +79,7 @@ async def test_a_node_past_its_timeout_fails_is_retried_and_takes_on_failure(
     )
     functions = {"stuck": stuck, "recover": lambda inputs: {"recovered": True}}
     timeout = 0.05 if where == "runtime" else 600.0
-    async with Runtime(None, functions=functions, node_timeout=timeout) as rt:
+    async with Runtime(None, functions=functions, timeouts=TimeoutConfig(node=timeout)) as rt:
         handle = await rt.start(graph)
         result = await handle.result()
         failures = [
@@ -156,7 +165,7 @@ async def test_a_limit_armed_by_an_earlier_attempt_still_cuts_off_the_next() -> 
         retry=RetryPolicy(max_attempts=1),
     )
     functions = {"brief": brief, "sleepy": sleepy}
-    async with Runtime(None, functions=functions, node_timeout=0.2) as rt:
+    async with Runtime(None, functions=functions, timeouts=TimeoutConfig(node=0.2)) as rt:
         handle = await rt.start(graph)
         result = await handle.result()
         failures = [
@@ -204,7 +213,7 @@ async def test_cancel_of_an_async_node_under_a_time_limit_is_a_cancel() -> None:
         await anyio.sleep_forever()
         return {}
 
-    async with Runtime(None, functions={"sleepy": sleepy}, node_timeout=60.0) as rt:
+    async with Runtime(None, functions={"sleepy": sleepy}, timeouts=TimeoutConfig(node=60.0)) as rt:
         handle = await rt.start(_graph(NodeSpec(id="a", function="sleepy")))
         await entered.wait()
         await rt.cancel(handle.run_id)
@@ -272,7 +281,7 @@ async def test_a_tool_past_its_timeout_fails_the_llm_node(
         provider=provider,
         tools=[lookup],
         functions={"recover": lambda inputs: {}},
-        tool_timeout=0.05 if where == "runtime" else 120.0,
+        timeouts=TimeoutConfig(tool=0.05 if where == "runtime" else 120.0),
     )
     async with runtime as rt:
         handle = await rt.start(graph)

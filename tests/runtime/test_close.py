@@ -11,7 +11,15 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import EdgeSpec, GraphSpec, LlmRequest, LlmResponse, Runtime
+from runtime import (
+    EdgeSpec,
+    GraphSpec,
+    LlmRequest,
+    LlmResponse,
+    OwnershipConfig,
+    RecoveryConfig,
+    Runtime,
+)
 from runtime.events import RunCancelled, RunResumed
 from runtime.testing import function_node, linear_graph
 from tests.pgsupport import wait_until
@@ -154,16 +162,24 @@ async def test_a_worker_hands_its_live_runs_over_instead_of_cancelling_them(
         await anyio.sleep_forever()
         return {}
 
-    options: dict[str, Any] = {"recover": True, "lease_seconds": 2.0, "recover_interval": 0.05}
+    recovery = RecoveryConfig(interval=0.05)
     functions = {"wait": lambda inputs: {"waited": True}, "last": _finish}
     async with Runtime(path, functions=functions) as submitter:
         run_id = await submitter.submit(linear_graph(["wait", "last"]))
     with anyio.fail_after(60):
         async with Runtime(
-            path, functions={"wait": blocked, "last": _finish}, worker_id="first", **options
+            path,
+            functions={"wait": blocked, "last": _finish},
+            ownership=OwnershipConfig(worker_id="first", lease_seconds=2.0),
+            recovery=recovery,
         ):
             await entered.wait()
-    async with Runtime(path, functions=functions, worker_id="second", **options) as rt:
+    async with Runtime(
+        path,
+        functions=functions,
+        ownership=OwnershipConfig(worker_id="second", lease_seconds=2.0),
+        recovery=recovery,
+    ) as rt:
 
         async def finished() -> bool:
             return (await rt.get_state(run_id)).status != "running"

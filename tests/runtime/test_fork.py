@@ -191,13 +191,14 @@ async def test_a_fork_copied_before_a_gate_meets_it_whoever_resumes_it(tmp_path:
     """The gate is the log's to tell, not the fork call's: a copy written and then resumed
     by a plain resume (as recovery would, after a crash between the two) pauses too."""
     from runtime._fork import copy_prefix
+    from runtime._run_logs import RunLogs
 
     calls: list[str] = []
     async with Runtime(tmp_path / "runs.db", functions=_functions(calls)) as rt:
         paused = await (await rt.start(GRAPH, input={"city": "Lyon"})).result()
         events = await rt.read_events(paused.run_id)
         edge = _seq_of(events, NodeCompleted, "plan") + 1
-        new_id = await copy_prefix(rt, paused.run_id, edge)
+        new_id = await copy_prefix(RunLogs(rt.store), paused.run_id, edge)
         copied = await rt.get_state(new_id)
         assert copied.gates_due and copied.pending == ["book"]
         calls.clear()
@@ -205,5 +206,5 @@ async def test_a_fork_copied_before_a_gate_meets_it_whoever_resumes_it(tmp_path:
         assert again.status == "paused" and calls == []
         assert not (await rt.get_state(new_id)).gates_due  # the pause is on record now
         # A fork at the pause itself is the approval's to answer: no gate is due.
-        at_pause = await copy_prefix(rt, paused.run_id, events[-1].seq)
+        at_pause = await copy_prefix(RunLogs(rt.store), paused.run_id, events[-1].seq)
         assert not (await rt.get_state(at_pause)).gates_due

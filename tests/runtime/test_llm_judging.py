@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from runtime import TimeoutConfig
 from runtime._errors import ProviderError
 from runtime.events import EdgeTaken, NodeFailed, Verdict
 from runtime.llm._verdict import DEFAULT_RETRY_FEEDBACK, FEEDBACK_PREFIX, JudgeContext, JudgeVerdict
@@ -35,7 +36,7 @@ async def test_a_hanging_judge_is_a_judge_failure_after_the_timeout(tmp_path: Pa
     node = llm("n", output_keys=["a"], judge="slow")
     provider = ScriptedProvider([reply("", set_output("a", "x")), reply("done")])
     result, events = await run_graph(
-        tmp_path, graph([node]), provider, judges={"slow": judge}, judge_timeout=0.2
+        tmp_path, graph([node]), provider, judges={"slow": judge}, timeouts=TimeoutConfig(judge=0.2)
     )
     # Fail-open: the cascade without its quality check decides, and the log says why.
     assert result.status == "completed" and result.memory == {"a": "x"}
@@ -93,7 +94,11 @@ async def test_fail_closed_custom_judge_that_hangs_fails_the_node(tmp_path: Path
     node = llm("n", output_keys=["a"], judge="slow", judge_fail_closed=True)
     provider = ScriptedProvider([reply("", set_output("a", "x"))])
     result, events = await run_graph(
-        tmp_path, graph([node]), provider, judges={"slow": Hanging()}, judge_timeout=0.1
+        tmp_path,
+        graph([node]),
+        provider,
+        judges={"slow": Hanging()},
+        timeouts=TimeoutConfig(judge=0.1),
     )
     assert result.status == "failed"
     (verdict,) = of(events, Verdict)

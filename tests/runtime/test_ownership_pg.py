@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from eventstore import PostgresEventStore, RunOwnedError
-from runtime import Runtime
+from runtime import OwnershipConfig, RecoveryConfig, Runtime
 from runtime.events import NodeCompleted, fold
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 
@@ -68,8 +68,8 @@ async def test_a_run_live_elsewhere_is_refused_naming_its_owner(prefix: str) -> 
     store = f"{url}?schema={prefix}_store"
     fns = functions(url, prefix, pause=0.2)
     async with (
-        Runtime(store, functions=fns, worker_id="owner-a") as a,
-        Runtime(store, functions=fns, worker_id="owner-b") as b,
+        Runtime(store, functions=fns, ownership=OwnershipConfig(worker_id="owner-a")) as a,
+        Runtime(store, functions=fns, ownership=OwnershipConfig(worker_id="owner-b")) as b,
     ):
         handle = await a.start(graph(), input={"seed": 1})
         with pytest.raises(RunOwnedError) as caught:
@@ -142,9 +142,8 @@ async def test_a_killed_owners_runs_are_recovered_without_rerunning_completed_no
         async with Runtime(
             f"{url}?schema={store_schema}",
             functions=functions(url, prefix),
-            recover=True,
-            lease_seconds=2,
-            recover_interval=0.2,
+            ownership=OwnershipConfig(lease_seconds=2),
+            recovery=RecoveryConfig(interval=0.2),
         ) as rt:
             with anyio.fail_after(90):
                 while True:

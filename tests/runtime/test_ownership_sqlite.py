@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from eventstore import RunOwnedError
-from runtime import Runtime
+from runtime import OwnershipConfig, Runtime
 from runtime.testing import linear_graph
 
 pytestmark = pytest.mark.anyio
@@ -39,8 +39,8 @@ async def test_a_run_live_in_one_runtime_is_refused_by_another_on_the_same_file(
     path = tmp_path / "runs.db"
     graph = linear_graph(["held"])
     async with (
-        Runtime(path, functions={"held": held}, worker_id="first") as a,
-        Runtime(path, functions={"held": held}, worker_id="second") as b,
+        Runtime(path, functions={"held": held}, ownership=OwnershipConfig(worker_id="first")) as a,
+        Runtime(path, functions={"held": held}, ownership=OwnershipConfig(worker_id="second")) as b,
     ):
         handle = await a.start(graph)
         with anyio.fail_after(10):

@@ -27,6 +27,7 @@ from runtime import (
     parse_graph,
     tool,
 )
+from runtime._node_factory import NodeFactory
 from runtime.events import EdgeTaken, LlmTurn, NodeFailed, ToolResult
 from runtime.spec import ExpressionVerifier
 from runtime.testing import reply, tool_call
@@ -334,23 +335,25 @@ async def test_a_commit_hook_that_raises_ends_the_run_failed_in_the_log(tmp_path
     assert state.error == "RuntimeError: hook broke"
 
 
-def _unbuildable(node_id: str) -> type[Runtime]:
-    """A runtime that cannot build ``node_id``'s actor. The checks at start refuse what
+def _unbuildable(monkeypatch: pytest.MonkeyPatch, node_id: str) -> None:
+    """Runtimes that cannot build ``node_id``'s actor. The checks at start refuse what
     they can foresee (an unknown function, kind, tool or provider); this stands in for
     what they cannot (a node actor whose constructor raises)."""
+    build = NodeFactory.build
 
-    class Unbuildable(Runtime):
-        def _make_node(self, graph: GraphSpec, spec: NodeSpec, executor: Any, log: Any) -> Any:
-            if spec.id == node_id:
-                raise RuntimeError(f"node {node_id} cannot be built")
-            return super()._make_node(graph, spec, executor, log)
+    def unbuildable(
+        self: NodeFactory, graph: GraphSpec, spec: NodeSpec, executor: Any, log: Any
+    ) -> Any:
+        if spec.id == node_id:
+            raise RuntimeError(f"node {node_id} cannot be built")
+        return build(self, graph, spec, executor, log)
 
-    return Unbuildable
+    monkeypatch.setattr(NodeFactory, "build", unbuildable)
 
 
 @pytest.mark.parametrize(("broken", "path"), [("a", []), ("b", ["a"])])
 async def test_a_node_factory_that_raises_ends_the_run_failed_in_the_log(
-    tmp_path: Path, broken: str, path: list[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str, path: list[str]
 ) -> None:
     # "a" is the entry, built at the run's start; the verifier "b" gets an actor of its
     # own when the run reaches it.
@@ -370,9 +373,11 @@ async def test_a_node_factory_that_raises_ends_the_run_failed_in_the_log(
         retry=ONCE,
     )
     db = tmp_path / "r.db"
-    with anyio.fail_after(30):
-        async with _unbuildable(broken)(db, functions={"f": lambda inputs: {"ran": True}}) as rt:
-            result = await (await rt.start(graph)).result()
+    with monkeypatch.context() as patched:
+        _unbuildable(patched, broken)
+        with anyio.fail_after(30):
+            async with Runtime(db, functions={"f": lambda inputs: {"ran": True}}) as rt:
+                result = await (await rt.start(graph)).result()
     async with Runtime(db) as rt:
         state = await rt.get_state(result.run_id)
     assert result.status == state.status == "failed"

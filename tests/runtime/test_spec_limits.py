@@ -24,7 +24,7 @@ from runtime import (
     parse_graph,
     validate_graph,
 )
-from runtime._node_runners import RUNNABLE_KINDS
+from runtime._node_factory import RUNNABLE_KINDS
 from runtime.spec import ExpressionVerifier
 from runtime.spec._model import NodeKind
 from runtime.spec._parse import MAX_SPEC_BYTES

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import GraphSpec, RunStateError, Runtime, SpecErrors
+from runtime import GraphSpec, OwnershipConfig, RunStateError, Runtime, SpecErrors
 from runtime.events import NodeStarted, RunStarted
 from runtime.testing import function_node, linear_graph
 
@@ -29,8 +29,8 @@ async def test_another_runtime_on_the_file_sees_the_run_as_soon_as_start_returns
     graph = linear_graph(["held", "last"], durability=durability)
     functions = {"held": held, "last": lambda inputs: {"last": True}}
     async with (
-        Runtime(path, functions=functions, worker_id="owner") as owner,
-        Runtime(path, worker_id="reader") as reader,
+        Runtime(path, functions=functions, ownership=OwnershipConfig(worker_id="owner")) as owner,
+        Runtime(path, ownership=OwnershipConfig(worker_id="reader")) as reader,
     ):
         handle = await owner.start(graph, input={"x": 1})
         state = await reader.get_state(handle.run_id)

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from eventstore import EventBody
-from runtime import EdgeSpec, GraphSpec, NodeSpec, Runtime, ScriptedProvider
+from runtime import EdgeSpec, GraphSpec, NodeSpec, OwnershipConfig, Runtime, ScriptedProvider
 from runtime.events import VerificationRecorded
 from runtime.spec import LlmJudgeVerifier
 
@@ -77,7 +77,7 @@ async def main(db: str, run_id: str) -> None:
         functions=FUNCTIONS,
         providers={"critic": critic},
         hooks=[_kill_after_result],
-        lease_seconds=SHORT_LEASE,
+        ownership=OwnershipConfig(lease_seconds=SHORT_LEASE),
     ) as rt:
         await (await rt.start(graph(), run_id=run_id)).result()
 

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from eventstore import ClaimingStore, EventStore, SqliteEventStore
-from runtime import Runtime
+from runtime import OwnershipConfig, RecoveryConfig, Runtime
 
 from .support import AUTH, FUNCTIONS, GATE, HELD, Served, served
 
@@ -55,7 +55,12 @@ async def test_the_runs_list_names_the_worker_holding_each_run_or_says_it_waits(
             submitted = await s.runtime.submit(HELD, input={})
             assert await _owner(s, submitted) == ("running", None, "waiting")
 
-            async with Runtime(path, functions=FUNCTIONS, recover=True, worker_id="worker-b"):
+            async with Runtime(
+                path,
+                functions=FUNCTIONS,
+                ownership=OwnershipConfig(worker_id="worker-b"),
+                recovery=RecoveryConfig(),
+            ):
                 await _wait_owner(s, submitted, "worker-b")
                 assert await _owner(s, submitted) == ("running", "worker-b", "claimed")
                 assert await _owner(s, live) == ("running", here, "claimed")

@@ -3,11 +3,12 @@ runner, every name it uses is known) and building the node actors."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actors import Actor, ActorRef
 
+from ._config import TimeoutConfig
 from ._errors import SpecError, SpecErrors
 from .engine._function_node import FunctionNodeActor, PlainFunction
 from .engine._runlog import RunLog
@@ -15,7 +16,7 @@ from .llm._names import check_named_providers, check_parallel_names
 from .llm._node import LlmNodeActor
 from .llm._parallel import BranchRunner
 from .llm._support import SET_OUTPUT, resolve_judge
-from .llm._tools import ToolRegistry
+from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
 from .llm._verifier import VerifierNodeActor
 from .providers._base import LlmProvider
@@ -23,33 +24,56 @@ from .spec._imports import resolve_callable
 from .spec._model import GraphSpec, NodeSpec
 from .spec._parallel import BranchStrategy
 
-__all__ = ["RUNNABLE_KINDS", "NodeRunners"]
+__all__ = ["RUNNABLE_KINDS", "NodeFactory"]
 
-#: The node kinds ``_make_node`` has a runner for. A graph using another kind of the spec
+#: The node kinds :meth:`NodeFactory.build` has a runner for. A graph using another kind of the spec
 #: is refused when its run starts (naming ``nodes[i].kind``), not when a run reaches it.
 RUNNABLE_KINDS: frozenset[str] = frozenset({"function", "router", "llm", "verifier"})
 
 
-class NodeRunners:
-    """The part of :class:`Runtime` that checks a graph and builds its node actors."""
+class NodeFactory:
+    """What a runtime knows to run nodes with (the registered functions, tools, judges and
+    providers, the import policy, the time limits): it checks a graph before a run starts
+    and builds each node's actor when the run reaches it.
 
-    provider: LlmProvider | None
-    providers: dict[str, LlmProvider]
-    functions: dict[str, Callable[..., Any]]
-    tools: ToolRegistry
-    branch_strategies: dict[str, BranchStrategy]
-    allow_imports: tuple[str, ...]
-    node_timeout: float | None
-    tool_timeout: float | None
-    context_budget_tokens: int
-    judge_timeout: float
-    _judge_map: dict[str, JudgeProtocol]
-    _plain_cache: dict[str, PlainFunction]
+    ``provider`` serves LLM nodes, judges and llm_decide edges; ``providers`` are further
+    providers a spec names. ``allow_imports`` lists the module prefixes from which a graph
+    may import callables and judges by ``"package.module:attr"`` path; names found there
+    are remembered, so a later run resolves them the same way.
+    """
 
-    def _check_graph(self, graph: GraphSpec) -> None:
-        """What a run would otherwise trip on only when it reaches a node: functions and
-        judges that are neither registered nor allowed imports, unknown tools, LLM nodes
-        without a provider."""
+    def __init__(
+        self,
+        *,
+        provider: LlmProvider | None = None,
+        providers: Mapping[str, LlmProvider] | None = None,
+        functions: Mapping[str, Callable[..., Any]] | None = None,
+        tools: ToolRegistry | Iterable[Tool] | None = None,
+        judges: Mapping[str, JudgeProtocol] | None = None,
+        branch_strategies: Mapping[str, BranchStrategy] | None = None,
+        allow_imports: Sequence[str] = (),
+        timeouts: TimeoutConfig | None = None,
+        context_budget_tokens: int = 60_000,
+    ) -> None:
+        if isinstance(allow_imports, str):
+            raise TypeError("allow_imports is a sequence of module prefixes, not one string")
+        self.provider = provider
+        self.providers: dict[str, LlmProvider] = dict(providers or {})
+        self.functions: dict[str, Callable[..., Any]] = dict(functions or {})
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
+        # The registered judges plus those imported (under allow_imports) by checked graphs.
+        self.judges: dict[str, JudgeProtocol] = dict(judges or {})
+        self.branch_strategies: dict[str, BranchStrategy] = dict(branch_strategies or {})
+        self.allow_imports: tuple[str, ...] = tuple(allow_imports)
+        self.timeouts = timeouts or TimeoutConfig()
+        self.context_budget_tokens = context_budget_tokens
+        self._plain_cache: dict[str, PlainFunction] = {}
+
+    def check(self, graph: GraphSpec) -> None:
+        """Raise SpecErrors for what a run would otherwise trip on only when it reaches a
+        node: kinds without a runner, functions and judges that are neither registered nor
+        allowed imports, unknown tools, LLM nodes without a provider, unknown named
+        providers and branch strategies."""
         errors: list[SpecError] = []
         for index, node in enumerate(graph.nodes):
             where = f"nodes[{index}]"
@@ -70,11 +94,11 @@ class NodeRunners:
                         allow_imports=self.allow_imports,
                     )
                 if node.kind == "llm" and node.judge is not None:
-                    self._judge_map.setdefault(
+                    self.judges.setdefault(
                         node.judge,
                         resolve_judge(
                             node.judge,
-                            self._judge_map,
+                            self.judges,
                             path=f"{where}.judge",
                             allow_imports=self.allow_imports,
                         ),
@@ -111,12 +135,12 @@ class NodeRunners:
             plain = self._plain_cache[spec.function] = PlainFunction(function)
         return plain
 
-    def _make_node(
-        self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog
-    ) -> Actor:
+    def build(self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog) -> Actor:
+        """The actor that runs ``spec`` for the run of ``executor`` (SpecError for a kind
+        without a runner, which :meth:`check` refuses first)."""
         if spec.kind in ("function", "router"):
             return FunctionNodeActor(
-                graph, self._resolve_plain, executor, log, node_timeout=self.node_timeout
+                graph, self._resolve_plain, executor, log, node_timeout=self.timeouts.node
             )
         if spec.kind == "llm":
             return LlmNodeActor(
@@ -125,16 +149,16 @@ class NodeRunners:
                 log,
                 provider=self.provider,
                 tools=self.tools,
-                judges=self._judge_map,
+                judges=self.judges,
                 context_budget_tokens=self.context_budget_tokens,
-                judge_timeout=self.judge_timeout,
+                judge_timeout=self.timeouts.judge,
                 branch_runner=None
                 if spec.parallel is None
                 else BranchRunner(
                     spec.parallel, providers=self.provider_named, strategies=self.branch_strategies
                 ),
-                node_timeout=self.node_timeout,
-                tool_timeout=self.tool_timeout,
+                node_timeout=self.timeouts.node,
+                tool_timeout=self.timeouts.tool,
             )
         if spec.kind == "verifier":
             return VerifierNodeActor(graph, spec, executor, log, providers=self.provider_named)

@@ -1,0 +1,68 @@
+"""The runs live in one runtime: each one's executor, outcome and log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from actors import ActorRef, ActorSystem
+
+from ._result import RunOutcome
+from .engine._runlog import RunLog
+
+__all__ = ["LiveRun", "LiveRuns"]
+
+
+class LiveRun(NamedTuple):
+    """A run whose executor runs here."""
+
+    executor: ActorRef
+    outcome: RunOutcome
+    log: RunLog
+
+
+class LiveRuns:
+    """The runs whose executors run in ``system``, by run id. A run is live from its
+    launch until its outcome is done (or the runtime stops it); a stopped run is read back
+    from its log, so nothing keeps a reference to it here."""
+
+    def __init__(self, system: ActorSystem) -> None:
+        self.system = system
+        self._runs: dict[str, LiveRun] = {}
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __iter__(self) -> Iterator[tuple[str, LiveRun]]:
+        return iter(list(self._runs.items()))
+
+    def get(self, run_id: str) -> LiveRun | None:
+        return self._runs.get(run_id)
+
+    def active(self, run_id: str) -> LiveRun | None:
+        """The live run ``run_id`` if its outcome is not done yet."""
+        live = self._runs.get(run_id)
+        return None if live is None or live.outcome.done else live
+
+    def add(self, run_id: str, live: LiveRun) -> None:
+        self._runs[run_id] = live
+
+    def drop(self, run_id: str, outcome: RunOutcome | None = None) -> bool:
+        """Forget ``run_id`` (only while its outcome is ``outcome``, if given); True if it
+        was forgotten."""
+        live = self._runs.get(run_id)
+        if live is None or (outcome is not None and live.outcome is not outcome):
+            return False
+        del self._runs[run_id]
+        return True
+
+    def clear(self) -> None:
+        self._runs.clear()
+
+    def heads(self) -> dict[str, int]:
+        """Each live run's last seq submitted here."""
+        return {run_id: live.log.last_seq for run_id, live in self._runs.items()}
+
+    def running_here(self, run_id: str) -> bool:
+        """True while the run is live here, or its executor here has not yet stopped."""
+        return run_id in self._runs or self.system.has_actor(f"run:{run_id}")

@@ -1,0 +1,122 @@
+"""A runtime's access to run logs: reading a run's events and state, and opening the
+:class:`RunLog` a run appends through (kept here when there is no store)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from eventstore import Event, EventStore
+
+from ._errors import RunNotFoundError, RunStateError
+from ._result import FINAL
+from .engine._runlog import CommitHook, CommitObserver, RunLog
+from .events._snapshots import SnapshotOutcome, load_state
+from .events._state import RunState, fold
+from .spec._load import graph_from_dict
+from .spec._model import GraphSpec, graph_hash
+
+__all__ = ["RunLogs"]
+
+_log = logging.getLogger("magistrate.runtime")
+
+
+class RunLogs:
+    """The runs of one ``store`` (None: in-memory logs, which live as long as this object).
+
+    Every log opened here calls ``hooks`` and ``observers`` after each commit;
+    ``snapshot_read`` (if given) is told how each state read used a snapshot.
+    """
+
+    def __init__(
+        self,
+        store: EventStore | None,
+        *,
+        hooks: Sequence[CommitHook] = (),
+        observers: Sequence[CommitObserver] = (),
+        snapshot_read: Callable[[SnapshotOutcome], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.hooks = list(hooks)
+        self.observers = list(observers)
+        self._snapshot_read = snapshot_read
+        self._memory: dict[str, RunLog] = {}
+
+    def create(self, run_id: str, *, observers: Sequence[CommitObserver] = ()) -> RunLog:
+        """A new, empty log for ``run_id``, whose commits also go to ``observers``."""
+        log = RunLog(run_id, self.store, hooks=self.hooks, observers=(*self.observers, *observers))
+        if self.store is None:
+            self._memory[run_id] = log
+        return log
+
+    def reopen(self, run_id: str, last_seq: int) -> RunLog:
+        """The log to append to ``run_id`` after its event ``last_seq``: the in-memory log
+        itself without a store."""
+        log = self._memory.get(run_id)
+        if log is None:
+            log = RunLog(
+                run_id, self.store, last_seq=last_seq, hooks=self.hooks, observers=self.observers
+            )
+            if self.store is None:
+                self._memory[run_id] = log
+        return log
+
+    async def read_events(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+        """The run's events in order (from the store, or the in-memory log)."""
+        if self.store is not None:
+            return await self.store.read_all(run_id, to_seq=to_seq)
+        log = self._memory.get(run_id)
+        if log is None:
+            return []
+        return log.events(to_seq=to_seq)
+
+    async def read_state(
+        self, run_id: str, *, to_seq: int | None = None
+    ) -> tuple[RunState, list[Event]]:
+        """The fold of the run's log (through a snapshot where one matches) and the events
+        folded after it; RunNotFoundError for a run without events."""
+        if self.store is not None:
+            state, events = await load_state(
+                self.store, run_id, to_seq=to_seq, observe=self._snapshot_read
+            )
+        else:
+            events = await self.read_events(run_id, to_seq=to_seq)
+            state = fold(events)
+        if state.last_seq == 0:
+            raise RunNotFoundError(run_id)
+        return state, events
+
+    async def get_state(self, run_id: str, *, at_seq: int | None = None) -> RunState:
+        """The run's state as the fold of its log, up to ``at_seq`` if given (see
+        :meth:`runtime.Runtime.get_state`)."""
+        if at_seq is not None and at_seq < 1:
+            raise ValueError(f"at_seq must be 1 or more (seqs start at 1), got {at_seq}")
+        state, _events = await self.read_state(run_id, to_seq=at_seq)
+        if at_seq is not None and at_seq > state.last_seq:
+            raise ValueError(f"at_seq {at_seq} is past the run's last event (seq {state.last_seq})")
+        return state
+
+    async def read_resumable(self, run_id: str) -> tuple[RunState, list[Event], GraphSpec]:
+        """What resuming ``run_id`` starts from: its state, the events folded after the
+        snapshot it was read through (all of them while a fan-out is open) and its graph.
+        Raises RunNotFoundError, or RunStateError for a finished run."""
+        state, events = await self.read_state(run_id)
+        if state.forked and (not events or events[0].seq != 1):
+            # An open fan-out is rebuilt from its events, which may precede the snapshot.
+            events = await self.read_events(run_id)
+        if state.status in FINAL:
+            raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
+        if state.graph is None:
+            raise RunNotFoundError(run_id)
+        graph = graph_from_dict(state.graph)
+        if state.graph_hash is not None and graph_hash(graph) != state.graph_hash:
+            # The log holds the graph without its defaults (compact_graph_dict): fields or
+            # defaults changed since the run started, and it goes on with today's reading.
+            _log.warning(
+                "run %s: its graph reads back with hash %s, not the recorded %s (the spec's "
+                "fields or defaults changed since it started); it resumes as read now",
+                run_id,
+                graph_hash(graph),
+                state.graph_hash,
+            )
+        return state, events, graph
