@@ -48,6 +48,7 @@ from .spec._parallel import BranchStrategy
 from .spec._validate import validate_graph
 
 _log = logging.getLogger("magistrate.runtime")
+_runs_log = logging.getLogger("magistrate.runs")
 
 if TYPE_CHECKING:
     from .observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
@@ -380,6 +381,22 @@ class Runtime(RunControl, NodeRunners):
             await ownership.release(run_id)
             raise
 
+    async def approve(
+        self, run_id: str, *, input: Mapping[str, Any] | None = None, by: str | None = None
+    ) -> RunHandle:
+        """Approve a paused run: inject ``input`` (recorded) and resume it here.
+
+        The one approval every front calls (the CLI's ``approve``, the HTTP API, the
+        dashboard). ``by`` names who approves and goes to the ``magistrate.runs`` log.
+        Raises RunNotFoundError, or RunStateError when the run is not paused (a running,
+        cancelled or finished run cannot be approved), then what :meth:`resume` raises.
+        """
+        state, _ = await self._read_state(run_id)
+        if state.status != "paused":
+            raise RunStateError(run_id, state.status, "only a paused run can be approved")
+        _runs_log.info("run %s: approved by %s", run_id, by or "(not named)")
+        return await self.resume(run_id, input=input)
+
     async def _resume(
         self,
         run_id: str,
@@ -432,9 +449,10 @@ class Runtime(RunControl, NodeRunners):
         not completed at ``at_seq`` runs again; a pause at ``at_seq`` is passed (the fork
         answers it), while a pause node due at ``at_seq`` that had not paused yet pauses
         the fork (a fork never skips an approval). The source
-        run is not touched. Raises RunNotFoundError, or RunStateError when ``at_seq`` is
+        run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
         outside the log, at or after the run's ``run.finished`` event, or between a node's
-        ``node.completed`` and the ``edge.taken`` that follows it.
+        ``node.completed`` and the ``edge.taken`` that follows it, and CorruptLogError when
+        the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
         """
         new_id = await copy_prefix(self, run_id, at_seq)
         return await self.resume(new_id, input=input)
