@@ -33,8 +33,9 @@ from ._errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
+from ._handle import RunHandle
 from ._result import RunResult
-from ._runtime import RunHandle, Runtime
+from ._runtime import Runtime
 from ._worker import run_worker
 from .engine import NodeContext
 from .llm import JudgeContext, JudgeProtocol, JudgeVerdict, Tool, ToolRegistry, tool

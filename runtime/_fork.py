@@ -29,7 +29,8 @@ async def copy_prefix(
     Raises RunNotFoundError for an unknown run, RunStateError when ``at_seq`` is outside
     the log, the prefix already holds the run's end (a finished run cannot go on) or it
     ends between a node's completion and its edge, and
-    the store's errors (ConcurrencyError if ``new_run_id`` already exists).
+    the store's errors (CorruptLogError if the hash chain of seqs 1..``at_seq`` is broken,
+    ConcurrencyError if ``new_run_id`` already exists).
     """
     events: list[Event] = await logs.read_events(run_id)
     if not events:
@@ -40,6 +41,10 @@ async def copy_prefix(
             run_id, fold(events).status, f"cannot fork at seq {at_seq}: its log has seqs 1..{last}"
         )
     prefix = events[:at_seq]
+    if logs.store is not None:
+        # The copy is re-chained under the new id: a prefix that does not verify would
+        # come out of the fork with a chain that does. CorruptLogError refuses it.
+        prefix = await logs.store.read_all(run_id, to_seq=at_seq, verify=True)
     for event in prefix:
         if isinstance(event.body, RunFinished):
             raise RunStateError(

@@ -24,6 +24,7 @@ from eventstore import (
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import RunStateError
 from ._fork import copy_prefix
+from ._handle import RunHandle
 from ._live_runs import LiveRun, LiveRuns
 from ._node_factory import NodeFactory
 from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
@@ -45,28 +46,12 @@ from .spec._parallel import BranchStrategy
 from .spec._validate import validate_graph
 
 _log = logging.getLogger("magistrate.runtime")
+_runs_log = logging.getLogger("magistrate.runs")
 
 if TYPE_CHECKING:
     from .observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
 
-__all__ = ["RunHandle", "Runtime"]
-
-
-class RunHandle:
-    """A started (or resumed) run in this process."""
-
-    def __init__(self, runtime: Runtime, run_id: str, outcome: RunOutcome) -> None:
-        self.runtime = runtime
-        self.run_id = run_id
-        self._outcome = outcome
-
-    async def result(self) -> RunResult:
-        """Wait until the run completes, fails, pauses or is cancelled; return its result.
-
-        Raises whatever stopped the executor itself (a store error, for instance).
-        Cancelling the wait does not affect the run.
-        """
-        return await self._outcome.wait()
+__all__ = ["Runtime"]
 
 
 class Runtime:
@@ -323,6 +308,19 @@ class Runtime:
         another process appended to), reporting to ``outcome`` if given."""
         return await self._resume(run_id, None, outcome=outcome)
 
+    async def approve(
+        self, run_id: str, *, input: Mapping[str, Any] | None = None, by: str | None = None
+    ) -> RunHandle:
+        """Approve a paused run: record ``input`` and resume it here; every front calls
+        this. ``by`` (who approves) goes to the ``magistrate.runs`` log. Raises
+        RunNotFoundError, RunStateError for a run that is not paused, then what
+        :meth:`resume` raises."""
+        status = (await self.get_state(run_id)).status
+        if status != "paused":
+            raise RunStateError(run_id, status, "only a paused run can be approved")
+        _runs_log.info("run %s: approved by %s", run_id, by or "(not named)")
+        return await self.resume(run_id, input=input)
+
     async def _resume(
         self,
         run_id: str,
@@ -355,9 +353,10 @@ class Runtime:
         not completed at ``at_seq`` runs again; a pause at ``at_seq`` is passed (the fork
         answers it), while a pause node due at ``at_seq`` that had not paused yet pauses
         the fork (a fork never skips an approval). The source
-        run is not touched. Raises RunNotFoundError, or RunStateError when ``at_seq`` is
+        run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
         outside the log, at or after the run's ``run.finished`` event, or between a node's
-        ``node.completed`` and the ``edge.taken`` that follows it.
+        ``node.completed`` and the ``edge.taken`` that follows it, and CorruptLogError when
+        the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
         """
         new_id = await copy_prefix(self._running.logs, run_id, at_seq)
         return await self.resume(new_id, input=input)
@@ -400,7 +399,7 @@ class Runtime:
         ref = self.system.spawn(executor, name=f"run:{run_id}")
         control.live.add(run_id, LiveRun(ref, outcome, log))
         await ref.tell(StartRun())
-        return RunHandle(self, run_id, outcome)
+        return RunHandle(run_id, outcome)
 
     async def result(self, run_id: str) -> RunResult:
         """The run's result: waits for a run live in this runtime, else reads the log."""

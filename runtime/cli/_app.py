@@ -18,9 +18,9 @@ from typing import Final
 import anyio
 
 from actors import MagistrateError
-from eventstore import CorruptLogError, NotAStoreError, SchemaVersionError, StoreFileError
+from eventstore import NotAStoreError, SchemaVersionError, StoreFileError
 
-from .._errors import RunNotFoundError, RunStateError, SpecError
+from .. import RunNotFoundError, RunStateError, SpecError
 from ._common import EXIT_FAILED, EXIT_USAGE, Handler, UsageError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
@@ -43,7 +43,6 @@ _USAGE_ERRORS = (
     NotAStoreError,
     SchemaVersionError,
     StoreFileError,
-    CorruptLogError,
 )
 
 

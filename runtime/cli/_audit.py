@@ -19,7 +19,7 @@ import msgspec
 
 from eventstore import EventStore, RunInfo
 
-from .._errors import RunNotFoundError
+from .. import RunNotFoundError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from eventstore import EventBody
 
-from ..events._catalogue import (
+from ..events import (
+    LEVEL_NAMES,
     LlmTurn,
     NodeCompleted,
     NodeFailed,
@@ -30,7 +31,6 @@ from ..events._catalogue import (
     StallDetected,
     Verdict,
 )
-from ..events._timeline import LEVEL_NAMES
 
 __all__ = ["Progress"]
 

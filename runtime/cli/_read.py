@@ -12,21 +12,18 @@ import math
 import re
 import sys
 import time
-from collections import Counter
 from typing import Any
 
 import msgspec
 
-from eventstore import Event, EventStore, RunInfo, RunQuery, event_tag
+from eventstore import RunQuery, VerifyReport
 
-from .._errors import RunNotFoundError
-from .._ownership import Ownership, listed_ownership
-from ..events._catalogue import LlmTurn, RunForked, Verdict
-from ..events._state import fold
-from ..events._timeline import describe_event, render_timeline
-from ..spec._load import load_graph
-from ..spec._mermaid import graph_to_mermaid
+from .. import RunNotFoundError, load_graph
+from ..events import describe_event, fold, render_timeline
+from ..reads import ChainStatus, EventRecord, RunReader, RunSummary
+from ..spec import graph_to_mermaid
 from ._common import (
+    EXIT_FAILED,
     EXIT_OK,
     UsageError,
     add_output_option,
@@ -36,7 +33,7 @@ from ._common import (
     to_builtins,
 )
 
-__all__ = ["event_record", "register", "run_summary"]
+__all__ = ["register"]
 
 _STATUSES = ("new", "running", "paused", "cancelled", "completed", "failed")
 _QUALITIES = ("clean", "degraded", "failed")
@@ -132,11 +129,11 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def _events(store: EventStore, run_id: str, to_seq: int | None = None) -> list[Event]:
-    events = await store.read_all(run_id, to_seq=to_seq)
-    if not events:
-        raise RunNotFoundError(run_id)
-    return events
+def _chain_broken(run_id: str, chain: ChainStatus | VerifyReport) -> int:
+    """Say on stderr that the run's chain is broken, in verify's words; the exit code."""
+    where = f" at seq {chain.broken_at}" if chain.broken_at is not None else ""
+    sys.stderr.write(f"magistrate: run {run_id}: hash chain broken{where}: {chain.reason}\n")
+    return EXIT_FAILED
 
 
 #: The owner column of a run no live claim holds (a claimed run shows its owner's id).
@@ -147,7 +144,7 @@ _OWNER_WORDS = {
 }
 
 
-def _owner_words(ownership: Ownership | None, owner: str | None) -> str:
+def _owner_words(ownership: str | None, owner: str | None) -> str:
     """The owner column of ``runs`` and the owner line of ``show``."""
     if ownership is None:
         return "-"  # a run the listing does not hold
@@ -169,15 +166,13 @@ async def _runs(args: argparse.Namespace) -> int:
     )
     async with open_store(args) as store:
         try:
-            page = await store.query_runs(query, cursor=args.cursor, limit=args.limit)
+            page = await RunReader(store).list_runs(query, cursor=args.cursor, limit=args.limit)
         except ValueError as exc:
             raise UsageError(f"--cursor: {exc}") from None
-    runs: list[RunInfo] = page.runs
-    ownership = [listed_ownership(r, store) for r in runs]
+    runs: list[RunSummary] = page.runs
     if args.output == "json":
         # The page as the HTTP API answers it: the next page's cursor is in it.
-        listed = [{**to_builtins(r), "ownership": o} for r, o in zip(runs, ownership, strict=True)]
-        emit_json({"runs": listed, "next_cursor": page.next_cursor})
+        emit_json(page)
         return EXIT_OK
     if args.quiet:
         sys.stdout.write("".join(f"{r.run_id}\n" for r in runs))
@@ -190,12 +185,12 @@ async def _runs(args: argparse.Namespace) -> int:
             r.graph_id or "",
             r.status,
             r.quality or "",
-            _owner_words(o, r.owner),
+            _owner_words(r.ownership, r.owner),
             str(r.last_seq),
             _when(r.created),
             _when(r.updated),
         ]
-        for r, o in zip(runs, ownership, strict=True)
+        for r in runs
     ]
     headers = [
         "run",
@@ -211,72 +206,20 @@ async def _runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run_summary(
-    run_id: str,
-    info: RunInfo | None,
-    events: list[Event],
-    ok: bool,
-    reason: str | None,
-    ownership: Ownership | None = None,
-) -> dict[str, Any]:
-    """What ``show`` prints, as builtins. ``owner`` and ``ownership`` are the listing's
-    (see :func:`runtime._ownership.listed_ownership`); both None for a run not listed."""
-    state = fold(events)
-    verdicts = Counter(
-        f"{e.body.action}"
-        for e in events
-        if isinstance(e.body, Verdict) and e.body.level != "bail_out"
-    )
-    turns = [e.body for e in events if isinstance(e.body, LlmTurn)]
-    forked = next((e.body for e in events if isinstance(e.body, RunForked)), None)
-    return {
-        "run_id": run_id,
-        "graph": (state.graph or {}).get("id"),
-        "graph_hash": state.graph_hash,
-        "status": state.status,
-        "quality": state.quality,
-        "owner": None if info is None else info.owner,
-        "ownership": ownership,
-        "created": events[0].ts,
-        "updated": events[-1].ts,
-        "events": len(events),
-        "path": state.path,
-        "pending": state.pending,
-        "paused": to_builtins(state.paused),
-        "error": state.error,
-        "total_retries": state.total_retries,
-        "turns": len(turns),
-        "tokens": {
-            "input": sum(t.input_tokens for t in turns),
-            "output": sum(t.output_tokens for t in turns),
-        },
-        "verdicts": dict(verdicts),
-        "goal_outcome": state.goal_outcome,
-        "forked_from": None
-        if forked is None
-        else {"run_id": forked.source_run_id, "seq": forked.source_seq},
-        "listed_status": None if info is None else info.status,
-        "chain": {"ok": ok, "reason": reason},
-    }
-
-
 async def _show(args: argparse.Namespace) -> int:
     async with open_store(args) as store:
-        events = await _events(store, args.run_id)
-        info = await store.get_run(args.run_id)
-        report = await store.verify(args.run_id)
-    ownership = None if info is None else listed_ownership(info, store)
-    data = run_summary(args.run_id, info, events, report.ok, report.reason, ownership)
+        report = await RunReader(store).report(args.run_id)
+    data: dict[str, Any] = to_builtins(report)
     if args.output == "json":
         emit_json(data)
-        return EXIT_OK
+        return EXIT_OK if report.chain.ok else EXIT_FAILED
     paused = data["paused"]
     lines = [
         f"run:       {data['run_id']}",
         f"graph:     {data['graph']} ({data['graph_hash']})",
         f"status:    {data['status']}"
         + (f", quality {data['quality']}" if data["quality"] else ""),
-        f"owner:     {_owner_words(ownership, data['owner'])}",
+        f"owner:     {_owner_words(report.ownership, data['owner'])}",
         f"created:   {_when(data['created'])} UTC, last event {_when(data['updated'])} UTC",
         f"events:    {data['events']}",
         f"path:      {' -> '.join(data['path']) or '-'}",
@@ -296,26 +239,34 @@ async def _show(args: argparse.Namespace) -> int:
     if data["forked_from"]:
         src = data["forked_from"]
         lines.append(f"forked:    from run {src['run_id']} at seq {src['seq']}")
-    chain = data["chain"]
-    lines.append(f"chain:     {'verified' if chain['ok'] else 'BROKEN: ' + str(chain['reason'])}")
+    chain = report.chain
+    lines.append(
+        f"chain:     verified: {chain.to_seq} events intact"
+        if chain.ok
+        else f"chain:     BROKEN at seq {chain.broken_at}: {chain.reason}"
+    )
     sys.stdout.write("\n".join(lines) + "\n")
-    return EXIT_OK
+    return EXIT_OK if chain.ok else _chain_broken(args.run_id, chain)
 
 
 async def _timeline(args: argparse.Namespace) -> int:
     async with open_store(args) as store:
-        events = await _events(store, args.run_id)
-        report = await store.verify(args.run_id)
+        reader = RunReader(store)
+        events = [event async for event, _ in reader.records(args.run_id)]
+        if not events:
+            raise RunNotFoundError(args.run_id)
+        report = await reader.verify(args.run_id)
     if args.output == "json":
         rows = []
         for event in events:
             node, label, detail = describe_event(event)
+            record = EventRecord.of(event)
             rows.append(
                 {
                     "seq": event.seq,
                     "ts": event.ts,
                     "node": None if node == "-" else node,
-                    "type": event_tag(event.body),
+                    "type": record.type,
                     "label": label,
                     "detail": detail,
                 }
@@ -332,17 +283,25 @@ async def _timeline(args: argparse.Namespace) -> int:
         )
     else:
         sys.stdout.write("\n".join(render_timeline(events, report)) + "\n")
-    return EXIT_OK if report.ok else 1
+    return EXIT_OK if report.ok else _chain_broken(args.run_id, report)
+
+
+async def _state_of(args: argparse.Namespace, *, to_seq: int | None) -> Any:
+    async with open_store(args) as store:
+        return await RunReader(store).state(args.run_id, at_seq=to_seq)
 
 
 async def _state(args: argparse.Namespace) -> int:
     if args.at is not None and args.at < 1:
         raise UsageError(f"--at must be a seq of 1 or more, got {args.at}")
-    async with open_store(args) as store:
-        events = await _events(store, args.run_id, to_seq=args.at)
-    state = fold(events)
-    if args.at is not None and args.at > state.last_seq:
-        raise UsageError(f"--at {args.at} is past the run's last event (seq {state.last_seq})")
+    try:
+        view = await _state_of(args, to_seq=args.at)
+    except ValueError as exc:  # past the run's last event
+        raise UsageError(f"--at {args.at}: {exc}") from None
+    if not view.chain.ok:
+        # A state folded from a broken log is not the run's: name the break, show nothing.
+        return _chain_broken(args.run_id, view.chain)
+    state = view.state
     if args.output == "json":
         emit_json(state)
         return EXIT_OK
@@ -363,35 +322,19 @@ async def _state(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def event_record(event: Event) -> dict[str, Any]:
-    """One exported line: the envelope's fields, the event's tag as ``type``, its ``body``."""
-    body = to_builtins(event.body)
-    body.pop("type", None)
-    return {
-        "run_id": event.run_id,
-        "seq": event.seq,
-        "position": event.position,
-        "ts": event.ts,
-        "type": event_tag(event.body),
-        "version": event.version,
-        "prev_hash": event.prev_hash,
-        "hash": event.hash,
-        "body": body,
-    }
-
-
 async def _export(args: argparse.Namespace) -> int:
     encoder = msgspec.json.Encoder()
     out = sys.stdout
-    found = False
+    chain: ChainStatus | None = None
     async with open_store(args) as store:
-        async for event in store.read(args.run_id):
-            found = True
-            out.write(encoder.encode(event_record(event)).decode())
+        async for event, status in RunReader(store).records(args.run_id):
+            out.write(encoder.encode(EventRecord.of(event)).decode())
             out.write("\n")
-    if not found:
+            chain = status
+    if chain is None:
         raise RunNotFoundError(args.run_id)
-    return EXIT_OK
+    # What the log holds is written either way; a broken chain is said, and is exit 1.
+    return EXIT_OK if chain.ok else _chain_broken(args.run_id, chain)
 
 
 async def _graph(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ how it ended.
 from __future__ import annotations
 
 import argparse
+import getpass
 import signal
 import sys
 import time
@@ -19,14 +20,19 @@ from typing import Any
 import anyio
 from rich.console import Console
 
-from eventstore import EventStore
+from eventstore import CorruptLogError, EventStore
 
-from .._errors import RunNotFoundError, RunStateError
-from .._result import RunResult
-from .._runtime import RunHandle, Runtime
-from ..events._state import fold
-from ..spec._load import graph_from_dict, load_graph
-from ..spec._model import GraphSpec
+from .. import (
+    GraphSpec,
+    RunHandle,
+    RunNotFoundError,
+    RunResult,
+    RunStateError,
+    Runtime,
+    graph_from_dict,
+    load_graph,
+)
+from ..reads import RunReader
 from ._common import (
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -114,6 +120,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("approve", help="inject input into a paused run and resume it")
     p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--by", help="who approves (default: the OS user's name)")
     _input_options(p, "a value to inject")
     _execution_options(p)
     p.set_defaults(handler=_approve)
@@ -138,11 +145,19 @@ def register(sub: Any) -> None:
 async def _graph_of(
     store: EventStore, run_id: str, at_seq: int | None = None
 ) -> tuple[GraphSpec, list[str], str]:
-    """The run's graph, the nodes it would run next (at ``at_seq``) and its status there."""
-    events = await store.read_all(run_id, to_seq=at_seq)
-    if not events:
-        raise RunNotFoundError(run_id)
-    state = fold(events)
+    """The run's graph, the nodes it would run next (at ``at_seq``) and its status there.
+
+    Raises CorruptLogError when the read's hash chain is broken: a broken log is not run.
+    """
+    reader = RunReader(store)
+    try:
+        view = await reader.state(run_id, at_seq=at_seq)
+    except ValueError:  # a seq past the log: the fork itself says so
+        view = await reader.state(run_id)
+    if not view.chain.ok:
+        chain = view.chain
+        raise CorruptLogError(run_id, chain.broken_at or 0, chain.reason or "broken chain")
+    state = view.state
     if state.graph is None:
         raise RunNotFoundError(run_id)
     resume_at = [*state.pending, *state.running]
@@ -268,9 +283,16 @@ async def _approve(args: argparse.Namespace) -> int:
             raise RunStateError(args.run_id, status, "only a paused run can be approved")
 
         async def start(rt: Runtime) -> RunHandle:
-            return await rt.resume(args.run_id, input=data)
+            return await rt.approve(args.run_id, input=data, by=args.by or _os_user())
 
         return await _execute(args, graph, start, store, stack, resume_at)
+
+
+def _os_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment or the user database
+        return None
 
 
 async def _fork(args: argparse.Namespace) -> int:

@@ -12,10 +12,9 @@ import os
 from contextlib import AsyncExitStack
 from typing import Any
 
-from .._runtime import Runtime
-from ..observe._metrics import default_metrics
+from .. import Runtime, load_graph
+from ..observe import default_metrics
 from ..server import serve
-from ..spec._load import load_graph
 from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
 from ._wiring import imports_named, make_provider, tools_from_modules
 

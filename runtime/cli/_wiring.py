@@ -19,14 +19,22 @@ from typing import Any
 
 import yaml
 
-from .._errors import ProviderError, ProviderHTTPError, UnknownToolError
-from ..llm._tools import Tool, ToolRegistry
-from ..providers._anthropic import AnthropicProvider
-from ..providers._base import LlmProvider, LlmRequest, LlmResponse, ToolCall
-from ..providers._openai import OpenAIProvider
-from ..providers._scripted import ScriptedProvider
-from ..spec._imports import import_allowed
-from ..spec._model import GraphSpec
+from .. import (
+    AnthropicProvider,
+    GraphSpec,
+    LlmProvider,
+    LlmRequest,
+    LlmResponse,
+    OpenAIProvider,
+    ProviderError,
+    ProviderHTTPError,
+    ScriptedProvider,
+    Tool,
+    ToolCall,
+    ToolRegistry,
+    UnknownToolError,
+)
+from ..spec import import_allowed
 from ._common import UsageError
 
 __all__ = [

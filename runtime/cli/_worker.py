@@ -11,9 +11,7 @@ from typing import Any
 
 import anyio
 
-from .._runtime import Runtime
-from .._worker import run_worker
-from ..providers._base import LlmProvider
+from .. import LlmProvider, Runtime, run_worker
 from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
 from ._wiring import make_provider, tools_from_modules
 

@@ -39,8 +39,16 @@ from ._catalogue import (
     VerificationRecorded,
 )
 from ._conversation import Conversation, ConversationEntry
-from ._state import PauseInfo, RunState, StallEntry, VerdictEntry, VerdictRecord, fold
-from ._timeline import describe_event, render_timeline
+from ._state import (
+    ForkOrigin,
+    PauseInfo,
+    RunState,
+    StallEntry,
+    VerdictEntry,
+    VerdictRecord,
+    fold,
+)
+from ._timeline import LEVEL_NAMES, describe_event, render_timeline
 
 __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     # the catalogue
@@ -78,12 +86,14 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "RunState",
     "fold",
     "PauseInfo",
+    "ForkOrigin",
     "StallEntry",
     "VerdictEntry",
     "VerdictRecord",
     "Conversation",
     "ConversationEntry",
     # the timeline
+    "LEVEL_NAMES",
     "describe_event",
     "render_timeline",
 ]

@@ -63,6 +63,7 @@ from ._node_visit import NodeVisit
 __all__ = [
     "KEPT_PER_NODE",
     "ConversationEntry",
+    "ForkOrigin",
     "NodeVisit",
     "PauseInfo",
     "RunState",
@@ -112,6 +113,14 @@ class StallEntry(msgspec.Struct, frozen=True, kw_only=True):
 class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     node_id: str | None
+
+
+class ForkOrigin(msgspec.Struct, frozen=True, kw_only=True):
+    """The run and seq a fork's log was copied from, and the source's chain hash there."""
+
+    run_id: str
+    seq: int
+    hash: str
 
 
 class RunState(msgspec.Struct, kw_only=True, dict=True):
@@ -175,6 +184,8 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: meet their pause gates when it resumes (a fork never skips an approval). Set by
     #: run.forked, cleared by the resume that follows.
     gates_due: bool = False
+    #: Where a fork's log was copied from (its ``run.forked`` event); None for other runs.
+    forked_from: ForkOrigin | None = None
     cancelled_at: str | None = None
     quality: str | None = None
     error: str | None = None
@@ -496,6 +507,9 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.gates_due = False
         case RunForked():
             s.gates_due = s.status == "running"
+            s.forked_from = ForkOrigin(
+                run_id=body.source_run_id, seq=body.source_seq, hash=body.source_hash
+            )
         case RunCancelled():
             s.status = "cancelled"
             s.cancelled_at = body.node_id

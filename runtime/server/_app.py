@@ -27,9 +27,9 @@ from starlette.staticfiles import StaticFiles
 from actors import MagistrateError
 from eventstore import ConcurrencyError, CorruptLogError, EventStore, StoreError
 
-from .._errors import RunNotFoundError, RunStateError, SpecError
-from .._runtime import Runtime
-from ..spec._model import GraphSpec, graph_hash, graph_to_dict
+from .. import GraphSpec, RunNotFoundError, RunStateError, Runtime, SpecError
+from ..reads import RunReader
+from ..spec import graph_hash, graph_to_dict
 from ._openapi import MAX_INT, openapi_document
 from ._schemas import (
     ApiError,
@@ -44,7 +44,7 @@ from ._schemas import (
     VerifyView,
 )
 from ._sse import head_position, run_changes, run_events
-from ._views import RunFilter, RunReader
+from ._views import RunFilter
 
 __all__ = ["create_app"]
 
@@ -192,7 +192,7 @@ class _Api:
         limit = _int(request, "limit", 50, 1, 500)
         cursor = _text(request, "cursor", 80)
         try:
-            page = await self.reader.list(filters, cursor=cursor, limit=limit)
+            page = await self.reader.list_runs(filters.query(), cursor=cursor, limit=limit)
         except ValueError as exc:  # a cursor no listing gave
             raise _HttpError(400, "bad_query", str(exc)) from None
         return _json(page)
@@ -214,10 +214,10 @@ class _Api:
         run_id = request.path_params["run_id"]
         at = _int(request, "at", 0, 1) or None
         try:
-            state = await self.runtime.get_state(run_id, at_seq=at)
+            view = await self.reader.state(run_id, at_seq=at)
         except ValueError as exc:  # past the run's last event
             raise _HttpError(400, "bad_query", str(exc)) from None
-        return _json(state)
+        return _json({**msgspec.to_builtins(view.state), "chain": view.chain})
 
     async def verify(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -301,7 +301,7 @@ class _Api:
                 run_id=run_id,
                 status=info.status,
             )
-        await self.runtime.resume(run_id, input=body.input or None)
+        await self.runtime.approve(run_id, input=body.input or None, by=body.by)
         return _json(RunRef(run_id=run_id, action="approved"), 202)
 
     async def cancel(self, request: Request) -> Response:

@@ -6,16 +6,14 @@ from typing import Any
 
 import msgspec
 
+from ..reads import ChainStatus, EventPage, RunDetail, RunList
 from ._schemas import (
     ApiError,
     ApproveRequest,
     CancelRequest,
-    EventPage,
     ForkRequest,
     GraphList,
     ResumeRequest,
-    RunDetail,
-    RunList,
     RunRef,
     StartRequest,
     VerifyView,
@@ -105,6 +103,7 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
             EventPage,
             VerifyView,
             GraphList,
+            ChainStatus,
         ],
         ref_template=_REF,
     )
@@ -112,7 +111,10 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
         components["StartRequest"]["properties"]["graph"]["enum"] = graph_names
     components["RunState"] = {
         "type": "object",
-        "description": "The fold of the run's log up to the requested seq",
+        "description": "The fold of the run's log up to the requested seq, and in `chain` "
+        "the check of the hash chain the read went through",
+        "properties": {"chain": {"$ref": _REF.format(name="ChainStatus")}},
+        "required": ["chain"],
     }
     paths: dict[str, Any] = {
         "/api/graphs": {

@@ -15,8 +15,7 @@ from prometheus_client import CollectorRegistry
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp
 
-from .._runtime import Runtime
-from ..spec._model import GraphSpec
+from .. import GraphSpec, Runtime
 from ._app import create_app
 
 __all__ = ["serve"]

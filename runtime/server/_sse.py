@@ -12,7 +12,7 @@ import msgspec
 
 from eventstore import Event, EventStore, RunInfo, event_tag
 
-from ._views import event_view
+from ..reads import EventRecord
 
 __all__ = ["head_position", "run_changes", "run_events"]
 
@@ -35,14 +35,14 @@ async def run_events(store: EventStore, run_id: str, after: int) -> AsyncIterato
     last_seq = after
     async for event in store.read(run_id, from_seq=after + 1):
         position, last_seq = event.position, event.seq
-        yield _message("event", _ENCODER.encode(event_view(event)), event.seq)
+        yield _message("event", _ENCODER.encode(EventRecord.of(event)), event.seq)
     if position == 0 and after > 0:
         async for event in store.read(run_id, from_seq=after, to_seq=after):
             position = event.position
     async for event in store.tail(from_position=position):
         if event.run_id == run_id and event.seq > last_seq:
             last_seq = event.seq
-            yield _message("event", _ENCODER.encode(event_view(event)), event.seq)
+            yield _message("event", _ENCODER.encode(EventRecord.of(event)), event.seq)
 
 
 class _Change(msgspec.Struct, frozen=True):

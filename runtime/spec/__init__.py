@@ -8,6 +8,7 @@ The most used names are on :mod:`runtime` as well.
 
 from ._expr import Expression, compile_expression
 from ._goal import Constraint, ConstraintOutcome, CriterionOutcome, GoalOutcome, SuccessCriterion
+from ._imports import import_allowed
 from ._load import graph_from_dict, load_graph, parse_graph
 from ._mermaid import graph_to_mermaid
 from ._model import (
@@ -73,6 +74,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "compact_graph_dict",
     "graph_hash",
     "function_ref",
+    "import_allowed",
     "graph_to_mermaid",
     # expressions
     "Expression",

@@ -95,7 +95,14 @@ def test_show_summarises_a_run(workdir: Workdir) -> None:
     assert data["quality"] == "clean"
     assert data["path"] == ["load", "classify", "act"]
     assert data["turns"] == 5 and data["verdicts"] == {"retry": 1, "accept": 1}
-    assert data["chain"] == {"ok": True, "reason": None}
+    assert data["chain"] == {
+        "ok": True,
+        "scope": "full",
+        "from_seq": 1,
+        "to_seq": data["events"],
+        "broken_at": None,
+        "reason": None,
+    }
     assert (data["owner"], data["ownership"]) == (None, "unclaimed")
     text = ok(workdir.run("show", done)).out
     assert "owner:     -\n" in text
@@ -224,7 +231,7 @@ def test_verify_and_timeline_detect_an_edited_event(workdir: Workdir) -> None:
     assert "1 problem(s): 2 run(s)" in ok(workdir.run("verify", "--all"), 1).out
     timeline = ok(workdir.run("timeline", done), 1)
     assert "verify: FAILED at seq 3" in timeline.out
-    assert "chain:     BROKEN" in ok(workdir.run("show", done)).out
+    assert "chain:     BROKEN at seq 3" in ok(workdir.run("show", done), 1).out
 
 
 def test_verify_refuses_ambiguous_or_unknown_targets(workdir: Workdir) -> None:

@@ -80,8 +80,9 @@ const CATEGORIES = {
   "pauses": "run.paused,run.resumed,input.injected,run.cancelled", "nodes": "node.", "run": "run.",
 };
 
-function nodeOf(body) {
-  return body.node_id || (body.type === "edge.taken" ? `${body.source} → ${body.target}` : body.source || "");
+function nodeOf(ev) {
+  const body = ev.body;
+  return body.node_id || (ev.type === "edge.taken" ? `${body.source} → ${body.target}` : body.source || "");
 }
 
 function short(value, n = 140) {
@@ -89,8 +90,9 @@ function short(value, n = 140) {
   return text && text.length > n ? text.slice(0, n) + "…" : text || "";
 }
 
-function describe(body) {
-  switch (body.type) {
+function describe(ev) {
+  const body = ev.body;
+  switch (ev.type) {
     case "run.started": return `started with input ${short(body.input)}`;
     case "node.started": return `visit ${body.visit}${body.attempt > 1 ? `, attempt ${body.attempt}` : ""}`;
     case "llm.turn": return `turn ${body.iteration}: ${short(body.text) || "(no text)"}${body.tool_calls.length ? ` · calls ${body.tool_calls.map((c) => c.name).join(", ")}` : ""} · ${body.input_tokens}/${body.output_tokens} tokens`;
@@ -136,6 +138,14 @@ function chainText(v) {
     : `chain broken at seq ${v.broken_at ?? "?"}: ${v.reason} (${fmtInt(v.checked)} events check out before it)`;
 }
 
+// The whole-chain check (verify) is read once per page and again when the run ends; each
+// refresh's detail carries the check of what it read (the snapshot's tail), which marks a
+// break in the events that came since.
+function chainView(full, read) {
+  if (!read.ok) return { ok: false, text: `chain broken at seq ${read.broken_at ?? "?"}: ${read.reason}` };
+  return { ok: full.ok, text: chainText(full) };
+}
+
 // ---------------------------------------------------------------- run page
 
 async function runPage(runId) {
@@ -175,15 +185,15 @@ async function runPage(runId) {
     if (node && ev.body.node_id !== node && ev.body.source !== node && ev.body.target !== node) return false;
     const types = wantedTypes();
     if (!types) return true;
-    return types.split(",").some((t) => (t.endsWith(".") ? ev.body.type.startsWith(t) : ev.body.type === t));
+    return types.split(",").some((t) => (t.endsWith(".") ? ev.type.startsWith(t) : ev.type === t));
   };
   const addRow = (ev) => {
-    rows.append(h("tr", { "data-seq": ev.seq, "data-type": ev.body.type, onclick: (e) => pick(ev, e.currentTarget) },
+    rows.append(h("tr", { "data-seq": ev.seq, "data-type": ev.type, onclick: (e) => pick(ev, e.currentTarget) },
       h("td", { class: "mono" }, ev.seq),
       h("td", { class: "small nowrap" }, new Date(ev.ts * 1000).toLocaleTimeString([], { hour12: false })),
-      h("td", { class: `mono ${tagClass(ev.body.type)}` }, ev.body.type),
-      h("td", { class: "small" }, nodeOf(ev.body)),
-      h("td", {}, describe(ev.body))));
+      h("td", { class: `mono ${tagClass(ev.type)}` }, ev.type),
+      h("td", { class: "small" }, nodeOf(ev)),
+      h("td", {}, describe(ev))));
   };
 
   // A filter change while a page is loading makes that page stale: it is dropped and the
@@ -234,7 +244,7 @@ async function runPage(runId) {
     if (mine !== picks) return;
     const editor = h("textarea", { rows: 5, style: "width:100%", id: "fork-input" }, JSON.stringify(state.memory, null, 2));
     const message = h("div", { class: "small" });
-    fill(travel, h("h2", {}, `State after seq ${ev.seq} `, h("span", { class: "mono small" }, ev.body.type)),
+    fill(travel, h("h2", {}, `State after seq ${ev.seq} `, h("span", { class: "mono small" }, ev.type)),
       h("div", { class: "kv small", id: "state-at" },
         h("span", { class: "muted" }, "status"), h("span", {}, state.status),
         h("span", { class: "muted" }, "path"), h("span", {}, state.path.join(" → ") || "—"),
@@ -258,12 +268,20 @@ async function runPage(runId) {
   }
 
   let refreshes = 0;
+  let verify = null;
+  let verifiedAs = null;
   async function refresh() {
     const mine = ++refreshes;
-    const [fresh, verify] = await Promise.all([api(`/api/runs/${enc}`), api(`/api/runs/${enc}/verify`)]);
+    const fresh = await api(`/api/runs/${enc}`);
+    const status = fresh.summary.status;
+    if (verify === null || (status !== verifiedAs && ["completed", "failed", "cancelled"].includes(status))) {
+      verify = await api(`/api/runs/${enc}/verify`);
+      verifiedAs = status;
+    }
     if (mine !== refreshes) return;
     detail = fresh;
     const sum = detail.summary;
+    const chain = chainView(verify, detail.chain);
     recheckOwners([sum], refreshSoon, head);
     fill(head, 
       h("div", { class: "row" },
@@ -271,7 +289,10 @@ async function runPage(runId) {
         sum.ownership === "unclaimed" ? "" : h("span", { id: "owner", class: `small o-${sum.ownership}` }, sum.ownership === "claimed" ? "owner " : "", h("b", {}, ownerText(sum))),
         h("span", {}, "graph ", h("b", {}, sum.graph_id || "?")),
         h("span", { class: "muted" }, `${fmtInt(sum.last_seq)} events · started ${fmtTime(sum.created)} · updated ${fmtTime(sum.updated)}`),
-        h("span", { id: "chain", class: verify.ok ? "chain-ok" : "chain-bad" }, chainText(verify))),
+        sum.forked_from ? h("span", { id: "forked", class: "small" }, "fork of ",
+          h("a", { href: `${ROOT}/runs/${encodeURIComponent(sum.forked_from.run_id)}`, class: "mono" }, sum.forked_from.run_id),
+          ` at seq ${fmtInt(sum.forked_from.seq)}`) : "",
+        h("span", { id: "chain", class: chain.ok ? "chain-ok" : "chain-bad" }, chain.text)),
       detail.current.length && !["completed", "failed"].includes(sum.status) ? h("p", {}, "at node ", h("b", { id: "current" }, detail.current.join(", "))) : "",
       detail.goal ? h("p", { class: "small" }, h("b", {}, "Goal: "), detail.goal.description,
         detail.goal.success_criteria?.length ? h("span", { class: "muted" }, ` (success: ${detail.goal.success_criteria.join("; ")})`) : "") : "",

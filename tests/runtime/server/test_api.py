@@ -211,14 +211,14 @@ async def test_events_page_and_filter_and_state_travels_in_time(tmp_path: Path) 
 
         events = (await s.client.get(f"/api/runs/{run_id}/events", params={"limit": 1000})).json()
         all_events = events["events"]
-        assert all_events[0]["body"]["type"] == "run.started"
+        assert all_events[0]["type"] == "run.started"
         verdicts = (
             await s.client.get(f"/api/runs/{run_id}/events", params={"type": "judge.verdict"})
         ).json()["events"]
-        assert verdicts and {e["body"]["type"] for e in verdicts} == {"judge.verdict"}
-        assert len(verdicts) == sum(1 for e in all_events if e["body"]["type"] == "judge.verdict")
+        assert verdicts and {e["type"] for e in verdicts} == {"judge.verdict"}
+        assert len(verdicts) == sum(1 for e in all_events if e["type"] == "judge.verdict")
         llm = (await s.client.get(f"/api/runs/{run_id}/events", params={"type": "llm."})).json()
-        assert {e["body"]["type"] for e in llm["events"]} == {"llm.turn"}
+        assert {e["type"] for e in llm["events"]} == {"llm.turn"}
         drafted = (
             await s.client.get(f"/api/runs/{run_id}/events", params={"node": "draft"})
         ).json()
@@ -227,7 +227,7 @@ async def test_events_page_and_filter_and_state_travels_in_time(tmp_path: Path) 
             for e in drafted["events"]
         )
 
-        first_output = next(e["seq"] for e in all_events if e["body"]["type"] == "output.set")
+        first_output = next(e["seq"] for e in all_events if e["type"] == "output.set")
         at_start = (await s.client.get(f"/api/runs/{run_id}/state", params={"at": 1})).json()
         assert at_start["memory"] == {"topic": "Lisbon"}
         assert at_start["last_seq"] == 1
@@ -253,11 +253,8 @@ async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
         assert response.status_code == 202
         await s.wait_status(run_id, "cancelled")
         events = (await s.client.get(f"/api/runs/{run_id}/events", params={"type": "run."})).json()
-        assert events["events"][-1]["body"] == {
-            "type": "run.cancelled",
-            "node_id": "gate",
-            "reason": "not needed",
-        }
+        assert events["events"][-1]["type"] == "run.cancelled"
+        assert events["events"][-1]["body"] == {"node_id": "gate", "reason": "not needed"}
         resumed = await s.client.post(
             f"/api/runs/{run_id}/resume", json={"input": {"ok": True}}, headers=AUTH
         )

@@ -135,7 +135,7 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
 
     async with served(tmp_path / "runs.db") as s, browser_page() as page:
         run_id, events = await _paused_review(s)
-        first_output = next(e["seq"] for e in events if e["body"]["type"] == "output.set")
+        first_output = next(e["seq"] for e in events if e["type"] == "output.set")
 
         await page.goto(f"{s.url}/runs/{run_id}#token={TOKEN}")
         await expect(page.locator("#timeline tbody tr")).to_have_count(len(events))
@@ -143,7 +143,7 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
         for label in ("turns", "tool calls", "memory writes", "edges", "pauses", "nodes", "run"):
             await page.uncheck(f'input[data-category="{label}"]')
         await expect(page.locator("#timeline tbody tr")).to_have_count(
-            sum(e["body"]["type"] in ("judge.verdict", "node.stalled") for e in events)
+            sum(e["type"] in ("judge.verdict", "node.stalled") for e in events)
         )
         types = await page.locator("#timeline tbody tr").evaluate_all(
             "rows => rows.map(r => r.dataset.type)"
@@ -157,7 +157,7 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
 
         # Fork from the pause with edited input: the fork runs on and completes.
         paused_seq = events[-1]["seq"]
-        assert events[-1]["body"]["type"] == "run.paused"
+        assert events[-1]["type"] == "run.paused"
         await page.check('input[data-category="pauses"]')
         await page.click(f'#timeline tr[data-seq="{paused_seq}"]')
         await expect(page.locator("#travel")).to_contain_text(f"State after seq {paused_seq}")
@@ -412,3 +412,22 @@ async def test_the_runs_table_shows_the_worker_holding_a_run_or_that_it_waits_fo
             await s.wait_status(live, "completed")
     finally:
         GATE.set()
+
+
+async def test_a_fork_s_run_page_says_what_it_was_forked_from(tmp_path: Path) -> None:
+    _need_browser()
+    from playwright.async_api import expect
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        response = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+        source = response.json()["run_id"]
+        await s.wait_status(source, "paused")
+        fork = await s.client.post(f"/api/runs/{source}/fork", json={"at_seq": 2}, headers=AUTH)
+        forked = fork.json()["run_id"]
+        await s.wait_status(forked, "paused")
+        await page.goto(f"{s.url}/runs/{forked}")
+        await expect(page.locator("#forked")).to_have_text(f"fork of {source} at seq 2")
+        await page.click("#forked a")
+        await expect(page).to_have_url(f"{s.url}/runs/{source}")
+        await expect(page.locator("#forked")).to_have_count(0)
+        await expect(page.locator("#chain")).to_contain_text("verified")

@@ -256,6 +256,17 @@ async def test_a_long_judged_runs_detail_equals_the_fold_of_its_whole_log(
         assert "round 139: be specific" in [v["feedback"] for v in draft["verdicts"]]
         assert [x["iteration"] for x in draft["stalls"]] == [3]
         assert detail["edges_taken"] == ["draft>tick", "tick>draft", "tick>done"]
+        # Read through the snapshot: the chain is checked from its seq to the run's end.
+        assert detail["chain"] == {
+            "ok": True,
+            "scope": "tail",
+            "from_seq": snapshot.seq,
+            "to_seq": len(events),
+            "broken_at": None,
+            "reason": None,
+        }
 
         await store.delete_snapshots(result.run_id)
-        assert (await s.client.get(url)).json() == detail
+        again = (await s.client.get(url)).json()
+        assert again["chain"] == {**detail["chain"], "scope": "full", "from_seq": 1}
+        assert {**again, "chain": None} == {**detail, "chain": None}

@@ -48,7 +48,7 @@ async def test_a_run_stream_sends_the_log_then_live_events_until_it_finishes(
                         f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}}, headers=AUTH
                     )
                     assert approve.status_code == 202
-                if event["body"]["type"] == "run.finished":
+                if event["type"] == "run.finished":
                     assert event["body"]["status"] == "completed"
                     break
         assert seqs == list(range(1, seqs[-1] + 1))

@@ -1,0 +1,237 @@
+"""What the fronts show of a run: the records of the read model, as msgspec Structs.
+
+The CLI prints them, the HTTP API encodes them (and describes them in its OpenAPI
+document), the dashboard renders them. Every record that comes from a run's log carries
+the :class:`ChainStatus` of the read that made it: what the read checked of the hash
+chain, and where it broke.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from eventstore import Event, event_tag
+
+from .._ownership import Ownership
+from ..events._state import ForkOrigin, RunState
+
+__all__ = [
+    "ChainStatus",
+    "EventPage",
+    "EventRecord",
+    "NodeVerdicts",
+    "PauseView",
+    "RunDetail",
+    "RunList",
+    "RunReport",
+    "RunSummary",
+    "StallView",
+    "StateView",
+    "Tokens",
+    "VerdictView",
+]
+
+#: What a read checked of a run's hash chain: ``tail`` from the snapshot it started at (or
+#: the first event it read) to the run's last seq and hash, ``full`` every event of the run.
+ChainScope = Literal["tail", "full"]
+
+
+class ChainStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """The hash-chain check of one read. ``ok`` is False when what the read went through
+    does not chain (an edited, removed or reordered event) or does not end where the run's
+    record says (a cut log); ``broken_at`` is the first bad seq and ``reason`` the one-line
+    reason ``verify`` gives. ``from_seq`` is the first seq the read checked: events before
+    it (covered by a snapshot) are checked by ``verify`` only."""
+
+    ok: bool
+    scope: ChainScope
+    from_seq: int
+    to_seq: int
+    broken_at: int | None = None
+    reason: str | None = None
+
+
+class EventRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One event in its one JSON form (``magistrate export`` lines, the HTTP API's event
+    pages and streams): the envelope, the body's stable tag as ``type``, and ``body``, the
+    body's fields without ``type``. ``docs/verify_export.py`` recomputes ``hash`` from it."""
+
+    run_id: str
+    seq: int
+    position: int
+    ts: float
+    type: str
+    version: int
+    prev_hash: str
+    hash: str
+    body: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: Event) -> EventRecord:
+        """The record of a stored event."""
+        body: dict[str, Any] = msgspec.to_builtins(event.body)
+        body.pop("type", None)
+        return cls(
+            run_id=event.run_id,
+            seq=event.seq,
+            position=event.position,
+            ts=event.ts,
+            type=event_tag(event.body),
+            version=event.version,
+            prev_hash=event.prev_hash,
+            hash=event.hash,
+            body=body,
+        )
+
+
+class EventPage(msgspec.Struct, frozen=True, kw_only=True):
+    """Events with ``seq > after`` that match the filters, in seq order; ``next_after`` (the
+    ``after`` of the next page) is None at the end. A page reads at most 10,000 events of
+    the log, so with filters that match few of them it may be short, or empty, and still
+    have a ``next_after``. ``chain`` checks the events the page read."""
+
+    events: list[EventRecord]
+    next_after: int | None
+    last_seq: int
+    chain: ChainStatus
+
+
+class PauseView(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a paused run waits: ``reason`` (hitl, user, input), the node, the keys it reads."""
+
+    reason: str
+    node_id: str | None
+    waiting_for: list[str] = []
+
+
+class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A row of the runs list. ``created`` and ``updated`` are Unix times in seconds.
+
+    ``status`` is the log's. ``owner`` and ``ownership`` come from the store's claims, read
+    with the row, not from the log: ``owner`` is the worker id whose claim on the run is
+    unexpired, or None. ``ownership`` is ``claimed`` (``owner`` holds it), ``waiting`` (a
+    running run that no live claim holds: nothing executes it until a worker claims it),
+    ``unclaimed`` (not running, not claimed), or ``unrecorded`` (the store records no
+    ownership: a running run may be executing in the process that started it).
+    ``forked_from`` names the source of a fork.
+    """
+
+    run_id: str
+    status: str
+    owner: str | None
+    ownership: Ownership
+    quality: str | None
+    graph_id: str | None
+    graph_hash: str | None
+    created: float
+    updated: float
+    last_seq: int
+    paused: PauseView | None = None
+    error: str | None = None
+    forked_from: ForkOrigin | None = None
+
+
+class RunList(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of runs, newest first; ``next_cursor`` (the ``cursor`` of the next page) is
+    None on the last page."""
+
+    runs: list[RunSummary]
+    next_cursor: str | None
+
+
+class VerdictView(msgspec.Struct, frozen=True, kw_only=True):
+    seq: int
+    iteration: int
+    action: str
+    level: str
+    feedback: str
+    confidence: float | None
+    error: str | None
+
+
+class StallView(msgspec.Struct, frozen=True, kw_only=True):
+    seq: int
+    iteration: int
+    signature: str
+
+
+class NodeVerdicts(msgspec.Struct, frozen=True, kw_only=True):
+    """An LLM node's judged history in log order: its verdicts and stall warnings (the
+    newest 500 of each) and how many verdicts it got in all."""
+
+    node_id: str
+    verdicts: list[VerdictView]
+    stalls: list[StallView]
+    total_verdicts: int
+
+
+class RunDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """A run as its log folds: summary, graph, where it is, memory, verdicts and goal outcome.
+
+    ``current`` lists the nodes running or due next; ``visit_counts`` counts each node's
+    starts; ``edges_taken`` lists each edge taken at least once as ``"source>target"``;
+    ``event_counts`` counts events by type; ``turns`` and ``tokens`` count LLM turns and
+    their tokens over the run. ``chain`` is the check of the read that folded it.
+    """
+
+    summary: RunSummary
+    graph: dict[str, Any] | None
+    goal: dict[str, Any] | None
+    goal_outcome: dict[str, Any] | None
+    input: dict[str, Any]
+    memory: dict[str, Any]
+    path: list[str]
+    current: list[str]
+    pending: list[str]
+    visit_counts: dict[str, int]
+    failed_nodes: list[str]
+    total_retries: int
+    llm_nodes: list[NodeVerdicts]
+    edges_taken: list[str]
+    event_counts: dict[str, int]
+    chain: ChainStatus
+
+
+class StateView(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's folded state (as :meth:`runtime.Runtime.get_state` gives it) and the check
+    of the read that folded it."""
+
+    state: RunState
+    chain: ChainStatus
+
+
+class Tokens(msgspec.Struct, frozen=True, kw_only=True):
+    input: int
+    output: int
+
+
+class RunReport(msgspec.Struct, frozen=True, kw_only=True):
+    """A run for an auditor (``magistrate show``): where it went, what the judge said, and
+    the check of its whole hash chain (``chain.scope`` is ``full``). ``verdicts`` counts
+    judged verdicts by action (tool-call turns' bail-outs left out); ``status`` is the
+    fold's, ``listed_status`` the listing's."""
+
+    run_id: str
+    graph: str | None
+    graph_hash: str | None
+    status: str
+    quality: str | None
+    owner: str | None
+    ownership: Ownership | None
+    created: float
+    updated: float
+    events: int
+    path: list[str]
+    pending: list[str]
+    paused: PauseView | None
+    error: str | None
+    total_retries: int
+    turns: int
+    tokens: Tokens
+    verdicts: dict[str, int]
+    goal_outcome: dict[str, Any] | None
+    forked_from: ForkOrigin | None
+    listed_status: str | None
+    chain: ChainStatus
