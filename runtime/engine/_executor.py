@@ -42,7 +42,8 @@ from ..events._catalogue import (
     RunResumed,
     RunStarted,
 )
-from ..events._state import RunState, disown, disown_values
+from ..events._memory import disown, disown_values
+from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
 from ..spec._model import (

@@ -23,7 +23,8 @@ from eventstore import EventBody, StoreError
 
 from .._result import RunOutcome, RunStatus, result_of
 from ..events._catalogue import MemoryWritten, RunCancelled, RunFinished, RunPaused
-from ..events._state import RunState, disown
+from ..events._memory import disown
+from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..spec._model import Goal, GraphSpec
 from ._messages import GoalScored
