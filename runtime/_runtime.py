@@ -387,10 +387,7 @@ class Runtime(RunControl, NodeRunners):
         *,
         outcome: RunOutcome | None = None,
     ) -> RunHandle:
-        state, events = await self._read_state(run_id)
-        if state.forked and (not events or events[0].seq != 1):
-            # An open fan-out is rebuilt from its events, which may precede the snapshot.
-            events = await self.read_events(run_id)
+        state, _events = await self._read_state(run_id)
         if state.status in FINAL:
             raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
         if state.graph is None:
@@ -415,7 +412,6 @@ class Runtime(RunControl, NodeRunners):
             graph,
             log,
             resume_from=state,
-            resume_events=events,
             resume_input=dict(input or {}) or None,
             outcome=outcome,
         )
@@ -447,7 +443,6 @@ class Runtime(RunControl, NodeRunners):
         *,
         input: dict[str, Any] | None = None,
         resume_from: RunState | None = None,
-        resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
         outcome: RunOutcome | None = None,
         started: anyio.Event | None = None,
@@ -490,7 +485,6 @@ class Runtime(RunControl, NodeRunners):
             outcome=outcome,
             input=input,
             resume_from=resume_from,
-            resume_events=resume_events,
             resume_input=resume_input,
             score_goal=partial(score_goal, providers=self.provider_named),
         )

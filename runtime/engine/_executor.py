@@ -20,14 +20,14 @@ completed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import msgspec
 
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
-from eventstore import Event, EventBody
+from eventstore import EventBody
 
 from .._errors import ExpressionError
 from .._result import RunOutcome
@@ -56,7 +56,7 @@ from ..spec._model import (
 from ._edges import Route, decide_edge, failure_routes, resolve_edges
 from ._executor_edges import EdgeSteps
 from ._executor_end import RunEnding
-from ._fanout import FanOut, restore_fanout
+from ._fanout import FanOut, resumed_fanout
 from ._messages import (
     CancelRun,
     CommitFailed,
@@ -122,7 +122,6 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         outcome: RunOutcome,
         input: dict[str, Any] | None = None,
         resume_from: RunState | None = None,
-        resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
         score_goal: GoalScorer | None = None,
     ) -> None:
@@ -138,7 +137,6 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
             log.state = resume_from  # continue with the fold of the stored log
         self.resuming = resume_from is not None
         self.state: RunState = log.state
-        self.resume_events = resume_events
         self.resume_input = resume_input
         self.reducers = {key.name: key.reducer for key in graph.memory}
         self.specs = graph.node_map()
@@ -270,7 +268,8 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         # middle of a run passes only the nodes that had started, so a node that had not
         # reached its pause gate meets it now: a fork never skips an approval.
         self.pass_pause = unfinished if gates_due else set(pending)
-        self.fanout = restore_fanout(self.resume_events, self.graph.conflict_strategy)
+        if state.fanout is not None:
+            self.fanout = resumed_fanout(state.fanout, self.graph.conflict_strategy)
         if self.fanout is not None and self.fanout.join in pending:
             pending.remove(self.fanout.join)  # a finished branch's edge; the join waits
         starts: list[tuple[str, str | None]] = []

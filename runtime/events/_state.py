@@ -49,6 +49,7 @@ from ._catalogue import (
     VerificationRecorded,
 )
 from ._conversation import Conversation
+from ._fanout import OpenFanOut, fanout_apply, fanout_opened
 from ._memory import owned, write_memory
 from ._node_visit import NodeVisit
 from ._verdicts import (
@@ -102,9 +103,8 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     running: dict[str, int] = {}
     failed_nodes: list[str] = []
     total_retries: int = 0
-    #: Whether a fan-out is open (forked, not yet joined), and its join node if it has one.
-    forked: bool = False
-    fanout_join: str | None = None
+    #: The open fan-out (forked, not yet joined), if any: its branches and their writes.
+    fanout: OpenFanOut | None = None
     outputs: dict[str, dict[str, Any]] = {}
     #: LLM turns of each node over the whole run (``iterations`` counts the current visit).
     turns: dict[str, int] = {}
@@ -162,6 +162,7 @@ def _copy(state: RunState) -> RunState:
         stalls={node: list(kept) for node, kept in state.stalls.items()},
         edges_taken=dict(state.edges_taken),
         event_counts=dict(state.event_counts),
+        fanout=None if state.fanout is None else state.fanout.copy(),
     )
 
 
@@ -231,8 +232,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.running[node] = body.attempt
             _visit_started(s, node, body.visit)
             s.conversation.apply(body)
+            if s.fanout is not None:
+                fanout_apply(s.fanout, body)
         case MemoryWritten():
             write_memory(s, body)
+            if s.fanout is not None:
+                fanout_apply(s.fanout, body)
             if body.node_id is not None:
                 visit = s.visits.get(body.node_id)
                 if visit is not None:
@@ -242,8 +247,13 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case EdgeTaken():
             edge = f"{body.source}>{body.target}"
             s.edges_taken[edge] = s.edges_taken.get(edge, 0) + 1
-            if body.target != s.fanout_join:  # the join is due once the branches joined
+            fan = s.fanout
+            if fan is None:
                 _due(s, body.target)
+            else:
+                if body.target != fan.join:  # the join is due once the branches joined
+                    _due(s, body.target)
+                fanout_apply(fan, body)
         case OutputSet():
             values = s.outputs.get(body.node_id)
             if values is None:
@@ -286,17 +296,17 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             else:
                 s.failed_nodes.append(body.node_id)
                 _finish_node(s, body.node_id)
+            if s.fanout is not None:
+                fanout_apply(s.fanout, body)
         case BranchesForked():
             s.conversation.apply(body)
-            s.forked = True
-            s.fanout_join = body.join
+            s.fanout = fanout_opened(body)
             for target in body.targets:
                 if target != body.join:
                     _due(s, target)
         case BranchesJoined():
             s.conversation.apply(body)
-            s.forked = False
-            s.fanout_join = None
+            s.fanout = None
             if body.join is not None:
                 _due(s, body.join)
         case (
@@ -356,8 +366,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.pending = []
             s.running = {}
             s.paused = None
-            s.forked = False
-            s.fanout_join = None
+            s.fanout = None
         case _:
             pass
 
