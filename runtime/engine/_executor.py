@@ -38,6 +38,7 @@ from ..events._catalogue import (
     NodeCompleted,
     NodeFailed,
     NodeStarted,
+    PauseReason,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -147,7 +148,7 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         self.node_refs: dict[str, ActorRef] = {}  # node id -> the actor that runs it
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.deferred: list[tuple[str, str | None, str]] = []  # (node, branch, reason)
+        self.deferred: list[tuple[str, str | None, PauseReason]] = []  # (node, branch, why)
         self.pass_pause: set[str] = set()
         self.fanout: FanOut | None = None
         self.pause_requested = False
@@ -187,29 +188,30 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         return None
 
     async def _dispatch(self, message: Any) -> None:
-        if isinstance(message, RetryNode):
-            self.retry_timers -= 1
-            await self._start_node(message.node_id, message.branch, attempt=message.attempt)
-        elif isinstance(message, StartRun):
-            await self._on_start()
-        elif isinstance(message, PauseRun):
-            self.pause_requested = True
-            await self._maybe_pause()
-        elif isinstance(message, EdgeDecided):
-            await self._on_edge_decided(message)
-        elif isinstance(message, GoalScored):
-            await self._on_goal_scored(message)
-        elif isinstance(message, CancelRun):
-            await self._cancel(message.reason)
-        elif isinstance(message, Terminated):
-            await self._on_node_terminated(message)
-        elif isinstance(message, CommitFailed):
-            raise message.error
-        elif isinstance(message, InjectInput):
-            self.emit(InputInjected(data=dict(message.data)))
-            await self.commit()
-        else:
-            raise TypeError(f"executor got an unknown message {type(message).__name__}")
+        match message:
+            case RetryNode():
+                self.retry_timers -= 1
+                await self._start_node(message.node_id, message.branch, attempt=message.attempt)
+            case StartRun():
+                await self._on_start()
+            case PauseRun():
+                self.pause_requested = True
+                await self._maybe_pause()
+            case EdgeDecided():
+                await self._on_edge_decided(message)
+            case GoalScored():
+                await self._on_goal_scored(message)
+            case CancelRun():
+                await self._cancel(message.reason)
+            case Terminated():
+                await self._on_node_terminated(message)
+            case CommitFailed():
+                raise message.error
+            case InjectInput():
+                self.emit(InputInjected(data=dict(message.data)))
+                await self.commit()
+            case _:
+                raise TypeError(f"executor got an unknown message {type(message).__name__}")
 
     # ------------------------------------------------------------------ log
 

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from ..events._fanout import OpenFanOut
+from ..events._fanout import BranchStatus, OpenFanOut
 from ..spec._model import GraphSpec
 
-__all__ = ["FanOut", "convergence_node", "resumed_fanout"]
+__all__ = ["ConflictStrategy", "FanOut", "convergence_node", "resumed_fanout"]
+
+#: How memory writes of branches to one key are settled (GraphSpec.conflict_strategy).
+ConflictStrategy = Literal["last_wins", "first_wins", "error"]
 
 
 @dataclass
 class FanOut:
     source: str
     join: str | None
-    branches: dict[str, str] = field(default_factory=dict)  # branch -> running|done|failed
+    branches: dict[str, BranchStatus] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     writes: dict[str, str] = field(default_factory=dict)  # memory key -> first writing branch
     # For last_wins / first_wins, which go by the order branches finish: the branch whose
@@ -53,7 +56,7 @@ def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
     return min(common, key=lambda n: (max(d[n] for d in distances), order.get(n, 0)))
 
 
-def resumed_fanout(fan: OpenFanOut, conflict_strategy: str) -> FanOut:
+def resumed_fanout(fan: OpenFanOut, conflict_strategy: ConflictStrategy) -> FanOut:
     """The executor's fan-out continuing ``fan``, the open fan-out of a resumed run's state.
 
     With ``first_wins`` each key goes to the first branch to reach the join among those

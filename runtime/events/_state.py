@@ -13,7 +13,7 @@ are kept as :mod:`._verdicts` says.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -37,6 +37,8 @@ from ._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    PauseReason,
+    Quality,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -62,11 +64,15 @@ from ._verdicts import (
     verdict_record,
 )
 
-__all__ = ["PauseInfo", "RunState", "apply", "fold"]
+__all__ = ["PauseInfo", "RunState", "StateStatus", "apply", "fold"]
+
+
+#: A run's status in its state: "new" before its first event, then as its events say.
+StateStatus = Literal["new", "running", "paused", "cancelled", "completed", "failed"]
 
 
 class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
-    reason: str
+    reason: PauseReason
     node_id: str | None
 
 
@@ -89,7 +95,7 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     """
 
     run_id: str = ""
-    status: str = "new"
+    status: StateStatus = "new"
     graph: dict[str, Any] | None = None
     graph_hash: str | None = None
     entry: str | None = None
@@ -131,7 +137,7 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: run.forked, cleared by the resume that follows.
     gates_due: bool = False
     cancelled_at: str | None = None
-    quality: str | None = None
+    quality: Quality | None = None
     error: str | None = None
     goal_outcome: dict[str, Any] | None = None
     last_seq: int = 0
