@@ -60,7 +60,7 @@ def result_of(state: RunState, run_id: str | None = None) -> RunResult:
     return RunResult(
         run_id=run_id or state.run_id,
         status=status,  # type: ignore[arg-type]  # checked just above
-        quality=state.quality,  # type: ignore[arg-type]
+        quality=state.quality,
         memory=dict(state.memory),
         path=list(state.path),
         steps=state.steps,

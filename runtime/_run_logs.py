@@ -96,14 +96,11 @@ class RunLogs:
             raise ValueError(f"at_seq {at_seq} is past the run's last event (seq {state.last_seq})")
         return state
 
-    async def read_resumable(self, run_id: str) -> tuple[RunState, list[Event], GraphSpec]:
-        """What resuming ``run_id`` starts from: its state, the events folded after the
-        snapshot it was read through (all of them while a fan-out is open) and its graph.
-        Raises RunNotFoundError, or RunStateError for a finished run."""
-        state, events = await self.read_state(run_id)
-        if state.forked and (not events or events[0].seq != 1):
-            # An open fan-out is rebuilt from its events, which may precede the snapshot.
-            events = await self.read_events(run_id)
+    async def read_resumable(self, run_id: str) -> tuple[RunState, GraphSpec]:
+        """What resuming ``run_id`` starts from: its state (an open fan-out included, read
+        through its snapshot like the rest) and its graph. Raises RunNotFoundError, or
+        RunStateError for a finished run."""
+        state, _events = await self.read_state(run_id)
         if state.status in FINAL:
             raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
         if state.graph is None:
@@ -119,4 +116,4 @@ class RunLogs:
                 graph_hash(graph),
                 state.graph_hash,
             )
-        return state, events, graph
+        return state, graph

@@ -329,14 +329,13 @@ class Runtime:
         outcome: RunOutcome | None = None,
     ) -> RunHandle:
         logs = self._running.logs
-        state, events, graph = await logs.read_resumable(run_id)
+        state, graph = await logs.read_resumable(run_id)
         self.nodes.check(graph)
         return await self._launch(
             run_id,
             graph,
             logs.reopen(run_id, state.last_seq),
             resume_from=state,
-            resume_events=events,
             resume_input=dict(input or {}) or None,
             outcome=outcome,
         )
@@ -369,7 +368,6 @@ class Runtime:
         *,
         input: dict[str, Any] | None = None,
         resume_from: RunState | None = None,
-        resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
         outcome: RunOutcome | None = None,
         started: anyio.Event | None = None,
@@ -392,7 +390,6 @@ class Runtime:
             outcome=outcome,
             input=input,
             resume_from=resume_from,
-            resume_events=resume_events,
             resume_input=resume_input,
             score_goal=partial(score_goal, providers=self.nodes.provider_named),
         )

@@ -20,14 +20,14 @@ completed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import msgspec
 
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Terminated
-from eventstore import Event, EventBody
+from eventstore import EventBody
 
 from .._errors import ExpressionError
 from .._result import RunOutcome
@@ -38,11 +38,13 @@ from ..events._catalogue import (
     NodeCompleted,
     NodeFailed,
     NodeStarted,
+    PauseReason,
     RunFinished,
     RunResumed,
     RunStarted,
 )
-from ..events._state import RunState, disown, disown_values
+from ..events._memory import disown, disown_values
+from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
 from ..spec._model import (
@@ -55,7 +57,7 @@ from ..spec._model import (
 from ._edges import Route, decide_edge, failure_routes, resolve_edges
 from ._executor_edges import EdgeSteps
 from ._executor_end import RunEnding
-from ._fanout import FanOut, restore_fanout
+from ._fanout import FanOut, resumed_fanout
 from ._messages import (
     CancelRun,
     CommitFailed,
@@ -121,7 +123,6 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         outcome: RunOutcome,
         input: dict[str, Any] | None = None,
         resume_from: RunState | None = None,
-        resume_events: Sequence[Event] = (),
         resume_input: dict[str, Any] | None = None,
         score_goal: GoalScorer | None = None,
     ) -> None:
@@ -137,7 +138,6 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
             log.state = resume_from  # continue with the fold of the stored log
         self.resuming = resume_from is not None
         self.state: RunState = log.state
-        self.resume_events = resume_events
         self.resume_input = resume_input
         self.reducers = {key.name: key.reducer for key in graph.memory}
         self.specs = graph.node_map()
@@ -148,7 +148,7 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         self.node_refs: dict[str, ActorRef] = {}  # node id -> the actor that runs it
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.deferred: list[tuple[str, str | None, str]] = []  # (node, branch, reason)
+        self.deferred: list[tuple[str, str | None, PauseReason]] = []  # (node, branch, why)
         self.pass_pause: set[str] = set()
         self.fanout: FanOut | None = None
         self.pause_requested = False
@@ -188,29 +188,30 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         return None
 
     async def _dispatch(self, message: Any) -> None:
-        if isinstance(message, RetryNode):
-            self.retry_timers -= 1
-            await self._start_node(message.node_id, message.branch, attempt=message.attempt)
-        elif isinstance(message, StartRun):
-            await self._on_start()
-        elif isinstance(message, PauseRun):
-            self.pause_requested = True
-            await self._maybe_pause()
-        elif isinstance(message, EdgeDecided):
-            await self._on_edge_decided(message)
-        elif isinstance(message, GoalScored):
-            await self._on_goal_scored(message)
-        elif isinstance(message, CancelRun):
-            await self._cancel(message.reason)
-        elif isinstance(message, Terminated):
-            await self._on_node_terminated(message)
-        elif isinstance(message, CommitFailed):
-            raise message.error
-        elif isinstance(message, InjectInput):
-            self.emit(InputInjected(data=dict(message.data)))
-            await self.commit()
-        else:
-            raise TypeError(f"executor got an unknown message {type(message).__name__}")
+        match message:
+            case RetryNode():
+                self.retry_timers -= 1
+                await self._start_node(message.node_id, message.branch, attempt=message.attempt)
+            case StartRun():
+                await self._on_start()
+            case PauseRun():
+                self.pause_requested = True
+                await self._maybe_pause()
+            case EdgeDecided():
+                await self._on_edge_decided(message)
+            case GoalScored():
+                await self._on_goal_scored(message)
+            case CancelRun():
+                await self._cancel(message.reason)
+            case Terminated():
+                await self._on_node_terminated(message)
+            case CommitFailed():
+                raise message.error
+            case InjectInput():
+                self.emit(InputInjected(data=dict(message.data)))
+                await self.commit()
+            case _:
+                raise TypeError(f"executor got an unknown message {type(message).__name__}")
 
     # ------------------------------------------------------------------ log
 
@@ -269,7 +270,8 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
         # middle of a run passes only the nodes that had started, so a node that had not
         # reached its pause gate meets it now: a fork never skips an approval.
         self.pass_pause = unfinished if gates_due else set(pending)
-        self.fanout = restore_fanout(self.resume_events, self.graph.conflict_strategy)
+        if state.fanout is not None:
+            self.fanout = resumed_fanout(state.fanout, self.graph.conflict_strategy)
         if self.fanout is not None and self.fanout.join in pending:
             pending.remove(self.fanout.join)  # a finished branch's edge; the join waits
         starts: list[tuple[str, str | None]] = []

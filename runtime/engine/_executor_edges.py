@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 from actors import ActorRef
 from eventstore import EventBody
 
-from .._result import RunStatus
-from ..events._catalogue import BranchesForked, BranchesJoined, MemoryWritten
+from ..events._catalogue import BranchesForked, BranchesJoined, FinishedStatus, MemoryWritten
 from ..spec._model import GraphSpec
 from ._edges import Route
 from ._fanout import FanOut, convergence_node
@@ -39,7 +38,7 @@ class EdgeSteps:
             self, node_id: str, branch: str | None, *, attempt: int = 1, rerun: bool = False
         ) -> None: ...
 
-        async def _finish(self, status: RunStatus, error: str | None) -> None: ...
+        async def _finish(self, status: FinishedStatus, error: str | None) -> None: ...
 
     async def _advance(self, done: NodeDone, routes: list[Route]) -> None:
         node_id, branch = done.node_id, done.branch

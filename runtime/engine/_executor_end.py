@@ -21,9 +21,18 @@ import msgspec
 from actors import ActorRef, ActorStoppedError, ActorSystem
 from eventstore import EventBody, StoreError
 
-from .._result import RunOutcome, RunStatus, result_of
-from ..events._catalogue import MemoryWritten, RunCancelled, RunFinished, RunPaused
-from ..events._state import RunState, disown
+from .._result import RunOutcome, result_of
+from ..events._catalogue import (
+    FinishedStatus,
+    MemoryWritten,
+    PauseReason,
+    Quality,
+    RunCancelled,
+    RunFinished,
+    RunPaused,
+)
+from ..events._memory import disown
+from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..spec._model import Goal, GraphSpec
 from ._messages import GoalScored
@@ -46,7 +55,7 @@ class RunEnding:
     node_refs: dict[str, ActorRef]
     running: dict[str, tuple[int, str | None]]
     retry_timers: int
-    deferred: list[tuple[str, str | None, str]]
+    deferred: list[tuple[str, str | None, PauseReason]]
     deciding: dict[str, anyio.CancelScope]
     #: The run's walk is over: no node starts, and only the end is still to be recorded.
     stopping: bool
@@ -94,9 +103,10 @@ class RunEnding:
         await self.commit(boundary=False)
         self._report()
 
-    async def _finish(self, status: RunStatus, error: str | None) -> None:
+    async def _finish(self, status: FinishedStatus, error: str | None) -> None:
         if self.stopping:
             return  # the run's end is already being recorded
+        quality: Quality
         if status == "completed":
             quality = "degraded" if self.state.failed_nodes else "clean"
         else:

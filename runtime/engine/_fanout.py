@@ -1,31 +1,24 @@
-"""Fan-out bookkeeping: the convergence node, and rebuilding an open fan-out from the log."""
+"""Fan-out bookkeeping: the convergence node, and continuing an open fan-out on a resume."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from eventstore import Event
-
-from ..events._catalogue import (
-    BranchesForked,
-    BranchesJoined,
-    EdgeTaken,
-    MemoryWritten,
-    NodeFailed,
-    NodeStarted,
-)
+from ..events._fanout import BranchStatus, OpenFanOut
 from ..spec._model import GraphSpec
 
-__all__ = ["FanOut", "convergence_node", "restore_fanout"]
+__all__ = ["ConflictStrategy", "FanOut", "convergence_node", "resumed_fanout"]
+
+#: How memory writes of branches to one key are settled (GraphSpec.conflict_strategy).
+ConflictStrategy = Literal["last_wins", "first_wins", "error"]
 
 
 @dataclass
 class FanOut:
     source: str
     join: str | None
-    branches: dict[str, str] = field(default_factory=dict)  # branch -> running|done|failed
+    branches: dict[str, BranchStatus] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     writes: dict[str, str] = field(default_factory=dict)  # memory key -> first writing branch
     # For last_wins / first_wins, which go by the order branches finish: the branch whose
@@ -63,39 +56,24 @@ def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
     return min(common, key=lambda n: (max(d[n] for d in distances), order.get(n, 0)))
 
 
-def restore_fanout(events: Sequence[Event], conflict_strategy: str) -> FanOut | None:
-    """Rebuild an open fan-out (forked, not joined) from the log, for a resume."""
-    fork_at = None
-    for index, event in enumerate(events):
-        if isinstance(event.body, BranchesForked):
-            fork_at = index
-        elif isinstance(event.body, BranchesJoined):
-            fork_at = None
-    if fork_at is None:
-        return None
-    fork = events[fork_at].body
-    assert isinstance(fork, BranchesForked)
-    fan = FanOut(source=fork.source, join=fork.join)
-    fan.branches = {t: "done" if t == fork.join else "running" for t in fork.targets}
-    fan.node_branch = {t: t for t in fork.targets}
-    for event in events[fork_at + 1 :]:
-        body = event.body
-        if isinstance(body, NodeStarted) and body.branch is not None:
-            fan.node_branch[body.node_id] = body.branch
-        elif isinstance(body, EdgeTaken):
-            branch = fan.node_branch.get(body.source)
-            if branch is not None:
-                if body.target == fan.join:
-                    fan.branches[branch] = "done"
-                    for key in fan.values.get(branch, {}):
-                        fan.claims.setdefault(key, branch)
-                else:
-                    fan.node_branch[body.target] = branch
-        elif isinstance(body, NodeFailed) and body.branch is not None and not body.will_retry:
-            fan.branches[body.branch] = "failed"
-            fan.errors[body.branch] = body.error
-        elif isinstance(body, MemoryWritten) and body.branch is not None:
-            fan.writes.setdefault(body.key, body.branch)
-            fan.last_writer[body.key] = body.branch
-            fan.values.setdefault(body.branch, {})[body.key] = (body.value, body.node_id)
-    return fan
+def resumed_fanout(fan: OpenFanOut, conflict_strategy: ConflictStrategy) -> FanOut:
+    """The executor's fan-out continuing ``fan``, the open fan-out of a resumed run's state.
+
+    With ``first_wins`` each key goes to the first branch to reach the join among those
+    that wrote it, as it did while the run went on.
+    """
+    live = FanOut(source=fan.source, join=fan.join)
+    live.branches = dict(fan.branches)
+    live.errors = dict(fan.errors)
+    live.writes = dict(fan.first_writer)
+    live.last_writer = dict(fan.last_writer)
+    live.values = {
+        branch: {key: (write.value, write.node_id) for key, write in kept.items()}
+        for branch, kept in fan.values.items()
+    }
+    live.node_branch = dict(fan.node_branch)
+    if conflict_strategy == "first_wins":
+        for branch in fan.arrived:
+            for key in live.values.get(branch, {}):
+                live.claims.setdefault(key, branch)
+    return live

@@ -39,16 +39,9 @@ from ._catalogue import (
     VerificationRecorded,
 )
 from ._conversation import Conversation, ConversationEntry
-from ._state import (
-    ForkOrigin,
-    PauseInfo,
-    RunState,
-    StallEntry,
-    VerdictEntry,
-    VerdictRecord,
-    fold,
-)
+from ._state import ForkOrigin, PauseInfo, RunState, fold
 from ._timeline import LEVEL_NAMES, describe_event, render_timeline
+from ._verdicts import StallEntry, VerdictEntry, VerdictRecord
 
 __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     # the catalogue

@@ -9,11 +9,20 @@ store itself knows nothing of runs' meaning. A body's identity on disk is its ta
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from eventstore import EventBody, RunIndex, RunIndexHook, register_event_type
 
 from ..providers._base import ToolCall
+
+#: How a run ended (``run.finished``), and how well: "clean" (no node failed for good),
+#: "degraded" (a node failed, a fallback edge reached the end) or "failed".
+FinishedStatus = Literal["completed", "failed"]
+Quality = Literal["clean", "degraded", "failed"]
+#: Why a run paused: a pause node's gate (hitl), a pause request (user), a node's ask.
+PauseReason = Literal["hitl", "user", "input"]
+#: What a failed branch does to its fan-out (GraphSpec.fan_out_policy).
+FanOutPolicy = Literal["fail_all", "continue_others", "wait_all"]
 
 __all__ = [
     "AnyEvent",
@@ -170,7 +179,7 @@ class BranchesForked(EventBody, frozen=True, tag="branches.forked"):
     source: str
     targets: list[str]
     join: str | None
-    policy: str
+    policy: FanOutPolicy
 
 
 class BranchesJoined(EventBody, frozen=True, tag="branches.joined"):
@@ -182,7 +191,7 @@ class BranchesJoined(EventBody, frozen=True, tag="branches.joined"):
 class RunPaused(EventBody, frozen=True, tag="run.paused"):
     """``reason``: hitl, user or input."""
 
-    reason: str
+    reason: PauseReason
     node_id: str | None
 
 
@@ -202,8 +211,8 @@ class RunCancelled(EventBody, frozen=True, tag="run.cancelled"):
 class RunFinished(EventBody, frozen=True, tag="run.finished"):
     """``status``: completed or failed; ``quality``: clean, degraded or failed."""
 
-    status: str
-    quality: str
+    status: FinishedStatus
+    quality: Quality
     total_retries: int = 0
     error: str | None = None
     goal_outcome: dict[str, Any] | None = None

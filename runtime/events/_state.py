@@ -6,23 +6,14 @@ executor decides from the state) and a resume (fold the log, continue with that 
 all use it. ``fold`` is pure and deterministic: ``fold(b, fold(a)) == fold(a + b)``,
 folding a prefix of a log is time travel, and ``fold`` never mutates the state passed in.
 
-Memory reducers (a memory key's ``reducer``, recorded as ``MemoryWritten.op``):
-
-- ``replace``: the key takes the written value.
-- ``append``: the key's value is a list and the written value becomes its last item. A key
-  that is absent or None starts as ``[]``; a list (or tuple) value keeps its items; any
-  other value (a string, a number, a dict) becomes the list's first item, so ``"ab"``
-  then ``1`` gives ``["ab", 1]``, never the string's characters. Each write is O(1): the
-  state owns the lists it grew (it copies a list it did not create once, on its first
-  append), so no write copies the whole list.
-- ``merge``: the key's value is a dict updated with the written dict; a value that is not
-  a dict (on either side) counts as ``{}``.
+Memory writes follow the reducer rules of :mod:`._memory`; judge verdicts and stall warnings
+are kept as :mod:`._verdicts` says.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -46,6 +37,8 @@ from ._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    PauseReason,
+    Quality,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -57,61 +50,29 @@ from ._catalogue import (
     Verdict,
     VerificationRecorded,
 )
-from ._conversation import Conversation, ConversationEntry
+from ._conversation import Conversation
+from ._fanout import OpenFanOut, fanout_apply, fanout_opened
+from ._memory import owned, write_memory
 from ._node_visit import NodeVisit
+from ._verdicts import (
+    StallEntry,
+    VerdictEntry,
+    VerdictRecord,
+    keep,
+    stall_entry,
+    verdict_entry,
+    verdict_record,
+)
 
-__all__ = [
-    "KEPT_PER_NODE",
-    "ConversationEntry",
-    "ForkOrigin",
-    "NodeVisit",
-    "PauseInfo",
-    "RunState",
-    "StallEntry",
-    "VerdictEntry",
-    "VerdictRecord",
-    "apply",
-    "disown",
-    "disown_values",
-    "fold",
-]
+__all__ = ["ForkOrigin", "PauseInfo", "RunState", "StateStatus", "apply", "fold"]
 
 
-class VerdictRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """The last judge verdict of a node."""
-
-    iteration: int
-    action: str
-    level: str
-    feedback: str = ""
-
-
-#: Verdicts (and stall warnings) of one node a state keeps, the newest; counts stay exact.
-KEPT_PER_NODE = 500
-
-
-class VerdictEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """A judge verdict as the log recorded it, at event ``seq``."""
-
-    seq: int
-    iteration: int
-    action: str
-    level: str
-    feedback: str = ""
-    confidence: float | None = None
-    error: str | None = None
-
-
-class StallEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """A stall warning (the same tool calls turn after turn) at event ``seq``."""
-
-    seq: int
-    iteration: int
-    signature: str
+#: A run's status in its state: "new" before its first event, then as its events say.
+StateStatus = Literal["new", "running", "paused", "cancelled", "completed", "failed"]
 
 
 class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
-    reason: str
+    reason: PauseReason
     node_id: str | None
 
 
@@ -142,7 +103,7 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     """
 
     run_id: str = ""
-    status: str = "new"
+    status: StateStatus = "new"
     graph: dict[str, Any] | None = None
     graph_hash: str | None = None
     entry: str | None = None
@@ -156,9 +117,8 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     running: dict[str, int] = {}
     failed_nodes: list[str] = []
     total_retries: int = 0
-    #: Whether a fan-out is open (forked, not yet joined), and its join node if it has one.
-    forked: bool = False
-    fanout_join: str | None = None
+    #: The open fan-out (forked, not yet joined), if any: its branches and their writes.
+    fanout: OpenFanOut | None = None
     outputs: dict[str, dict[str, Any]] = {}
     #: LLM turns of each node over the whole run (``iterations`` counts the current visit).
     turns: dict[str, int] = {}
@@ -187,7 +147,7 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: Where a fork's log was copied from (its ``run.forked`` event); None for other runs.
     forked_from: ForkOrigin | None = None
     cancelled_at: str | None = None
-    quality: str | None = None
+    quality: Quality | None = None
     error: str | None = None
     goal_outcome: dict[str, Any] | None = None
     last_seq: int = 0
@@ -198,7 +158,7 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
 def _copy(state: RunState) -> RunState:
     # Every field is carried over (a new field needs no line here); containers apply grows
     # in place are copied, their values shared, which is safe because apply never mutates
-    # a memory value its state does not own (see _owned).
+    # a memory value its state does not own (see _memory.owned).
     return msgspec.structs.replace(
         state,
         memory=dict(state.memory),
@@ -218,87 +178,8 @@ def _copy(state: RunState) -> RunState:
         stalls={node: list(kept) for node, kept in state.stalls.items()},
         edges_taken=dict(state.edges_taken),
         event_counts=dict(state.event_counts),
+        fanout=None if state.fanout is None else state.fanout.copy(),
     )
-
-
-def _owned(state: RunState) -> set[str]:
-    """The memory keys whose list value ``state`` created and may grow in place.
-
-    Kept beside the fields (not one of them: it is no part of the run's state, and ``==``
-    and encoding ignore it). A state built any other way than by ``apply`` owns nothing.
-    """
-    attrs = state.__dict__
-    owned: set[str] | None = attrs.get("_owned")
-    if owned is None:
-        owned = attrs["_owned"] = set()
-    return owned
-
-
-def disown(state: RunState, keys: Iterable[str] | None = None) -> None:
-    """Give up in-place growth of ``keys``' lists (all keys by default).
-
-    For a holder that hands a memory list to code that may keep it (a node running beside
-    others, a result given to the caller): the next append to such a key copies the list
-    once instead of changing the object someone else holds.
-    """
-    owned = state.__dict__.get("_owned")
-    if owned:
-        if keys is None:
-            owned.clear()
-        else:
-            owned.difference_update(keys)
-
-
-def disown_values(state: RunState, values: Iterable[Any]) -> None:
-    """Give up in-place growth of every memory list that is one of ``values``.
-
-    For a batch of writes whose values may be the state's own lists (a node that returned
-    a list it was given): call it before applying them, so that appending to that list's
-    key does not change a value that is about to be written elsewhere.
-    """
-    owned = state.__dict__.get("_owned")
-    if not owned:
-        return
-    shared = {id(value) for value in values if type(value) is list}
-    if shared:
-        memory = state.memory
-        owned.difference_update([k for k in owned if id(memory.get(k)) in shared])
-
-
-def _append(memory: dict[str, Any], owned: set[str], key: str, value: Any) -> None:
-    if key in owned:
-        memory[key].append(value)  # a list this state created: ours to grow
-        return
-    old = memory.get(key)
-    if isinstance(old, list | tuple):
-        grown = list(old)
-    else:
-        grown = [] if old is None else [old]
-    grown.append(value)
-    memory[key] = grown
-    owned.add(key)
-
-
-def _memory_written(s: RunState, b: MemoryWritten) -> None:
-    key, op, value = b.key, b.op, b.value
-    memory = s.memory
-    owned = _owned(s)
-    if owned and type(value) is list:
-        # The written value is one of our lists (a node passed its input on): that list
-        # is now also held elsewhere, so it is no longer ours to grow in place.
-        disown_values(s, (value,))
-    if op == "append":
-        _append(memory, owned, key, value)
-        return
-    if op == "merge":
-        old = memory.get(key)
-        merged = dict(old) if isinstance(old, dict) else {}
-        if isinstance(value, dict):
-            merged.update(value)
-        memory[key] = merged
-    else:
-        memory[key] = value
-    owned.discard(key)
 
 
 def _finish_node(s: RunState, node_id: str) -> None:
@@ -331,15 +212,6 @@ def _visit_started(s: RunState, node_id: str, number: int) -> None:
 def _due(s: RunState, node_id: str) -> None:
     if node_id not in s.pending:
         s.pending.append(node_id)
-
-
-def _keep(kept: dict[str, list[Any]], node_id: str, entry: Any) -> None:
-    entries = kept.get(node_id)
-    if entries is None:
-        entries = kept[node_id] = []
-    entries.append(entry)
-    if len(entries) > KEPT_PER_NODE:
-        del entries[0]
 
 
 # A body's tag by its class (event_tag reads it from the class's config on every call).
@@ -376,8 +248,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.running[node] = body.attempt
             _visit_started(s, node, body.visit)
             s.conversation.apply(body)
+            if s.fanout is not None:
+                fanout_apply(s.fanout, body)
         case MemoryWritten():
-            _memory_written(s, body)
+            write_memory(s, body)
+            if s.fanout is not None:
+                fanout_apply(s.fanout, body)
             if body.node_id is not None:
                 visit = s.visits.get(body.node_id)
                 if visit is not None:
@@ -387,8 +263,13 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case EdgeTaken():
             edge = f"{body.source}>{body.target}"
             s.edges_taken[edge] = s.edges_taken.get(edge, 0) + 1
-            if body.target != s.fanout_join:  # the join is due once the branches joined
+            fan = s.fanout
+            if fan is None:
                 _due(s, body.target)
+            else:
+                if body.target != fan.join:  # the join is due once the branches joined
+                    _due(s, body.target)
+                fanout_apply(fan, body)
         case OutputSet():
             values = s.outputs.get(body.node_id)
             if values is None:
@@ -418,33 +299,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit = s.visits.get(body.node_id)
             if visit is not None:
                 visit.verdict(body)
-            s.verdicts[body.node_id] = VerdictRecord(
-                iteration=body.iteration,
-                action=body.action,
-                level=body.level,
-                feedback=body.feedback,
-            )
+            s.verdicts[body.node_id] = verdict_record(body)
             by_action = s.verdict_counts.setdefault(body.node_id, {})
             by_action[body.action] = by_action.get(body.action, 0) + 1
-            _keep(
-                s.verdict_history,
-                body.node_id,
-                VerdictEntry(
-                    seq=seq,
-                    iteration=body.iteration,
-                    action=body.action,
-                    level=body.level,
-                    feedback=body.feedback,
-                    confidence=body.confidence,
-                    error=body.error,
-                ),
-            )
+            keep(s.verdict_history, body.node_id, verdict_entry(body, seq))
         case StallDetected():
-            _keep(
-                s.stalls,
-                body.node_id,
-                StallEntry(seq=seq, iteration=body.iteration, signature=body.signature),
-            )
+            keep(s.stalls, body.node_id, stall_entry(body, seq))
         case NodeFailed():
             if body.will_retry:
                 s.total_retries += 1  # still running: it waits for its next attempt
@@ -452,17 +312,17 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             else:
                 s.failed_nodes.append(body.node_id)
                 _finish_node(s, body.node_id)
+            if s.fanout is not None:
+                fanout_apply(s.fanout, body)
         case BranchesForked():
             s.conversation.apply(body)
-            s.forked = True
-            s.fanout_join = body.join
+            s.fanout = fanout_opened(body)
             for target in body.targets:
                 if target != body.join:
                     _due(s, target)
         case BranchesJoined():
             s.conversation.apply(body)
-            s.forked = False
-            s.fanout_join = None
+            s.fanout = None
             if body.join is not None:
                 _due(s, body.join)
         case (
@@ -484,12 +344,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry
             s.goal, s.input = body.goal, body.input
             s.memory = dict(body.input)
-            _owned(s).clear()
+            owned(s).clear()
             s.conversation.apply(body)
             _due(s, body.entry)
         case InputInjected():
             s.memory.update(body.data)
-            _owned(s).difference_update(body.data)
+            owned(s).difference_update(body.data)
             for visit in s.visits.values():
                 if visit.paused_for_input:
                     visit.injected.update(body.data)
@@ -525,8 +385,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.pending = []
             s.running = {}
             s.paused = None
-            s.forked = False
-            s.fanout_join = None
+            s.fanout = None
         case _:
             pass
 

@@ -45,7 +45,7 @@ from runtime.events import (
     fold,
 )
 from runtime.events._snapshots import decode_state, encode_state
-from runtime.events._state import KEPT_PER_NODE
+from runtime.events._verdicts import KEPT_PER_NODE
 
 from ..eventstore.strategies import as_log, logs
 

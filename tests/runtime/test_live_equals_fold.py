@@ -4,7 +4,9 @@ Random graphs of function nodes (memory keys with every reducer, seeded with val
 every shape, fan-outs, flaky nodes that retry, failing nodes, pause points, a node that
 is cancelled while it runs, resumes with and without input) run on a real SQLite file;
 after every stretch of a run (start or resume, up to its stop) the result the live run
-reported equals, field by field, the result read back from the log.
+reported equals, field by field, the result read back from the log. Snapshots (of the
+live state) are taken every few events, so the state each holds (an open fan-out's
+included) is compared with the fold of the log up to it, and resumes start from them.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import anyio
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,7 +34,9 @@ from runtime import (
     Runtime,
 )
 from runtime._result import result_of
-from runtime.events import fold
+from runtime.engine import _runlog
+from runtime.events import RunState, fold
+from runtime.events._snapshots import decode_state
 
 pytestmark = pytest.mark.anyio
 
@@ -105,6 +111,10 @@ def build(
         memory=KEYS,
         retry=FAST,
     )
+
+
+def _seq_only(state: RunState) -> RunState:
+    return msgspec.structs.replace(state, last_hash="", last_position=0)
 
 
 async def stretch(
@@ -184,12 +194,25 @@ async def test_the_live_result_equals_the_fold_of_the_log(
         for how in [None, *resume_input]:
             # A resume is a new Runtime on the same file, as after a restart.
             async with Runtime(path, functions={"step": behaviour.step}) as rt:
-                with anyio.fail_after(20):  # a guard against a hang, not a timing check
+                assert rt.store is not None
+                with (
+                    mock.patch.object(_runlog, "SNAPSHOT_EVERY", 7),
+                    anyio.fail_after(20),  # a guard against a hang, not a timing check
+                ):
                     run_id, live = await stretch(rt, run_id, graph, seed, how, behaviour)
                 events = await rt.read_events(run_id)
                 read_back = await rt.result(run_id)
+                snapshot = await rt.store.load_snapshot(run_id)
+                through_snapshot = await rt.get_state(run_id)
             assert live == read_back
             assert live == result_of(fold(events))
+            assert through_snapshot == fold(events)
+            if snapshot is not None:
+                # The state a snapshot holds (the live state when it was taken, open fan-out
+                # and all, or a read's fold) is the fold of the log up to it; a live state
+                # records the last seq only.
+                held, folded = decode_state(snapshot.data), fold(events[: snapshot.seq])
+                assert _seq_only(held) == _seq_only(folded)
             if live.status in ("completed", "failed"):
                 break
 

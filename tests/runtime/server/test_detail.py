@@ -23,7 +23,7 @@ from runtime.events import (
     fold,
 )
 from runtime.events._snapshots import load_state
-from runtime.events._state import KEPT_PER_NODE
+from runtime.events._verdicts import KEPT_PER_NODE
 from runtime.testing import ScriptedProvider, reply, tool_call
 
 from .support import served
