@@ -203,7 +203,7 @@ class SqliteEventStore:
         self, run_id: str, *, to_seq: int | None = None, verify: bool = False
     ) -> list[Event]:
         """All of the run's events up to ``to_seq`` (inclusive), in order; see :meth:`read`."""
-        return [event async for event in self._reader.read(run_id, 1, to_seq, verify)]
+        return [event async for event in self.read(run_id, to_seq=to_seq, verify=verify)]
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Recompute the run's hash chain from the stored bytes and say where it first breaks.
