@@ -3,7 +3,7 @@
 Nothing here knows about graphs, LLMs or the event log.
 """
 
-from ._actor import Actor, ActorRef, ActorSystem
+from ._actor import Actor, ActorSystem
 from ._errors import (
     ActorError,
     ActorStoppedError,
@@ -14,6 +14,7 @@ from ._errors import (
 )
 from ._mailbox import MailboxConfig, MailboxStatistics, new_waiter
 from ._messages import Message, Terminated
+from ._ref import ActorRef
 
 __all__ = [
     "Actor",

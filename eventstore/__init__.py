@@ -8,7 +8,7 @@ runtime's lives in ``runtime``). Stores implement the :class:`EventStore` protoc
 
 import typing as _typing
 
-from ._claims import Claim, ClaimingStore
+from ._claims import Claim, ClaimingStore, NotifyingStore
 from ._errors import (
     ConcurrencyError,
     CorruptLogError,
@@ -41,13 +41,12 @@ from ._protocol import (
     AppendResult,
     DurabilityConfig,
     EventStore,
-    RunInfo,
     Snapshot,
     SnapshotAfter,
     StoreStatistics,
     VerifyReport,
 )
-from ._runquery import RunPage, RunQuery
+from ._runquery import RunInfo, RunPage, RunQuery
 from ._schema import APPLICATION_ID, SCHEMA_VERSION
 from ._sqlite import SqliteEventStore
 
@@ -89,6 +88,7 @@ __all__ = [
     "EventStore",
     "LeaseLostError",
     "NotAStoreError",
+    "NotifyingStore",
     "PostgresEventStore",
     "RunIndex",
     "RunIndexHook",

@@ -9,12 +9,13 @@ on PostgreSQL, its appends are refused in the append transaction itself).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+import anyio
 import msgspec
 
-__all__ = ["Claim", "ClaimingStore"]
+__all__ = ["Claim", "ClaimingStore", "NotifyingStore"]
 
 
 class Claim(msgspec.Struct, frozen=True):
@@ -40,6 +41,31 @@ class ClaimingStore(Protocol):
         """
         ...
 
+    def submit_claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        lease: float,
+        on_done: Callable[[Claim | None, BaseException | None], None],
+    ) -> bool:
+        """Claim ``run_id`` (a run not yet in the store) with its next append, without
+        waiting: the claim commits in that append's transaction, and a refused claim fails
+        the run's appends, which write nothing. ``on_done(claim, None)`` or ``on_done(None,
+        error)`` runs on the event loop before the append's own answer. Returns False,
+        doing nothing, when the store cannot hold a claim for an append (then use
+        :meth:`claim`). Raises StoreClosedError if the store is not open."""
+        ...
+
+    def submit_release(
+        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+    ) -> bool:
+        """:meth:`release` without waiting, queued with the store's next transaction;
+        ``on_done(None, error)`` runs on the event loop once it is committed or failed.
+        Returns False, doing nothing, when the store cannot queue it (then use
+        :meth:`release`). Raises StoreClosedError if the store is not open."""
+        ...
+
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
         """Extend each claim's lease by ``lease`` seconds from now, on a connection of its
         own; ``None`` in the answer for a claim that was lost (taken over or released)."""
@@ -58,4 +84,18 @@ class ClaimingStore(Protocol):
         is ``running`` (a crashed owner's, one submitted for any worker, or one resumed for
         any worker) and whose owner's lease expired or who has none, oldest first.
         Concurrent claimers never get the same run."""
+        ...
+
+
+@runtime_checkable
+class NotifyingStore(Protocol):
+    """A store that announces runs that may have become runnable, in this process or any
+    other (PostgreSQL's, by NOTIFY); claimers wait on the announcement instead of only
+    polling :meth:`ClaimingStore.claim_runnable`."""
+
+    def runnable_signal(self) -> anyio.Event:
+        """An event set when a run may have become runnable: a run submitted (appended to
+        with status running, unclaimed), or a claim given up before its run ended. A hint:
+        wait on it with a timeout (a lease that expires announces nothing), and take a new
+        one before each look for runnable runs."""
         ...

@@ -24,7 +24,9 @@ import psycopg
 
 from ._errors import ConcurrencyError, LeaseLostError, StoreClosedError, StoreError
 from ._events import chain_digest
-from ._protocol import AppendResult
+from ._front import CommitCounters
+from ._postgres_snapshots import SNAPSHOT_UPSERT
+from ._protocol import AppendResult, StoreStatistics
 from ._requests import AppendRequest
 
 __all__ = ["PostgresWriter"]
@@ -75,7 +77,9 @@ class _Retry(Exception):
 
 
 class PostgresWriter:
-    """Group-commits queued appends on its own connection, in a task of the store's."""
+    """The writer of a PostgreSQL store (see eventstore._front.Writer): group-commits queued
+    appends on its own connection, in a task of the store's. ``on_commit`` is called after
+    each transaction (the store wakes the followers of its ``tail`` with it)."""
 
     def __init__(
         self,
@@ -83,7 +87,7 @@ class PostgresWriter:
         channels: tuple[str, str],
         max_batch: int,
         capacity: int,
-        on_batch: Callable[[list[AppendRequest], float], None],
+        on_commit: Callable[[], None],
     ) -> None:
         self._connect = connect
         self._conn: Connection | None = None
@@ -91,8 +95,12 @@ class PostgresWriter:
         self._channel, self._runnable_channel = channels
         self._max_batch = max_batch
         self._capacity = capacity
-        self._on_batch = on_batch
+        self._on_commit = on_commit
+        self._counters = CommitCounters()
         self._queue: deque[AppendRequest] = deque()
+        # The batch being committed: answered by the task, or failed at close if the task
+        # ended without answering it.
+        self._batch: list[AppendRequest] = []
         self._wake = asyncio.Event()
         self._space = asyncio.Event()
         self._closing = False
@@ -100,9 +108,9 @@ class PostgresWriter:
         #: run_id -> the claim epoch every append of that run must still find in the store.
         self.epochs: dict[str, int] = {}
 
-    @property
-    def queued(self) -> int:
-        return len(self._queue)
+    def statistics(self) -> StoreStatistics:
+        """Counters of the group commits since the writer started."""
+        return self._counters.statistics(queued=len(self._queue))
 
     async def start(self) -> None:
         self._conn = await self._connect()
@@ -120,9 +128,6 @@ class PostgresWriter:
     async def wait_for_space(self) -> None:
         await self._space.wait()
 
-    def collect(self) -> None:
-        """Nothing to collect: answers are handed out by the writer task itself."""
-
     async def close(self) -> None:
         """Commit what is queued, then stop and close the connection."""
         self._closing = True
@@ -135,8 +140,10 @@ class PostgresWriter:
             except Exception as exc:  # the writer failed; its requests were failed too
                 _log.warning("the PostgreSQL writer stopped with %r", exc)
         await self._disconnect()
-        for request in self._queue:
-            request.fail(StoreClosedError("append", "the store closed before it was written"))
+        closed = StoreClosedError("append", "the store closed before it was written")
+        for request in (*self._batch, *self._queue):
+            request.fail(closed)
+        self._batch = []
         self._queue.clear()
 
     async def _disconnect(self) -> None:
@@ -153,7 +160,7 @@ class PostgresWriter:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
+            batch = self._batch = [queue.popleft() for _ in range(min(len(queue), self._max_batch))]
             self._space.set()
             started = time.perf_counter()
             try:
@@ -168,11 +175,22 @@ class PostgresWriter:
                     request.error = error
                     request.result = None
                 await self._disconnect()  # reconnect for the next batch
-            self._on_batch(batch, time.perf_counter() - started)
+            self._record(batch, time.perf_counter() - started)
+            self._on_commit()
             for request in batch:
                 request.finish()
+            self._batch = []
             if any(request.error is None for request in batch):
                 await self._notify(any(self._submits(request) for request in batch))
+
+    def _record(self, batch: list[AppendRequest], seconds: float) -> None:
+        events = conflicts = 0
+        for request in batch:
+            if request.error is None:
+                events += len(request.bodies)
+            elif isinstance(request.error, ConcurrencyError):
+                conflicts += 1
+        self._counters.record(len(batch), events, conflicts, seconds)
 
     def _submits(self, request: AppendRequest) -> bool:
         """Whether ``request`` made its run runnable: a committed append that sets the
@@ -373,12 +391,7 @@ async def _save_snapshots(
                 snapshot.data,
             )
     for row in newest.values():
-        await conn.execute(
-            "INSERT INTO snapshots (run_id, seq, hash, version, data) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, seq) DO UPDATE SET "
-            "hash = EXCLUDED.hash, version = EXCLUDED.version, data = EXCLUDED.data",
-            row,
-        )
+        await conn.execute(SNAPSHOT_UPSERT, row)
         await conn.execute(
             "DELETE FROM snapshots WHERE run_id = %s AND seq <> %s", (row[0], row[1])
         )

@@ -3,27 +3,27 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self, runtime_checkable
+from typing import ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
 from ._events import Event, EventBody
-
-if TYPE_CHECKING:
-    from ._runquery import RunPage, RunQuery
+from ._runquery import RunInfo, RunPage, RunQuery
 
 __all__ = [
     "AppendResult",
     "DurabilityConfig",
     "EventStore",
-    "RunInfo",
     "Snapshot",
     "SnapshotAfter",
     "StoreStatistics",
     "VerifyReport",
 ]
+
+
+_ALL_RUNS = RunQuery()
 
 
 class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,28 +63,6 @@ class AppendResult(msgspec.Struct, frozen=True):
     last_seq: int
     last_position: int
     last_hash: str
-
-
-class RunInfo(msgspec.Struct, frozen=True):
-    """A row of the run listing. ``status``, ``graph_hash``, ``graph_id`` and ``quality`` are
-    what the run's events' ``run_index`` hooks said when they were appended (``status`` is
-    "new" until one says otherwise); ``created`` is the time of the run's first append;
-    ``last_seq`` and ``updated`` (time of the last append) are live.
-
-    ``owner`` is not from the log: it is the owner (worker id) whose claim on the run is
-    unexpired when the row is read, on the store's clock (see :class:`ClaimingStore`), or
-    None when no live claim holds the run, or the store records no ownership.
-    """
-
-    run_id: str
-    status: str
-    created: float
-    updated: float
-    last_seq: int
-    graph_hash: str | None
-    graph_id: str | None = None
-    quality: str | None = None
-    owner: str | None = None
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -151,62 +129,16 @@ class StoreStatistics(msgspec.Struct, frozen=True, kw_only=True):
         return bisect_left(StoreStatistics.BATCH_SIZE_BOUNDS, size)
 
 
-class CommitCounters:
-    """What a store's writer counts of its group commits, read as :class:`StoreStatistics`."""
-
-    __slots__ = (
-        "appends",
-        "batch_sizes",
-        "batches",
-        "commit_seconds",
-        "conflicts",
-        "events",
-        "max_batch",
-    )
-
-    def __init__(self) -> None:
-        self.appends = 0
-        self.events = 0
-        self.batches = 0
-        self.max_batch = 0
-        self.conflicts = 0
-        self.commit_seconds = 0.0
-        self.batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
-
-    def record(self, appends: int, events: int, conflicts: int, seconds: float) -> None:
-        """Count one committed transaction of ``appends`` appends (``events`` events
-        written, ``conflicts`` appends refused); a transaction without appends (ownership
-        requests alone) is not a group commit of appends and counts nothing."""
-        if not appends:
-            return
-        self.batches += 1
-        self.appends += appends
-        self.events += events
-        self.conflicts += conflicts
-        self.max_batch = max(self.max_batch, appends)
-        self.commit_seconds += seconds
-        self.batch_sizes[StoreStatistics.batch_size_bucket(appends)] += 1
-
-    def statistics(self, *, queued: int) -> StoreStatistics:
-        return StoreStatistics(
-            appends=self.appends,
-            events=self.events,
-            batches=self.batches,
-            mean_batch_size=self.appends / self.batches if self.batches else 0.0,
-            max_batch_size=self.max_batch,
-            commit_seconds_total=self.commit_seconds,
-            conflicts=self.conflicts,
-            queued=queued,
-            batch_size_counts=tuple(self.batch_sizes),
-        )
-
-
 @runtime_checkable
 class EventStore(Protocol):
-    """An append-only, per-run event log. SQLite today; PostgreSQL implements the same.
+    """An append-only, per-run event log: :class:`eventstore.SqliteEventStore` and
+    :class:`eventstore.PostgresEventStore` implement it.
 
     See :class:`eventstore.SqliteEventStore` for each method's full semantics; every
-    implementation must pass ``tests/eventstore/test_store.py``.
+    implementation must pass ``tests/eventstore/test_store.py``. What a store may do
+    besides is declared by further protocols, which a caller checks with ``isinstance``:
+    :class:`eventstore.ClaimingStore` (run ownership) and
+    :class:`eventstore.NotifyingStore` (announcing runnable runs).
     """
 
     async def open(self) -> None: ...
@@ -231,6 +163,16 @@ class EventStore(Protocol):
         snapshot: SnapshotAfter | None = None,
     ) -> AppendResult: ...
 
+    def submit(
+        self,
+        run_id: str,
+        events: Sequence[EventBody],
+        *,
+        expected_seq: int | None,
+        on_done: Callable[[AppendResult | None, BaseException | None], None],
+        snapshot: SnapshotAfter | None = None,
+    ) -> bool: ...
+
     def read(
         self,
         run_id: str,
@@ -253,7 +195,7 @@ class EventStore(Protocol):
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]: ...
 
     async def query_runs(
-        self, query: RunQuery = ..., *, cursor: str | None = None, limit: int = 100
+        self, query: RunQuery = _ALL_RUNS, *, cursor: str | None = None, limit: int = 100
     ) -> RunPage: ...
 
     async def get_run(self, run_id: str) -> RunInfo | None: ...

@@ -1,4 +1,4 @@
-"""Filtered, keyset-paged run listings: the query, the page, the cursor and their SQL.
+"""Run listings: the row, the filter, keyset pages, the cursor and their SQL.
 
 Both stores list runs newest first by ``(created, run key)``: the time of the run's first
 append, ties broken by the store's own run key. A page ends with a cursor naming the last
@@ -15,9 +15,8 @@ from typing import Any
 
 import msgspec
 
-from ._protocol import RunInfo
-
 __all__ = [
+    "RunInfo",
     "RunPage",
     "RunQuery",
     "decode_cursor",
@@ -26,6 +25,28 @@ __all__ = [
     "page_sql",
     "run_filter_sql",
 ]
+
+
+class RunInfo(msgspec.Struct, frozen=True):
+    """A row of the run listing. ``status``, ``graph_hash``, ``graph_id`` and ``quality`` are
+    what the run's events' ``run_index`` hooks said when they were appended (``status`` is
+    "new" until one says otherwise); ``created`` is the time of the run's first append;
+    ``last_seq`` and ``updated`` (time of the last append) are live.
+
+    ``owner`` is not from the log: it is the owner (worker id) whose claim on the run is
+    unexpired when the row is read, on the store's clock (see :class:`ClaimingStore`), or
+    None when no live claim holds the run, or the store records no ownership.
+    """
+
+    run_id: str
+    status: str
+    created: float
+    updated: float
+    last_seq: int
+    graph_hash: str | None
+    graph_id: str | None = None
+    quality: str | None = None
+    owner: str | None = None
 
 
 class RunQuery(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,63 +3,48 @@
 from __future__ import annotations
 
 import os
-import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import Any
 
-import aiosqlite
 import anyio
 
+from ._claims import Claim
 from ._core import WriterCore
-from ._errors import CorruptLogError, StoreClosedError, StoreFileError, UnknownEventError
 from ._events import Event, EventBody
-from ._format import HASH_WIDTH
+from ._front import StoreFront
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
-    RunInfo,
     Snapshot,
     SnapshotAfter,
     StoreStatistics,
     VerifyReport,
 )
 from ._requests import AppendRequest, prepare
-from ._rows import row_events
-from ._runquery import RunPage, RunQuery, page_of, page_sql
+from ._runquery import RunInfo, RunPage, RunQuery
 from ._schema import check_file
 from ._snapshots import SnapshotTable
-from ._sqlite_claims import OwnershipRequest, Request
 from ._sqlite_ownership import SqliteOwnership
+from ._sqlite_read import SqliteReader, page_statement
 from ._writer import ThreadWriter
 
 __all__ = ["SqliteEventStore", "page_statement"]
 
-_CHUNK = 1000
 _DEFAULT_CONFIG = DurabilityConfig()
 _ALL_RUNS = RunQuery()
-_EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
-# The runs row holds each run's live last seq and update time (the fence advances them).
-# Then the run's owner: its claim's, while the lease is unexpired at the time given as the
-# parameter (leases are on this machine's clock), found by the claims table's primary key,
-# one lookup per row of the page.
-_RUN_COLUMNS = (
-    "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality, "
-    "CASE WHEN c.expires >= ? THEN c.owner END"
-)
-_CLAIM_JOIN = "LEFT JOIN claims c ON c.run_id = r.run_id"
 
 
-def page_statement(
-    query: RunQuery, cursor: str | None, limit: int, now: float
-) -> tuple[str, tuple[Any, ...]]:
-    """The statement (and parameters) of one page of the run listing, owners as of ``now``."""
-    return page_sql(_RUN_COLUMNS, query, cursor, limit, "?", join=_CLAIM_JOIN, column_params=(now,))
+def _prepare(
+    run_id: str,
+    events: Sequence[EventBody],
+    expected_seq: int | None,
+    snapshot: SnapshotAfter | None,
+) -> AppendRequest:
+    return prepare(run_id, events, expected_seq, snapshot=snapshot)
 
 
-class SqliteEventStore(SqliteOwnership):
-    """An :class:`EventStore` in one SQLite file (WAL mode).
+class SqliteEventStore:
+    """An :class:`EventStore` in one SQLite file (WAL mode); also a :class:`ClaimingStore`.
 
     Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close` (from
     any tasks). Appends from every task go through one writer thread that group-commits
@@ -73,21 +58,15 @@ class SqliteEventStore(SqliteOwnership):
     ) -> None:
         self.path = os.fspath(path)
         self.config = config
-        self._state = "new"  # new -> open -> closing -> closed
-        self._writer: ThreadWriter | None = None
+        self._front: StoreFront[ThreadWriter] = StoreFront(_prepare)
         self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
-        self._reader: aiosqlite.Connection | None = None
+        self._reader = SqliteReader(self.path, self._front.check_readable)
         self._snapshots = SnapshotTable(self.path)
-        # Claims queued by submit_claim, each held until its run's next append.
-        self._held: dict[str, OwnershipRequest] = {}
-        self._run_keys: dict[str, int] = {}
-        # Set at the next commit; made by a follower (tail) when it waits, so a store
-        # nobody tails makes none.
-        self._committed: anyio.Event | None = None
+        self._ownership = SqliteOwnership(self._front.open_writer, self._reader)
 
     def __repr__(self) -> str:
-        return f"<SqliteEventStore {self.path!r} {self._state}>"
+        return f"<SqliteEventStore {self.path!r} {self._front.state}>"
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -100,53 +79,34 @@ class SqliteEventStore(SqliteOwnership):
         opened or read (a missing directory, a truncated file), StoreClosedError if the
         store was already opened.
         """
-        if self._state != "new":
-            raise StoreClosedError("open", f"the store is {self._state}; open it only once")
+        await self._front.open(self._start, on_failure="new")
+
+    async def _start(self) -> ThreadWriter:
         create = await anyio.to_thread.run_sync(check_file, self.path)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
         try:
-            try:
-                self._reader = await aiosqlite.connect(self.path)
-                await self._reader.execute("PRAGMA query_only = ON")
-            except sqlite3.Error as exc:
-                raise StoreFileError(self.path, str(exc)) from exc
+            await self._reader.connect()
         except BaseException:
             await self._release()
             raise
-        self._writer = ThreadWriter(
-            self._core, self.config.max_batch, self._capacity, self._wake_followers
+        return ThreadWriter(
+            self._core, self.config.max_batch, self._capacity, self._front.wake_followers
         )
-        self._state = "open"
 
     async def close(self) -> None:
         """Close the store; idempotent; may be called from any task.
 
         Appends already submitted are committed first and their callers answered; appends
-        that arrive after close began raise StoreClosedError. Then the writer stops, the WAL
-        is merged into the database file and the connections close. Shielded from
+        that arrive after close began raise StoreClosedError, and claims held for a run's
+        next append (:meth:`submit_claim`) fail with it. Then the writer stops, the WAL is
+        merged into the database file and the connections close. Shielded from
         cancellation (it finishes what it started). Followers in :meth:`tail` end.
         """
-        if self._state in ("closing", "closed"):
-            return
-        if self._state == "new":
-            self._state = "closed"
-            return
-        self._state = "closing"
-        held, self._held = self._held, {}
-        for request in held.values():
-            request.fail(StoreClosedError("claim", "the store closed before the run's append"))
-        with anyio.CancelScope(shield=True):
-            if self._writer is not None:
-                await self._writer.close()
-            await self._release()
-        self._state = "closed"
-        self._wake_followers()
+        await self._front.close(self._release)
 
     async def _release(self) -> None:
         with anyio.CancelScope(shield=True):
-            if self._reader is not None:
-                reader, self._reader = self._reader, None
-                await reader.close()
+            await self._reader.close()
             await anyio.to_thread.run_sync(self._snapshots.close)
             await anyio.to_thread.run_sync(self._core.close)
 
@@ -185,29 +145,7 @@ class SqliteEventStore(SqliteOwnership):
         it may still commit. ``snapshot`` (see :class:`SnapshotAfter`) is saved as the run's
         snapshot in the batch's transaction; ValueError if it names no event of the batch.
         """
-        writer, request = self._request(run_id, events, expected_seq, snapshot)
-        await self._submit(writer, request, "append")
-        assert request.result is not None
-        return request.result
-
-    def _queue(self, writer: ThreadWriter, request: Request) -> bool:
-        """Queue ``request``, after the claim held for its run (see submit_claim)."""
-        if self._held and type(request) is AppendRequest:
-            held = self._held.pop(request.run_id, None)
-            if held is not None and not writer.submit(held):
-                self._held[request.run_id] = held
-                return False
-        return writer.submit(request)
-
-    async def _submit(self, writer: ThreadWriter, request: Request, operation: str) -> None:
-        """Queue ``request`` (waiting for space), wait for its answer; raise its error."""
-        while not self._queue(writer, request):
-            await writer.wait_for_space()  # backpressure: the writer is full
-            if self._state != "open":
-                raise StoreClosedError(operation)
-        await request.wait()
-        if request.error is not None:
-            raise request.error
+        return await self._front.append(run_id, events, expected_seq, snapshot)
 
     def submit(
         self,
@@ -231,74 +169,15 @@ class SqliteEventStore(SqliteOwnership):
         :meth:`append`, which waits for space. Raises as ``append`` does for a closed store
         or an empty batch, and encoding errors at once.
         """
-        writer, request = self._request(run_id, events, expected_seq, snapshot)
-        request.on_done = on_done
-        return self._queue(writer, request)
-
-    def _request(
-        self,
-        run_id: str,
-        events: Sequence[EventBody],
-        expected_seq: int | None,
-        snapshot: SnapshotAfter | None,
-    ) -> tuple[ThreadWriter, AppendRequest]:
-        """The checks every append starts with, then the encoded request (not yet queued)."""
-        writer = self._writer
-        if self._state != "open" or writer is None:
-            raise StoreClosedError("append")
-        if not events:
-            raise ValueError("append needs at least one event")
-        if snapshot is not None and not 1 <= snapshot.events <= len(events):
-            raise ValueError(f"a snapshot after {snapshot.events} of {len(events)} events")
-        return writer, prepare(run_id, events, expected_seq, snapshot=snapshot)
-
-    def _wake_followers(self) -> None:
-        committed, self._committed = self._committed, None
-        if committed is not None:
-            committed.set()
+        return self._front.submit(run_id, events, expected_seq, snapshot, on_done)
 
     def statistics(self) -> StoreStatistics:
         """Counters of the writer since open (read by the Prometheus exporter)."""
-        if self._writer is None:
-            return StoreStatistics(
-                appends=0,
-                events=0,
-                batches=0,
-                mean_batch_size=0.0,
-                max_batch_size=0,
-                commit_seconds_total=0.0,
-            )
-        return self._writer.statistics()
+        return self._front.statistics()
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _conn(self, operation: str) -> aiosqlite.Connection:
-        if self._reader is None or self._state not in ("open", "closing"):
-            raise StoreClosedError(operation)
-        return self._reader
-
-    async def _fetch(self, operation: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        conn = self._conn(operation)
-        try:
-            return list(await conn.execute_fetchall(sql, params))
-        except (ValueError, sqlite3.ProgrammingError) as exc:
-            # aiosqlite raises these when the connection closed under the call.
-            if self._reader is None:
-                raise StoreClosedError(operation) from exc
-            raise
-        except sqlite3.Error as exc:  # a damaged or truncated file, an I/O error
-            raise StoreFileError(self.path, f"{operation}: {exc}") from exc
-
-    async def _run_key(self, operation: str, run_id: str) -> int | None:
-        key = self._run_keys.get(run_id)
-        if key is None:
-            rows = await self._fetch(operation, "SELECT run FROM runs WHERE run_id = ?", (run_id,))
-            if not rows:
-                return None
-            key = self._run_keys[run_id] = rows[0][0]
-        return key
-
-    async def read(
+    def read(
         self,
         run_id: str,
         *,
@@ -318,67 +197,7 @@ class SqliteEventStore(SqliteOwnership):
         body or (verify) a broken chain, UnknownEventError for an unregistered type,
         StoreFileError if the file cannot be read, StoreClosedError if the store is closed.
         """
-        key = await self._run_key("read", run_id)
-        if key is None:
-            return
-        record: tuple[int, bytes] | None = None
-        if verify:
-            rows = await self._fetch(
-                "read", "SELECT last_seq, last_hash FROM runs WHERE run = ?", (key,)
-            )
-            record = (rows[0][0], bytes(rows[0][1]))
-        first = max(1, from_seq)
-        high = to_seq if to_seq is not None else 2**62
-        # Rows are keyed by their first event's seq: start at the row holding ``first``,
-        # chained from the last hash of the row before it.
-        expected = first
-        prev = ""
-        if first > 1:
-            rows = await self._fetch(
-                "read",
-                "SELECT seq FROM events WHERE run = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-                (key, first),
-            )
-            expected = rows[0][0] if rows else first
-            rows = await self._fetch(
-                "read",
-                f"SELECT substr(hash, -{HASH_WIDTH}) FROM events WHERE run = ? AND seq < ? "
-                "ORDER BY seq DESC LIMIT 1",
-                (key, expected),
-            )
-            if rows:
-                prev = bytes(rows[0][0]).hex()
-        while expected <= high:
-            rows = await self._fetch(
-                "read",
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = ? AND seq >= ? AND seq <= ? "
-                "ORDER BY seq LIMIT ?",
-                (key, expected, high, _CHUNK),
-            )
-            for row in rows:
-                if row[1] != expected:
-                    raise CorruptLogError(run_id, expected, "event missing (gap in seq)")
-                for event in row_events(run_id, row, prev, check=verify):
-                    if record is not None and event.seq == record[0]:
-                        if event.hash != record[1].hex():
-                            raise CorruptLogError(
-                                run_id, event.seq, "the hash differs from the run's record"
-                            )
-                    prev = event.hash
-                    expected = event.seq + 1
-                    if event.seq > high:
-                        return
-                    if event.seq >= first:
-                        yield event
-            if len(rows) < _CHUNK:
-                break
-        if record is not None and expected <= min(record[0], high):
-            raise CorruptLogError(
-                run_id,
-                expected,
-                f"events missing: the log ends at seq {expected - 1} but the run's record "
-                f"says {record[0]}",
-            )
+        return self._reader.read(run_id, from_seq, to_seq, verify)
 
     async def read_all(
         self, run_id: str, *, to_seq: int | None = None, verify: bool = False
@@ -394,59 +213,9 @@ class SqliteEventStore(SqliteOwnership):
         and hash the run's record holds). Never raises for a broken log or file (the report
         says what is wrong); raises StoreClosedError if the store is closed.
         """
-        try:
-            return await self._verify(run_id)
-        except StoreFileError as exc:
-            return VerifyReport(run_id, False, 0, None, f"the file cannot be read: {exc.reason}")
+        return await self._reader.verify(run_id)
 
-    async def _verify(self, run_id: str) -> VerifyReport:
-        rows = await self._fetch(
-            "verify", "SELECT run, last_seq, last_hash FROM runs WHERE run_id = ?", (run_id,)
-        )
-        if not rows:
-            return VerifyReport(run_id, False, 0, None, "no such run")
-        key, last_seq, last_hash = rows[0]
-        prev = ""
-        expected = 1
-        while True:
-            rows = await self._fetch(
-                "verify",
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run = ? AND seq >= ? "
-                "ORDER BY seq LIMIT ?",
-                (key, expected, _CHUNK),
-            )
-            for row in rows:
-                if row[1] != expected:
-                    return VerifyReport(run_id, False, expected - 1, expected, "event missing")
-                try:
-                    events = row_events(run_id, row, prev, check=True)
-                except CorruptLogError as exc:
-                    return VerifyReport(run_id, False, exc.seq - 1, exc.seq, exc.reason)
-                except UnknownEventError as exc:
-                    return VerifyReport(run_id, False, expected - 1, expected, str(exc))
-                prev = events[-1].hash
-                expected = events[-1].seq + 1
-            if len(rows) < _CHUNK:
-                break
-        checked = expected - 1
-        if checked < last_seq:
-            return VerifyReport(
-                run_id,
-                False,
-                checked,
-                checked + 1,
-                f"events missing: the log ends at seq {checked} but the run's record says "
-                f"{last_seq}",
-            )
-        if checked == last_seq and last_seq and prev != bytes(last_hash).hex():
-            return VerifyReport(
-                run_id, False, checked - 1, checked, "the last hash differs from the run's record"
-            )
-        return VerifyReport(run_id, True, checked, None, None)
-
-    async def tail(
-        self, *, from_position: int = 0, poll_interval: float = 0.05
-    ) -> AsyncIterator[Event]:
+    def tail(self, *, from_position: int = 0, poll_interval: float = 0.05) -> AsyncIterator[Event]:
         """Yield every event with ``position > from_position`` in position order, then follow.
 
         Catches up in chunks, then waits for new commits: woken by this store's writer at
@@ -454,35 +223,7 @@ class SqliteEventStore(SqliteOwnership):
         file. Runs until the caller stops iterating (or is cancelled) or the store closes,
         when it ends. Raises CorruptLogError / UnknownEventError like :meth:`read`.
         """
-        position = from_position
-        while self._state in ("open", "closing"):
-            wake = self._committed
-            if wake is None:
-                wake = self._committed = anyio.Event()
-            try:
-                # From the row holding position + 1 (a frame may start before it); each
-                # row's previous hash is the last of the run's row before it.
-                rows = await self._fetch(
-                    "tail",
-                    "SELECT e.position, e.seq, e.ts, e.type, e.version, e.hash, e.body, r.run_id, "
-                    f"(SELECT substr(p.hash, -{HASH_WIDTH}) FROM events p WHERE p.run = e.run "
-                    "AND p.seq < e.seq ORDER BY p.seq DESC LIMIT 1) "
-                    "FROM events e JOIN runs r ON r.run = e.run WHERE e.position >= coalesce("
-                    "(SELECT position FROM events WHERE position <= ? "
-                    "ORDER BY position DESC LIMIT 1), 0) ORDER BY e.position LIMIT ?",
-                    (position + 1, _CHUNK),
-                )
-            except StoreClosedError:
-                return
-            for row in rows:
-                prev = row[8]
-                for event in row_events(row[7], row, "" if prev is None else bytes(prev).hex()):
-                    if event.position > position:  # only the first row may hold older ones
-                        position = event.position
-                        yield event
-            if len(rows) < _CHUNK:
-                with anyio.move_on_after(poll_interval):
-                    await wake.wait()
+        return self._front.follow(self._reader.tail_chunk, from_position, poll_interval)
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         """Runs, newest first, optionally only those with ``status`` (see :meth:`query_runs`)."""
@@ -497,17 +238,11 @@ class SqliteEventStore(SqliteOwnership):
         created since (they sort before it). Each page is one range scan of an index.
         Raises ValueError for a cursor no store made or a limit below 1.
         """
-        sql, params = page_statement(query, cursor, limit, time.time())
-        return page_of(await self._fetch("query_runs", sql, params), limit)
+        return await self._reader.query_runs(query, cursor, limit)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         """The run's listing row, or None if no event of it was ever appended."""
-        rows = await self._fetch(
-            "get_run",
-            f"SELECT {_RUN_COLUMNS} FROM runs r {_CLAIM_JOIN} WHERE r.run_id = ?",
-            (time.time(), run_id),
-        )
-        return RunInfo(*rows[0]) if rows else None
+        return await self._reader.get_run(run_id)
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -520,7 +255,7 @@ class SqliteEventStore(SqliteOwnership):
         write failed, ValueError if ``hash`` is not hex, StoreClosedError if the store is
         not open.
         """
-        self._check_open("save_snapshot")
+        self._front.check_open("save_snapshot")
         await anyio.to_thread.run_sync(self._snapshots.save, snapshot)
 
     async def load_snapshot(self, run_id: str) -> Snapshot | None:
@@ -528,14 +263,68 @@ class SqliteEventStore(SqliteOwnership):
 
         The caller checks ``version`` and ``hash`` against its fold and the log.
         """
-        self._check_open("load_snapshot")
+        self._front.check_open("load_snapshot")
         return await anyio.to_thread.run_sync(self._snapshots.load, run_id)
 
     async def delete_snapshots(self, run_id: str | None = None) -> int:
         """Delete the run's snapshots, or every run's for None; return how many went."""
-        self._check_open("delete_snapshots")
+        self._front.check_open("delete_snapshots")
         return await anyio.to_thread.run_sync(self._snapshots.delete, run_id)
 
-    def _check_open(self, operation: str) -> None:
-        if self._state != "open":
-            raise StoreClosedError(operation)
+    # -- ownership (see ClaimingStore; leases on this machine's clock) ---------------------
+
+    async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
+        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore), in the
+        writer's next transaction; from then on every append of this store to the run
+        checks the claim's epoch in its transaction (LeaseLostError after a takeover)."""
+        return await self._ownership.claim(run_id, owner, lease=lease)
+
+    def submit_claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        lease: float,
+        on_done: Callable[[Claim | None, BaseException | None], None],
+    ) -> bool:
+        """Claim ``run_id`` with its next append, without waiting (see :meth:`claim`).
+
+        The claim is held until this store's next append to the run and committed in that
+        append's transaction, just before it, so a new run's claim costs no transaction
+        or round trip of its own. It fences the run's appends: if it is refused, they fail
+        with its RunOwnedError and write nothing. ``on_done(claim, None)`` or
+        ``on_done(None, error)`` is called on the event loop before the append's own
+        answer (as for :meth:`submit`, it must not append to this store). A claim whose
+        run is never appended to is never taken; closing the store answers it with
+        StoreClosedError. Returns True (this store always holds the claim). Raises
+        StoreClosedError if the store is not open.
+        """
+        return self._ownership.submit_claim(run_id, owner, lease=lease, on_done=on_done)
+
+    def submit_release(
+        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+    ) -> bool:
+        """:meth:`release` without waiting: queued for the writer's next transaction;
+        ``on_done(None, error)`` is called on the event loop once it is committed or
+        failed. Returns False, queuing nothing, when the writer is full (then use
+        :meth:`release`). Raises StoreClosedError if the store is not open."""
+        return self._ownership.submit_release(claim, on_done)
+
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
+        """Extend the leases of ``claims`` in the writer's next transaction; None for each
+        one lost (see ClaimingStore)."""
+        return await self._ownership.renew(claims, lease=lease)
+
+    async def release(self, claim: Claim) -> None:
+        """Give the run up if ``claim`` still holds it (see ClaimingStore); this store's
+        appends to the run are no longer fenced on it."""
+        await self._ownership.release(claim)
+
+    async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """The last seq of each of ``run_ids`` the store holds (see ClaimingStore)."""
+        return await self._ownership.heads(run_ids)
+
+    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+        """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore); their
+        appends are fenced on the claim as with :meth:`claim`."""
+        return await self._ownership.claim_runnable(owner, lease=lease, limit=limit)

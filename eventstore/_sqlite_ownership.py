@@ -1,48 +1,51 @@
 """Run ownership in a SQLite store (see eventstore.ClaimingStore; leases on this
-machine's clock): the store's claim, renew and release requests, handed to its writer."""
+machine's clock): the store's claim, renew and release requests, handed to its writer.
+
+Claims live in the store's file and are written by its writer, in its transactions
+(eventstore._sqlite_claims); each append of a run this store claimed checks the epoch.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._claims import Claim
-from ._errors import StoreClosedError
-from ._sqlite_claims import OwnershipRequest, Request
+from ._sqlite_claims import OwnershipRequest
+from ._sqlite_read import SqliteReader
 from ._writer import ThreadWriter
 
 __all__ = ["SqliteOwnership"]
 
 
 class SqliteOwnership:
-    """The ownership part of :class:`eventstore.SqliteEventStore`."""
+    """The claims of a SQLite store, made by its writer and read on its read connection.
 
-    _state: str
-    _writer: ThreadWriter | None
-    _held: dict[str, OwnershipRequest]
+    ``open_writer(operation)`` is the store's writer while it is open (StoreClosedError
+    otherwise).
+    """
 
-    if TYPE_CHECKING:
+    __slots__ = ("_open_writer", "_reader")
 
-        async def _submit(self, writer: ThreadWriter, request: Request, operation: str) -> None: ...
-
-        async def _fetch(self, operation: str, sql: str, params: tuple[Any, ...]) -> list[Any]: ...
-
-    # -- ownership (see eventstore.ClaimingStore; leases on this machine's clock) -----------
-    # Claims live in the store's file and are written by its writer, in its transactions
-    # (eventstore._sqlite_claims); each append of a run this store claimed checks the epoch.
+    def __init__(self, open_writer: Callable[[str], ThreadWriter], reader: SqliteReader) -> None:
+        self._open_writer = open_writer
+        self._reader = reader
 
     async def _own(self, request: OwnershipRequest) -> Any:
-        writer = self._writer
-        if self._state != "open" or writer is None:
-            raise StoreClosedError(request.operation)
-        await self._submit(writer, request, request.operation)
+        """Queue ``request`` (waiting for space), wait for its answer; raise its error."""
+        operation = request.operation
+        writer = self._open_writer(operation)
+        while not writer.submit(request):
+            await writer.wait_for_space()  # backpressure: the writer is full
+            self._open_writer(operation)
+        await request.wait()
+        if request.error is not None:
+            raise request.error
         return request.result
 
     async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
-        """Take ``run_id`` for ``owner`` for ``lease`` seconds (see ClaimingStore), in the
-        writer's next transaction; from then on every append of this store to the run
-        checks the claim's epoch in its transaction (LeaseLostError after a takeover)."""
+        """See :meth:`SqliteEventStore.claim`."""
         claim: Claim = await self._own(
             OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease)
         )
@@ -55,41 +58,25 @@ class SqliteOwnership:
         *,
         lease: float,
         on_done: Callable[[Claim | None, BaseException | None], None],
-    ) -> None:
-        """Claim ``run_id`` with its next append, without waiting (see :meth:`claim`).
-
-        The claim is held until this store's next append to the run and committed in that
-        append's transaction, just before it, so a new run's claim costs no transaction
-        or round trip of its own. It fences the run's appends: if it is refused, they fail
-        with its RunOwnedError and write nothing. ``on_done(claim, None)`` or
-        ``on_done(None, error)`` is called on the event loop before the append's own
-        answer (as for :meth:`submit`, it must not append to this store). A claim whose
-        run is never appended to is never taken; closing the store answers it with
-        StoreClosedError. Raises StoreClosedError if the store is not open.
-        """
-        if self._state != "open" or self._writer is None:
-            raise StoreClosedError("claim")
+    ) -> bool:
+        """See :meth:`SqliteEventStore.submit_claim`."""
+        writer = self._open_writer("claim")
         request = OwnershipRequest("claim", run_id=run_id, owner=owner, lease=lease, fence=True)
         request.on_done = on_done  # type: ignore[assignment]
-        self._held[run_id] = request
+        writer.hold(request)
+        return True
 
     def submit_release(
         self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
     ) -> bool:
-        """:meth:`release` without waiting: queued for the writer's next transaction;
-        ``on_done(None, error)`` is called on the event loop once it is committed or
-        failed. Returns False, queuing nothing, when the writer is full (then use
-        :meth:`release`). Raises StoreClosedError if the store is not open."""
-        writer = self._writer
-        if self._state != "open" or writer is None:
-            raise StoreClosedError("release")
+        """See :meth:`SqliteEventStore.submit_release`."""
+        writer = self._open_writer("release")
         request = OwnershipRequest("release", claims=(claim,))
         request.on_done = on_done  # type: ignore[assignment]
         return writer.submit(request)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
-        """Extend the leases of ``claims`` in the writer's next transaction; None for each
-        one lost (see ClaimingStore)."""
+        """See :meth:`SqliteEventStore.renew`."""
         if not claims:
             return []
         renewed: list[Claim | None] = await self._own(
@@ -98,13 +85,12 @@ class SqliteOwnership:
         return renewed
 
     async def release(self, claim: Claim) -> None:
-        """Give the run up if ``claim`` still holds it (see ClaimingStore); this store's
-        appends to the run are no longer fenced on it."""
+        """See :meth:`SqliteEventStore.release`."""
         await self._own(OwnershipRequest("release", claims=(claim,)))
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
-        """The last seq of each of ``run_ids`` the store holds (see ClaimingStore)."""
-        rows = await self._fetch(
+        """See :meth:`SqliteEventStore.heads`."""
+        rows = await self._reader.fetch(
             "heads",
             "SELECT run_id, last_seq FROM runs WHERE run_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(run_ids)),),
@@ -112,8 +98,7 @@ class SqliteOwnership:
         return {str(run_id): int(seq) for run_id, seq in rows}
 
     async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
-        """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore); their
-        appends are fenced on the claim as with :meth:`claim`."""
+        """See :meth:`SqliteEventStore.claim_runnable`."""
         claims: list[Claim] = await self._own(
             OwnershipRequest("claim_runnable", owner=owner, lease=lease, limit=limit)
         )

@@ -1,7 +1,7 @@
-"""The writer seam of a store, and the SQLite store's writer: one thread that group-commits.
+"""The SQLite store's writer: one thread that group-commits.
 
-A store hands every append to one :class:`Writer`. The SQLite store's is a
-:class:`ThreadWriter`: a plain thread that owns the write connection and, whenever it is
+A store hands every append to one writer (eventstore._front.Writer). The SQLite store's is
+a :class:`ThreadWriter`: a plain thread that owns the write connection and, whenever it is
 free, takes what is queued at that moment (at most ``max_batch`` requests, and at most half
 of the appends in flight) into ONE write transaction, so a batch costs one fsync and one
 hand-back to the event loop whatever its size. While a batch commits the next one gathers.
@@ -15,50 +15,24 @@ import time
 from collections import deque
 from collections.abc import Callable
 from queue import Empty, SimpleQueue
-from typing import Protocol
 
 from ._core import WriterCore
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
-from ._protocol import CommitCounters, StoreStatistics
+from ._front import CommitCounters
+from ._protocol import StoreStatistics
 from ._requests import AppendRequest
-from ._sqlite_claims import Request
+from ._sqlite_claims import OwnershipRequest, Request
 
-__all__ = ["ThreadWriter", "Writer"]
-
-
-class Writer(Protocol):
-    """Who commits a store's appends. Used on the event loop's thread only.
-
-    ``submit`` queues an encoded request without waiting; the writer answers it (fills its
-    ``result`` or ``error`` and calls :meth:`AppendRequest.finish`) on the event loop once
-    its transaction committed or failed, in the order requests were submitted for each run.
-    """
-
-    def submit(self, request: AppendRequest) -> bool:
-        """Queue ``request``; False (nothing queued) when the writer is full.
-
-        Raises StoreClosedError once :meth:`close` has begun.
-        """
-        ...
-
-    async def wait_for_space(self) -> None:
-        """Return when a submit may succeed again (a slot was freed, or the writer closed)."""
-        ...
-
-    async def close(self) -> None:
-        """Commit and answer everything submitted so far, then stop; fail what cannot be."""
-        ...
-
-    def statistics(self) -> StoreStatistics:
-        """Counters since the writer started."""
-        ...
+__all__ = ["ThreadWriter"]
 
 
 class ThreadWriter:
-    """The :class:`Writer` of a SQLite store: one thread owning the write connection.
+    """The writer of a SQLite store: one thread owning the write connection.
 
     Besides appends it takes the store's ownership requests (claims, renewals, releases;
-    see eventstore._sqlite_claims) into the same queue and the same transactions.
+    see eventstore._sqlite_claims) into the same queue and the same transactions, and
+    holds a claim given to :meth:`hold` until its run's next append, which it queues just
+    before (so both go in one transaction).
     ``on_commit`` is called on the event loop after each committed batch (the store wakes
     the followers of :meth:`SqliteEventStore.tail` with it). Waiting for space wakes one
     waiter per freed slot, in the order they began to wait.
@@ -91,6 +65,8 @@ class ThreadWriter:
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()
         self._counters = CommitCounters()
+        # Claims held until their run's next append (see hold).
+        self._held: dict[str, OwnershipRequest] = {}
         self._thread = threading.Thread(
             target=self._run, name=f"eventstore-writer:{core.path}", daemon=True
         )
@@ -105,9 +81,25 @@ class ThreadWriter:
             self._deliver()  # batches the thread finished while the loop was busy
         if self._in_flight + self._woken >= self._capacity:
             return False
+        if self._held and type(request) is AppendRequest:
+            held = self._held.pop(request.run_id, None)
+            if held is not None:
+                if self._in_flight + self._woken + 1 >= self._capacity:
+                    self._held[request.run_id] = held  # room for both, or neither
+                    return False
+                self._in_flight += 1
+                self._queue.put(held)
         self._in_flight += 1
         self._queue.put(request)
         return True
+
+    def hold(self, request: OwnershipRequest) -> None:
+        """Hold a claim until the next :meth:`submit` of an append to its run, then queue it
+        just before that append (replacing a claim held for the run before). Raises
+        StoreClosedError once :meth:`close` has begun."""
+        if self._closing:
+            raise StoreClosedError("claim")
+        self._held[request.run_id] = request
 
     async def wait_for_space(self) -> None:
         if self._closing:
@@ -142,6 +134,9 @@ class ThreadWriter:
             await asyncio.shield(self._stopped)
             return
         self._closing = True
+        held, self._held = self._held, {}
+        for claim in held.values():
+            claim.fail(StoreClosedError("claim", "the store closed before the run's append"))
         self._queue.put(None)
         await asyncio.shield(self._stopped)
         self._deliver()

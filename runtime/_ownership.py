@@ -27,7 +27,7 @@ from typing import Literal
 import anyio
 import anyio.abc
 
-from eventstore import Claim, ClaimingStore, RunInfo, StoreError
+from eventstore import Claim, ClaimingStore, NotifyingStore, RunInfo, StoreError
 
 from ._result import RunOutcome
 
@@ -132,13 +132,12 @@ class RunOwnership:
 
         A given id is claimed at once (RunOwnedError if it is live elsewhere). A new id,
         which nobody can hold, is claimed with the run's first append where the store can
-        (a SQLite store's ``submit_claim``): it commits in that append's transaction, and a
-        refused claim fails the run's appends, which write nothing. Only for a run whose
+        (``submit_claim``, a SQLite store's): it commits in that append's transaction, and
+        a refused claim fails the run's appends, which write nothing. Only for a run whose
         first append is ``durable``: its entry node runs after that commit, so nothing
         runs before the claim is taken.
         """
-        submit = getattr(self.store, "submit_claim", None)
-        if run_id is not None or submit is None or not durable:
+        if run_id is not None or not durable:
             run_id = run_id or uuid.uuid4().hex
             await self.claim(run_id)
             return run_id
@@ -150,32 +149,29 @@ class RunOwnership:
             else:
                 _log.warning("run %s: its claim was refused (%s); it does not run", new_id, error)
 
-        submit(new_id, self.owner, lease=self.lease, on_done=done)
+        if not self.store.submit_claim(new_id, self.owner, lease=self.lease, on_done=done):
+            await self.claim(new_id)
         return new_id
 
     def release_soon(self, run_id: str, tasks: anyio.abc.TaskGroup) -> None:
         """:meth:`release` without waiting: queued with the store's next transaction where
-        the store can (a SQLite store's ``submit_release``), else in a task of ``tasks``."""
+        the store can (``submit_release``, a SQLite store's), else in a task of ``tasks``."""
         claim = self.claims.get(run_id)
         if claim is None:
             return
-        submit = getattr(self.store, "submit_release", None)
-        if submit is not None:
 
-            def done(_: None, error: BaseException | None) -> None:
-                if error is not None:
-                    _log.warning(
-                        "run %s: releasing its claim failed (%s); it expires", run_id, error
-                    )
+        def done(_: None, error: BaseException | None) -> None:
+            if error is not None:
+                _log.warning("run %s: releasing its claim failed (%s); it expires", run_id, error)
 
-            try:
-                queued = submit(claim, done)
-            except StoreError as exc:
-                done(None, exc)
-                queued = True
-            if queued:
-                del self.claims[run_id]
-                return
+        try:
+            queued = self.store.submit_release(claim, done)
+        except StoreError as exc:
+            done(None, exc)
+            queued = True
+        if queued:
+            del self.claims[run_id]
+            return
         tasks.start_soon(self.release, run_id)
 
     async def release(self, run_id: str) -> None:
@@ -243,8 +239,10 @@ class RunOwnership:
     ) -> None:
         """Claim runnable runs (up to ``room()`` at a time) and hand each to ``on_claimed``,
         now and every ``recover_interval``, and at once when a store that announces them
-        (``runnable_signal``, PostgreSQL's NOTIFY) says a run may have become runnable."""
-        signal: Callable[[], anyio.Event] | None = getattr(self.store, "runnable_signal", None)
+        (a :class:`eventstore.NotifyingStore`: PostgreSQL's, by NOTIFY) says a run may have
+        become runnable."""
+        store = self.store
+        signal = store.runnable_signal if isinstance(store, NotifyingStore) else None
         while True:
             # Taken before looking, so that a run submitted meanwhile still wakes the wait.
             hint = None if signal is None else signal()

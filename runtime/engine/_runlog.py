@@ -218,14 +218,10 @@ class RunLog:
         every other append, as with ``append``. ``on_done(result, None)`` once committed,
         ``on_done(None, error)`` if the batch failed; it runs on the event loop and must not
         raise. Returns False, doing nothing, where this cannot be done (no store, commit
-        hooks to await, or a store without ``submit`` or with a full queue): then use
-        ``append``.
+        hooks to await, or a store whose queue is full): then use ``append``.
         """
         store = self.store
         if store is None or self.hooks or not bodies or self.failed is not None:
-            return False
-        submit = getattr(store, "submit", None)
-        if submit is None:
             return False
         batch = [*self.pending, *bodies]
         # Before the bodies are applied: the state then ends with the queued bodies.
@@ -233,7 +229,7 @@ class RunLog:
         snapshot = self._snapshot(len(self.pending))
         done = _Submitted(self, batch, on_done)
         try:
-            queued = submit(
+            queued = store.submit(
                 self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
             )
         except StoreError as exc:  # a closed store: as append

@@ -6,7 +6,15 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from eventstore import Claim, ClaimingStore, LeaseLostError, RunOwnedError
+from eventstore import (
+    Claim,
+    ClaimingStore,
+    LeaseLostError,
+    NotifyingStore,
+    PostgresEventStore,
+    RunOwnedError,
+    StoreClosedError,
+)
 from runtime.events import MemoryWritten, RunPaused, RunStarted
 
 from .conftest import StoreFactory
@@ -19,6 +27,53 @@ STARTED = RunStarted(graph={"nodes": ["a"]}, graph_hash="g", entry="a", input={}
 async def test_stores_record_ownership(store_factory: StoreFactory) -> None:
     async with store_factory("s") as store:
         assert isinstance(store, ClaimingStore)
+
+
+async def test_a_claim_submitted_for_a_runs_append_is_taken_with_it_or_left_to_claim(
+    store_factory: StoreFactory,
+) -> None:
+    answers: list[object] = []
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        held = a.submit_claim(
+            "r1", "worker-a", lease=5, on_done=lambda claim, error: answers.append(claim or error)
+        )
+        await a.append("r1", [MemoryWritten(key="k", value=1)], expected_seq=0)
+        if held:  # taken in the append's transaction, answered before it
+            claim = answers[0]
+            assert isinstance(claim, Claim) and claim.owner == "worker-a"
+            with pytest.raises(RunOwnedError):
+                await b.claim("r1", "worker-b", lease=5)
+        else:  # nothing was held: the run is nobody's until claimed
+            assert answers == []
+            claim = await b.claim("r1", "worker-b", lease=5)
+        released: list[object] = []
+        if a.submit_release(claim, lambda _, error: released.append(error)):
+            await a.append("r0", [MemoryWritten(key="k", value=1)], expected_seq=0)
+            assert released == [None]  # committed with the next transaction or before it
+        else:
+            assert released == []
+            await (a if claim.owner == "worker-a" else b).release(claim)
+        assert (await b.claim("r1", "worker-c", lease=5)).epoch == claim.epoch + 1
+    with pytest.raises(StoreClosedError):
+        a.submit_claim("r2", "worker-a", lease=5, on_done=lambda claim, error: None)
+    with pytest.raises(StoreClosedError):
+        a.submit_release(claim, lambda _, error: None)
+
+
+async def test_only_a_store_that_announces_runnable_runs_is_a_notifying_store(
+    store_factory: StoreFactory,
+) -> None:
+    async with store_factory("s") as a, store_factory("s") as b:
+        if not isinstance(a, PostgresEventStore):
+            assert not isinstance(a, NotifyingStore)
+            return
+        assert isinstance(a, NotifyingStore)
+        signal = a.runnable_signal()
+        await b.append("r1", [STARTED], expected_seq=0)  # submitted: running, unclaimed
+        with anyio.fail_after(5):
+            await signal.wait()
+        assert a.runnable_signal() is not signal  # a new hint for the next look
 
 
 async def test_a_claim_is_exclusive_until_its_lease_expires(store_factory: StoreFactory) -> None:

@@ -155,3 +155,31 @@ async def test_a_waiter_cancelled_after_it_was_woken_passes_its_slot_on(tmp_path
     finally:
         await writer.close()
         core.close()
+
+
+async def test_a_held_claim_goes_with_its_runs_append_only_when_both_fit(tmp_path: Path) -> None:
+    # A claim held for a run's next append is queued just before it: with room for one
+    # more request only, neither is queued (the claim stays held), and once a slot is
+    # freed both go, the claim first.
+    from eventstore._sqlite_claims import OwnershipRequest
+
+    core = WriterCore(str(tmp_path / "s.db"), "OFF")
+    core.connect(True, 1024)
+    writer = ThreadWriter(core, max_batch=1, capacity=2, on_commit=lambda: None)
+    answers: list[str] = []
+    try:
+        claim = OwnershipRequest("claim", run_id="r1", owner="w", lease=5, fence=True)
+        claim.on_done = lambda result, error: answers.append("claim")  # type: ignore[assignment]
+        writer.hold(claim)
+        other = prepare("r0", [started()], 0)
+        assert writer.submit(other)  # one slot left
+        append = prepare("r1", [started()], 0)
+        assert not writer.submit(append)  # room for the append alone, not with its claim
+        await other.wait()
+        assert answers == []  # still held
+        assert writer.submit(append)
+        await append.wait()
+        assert append.error is None and answers == ["claim"]
+    finally:
+        await writer.close()
+        core.close()

@@ -1,0 +1,97 @@
+"""Run ownership in a PostgreSQL store (see eventstore.ClaimingStore; leases on the
+server's clock): claims on a connection of their own, and the claim epochs the writer
+fences each append on."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from . import _postgres_claims as claims_sql
+from ._claims import Claim
+from ._postgres_read import Fetch
+from ._postgres_schema import check_text
+from ._postgres_writer import Connection, PostgresWriter
+
+__all__ = ["PostgresOwnership"]
+
+
+class PostgresOwnership:
+    """The claims of a PostgreSQL store. ``writer()`` is the store's writer (None before
+    open), whose ``epochs`` fence the appends of the runs claimed here; ``fetch`` the
+    store's one-query reads; ``runnable_channel`` the NOTIFY channel of a release."""
+
+    __slots__ = ("_fetch", "_runnable_channel", "_writer", "leases")
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[Connection]],
+        where: str,
+        is_open: Callable[[], bool],
+        writer: Callable[[], PostgresWriter | None],
+        fetch: Fetch,
+        runnable_channel: str,
+    ) -> None:
+        #: Claims and renewals have a connection of their own, never queued behind appends.
+        self.leases = claims_sql.LeaseConnection(connect, where, is_open)
+        self._writer = writer
+        self._fetch = fetch
+        self._runnable_channel = runnable_channel
+
+    def _fence(self, claims: Sequence[Claim]) -> None:
+        writer = self._writer()
+        if writer is not None:
+            for claim in claims:
+                writer.epochs[claim.run_id] = claim.epoch
+
+    async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
+        """See :meth:`PostgresEventStore.claim`."""
+        check_text("claim", "the run id", run_id)
+        check_text("claim", "the owner", owner)
+        claim: Claim = await self.leases.call(
+            "claim", lambda conn: claims_sql.claim(conn, run_id, owner, lease)
+        )
+        self._fence((claim,))
+        return claim
+
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
+        """See :meth:`PostgresEventStore.renew`."""
+        if not claims:
+            return []
+        owners = {claim.owner for claim in claims}
+        answers: dict[tuple[str, int], Claim | None] = {}
+        for owner in owners:
+            mine = [claim for claim in claims if claim.owner == owner]
+
+            def call(conn: Connection, owner: str = owner, mine: list[Claim] = mine) -> Any:
+                return claims_sql.renew(conn, mine, owner, lease)
+
+            renewed: list[Claim | None] = await self.leases.call("renew", call)
+            for claim, answer in zip(mine, renewed, strict=True):
+                answers[claim.run_id, claim.epoch] = answer
+        return [answers[claim.run_id, claim.epoch] for claim in claims]
+
+    async def release(self, claim: Claim) -> None:
+        """See :meth:`PostgresEventStore.release`."""
+        writer = self._writer()
+        if writer is not None and writer.epochs.get(claim.run_id) == claim.epoch:
+            del writer.epochs[claim.run_id]
+        await self.leases.call(
+            "release", lambda conn: claims_sql.release(conn, claim, self._runnable_channel)
+        )
+
+    async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """See :meth:`PostgresEventStore.heads`."""
+        rows = await self._fetch(
+            "heads", "SELECT run_id, last_seq FROM runs WHERE run_id = ANY(%s)", (list(run_ids),)
+        )
+        return {str(run_id): int(seq) for run_id, seq in rows}
+
+    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+        """See :meth:`PostgresEventStore.claim_runnable`."""
+        check_text("claim_runnable", "the owner", owner)
+        got: list[Claim] = await self.leases.call(
+            "claim_runnable", lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit)
+        )
+        self._fence(got)
+        return got
