@@ -231,9 +231,10 @@ class WriterCore:
         touched = plan.touched
         add_row = plan.rows.append
         outcomes = plan.outcomes
-        # run_id -> [key, status, graph_hash, graph_id, quality] of a new run
+        # run_id -> [key, status, graph_hash, graph_id, quality, origin] of a new run
         new_runs: dict[str, list[Any]] = {}
-        changed: dict[int, list[Any]] = {}  # run key -> [status, graph_hash, graph_id, quality]
+        # run key -> [status, graph_hash, graph_id, quality, origin]
+        changed: dict[int, list[Any]] = {}
         missing = {
             request.run_id
             for request in requests
@@ -249,7 +250,7 @@ class WriterCore:
                 continue
             if state is None:
                 state = (next_run, 0, b"")
-                new_runs[run_id] = [next_run, "new", None, None, None]
+                new_runs[run_id] = [next_run, "new", None, None, None, None]
                 next_run += 1
             key, seq, prev = state
             first = seq + 1
@@ -285,15 +286,15 @@ class WriterCore:
                     if value is not None:
                         created[i] = value or None
             elif index is not UNCHANGED_INDEX and index != UNCHANGED_INDEX:
-                change = changed.setdefault(key, [None, None, None, None])
+                change = changed.setdefault(key, [None, None, None, None, None])
                 for i, value in enumerate(index):
                     if value is not None:
                         change[i] = value
             outcomes.append(AppendResult(first, seq, position - 1, prev.hex()))
         # A new run's row starts at seq 0; the trigger advances it with each events row.
         plan.new_runs = [
-            (key, rid, st or "new", now, now, 0, gh, gid, q)
-            for rid, (key, st, gh, gid, q) in new_runs.items()
+            (key, rid, st or "new", now, now, 0, gh, gid, q, o)
+            for rid, (key, st, gh, gid, q, o) in new_runs.items()
         ]
         plan.changed = [(*change, k) for k, change in changed.items()]
         plan.next_position = position

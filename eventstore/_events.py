@@ -85,6 +85,8 @@ class RunIndex(NamedTuple):
     graph_hash: str | None = None
     graph_id: str | None = None
     quality: str | None = None
+    #: The run this one's log was copied from (a fork's source), for the listing.
+    origin: str | None = None
 
 
 #: The RunIndex of a batch that leaves its run's listing row as it is (shared).

@@ -19,13 +19,14 @@ from ._errors import UnknownEventError
 from ._events import EVENT_TYPES, RunIndex, decode_body, run_index_hook
 from ._runquery import RunQuery, page_sql
 
-__all__ = ["RUN_COLUMNS", "V2_DDL", "fill_run_index", "page_statement"]
+__all__ = ["RUN_COLUMNS", "V2_DDL", "V3_DDL", "fill_run_index", "page_statement"]
 
 # Then the run's owner, which the runs row holds beside the run: while its lease is
 # unexpired on the server's clock (as the claims statements read it).
 RUN_COLUMNS = (
     "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality, "
-    "CASE WHEN r.lease_expires >= extract(epoch FROM clock_timestamp())::float8 THEN r.owner END"
+    "CASE WHEN r.lease_expires >= extract(epoch FROM clock_timestamp())::float8 THEN r.owner END, "
+    "r.origin"
 )
 
 
@@ -46,12 +47,16 @@ CREATE INDEX runs_quality ON {schema}.runs (quality, created, run);
 CREATE INDEX runs_graph ON {schema}.runs (graph_id, created, run);
 CREATE INDEX runs_graph_hash ON {schema}.runs (graph_hash, created, run)
 """
+V3_DDL = """
+ALTER TABLE {schema}.runs ADD COLUMN IF NOT EXISTS origin TEXT
+"""
 
 _DECODE_ERRORS = (UnknownEventError, msgspec.DecodeError, msgspec.ValidationError)
 
 
 async def fill_run_index(conn: psycopg.AsyncConnection[tuple[object, ...]], schema: str) -> None:
-    """Set each run's graph id and quality from its events (in the caller's transaction).
+    """Set each run's graph id, quality and origin from its events (in the caller's
+    transaction).
 
     Applies the ``run_index`` hooks registered now to the events of their types, in log
     order, as appends do. Events that cannot be decoded are skipped (verify reports them).
@@ -60,7 +65,7 @@ async def fill_run_index(conn: psycopg.AsyncConnection[tuple[object, ...]], sche
     if not hooked:
         return
     ident = sql.Identifier(schema)
-    found: dict[int, list[str | None]] = {}  # run key -> [graph id, quality]
+    found: dict[int, list[str | None]] = {}  # run key -> [graph id, quality, origin]
     after = 0
     while True:
         cur = await conn.execute(
@@ -82,8 +87,8 @@ async def fill_run_index(conn: psycopg.AsyncConnection[tuple[object, ...]], sche
             if hook is None:
                 continue
             index = RunIndex(*hook(event))
-            values = found.setdefault(int(str(run)), [None, None])
-            for i, value in enumerate((index.graph_id, index.quality)):
+            values = found.setdefault(int(str(run)), [None, None, None])
+            for i, value in enumerate((index.graph_id, index.quality, index.origin)):
                 if value is not None:
                     values[i] = value or None
         after = int(str(rows[-1][0]))
@@ -91,9 +96,9 @@ async def fill_run_index(conn: psycopg.AsyncConnection[tuple[object, ...]], sche
         runs = list(found)
         await conn.execute(
             sql.SQL(
-                "UPDATE {}.runs r SET graph_id = v.graph_id, quality = v.quality "
-                "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(run, graph_id, quality) "
-                "WHERE r.run = v.run"
+                "UPDATE {}.runs r SET graph_id = v.graph_id, quality = v.quality, "
+                "origin = v.origin FROM unnest(%s::bigint[], %s::text[], %s::text[], "
+                "%s::text[]) AS v(run, graph_id, quality, origin) WHERE r.run = v.run"
             ).format(ident),
-            (runs, [found[r][0] for r in runs], [found[r][1] for r in runs]),
+            (runs, *([found[r][i] for r in runs] for i in range(3))),
         )

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 
 from ._errors import NotAStoreError, SchemaVersionError
-from ._postgres_runs import V2_DDL, fill_run_index
+from ._postgres_runs import V2_DDL, V3_DDL, fill_run_index
 
 __all__ = [
     "PG_APPLICATION",
@@ -27,9 +27,9 @@ __all__ = [
 #: What the meta row's ``application`` column holds in a magistrate store.
 PG_APPLICATION = "magistrate-eventstore"
 #: The version of the tables this release reads and writes. Version 2 added the runs' graph
-#: id and quality and the indexes of filtered listings (eventstore._postgres_runs); a
-#: version 1 store is upgraded when opened.
-PG_SCHEMA_VERSION = 2
+#: id and quality and the indexes of filtered listings (eventstore._postgres_runs), version
+#: 3 the runs' origin (a fork's source); an older store is upgraded when opened.
+PG_SCHEMA_VERSION = 3
 
 # One row per event (no frames: PostgreSQL's per-row cost is not SQLite's, and rows stay
 # plain to query). ``position`` is the store-wide commit order that tail follows: it is
@@ -121,7 +121,7 @@ async def ensure_schema(
         if not tables:
             ident = sql.Identifier(schema)
             await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
-            await _run_script(conn, _DDL + ";" + V2_DDL, ident)
+            await _run_script(conn, _DDL + ";" + V2_DDL + ";" + V3_DDL, ident)
             await conn.execute(
                 sql.SQL("INSERT INTO {}.meta VALUES (%s, %s, 1)").format(ident),
                 (PG_APPLICATION, PG_SCHEMA_VERSION),
@@ -148,9 +148,11 @@ async def ensure_schema(
         missing = {"runs", "events", "snapshots"} - tables
         if missing:
             raise NotAStoreError(where, f"tables missing: {', '.join(sorted(missing))}")
-        if version < 2:
+        if version < PG_SCHEMA_VERSION:
             ident = sql.Identifier(schema)
-            await _run_script(conn, V2_DDL, ident)
+            if version < 2:
+                await _run_script(conn, V2_DDL, ident)
+            await _run_script(conn, V3_DDL, ident)
             await fill_run_index(conn, schema)
             await conn.execute(
                 sql.SQL("UPDATE {}.meta SET schema_version = %s").format(ident),

@@ -41,9 +41,9 @@ _LOCK_RUNS = (
 )
 _INSERT_RUNS = (
     "INSERT INTO runs (run_id, status, created, updated, last_seq, last_hash, graph_hash, "
-    "graph_id, quality) "
+    "graph_id, quality, origin) "
     "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[], %s::bigint[], "
-    "%s::bytea[], %s::text[], %s::text[], %s::text[]) "
+    "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[]) "
     "ON CONFLICT (run_id) DO NOTHING RETURNING run_id, run"
 )
 # The run_index hooks' values: None leaves a column unchanged, "" clears it (never status).
@@ -52,9 +52,11 @@ _UPDATE_RUNS = (
     "status = coalesce(nullif(v.status, ''), r.status), "
     "graph_hash = nullif(coalesce(v.graph_hash, r.graph_hash), ''), "
     "graph_id = nullif(coalesce(v.graph_id, r.graph_id), ''), "
-    "quality = nullif(coalesce(v.quality, r.quality), '') "
+    "quality = nullif(coalesce(v.quality, r.quality), ''), "
+    "origin = nullif(coalesce(v.origin, r.origin), '') "
     "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::text[], %s::text[], "
-    "%s::text[], %s::text[]) AS v(run, seq, hash, ts, status, graph_hash, graph_id, quality) "
+    "%s::text[], %s::text[], %s::text[]) "
+    "AS v(run, seq, hash, ts, status, graph_hash, graph_id, quality, origin) "
     "WHERE r.run = v.run"
 )
 # Positions last, in the statement that writes the events: the meta row's lock is taken
@@ -267,7 +269,8 @@ class PostgresWriter:
         rows = await cur.fetchall()
         heads: dict[str, list[Any]] = {row[0]: [row[1], row[2], bytes(row[3])] for row in rows}
         epochs = {row[0]: (row[4], row[5]) for row in rows}
-        # run_id -> [status, graph_hash, graph_id, quality]: a new run's, a known run's change
+        # run_id -> [status, graph_hash, graph_id, quality, origin]: a new run's, a known
+        # run's change
         new_runs: dict[str, list[Any]] = {}
         changed: dict[str, list[Any]] = {}
         accepted: list[tuple[AppendRequest, int, list[bytes]]] = []
@@ -288,7 +291,7 @@ class PostgresWriter:
                 continue
             if head is None:
                 head = heads[run_id] = [None, 0, b""]
-                new_runs[run_id] = ["new", None, None, None]
+                new_runs[run_id] = ["new", None, None, None, None]
             first = seq + 1
             prev = head[2]
             digests: list[bytes] = []
@@ -299,7 +302,7 @@ class PostgresWriter:
                 prev = chain_digest(prev, run_id, seq, tag, version, body)
                 digests.append(prev)
             head[1], head[2] = seq, prev
-            change = new_runs.get(run_id) or changed.setdefault(run_id, [None, None, None, None])
+            change = new_runs.get(run_id) or changed.setdefault(run_id, [None] * 5)
             for i, value in enumerate(request.index):
                 if value is not None:
                     change[i] = value
@@ -320,6 +323,7 @@ class PostgresWriter:
                     [new_runs[i][1] or None for i in ids],
                     [new_runs[i][2] or None for i in ids],
                     [new_runs[i][3] or None for i in ids],
+                    [new_runs[i][4] or None for i in ids],
                 ),
             )
             inserted = {row[0]: row[1] for row in await cur.fetchall()}
@@ -340,6 +344,7 @@ class PostgresWriter:
                     [changed[i][1] for i in ids],
                     [changed[i][2] for i in ids],
                     [changed[i][3] for i in ids],
+                    [changed[i][4] for i in ids],
                 ),
             )
         count = sum(len(digests) for _, _, digests in accepted)

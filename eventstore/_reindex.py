@@ -17,7 +17,8 @@ _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 
 
 def fill_run_index(conn: sqlite3.Connection) -> None:
-    """Set each run's graph id and quality from its events (inside the caller's transaction).
+    """Set each run's graph id, quality and origin from its events (inside the caller's
+    transaction).
 
     Applies the ``run_index`` hooks registered now to the events of their types, in log
     order, as appends do; status and graph hash stay as the file has them. Rows that
@@ -27,7 +28,7 @@ def fill_run_index(conn: sqlite3.Connection) -> None:
     if not hooked:
         return
     wanted = set(hooked)
-    found: dict[int, list[str | None]] = {}  # run key -> [graph id, quality]
+    found: dict[int, list[str | None]] = {}  # run key -> [graph id, quality, origin]
     after = 0
     while True:
         rows = conn.execute(
@@ -54,12 +55,12 @@ def fill_run_index(conn: sqlite3.Connection) -> None:
                 if hook is None:
                     continue
                 index = RunIndex(*hook(event))
-                values = found.setdefault(run, [None, None])
-                for i, value in enumerate((index.graph_id, index.quality)):
+                values = found.setdefault(run, [None, None, None])
+                for i, value in enumerate((index.graph_id, index.quality, index.origin)):
                     if value is not None:
                         values[i] = value or None
         after = rows[-1][0]
     conn.executemany(
-        "UPDATE runs SET graph_id = ?, quality = ? WHERE run = ?",
-        [(graph_id, quality, run) for run, (graph_id, quality) in found.items()],
+        "UPDATE runs SET graph_id = ?, quality = ?, origin = ? WHERE run = ?",
+        [(graph_id, quality, origin, run) for run, (graph_id, quality, origin) in found.items()],
     )

@@ -47,6 +47,7 @@ class RunInfo(msgspec.Struct, frozen=True):
     graph_id: str | None = None
     quality: str | None = None
     owner: str | None = None
+    origin: str | None = None
 
 
 class RunQuery(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,9 +29,9 @@ APPLICATION_ID = 0x4D414753
 #: (rows holding several events, see below); version 3 the snapshots table and the index of
 #: runs by status; version 4 the fence (below); version 5 the form byte of stored bodies
 #: (see eventstore._format); version 6 the claims table (below); version 7 the runs' graph
-#: id and quality and the indexes of filtered listings (below). Older files are upgraded
-#: when opened.
-SCHEMA_VERSION = 7
+#: id and quality and the indexes of filtered listings (below); version 8 the runs' origin
+#: (a fork's source). Older files are upgraded when opened.
+SCHEMA_VERSION = 8
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -130,6 +130,12 @@ CREATE INDEX runs_graph_hash ON runs (graph_hash, created);
 """
 
 
+# Version 8: the run a fork's log was copied from, for the listing (run_index's origin).
+_V8_DDL = """
+ALTER TABLE runs ADD COLUMN origin TEXT;
+"""
+
+
 def check_file(path: str) -> bool:
     """Inspect ``path`` without modifying it; return True if a new store must be created.
 
@@ -167,7 +173,7 @@ def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
     conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL, _V7_DDL):
+        for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL, _V7_DDL, _V8_DDL):
             _run_script(conn, script)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -189,7 +195,8 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
     read (upgrade with the older release's processes stopped; the file can be deleted);
     6 -> 7 adds the runs' graph id and quality, filled from the events by the
     ``run_index`` hooks registered at that time (reading the rows of hooked types once),
-    and the listing indexes.
+    and the listing indexes; 7 -> 8 the runs' origin (a fork's source), filled the same
+    way (6 -> 8 fills all three in one reading).
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version >= SCHEMA_VERSION:
@@ -206,6 +213,8 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
             _run_script(conn, _V6_DDL)
         if version < 7:
             _run_script(conn, _V7_DDL)
+        if version < 8:
+            _run_script(conn, _V8_DDL)
             fill_run_index(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

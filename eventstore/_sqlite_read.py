@@ -27,7 +27,7 @@ _EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
 # one lookup per row of the page.
 _RUN_COLUMNS = (
     "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality, "
-    "CASE WHEN c.expires >= ? THEN c.owner END"
+    "CASE WHEN c.expires >= ? THEN c.owner END, r.origin"
 )
 _CLAIM_JOIN = "LEFT JOIN claims c ON c.run_id = r.run_id"
 # From the row holding position + 1 (a frame may start before it); each row's previous

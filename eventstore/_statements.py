@@ -29,7 +29,7 @@ DROP_OLDER_SNAPSHOTS = "DELETE FROM snapshots WHERE run = ? AND seq <> ?"
 
 INSERT_RUN = (
     "INSERT INTO runs (run, run_id, status, created, updated, last_seq, graph_hash, graph_id, "
-    "quality) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "quality, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # The writer changes only what the run_index hooks give: a value of None leaves a column
 # unchanged, "" clears it (status is never cleared). The run's last seq, last hash and
@@ -37,8 +37,8 @@ INSERT_RUN = (
 UPDATE_RUN = (
     "UPDATE runs SET status = coalesce(nullif(?, ''), status), "
     "graph_hash = nullif(coalesce(?, graph_hash), ''), "
-    "graph_id = nullif(coalesce(?, graph_id), ''), quality = nullif(coalesce(?, quality), '') "
-    "WHERE run = ?"
+    "graph_id = nullif(coalesce(?, graph_id), ''), quality = nullif(coalesce(?, quality), ''), "
+    "origin = nullif(coalesce(?, origin), '') WHERE run = ?"
 )
 # Runs looked up by run_id, all of a batch's at once (the ids as one JSON array).
 LOOKUP_RUNS = (

@@ -189,6 +189,7 @@ async def _runs(args: argparse.Namespace) -> int:
             str(r.last_seq),
             _when(r.created),
             _when(r.updated),
+            r.origin or "-",
         ]
         for r in runs
     ]
@@ -201,6 +202,7 @@ async def _runs(args: argparse.Namespace) -> int:
         "events",
         "created (UTC)",
         "updated (UTC)",
+        "fork of",
     ]
     sys.stdout.write(_table(rows, headers))
     return EXIT_OK

@@ -383,15 +383,16 @@ def _finished(body: RunFinished) -> RunIndex:
     return RunIndex(body.status, quality=body.quality)
 
 
-#: How each lifecycle event changes the run listing's row: its status, graph hash, graph id
-#: and quality. Only a finished run has a quality: going on (resumed, or started again as a
-#: fork's copy) clears it.
+#: How each lifecycle event changes the run listing's row: its status, graph hash, graph id,
+#: quality and origin. Only a finished run has a quality: going on (resumed, or started
+#: again as a fork's copy) clears it. A fork's row names the run it was copied from.
 _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
     RunStarted: _started,
     RunPaused: lambda body: RunIndex("paused"),
     RunResumed: lambda body: RunIndex("running", quality=""),
     RunCancelled: lambda body: RunIndex("cancelled"),
     RunFinished: _finished,
+    RunForked: lambda body: RunIndex(origin=body.source_run_id),
 }
 
 for _cls in AnyEvent.__args__:

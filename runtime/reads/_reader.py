@@ -156,6 +156,7 @@ class RunReader:
             last_seq=info.last_seq,
             paused=paused,
             error=error,
+            origin=info.origin,
         )
 
     def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:

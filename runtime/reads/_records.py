@@ -115,7 +115,8 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     running run that no live claim holds: nothing executes it until a worker claims it),
     ``unclaimed`` (not running, not claimed), or ``unrecorded`` (the store records no
     ownership: a running run may be executing in the process that started it).
-    ``forked_from`` names the source of a fork.
+    ``origin`` is the run a fork was copied from (the listing's); a run's detail also
+    gives ``forked_from``, the source's seq and chain hash there.
     """
 
     run_id: str
@@ -130,6 +131,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     last_seq: int
     paused: PauseView | None = None
     error: str | None = None
+    origin: str | None = None
     forked_from: ForkOrigin | None = None
 
 

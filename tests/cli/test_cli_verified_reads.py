@@ -119,6 +119,14 @@ def test_a_fork_of_an_intact_run_says_it_is_a_fork(workdir: Workdir) -> None:
     assert f"forked:    from run {run_id} at seq 3" in shown
     data = json.loads(ok(workdir.run("show", fork["run_id"], "--output", "json")).out)
     assert data["forked_from"]["run_id"] == run_id and data["forked_from"]["seq"] == 3
+    listed = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"]
+    assert [(r["run_id"], r["origin"]) for r in listed] == [
+        (fork["run_id"], run_id),
+        (run_id, None),
+    ]
+    header, first, second = ok(workdir.run("runs")).out.splitlines()
+    assert header.split()[-2:] == ["fork", "of"]
+    assert first.split()[-1] == run_id and second.split()[-1] == "-"
 
 
 def _verify_script(path: Path) -> subprocess.CompletedProcess[str]:

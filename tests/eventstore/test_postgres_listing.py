@@ -10,7 +10,7 @@ import pytest
 
 from eventstore import PG_SCHEMA_VERSION, EventBody, PostgresEventStore, RunQuery
 from eventstore._postgres_runs import page_statement
-from runtime.events import RunFinished, RunStarted
+from runtime.events import RunFinished, RunForked, RunStarted
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 pytestmark = pytest.mark.anyio
@@ -74,20 +74,26 @@ async def test_a_first_layout_store_is_upgraded_with_graph_ids_and_qualities(
     async with PostgresEventStore(pg_url(), schema=schema) as store:
         for i in range(4):
             await store.append(f"r{i}", _run(i), expected_seq=0)
+        fork = [_run(1)[0], RunForked(source_run_id="r1", source_seq=1, source_hash="0" * 64)]
+        await store.append("f1", fork, expected_seq=0)
     with psycopg.connect(pg_url(), autocommit=True) as conn:  # as version 1 left it
         for name in ("runs_status", "runs_created", "runs_quality", "runs_graph"):
             conn.execute(f"DROP INDEX {schema}.{name}")
         conn.execute(f"DROP INDEX {schema}.runs_graph_hash")
         conn.execute(f"CREATE INDEX runs_status ON {schema}.runs (status, run)")
-        conn.execute(f"ALTER TABLE {schema}.runs DROP COLUMN graph_id, DROP COLUMN quality")
+        conn.execute(
+            f"ALTER TABLE {schema}.runs DROP COLUMN graph_id, DROP COLUMN quality, "
+            "DROP COLUMN origin"
+        )
         conn.execute(f"UPDATE {schema}.meta SET schema_version = 1")
     async with PostgresEventStore(pg_url(), schema=schema) as store:
-        runs = {r.run_id: (r.graph_id, r.quality) for r in await store.list_runs()}
+        runs = {r.run_id: (r.graph_id, r.quality, r.origin) for r in await store.list_runs()}
         assert runs == {
-            "r0": ("g0", None),
-            "r1": ("g1", "clean"),
-            "r2": ("g2", None),
-            "r3": ("g0", "failed"),
+            "r0": ("g0", None, None),
+            "r1": ("g1", "clean", None),
+            "r2": ("g2", None, None),
+            "r3": ("g0", "failed", None),
+            "f1": ("g1", None, "r1"),
         }
         page = await store.query_runs(RunQuery(graph_id="g0", quality="failed"))
         assert [r.run_id for r in page.runs] == ["r3"]

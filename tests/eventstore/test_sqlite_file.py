@@ -40,6 +40,7 @@ from runtime.events import (
     NodeCompleted,
     NodeStarted,
     RunFinished,
+    RunForked,
     RunPaused,
     RunStarted,
 )
@@ -155,11 +156,13 @@ def strip_form_bytes(path: Path) -> None:
 
 
 def downgrade(path: Path, version: int) -> None:
-    """Make ``path`` a store as a release of schema ``version`` (1 to 6) left it: version 3
+    """Make ``path`` a store as a release of schema ``version`` (1 to 7) left it: version 3
     added the snapshots table and the runs index; version 4 the fence (before it, a runs
     row's last seq was that of the run's last status change); version 5 the form byte;
     version 6 the claims table; version 7 the runs' graph id and quality and the listing's
-    indexes."""
+    indexes; version 8 the runs' origin."""
+    if version < 8:
+        tamper(path, "ALTER TABLE runs DROP COLUMN origin")
     if version < 7:
         for index in ("runs_created", "runs_quality", "runs_graph", "runs_graph_hash"):
             tamper(path, f"DROP INDEX {index}")
@@ -182,7 +185,7 @@ def downgrade(path: Path, version: int) -> None:
 
 
 @pytest.mark.parametrize("framed", [False, True], ids=["rows", "frame"])
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7])
 async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
     tmp_path: Path, version: int, framed: bool
 ) -> None:
@@ -203,11 +206,19 @@ async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
         else:
             for seq, event in enumerate(finished):
                 await store.append("r2", [event], expected_seq=seq)
+        fork: list[EventBody] = [
+            finished[0],
+            RunForked(source_run_id="r2", source_seq=1, source_hash="0" * 64),
+            RunPaused(reason="user", node_id=None),
+        ]
+        await store.append("f2", fork, expected_seq=0)
     downgrade(path, version)
     async with SqliteEventStore(path) as store:
         # The upgrade takes the graph id and quality from the log (the run_index hooks).
         done = await store.get_run("r2")
         assert done is not None and (done.graph_id, done.quality) == ("trip", "degraded")
+        forked = await store.get_run("f2")
+        assert forked is not None and (forked.origin, done.origin) == ("r2", None)
         page = await store.query_runs(RunQuery(quality="degraded", graph_id="trip"))
         assert [r.run_id for r in page.runs] == ["r2"] and page.next_cursor is None
         info = await store.get_run("r1")

@@ -65,7 +65,9 @@ async function runsPage() {
     }
     if (mine !== loads) return;
     fill(body, ...data.runs.map((r) => h("tr", { "data-run": r.run_id },
-      h("td", { class: "mono" }, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}` }, r.run_id)),
+      h("td", { class: "mono" }, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}` }, r.run_id),
+        r.origin ? h("span", { class: "small muted fork" }, " fork of ",
+          h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.origin)}` }, r.origin)) : ""),
       h("td", {}, r.graph_id || ""),
       h("td", {}, badge("s", r.status)),
       ownerCell(r),

@@ -425,6 +425,11 @@ async def test_a_fork_s_run_page_says_what_it_was_forked_from(tmp_path: Path) ->
         fork = await s.client.post(f"/api/runs/{source}/fork", json={"at_seq": 2}, headers=AUTH)
         forked = fork.json()["run_id"]
         await s.wait_status(forked, "paused")
+        await page.goto(f"{s.url}/")
+        await expect(page.locator(f'#runs tr[data-run="{forked}"] .fork')).to_have_text(
+            f" fork of {source}"
+        )
+        await expect(page.locator(f'#runs tr[data-run="{source}"] .fork')).to_have_count(0)
         await page.goto(f"{s.url}/runs/{forked}")
         await expect(page.locator("#forked")).to_have_text(f"fork of {source} at seq 2")
         await page.click("#forked a")
