@@ -13,12 +13,11 @@ from ._base import (
     LlmResponse,
     ToolCall,
     Usage,
-    _HttpProvider,
-    _HttpTransport,
     require,
     shown,
     token_count,
 )
+from ._http import _HttpProvider, _HttpTransport
 
 if TYPE_CHECKING:
     import httpx

@@ -14,13 +14,12 @@ from ._base import (
     LlmResponse,
     ToolCall,
     Usage,
-    _HttpProvider,
-    _HttpTransport,
     decode_tool_arguments,
     require,
     shown,
     token_count,
 )
+from ._http import _HttpProvider, _HttpTransport
 
 if TYPE_CHECKING:
     import httpx
