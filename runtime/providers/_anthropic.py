@@ -18,6 +18,7 @@ from ._base import (
     token_count,
 )
 from ._http import _HttpProvider, _HttpTransport
+from ._models import DEFAULT_ANTHROPIC_MODEL, anthropic_family, wire_token_cap
 
 if TYPE_CHECKING:
     import httpx
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["AnthropicProvider"]
 
 _DEFAULT_BASE_URL = "https://api.anthropic.com"
-_DEFAULT_MODEL = "claude-3-5-haiku-latest"
 _API_VERSION = "2023-06-01"
 _JSON_INSTRUCTION = "Answer with a single JSON object and nothing else."
 
@@ -35,8 +35,8 @@ class AnthropicProvider(_HttpProvider):
 
     Unset arguments come from the environment: ``ANTHROPIC_API_KEY``,
     ``ANTHROPIC_BASE_URL`` (default ``https://api.anthropic.com``) and
-    ``ANTHROPIC_MODEL`` (default ``claude-3-5-haiku-latest``). A missing API key is a
-    :class:`ProviderError` at construction.
+    ``ANTHROPIC_MODEL`` (default: ``DEFAULT_ANTHROPIC_MODEL`` in ``_models.py``). A
+    missing API key is a :class:`ProviderError` at construction.
 
     The system prompt goes top-level (``system`` messages in the conversation are
     appended to it); tool calls are ``tool_use`` blocks and tool results ``tool_result``
@@ -46,6 +46,9 @@ class AnthropicProvider(_HttpProvider):
     ``Retry-After``, 5xx including 529 overloaded, connection failures, timeouts), with
     ``timeout`` bounding each attempt as a whole and ``deadline`` the whole call.
     ``max_tokens`` is the cap sent when a request sets none (the API requires one).
+    What travels with a model depends on its family (``_models.py``): current
+    generations get no ``temperature``, and a request's cap is raised by room for
+    their thinking.
     """
 
     def __init__(
@@ -73,7 +76,7 @@ class AnthropicProvider(_HttpProvider):
         self._api_key = key
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL
         self.base_url = url.rstrip("/")
-        self.model = model or os.environ.get("ANTHROPIC_MODEL") or _DEFAULT_MODEL
+        self.model = model or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
         self.max_tokens = max_tokens
         self._transport = _HttpTransport(
             provider=name,
@@ -107,15 +110,21 @@ class AnthropicProvider(_HttpProvider):
         system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
         if request.json_response:
             system_parts.append(_JSON_INSTRUCTION)
+        model = request.model or self.model
+        family = anthropic_family(model)
         payload: dict[str, Any] = {
-            "model": request.model or self.model,
+            "model": model,
             # The API requires a cap: the provider's own when the request sets none.
-            "max_tokens": self.max_tokens if request.max_tokens is None else request.max_tokens,
+            "max_tokens": (
+                self.max_tokens
+                if request.max_tokens is None
+                else wire_token_cap(family, request.max_tokens)
+            ),
             "messages": _encode_messages(request.messages),
         }
         if system_parts:
             payload["system"] = "\n\n".join(system_parts)
-        if request.temperature is not None:
+        if request.temperature is not None and family.sampling:
             payload["temperature"] = request.temperature
         if request.tools:
             payload["tools"] = [

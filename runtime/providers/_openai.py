@@ -20,6 +20,7 @@ from ._base import (
     token_count,
 )
 from ._http import _HttpProvider, _HttpTransport
+from ._models import DEFAULT_OPENAI_MODEL, VERDICT_PURPOSES, openai_family, wire_token_cap
 
 if TYPE_CHECKING:
     import httpx
@@ -27,15 +28,15 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIProvider"]
 
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_DEFAULT_MODEL = "gpt-4o-mini"
 
 
 class OpenAIProvider(_HttpProvider):
     """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
 
     Unset arguments come from the environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``
-    (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL`` (default
-    ``gpt-4o-mini``). A missing API key is a :class:`ProviderError` at construction.
+    (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL`` (default:
+    ``DEFAULT_OPENAI_MODEL`` in ``_models.py``). A missing API key is a
+    :class:`ProviderError` at construction.
 
     Retries (``max_retries`` beyond the first attempt) on HTTP 429 (honouring
     ``Retry-After``, capped by ``retry_wait_max``), 5xx, connection failures and
@@ -44,10 +45,13 @@ class OpenAIProvider(_HttpProvider):
     call with its retries. A request's ``max_tokens`` is sent as
     ``max_completion_tokens`` (what current OpenAI models take; ``max_tokens_field=
     "max_tokens"`` for servers that only know the older name), and nothing is sent when
-    the request leaves it unset. The provider owns its ``httpx.AsyncClient``
+    the request leaves it unset. Reasoning models (``_models.py``) always get
+    ``max_completion_tokens``, raised by room for their reasoning, no ``temperature``,
+    and ``reasoning_effort: "low"`` on judge, route, verify and scoring calls. The
+    provider owns its ``httpx.AsyncClient``
     unless one is passed in; close it with :meth:`aclose` or ``async with``::
 
-        async with OpenAIProvider(model="gpt-4o-mini") as llm:
+        async with OpenAIProvider(model="gpt-5.4-mini") as llm:
             answer = await llm.complete(LlmRequest(messages=[ChatMessage(role="user",
                                                                          content="Hi")]))
     """
@@ -78,7 +82,7 @@ class OpenAIProvider(_HttpProvider):
         self._api_key = key
         url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
         self.base_url = url.rstrip("/")
-        self.model = model or os.environ.get("OPENAI_MODEL") or _DEFAULT_MODEL
+        self.model = model or os.environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
         self.max_tokens_field = max_tokens_field
         self._transport = _HttpTransport(
             provider=name,
@@ -114,11 +118,17 @@ class OpenAIProvider(_HttpProvider):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         messages.extend(_encode_message(m) for m in request.messages)
-        payload: dict[str, Any] = {"model": request.model or self.model, "messages": messages}
+        model = request.model or self.model
+        family = openai_family(model)
+        payload: dict[str, Any] = {"model": model, "messages": messages}
         if request.max_tokens is not None:
-            payload[self.max_tokens_field] = request.max_tokens
-        if request.temperature is not None:
+            field = family.cap_field or self.max_tokens_field
+            payload[field] = wire_token_cap(family, request.max_tokens)
+        if request.temperature is not None and family.sampling:
             payload["temperature"] = request.temperature
+        if family.low_effort is not None and request.purpose in VERDICT_PURPOSES:
+            key, value = family.low_effort
+            payload[key] = value
         if request.tools:
             payload["tools"] = [
                 {
