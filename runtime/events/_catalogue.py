@@ -168,11 +168,16 @@ class NodeFailed(EventBody, frozen=True, tag="node.failed"):
 
 
 class EdgeTaken(EventBody, frozen=True, tag="edge.taken"):
+    """An edge fired. ``judge_error``: an ``llm_decide`` choice whose model call failed
+    or answered no candidate, so the fallback edge fired (the run is then at best
+    degraded)."""
+
     source: str
     target: str
     edge_index: int
     condition: str
     reason: str = ""
+    judge_error: str | None = None
 
 
 class BranchesForked(EventBody, frozen=True, tag="branches.forked"):
