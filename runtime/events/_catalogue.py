@@ -84,6 +84,9 @@ class NodeStarted(EventBody, frozen=True, tag="node.started"):
 
 
 class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
+    """One model turn. ``stop``: why the model stopped (``runtime.providers._base.Stop``;
+    None in logs written before it was recorded)."""
+
     node_id: str
     iteration: int
     text: str
@@ -92,6 +95,7 @@ class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
     output_tokens: int = 0
     latency_ms: float = 0.0
     model: str = ""
+    stop: str | None = None
 
 
 class ToolResult(EventBody, frozen=True, tag="tool.result"):

@@ -42,6 +42,7 @@ from ..events._catalogue import (
 )
 from ..events._conversation import entry_of, summary_entry
 from ..providers._base import LlmProvider, LlmRequest
+from ..providers._models import larger_cap
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory
 from ._judge import ImplicitJudge
@@ -199,8 +200,14 @@ class TurnLoop:
             started = time.perf_counter()
             try:
                 response = await self.provider.complete(request)
+                if response.stop == "max_tokens":
+                    # Cut at the cap: not an answer. Once more with room to finish.
+                    response = await self.provider.complete(larger_cap(request, response))
             except ProviderError as exc:
                 return node_failure(self.message, str(exc), type(exc).__name__)
+            if response.stop == "max_tokens":
+                cut = response.usage.output_tokens
+                return node_failure(self.message, f"truncated at {cut} tokens", "Truncated")
             latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
             self.iteration += 1
             calls, refused = recorded_calls(response.tool_calls)
@@ -213,7 +220,12 @@ class TurnLoop:
                 output_tokens=response.usage.output_tokens,
                 latency_ms=latency,
                 model=response.model,
+                stop=response.stop,
             )
+            if response.stop == "refusal":
+                await self._record([turn])
+                refusal = response.text or "(no refusal text)"
+                return node_failure(self.message, f"the model refused: {refusal}", "Refused")
             # A refused call is answered with the turn, so no resume ever runs it.
             await self._record(
                 [turn, *(self._refused(c, refused) for c in calls if c.id in refused)]

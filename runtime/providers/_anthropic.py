@@ -11,6 +11,7 @@ from ._base import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    Stop,
     ToolCall,
     Usage,
     require,
@@ -28,6 +29,14 @@ __all__ = ["AnthropicProvider"]
 _DEFAULT_BASE_URL = "https://api.anthropic.com"
 _API_VERSION = "2023-06-01"
 _JSON_INSTRUCTION = "Answer with a single JSON object and nothing else."
+_STOPS: dict[str, Stop] = {
+    "end_turn": "end",
+    "stop_sequence": "end",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "refusal",
+}
 
 
 class AnthropicProvider(_HttpProvider):
@@ -191,12 +200,15 @@ class AnthropicProvider(_HttpProvider):
                 output_tokens=token_count(name, usage_data, "output_tokens"),
             )
         stop = data.get("stop_reason")
+        kind = _STOPS.get(stop, "other") if isinstance(stop, str) else "end"
         return LlmResponse(
             text="".join(texts),
-            tool_calls=calls,
+            # A tool call cut at the cap has incomplete input: it is never run.
+            tool_calls=[] if kind == "max_tokens" else calls,
             usage=usage,
             model=data["model"] if isinstance(data.get("model"), str) else "",
             stop_reason=stop if isinstance(stop, str) else None,
+            stop=kind,
             latency_ms=latency_ms,
         )
 

@@ -25,6 +25,7 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "ProviderStatistics",
+    "Stop",
     "ToolCall",
     "ToolSpec",
     "Usage",
@@ -91,10 +92,19 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int = 0
 
 
+#: Why a model stopped, the same for every provider: it finished (``end``), it asked for
+#: tools (``tool_use``), its answer was cut at the token cap (``max_tokens``: not an
+#: answer, and its tool calls are never run), it refused (``refusal``, with the refusal
+#: text as ``text``), or anything else the API said (``other``; ``stop_reason`` has it).
+Stop = Literal["end", "tool_use", "max_tokens", "refusal", "other"]
+
+
 class LlmResponse(msgspec.Struct, frozen=True, kw_only=True):
     """The model's answer: text, tool calls, usage, and the wall time of the call.
 
-    ``latency_ms`` covers the whole ``complete`` call, retries and their waits included.
+    ``stop`` is why the model stopped (:data:`Stop`); ``stop_reason`` is the API's own
+    word for it. ``latency_ms`` covers the whole ``complete`` call, retries and their
+    waits included.
     """
 
     text: str = ""
@@ -102,6 +112,7 @@ class LlmResponse(msgspec.Struct, frozen=True, kw_only=True):
     usage: Usage = msgspec.field(default_factory=Usage)
     model: str = ""
     stop_reason: str | None = None
+    stop: Stop = "end"
     latency_ms: float = 0.0
 
 

@@ -12,6 +12,7 @@ from ._base import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    Stop,
     ToolCall,
     Usage,
     decode_tool_arguments,
@@ -26,6 +27,14 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["OpenAIProvider"]
+
+_STOPS: dict[str, Stop] = {
+    "stop": "end",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
 
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -164,8 +173,14 @@ class OpenAIProvider(_HttpProvider):
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise MalformedResponseError(name, "message content is not a string")
+        finish = choice.get("finish_reason")
+        stop = _STOPS.get(finish, "other") if isinstance(finish, str) else "end"
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            text, stop = refusal, "refusal"
         calls: list[ToolCall] = []
-        raw_calls = message.get("tool_calls") or []
+        # A tool call cut at the cap has incomplete arguments: it is never run (or read).
+        raw_calls = [] if stop == "max_tokens" else message.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             raise MalformedResponseError(
                 name, f"message tool_calls is not a list: {type(raw_calls).__name__}"
@@ -194,13 +209,13 @@ class OpenAIProvider(_HttpProvider):
                 input_tokens=token_count(name, usage_data, "prompt_tokens"),
                 output_tokens=token_count(name, usage_data, "completion_tokens"),
             )
-        finish = choice.get("finish_reason")
         return LlmResponse(
             text=text,
             tool_calls=calls,
             usage=usage,
             model=data["model"] if isinstance(data.get("model"), str) else "",
             stop_reason=finish if isinstance(finish, str) else None,
+            stop=stop,
             latency_ms=latency_ms,
         )
 

@@ -42,6 +42,7 @@ def reply(text: str = "", *tool_calls: ToolCall) -> LlmResponse:
         tool_calls=list(tool_calls),
         model="scripted",
         stop_reason="tool_use" if tool_calls else "end_turn",
+        stop="tool_use" if tool_calls else "end",
     )
 
 
