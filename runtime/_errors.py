@@ -79,17 +79,37 @@ class ExpressionError(MagistrateError):
 
 
 class ProviderError(MagistrateError):
-    """An LLM provider call failed."""
+    """An LLM provider call failed.
+
+    ``error_type``, ``code`` and ``request_id`` are the provider's own words for an error
+    it answered (``invalid_request_error``, ``rate_limit_exceeded``, the id its support
+    asks for), when it gave them.
+    """
 
     def __init__(
-        self, provider: str, reason: str, *, status: int | None = None, retryable: bool = False
+        self,
+        provider: str,
+        reason: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        error_type: str | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         self.provider = provider
         self.reason = reason
         self.status = status
         self.retryable = retryable
-        code = f" (HTTP {status})" if status is not None else ""
-        super().__init__(f"{provider}{code}: {reason}")
+        self.error_type = error_type
+        self.code = code
+        self.request_id = request_id
+        http = f" (HTTP {status})" if status is not None else ""
+        said = [w for w in (error_type, code) if w]
+        if request_id:
+            said.append(f"request {request_id}")
+        detail = f" [{', '.join(said)}]" if said else ""
+        super().__init__(f"{provider}{http}: {reason}{detail}")
 
 
 class ProviderHTTPError(ProviderError):

@@ -96,6 +96,8 @@ class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
     latency_ms: float = 0.0
     model: str = ""
     stop: str | None = None
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 class ToolResult(EventBody, frozen=True, tag="tool.result"):

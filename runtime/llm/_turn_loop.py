@@ -221,6 +221,8 @@ class TurnLoop:
                 latency_ms=latency,
                 model=response.model,
                 stop=response.stop,
+                input_cached=response.usage.input_cached,
+                input_cache_write=response.usage.input_cache_write,
             )
             if response.stop == "refusal":
                 await self._record([turn])

@@ -301,6 +301,10 @@ class RuntimeMetrics:
                     self.tokens.labels("input").inc(event.input_tokens)
                 if event.output_tokens:
                     self.tokens.labels("output").inc(event.output_tokens)
+                if event.input_cached:
+                    self.tokens.labels("input_cached").inc(event.input_cached)
+                if event.input_cache_write:
+                    self.tokens.labels("input_cache_write").inc(event.input_cache_write)
             case Verdict():
                 action = _closed(event.action, _ACTIONS)
                 level = _closed(event.level, _LEVELS)

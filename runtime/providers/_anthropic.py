@@ -198,6 +198,8 @@ class AnthropicProvider(_HttpProvider):
             usage = Usage(
                 input_tokens=token_count(name, usage_data, "input_tokens"),
                 output_tokens=token_count(name, usage_data, "output_tokens"),
+                input_cached=token_count(name, usage_data, "cache_read_input_tokens"),
+                input_cache_write=token_count(name, usage_data, "cache_creation_input_tokens"),
             )
         stop = data.get("stop_reason")
         kind = _STOPS.get(stop, "other") if isinstance(stop, str) else "end"
@@ -215,15 +217,17 @@ class AnthropicProvider(_HttpProvider):
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [
-            {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id or "",
-                "content": message.content,
-            }
-        ]
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id or "",
+            "content": message.content,
+        }
+        if message.is_error:
+            result["is_error"] = True
+        return [result]
     blocks: list[dict[str, Any]] = []
-    if message.content:
+    # The API refuses a text block of whitespace only ("\n\n" after a tool call).
+    if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         blocks.append(

@@ -45,7 +45,8 @@ class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
     """One message of a conversation.
 
     ``assistant`` messages may carry ``tool_calls``; each ``tool`` message answers one of
-    them (``tool_call_id``, and ``name`` for providers or logs that want it).
+    them (``tool_call_id``, and ``name`` for providers or logs that want it), and
+    ``is_error`` says the tool failed (Anthropic is told; OpenAI has no such field).
     """
 
     role: Literal["user", "assistant", "tool", "system"]
@@ -53,6 +54,11 @@ class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
     tool_calls: list[ToolCall] = []
     tool_call_id: str | None = None
     name: str | None = None
+    is_error: bool = False
+
+
+#: The tool names both APIs accept: a tool named otherwise is refused on every call.
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,10 +92,17 @@ class LlmRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Token counts of one completion."""
+    """Token counts of one completion.
+
+    ``input_cached``: input tokens read from the provider's prompt cache;
+    ``input_cache_write``: input tokens written to it (Anthropic). Anthropic counts them
+    apart from ``input_tokens``; OpenAI's ``input_tokens`` include the cached ones.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 #: Why a model stopped, the same for every provider: it finished (``end``), it asked for
@@ -146,6 +159,8 @@ class ProviderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     retry_wait_s: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 # ---------------------------------------------------------------------------------------

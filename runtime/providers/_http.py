@@ -60,22 +60,71 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, seconds)
 
 
-def _error_message(response: httpx.Response) -> str:
-    """The provider's own error text from an error body (OpenAI and Anthropic shapes)."""
+#: Statuses retried, as the official SDKs do: timeout, conflict, rate limit, server
+#: errors (529 is Anthropic's "overloaded").
+_RETRYABLE = frozenset({408, 409, 429})
+
+
+def _retryable(response: httpx.Response) -> bool:
+    """Whether an error answer is retried: the provider's ``x-should-retry`` header
+    decides when present, else the status."""
+    should: str = response.headers.get("x-should-retry", "").strip().lower()
+    if should in ("true", "false"):
+        return should == "true"
+    return response.status_code in _RETRYABLE or response.status_code >= 500
+
+
+def _retry_wait(response: httpx.Response) -> float | None:
+    """The wait the provider asked for: ``retry-after-ms``, else ``Retry-After``."""
+    millis = response.headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(response.headers.get("retry-after"))
+
+
+def _http_error(provider: str, response: httpx.Response, *, retryable: bool) -> ProviderHTTPError:
+    """The error of an error answer, with the provider's message, error type, code and
+    request id (OpenAI and Anthropic body shapes and headers)."""
+    error_type = code = None
+    request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
     try:
         body = response.json()
     except (ValueError, RecursionError):
         text = response.text.strip()
-        return text[:500] if text else response.reason_phrase
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-    return json.dumps(body)[:500]
+        reason = text[:500] if text else response.reason_phrase
+    else:
+        reason = json.dumps(body)[:500]
+        if isinstance(body, dict):
+            err = body.get("error")
+            if isinstance(err, dict):
+                if isinstance(err.get("message"), str):
+                    reason = str(err["message"])
+                error_type = _word(err.get("type"))
+                code = _word(err.get("code"))
+            elif isinstance(err, str):
+                reason = err
+            elif isinstance(body.get("message"), str):
+                reason = str(body["message"])
+            request_id = request_id or _word(body.get("request_id"))
+    return ProviderHTTPError(
+        provider,
+        reason,
+        status=response.status_code,
+        retryable=retryable,
+        error_type=error_type,
+        code=code,
+        request_id=request_id,
+    )
+
+
+def _word(value: Any) -> str | None:
+    """A short identifier from an error body (a code may be a number), else None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return str(value)[:200]
 
 
 class _HttpTransport:
@@ -138,8 +187,8 @@ class _HttpTransport:
         except MalformedResponseError:
             self._stats["failures"] += 1
             raise
-        self._stats["input_tokens"] += response.usage.input_tokens
-        self._stats["output_tokens"] += response.usage.output_tokens
+        for field in ("input_tokens", "output_tokens", "input_cached", "input_cache_write"):
+            self._stats[field] += getattr(response.usage, field)
         return response
 
     async def aclose(self) -> None:
@@ -274,14 +323,11 @@ class _HttpTransport:
             )
 
         status = response.status_code
-        if status == 429 or status >= 500:
-            error = ProviderHTTPError(
-                self.provider, _error_message(response), status=status, retryable=True
-            )
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
-            raise _Retry(error, retry_after if status == 429 else None)
         if status >= 400:
-            raise ProviderHTTPError(self.provider, _error_message(response), status=status)
+            if _retryable(response):
+                error = _http_error(self.provider, response, retryable=True)
+                raise _Retry(error, _retry_wait(response))
+            raise _http_error(self.provider, response, retryable=False)
         try:
             data = response.json()
             if _SURROGATE_ESCAPE_BYTES.search(response.content):

@@ -208,6 +208,7 @@ class OpenAIProvider(_HttpProvider):
             usage = Usage(
                 input_tokens=token_count(name, usage_data, "prompt_tokens"),
                 output_tokens=token_count(name, usage_data, "completion_tokens"),
+                input_cached=_cached_tokens(name, usage_data),
             )
         return LlmResponse(
             text=text,
@@ -218,6 +219,12 @@ class OpenAIProvider(_HttpProvider):
             stop=stop,
             latency_ms=latency_ms,
         )
+
+
+def _cached_tokens(provider: str, usage: dict[str, Any]) -> int:
+    """``usage.prompt_tokens_details.cached_tokens`` (absent: 0)."""
+    details = usage.get("prompt_tokens_details")
+    return token_count(provider, details, "cached_tokens") if isinstance(details, dict) else 0
 
 
 def _encode_message(message: ChatMessage) -> dict[str, Any]:
