@@ -24,7 +24,7 @@ from ._models import DEFAULT_ANTHROPIC_MODEL, anthropic_family, wire_token_cap
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["AnthropicProvider"]
+__all__ = ["AnthropicProvider", "encode_request"]
 
 _DEFAULT_BASE_URL = "https://api.anthropic.com"
 _API_VERSION = "2023-06-01"
@@ -115,42 +115,9 @@ class AnthropicProvider(_HttpProvider):
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
-        system_parts = [request.system] if request.system else []
-        system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
-        if request.json_response:
-            system_parts.append(_JSON_INSTRUCTION)
-        model = request.model or self.model
-        family = anthropic_family(model)
-        payload: dict[str, Any] = {
-            "model": model,
-            # The API requires a cap: the provider's own when the request sets none.
-            "max_tokens": (
-                self.max_tokens
-                if request.max_tokens is None
-                else wire_token_cap(family, request.max_tokens)
-            ),
-            "messages": _encode_messages(request.messages),
-        }
-        if system_parts:
-            payload["system"] = "\n\n".join(system_parts)
-        if request.temperature is not None and family.sampling:
-            payload["temperature"] = request.temperature
-        if request.tools:
-            payload["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
-        if request.tool_choice is not None:
-            choice = request.tool_choice
-            if choice == "auto":
-                payload["tool_choice"] = {"type": "auto"}
-            elif choice == "required":
-                payload["tool_choice"] = {"type": "any"}
-            elif choice == "none":
-                payload["tool_choice"] = {"type": "none"}
-            else:
-                payload["tool_choice"] = {"type": "tool", "name": choice}
-        return payload
+        return encode_request(
+            request, model=request.model or self.model, max_tokens=self.max_tokens
+        )
 
     def parse_response(self, data: dict[str, Any], *, latency_ms: float = 0.0) -> LlmResponse:
         """An :class:`LlmResponse` from a decoded Messages API body."""
@@ -213,6 +180,44 @@ class AnthropicProvider(_HttpProvider):
             stop=kind,
             latency_ms=latency_ms,
         )
+
+
+def encode_request(request: LlmRequest, *, model: str, max_tokens: int = 4096) -> dict[str, Any]:
+    """The Messages body for ``request`` sent to ``model``; ``max_tokens`` is the cap sent
+    when the request sets none (see AnthropicProvider)."""
+    system_parts = [request.system] if request.system else []
+    system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
+    if request.json_response:
+        system_parts.append(_JSON_INSTRUCTION)
+    family = anthropic_family(model)
+    payload: dict[str, Any] = {
+        "model": model,
+        # The API requires a cap: the provider's own when the request sets none.
+        "max_tokens": (
+            max_tokens if request.max_tokens is None else wire_token_cap(family, request.max_tokens)
+        ),
+        "messages": _encode_messages(request.messages),
+    }
+    if system_parts:
+        payload["system"] = "\n\n".join(system_parts)
+    if request.temperature is not None and family.sampling:
+        payload["temperature"] = request.temperature
+    if request.tools:
+        payload["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+    if request.tool_choice is not None:
+        choice = request.tool_choice
+        if choice == "auto":
+            payload["tool_choice"] = {"type": "auto"}
+        elif choice == "required":
+            payload["tool_choice"] = {"type": "any"}
+        elif choice == "none":
+            payload["tool_choice"] = {"type": "none"}
+        else:
+            payload["tool_choice"] = {"type": "tool", "name": choice}
+    return payload
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:

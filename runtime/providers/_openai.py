@@ -26,7 +26,7 @@ from ._models import DEFAULT_OPENAI_MODEL, VERDICT_PURPOSES, openai_family, wire
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["OpenAIProvider"]
+__all__ = ["OpenAIProvider", "encode_request"]
 
 _STOPS: dict[str, Stop] = {
     "stop": "end",
@@ -123,44 +123,9 @@ class OpenAIProvider(_HttpProvider):
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
-        messages: list[dict[str, Any]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.extend(_encode_message(m) for m in request.messages)
-        model = request.model or self.model
-        family = openai_family(model)
-        payload: dict[str, Any] = {"model": model, "messages": messages}
-        if request.max_tokens is not None:
-            field = family.cap_field or self.max_tokens_field
-            payload[field] = wire_token_cap(family, request.max_tokens)
-        if request.temperature is not None and family.sampling:
-            payload["temperature"] = request.temperature
-        if family.low_effort is not None and request.purpose in VERDICT_PURPOSES:
-            key, value = family.low_effort
-            payload[key] = value
-        if request.tools:
-            payload["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in request.tools
-            ]
-        if request.tool_choice is not None:
-            if request.tool_choice in ("auto", "none", "required"):
-                payload["tool_choice"] = request.tool_choice
-            else:
-                payload["tool_choice"] = {
-                    "type": "function",
-                    "function": {"name": request.tool_choice},
-                }
-        if request.json_response:
-            payload["response_format"] = {"type": "json_object"}
-        return payload
+        return encode_request(
+            request, model=request.model or self.model, max_tokens_field=self.max_tokens_field
+        )
 
     def parse_response(self, data: dict[str, Any], *, latency_ms: float = 0.0) -> LlmResponse:
         """An :class:`LlmResponse` from a decoded chat completion body."""
@@ -219,6 +184,52 @@ class OpenAIProvider(_HttpProvider):
             stop=stop,
             latency_ms=latency_ms,
         )
+
+
+def encode_request(
+    request: LlmRequest,
+    *,
+    model: str,
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+) -> dict[str, Any]:
+    """The chat completions body for ``request`` sent to ``model`` (see OpenAIProvider)."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages.extend(_encode_message(m) for m in request.messages)
+    family = openai_family(model)
+    payload: dict[str, Any] = {"model": model, "messages": messages}
+    if request.max_tokens is not None:
+        field = family.cap_field or max_tokens_field
+        payload[field] = wire_token_cap(family, request.max_tokens)
+    if request.temperature is not None and family.sampling:
+        payload["temperature"] = request.temperature
+    if family.low_effort is not None and request.purpose in VERDICT_PURPOSES:
+        key, value = family.low_effort
+        payload[key] = value
+    if request.tools:
+        payload["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in request.tools
+        ]
+    if request.tool_choice is not None:
+        if request.tool_choice in ("auto", "none", "required"):
+            payload["tool_choice"] = request.tool_choice
+        else:
+            payload["tool_choice"] = {
+                "type": "function",
+                "function": {"name": request.tool_choice},
+            }
+    if request.json_response:
+        payload["response_format"] = {"type": "json_object"}
+    return payload
 
 
 def _cached_tokens(provider: str, usage: dict[str, Any]) -> int:

@@ -13,8 +13,9 @@ from runtime.events._conversation import ConversationEntry
 from runtime.llm._prompt import chat_message
 from runtime.llm._tools import ToolRegistry
 from runtime.providers._anthropic import AnthropicProvider
-from runtime.providers._base import ChatMessage, LlmRequest, ToolCall
+from runtime.providers._base import ChatMessage, LlmRequest, ToolCall, ToolSpec
 from runtime.providers._openai import OpenAIProvider
+from runtime.providers._scripted import ScriptedProvider
 
 from .llm_servers import (
     AnthropicServer,
@@ -190,3 +191,18 @@ async def test_errors_keep_the_providers_type_code_and_request_id(
         "unsupported_parameter",
     )
     assert gpt.value.request_id == "req_abc"
+
+
+async def test_the_scripted_model_checks_each_providers_encoded_request() -> None:
+    llm = ScriptedProvider(["ok", "ok"])
+    call = ToolCall(id="toolu_1", name="search", arguments={})
+    # A blank text beside a tool call is dropped by the Anthropic encoding: accepted.
+    blank = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(role="assistant", content="\n\n", tool_calls=[call]),
+        ChatMessage(role="tool", content="r", tool_call_id="toolu_1"),
+    ]
+    assert (await llm.complete(LlmRequest(messages=blank))).text == "ok"
+    dotted = ToolSpec(name="web.search", parameters={"type": "object"})
+    with pytest.raises(ProviderHTTPError, match=r"function name 'web\.search'"):
+        await llm.complete(LlmRequest(messages=blank[:1], tools=[dotted]))
