@@ -9,7 +9,8 @@ The tree (rooted at :class:`actors.MagistrateError`)::
     ├── ProviderError           an LLM provider call failed (``retryable`` says if a retry may help)
     │   ├── ProviderHTTPError       the provider answered with an HTTP error status
     │   ├── ProviderTimeoutError    connect/read timeout after retries
-    │   └── MalformedResponseError  the response (or a tool call's arguments) could not be parsed
+    │   ├── MalformedResponseError  the response (or a tool call's arguments) could not be parsed
+    │   └── TruncatedError          the answer was cut at the token cap, also when asked again
     ├── ToolArgumentsError      the arguments a model gave a tool do not fit its signature
     ├── UnknownToolError        no tool of that name is registered (also a LookupError)
     ├── NodeTimeoutError        a node's attempt ran past its ``timeout`` (also a TimeoutError)
@@ -41,6 +42,7 @@ __all__ = [
     "SpecErrors",
     "ToolArgumentsError",
     "ToolTimeoutError",
+    "TruncatedError",
     "UnknownToolError",
 ]
 
@@ -122,6 +124,15 @@ class ProviderTimeoutError(ProviderError):
 
 class MalformedResponseError(ProviderError):
     """The provider's answer could not be understood (bad JSON, bad tool-call arguments)."""
+
+
+class TruncatedError(ProviderError):
+    """The model's answer was cut at the token cap, and again when asked once more with
+    a larger cap (``tokens``: where the second answer was cut); it is not an answer."""
+
+    def __init__(self, provider: str, tokens: int) -> None:
+        self.tokens = tokens
+        super().__init__(provider, f"truncated at {tokens} tokens")
 
 
 class ToolArgumentsError(MagistrateError):

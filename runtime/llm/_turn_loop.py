@@ -41,8 +41,7 @@ from ..events._catalogue import (
     Verdict,
 )
 from ..events._conversation import entry_of, summary_entry
-from ..providers._base import LlmProvider, LlmRequest
-from ..providers._models import larger_cap
+from ..providers._base import LlmProvider, LlmRequest, complete_uncut
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory
 from ._judge import ImplicitJudge
@@ -199,15 +198,9 @@ class TurnLoop:
                 continue
             started = time.perf_counter()
             try:
-                response = await self.provider.complete(request)
-                if response.stop == "max_tokens":
-                    # Cut at the cap: not an answer. Once more with room to finish.
-                    response = await self.provider.complete(larger_cap(request, response))
+                response = await complete_uncut(self.provider, request)
             except ProviderError as exc:
                 return node_failure(self.message, str(exc), type(exc).__name__)
-            if response.stop == "max_tokens":
-                cut = response.usage.output_tokens
-                return node_failure(self.message, f"truncated at {cut} tokens", "Truncated")
             latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
             self.iteration += 1
             calls, refused = recorded_calls(response.tool_calls)
@@ -224,10 +217,9 @@ class TurnLoop:
                 input_cached=response.usage.input_cached,
                 input_cache_write=response.usage.input_cache_write,
             )
-            if response.stop == "refusal":
+            if response.stop == "refusal":  # a fact of the run, and no answer
                 await self._record([turn])
-                refusal = response.text or "(no refusal text)"
-                return node_failure(self.message, f"the model refused: {refusal}", "Refused")
+                return node_failure(self.message, f"the model refused: {response.text}", "Refused")
             # A refused call is answered with the turn, so no resume ever runs it.
             await self._record(
                 [turn, *(self._refused(c, refused) for c in calls if c.id in refused)]

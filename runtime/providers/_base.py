@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from .._errors import MalformedResponseError
+from .._errors import MalformedResponseError, TruncatedError
 
 __all__ = [
     "ChatMessage",
@@ -29,6 +29,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "complete_uncut",
     "parse_json_object",
 ]
 
@@ -140,6 +141,28 @@ class LlmProvider(Protocol):
     name: str
 
     async def complete(self, request: LlmRequest) -> LlmResponse: ...
+
+
+#: The least cap of a request asked again after its answer was cut at the cap.
+_RETRY_CAP = 8192
+
+
+async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmResponse:
+    """``provider``'s answer to ``request``, never one cut at the token cap: a cut
+    answer is not an answer, so the request is asked once more with a cap of twice what
+    the model wrote (at least 8192 tokens), and a second cut raises TruncatedError.
+
+    Blocks on the model; raises what ``complete`` raises, and TruncatedError.
+    """
+    response = await provider.complete(request)
+    if response.stop != "max_tokens":
+        return response
+    written = response.usage.output_tokens
+    cap = max(_RETRY_CAP, 2 * written, 2 * (request.max_tokens or 0))
+    response = await provider.complete(msgspec.structs.replace(request, max_tokens=cap))
+    if response.stop == "max_tokens":
+        raise TruncatedError(provider.name, response.usage.output_tokens)
+    return response
 
 
 class ProviderStatistics(msgspec.Struct, frozen=True, kw_only=True):

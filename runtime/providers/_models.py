@@ -31,14 +31,11 @@ from typing import Literal
 
 import msgspec
 
-from ._base import LlmRequest, LlmResponse
-
 __all__ = [
     "DEFAULT_ANTHROPIC_MODEL",
     "DEFAULT_OPENAI_MODEL",
     "ModelFamily",
     "anthropic_family",
-    "larger_cap",
     "openai_family",
     "wire_token_cap",
 ]
@@ -116,14 +113,3 @@ def wire_token_cap(family: ModelFamily, answer_cap: int) -> int:
     """The cap sent for an answer of at most ``answer_cap`` tokens: room for thinking
     added where the family's reasoning counts against it."""
     return answer_cap + family.thinking_room
-
-
-#: The least cap of a turn asked again after its answer was cut at the cap.
-_RETRY_CAP = 8192
-
-
-def larger_cap(request: LlmRequest, cut: LlmResponse) -> LlmRequest:
-    """``request`` again with room to finish an answer that was cut at the cap after
-    ``cut.usage.output_tokens`` tokens: a cap of twice that, and at least 8192."""
-    cap = max(_RETRY_CAP, 2 * cut.usage.output_tokens, 2 * (request.max_tokens or 0))
-    return msgspec.structs.replace(request, max_tokens=cap)

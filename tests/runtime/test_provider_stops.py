@@ -97,7 +97,8 @@ async def test_a_turn_cut_twice_fails_the_node_as_truncated(tmp_path: Path) -> N
     result, events = await run_graph(tmp_path, graph([node]), provider)
     assert result.status == "failed"
     [failed] = of(events, NodeFailed)
-    assert (failed.error_type, failed.error) == ("Truncated", "truncated at 8192 tokens")
+    assert failed.error_type == "TruncatedError"
+    assert failed.error == "scripted: truncated at 8192 tokens"
     assert of(events, LlmTurn) == []  # a cut answer is never taken as a turn
 
 
