@@ -31,6 +31,7 @@ from ._errors import (
     SpecErrors,
     ToolArgumentsError,
     ToolTimeoutError,
+    TruncatedError,
     UnknownToolError,
 )
 from ._handle import RunHandle
@@ -145,5 +146,6 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "SpecErrors",
     "ToolArgumentsError",
     "ToolTimeoutError",
+    "TruncatedError",
     "UnknownToolError",
 ]

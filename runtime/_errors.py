@@ -9,7 +9,8 @@ The tree (rooted at :class:`actors.MagistrateError`)::
     ├── ProviderError           an LLM provider call failed (``retryable`` says if a retry may help)
     │   ├── ProviderHTTPError       the provider answered with an HTTP error status
     │   ├── ProviderTimeoutError    connect/read timeout after retries
-    │   └── MalformedResponseError  the response (or a tool call's arguments) could not be parsed
+    │   ├── MalformedResponseError  the response (or a tool call's arguments) could not be parsed
+    │   └── TruncatedError          the answer was cut at the token cap, also when asked again
     ├── ToolArgumentsError      the arguments a model gave a tool do not fit its signature
     ├── UnknownToolError        no tool of that name is registered (also a LookupError)
     ├── NodeTimeoutError        a node's attempt ran past its ``timeout`` (also a TimeoutError)
@@ -41,6 +42,7 @@ __all__ = [
     "SpecErrors",
     "ToolArgumentsError",
     "ToolTimeoutError",
+    "TruncatedError",
     "UnknownToolError",
 ]
 
@@ -79,17 +81,37 @@ class ExpressionError(MagistrateError):
 
 
 class ProviderError(MagistrateError):
-    """An LLM provider call failed."""
+    """An LLM provider call failed.
+
+    ``error_type``, ``code`` and ``request_id`` are the provider's own words for an error
+    it answered (``invalid_request_error``, ``rate_limit_exceeded``, the id its support
+    asks for), when it gave them.
+    """
 
     def __init__(
-        self, provider: str, reason: str, *, status: int | None = None, retryable: bool = False
+        self,
+        provider: str,
+        reason: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        error_type: str | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         self.provider = provider
         self.reason = reason
         self.status = status
         self.retryable = retryable
-        code = f" (HTTP {status})" if status is not None else ""
-        super().__init__(f"{provider}{code}: {reason}")
+        self.error_type = error_type
+        self.code = code
+        self.request_id = request_id
+        http = f" (HTTP {status})" if status is not None else ""
+        said = [w for w in (error_type, code) if w]
+        if request_id:
+            said.append(f"request {request_id}")
+        detail = f" [{', '.join(said)}]" if said else ""
+        super().__init__(f"{provider}{http}: {reason}{detail}")
 
 
 class ProviderHTTPError(ProviderError):
@@ -102,6 +124,15 @@ class ProviderTimeoutError(ProviderError):
 
 class MalformedResponseError(ProviderError):
     """The provider's answer could not be understood (bad JSON, bad tool-call arguments)."""
+
+
+class TruncatedError(ProviderError):
+    """The model's answer was cut at the token cap, and again when asked once more with
+    a larger cap (``tokens``: where the second answer was cut); it is not an answer."""
+
+    def __init__(self, provider: str, tokens: int) -> None:
+        self.tokens = tokens
+        super().__init__(provider, f"truncated at {tokens} tokens")
 
 
 class ToolArgumentsError(MagistrateError):

@@ -14,8 +14,8 @@ tool calls, verdicts with level and feedback, memory writes, final status and qu
 hash-chain verification) is read back from that file after the runtime closed.
 
 With ``--real`` the planner and its quality judge are a real model: ``OPENAI_API_KEY``
-selects :class:`OpenAIProvider` (``OPENAI_MODEL``, default gpt-4o-mini), else
-``ANTHROPIC_API_KEY`` selects :class:`AnthropicProvider` (``ANTHROPIC_MODEL``). A real
+selects :class:`OpenAIProvider` (``OPENAI_MODEL``, else the provider's default model),
+else ``ANTHROPIC_API_KEY`` selects :class:`AnthropicProvider` (``ANTHROPIC_MODEL``). A real
 model decides its own turns, so the verdicts then vary from run to run. Keys are only
 used with ``--real``: an offline run stays offline and deterministic.
 

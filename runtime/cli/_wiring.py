@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -151,9 +152,9 @@ def _call(raw: Any, where: str) -> ToolCall:
     arguments = raw.get("arguments", {})
     if not isinstance(arguments, dict):
         raise UsageError(f"{where}: 'arguments' must be an object")
-    return ToolCall(
-        id=str(raw.get("id") or f"call_{where}"), name=str(raw["name"]), arguments=arguments
-    )
+    # A default id the APIs accept ([a-zA-Z0-9_-]+): "call_turns_0_tool_calls_1".
+    default = re.sub(r"[^a-zA-Z0-9_-]+", "_", f"call_{where}").strip("_")
+    return ToolCall(id=str(raw.get("id") or default), name=str(raw["name"]), arguments=arguments)
 
 
 def _entry(raw: Any, where: str) -> LlmResponse | str | ProviderError:
@@ -172,6 +173,7 @@ def _entry(raw: Any, where: str) -> LlmResponse | str | ProviderError:
         tool_calls=calls,
         model="scripted",
         stop_reason="tool_use" if calls else "end_turn",
+        stop="tool_use" if calls else "end",
     )
 
 

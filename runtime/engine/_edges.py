@@ -26,6 +26,8 @@ class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     target: str
     condition: str
     reason: str = ""
+    #: An ``llm_decide`` call that failed or answered no candidate (the fallback fires).
+    judge_error: str | None = None
 
 
 def resolve_edges(
@@ -133,6 +135,7 @@ async def _llm_decide(
             target=fallback,
             condition="llm_decide",
             reason=f"fallback: {exc}",
+            judge_error=f"{type(exc).__name__}: {exc}",
         )
     target = answer.get("target")
     if not isinstance(target, str) or target not in by_target:
@@ -141,6 +144,7 @@ async def _llm_decide(
             target=fallback,
             condition="llm_decide",
             reason=f"fallback: unknown target {target!r}",
+            judge_error=f"the router answered no candidate: {target!r}",
         )
     reasoning = answer.get("reasoning", "")
     return Route(

@@ -227,6 +227,7 @@ class ExecutorActor(EdgeSteps, RunEnding, Actor):
                 edge_index=route.index,
                 condition=route.condition,
                 reason=route.reason,
+                judge_error=route.judge_error,
             )
         )
 

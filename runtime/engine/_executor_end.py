@@ -108,7 +108,9 @@ class RunEnding:
             return  # the run's end is already being recorded
         quality: Quality
         if status == "completed":
-            quality = "degraded" if self.state.failed_nodes else "clean"
+            # A judge or router whose call failed checked nothing: never "clean".
+            failed = self.state.failed_nodes or self.state.judge_failures
+            quality = "degraded" if failed else "clean"
         else:
             quality = "failed"
         finished = RunFinished(

@@ -84,6 +84,9 @@ class NodeStarted(EventBody, frozen=True, tag="node.started"):
 
 
 class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
+    """One model turn. ``stop``: why the model stopped (``runtime.providers._base.Stop``;
+    None in logs written before it was recorded)."""
+
     node_id: str
     iteration: int
     text: str
@@ -92,6 +95,9 @@ class LlmTurn(EventBody, frozen=True, tag="llm.turn"):
     output_tokens: int = 0
     latency_ms: float = 0.0
     model: str = ""
+    stop: str | None = None
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 class ToolResult(EventBody, frozen=True, tag="tool.result"):
@@ -168,11 +174,16 @@ class NodeFailed(EventBody, frozen=True, tag="node.failed"):
 
 
 class EdgeTaken(EventBody, frozen=True, tag="edge.taken"):
+    """An edge fired. ``judge_error``: an ``llm_decide`` choice whose model call failed
+    or answered no candidate, so the fallback edge fired (the run is then at best
+    degraded)."""
+
     source: str
     target: str
     edge_index: int
     condition: str
     reason: str = ""
+    judge_error: str | None = None
 
 
 class BranchesForked(EventBody, frozen=True, tag="branches.forked"):

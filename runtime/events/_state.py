@@ -116,6 +116,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     pending: list[str] = []
     running: dict[str, int] = {}
     failed_nodes: list[str] = []
+    #: Checks that did not run, by kind (``judge``, ``route``, ``branch_judge``): a judge
+    #: verdict with an error, an ``llm_decide`` fallback after a failed call, a branch
+    #: judge's failed call. A completed run with any is at best "degraded".
+    judge_failures: dict[str, int] = {}
     total_retries: int = 0
     #: The open fan-out (forked, not yet joined), if any: its branches and their writes.
     fanout: OpenFanOut | None = None
@@ -155,6 +159,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     last_position: int = 0
 
 
+def _judge_failed(s: RunState, kind: str) -> None:
+    s.judge_failures[kind] = s.judge_failures.get(kind, 0) + 1
+
+
 def _copy(state: RunState) -> RunState:
     # Every field is carried over (a new field needs no line here); containers apply grows
     # in place are copied, their values shared, which is safe because apply never mutates
@@ -167,6 +175,7 @@ def _copy(state: RunState) -> RunState:
         pending=list(state.pending),
         running=dict(state.running),
         failed_nodes=list(state.failed_nodes),
+        judge_failures=dict(state.judge_failures),
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
@@ -263,6 +272,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case EdgeTaken():
             edge = f"{body.source}>{body.target}"
             s.edges_taken[edge] = s.edges_taken.get(edge, 0) + 1
+            if body.judge_error is not None:
+                _judge_failed(s, "route")
             fan = s.fanout
             if fan is None:
                 _due(s, body.target)
@@ -296,6 +307,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case ConversationCompacted():
             s.conversation.apply(body)
         case Verdict():
+            if body.error is not None:
+                _judge_failed(s, "judge")
             visit = s.visits.get(body.node_id)
             if visit is not None:
                 visit.verdict(body)
@@ -332,6 +345,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             | BranchesJudged()
             | BranchesSelected()
         ):
+            if isinstance(body, BranchesJudged) and body.error is not None:
+                _judge_failed(s, "branch_judge")
             visit = s.visits.get(body.node_id)
             if visit is not None and visit.visit == body.visit:
                 visit.branch_event(body)

@@ -304,6 +304,7 @@ def chat_message(entry: ConversationEntry) -> ChatMessage:
         tool_calls=entry.tool_calls,
         tool_call_id=entry.tool_call_id,
         name=entry.name,
+        is_error=entry.kind == "tool_error",
     )
 
 

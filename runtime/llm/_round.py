@@ -60,6 +60,7 @@ class Branch:
                             content=result.content,
                             tool_call_id=call.id,
                             name=call.name,
+                            is_error=result.is_error,
                         )
                     )
         return out

@@ -32,7 +32,7 @@ import anyio
 import msgspec
 
 from .._errors import ToolArgumentsError, ToolTimeoutError, UnknownToolError
-from ..providers._base import ToolCall, ToolSpec
+from ..providers._base import TOOL_NAME, ToolCall, ToolSpec
 from ._tool_calls import refusal
 
 __all__ = [
@@ -324,9 +324,15 @@ class ToolRegistry:
         """Add a tool (a plain function is wrapped with :meth:`Tool.from_callable`).
 
         Returns the Tool, so ``register`` also works as a decorator. A second tool of
-        the same name is a ValueError unless ``replace=True``.
+        the same name is a ValueError unless ``replace=True``, and so is a name the
+        model APIs refuse (``TOOL_NAME``: 1 to 64 letters, digits, ``_`` or ``-``).
         """
         t = item if isinstance(item, Tool) else Tool.from_callable(item)
+        if not TOOL_NAME.fullmatch(t.name):
+            raise ValueError(
+                f"tool name {t.name!r} is refused by the model APIs: use 1 to 64 letters, "
+                "digits, '_' or '-'"
+            )
         if t.name in self._tools and not replace:
             raise ValueError(f"a tool named {t.name!r} is already registered")
         self._tools[t.name] = t

@@ -41,7 +41,7 @@ from ..events._catalogue import (
     Verdict,
 )
 from ..events._conversation import entry_of, summary_entry
-from ..providers._base import LlmProvider, LlmRequest
+from ..providers._base import LlmProvider, LlmRequest, complete_uncut
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory
 from ._judge import ImplicitJudge
@@ -198,7 +198,7 @@ class TurnLoop:
                 continue
             started = time.perf_counter()
             try:
-                response = await self.provider.complete(request)
+                response = await complete_uncut(self.provider, request)
             except ProviderError as exc:
                 return node_failure(self.message, str(exc), type(exc).__name__)
             latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
@@ -213,7 +213,13 @@ class TurnLoop:
                 output_tokens=response.usage.output_tokens,
                 latency_ms=latency,
                 model=response.model,
+                stop=response.stop,
+                input_cached=response.usage.input_cached,
+                input_cache_write=response.usage.input_cache_write,
             )
+            if response.stop == "refusal":  # a fact of the run, and no answer
+                await self._record([turn])
+                return node_failure(self.message, f"the model refused: {response.text}", "Refused")
             # A refused call is answered with the turn, so no resume ever runs it.
             await self._record(
                 [turn, *(self._refused(c, refused) for c in calls if c.id in refused)]

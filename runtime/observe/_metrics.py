@@ -27,6 +27,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from eventstore import EventBody, EventStore
 
 from ..events._catalogue import (
+    BranchesJudged,
+    EdgeTaken,
     InputInjected,
     LlmTurn,
     NodeCompleted,
@@ -185,6 +187,13 @@ class RuntimeMetrics:
             ("kind",),
             registry=r,
         )
+        self.judge_failures = Counter(
+            "magistrate_judge_failures",
+            "Checks that did not run, by reason: judge (a verdict with an error), route "
+            "(an llm_decide fallback after a failed call), branch_judge",
+            ("reason",),
+            registry=r,
+        )
         self.append_latency = Histogram(
             "magistrate_eventstore_append_seconds",
             "Time from a run's append to its commit (the group commit's wait included)",
@@ -201,6 +210,8 @@ class RuntimeMetrics:
         )
         for outcome in sorted(_SNAPSHOT_OUTCOMES):
             self.snapshot_reads.labels(outcome)  # present from the first scrape, at 0
+        for reason in ("judge", "route", "branch_judge"):
+            self.judge_failures.labels(reason)  # present from the first scrape, at 0
         self._stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
         self._runs: dict[str, _RunInfo] = {}
         self._active: set[str] = set()
@@ -290,6 +301,10 @@ class RuntimeMetrics:
                     self.tokens.labels("input").inc(event.input_tokens)
                 if event.output_tokens:
                     self.tokens.labels("output").inc(event.output_tokens)
+                if event.input_cached:
+                    self.tokens.labels("input_cached").inc(event.input_cached)
+                if event.input_cache_write:
+                    self.tokens.labels("input_cache_write").inc(event.input_cache_write)
             case Verdict():
                 action = _closed(event.action, _ACTIONS)
                 level = _closed(event.level, _LEVELS)
@@ -298,6 +313,13 @@ class RuntimeMetrics:
                     self.escalations.inc()
                 if event.error:
                     self.provider_errors.labels("judge").inc()
+                    self.judge_failures.labels("judge").inc()
+            case EdgeTaken():
+                if event.judge_error is not None:
+                    self.judge_failures.labels("route").inc()
+            case BranchesJudged():
+                if event.error is not None:
+                    self.judge_failures.labels("branch_judge").inc()
             case StallDetected():
                 self.stalls.inc()
             case RunStarted():

@@ -11,24 +11,32 @@ from ._base import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    Stop,
     ToolCall,
     Usage,
-    _HttpProvider,
-    _HttpTransport,
     require,
     shown,
     token_count,
 )
+from ._http import _HttpProvider, _HttpTransport
+from ._models import DEFAULT_ANTHROPIC_MODEL, anthropic_family, wire_token_cap
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["AnthropicProvider"]
+__all__ = ["AnthropicProvider", "encode_request"]
 
 _DEFAULT_BASE_URL = "https://api.anthropic.com"
-_DEFAULT_MODEL = "claude-3-5-haiku-latest"
 _API_VERSION = "2023-06-01"
 _JSON_INSTRUCTION = "Answer with a single JSON object and nothing else."
+_STOPS: dict[str, Stop] = {
+    "end_turn": "end",
+    "stop_sequence": "end",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "refusal",
+}
 
 
 class AnthropicProvider(_HttpProvider):
@@ -36,8 +44,8 @@ class AnthropicProvider(_HttpProvider):
 
     Unset arguments come from the environment: ``ANTHROPIC_API_KEY``,
     ``ANTHROPIC_BASE_URL`` (default ``https://api.anthropic.com``) and
-    ``ANTHROPIC_MODEL`` (default ``claude-3-5-haiku-latest``). A missing API key is a
-    :class:`ProviderError` at construction.
+    ``ANTHROPIC_MODEL`` (default: ``DEFAULT_ANTHROPIC_MODEL`` in ``_models.py``). A
+    missing API key is a :class:`ProviderError` at construction.
 
     The system prompt goes top-level (``system`` messages in the conversation are
     appended to it); tool calls are ``tool_use`` blocks and tool results ``tool_result``
@@ -47,6 +55,9 @@ class AnthropicProvider(_HttpProvider):
     ``Retry-After``, 5xx including 529 overloaded, connection failures, timeouts), with
     ``timeout`` bounding each attempt as a whole and ``deadline`` the whole call.
     ``max_tokens`` is the cap sent when a request sets none (the API requires one).
+    What travels with a model depends on its family (``_models.py``): current
+    generations get no ``temperature``, and a request's cap is raised by room for
+    their thinking.
     """
 
     def __init__(
@@ -74,7 +85,7 @@ class AnthropicProvider(_HttpProvider):
         self._api_key = key
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL
         self.base_url = url.rstrip("/")
-        self.model = model or os.environ.get("ANTHROPIC_MODEL") or _DEFAULT_MODEL
+        self.model = model or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
         self.max_tokens = max_tokens
         self._transport = _HttpTransport(
             provider=name,
@@ -104,36 +115,9 @@ class AnthropicProvider(_HttpProvider):
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
-        system_parts = [request.system] if request.system else []
-        system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
-        if request.json_response:
-            system_parts.append(_JSON_INSTRUCTION)
-        payload: dict[str, Any] = {
-            "model": request.model or self.model,
-            # The API requires a cap: the provider's own when the request sets none.
-            "max_tokens": self.max_tokens if request.max_tokens is None else request.max_tokens,
-            "messages": _encode_messages(request.messages),
-        }
-        if system_parts:
-            payload["system"] = "\n\n".join(system_parts)
-        if request.temperature is not None:
-            payload["temperature"] = request.temperature
-        if request.tools:
-            payload["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
-        if request.tool_choice is not None:
-            choice = request.tool_choice
-            if choice == "auto":
-                payload["tool_choice"] = {"type": "auto"}
-            elif choice == "required":
-                payload["tool_choice"] = {"type": "any"}
-            elif choice == "none":
-                payload["tool_choice"] = {"type": "none"}
-            else:
-                payload["tool_choice"] = {"type": "tool", "name": choice}
-        return payload
+        return encode_request(
+            request, model=request.model or self.model, max_tokens=self.max_tokens
+        )
 
     def parse_response(self, data: dict[str, Any], *, latency_ms: float = 0.0) -> LlmResponse:
         """An :class:`LlmResponse` from a decoded Messages API body."""
@@ -181,29 +165,74 @@ class AnthropicProvider(_HttpProvider):
             usage = Usage(
                 input_tokens=token_count(name, usage_data, "input_tokens"),
                 output_tokens=token_count(name, usage_data, "output_tokens"),
+                input_cached=token_count(name, usage_data, "cache_read_input_tokens"),
+                input_cache_write=token_count(name, usage_data, "cache_creation_input_tokens"),
             )
         stop = data.get("stop_reason")
+        kind = _STOPS.get(stop, "other") if isinstance(stop, str) else "end"
         return LlmResponse(
             text="".join(texts),
-            tool_calls=calls,
+            # A tool call cut at the cap has incomplete input: it is never run.
+            tool_calls=[] if kind == "max_tokens" else calls,
             usage=usage,
             model=data["model"] if isinstance(data.get("model"), str) else "",
             stop_reason=stop if isinstance(stop, str) else None,
+            stop=kind,
             latency_ms=latency_ms,
         )
 
 
+def encode_request(request: LlmRequest, *, model: str, max_tokens: int = 4096) -> dict[str, Any]:
+    """The Messages body for ``request`` sent to ``model``; ``max_tokens`` is the cap sent
+    when the request sets none (see AnthropicProvider)."""
+    system_parts = [request.system] if request.system else []
+    system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
+    if request.json_response:
+        system_parts.append(_JSON_INSTRUCTION)
+    family = anthropic_family(model)
+    payload: dict[str, Any] = {
+        "model": model,
+        # The API requires a cap: the provider's own when the request sets none.
+        "max_tokens": (
+            max_tokens if request.max_tokens is None else wire_token_cap(family, request.max_tokens)
+        ),
+        "messages": _encode_messages(request.messages),
+    }
+    if system_parts:
+        payload["system"] = "\n\n".join(system_parts)
+    if request.temperature is not None and family.sampling:
+        payload["temperature"] = request.temperature
+    if request.tools:
+        payload["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+    if request.tool_choice is not None:
+        choice = request.tool_choice
+        if choice == "auto":
+            payload["tool_choice"] = {"type": "auto"}
+        elif choice == "required":
+            payload["tool_choice"] = {"type": "any"}
+        elif choice == "none":
+            payload["tool_choice"] = {"type": "none"}
+        else:
+            payload["tool_choice"] = {"type": "tool", "name": choice}
+    return payload
+
+
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [
-            {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id or "",
-                "content": message.content,
-            }
-        ]
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id or "",
+            "content": message.content,
+        }
+        if message.is_error:
+            result["is_error"] = True
+        return [result]
     blocks: list[dict[str, Any]] = []
-    if message.content:
+    # The API refuses a text block of whitespace only ("\n\n" after a tool call).
+    if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         blocks.append(

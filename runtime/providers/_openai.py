@@ -12,31 +12,40 @@ from ._base import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    Stop,
     ToolCall,
     Usage,
-    _HttpProvider,
-    _HttpTransport,
     decode_tool_arguments,
     require,
     shown,
     token_count,
 )
+from ._http import _HttpProvider, _HttpTransport
+from ._models import DEFAULT_OPENAI_MODEL, VERDICT_PURPOSES, openai_family, wire_token_cap
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["OpenAIProvider"]
+__all__ = ["OpenAIProvider", "encode_request"]
+
+_STOPS: dict[str, Stop] = {
+    "stop": "end",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
 
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_DEFAULT_MODEL = "gpt-4o-mini"
 
 
 class OpenAIProvider(_HttpProvider):
     """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
 
     Unset arguments come from the environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``
-    (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL`` (default
-    ``gpt-4o-mini``). A missing API key is a :class:`ProviderError` at construction.
+    (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL`` (default:
+    ``DEFAULT_OPENAI_MODEL`` in ``_models.py``). A missing API key is a
+    :class:`ProviderError` at construction.
 
     Retries (``max_retries`` beyond the first attempt) on HTTP 429 (honouring
     ``Retry-After``, capped by ``retry_wait_max``), 5xx, connection failures and
@@ -45,10 +54,13 @@ class OpenAIProvider(_HttpProvider):
     call with its retries. A request's ``max_tokens`` is sent as
     ``max_completion_tokens`` (what current OpenAI models take; ``max_tokens_field=
     "max_tokens"`` for servers that only know the older name), and nothing is sent when
-    the request leaves it unset. The provider owns its ``httpx.AsyncClient``
+    the request leaves it unset. Reasoning models (``_models.py``) always get
+    ``max_completion_tokens``, raised by room for their reasoning, no ``temperature``,
+    and ``reasoning_effort: "low"`` on judge, route, verify and scoring calls. The
+    provider owns its ``httpx.AsyncClient``
     unless one is passed in; close it with :meth:`aclose` or ``async with``::
 
-        async with OpenAIProvider(model="gpt-4o-mini") as llm:
+        async with OpenAIProvider(model="gpt-5.4-mini") as llm:
             answer = await llm.complete(LlmRequest(messages=[ChatMessage(role="user",
                                                                          content="Hi")]))
     """
@@ -79,7 +91,7 @@ class OpenAIProvider(_HttpProvider):
         self._api_key = key
         url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
         self.base_url = url.rstrip("/")
-        self.model = model or os.environ.get("OPENAI_MODEL") or _DEFAULT_MODEL
+        self.model = model or os.environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
         self.max_tokens_field = max_tokens_field
         self._transport = _HttpTransport(
             provider=name,
@@ -111,38 +123,9 @@ class OpenAIProvider(_HttpProvider):
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
-        messages: list[dict[str, Any]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.extend(_encode_message(m) for m in request.messages)
-        payload: dict[str, Any] = {"model": request.model or self.model, "messages": messages}
-        if request.max_tokens is not None:
-            payload[self.max_tokens_field] = request.max_tokens
-        if request.temperature is not None:
-            payload["temperature"] = request.temperature
-        if request.tools:
-            payload["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in request.tools
-            ]
-        if request.tool_choice is not None:
-            if request.tool_choice in ("auto", "none", "required"):
-                payload["tool_choice"] = request.tool_choice
-            else:
-                payload["tool_choice"] = {
-                    "type": "function",
-                    "function": {"name": request.tool_choice},
-                }
-        if request.json_response:
-            payload["response_format"] = {"type": "json_object"}
-        return payload
+        return encode_request(
+            request, model=request.model or self.model, max_tokens_field=self.max_tokens_field
+        )
 
     def parse_response(self, data: dict[str, Any], *, latency_ms: float = 0.0) -> LlmResponse:
         """An :class:`LlmResponse` from a decoded chat completion body."""
@@ -155,8 +138,14 @@ class OpenAIProvider(_HttpProvider):
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise MalformedResponseError(name, "message content is not a string")
+        finish = choice.get("finish_reason")
+        stop = _STOPS.get(finish, "other") if isinstance(finish, str) else "end"
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            text, stop = refusal, "refusal"
         calls: list[ToolCall] = []
-        raw_calls = message.get("tool_calls") or []
+        # A tool call cut at the cap has incomplete arguments: it is never run (or read).
+        raw_calls = [] if stop == "max_tokens" else message.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             raise MalformedResponseError(
                 name, f"message tool_calls is not a list: {type(raw_calls).__name__}"
@@ -184,16 +173,69 @@ class OpenAIProvider(_HttpProvider):
             usage = Usage(
                 input_tokens=token_count(name, usage_data, "prompt_tokens"),
                 output_tokens=token_count(name, usage_data, "completion_tokens"),
+                input_cached=_cached_tokens(name, usage_data),
             )
-        finish = choice.get("finish_reason")
         return LlmResponse(
             text=text,
             tool_calls=calls,
             usage=usage,
             model=data["model"] if isinstance(data.get("model"), str) else "",
             stop_reason=finish if isinstance(finish, str) else None,
+            stop=stop,
             latency_ms=latency_ms,
         )
+
+
+def encode_request(
+    request: LlmRequest,
+    *,
+    model: str,
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+) -> dict[str, Any]:
+    """The chat completions body for ``request`` sent to ``model`` (see OpenAIProvider)."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages.extend(_encode_message(m) for m in request.messages)
+    family = openai_family(model)
+    payload: dict[str, Any] = {"model": model, "messages": messages}
+    if request.max_tokens is not None:
+        field = family.cap_field or max_tokens_field
+        payload[field] = wire_token_cap(family, request.max_tokens)
+    if request.temperature is not None and family.sampling:
+        payload["temperature"] = request.temperature
+    if family.low_effort is not None and request.purpose in VERDICT_PURPOSES:
+        key, value = family.low_effort
+        payload[key] = value
+    if request.tools:
+        payload["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in request.tools
+        ]
+    if request.tool_choice is not None:
+        if request.tool_choice in ("auto", "none", "required"):
+            payload["tool_choice"] = request.tool_choice
+        else:
+            payload["tool_choice"] = {
+                "type": "function",
+                "function": {"name": request.tool_choice},
+            }
+    if request.json_response:
+        payload["response_format"] = {"type": "json_object"}
+    return payload
+
+
+def _cached_tokens(provider: str, usage: dict[str, Any]) -> int:
+    """``usage.prompt_tokens_details.cached_tokens`` (absent: 0)."""
+    details = usage.get("prompt_tokens_details")
+    return token_count(provider, details, "cached_tokens") if isinstance(details, dict) else 0
 
 
 def _encode_message(message: ChatMessage) -> dict[str, Any]:

@@ -9,7 +9,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from .._errors import ProviderError, ProviderHTTPError
+from ._anthropic import encode_request as anthropic_request
 from ._base import ChatMessage, LlmRequest, LlmResponse, ToolCall
+from ._models import DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL
+from ._openai import encode_request as openai_request
+from ._wire import anthropic_body_error, openai_body_error
 
 __all__ = ["ScriptEntry", "ScriptedProvider", "reply", "tool_call", "wire_error"]
 
@@ -42,48 +46,31 @@ def reply(text: str = "", *tool_calls: ToolCall) -> LlmResponse:
         tool_calls=list(tool_calls),
         model="scripted",
         stop_reason="tool_use" if tool_calls else "end_turn",
+        stop="tool_use" if tool_calls else "end",
     )
 
 
-def wire_error(messages: Sequence[ChatMessage]) -> str | None:
-    """Why the real chat APIs would refuse these messages, or None when they would not.
+def wire_error(request: LlmRequest | Sequence[ChatMessage]) -> str | None:
+    """Why a real API would refuse this request (or these messages), or None.
 
-    The rules both OpenAI and Anthropic enforce on a request's conversation:
-
-    - there is at least one message besides ``system`` ones, and the first of them is a
-      ``user`` message (Anthropic requires the conversation to open with the user; its
-      provider merges neighbours of one role, so roles then alternate);
-    - an assistant message with tool calls is followed at once by one ``tool`` message
-      per call, answering it by id, before any other message, and the conversation does
-      not end with calls unanswered;
-    - a ``tool`` message answers a call of the assistant message just before it, once.
+    The request is encoded as :class:`OpenAIProvider` and :class:`AnthropicProvider`
+    send it, to its ``model`` (else each provider's default model), and each body is
+    checked against that API's rules (``_wire.py``): tool calls answered by their
+    results before anything else; Anthropic's roles alternating from a ``user`` message,
+    no text block of whitespace only, no closing assistant message for its current
+    models, tool-use ids and tool names of the allowed patterns; parameters the model's
+    family refuses. The answer names the API that refuses.
     """
-    turns = [m for m in messages if m.role != "system"]
-    if not turns:
-        return "the request has no user or assistant messages"
-    if turns[0].role != "user":
-        return f"the first message is a {turns[0].role!r} message, not a 'user' one"
-    pending: dict[str, str] = {}
-    for index, message in enumerate(messages):
-        if message.role == "tool":
-            if message.tool_call_id not in pending:
-                return (
-                    f"message {index} is a tool result for {message.tool_call_id!r}, which "
-                    "is no unanswered call of the assistant message before it"
-                )
-            del pending[message.tool_call_id]
-            continue
-        if pending:
-            return (
-                f"message {index} ({message.role}) comes before the results of tool calls "
-                f"{sorted(pending)}: each call must be answered first"
-            )
-        if message.role == "assistant" and message.tool_calls:
-            pending = {call.id: call.name for call in message.tool_calls}
-            if len(pending) != len(message.tool_calls):
-                return f"message {index} has two tool calls with one id"
-    if pending:
-        return f"the conversation ends with tool calls {sorted(pending)} unanswered"
+    if not isinstance(request, LlmRequest):
+        request = LlmRequest(messages=list(request))
+    openai_body = openai_request(request, model=request.model or DEFAULT_OPENAI_MODEL)
+    refused = openai_body_error(openai_body)
+    if refused is not None:
+        return f"OpenAI would refuse it: {refused}"
+    anthropic_body = anthropic_request(request, model=request.model or DEFAULT_ANTHROPIC_MODEL)
+    refused = anthropic_body_error(anthropic_body)
+    if refused is not None:
+        return f"Anthropic would refuse it: {refused}"
     return None
 
 
@@ -143,9 +130,8 @@ class ScriptedProvider:
     Every request is recorded in :attr:`requests`; :attr:`calls` counts them and
     :meth:`calls_for` counts one purpose.
 
-    Each request is first checked against the rules the real chat APIs enforce on a
-    conversation (:func:`wire_error`: tool calls answered by their results before
-    anything else, the conversation opening with the user); a request that breaks one
+    Each request is first encoded as each real provider would send it and checked
+    against the rules that API enforces (:func:`wire_error`); a request that breaks one
     fails loudly, as the APIs do, with a ``ProviderHTTPError`` of status 400 naming the
     rule, so offline tests catch what a real model would refuse. ``check_wire=False``
     turns the check off.
@@ -217,7 +203,7 @@ class ScriptedProvider:
         self.requests.append(request)
         self._per_purpose[request.purpose] += 1
         if self.check_wire:
-            refused = wire_error(request.messages)
+            refused = wire_error(request)
             if refused is not None:
                 raise ProviderHTTPError(
                     self.name, f"invalid request ({request.purpose}): {refused}", status=400

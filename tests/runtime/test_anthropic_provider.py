@@ -14,6 +14,7 @@ from runtime._errors import (
 )
 from runtime.providers._anthropic import AnthropicProvider
 from runtime.providers._base import ChatMessage, LlmProvider, LlmRequest, ToolCall, ToolSpec
+from runtime.providers._models import DEFAULT_ANTHROPIC_MODEL
 
 from .llm_servers import AnthropicServer, Scripted, anthropic_message, text, tool_use
 
@@ -49,7 +50,8 @@ async def test_plain_text_answer_and_wire_format(anthropic_server: AnthropicServ
     anthropic_server.respond(
         anthropic_message(text("Hello, "), text("world."), input_tokens=30, output_tokens=4)
     )
-    async with make(anthropic_server, model="claude-test") as llm:
+    # A Claude 3 model: the family that still takes temperature and an unpadded cap.
+    async with make(anthropic_server, model="claude-3-test") as llm:
         assert isinstance(llm, LlmProvider)
         answer = await llm.complete(ask(system="Be brief.", max_tokens=64, temperature=0.0))
     assert answer.text == "Hello, world."
@@ -62,7 +64,7 @@ async def test_plain_text_answer_and_wire_format(anthropic_server: AnthropicServ
     assert request.headers["x-api-key"] == anthropic_server.api_key
     assert request.headers["anthropic-version"] == "2023-06-01"
     assert request.body == {
-        "model": "claude-test",
+        "model": "claude-3-test",
         "max_tokens": 64,
         "system": "Be brief.",
         "temperature": 0.0,
@@ -311,7 +313,7 @@ async def test_defaults_without_environment(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     async with AnthropicProvider() as llm:
         assert llm.base_url == "https://api.anthropic.com"
-        assert llm.model == "claude-3-5-haiku-latest"
+        assert llm.model == DEFAULT_ANTHROPIC_MODEL
 
 
 async def test_missing_api_key_fails_at_construction(no_provider_env: None) -> None:

@@ -16,6 +16,7 @@ from runtime._errors import (
     ProviderTimeoutError,
 )
 from runtime.providers._base import ChatMessage, LlmProvider, LlmRequest, ToolCall, ToolSpec
+from runtime.providers._models import DEFAULT_OPENAI_MODEL
 from runtime.providers._openai import OpenAIProvider
 
 from .llm_servers import OpenAIServer, Scripted, openai_completion
@@ -374,7 +375,7 @@ async def test_defaults_without_environment(
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     async with OpenAIProvider() as llm:
         assert llm.base_url == "https://api.openai.com/v1"
-        assert llm.model == "gpt-4o-mini"
+        assert llm.model == DEFAULT_OPENAI_MODEL
 
 
 async def test_missing_api_key_fails_at_construction(no_provider_env: None) -> None:
@@ -399,10 +400,11 @@ async def test_max_tokens_is_sent_as_max_completion_tokens_only_when_asked(
 ) -> None:
     for _ in range(3):
         openai_server.respond(openai_completion("ok"))
-    async with make(openai_server) as llm:
+    # A chat model: reasoning models always take max_completion_tokens.
+    async with make(openai_server, model="gpt-4.1") as llm:
         await llm.complete(ask())
         await llm.complete(ask(max_tokens=77))
-    async with make(openai_server, max_tokens_field="max_tokens") as older:
+    async with make(openai_server, model="gpt-4.1", max_tokens_field="max_tokens") as older:
         await older.complete(ask(max_tokens=77))
     unasked, asked, old_name = openai_server.bodies()
     assert "max_tokens" not in unasked and "max_completion_tokens" not in unasked

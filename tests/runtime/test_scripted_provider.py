@@ -221,14 +221,33 @@ def result(id: str) -> ChatMessage:
 @pytest.mark.parametrize(
     ("messages", "rule"),
     [
-        ([user("go"), calls("a", "b"), result("a"), user("next"), result("b")], "before the"),
-        ([user("go"), calls("a"), calls("b"), result("a"), result("b")], "before the"),
-        ([user("go"), result("a")], "no unanswered call"),
-        ([user("go"), calls("a"), result("a"), result("a")], "no unanswered call"),
-        ([user("go"), calls("a")], "unanswered"),
-        ([ChatMessage(role="assistant", content="hi"), user("go")], "first message"),
+        (
+            [user("go"), calls("a", "b"), result("a"), user("next"), result("b")],
+            "OpenAI would refuse it: messages.[3]: an assistant message with 'tool_calls' must",
+        ),
+        (
+            [user("go"), calls("a"), calls("b"), result("a"), result("b")],
+            "must be followed by tool messages answering each id; missing ['a']",
+        ),
+        ([user("go"), result("a")], "'tool' must respond to a preceding 'tool_calls'"),
+        (
+            [user("go"), calls("a"), result("a"), result("a")],
+            "'tool' must respond to a preceding 'tool_calls'",
+        ),
+        ([user("go"), calls("a")], "did not have response messages: ['a']"),
+        # Only Anthropic requires a conversation to open with the user.
+        (
+            [ChatMessage(role="assistant", content="hi"), user("go")],
+            "Anthropic would refuse it: messages.0: roles must alternate from 'user'",
+        ),
         ([ChatMessage(role="system", content="rules")], "no user or assistant"),
-        ([user("go"), calls("a", "a"), result("a"), result("a")], "one id"),
+        ([user("go"), calls("a", "a"), result("a"), result("a")], "two tool calls with one id"),
+        # Rules of the encoded request, not of the shared message list:
+        (
+            [user("go"), ChatMessage(role="assistant", content="Sure:")],
+            "Anthropic would refuse it: the conversation ends with an assistant message",
+        ),
+        ([user("go"), calls("call~2"), result("call~2")], "tool_use id 'call~2' is not"),
     ],
 )
 async def test_a_request_the_real_apis_refuse_fails_loudly(
