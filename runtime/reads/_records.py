@@ -115,7 +115,9 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     running run that no live claim holds: nothing executes it until a worker claims it),
     ``unclaimed`` (not running, not claimed), or ``unrecorded`` (the store records no
     ownership: a running run may be executing in the process that started it).
-    ``forked_from`` names the source of a fork.
+    ``forked_from`` names the source of a fork. ``unrunnable`` (read from the log, in a
+    run's detail; empty in a listing's row) lists why workers that claimed the run could
+    not execute it, each reason once.
     """
 
     run_id: str
@@ -131,6 +133,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     paused: PauseView | None = None
     error: str | None = None
     forked_from: ForkOrigin | None = None
+    unrunnable: list[str] = []
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):
@@ -233,5 +236,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     verdicts: dict[str, int]
     goal_outcome: dict[str, Any] | None
     forked_from: ForkOrigin | None
+    #: Why workers that claimed the run could not execute it (``run.unrunnable``).
+    unrunnable: list[str]
     listed_status: str | None
     chain: ChainStatus
