@@ -9,7 +9,7 @@ on PostgreSQL, its appends are refused in the append transaction itself).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 import anyio
@@ -79,11 +79,15 @@ class ClaimingStore(Protocol):
         """The last seq in the store of each of ``run_ids`` that has events (one query)."""
         ...
 
-    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+    async def claim_runnable(
+        self, owner: str, *, lease: float, limit: int, exclude: Collection[str] = ()
+    ) -> list[Claim]:
         """Claim up to ``limit`` runnable runs that no live lease holds: runs whose status
         is ``running`` (a crashed owner's, one submitted for any worker, or one resumed for
-        any worker) and whose owner's lease expired or who has none, oldest first.
-        Concurrent claimers never get the same run."""
+        any worker) and whose owner's lease expired or who has none, oldest first,
+        skipping the runs named in ``exclude`` (those the claimer is not ready to take
+        again, such as runs it cannot execute). Concurrent claimers never get the same
+        run."""
         ...
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -377,10 +377,14 @@ class PostgresEventStore:
         """The head (last seq) of each of ``run_ids`` the store holds, in one query."""
         return await self._ownership.heads(run_ids)
 
-    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+    async def claim_runnable(
+        self, owner: str, *, lease: float, limit: int, exclude: Collection[str] = ()
+    ) -> list[Claim]:
         """Claim up to ``limit`` runnable runs with ``FOR UPDATE SKIP LOCKED`` (see
         :class:`ClaimingStore`); their appends are fenced on the claim as with claim()."""
-        return await self._ownership.claim_runnable(owner, lease=lease, limit=limit)
+        return await self._ownership.claim_runnable(
+            owner, lease=lease, limit=limit, exclude=exclude
+        )
 
     def runnable_signal(self) -> anyio.Event:
         """An event that is set when a run may have become runnable, in this process or

@@ -89,6 +89,7 @@ _CLAIM_RUNNABLE = f"""
 WITH c AS (
     SELECT run FROM runs
     WHERE status = 'running' AND (owner IS NULL OR lease_expires < {_NOW})
+        AND NOT (run_id = ANY(%(exclude)s::text[]))
     ORDER BY run LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
@@ -140,8 +141,11 @@ async def release(conn: Connection, claim: Claim, runnable_channel: str) -> None
         await conn.execute("SELECT pg_notify(%s, '')", (runnable_channel,))
 
 
-async def claim_runnable(conn: Connection, owner: str, lease: float, limit: int) -> list[Claim]:
+async def claim_runnable(
+    conn: Connection, owner: str, lease: float, limit: int, exclude: list[str]
+) -> list[Claim]:
     """See ClaimingStore.claim_runnable."""
-    cur = await conn.execute(_CLAIM_RUNNABLE, {"owner": owner, "lease": lease, "limit": limit})
+    params = {"owner": owner, "lease": lease, "limit": limit, "exclude": exclude}
+    cur = await conn.execute(_CLAIM_RUNNABLE, params)
     rows = await cur.fetchall()
     return [Claim(str(r[0]), owner, int(r[1]), float(r[2])) for r in sorted(rows)]

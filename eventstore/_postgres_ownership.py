@@ -4,7 +4,7 @@ fences each append on."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from . import _postgres_claims as claims_sql
@@ -87,11 +87,14 @@ class PostgresOwnership:
         )
         return {str(run_id): int(seq) for run_id, seq in rows}
 
-    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+    async def claim_runnable(
+        self, owner: str, *, lease: float, limit: int, exclude: Collection[str] = ()
+    ) -> list[Claim]:
         """See :meth:`PostgresEventStore.claim_runnable`."""
         check_text("claim_runnable", "the owner", owner)
         got: list[Claim] = await self.leases.call(
-            "claim_runnable", lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit)
+            "claim_runnable",
+            lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit, list(exclude)),
         )
         self._fence(got)
         return got

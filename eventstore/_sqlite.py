@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from types import TracebackType
 
 import anyio
@@ -324,7 +324,11 @@ class SqliteEventStore:
         """The last seq of each of ``run_ids`` the store holds (see ClaimingStore)."""
         return await self._ownership.heads(run_ids)
 
-    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+    async def claim_runnable(
+        self, owner: str, *, lease: float, limit: int, exclude: Collection[str] = ()
+    ) -> list[Claim]:
         """Claim up to ``limit`` running runs no live lease holds (see ClaimingStore); their
         appends are fenced on the claim as with :meth:`claim`."""
-        return await self._ownership.claim_runnable(owner, lease=lease, limit=limit)
+        return await self._ownership.claim_runnable(
+            owner, lease=lease, limit=limit, exclude=exclude
+        )

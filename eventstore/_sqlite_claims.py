@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal, TypeGuard
 
 from ._claims import Claim
@@ -44,6 +44,7 @@ _RUNNABLE = (
     "SELECT r.run_id, coalesce(c.epoch, 0) FROM runs r "
     "LEFT JOIN claims c ON c.run_id = r.run_id "
     "WHERE r.status = 'running' AND (c.owner IS NULL OR c.expires < ?) "
+    "AND r.run_id NOT IN (SELECT value FROM json_each(?)) "
     "ORDER BY r.run LIMIT ?"
 )
 
@@ -56,7 +57,7 @@ class OwnershipRequest(Pending[object]):
     caller that does not wait for the claim's answer never writes without it.
     """
 
-    __slots__ = ("claims", "fence", "lease", "limit", "operation", "owner", "run_id")
+    __slots__ = ("claims", "exclude", "fence", "lease", "limit", "operation", "owner", "run_id")
 
     def __init__(
         self,
@@ -67,6 +68,7 @@ class OwnershipRequest(Pending[object]):
         lease: float = 0.0,
         claims: Sequence[Claim] = (),
         limit: int = 0,
+        exclude: Collection[str] = (),
         fence: bool = False,
     ) -> None:
         super().__init__()
@@ -76,6 +78,7 @@ class OwnershipRequest(Pending[object]):
         self.lease = lease
         self.claims = claims
         self.limit = limit
+        self.exclude = json.dumps(list(exclude))
         self.fence = fence
 
 
@@ -269,7 +272,9 @@ class ClaimFence:
         expires = now + request.lease
         claims = [
             Claim(run_id, request.owner, epoch + 1, expires)
-            for run_id, epoch in conn.execute(_RUNNABLE, (now, request.limit)).fetchall()
+            for run_id, epoch in conn.execute(
+                _RUNNABLE, (now, request.exclude, request.limit)
+            ).fetchall()
         ]
         conn.executemany(_UPSERT, [(c.run_id, c.owner, c.expires, c.epoch) for c in claims])
         for claim in claims:

@@ -8,7 +8,7 @@ Claims live in the store's file and are written by its writer, in its transactio
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ._claims import Claim
@@ -97,9 +97,13 @@ class SqliteOwnership:
         )
         return {str(run_id): int(seq) for run_id, seq in rows}
 
-    async def claim_runnable(self, owner: str, *, lease: float, limit: int) -> list[Claim]:
+    async def claim_runnable(
+        self, owner: str, *, lease: float, limit: int, exclude: Collection[str] = ()
+    ) -> list[Claim]:
         """See :meth:`SqliteEventStore.claim_runnable`."""
         claims: list[Claim] = await self._own(
-            OwnershipRequest("claim_runnable", owner=owner, lease=lease, limit=limit)
+            OwnershipRequest(
+                "claim_runnable", owner=owner, lease=lease, limit=limit, exclude=exclude
+            )
         )
         return claims

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from actors import ActorRef, ActorSystem
@@ -24,11 +24,13 @@ class LiveRun(NamedTuple):
 class LiveRuns:
     """The runs whose executors run in ``system``, by run id. A run is live from its
     launch until its outcome is done (or the runtime stops it); a stopped run is read back
-    from its log, so nothing keeps a reference to it here."""
+    from its log, so nothing keeps a reference to it here. ``on_drop`` is called with the
+    id of each run forgotten (its executor no longer runs it here, whatever the reason)."""
 
-    def __init__(self, system: ActorSystem) -> None:
+    def __init__(self, system: ActorSystem, on_drop: Callable[[str], None] | None = None) -> None:
         self.system = system
         self._runs: dict[str, LiveRun] = {}
+        self._on_drop = on_drop
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -54,10 +56,16 @@ class LiveRuns:
         if live is None or (outcome is not None and live.outcome is not outcome):
             return False
         del self._runs[run_id]
+        if self._on_drop is not None:
+            self._on_drop(run_id)
         return True
 
     def clear(self) -> None:
+        dropped = list(self._runs)
         self._runs.clear()
+        if self._on_drop is not None:
+            for run_id in dropped:
+                self._on_drop(run_id)
 
     def heads(self) -> dict[str, int]:
         """Each live run's last seq submitted here."""

@@ -112,12 +112,18 @@ class NodeFactory:
                         errors.append(
                             SpecError(
                                 f"{where}.tools[{j}]",
-                                f"no tool {name!r} is registered with the runtime (known: {known})",
+                                f"no tool {name!r} is registered with the runtime (known: {known}; "
+                                "--tools MODULE on the command line, Runtime(tools=...) in "
+                                "an app)",
                             )
                         )
                 if self.provider is None:
                     errors.append(
-                        SpecError(f"{where}.kind", "an llm node needs Runtime(provider=...)")
+                        SpecError(
+                            f"{where}.kind",
+                            "an llm node needs a provider (--provider on the command line, "
+                            "Runtime(provider=...) in an app)",
+                        )
                     )
         errors.extend(check_named_providers(graph, self.provider_named))
         errors.extend(check_parallel_names(graph, self.provider_named, self.branch_strategies))

@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Literal
 
 import anyio
@@ -235,9 +235,13 @@ class RunOwnership:
                     await on_foreign(run_id)
 
     async def recover(
-        self, room: Callable[[], int], on_claimed: Callable[[str], Awaitable[None]]
+        self,
+        room: Callable[[], int],
+        on_claimed: Callable[[str], Awaitable[None]],
+        excluded: Callable[[], Collection[str]] = tuple,
     ) -> None:
-        """Claim runnable runs (up to ``room()`` at a time) and hand each to ``on_claimed``,
+        """Claim runnable runs (up to ``room()`` at a time, none of ``excluded()``: runs
+        this runtime is not ready to take again) and hand each to ``on_claimed``,
         now and every ``recover_interval``, and at once when a store that announces them
         (a :class:`eventstore.NotifyingStore`: PostgreSQL's, by NOTIFY) says a run may have
         become runnable."""
@@ -250,7 +254,7 @@ class RunOwnership:
             if free > 0:
                 try:
                     claims = await self.store.claim_runnable(
-                        self.owner, lease=self.lease, limit=free
+                        self.owner, lease=self.lease, limit=free, exclude=excluded()
                     )
                 except StoreError as exc:
                     _log.warning("claiming runnable runs failed: %s", exc)

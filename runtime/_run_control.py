@@ -23,6 +23,7 @@ from ._live_runs import LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
 from ._result import FINAL, RunOutcome, RunResult, result_from_state
 from ._run_logs import RunLogs
+from ._unrunnable import Unrunnable
 from .engine._messages import CancelRun, InjectInput, PauseRun
 from .events._catalogue import InputInjected, RunCancelled, RunPaused, RunResumed, RunStarted
 from .spec._model import GraphSpec, graph_hash, shared_graph_dict
@@ -64,6 +65,8 @@ class RunControl:
         self.recover_concurrency = recover_concurrency
         self._resume = resume
         self._tasks: anyio.abc.TaskGroup | None = None
+        #: Runs this worker claimed and could not execute, and when to claim each again.
+        self.unrunnable = None if ownership is None else Unrunnable(logs, ownership.owner)
         #: Runs that closing asked to cancel and whose executor did not report in time.
         self._unstopped: list[tuple[str, RunOutcome]] = []
 
@@ -96,7 +99,10 @@ class RunControl:
             tasks.start_soon(ownership.keep_leases, self._on_lease_lost)
             tasks.start_soon(ownership.watch_control, self.live.heads, self._on_foreign_events)
             if self.recover_concurrency is not None:
-                tasks.start_soon(ownership.recover, self._room, self._resume_claimed)
+                assert self.unrunnable is not None
+                tasks.start_soon(
+                    ownership.recover, self._room, self._resume_claimed, self.unrunnable.excluded
+                )
 
     def new_outcome(self, run_id: str, started: anyio.Event | None) -> RunOutcome:
         """The outcome of a run about to launch here. ``started`` (a start's) is set once
@@ -308,9 +314,15 @@ class RunControl:
             _log.warning("run %s: claimed for recovery while its executor here stops", run_id)
             await self.ownership.release(run_id)
             return
+        assert self.unrunnable is not None
         try:
             await self._resume(run_id, None)
-        except (RunNotFoundError, RunStateError, SpecErrors) as exc:
+            self.unrunnable.executed(run_id)
+        except SpecErrors as exc:
+            # A graph this worker cannot execute: recorded, given up, left for a while.
+            await self.unrunnable.refused(run_id, exc)
+            await self.ownership.release(run_id)
+        except (RunNotFoundError, RunStateError) as exc:
             _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
             await self.ownership.release(run_id)
         except Exception:

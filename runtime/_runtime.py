@@ -164,7 +164,7 @@ class Runtime:
             system = ActorSystem(default_mailbox=self._mailbox)
             control = self._control = RunControl(
                 logs,
-                LiveRuns(system),
+                LiveRuns(system, None if self.metrics is None else self.metrics.run_stopped),
                 self._continue,
                 ownership=self._run_ownership(self.store),
                 recover_concurrency=None if self.recovery is None else self.recovery.concurrency,

@@ -238,6 +238,8 @@ async def _show(args: argparse.Namespace) -> int:
         f"{data['tokens']['output']} output tokens), verdicts: {verdicts or 'none'}, "
         f"retries: {data['total_retries']}"
     )
+    for reason in data["unrunnable"] if data["status"] == "running" else []:
+        lines.append(f"blocked:   a worker cannot execute it: {reason}")
     if data["forked_from"]:
         src = data["forked_from"]
         lines.append(f"forked:    from run {src['run_id']} at seq {src['seq']}")

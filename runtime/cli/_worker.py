@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 
 from .. import LlmProvider, Runtime, run_worker
+from ..observe import default_metrics, serve_metrics
 from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
 from ._wiring import make_provider, tools_from_modules
 
@@ -57,6 +58,20 @@ def register(sub: Any) -> None:
         default=[],
         help="module prefixes the graphs may import functions, judges and tools from (repeatable)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve this process's Prometheus metrics on http://HOST:PORT/metrics (0: any "
+        "free port, printed at start; default: no metrics)",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics endpoint binds (default: 127.0.0.1)",
+    )
     p.set_defaults(handler=_worker)
 
 
@@ -77,10 +92,21 @@ async def _worker(args: argparse.Namespace) -> int:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     if args.lease <= 0 or args.poll <= 0:
         raise UsageError(f"--lease and --poll must be positive, got {args.lease}, {args.poll}")
+    if args.metrics_port is not None and not 0 <= args.metrics_port < 65536:
+        raise UsageError(f"--metrics-port {args.metrics_port}: expected 0..65535")
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args, create=True))
         provider = await _provider(args.provider, stack)
         tools = tools_from_modules(args.tools, allow_imports=args.allow_imports)
+        metrics = None
+        if args.metrics_port is not None:
+            metrics = default_metrics()
+            try:
+                server = serve_metrics(args.metrics_port, host=args.metrics_host)
+            except OSError as exc:  # it cannot listen: --metrics-host or --metrics-port
+                raise UsageError(f"--metrics-port {args.metrics_port}: {exc}") from exc
+            stack.callback(server.close)
+            sys.stderr.write(f"metrics on {server.url}\n")
 
         def ready(runtime: Runtime) -> None:
             sys.stderr.write(f"worker {runtime.worker_id} ready\n")
@@ -99,6 +125,7 @@ async def _worker(args: argparse.Namespace) -> int:
                         provider=provider,
                         tools=tools,
                         allow_imports=args.allow_imports,
+                        metrics=metrics,
                     )
                 )
                 async for _ in signals:

@@ -50,6 +50,7 @@ __all__ = [
     "RunPaused",
     "RunResumed",
     "RunStarted",
+    "RunUnrunnable",
     "StallDetected",
     "ToolCallRecord",
     "ToolResult",
@@ -240,6 +241,18 @@ class RunForked(EventBody, frozen=True, tag="run.forked"):
     source_hash: str
 
 
+class RunUnrunnable(EventBody, frozen=True, tag="run.unrunnable"):
+    """A worker claimed this run and cannot execute it: ``reason`` says what the run's
+    graph names that the worker lacks (a function, tool, judge or provider, an import it is
+    not allowed) and how to allow it; ``worker`` names the worker. A worker records each
+    distinct reason once and gives the run up; it stays running and waits for a worker
+    that can execute it. The fold keeps the reasons (``RunState.unrunnable``) to show
+    them and changes nothing else."""
+
+    reason: str
+    worker: str
+
+
 class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     """A verifier node's result for one attempt of one visit.
 
@@ -375,6 +388,7 @@ AnyEvent = (
     | RunCancelled
     | RunFinished
     | RunForked
+    | RunUnrunnable
     | VerificationRecorded
     | BranchTurn
     | BranchToolResult

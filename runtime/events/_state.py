@@ -45,6 +45,7 @@ from ._catalogue import (
     RunPaused,
     RunResumed,
     RunStarted,
+    RunUnrunnable,
     StallDetected,
     ToolResult,
     Verdict,
@@ -150,6 +151,9 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     gates_due: bool = False
     #: Where a fork's log was copied from (its ``run.forked`` event); None for other runs.
     forked_from: ForkOrigin | None = None
+    #: Why workers that claimed the run could not execute it (``run.unrunnable``): each
+    #: distinct reason once, oldest first. Shown only; nothing else depends on it.
+    unrunnable: list[str] = []
     cancelled_at: str | None = None
     quality: Quality | None = None
     error: str | None = None
@@ -176,6 +180,7 @@ def _copy(state: RunState) -> RunState:
         running=dict(state.running),
         failed_nodes=list(state.failed_nodes),
         judge_failures=dict(state.judge_failures),
+        unrunnable=list(state.unrunnable),
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
@@ -385,6 +390,9 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.forked_from = ForkOrigin(
                 run_id=body.source_run_id, seq=body.source_seq, hash=body.source_hash
             )
+        case RunUnrunnable():
+            if body.reason not in s.unrunnable:
+                s.unrunnable.append(body.reason)
         case RunCancelled():
             s.status = "cancelled"
             s.cancelled_at = body.node_id

@@ -31,6 +31,7 @@ from ._catalogue import (
     RunPaused,
     RunResumed,
     RunStarted,
+    RunUnrunnable,
     StallDetected,
     ToolResult,
     Verdict,
@@ -131,6 +132,8 @@ def describe_event(event: Event) -> tuple[str, str, str]:
     if isinstance(body, RunCancelled):
         at = f" at {body.node_id}" if body.node_id else ""
         return node, label, f"cancelled{at}" + (f": {body.reason}" if body.reason else "")
+    if isinstance(body, RunUnrunnable):
+        return node, label, _clip(f"worker {body.worker} cannot execute it: {body.reason}")
     if isinstance(body, RunForked):
         return (
             node,

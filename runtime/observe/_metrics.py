@@ -229,9 +229,18 @@ class RuntimeMetrics:
         self.snapshot_reads.labels(_closed(outcome, _SNAPSHOT_OUTCOMES, "miss")).inc()
 
     def run_launched(self, run_id: str, graph: GraphSpec) -> None:
-        """Remember the run's graph id and node kinds (labels for its events)."""
+        """Remember the run's graph id and node kinds (labels for its events); the run
+        executes here from now on (a worker's claimed run included, whose start another
+        process recorded)."""
         kinds = {node.id: node.kind for node in graph.nodes}
         self._runs[run_id] = _RunInfo(graph.id, kinds)
+        self._activate(run_id, True)
+
+    def run_stopped(self, run_id: str) -> None:
+        """The run no longer executes here: it ended, paused, was handed over or its
+        claim was lost. Idempotent."""
+        self._activate(run_id, False)
+        self._runs.pop(run_id, None)
 
     def observe(self, run_id: str, bodies: Sequence[EventBody], seconds: float | None) -> None:
         """Count one committed batch of ``run_id`` (``seconds``: its append latency, None
@@ -267,7 +276,6 @@ class RuntimeMetrics:
 
     def _started(self, run_id: str) -> None:
         _child(self.runs_started, *self._labels(self._runs.get(run_id))).inc()
-        self._activate(run_id, True)
 
     def _activate(self, run_id: str, active: bool) -> None:
         with self._lock:
@@ -326,7 +334,6 @@ class RuntimeMetrics:
                 self._started(run_id)
             case RunResumed():
                 self.resumes.inc()
-                self._activate(run_id, True)
             case InputInjected():
                 self.injections.inc()
             case RunPaused():

@@ -253,7 +253,9 @@ class RunReader:
                     waiting_for=waiting_for(state.graph, state.paused.node_id),
                 ),
             )
-        summary = msgspec.structs.replace(summary, forked_from=state.forked_from)
+        summary = msgspec.structs.replace(
+            summary, forked_from=state.forked_from, unrunnable=list(state.unrunnable)
+        )
         return RunDetail(
             summary=summary,
             graph=state.graph,
@@ -332,6 +334,7 @@ class RunReader:
             verdicts=dict(verdicts),
             goal_outcome=state.goal_outcome,
             forked_from=state.forked_from,
+            unrunnable=list(state.unrunnable),
             listed_status=None if info is None else info.status,
             chain=chain,
         )

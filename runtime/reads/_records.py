@@ -116,7 +116,9 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     ``unclaimed`` (not running, not claimed), or ``unrecorded`` (the store records no
     ownership: a running run may be executing in the process that started it).
     ``origin`` is the run a fork was copied from (the listing's); a run's detail also
-    gives ``forked_from``, the source's seq and chain hash there.
+    gives ``forked_from``, the source's seq and chain hash there. ``unrunnable`` (read from
+    the log, in a run's detail; empty in a listing's row) lists why workers that claimed
+    the run could not execute it, each reason once.
     """
 
     run_id: str
@@ -133,6 +135,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     origin: str | None = None
     forked_from: ForkOrigin | None = None
+    unrunnable: list[str] = []
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):
@@ -235,5 +238,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     verdicts: dict[str, int]
     goal_outcome: dict[str, Any] | None
     forked_from: ForkOrigin | None
+    #: Why workers that claimed the run could not execute it (``run.unrunnable``).
+    unrunnable: list[str]
     listed_status: str | None
     chain: ChainStatus

@@ -49,8 +49,8 @@ def import_reference(
         raise SpecError(
             path,
             f"{reference!r} is not a registered {what}, and importing from module "
-            f"{module_name!r} is not allowed (Runtime(allow_imports=...) lists the module "
-            f"prefixes a graph may import from; allowed: {allowed})",
+            f"{module_name!r} is not allowed (allowed: {allowed}; --allow-imports "
+            f"{module_name} on the command line, allow_imports=[{module_name!r}] in an app)",
         )
     parts = attribute.split(".")
     if module_name.startswith(".") or any(not part or part.startswith("_") for part in parts):

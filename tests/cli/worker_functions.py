@@ -7,3 +7,7 @@ from typing import Any
 
 async def double(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"x": int(inputs["x"]) * 2}
+
+
+async def explode(inputs: dict[str, Any]) -> dict[str, Any]:
+    raise RuntimeError("the ledger is on fire")

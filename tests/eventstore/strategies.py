@@ -32,6 +32,7 @@ from runtime.events import (
     RunPaused,
     RunResumed,
     RunStarted,
+    RunUnrunnable,
     StallDetected,
     ToolCallRecord,
     ToolResult,
@@ -158,6 +159,7 @@ BODY_STRATEGIES: dict[type[EventBody], st.SearchStrategy[Any]] = {
     RunForked: st.builds(
         RunForked, source_run_id=texts, source_seq=st.integers(1, 500), source_hash=texts
     ),
+    RunUnrunnable: st.builds(RunUnrunnable, reason=texts, worker=texts),
     VerificationRecorded: st.builds(
         VerificationRecorded,
         node_id=nodes,

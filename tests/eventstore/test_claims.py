@@ -99,6 +99,17 @@ async def test_a_claim_is_exclusive_until_its_lease_expires(store_factory: Store
         assert (await a.claim("r1", "worker-a", lease=5)).epoch == taken.epoch + 1
 
 
+async def test_a_claimer_skips_the_runnable_runs_it_excludes(store_factory: StoreFactory) -> None:
+    async with store_factory("s") as a:
+        assert isinstance(a, ClaimingStore)
+        for i in range(4):
+            await a.append(f"r{i}", [STARTED], expected_seq=0)  # running, no owner
+        first = await a.claim_runnable("w", lease=30, limit=10, exclude=["r0", "r2", "nobody"])
+        rest = await a.claim_runnable("w", lease=30, limit=10)
+    assert sorted(c.run_id for c in first) == ["r1", "r3"]
+    assert sorted(c.run_id for c in rest) == ["r0", "r2"]
+
+
 async def test_runnable_runs_go_to_one_claimer_each(store_factory: StoreFactory) -> None:
     async with store_factory("s") as a, store_factory("s") as b:
         assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)

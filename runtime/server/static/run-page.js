@@ -297,6 +297,8 @@ async function runPage(runId) {
       detail.goal ? h("p", { class: "small" }, h("b", {}, "Goal: "), detail.goal.description,
         detail.goal.success_criteria?.length ? h("span", { class: "muted" }, ` (success: ${detail.goal.success_criteria.join("; ")})`) : "") : "",
       detail.goal_outcome ? h("div", { id: "goal-outcome" }, h("b", {}, "Goal outcome"), h("pre", {}, JSON.stringify(detail.goal_outcome, null, 2))) : "",
+      sum.status === "running" && sum.unrunnable?.length ? h("ul", { id: "unrunnable", class: "error" },
+        ...sum.unrunnable.map((reason) => h("li", {}, "a worker cannot execute it: ", reason))) : "",
       sum.error ? h("p", { class: "error" }, sum.error) : "",
       ["completed", "failed"].includes(sum.status) ? h("div", {}, h("b", {}, "Final memory"), h("pre", { id: "memory" }, JSON.stringify(detail.memory, null, 2))) : "");
     fill(graphBox, h("h2", {}, "Graph"), drawGraph(detail, new Set(detail.edges_taken)),
