@@ -2,7 +2,9 @@
 
 Runs started, approved or resumed from the API run in this process. The server binds to
 127.0.0.1 unless ``--host`` says otherwise; every request that changes something needs
-the token (``--token``, ``$MAGISTRATE_TOKEN``, or one generated and printed once).
+the token (``--token-file``, ``$MAGISTRATE_TOKEN``, ``--token``, or on loopback one
+generated and printed once). Beyond loopback a token of the user's is required and reads
+need it too.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from .. import Runtime, load_graph
@@ -29,8 +32,28 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--token",
         default=None,
-        help="the bearer token for changes (default: $MAGISTRATE_TOKEN, else one is "
-        "generated and printed once)",
+        help="the bearer token (visible to every local user in ps: prefer --token-file or "
+        "$MAGISTRATE_TOKEN; on loopback without one, a token is generated and printed once)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="read the bearer token from FILE (its first line)",
+    )
+    p.add_argument(
+        "--read-token",
+        action="store_true",
+        help="on loopback, ask the token for reads too (beyond loopback it always is)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        metavar="HOST",
+        action="append",
+        default=[],
+        help="a host name requests may be addressed to besides --host, e.g. the name a "
+        "proxy or DNS gives the server (repeatable)",
     )
     p.add_argument(
         "--graph",
@@ -56,9 +79,26 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_serve)
 
 
+def _token(args: argparse.Namespace) -> str | None:
+    """The token given, from --token, --token-file or $MAGISTRATE_TOKEN (in that order)."""
+    if args.token is not None and args.token_file is not None:
+        raise UsageError("give --token or --token-file, not both")
+    if args.token_file is not None:
+        try:
+            lines = args.token_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--token-file {args.token_file}: cannot read it: {exc}") from exc
+        token = lines[0].strip() if lines else ""
+        if not token:
+            raise UsageError(f"--token-file {args.token_file}: its first line is empty")
+        return token
+    return args.token or os.environ.get("MAGISTRATE_TOKEN") or None
+
+
 async def _serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port}: expected 1..65535")
+    token = _token(args)
     graphs = [load_graph(path) for path in args.graph]
     ids = [graph.id for graph in graphs]
     if len(set(ids)) != len(ids):
@@ -86,8 +126,12 @@ async def _serve(args: argparse.Namespace) -> int:
                     graphs=graphs,
                     host=args.host,
                     port=args.port,
-                    token=args.token or os.environ.get("MAGISTRATE_TOKEN") or None,
+                    token=token,
+                    read_token=args.read_token,
+                    allowed_hosts=args.allowed_host,
                 )
             except OSError as exc:  # it cannot listen: --host or --port is wrong here
+                raise UsageError(str(exc)) from exc
+            except ValueError as exc:  # beyond loopback without a token
                 raise UsageError(str(exc)) from exc
     return EXIT_OK

@@ -5,6 +5,7 @@ host's own app; :func:`serve` runs it on uvicorn, as ``magistrate serve`` does.
 """
 
 from ._app import create_app
+from ._limits import ServerLimits
 from ._serve import serve
 
-__all__ = ["create_app", "serve"]
+__all__ = ["ServerLimits", "create_app", "serve"]

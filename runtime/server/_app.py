@@ -1,36 +1,55 @@
 """The ASGI app: JSON API, server-sent event streams, /metrics, /openapi.json and the dashboard.
 
 ``create_app(runtime, graphs=..., token=...)`` returns a Starlette app that a host mounts in
-its own ASGI app or that ``magistrate serve`` runs on uvicorn. Reads are open; every
-request that changes something (POST) needs ``Authorization: Bearer <token>``, or gets 401
-and changes nothing.
+its own ASGI app or that ``magistrate serve`` runs on uvicorn. Every request that changes
+something (POST) needs ``Authorization: Bearer <token>``, or gets 401 and changes nothing;
+reads need it too with ``read_token`` (see ``_guard``).
 """
 
 from __future__ import annotations
 
-import hmac
 import html
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from actors import MagistrateError
-from eventstore import ConcurrencyError, CorruptLogError, EventStore, StoreError
+from eventstore import (
+    ConcurrencyError,
+    CorruptLogError,
+    EventStore,
+    LeaseLostError,
+    RunOwnedError,
+    StoreError,
+)
 
-from .. import GraphSpec, RunNotFoundError, RunStateError, Runtime, SpecError
+from .. import GraphSpec, MemoryValueError, RunNotFoundError, RunStateError, Runtime, SpecError
 from ..reads import RunReader
 from ..spec import graph_hash, graph_to_dict
-from ._openapi import MAX_INT, openapi_document
+from ._guard import Guard
+from ._openapi import openapi_document
+from ._params import (
+    HttpError,
+    choice,
+    csv,
+    integer,
+    last_event_id,
+    number,
+    path_run_id,
+    read_body,
+    text,
+)
 from ._schemas import (
     ApiError,
     ApproveRequest,
@@ -49,7 +68,6 @@ from ._views import RunFilter
 __all__ = ["create_app"]
 
 _STATIC = Path(__file__).parent / "static"
-_MAX_BODY = 1 << 20
 _ENCODER = msgspec.json.Encoder()
 _STATUSES = ("new", "running", "paused", "cancelled", "completed", "failed")
 _QUALITIES = ("clean", "degraded", "failed")
@@ -68,14 +86,7 @@ class _DashboardFiles(StaticFiles):
         return response
 
 
-B = TypeVar("B", bound=msgspec.Struct)
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.error, self.detail = status, error, detail
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -86,84 +97,19 @@ def _error(code: int, error: str, detail: str, **fields: Any) -> Response:
     return _json(ApiError(error=error, detail=detail, **fields), code)
 
 
-def _int(request: Request, name: str, default: int, low: int, high: int = MAX_INT) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _HttpError(400, "bad_query", f"{name} must be an integer, got {raw!r}") from None
-    if value < low or value > high:
-        raise _HttpError(400, "bad_query", f"{name} must be between {low} and {high}, got {value}")
-    return value
-
-
-def _float(request: Request, name: str) -> float | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise _HttpError(400, "bad_query", f"{name} must be a number, got {raw!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise _HttpError(400, "bad_query", f"{name} must be a finite number")
-    return value
-
-
-def _choice(request: Request, name: str, allowed: tuple[str, ...]) -> str | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if raw not in allowed:
-        raise _HttpError(400, "bad_query", f"{name} must be one of {', '.join(allowed)}")
-    return raw
-
-
-def _text(request: Request, name: str, max_length: int = 200) -> str | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if len(raw) > max_length or "\x00" in raw:
-        raise _HttpError(400, "bad_query", f"{name} must be text of at most {max_length} chars")
-    return raw
-
-
-def _csv(request: Request, name: str) -> list[str]:
-    raw = request.query_params.get(name) or ""
-    return [part for part in (p.strip() for p in raw.split(",")) if part]
-
-
-async def _body(request: Request, kind: type[B]) -> B:
-    data = await request.body()
-    if len(data) > _MAX_BODY:
-        raise _HttpError(413, "body_too_large", f"request bodies are limited to {_MAX_BODY} bytes")
-    if not data.strip():
-        data = b"{}"
-    try:
-        return msgspec.json.decode(data, type=kind)
-    except msgspec.ValidationError as exc:
-        raise _HttpError(422, "invalid_body", str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise _HttpError(400, "invalid_json", f"request body is not JSON: {exc}") from None
-
-
 class _Api:
-    """The handlers, bound to one runtime, its store, the registered graphs and the token."""
+    """The handlers, bound to one runtime, its store and the registered graphs."""
 
     def __init__(
         self,
         runtime: Runtime,
         store: EventStore,
         graphs: dict[str, GraphSpec],
-        token: str,
         registry: CollectorRegistry,
     ) -> None:
         self.runtime = runtime
         self.store = store
         self.graphs = graphs
-        self.token = token
         self.registry = registry
         self.reader = RunReader(store)
         self.openapi = _ENCODER.encode(openapi_document(list(graphs)))
@@ -183,44 +129,44 @@ class _Api:
 
     async def list_runs(self, request: Request) -> Response:
         filters = RunFilter(
-            status=_choice(request, "status", _STATUSES),
-            quality=_choice(request, "quality", _QUALITIES),
-            graph=_text(request, "graph"),
-            created_after=_float(request, "created_after"),
-            created_before=_float(request, "created_before"),
+            status=choice(request, "status", _STATUSES),
+            quality=choice(request, "quality", _QUALITIES),
+            graph=text(request, "graph"),
+            created_after=number(request, "created_after"),
+            created_before=number(request, "created_before"),
         )
-        limit = _int(request, "limit", 50, 1, 500)
-        cursor = _text(request, "cursor", 80)
+        limit = integer(request, "limit", 50, 1, 500)
+        cursor = text(request, "cursor", 80)
         try:
             page = await self.reader.list_runs(filters.query(), cursor=cursor, limit=limit)
         except ValueError as exc:  # a cursor no listing gave
-            raise _HttpError(400, "bad_query", str(exc)) from None
+            raise HttpError(400, "bad_query", str(exc)) from None
         return _json(page)
 
     async def get_run(self, request: Request) -> Response:
-        return _json(await self.reader.detail(request.path_params["run_id"]))
+        return _json(await self.reader.detail(path_run_id(request)))
 
     async def list_events(self, request: Request) -> Response:
         page = await self.reader.events(
-            request.path_params["run_id"],
-            after=_int(request, "after", 0, 0),
-            limit=_int(request, "limit", 200, 1, 1000),
-            nodes=_csv(request, "node"),
-            types=_csv(request, "type"),
+            path_run_id(request),
+            after=integer(request, "after", 0, 0),
+            limit=integer(request, "limit", 200, 1, 1000),
+            nodes=csv(request, "node"),
+            types=csv(request, "type"),
         )
         return _json(page)
 
     async def get_state(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        at = _int(request, "at", 0, 1) or None
+        run_id = path_run_id(request)
+        at = integer(request, "at", 0, 1) or None
         try:
             view = await self.reader.state(run_id, at_seq=at)
         except ValueError as exc:  # past the run's last event
-            raise _HttpError(400, "bad_query", str(exc)) from None
+            raise HttpError(400, "bad_query", str(exc)) from None
         return _json({**msgspec.to_builtins(view.state), "chain": view.chain})
 
     async def verify(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = path_run_id(request)
         await self.reader.info(run_id)
         report = await self.store.verify(run_id)
         return _json(
@@ -234,10 +180,10 @@ class _Api:
         )
 
     async def stream_run(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = path_run_id(request)
         await self.reader.info(run_id)
-        last = request.headers.get("last-event-id", "")
-        after = int(last) if last.isdigit() else _int(request, "after", 0, 0)
+        last = last_event_id(request)
+        after = last if last is not None else integer(request, "after", 0, 0)
         return StreamingResponse(
             run_events(self.store, run_id, after),
             media_type="text/event-stream",
@@ -262,10 +208,10 @@ class _Api:
         root = html.escape(str(request.scope.get("root_path", "")).rstrip("/"), quote=True)
         return HTMLResponse(self.index.replace("{{ROOT}}", root), headers=_NO_CACHE)
 
-    # -- changes (each needs the token: see _guarded) ------------------------------------
+    # -- changes (each needs the token: see _guard) --------------------------------------
 
     async def start_run(self, request: Request) -> Response:
-        body = await _body(request, StartRequest)
+        body = await read_body(request, StartRequest)
         graph = self.graphs.get(body.graph)
         if graph is None:
             known = ", ".join(sorted(self.graphs)) or "none"
@@ -278,20 +224,20 @@ class _Api:
         return _json(RunRef(run_id=handle.run_id, action="started"), 201)
 
     async def pause(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = path_run_id(request)
         await self.reader.info(run_id)
         await self.runtime.pause(run_id)
         return _json(RunRef(run_id=run_id, action="pause requested"), 202)
 
     async def resume(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        body = await _body(request, ResumeRequest)
+        run_id = path_run_id(request)
+        body = await read_body(request, ResumeRequest)
         await self.runtime.resume(run_id, input=body.input or None)
         return _json(RunRef(run_id=run_id, action="resumed"), 202)
 
     async def approve(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        body = await _body(request, ApproveRequest)
+        run_id = path_run_id(request)
+        body = await read_body(request, ApproveRequest)
         info = await self.reader.info(run_id)
         if info.status != "paused":
             return _error(
@@ -305,50 +251,34 @@ class _Api:
         return _json(RunRef(run_id=run_id, action="approved"), 202)
 
     async def cancel(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        body = await _body(request, CancelRequest)
+        run_id = path_run_id(request)
+        body = await read_body(request, CancelRequest)
         await self.runtime.cancel(run_id, reason=body.reason)
         return _json(RunRef(run_id=run_id, action="cancel requested"), 202)
 
     async def fork(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        body = await _body(request, ForkRequest)
+        run_id = path_run_id(request)
+        body = await read_body(request, ForkRequest)
         handle = await self.runtime.fork(run_id, body.at_seq, input=body.input or None)
         return _json(RunRef(run_id=handle.run_id, action="forked"), 201)
 
-    # -- plumbing -------------------------------------------------------------------------
-
-    def guarded(self, handler: Handler) -> Handler:
-        """``handler`` behind the bearer token check (constant-time compare)."""
-        expected = f"Bearer {self.token}".encode()
-
-        async def checked(request: Request) -> Response:
-            given = request.headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                return Response(
-                    _ENCODER.encode(
-                        ApiError(error="unauthorized", detail="a valid bearer token is required")
-                    ),
-                    status_code=401,
-                    media_type="application/json",
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-            return await handler(request)
-
-        return checked
-
 
 async def _on_error(request: Request, exc: Exception) -> Response:
-    """Known failures as 4xx (503 for a store that cannot answer); the rest propagate."""
+    """Known failures as 4xx with the reason (503 only for a store or runtime that cannot
+    answer now, which a retry may cure); the rest propagate."""
     match exc:
-        case _HttpError():
+        case HttpError():
             return _error(exc.status, exc.error, exc.detail)
         case RunNotFoundError():
             return _error(404, "run_not_found", str(exc), run_id=exc.run_id)
         case RunStateError():
             return _error(409, "run_state", str(exc), run_id=exc.run_id, status=exc.status)
-        case ConcurrencyError():
+        case RunOwnedError():
+            return _error(409, "run_owned", str(exc), run_id=exc.run_id)
+        case ConcurrencyError() | LeaseLostError():
             return _error(409, "conflict", str(exc))
+        case MemoryValueError():
+            return _error(422, "invalid_input", str(exc))
         case SpecError():
             return _error(422, "invalid_spec", str(exc))
         case CorruptLogError():
@@ -360,7 +290,9 @@ async def _on_error(request: Request, exc: Exception) -> Response:
 
 async def _on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _error(exc.status_code, "http", str(exc.detail))
+    response = _error(exc.status_code, "http", str(exc.detail))
+    response.headers.update(exc.headers or {})  # a 405's Allow
+    return response
 
 
 def create_app(
@@ -368,14 +300,22 @@ def create_app(
     *,
     graphs: Mapping[str, GraphSpec] | Iterable[GraphSpec] = (),
     token: str | None = None,
+    read_token: bool = False,
+    allowed_hosts: Iterable[str] | None = None,
     registry: CollectorRegistry | None = None,
 ) -> Starlette:
     """The server as an ASGI app, for uvicorn or for mounting under a host's own app.
 
     ``runtime`` must be entered (``async with``) by the caller, around the app's lifetime,
     and have a store. ``graphs`` are what ``POST /api/runs`` may start, by name (a mapping)
-    or by their ids (an iterable). ``token`` guards every request that changes something;
-    None generates one, readable as ``app.state.token`` (show it to the user once).
+    or by their ids (an iterable). ``token`` guards every request that changes something
+    (``Authorization: Bearer <token>``, the scheme in any case); None generates one,
+    readable as ``app.state.token`` (show it to the user once). ``read_token`` asks for it
+    on reads too (runs, events, state, streams, /metrics, /openapi.json; the dashboard's
+    page and static files stay open, as they hold no run data). ``allowed_hosts``, when
+    given, are the only hosts a request's ``Host`` header may name (400 otherwise).
+    Every answer carries a Content-Security-Policy, ``X-Frame-Options: DENY`` and
+    ``X-Content-Type-Options: nosniff``.
     ``registry`` is the Prometheus registry ``/metrics`` exposes (default: the registry of
     the runtime's ``metrics``, else prometheus_client's global one).
     Raises ValueError for two graphs with one name; a runtime without a store answers 503.
@@ -394,25 +334,19 @@ def create_app(
         found = holder.get("api")
         if found is None:
             if runtime.store is None:
-                raise _HttpError(503, "unavailable", "the runtime is not started")
+                raise HttpError(503, "unavailable", "the runtime is not started")
             if registry is not None:
                 scraped = registry
             elif runtime.metrics is not None:
                 scraped = runtime.metrics.registry
             else:
                 scraped = REGISTRY
-            found = holder["api"] = _Api(runtime, runtime.store, named, secret, scraped)
+            found = holder["api"] = _Api(runtime, runtime.store, named, scraped)
         return found
 
     def route(name: str) -> Handler:
         async def call(request: Request) -> Response:
             return await getattr(api(), name)(request)  # type: ignore[no-any-return]
-
-        return call
-
-    def guarded(name: str) -> Handler:
-        async def call(request: Request) -> Response:
-            return await api().guarded(getattr(api(), name))(request)
 
         return call
 
@@ -424,7 +358,7 @@ def create_app(
         Route("/metrics", route("metrics"), methods=["GET"]),
         Route("/api/graphs", route("list_graphs"), methods=["GET"]),
         Route("/api/runs", route("list_runs"), methods=["GET"]),
-        Route("/api/runs", guarded("start_run"), methods=["POST"]),
+        Route("/api/runs", route("start_run"), methods=["POST"]),
         Route("/api/stream", route("stream_runs"), methods=["GET"]),
         Route("/api/runs/{run_id}", route("get_run"), methods=["GET"]),
         Route("/api/runs/{run_id}/events", route("list_events"), methods=["GET"]),
@@ -432,15 +366,17 @@ def create_app(
         Route("/api/runs/{run_id}/verify", route("verify"), methods=["GET"]),
         Route("/api/runs/{run_id}/stream", route("stream_run"), methods=["GET"]),
         *(
-            Route(f"/api/runs/{{run_id}}/{action}", guarded(action), methods=["POST"])
+            Route(f"/api/runs/{{run_id}}/{action}", route(action), methods=["POST"])
             for action in ("pause", "resume", "approve", "cancel", "fork")
         ),
         Mount("/static", _DashboardFiles(directory=_STATIC), name="static"),
     ]
+    guard = Middleware(Guard, token=secret, guard_reads=read_token, allowed_hosts=allowed_hosts)
     app = Starlette(
         routes=routes,
+        middleware=[guard],
         exception_handlers={
-            _HttpError: _on_error,
+            HttpError: _on_error,
             MagistrateError: _on_error,
             HTTPException: _on_http,
         },

@@ -12,16 +12,21 @@ from contextlib import contextmanager
 import anyio
 import uvicorn
 from prometheus_client import CollectorRegistry
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.types import ASGIApp
 
 from .. import GraphSpec, Runtime
 from ._app import create_app
+from ._guard import LOOPBACK_HOSTS
+from ._limits import ServerLimits, bounded_config
 
-__all__ = ["serve"]
+__all__ = ["is_loopback", "serve"]
 
 LOOPBACK = "127.0.0.1"
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether the bind address ``host`` is loopback: exactly 127.0.0.1, ::1 or localhost
+    (any other address, 127.0.0.2 included, is exposed)."""
+    return host.strip("[]").lower() in LOOPBACK_HOSTS
 
 
 class _Server(uvicorn.Server):
@@ -62,6 +67,9 @@ async def serve(
     host: str = LOOPBACK,
     port: int = 8765,
     token: str | None = None,
+    read_token: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    limits: ServerLimits | None = None,
     registry: CollectorRegistry | None = None,
     announce: Callable[[str], None] = _say,
 ) -> None:
@@ -70,28 +78,39 @@ async def serve(
     In the main thread, SIGINT and SIGTERM stop the server and ``serve`` returns (a second
     one stops waiting for open connections); elsewhere, cancel it to stop it.
 
-    Binds to loopback unless ``host`` says otherwise; on loopback, only requests whose Host
-    header names a loopback address are answered (400 otherwise). Without ``token`` one is
-    generated and passed to ``announce`` (stderr by default) once the server listens, in
-    the dashboard's address; a configured token is never printed. Blocks until the server
-    stops; cancelling it stops the server. Raises OSError when it cannot listen (the port
+    Binds to loopback (127.0.0.1, ::1 or localhost) unless ``host`` says otherwise. On
+    loopback, only requests whose Host header names a loopback address or one of
+    ``allowed_hosts`` are answered (400 otherwise), changes need the token, and reads need
+    it too with ``read_token``. Any other ``host`` is exposed: ``token`` is required
+    (ValueError before anything listens, without one), every
+    request needs it, reads included, and the Host header must name ``host`` or one of
+    ``allowed_hosts``. Without ``token`` (loopback only) one is generated and passed to
+    ``announce`` (stderr by default) once the server listens, in the dashboard's address;
+    a given token is never printed. ``limits`` (default ``ServerLimits()``) bounds what
+    clients hold open (connections, time to send a request head, keep-alive). Blocks until
+    the server stops; cancelling it stops the server. Raises OSError when it cannot listen (the port
     is in use, the host unknown).
     """
-    app = create_app(runtime, graphs=graphs, token=token, registry=registry)
-    served: ASGIApp = app
-    if host in _LOOPBACK_NAMES:
-        # Reads need no token, so a web page must not reach them by rebinding its own
-        # DNS name to 127.0.0.1: only requests addressed to a loopback name are answered.
-        served = TrustedHostMiddleware(app, allowed_hosts=list(_LOOPBACK_NAMES))
-    config = uvicorn.Config(
-        served,
-        host=host,
-        port=port,
-        log_level="warning",
-        lifespan="off",
-        # Event streams never end by themselves: give them a moment, then close them.
-        timeout_graceful_shutdown=2,
+    extra = list(allowed_hosts)
+    if is_loopback(host):
+        hosts = [*LOOPBACK_HOSTS, *extra]
+    elif token is None:
+        raise ValueError(
+            f"host {host} is not loopback: serving beyond loopback needs a token of yours "
+            "(--token-file FILE or $MAGISTRATE_TOKEN), which every request then needs, "
+            "reads included"
+        )
+    else:
+        hosts, read_token = [host, *extra], True
+    app = create_app(
+        runtime,
+        graphs=graphs,
+        token=token,
+        read_token=read_token,
+        allowed_hosts=hosts,
+        registry=registry,
     )
+    config = bounded_config(app, host=host, port=port, limits=limits or ServerLimits())
     shown = host if ":" not in host else f"[{host}]"
     if token is None:
         lines = [

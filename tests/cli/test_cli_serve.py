@@ -101,3 +101,41 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(workdir: Workdir) -> None
     assert "address already in use" in done.err
     assert "Traceback" not in done.err
     assert "dashboard at" not in done.err  # nothing announced that does not listen
+
+
+def test_serve_beyond_loopback_needs_a_token_of_the_user_s(workdir: Workdir) -> None:
+    port = _free_port()
+    refused = workdir.run("serve", "--store", "runs.db", "--host", "127.0.0.2", "--port", str(port))
+    assert refused.code == 2, refused.err
+    assert "127.0.0.2 is not loopback" in refused.err and "--token-file" in refused.err
+    assert "dashboard at" not in refused.err
+    empty = workdir.write("empty.token", "\n")
+    bad = workdir.run("serve", "--store", "runs.db", "--token-file", str(empty))
+    assert bad.code == 2 and "first line is empty" in bad.err
+
+
+def test_serve_beyond_loopback_reads_its_token_from_a_file(workdir: Workdir) -> None:
+    port = _free_port()
+    token_file = workdir.write("api.token", "s3cret-token-from-a-file\n")
+    process = workdir.popen(
+        "serve", "--store", "runs.db", "--host", "127.0.0.2", "--port", str(port),
+        "--token-file", str(token_file),
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert first.strip() == f"magistrate: dashboard at http://127.0.0.2:{port}/"
+        with httpx.Client(base_url=f"http://127.0.0.2:{port}", timeout=10) as client:
+            assert client.get("/api/runs").status_code == 401
+            auth = {"Authorization": "bearer s3cret-token-from-a-file"}
+            assert client.get("/api/runs", headers=auth).status_code == 200
+            assert client.get("/metrics", headers=auth).status_code == 200
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()

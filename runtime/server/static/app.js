@@ -78,18 +78,23 @@ function renderTokenState() {
     box.append("API token set ", h("button", { class: "small", onclick: () => {
       sessionStorage.removeItem("magistrate-token"); renderTokenState(); } }, "forget"));
   } else {
-    const input = h("input", { type: "password", placeholder: "API token (for actions)", id: "token-input" });
+    const input = h("input", { type: "password", placeholder: "API token", id: "token-input" });
     box.append(input, " ", h("button", { onclick: () => {
       sessionStorage.setItem("magistrate-token", input.value.trim()); renderTokenState(); } }, "use"));
   }
 }
 
+// The token goes with every request: a server beyond loopback asks it for reads too.
+function authHeaders(headers) {
+  if (token()) headers.Authorization = `Bearer ${token()}`;
+  return headers;
+}
+
 async function api(path, options = {}) {
-  const init = { headers: { Accept: "application/json" }, ...options };
+  const init = { ...options, headers: authHeaders({ Accept: "application/json" }) };
   if (options.body !== undefined) {
     init.method = options.method || "POST";
     init.headers["Content-Type"] = "application/json";
-    init.headers.Authorization = `Bearer ${token()}`;
     init.body = JSON.stringify(options.body);
   }
   const response = await fetch(ROOT + path, init);
@@ -100,6 +105,44 @@ async function api(path, options = {}) {
     throw error;
   }
   return data;
+}
+
+// A server-sent event stream read with fetch (EventSource cannot send the token): calls
+// onMessage(type, data, id) per message and reconnects a second after it drops, asking
+// url() again (a page passes where it got to). close() ends it.
+function openStream(url, onMessage) {
+  const abort = new AbortController();
+  let closed = false;
+  async function read() {
+    const response = await fetch(ROOT + url(), { headers: authHeaders({ Accept: "text/event-stream" }), signal: abort.signal });
+    if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let type = "message", data = "", id = null;
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event: ")) type = line.slice(7);
+          else if (line.startsWith("data: ")) data += line.slice(6);
+          else if (line.startsWith("id: ")) id = line.slice(4);
+        }
+        if (data) onMessage(type, data, id);
+      }
+    }
+  }
+  (async () => {
+    while (!closed) {
+      try { await read(); } catch { /* dropped: reconnect below */ }
+      if (!closed) await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  })();
+  return { close() { closed = true; abort.abort(); } };
 }
 
 function debounce(fn, ms) {

@@ -169,7 +169,7 @@ async function runPage(runId) {
     h("div", { class: "row" },
       h("div", { class: "card grow" }, h("h2", {}, "Timeline"),
         h("div", { class: "filters row small" }, nodeFilter, typeBoxes), scroller, more),
-      h("div", { class: "grow", style: "max-width:520px" }, travel)));
+      h("div", { class: "grow travel" }, travel)));
 
   let detail = null;
   let timelineAfter = 0; // the seq the next page starts after (null: no more stored)
@@ -242,7 +242,7 @@ async function runPage(runId) {
     const mine = ++picks;
     const state = await api(`/api/runs/${enc}/state?at=${ev.seq}`);
     if (mine !== picks) return;
-    const editor = h("textarea", { rows: 5, style: "width:100%", id: "fork-input" }, JSON.stringify(state.memory, null, 2));
+    const editor = h("textarea", { rows: 5, class: "wide", id: "fork-input" }, JSON.stringify(state.memory, null, 2));
     const message = h("div", { class: "small" });
     fill(travel, h("h2", {}, `State after seq ${ev.seq} `, h("span", { class: "mono small" }, ev.type)),
       h("div", { class: "kv small", id: "state-at" },
@@ -326,9 +326,9 @@ async function runPage(runId) {
 
   await refresh();
   await loadPage();
-  pageStream = new EventSource(`${ROOT}/api/runs/${enc}/stream?after=${lastSeen}`);
-  pageStream.addEventListener("event", (message) => {
-    const ev = JSON.parse(message.data);
+  pageStream = openStream(() => `/api/runs/${enc}/stream?after=${lastSeen}`, (type, data) => {
+    if (type !== "event") return;
+    const ev = JSON.parse(data);
     if (ev.seq <= lastSeen) return;
     lastSeen = ev.seq;
     // Live rows join the table only once every stored page is shown, so order holds.

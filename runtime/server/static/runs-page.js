@@ -99,8 +99,7 @@ async function runsPage() {
   }
   await load();
   const refresh = debounce(load, 250);
-  pageStream = new EventSource(`${ROOT}/api/stream`);
-  pageStream.addEventListener("run", refresh);
+  pageStream = openStream(() => "/api/stream", (type) => { if (type === "run") refresh(); });
   window.onpopstate = () => route();
 }
 
@@ -151,6 +150,6 @@ async function approvalsPage() {
       h("span", { class: "muted" }, `page ${cursors.length} · ${APPROVALS_PAGE} a page, newest first`));
   }
   await load();
-  pageStream = new EventSource(`${ROOT}/api/stream`);
-  pageStream.addEventListener("run", debounce(load, 250));
+  const reload = debounce(load, 250);
+  pageStream = openStream(() => "/api/stream", (type) => { if (type === "run") reload(); });
 }

@@ -1,0 +1,118 @@
+"""Reading a request: query parameters, JSON bodies, a path's run id, ``Last-Event-ID``.
+
+Each reader raises :class:`HttpError` (a 4xx with a code and a sentence) for input it
+cannot take, so malformed input is a client error, never a server one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+import msgspec
+from starlette.requests import Request
+
+from ._openapi import MAX_INT
+
+__all__ = [
+    "HttpError",
+    "choice",
+    "csv",
+    "integer",
+    "last_event_id",
+    "number",
+    "path_run_id",
+    "read_body",
+    "text",
+]
+
+MAX_BODY = 1 << 20
+_SEQ = re.compile(r"[0-9]{1,18}")
+B = TypeVar("B", bound=msgspec.Struct)
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.error, self.detail = status, error, detail
+
+
+def integer(request: Request, name: str, default: int, low: int, high: int = MAX_INT) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HttpError(400, "bad_query", f"{name} must be an integer, got {raw!r}") from None
+    if value < low or value > high:
+        raise HttpError(400, "bad_query", f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def number(request: Request, name: str) -> float | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise HttpError(400, "bad_query", f"{name} must be a number, got {raw!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise HttpError(400, "bad_query", f"{name} must be a finite number")
+    return value
+
+
+def choice(request: Request, name: str, allowed: tuple[str, ...]) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw not in allowed:
+        raise HttpError(400, "bad_query", f"{name} must be one of {', '.join(allowed)}")
+    return raw
+
+
+def text(request: Request, name: str, max_length: int = 200) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if len(raw) > max_length or "\x00" in raw:
+        raise HttpError(400, "bad_query", f"{name} must be text of at most {max_length} chars")
+    return raw
+
+
+def csv(request: Request, name: str) -> list[str]:
+    raw = request.query_params.get(name) or ""
+    return [part for part in (p.strip() for p in raw.split(",")) if part]
+
+
+async def read_body(request: Request, kind: type[B]) -> B:
+    data = await request.body()
+    if len(data) > MAX_BODY:
+        raise HttpError(413, "body_too_large", f"request bodies are limited to {MAX_BODY} bytes")
+    if not data.strip():
+        data = b"{}"
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise HttpError(422, "invalid_body", str(exc)) from None
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        # Invalid UTF-8 in a string and nesting past msgspec's depth are malformed JSON too.
+        raise HttpError(400, "invalid_json", f"request body is not JSON: {exc}") from None
+
+
+def path_run_id(request: Request) -> str:
+    run_id: str = request.path_params["run_id"]
+    if "\x00" in run_id:
+        raise HttpError(400, "bad_run_id", "a run id holds no NUL character")
+    return run_id
+
+
+def last_event_id(request: Request) -> int | None:
+    """The ``Last-Event-ID`` a reconnecting client sends (a run's seq), if it is one."""
+    raw = request.headers.get("last-event-id", "").strip()
+    if not raw:
+        return None
+    if _SEQ.fullmatch(raw) is None or int(raw) > MAX_INT:
+        raise HttpError(400, "bad_last_event_id", "Last-Event-ID must be a seq (an integer)")
+    return int(raw)
