@@ -35,7 +35,7 @@ from .engine._executor import ExecutorActor
 from .engine._messages import StartRun
 from .engine._runlog import CommitHook, CommitObserver, RunLog
 from .events._state import RunState
-from .events._values import check_input
+from .events._values import check_input, check_run_id
 from .llm._goals import score_goal
 from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
@@ -235,11 +235,13 @@ class Runtime:
         Raises SpecErrors (before anything is written) for an invalid graph, or one naming
         a function, judge or tool that is neither registered nor an allowed import, or
         with LLM nodes and no provider; MemoryValueError for an input value the log cannot
-        store unchanged; RunStateError for a ``run_id`` already running in this runtime.
+        store unchanged; ValueError for a ``run_id`` no front could name (empty, a ``/``, a
+        control character); RunStateError for a ``run_id`` already running in this runtime.
         """
         validate_graph(graph)
         self.nodes.check(graph)
         check_input(input)
+        check_run_id(run_id)
         control = self._running
         if run_id is not None and control.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
@@ -267,12 +269,13 @@ class Runtime:
 
         The run is validated and its start recorded (status running, no owner); a runtime
         with ``recovery`` on the same store claims and runs it. Nothing runs here.
-        Raises SpecErrors for an invalid graph, RunStateError without a store that records
-        ownership.
+        Raises SpecErrors for an invalid graph, ValueError for a ``run_id`` no front could
+        name, RunStateError without a store that records ownership.
         """
         validate_graph(graph)
         self.nodes.check(graph)
         check_input(input)
+        check_run_id(run_id)
         return await self._running.submit(graph, dict(input or {}), run_id)
 
     async def submit_resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> None:

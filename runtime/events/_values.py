@@ -18,7 +18,13 @@ from typing import Any, Final
 
 from .._errors import MemoryValueError
 
-__all__ = ["MAX_VALUE_DEPTH", "check_input", "check_memory_value", "not_utf8"]
+__all__ = [
+    "MAX_VALUE_DEPTH",
+    "check_input",
+    "check_memory_value",
+    "check_run_id",
+    "not_utf8",
+]
 
 #: Deepest nesting of lists and dicts in one memory value (a cycle is found by it too).
 MAX_VALUE_DEPTH: Final = 100
@@ -75,6 +81,22 @@ def check_memory_value(key: str, value: Any) -> None:
                     stack.append((v, depth + 1, (trail, k)))
         else:
             raise MemoryValueError(key, _path(trail), f"a {_type_name(item)}; {_ALLOWED}")
+
+
+def check_run_id(run_id: str | None) -> None:
+    """Refuse a run id that a front could not name: empty, over 200 characters, holding a
+    ``/`` (a path separator in URLs and the HTTP API's routes), a control character (NUL
+    included) or a lone surrogate. Raises ValueError naming the problem; None passes (a
+    fresh id is made)."""
+    if run_id is None:
+        return
+    if not run_id or len(run_id) > 200:
+        raise ValueError(f"a run id has 1 to 200 characters, got {len(run_id)}")
+    bad = next((ch for ch in run_id if ch == "/" or ord(ch) < 32 or ord(ch) == 127), None)
+    if bad is not None:
+        raise ValueError(f"a run id may not hold {bad!r}: {run_id!r}")
+    if not_utf8(run_id):
+        raise ValueError(f"a run id must be UTF-8 text (a lone surrogate): {run_id!r}")
 
 
 def not_utf8(text: str) -> bool:

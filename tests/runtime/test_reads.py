@@ -102,3 +102,16 @@ async def test_approve_refuses_a_run_that_is_not_paused(tmp_path: Path) -> None:
             await rt.approve(run_id, input={"x": 1}, by="ann")
         with pytest.raises(RunNotFoundError):
             await rt.approve("ghost")
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "nul\x00", "tab\there", "x" * 201, "\ud800"])
+async def test_a_run_id_no_front_could_name_is_refused_before_anything_is_written(
+    tmp_path: Path, bad: str
+) -> None:
+    async with Runtime(tmp_path / "runs.db", functions=FUNCTIONS) as rt:
+        assert rt.store is not None
+        with pytest.raises(ValueError, match="run id"):
+            await rt.start(linear_graph(["a"]), run_id=bad)
+        assert await rt.store.list_runs() == []
+        done = await (await rt.start(linear_graph(["a"]), run_id="ok.id:1-x_y")).result()
+        assert done.status == "completed"
