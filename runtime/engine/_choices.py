@@ -3,6 +3,8 @@ answers the executor with :class:`EdgeDecided`, so the executor never waits on a
 
 from __future__ import annotations
 
+import weakref
+
 import anyio
 
 from actors import Actor, ActorStoppedError
@@ -21,7 +23,9 @@ class EdgeChoices:
     __slots__ = ("graph", "owner", "provider", "scopes")
 
     def __init__(self, *, owner: Actor, graph: GraphSpec, provider: LlmProvider | None) -> None:
-        self.owner = owner
+        # A weak reference: the executor holds this, and a cycle would leave every
+        # finished run to the cyclic garbage collector.
+        self.owner = weakref.ref(owner)
         self.graph = graph
         self.provider = provider
         #: node -> the scope of the model call choosing its edge.
@@ -31,7 +35,9 @@ class EdgeChoices:
         """Start choosing the edge out of ``done``'s node; the answer comes as a message."""
         scope = anyio.CancelScope()
         self.scopes[done.node_id] = scope
-        self.owner.system.start_task(self._decide, done, scope)
+        owner = self.owner()
+        assert owner is not None  # it is asking
+        owner.system.start_task(self._decide, done, scope)
 
     async def _decide(self, done: NodeDone, scope: anyio.CancelScope) -> None:
         with scope:
@@ -41,8 +47,10 @@ class EdgeChoices:
                 answer = EdgeDecided(done=done, error=exc)
             else:
                 answer = EdgeDecided(done=done, route=route)
+            owner = self.owner()
             try:
-                await self.owner.ref.tell(answer)
+                if owner is not None:
+                    await owner.ref.tell(answer)
             except ActorStoppedError:
                 pass  # the run stopped meanwhile: the answer has no one to go to
 

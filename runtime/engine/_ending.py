@@ -13,6 +13,8 @@ no node due completes it). A scorer that raises ends the run failed, the error r
 
 from __future__ import annotations
 
+import weakref
+
 import anyio
 import msgspec
 
@@ -55,7 +57,9 @@ class RunEnding:
         outcome: RunOutcome,
         score_goal: GoalScorer | None,
     ) -> None:
-        self.owner = owner
+        # A weak reference: the executor holds this, and a cycle would leave every
+        # finished run to the cyclic garbage collector.
+        self.owner = weakref.ref(owner)
         self.run_id = run_id
         self.graph = graph
         self.log = log
@@ -88,7 +92,9 @@ class RunEnding:
             return
         # Measurement only: the scorecard changes neither the status nor the quality.
         scope = anyio.CancelScope()
-        self.owner.system.start_task(self._score, self.score_goal, goal, finished, scope)
+        owner = self.owner()
+        assert owner is not None  # it is finishing its run
+        owner.system.start_task(self._score, self.score_goal, goal, finished, scope)
         self.scoring, self.ending = scope, finished
         self.stopping = True
 
@@ -102,8 +108,10 @@ class RunEnding:
                 answer = GoalScored(error=exc)
             else:
                 answer = GoalScored(outcome=outcome)
+            owner = self.owner()
             try:
-                await self.owner.ref.tell(answer)
+                if owner is not None:
+                    await owner.ref.tell(answer)
             except ActorStoppedError:
                 pass  # the run stopped meanwhile: the answer has no one to go to
 

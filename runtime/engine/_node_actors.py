@@ -3,6 +3,7 @@ the run."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 
 from actors import Actor, ActorRef, Terminated
@@ -27,7 +28,9 @@ class NodeActors:
     __slots__ = ("by_key", "by_node", "factory", "graph", "log", "owner")
 
     def __init__(self, *, owner: Actor, graph: GraphSpec, log: RunLog, factory: NodeFactory):
-        self.owner = owner
+        # A weak reference: the executor holds this, and a cycle would leave every
+        # finished run to the cyclic garbage collector.
+        self.owner = weakref.ref(owner)
         self.graph = graph
         self.log = log
         self.factory = factory
@@ -42,7 +45,8 @@ class NodeActors:
             key = _MAIN_LANE if branch is None else f"lane:{branch}"
         ref = self.by_key.get(key)
         if ref is None or ref.stopped:
-            owner = self.owner
+            owner = self.owner()
+            assert owner is not None  # it is starting a node
             ref = owner.system.spawn(
                 self.factory(self.graph, spec, owner.ref, self.log), watcher=owner.ref
             )
