@@ -4,6 +4,7 @@ cycle. Both are read from the source with ``ast``, so they hold for code not yet
 from __future__ import annotations
 
 import ast
+import builtins
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,26 @@ def test_no_module_is_past_the_size_of_one_concept() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 460
     }
     assert long == {}
+
+
+def _builtin_error(name: str) -> bool:
+    value = getattr(builtins, name, None)
+    return isinstance(value, type) and issubclass(value, BaseException)
+
+
+def test_no_class_is_a_mixin() -> None:
+    # CONVENTIONS: a part of a class with its own state is a collaborator with its own
+    # name, not a partial class the host inherits from (two bases) that redeclares the
+    # host's attributes behind TYPE_CHECKING stubs. An error may add a builtin branch.
+    mixins = []
+    for module, path in _sources().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            stubs = any(
+                isinstance(s, ast.If) and "TYPE_CHECKING" in ast.unparse(s.test) for s in node.body
+            )
+            bases = [b for b in node.bases if not _builtin_error(ast.unparse(b))]
+            if stubs or len(bases) > 1:
+                mixins.append(f"{module}.{node.name}")
+    assert mixins == []

@@ -9,11 +9,12 @@ from typing import Any
 import msgspec
 
 from .._errors import ProviderError
+from ..events._catalogue import EdgeTaken
 from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 from ..spec._expr import compile_expression
 from ..spec._model import EdgeSpec, GraphSpec
 
-__all__ = ["Route", "decide_edge", "failure_routes", "resolve_edges"]
+__all__ = ["Route", "decide_edge", "edge_taken", "failure_routes", "resolve_edges"]
 
 
 class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -28,6 +29,18 @@ class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     reason: str = ""
     #: An ``llm_decide`` call that failed or answered no candidate (the fallback fires).
     judge_error: str | None = None
+
+
+def edge_taken(source: str, route: Route) -> EdgeTaken:
+    """The event recording that ``route`` fired out of ``source``."""
+    return EdgeTaken(
+        source=source,
+        target=route.target,
+        edge_index=route.index,
+        condition=route.condition,
+        reason=route.reason,
+        judge_error=route.judge_error,
+    )
 
 
 def resolve_edges(

@@ -1,9 +1,9 @@
-"""Fan-out bookkeeping: the convergence node, and continuing an open fan-out on a resume."""
+"""Fan-out bookkeeping: the convergence node, and the working set of an open fan-out."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ..events._fanout import BranchStatus, OpenFanOut
 from ..spec._model import GraphSpec
@@ -14,20 +14,19 @@ __all__ = ["ConflictStrategy", "FanOut", "convergence_node", "resumed_fanout"]
 ConflictStrategy = Literal["last_wins", "first_wins", "error"]
 
 
-@dataclass
+@dataclass(slots=True)
 class FanOut:
+    """What the executor decides from beyond the log's record of the fan-out
+    (``RunState.fanout``, which holds the branches' writes): each branch's status as the
+    walk sees it (a branch that ends with no edge is done, one whose node fails and takes
+    an on_failure edge goes on), and (first_wins) the branch that claimed each key."""
+
     source: str
     join: str | None
     branches: dict[str, BranchStatus] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
-    writes: dict[str, str] = field(default_factory=dict)  # memory key -> first writing branch
-    # For last_wins / first_wins, which go by the order branches finish: the branch whose
-    # value memory holds, each branch's last (value, node) per key, and (first_wins) the
-    # branch that finished first among those that wrote a key.
-    last_writer: dict[str, str] = field(default_factory=dict)
-    values: dict[str, dict[str, tuple[Any, str | None]]] = field(default_factory=dict)
+    #: first_wins: memory key -> the first branch to reach the join among those that wrote it.
     claims: dict[str, str] = field(default_factory=dict)
-    node_branch: dict[str, str] = field(default_factory=dict)  # (resume) node -> its branch
 
 
 def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
@@ -57,23 +56,16 @@ def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
 
 
 def resumed_fanout(fan: OpenFanOut, conflict_strategy: ConflictStrategy) -> FanOut:
-    """The executor's fan-out continuing ``fan``, the open fan-out of a resumed run's state.
+    """The working set continuing ``fan``, the open fan-out of a resumed run's state.
 
     With ``first_wins`` each key goes to the first branch to reach the join among those
     that wrote it, as it did while the run went on.
     """
-    live = FanOut(source=fan.source, join=fan.join)
-    live.branches = dict(fan.branches)
-    live.errors = dict(fan.errors)
-    live.writes = dict(fan.first_writer)
-    live.last_writer = dict(fan.last_writer)
-    live.values = {
-        branch: {key: (write.value, write.node_id) for key, write in kept.items()}
-        for branch, kept in fan.values.items()
-    }
-    live.node_branch = dict(fan.node_branch)
+    live = FanOut(
+        source=fan.source, join=fan.join, branches=dict(fan.branches), errors=dict(fan.errors)
+    )
     if conflict_strategy == "first_wins":
         for branch in fan.arrived:
-            for key in live.values.get(branch, {}):
+            for key in fan.values.get(branch, {}):
                 live.claims.setdefault(key, branch)
     return live

@@ -59,6 +59,18 @@ class NodeDone(Message, frozen=True, kw_only=True, gc=False, tag="executor.node_
     retryable: bool = True
     needs_input: bool = False
 
+    def failed(self, error: str, error_type: str) -> NodeDone:
+        """This attempt failed for good, as the executor found (no outputs, no retry)."""
+        return NodeDone(
+            node_id=self.node_id,
+            attempt=self.attempt,
+            branch=self.branch,
+            success=False,
+            error=error,
+            error_type=error_type,
+            retryable=False,
+        )
+
 
 class RetryNode(Message, frozen=True, kw_only=True, gc=False, tag="executor.retry_node"):
     """A backoff timer fired: run the next attempt of a failed plain node."""

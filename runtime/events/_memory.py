@@ -18,12 +18,19 @@ are no part of the run's state, and ``==`` and encoding ignore them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from ._catalogue import MemoryWritten
 
-__all__ = ["HasMemory", "disown", "disown_values", "owned", "write_memory"]
+__all__ = [
+    "HasMemory",
+    "disown",
+    "disown_values",
+    "owned",
+    "read_memory",
+    "write_memory",
+]
 
 
 class HasMemory(Protocol):
@@ -73,6 +80,17 @@ def disown_values(state: HasMemory, values: Iterable[Any]) -> None:
     if shared:
         memory = state.memory
         keys_owned.difference_update([k for k in keys_owned if id(memory.get(k)) in shared])
+
+
+def read_memory(state: HasMemory, keys: Sequence[str], *, shared: bool) -> dict[str, Any]:
+    """What a node reads of the memory: ``keys`` (all of it when none are named).
+    ``shared``: it runs beside others (a branch of a fan-out), so a list it gets must not
+    grow in place when another appends to its key."""
+    memory = state.memory
+    inputs = {k: memory[k] for k in keys if k in memory} if keys else dict(memory)
+    if shared:
+        disown(state, inputs)
+    return inputs
 
 
 def _append(memory: dict[str, Any], keys_owned: set[str], key: str, value: Any) -> None:

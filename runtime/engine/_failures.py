@@ -1,0 +1,47 @@
+"""A node's failure as the run records it: retried after its policy's delay, or for good,
+and the error a run that ends with it reports; the end of a run no edge leads on from."""
+
+from __future__ import annotations
+
+from ..events._catalogue import FinishedStatus, NodeFailed
+from ..spec._model import GraphSpec, NodeSpec, retry_delay
+from ._messages import NodeDone
+
+__all__ = ["dead_end", "failure", "node_failed"]
+
+
+def node_failed(
+    graph: GraphSpec, spec: NodeSpec, done: NodeDone
+) -> tuple[NodeFailed, float | None]:
+    """The event recording the failed attempt ``done`` of ``spec``'s node, and the delay
+    before its next attempt (None: no retry). LLM nodes' retries belong to their judge."""
+    policy = spec.retry or graph.retry
+    will_retry = done.retryable and spec.kind != "llm" and done.attempt < policy.max_attempts
+    failed = NodeFailed(
+        node_id=done.node_id,
+        error=done.error or "",
+        attempt=done.attempt,
+        error_type=done.error_type or "Error",
+        will_retry=will_retry,
+        branch=done.branch,
+    )
+    return failed, retry_delay(policy, done.attempt) if will_retry else None
+
+
+def failure(done: NodeDone) -> str:
+    """A failed node's error as the run reports it: ``KeyError: 'name'``, not ``'name'``."""
+    error, kind = done.error or "", done.error_type
+    if not kind or kind == "Error" or error == kind or error.startswith(f"{kind}:"):
+        return error or kind or "failed"
+    return f"{kind}: {error}"
+
+
+def dead_end(graph: GraphSpec, done: NodeDone) -> tuple[FinishedStatus, str | None]:
+    """How the run ends when no edge fires out of ``done``'s node, not a terminal node
+    that succeeded, on the main path: failed with the node, or, when the graph names its
+    terminal nodes, failed for stopping short of them; else completed."""
+    if not done.success:
+        return "failed", f"node {done.node_id!r} failed: {failure(done)}"
+    if graph.terminal_nodes:
+        return "failed", f"no edge out of {done.node_id!r} fired and it is not a terminal node"
+    return "completed", None

@@ -1,0 +1,38 @@
+"""Starting a node when the store commits its start, without waking the executor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
+
+from ._messages import CommitFailed, ExecuteNode
+
+__all__ = ["StartOnCommit"]
+
+
+class StartOnCommit:
+    """The store's answer to a node start's batch (on the loop, outside any task): the
+    node runs once its start is committed; a failed commit goes to the executor. One
+    object per step, not a partial and a bound method (fewer objects for the cyclic GC).
+    """
+
+    __slots__ = ("executor", "message", "ref")
+
+    def __init__(self, executor: Actor, ref: ActorRef, message: ExecuteNode) -> None:
+        self.executor = executor
+        self.ref = ref
+        self.message = message
+
+    def __call__(self, result: Any, error: BaseException | None) -> None:
+        target, note = (
+            (self.ref, self.message)
+            if error is None
+            else (self.executor.ref, CommitFailed(error=error))
+        )
+        try:
+            target.tell_nowait(note)
+        except ActorStoppedError:
+            pass  # the run (or the node's lane) stopped meanwhile: nothing is to run
+        except MailboxFullError:  # a full executor mailbox: deliver it from a task
+            self.executor.system.tell_later(target, note, 0)
