@@ -317,7 +317,8 @@ class SqliteEventStore:
 
     async def release(self, claim: Claim) -> None:
         """Give the run up if ``claim`` still holds it (see ClaimingStore); this store's
-        appends to the run are no longer fenced on it."""
+        appends to the run are then no longer fenced on it (they stay fenced when the
+        claim was taken over)."""
         await self._ownership.release(claim)
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
