@@ -8,12 +8,23 @@ from time import perf_counter
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
 
-from eventstore import AppendResult, Event, EventBody, EventStore, SnapshotAfter, StoreError
+from eventstore import (
+    AppendResult,
+    Event,
+    EventBody,
+    EventStore,
+    SnapshotAfter,
+    SnapshotTaken,
+    StoreError,
+    event_tag,
+)
 
 from ..events._snapshots import SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]
+
+_TAKEN = event_tag(SnapshotTaken)
 
 #: Called after each commit with (run_id, last committed seq, the bodies just committed).
 CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
@@ -186,15 +197,27 @@ class RunLog:
         at = state.last_seq
         if events == 0 or at - self.snapshot_seq < self.snapshot_every:
             return None
-        state.last_seq = at + 1  # the state through the taken event, which changes nothing
+        # The state through the taken event, which only counts in event_counts.
+        state.last_seq = at + 1
+        counts = state.event_counts
+        counts[_TAKEN] = counts.get(_TAKEN, 0) + 1
         made = snapshot_after(state, events)
         if made is None:
-            state.last_seq = at
+            self._untake(at)
             return None
         taken, snapshot = made
         batch.insert(events, taken)
         self.snapshot_seq = at + 1
         return snapshot
+
+    def _untake(self, at: int) -> None:
+        """Undo what :meth:`_snapshot` did to the state (its event was not handed over)."""
+        state = self.state
+        state.last_seq = at
+        counts = state.event_counts
+        counts[_TAKEN] -= 1
+        if not counts[_TAKEN]:
+            del counts[_TAKEN]
 
     def stage(self, body: EventBody) -> None:
         """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
@@ -237,6 +260,7 @@ class RunLog:
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
         snapshot = self._snapshot(batch, len(self.pending))
+        undo = snapshot is not None
         done = _Submitted(self, batch, on_done)
         try:
             queued = store.submit(
@@ -250,11 +274,15 @@ class RunLog:
             # does: nothing was written and this batch is lost, queued bodies included,
             # so the next append (the run's failure) goes at the same seq.
             self.pending = []
-            self.snapshot_seq, self.state.last_seq = snapshot_seq, state_seq
+            self.snapshot_seq = snapshot_seq
+            if undo:
+                self._untake(state_seq)
             raise
         if not queued:
             # Due again with the next batch (its taken event was not handed over).
-            self.snapshot_seq, self.state.last_seq = snapshot_seq, state_seq
+            self.snapshot_seq = snapshot_seq
+            if undo:
+                self._untake(state_seq)
             return False
         self.pending = []
         self.last_seq += len(batch)

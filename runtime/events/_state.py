@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from eventstore import Event, EventBody, SnapshotTaken, event_tag
+from eventstore import Event, EventBody, event_tag
 
 from ._catalogue import (
     BranchesForked,
@@ -230,15 +230,13 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
     Total: a log is replayed as it is, never refused, so every body applies (a memory
     write of an unexpected shape follows the reducer rules in the module docstring), and
     a body without a meaning for the state (a type registered by an application) only
-    counts in ``event_counts``. A ``snapshot.taken`` changes nothing, not even the counts:
-    the snapshot it binds holds the state it leaves. ``seq`` is recorded with the verdicts
+    counts in ``event_counts`` (so does a ``snapshot.taken``: the snapshot it binds holds
+    the state it leaves, its own count included). ``seq`` is recorded with the verdicts
     and stall warnings the state keeps; apply does not touch ``last_seq`` / ``last_hash`` /
     ``last_position`` (the envelope's; see :func:`fold`). Lists the state grew for
     ``append`` writes stay the state's own: do not change them from outside.
     """
     s = state
-    if type(body) is SnapshotTaken:
-        return
     tag = _TAGS.get(type(body)) or _tag(type(body))
     counts = s.event_counts
     counts[tag] = counts.get(tag, 0) + 1
