@@ -6,8 +6,10 @@ two memory writes, one of them to an ``append`` key that ends with 20,000 items,
 completion, edge) and pauses at a gate: a run of ~100k events. Then, each in a fresh
 Runtime (a new process would do the same reads):
 
-- ``get_state`` through the run's snapshot (the runtime saves one as the log grows), and
-  with every snapshot deleted first (the whole log folded: what a read costs without them);
+- ``get_state`` through the run's snapshot (the run's owner saves one every 1,000 events,
+  bound to the log by a ``snapshot.taken`` event that the read checks, with the chain from
+  it to the run's head), and with every snapshot deleted first, on a copy of the file (the
+  whole log folded: what a read costs without them);
 - ``resume``: from the call to the returned handle (the log read through the snapshot and
   folded, the graph checked, the executor started), each on its own copy of the file,
   since a resume runs the run on.
@@ -83,6 +85,12 @@ async def _build(path: Path) -> tuple[str, int, list[float]]:
 
 
 async def _get_state_ms(path: Path, run_id: str, reps: int, *, snapshots: bool) -> float:
+    if not snapshots:
+        # On a copy: a read saves no snapshot (only the run's owner does), so the ones
+        # deleted here would be gone for the resume figures too.
+        copy = path.with_name("no-snapshots.db")
+        shutil.copyfile(path, copy)
+        path = copy
     times = []
     for _ in range(reps):
         async with Runtime(path, functions={"count": _Counter()}) as rt:

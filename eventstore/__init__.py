@@ -48,6 +48,7 @@ from ._protocol import (
 )
 from ._runquery import RunInfo, RunPage, RunQuery
 from ._schema import APPLICATION_ID, SCHEMA_VERSION
+from ._snapshot_event import SnapshotTaken, binds, snapshot_digest
 from ._sqlite import SqliteEventStore
 
 if _typing.TYPE_CHECKING:
@@ -99,6 +100,7 @@ __all__ = [
     "SchemaVersionError",
     "Snapshot",
     "SnapshotAfter",
+    "SnapshotTaken",
     "SqliteEventStore",
     "StoreClosedError",
     "StoreError",
@@ -108,6 +110,7 @@ __all__ = [
     "UnknownEventError",
     "Upcaster",
     "VerifyReport",
+    "binds",
     "chain_hash",
     "decode_body",
     "encode_body",
@@ -115,4 +118,5 @@ __all__ = [
     "open_store",
     "register_event_type",
     "register_upcaster",
+    "snapshot_digest",
 ]

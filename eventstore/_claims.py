@@ -72,7 +72,9 @@ class ClaimingStore(Protocol):
         ...
 
     async def release(self, claim: Claim) -> None:
-        """Give the run up (owner and lease cleared) if ``claim`` still holds it."""
+        """Give the run up (owner and lease cleared) if ``claim`` still holds it. If it was
+        taken over, this store's appends to the run stay fenced on it (they raise
+        LeaseLostError) until it claims the run again."""
         ...
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:

@@ -18,6 +18,7 @@ from ._errors import StoreClosedError
 from ._events import Event, EventBody
 from ._protocol import AppendResult, SnapshotAfter, StoreStatistics
 from ._requests import AppendRequest
+from ._snapshot_event import SnapshotTaken, snapshot_digest
 
 __all__ = ["CommitCounters", "Prepare", "State", "StoreFront", "Writer"]
 
@@ -183,8 +184,20 @@ class StoreFront(Generic[W]):
         writer = self.open_writer("append")
         if not events:
             raise ValueError("append needs at least one event")
-        if snapshot is not None and not 1 <= snapshot.events <= len(events):
-            raise ValueError(f"a snapshot after {snapshot.events} of {len(events)} events")
+        if snapshot is not None:
+            if not 1 <= snapshot.events <= len(events):
+                raise ValueError(f"a snapshot after {snapshot.events} of {len(events)} events")
+            taken = events[snapshot.events - 1]
+            if not (
+                isinstance(taken, SnapshotTaken)
+                and taken.version == snapshot.version
+                and taken.digest == snapshot_digest(snapshot.data)
+            ):
+                # An unbound row would be ignored by every load: refuse it at the source.
+                raise ValueError(
+                    f"a snapshot's event (the batch's event {snapshot.events}) must be the "
+                    "snapshot.taken naming its version and the digest of its bytes"
+                )
         return writer, self._prepare(run_id, events, expected_seq, snapshot)
 
     def statistics(self) -> StoreStatistics:

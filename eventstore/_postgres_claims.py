@@ -132,13 +132,15 @@ async def renew(
     ]
 
 
-async def release(conn: Connection, claim: Claim, runnable_channel: str) -> None:
-    """See ClaimingStore.release. A run given up while running is claimable at once:
+async def release(conn: Connection, claim: Claim, runnable_channel: str) -> bool:
+    """See ClaimingStore.release; False when the run no longer held ``claim`` (it was
+    taken over, or released before). A run given up while running is claimable at once:
     ``runnable_channel`` is notified, after the release committed."""
     cur = await conn.execute(_RELEASE, (claim.run_id, claim.epoch, claim.owner))
     row = await cur.fetchone()
     if row is not None and row[0] == "running":
         await conn.execute("SELECT pg_notify(%s, '')", (runnable_channel,))
+    return row is not None
 
 
 async def claim_runnable(

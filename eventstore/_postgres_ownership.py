@@ -72,13 +72,14 @@ class PostgresOwnership:
         return [answers[claim.run_id, claim.epoch] for claim in claims]
 
     async def release(self, claim: Claim) -> None:
-        """See :meth:`PostgresEventStore.release`."""
-        writer = self._writer()
-        if writer is not None and writer.epochs.get(claim.run_id) == claim.epoch:
-            del writer.epochs[claim.run_id]
-        await self.leases.call(
+        """See :meth:`PostgresEventStore.release`. Releasing a claim that was taken over
+        leaves the run's appends fenced on it (they raise LeaseLostError)."""
+        released: bool = await self.leases.call(
             "release", lambda conn: claims_sql.release(conn, claim, self._runnable_channel)
         )
+        writer = self._writer()
+        if released and writer is not None and writer.epochs.get(claim.run_id) == claim.epoch:
+            del writer.epochs[claim.run_id]
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """See :meth:`PostgresEventStore.heads`."""

@@ -79,9 +79,12 @@ class Snapshot(msgspec.Struct, frozen=True):
     """A derived cache of a run's folded state as of ``seq``, stored beside the log.
 
     ``hash`` is the chain hash of the run's event at ``seq`` (hex) and ``version`` names the
-    fold that made ``data``: whoever loads a snapshot checks both against the log and its own
-    fold and ignores a snapshot that does not match. The store keeps ``data`` as opaque bytes
-    and never reads it; deleting snapshots changes no result, only how long a fold takes.
+    fold that made ``data``. That event is the :class:`~eventstore.SnapshotTaken` holding
+    the digest of ``data``: whoever loads a snapshot checks it (:func:`eventstore.binds`),
+    the chain from it to the run's head and its own fold's version, and ignores a snapshot
+    that does not match (one saved without its event included). The store keeps ``data`` as
+    opaque bytes and never reads it; deleting snapshots changes no result, only how long a
+    fold takes.
     """
 
     run_id: str
@@ -94,9 +97,12 @@ class Snapshot(msgspec.Struct, frozen=True):
 class SnapshotAfter(msgspec.Struct, frozen=True):
     """A snapshot handed over with an append: the state after the batch's first ``events``.
 
-    The store saves it as the run's :class:`Snapshot` at that event's seq and chain hash,
-    in the transaction that writes the batch, so it costs no transaction of its own and
-    lands only if the batch does. ``1 <= events <= len(batch)``.
+    The batch's event ``events`` is the :class:`~eventstore.SnapshotTaken` that binds it
+    (its version, the digest of ``data``; the append raises ValueError otherwise), and the
+    state is the one through the event before it. The store saves it as the run's
+    :class:`Snapshot` at that event's seq and chain hash, in the transaction that writes
+    the batch, so it costs no transaction of its own and lands only if the batch does.
+    ``1 <= events <= len(batch)``.
     """
 
     events: int

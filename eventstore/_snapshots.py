@@ -3,8 +3,8 @@
 Snapshots have a connection of their own, used from worker threads one call at a time:
 saving one is rare (every N events of a run) and must not wait behind, or hold up, the
 writer's group commits more than one short transaction does. Only the newest snapshot of a
-run is kept. The store never reads ``data``; the fold that wrote it checks ``version`` and
-``hash`` when it loads one.
+run is kept. The store never reads ``data``; whoever loads one checks it against the
+``snapshot.taken`` event at its seq (see :mod:`eventstore._snapshot_event`).
 """
 
 from __future__ import annotations

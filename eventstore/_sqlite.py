@@ -250,10 +250,12 @@ class SqliteEventStore:
         """Store ``snapshot`` as the run's newest (its older snapshots are dropped).
 
         A snapshot is a cache, never part of the log: :meth:`verify` and :meth:`read`
-        ignore it. Blocks on one short transaction in a worker thread (it may wait for the
-        writer's commit in progress). Raises StoreError if the run has no events or the
-        write failed, ValueError if ``hash`` is not hex, StoreClosedError if the store is
-        not open.
+        ignore it, and a load uses it only if the log's event at its seq binds it (see
+        :class:`Snapshot`): a run's owner saves its snapshots with its appends
+        (:class:`SnapshotAfter`). Blocks on one short transaction in a worker thread (it
+        may wait for the writer's commit in progress). Raises StoreError if the run has no
+        events or the write failed, ValueError if ``hash`` is not hex, StoreClosedError if
+        the store is not open.
         """
         self._front.check_open("save_snapshot")
         await anyio.to_thread.run_sync(self._snapshots.save, snapshot)
@@ -261,7 +263,7 @@ class SqliteEventStore:
     async def load_snapshot(self, run_id: str) -> Snapshot | None:
         """The run's newest snapshot, or None (no snapshot, or no such run).
 
-        The caller checks ``version`` and ``hash`` against its fold and the log.
+        The caller checks it against its fold and the log (see :class:`Snapshot`).
         """
         self._front.check_open("load_snapshot")
         return await anyio.to_thread.run_sync(self._snapshots.load, run_id)
@@ -317,7 +319,8 @@ class SqliteEventStore:
 
     async def release(self, claim: Claim) -> None:
         """Give the run up if ``claim`` still holds it (see ClaimingStore); this store's
-        appends to the run are no longer fenced on it."""
+        appends to the run are then no longer fenced on it (they stay fenced when the
+        claim was taken over)."""
         await self._ownership.release(claim)
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:

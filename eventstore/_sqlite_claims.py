@@ -11,7 +11,9 @@ a claim queued before a run's first append is committed with it or before it.
 The writer keeps the epoch of every claim the store holds (:class:`ClaimFence`). Each
 append of such a run checks, in its transaction, that the claims table still holds that
 epoch: once another claimer took the run over (its lease expired), the store's appends to
-it fail with LeaseLostError and write nothing. This is the second fence beside the
+it fail with LeaseLostError and write nothing, and so does every later append of the run
+by this store, with or without an expected seq, until it claims the run again (releasing
+the lost claim does not lift the fence). This is the second fence beside the
 ``(run, seq)`` one. Leases are on this machine's clock (a SQLite file is shared by the
 processes of one machine).
 """
@@ -151,6 +153,11 @@ class ClaimFence:
                         found, owner = (0, None) if row is None else (row[2], row[0])
                         lost = LeaseLostError(run_id, expected, found, owner)
                         turn.answers.append((request, None, lost))
+                        # The fence stays strict: every later append of the run raises
+                        # this (whatever its expected seq) until this store claims it
+                        # again. Holding the old epoch instead would let the next
+                        # transaction, finding the file unchanged, trust it.
+                        changes[run_id] = lost
                 continue
             assert isinstance(request, OwnershipRequest)
             operation = request.operation
@@ -253,12 +260,16 @@ class ClaimFence:
         claim = request.claims[0]
         run_id = claim.run_id
         row = rows.get(run_id)
+        held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
         if _holds(row, claim):
             row[0] = row[1] = None
             conn.execute(_RELEASE, (run_id,))
-        held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
-        if held == claim.epoch:
-            turn.epochs[run_id] = None  # the store no longer holds it: no fence
+            if held == claim.epoch:
+                turn.epochs[run_id] = None  # the store no longer holds it: no fence
+        elif held == claim.epoch:
+            # Taken over: giving the lost claim up does not lift the fence.
+            found, owner = (0, None) if row is None else (row[2], row[0])
+            turn.epochs[run_id] = LeaseLostError(run_id, claim.epoch, found, owner)
         turn.answers.append((request, None, None))
 
     def _claim_runnable(

@@ -1,4 +1,5 @@
-"""Audit commands: ``verify`` (hash chains, and heads kept outside the store) and ``heads``.
+"""Audit commands: ``verify`` (hash chains, snapshots, and heads kept outside the store) and
+``heads``.
 
 A hash chain proves that no stored event was edited, dropped from the middle or
 reordered, but not that the log still holds everything it acknowledged: a log cut after
@@ -20,6 +21,7 @@ import msgspec
 from eventstore import EventStore, RunInfo
 
 from .. import RunNotFoundError
+from ..reads import RunReader
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -167,8 +169,9 @@ async def _verify(args: argparse.Namespace) -> int:
         heads = read_heads(args.against) if args.against else []
         if args.run_id is not None:
             heads = [h for h in heads if h.run_id == args.run_id]
+        reader = RunReader(store)
         for run_id in run_ids:
-            report = await store.verify(run_id)
+            report = await reader.verify(run_id)
             checked.append({"run_id": run_id, "ok": report.ok, "events": report.checked})
             if not report.ok:
                 problems.append(Problem(run_id, report.broken_at, report.reason or "broken"))

@@ -8,12 +8,23 @@ from time import perf_counter
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
 
-from eventstore import AppendResult, Event, EventBody, EventStore, SnapshotAfter, StoreError
+from eventstore import (
+    AppendResult,
+    Event,
+    EventBody,
+    EventStore,
+    SnapshotAfter,
+    SnapshotTaken,
+    StoreError,
+    event_tag,
+)
 
 from ..events._snapshots import SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]
+
+_TAKEN = event_tag(SnapshotTaken)
 
 #: Called after each commit with (run_id, last committed seq, the bodies just committed).
 CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
@@ -137,14 +148,14 @@ class RunLog:
             return self.last_seq
         batch, self.pending = pending, []
         expected = self.last_seq
+        # The state is the fold of the log through this batch's last event.
+        snapshot = None if self.store is None else self._snapshot(batch, len(batch))
         self.last_seq += len(batch)
         began = elapsed = perf_counter()
         if self.store is None:
             self.memory_events.extend(batch)
         else:
             try:
-                # The state is the fold of the log through this batch's last event.
-                snapshot = self._snapshot(len(batch))
                 if shield:
                     # Shielded: once submitted, a batch must be answered, or the next
                     # append's expected_seq would be wrong; a commit takes milliseconds.
@@ -173,18 +184,40 @@ class RunLog:
                 await result
         return self.last_seq
 
-    def _snapshot(self, events: int) -> SnapshotAfter | None:
-        """The live state as a snapshot after the next batch's first ``events``, when due.
+    def _snapshot(self, batch: list[EventBody], events: int) -> SnapshotAfter | None:
+        """The live state as a snapshot after the first ``events`` of ``batch``, when due.
 
         The state must be the fold of the log through that event at the time of the call.
-        It rides with the batch (the store saves it in the batch's transaction), so saving
-        one costs no write of its own and never waits; an unencodable state skips it.
+        The ``snapshot.taken`` event that binds the snapshot to the log is inserted into
+        ``batch`` right after them, and the state's ``last_seq`` moves past it. It rides
+        with the batch (the store saves it in the batch's transaction), so saving one
+        costs no write of its own and never waits; an unencodable state skips it.
         """
-        at = self.state.last_seq
+        state = self.state
+        at = state.last_seq
         if events == 0 or at - self.snapshot_seq < self.snapshot_every:
             return None
-        self.snapshot_seq = at
-        return snapshot_after(self.state, events)
+        # The state through the taken event, which only counts in event_counts.
+        state.last_seq = at + 1
+        counts = state.event_counts
+        counts[_TAKEN] = counts.get(_TAKEN, 0) + 1
+        made = snapshot_after(state, events)
+        if made is None:
+            self._untake(at)
+            return None
+        taken, snapshot = made
+        batch.insert(events, taken)
+        self.snapshot_seq = at + 1
+        return snapshot
+
+    def _untake(self, at: int) -> None:
+        """Undo what :meth:`_snapshot` did to the state (its event was not handed over)."""
+        state = self.state
+        state.last_seq = at
+        counts = state.event_counts
+        counts[_TAKEN] -= 1
+        if not counts[_TAKEN]:
+            del counts[_TAKEN]
 
     def stage(self, body: EventBody) -> None:
         """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
@@ -225,8 +258,9 @@ class RunLog:
             return False
         batch = [*self.pending, *bodies]
         # Before the bodies are applied: the state then ends with the queued bodies.
-        snapshot_seq = self.snapshot_seq
-        snapshot = self._snapshot(len(self.pending))
+        snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
+        snapshot = self._snapshot(batch, len(self.pending))
+        undo = snapshot is not None
         done = _Submitted(self, batch, on_done)
         try:
             queued = store.submit(
@@ -241,9 +275,14 @@ class RunLog:
             # so the next append (the run's failure) goes at the same seq.
             self.pending = []
             self.snapshot_seq = snapshot_seq
+            if undo:
+                self._untake(state_seq)
             raise
         if not queued:
-            self.snapshot_seq = snapshot_seq  # due again with the next batch
+            # Due again with the next batch (its taken event was not handed over).
+            self.snapshot_seq = snapshot_seq
+            if undo:
+                self._untake(state_seq)
             return False
         self.pending = []
         self.last_seq += len(batch)

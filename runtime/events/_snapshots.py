@@ -1,21 +1,27 @@
 """Snapshots of a run's folded state: a derived cache that keeps reads from growing with the log.
 
-A snapshot is the :class:`RunState` after event ``seq``, encoded, stored with the store's
-snapshot storage (``save_snapshot`` / ``load_snapshot``) and tagged with the chain hash of
-event ``seq`` and :data:`FOLD_VERSION`. It is never the source of truth:
+A snapshot is the :class:`RunState` through event ``seq``, encoded, stored with the store's
+snapshot storage and tagged with the chain hash of event ``seq`` and :data:`FOLD_VERSION`.
+Event ``seq`` is the ``snapshot.taken`` the run's owner appended with it, holding the
+digest of its bytes (see :mod:`eventstore._snapshot_event`; the fold gives that event no
+meaning). A snapshot is never the source of truth:
 
-- a snapshot is used only when its version is this fold's and the log's event at its seq
-  still has its hash (so a changed fold, a rewritten log or another run's snapshot is
+- it is used only when its version is this fold's and the log's event at its seq binds
+  its bytes, and the chain from that event to the run's head checks out (so a changed
+  fold, an edited or inserted snapshot row, a rewritten log or another run's snapshot is
   ignored); the state is then the snapshot plus the fold of the events after it;
-- otherwise the whole log is folded, and a fresh snapshot is saved;
-- deleting every snapshot changes no result, only how long a read takes.
+- otherwise the whole log is folded (a read saves no snapshot: only the run's owner can
+  append the event that binds one);
+- deleting every snapshot changes no result, only how long a read takes;
+- :func:`check_snapshot` (what ``verify`` adds to the chain's check) folds the log again
+  and compares.
 
 :func:`load_state` is what ``Runtime.get_state`` and ``Runtime.resume`` read through. A
 running run's log (``runtime.engine._runlog.RunLog``) hands the store a snapshot of its live state
-(:func:`snapshot_after`) with its first batch after every ``SNAPSHOT_EVERY`` events,
-whichever way the batch goes (an awaited append, a write-behind flush, a submit that does
-not wait): the store saves it in the batch's own transaction, so a snapshot costs no
-write and no wait of its own.
+(:func:`snapshot_after`) and its ``snapshot.taken`` event with its first batch after every
+``SNAPSHOT_EVERY`` events, whichever way the batch goes (an awaited append, a write-behind
+flush, a submit that does not wait): the store saves it in the batch's own transaction, so
+a snapshot costs no write and no wait of its own.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Literal
 
 import msgspec
 
-from eventstore import Event, EventStore, Snapshot, SnapshotAfter, StoreError
+from eventstore import Event, EventStore, SnapshotAfter, SnapshotTaken, binds, snapshot_digest
 
 from ._state import RunState, fold
 
@@ -35,6 +41,7 @@ __all__ = [
     "FOLD_VERSION",
     "SNAPSHOT_EVERY",
     "SnapshotOutcome",
+    "check_snapshot",
     "decode_state",
     "encode_state",
     "load_state",
@@ -46,9 +53,10 @@ _log = logging.getLogger("magistrate.runtime")
 #: Events between two snapshots of a run.
 SNAPSHOT_EVERY = 1000
 
-# Bumped by hand when apply's meaning changes with RunState's shape unchanged; a change of
-# the shape changes the fingerprint by itself.
-_APPLY_REVISION = 2
+# Bumped by hand when apply's meaning changes with RunState's shape unchanged, or when what
+# makes a snapshot usable does (a revision's snapshots are all bound to a snapshot.taken
+# event); a change of the shape changes the fingerprint by itself.
+_APPLY_REVISION = 3
 _SHAPE = msgspec.json.encode(msgspec.json.schema(RunState))
 
 #: Names the fold that made a snapshot: a snapshot made by another is ignored.
@@ -72,36 +80,19 @@ def decode_state(data: bytes) -> RunState:
     return state
 
 
-def snapshot_after(state: RunState, events: int) -> SnapshotAfter | None:
-    """``state`` (the fold of a log through the first ``events`` of the batch it goes with)
-    as a snapshot for the store to save with that batch; None when it cannot be encoded
-    (logged: a snapshot is only a cache). Its seq and hash are the store's to fill in."""
+def snapshot_after(state: RunState, events: int) -> tuple[SnapshotTaken, SnapshotAfter] | None:
+    """``state`` as a snapshot for the store to save with a batch, and the event that binds
+    it: the caller puts the ``snapshot.taken`` body right after the batch's first ``events``
+    (of which ``state`` is the fold, through the taken event: ``state.last_seq`` is its
+    seq). None when the state cannot be encoded (logged: a snapshot is only a cache). The
+    snapshot's seq and hash are the store's to fill in."""
     try:
         data = encode_state(state)
     except (TypeError, OverflowError, ValueError) as exc:
         _log.debug("run %s: no snapshot at seq %d (%s)", state.run_id, state.last_seq, exc)
         return None
-    return SnapshotAfter(events, FOLD_VERSION, data)
-
-
-async def save_state(store: EventStore, state: RunState) -> bool:
-    """Save ``state`` (a fold of the committed log) as the run's snapshot; False when it
-    cannot be encoded or the store refused it (logged: a snapshot is only a cache)."""
-    if state.last_seq == 0 or not state.last_hash:
-        return False
-    try:
-        data = encode_state(state)
-    except (TypeError, OverflowError, ValueError) as exc:
-        _log.debug("run %s: no snapshot at seq %d (%s)", state.run_id, state.last_seq, exc)
-        return False
-    try:
-        await store.save_snapshot(
-            Snapshot(state.run_id, state.last_seq, state.last_hash, FOLD_VERSION, data)
-        )
-    except StoreError as exc:
-        _log.warning("run %s: saving a snapshot failed (%s)", state.run_id, exc)
-        return False
-    return True
+    taken = SnapshotTaken(digest=snapshot_digest(data), version=FOLD_VERSION)
+    return taken, SnapshotAfter(events + 1, FOLD_VERSION, data)
 
 
 #: How a read used the run's snapshot: hit (used), miss (none, or one past a time-travel
@@ -114,31 +105,34 @@ async def load_state(
     run_id: str,
     *,
     to_seq: int | None = None,
-    every: int = SNAPSHOT_EVERY,
     observe: Callable[[SnapshotOutcome], None] | None = None,
 ) -> tuple[RunState, list[Event]]:
     """The run's state (up to ``to_seq``) and the events folded onto the snapshot used.
 
     Reads the newest usable snapshot and the events after it; without one, the whole log
-    (the events returned are then all of them). What it folds is read with the hash chain
-    checked (a read that reaches the run's end must end where the run's record says), so an
-    edited or cut log raises CorruptLogError naming the seq instead of folding into a
-    wrong state. Saves a new snapshot when ``every`` or more
-    events were folded past the last one (not for a time-travel read). A state of a run
-    with no events has ``last_seq == 0``. ``observe`` is told how the snapshot served the
-    read (for metrics).
+    (the events returned are then all of them). A snapshot is usable when it is this
+    fold's, the log's event at its seq is the ``snapshot.taken`` that binds its bytes
+    (:func:`eventstore.binds`) and, for a time-travel read, that event comes before
+    ``to_seq``. What it folds is read with the hash chain checked from the snapshot's
+    event on (a read that reaches the run's end must end where the run's record says), so
+    an edited or cut log raises CorruptLogError naming the seq instead of folding into a
+    wrong state, and a snapshot whose bytes or event were changed is ignored. A read saves
+    no snapshot: only the run's owner can append the event that binds one. A state of a
+    run with no events has ``last_seq == 0``. ``observe`` is told how the snapshot served
+    the read (for metrics).
     """
     snapshot = await store.load_snapshot(run_id)
     outcome: SnapshotOutcome = "miss"
     if snapshot is not None and snapshot.version != FOLD_VERSION:
         outcome = "stale"
-    elif snapshot is not None and (to_seq is None or snapshot.seq <= to_seq):
-        # From the snapshot's own event: its hash ties the snapshot to this log.
+    elif snapshot is not None and (to_seq is None or snapshot.seq < to_seq):
         events = [
             e async for e in store.read(run_id, from_seq=snapshot.seq, to_seq=to_seq, verify=True)
         ]
         base = None
-        if events and events[0].seq == snapshot.seq and events[0].hash == snapshot.hash:
+        if events and binds(
+            events[0], snapshot.seq, snapshot.hash, snapshot.version, snapshot.data
+        ):
             try:
                 base = decode_state(snapshot.data)
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -146,25 +140,50 @@ async def load_state(
         if base is not None:
             if observe is not None:
                 observe("hit")
-            # A live state's snapshot was encoded before its hash was known: the envelope
-            # fields are the snapshot's event's.
-            first = events[0]
-            base.last_seq, base.last_hash, base.last_position = (
-                first.seq,
-                first.hash,
-                first.position,
-            )
+            _envelope(base, events[0])
             tail = events[1:]
-            state = fold(tail, base)
-            if to_seq is None and len(tail) >= every:
-                await save_state(store, state)
-            return state, tail
+            return fold(tail, base), tail
         outcome = "stale"
-        _log.info("run %s: its snapshot at seq %d does not match the log", run_id, snapshot.seq)
+        _log.warning(
+            "run %s: its snapshot at seq %d is not bound to the log; it is ignored",
+            run_id,
+            snapshot.seq,
+        )
     if observe is not None:
         observe(outcome)
     events = await store.read_all(run_id, to_seq=to_seq, verify=True)
-    state = fold(events)
-    if to_seq is None and len(events) >= every:
-        await save_state(store, state)
-    return state, events
+    return fold(events), events
+
+
+def _envelope(state: RunState, event: Event) -> None:
+    # A live state's snapshot was encoded before its event's hash was known: the envelope
+    # fields are the event's.
+    state.last_seq, state.last_hash, state.last_position = event.seq, event.hash, event.position
+
+
+async def check_snapshot(store: EventStore, run_id: str) -> tuple[int, str] | None:
+    """The run's snapshot checked against its log: None when it has none, it is another
+    fold's (ignored by reads), or it is bound to the log and equals the fold of the log
+    through its seq; else ``(seq, reason)``: a snapshot row that was edited, inserted or
+    made by a wrong fold. Reads the log through the snapshot's seq (raises the store's
+    errors for a log that cannot be read)."""
+    snapshot = await store.load_snapshot(run_id)
+    if snapshot is None or snapshot.version != FOLD_VERSION:
+        return None
+    seq = snapshot.seq
+    events = await store.read_all(run_id, to_seq=seq)
+    if len(events) < seq:
+        return seq, f"a snapshot at seq {seq} is past the log's end (seq {len(events)})"
+    if not binds(events[seq - 1], seq, snapshot.hash, snapshot.version, snapshot.data):
+        return seq, (
+            f"the snapshot at seq {seq} is not bound to the log (no snapshot.taken event "
+            "with its hash and the digest of its bytes): it was edited or inserted"
+        )
+    try:
+        held = decode_state(snapshot.data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return seq, f"the snapshot at seq {seq} cannot be decoded: {exc}"
+    _envelope(held, events[seq - 1])
+    if held != fold(events):
+        return seq, f"the snapshot at seq {seq} differs from the fold of the log through it"
+    return None

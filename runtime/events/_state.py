@@ -244,8 +244,9 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
     Total: a log is replayed as it is, never refused, so every body applies (a memory
     write of an unexpected shape follows the reducer rules in the module docstring), and
     a body without a meaning for the state (a type registered by an application) only
-    counts in ``event_counts``. ``seq`` is recorded with the verdicts and stall warnings
-    the state keeps; apply does not touch ``last_seq`` / ``last_hash`` /
+    counts in ``event_counts`` (so does a ``snapshot.taken``: the snapshot it binds holds
+    the state it leaves, its own count included). ``seq`` is recorded with the verdicts
+    and stall warnings the state keeps; apply does not touch ``last_seq`` / ``last_hash`` /
     ``last_position`` (the envelope's; see :func:`fold`). Lists the state grew for
     ``append`` writes stay the state's own: do not change them from outside.
     """

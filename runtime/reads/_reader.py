@@ -31,7 +31,7 @@ from eventstore import (
 from .._errors import RunNotFoundError
 from .._ownership import listed_ownership
 from ..events._catalogue import EdgeTaken, LlmTurn, RunFinished, RunPaused, RunStarted, Verdict
-from ..events._snapshots import load_state
+from ..events._snapshots import check_snapshot, load_state
 from ..events._state import RunState, fold
 from ._records import (
     ChainStatus,
@@ -438,5 +438,18 @@ class RunReader:
         return EventPage(events=picked, next_after=next_after, last_seq=info.last_seq, chain=chain)
 
     async def verify(self, run_id: str) -> VerifyReport:
-        """The whole chain's check (the store's ``verify``); never raises for a broken log."""
-        return await self.store.verify(run_id)
+        """The whole chain's check (the store's ``verify``), then the run's snapshot's: a
+        snapshot not bound to the log by its ``snapshot.taken`` event, or that differs from
+        the fold of the log through its seq, fails the run (``broken_at`` is its seq).
+        Never raises for a broken log."""
+        report = await self.store.verify(run_id)
+        if not report.ok:
+            return report
+        try:
+            found = await check_snapshot(self.store, run_id)
+        except _LOG_ERRORS as exc:
+            return VerifyReport(run_id, False, report.checked, None, str(exc))
+        if found is None:
+            return report
+        seq, reason = found
+        return VerifyReport(run_id, False, report.checked, seq, reason)

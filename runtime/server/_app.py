@@ -168,7 +168,7 @@ class _Api:
     async def verify(self, request: Request) -> Response:
         run_id = path_run_id(request)
         await self.reader.info(run_id)
-        report = await self.store.verify(run_id)
+        report = await self.reader.verify(run_id)
         return _json(
             VerifyView(
                 run_id=run_id,

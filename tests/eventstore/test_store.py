@@ -16,8 +16,10 @@ from eventstore import (
     EventStore,
     Snapshot,
     SnapshotAfter,
+    SnapshotTaken,
     StoreClosedError,
     StoreError,
+    snapshot_digest,
 )
 from runtime.events import (
     MemoryWritten,
@@ -408,27 +410,42 @@ async def test_snapshots_are_saved_loaded_replaced_and_deleted(
 async def test_a_snapshot_handed_over_with_an_append_is_saved_with_its_batch(
     store_factory: StoreFactory,
 ) -> None:
+    def taken(version: str, data: bytes) -> SnapshotTaken:
+        return SnapshotTaken(digest=snapshot_digest(data), version=version)
+
     async with store_factory("s") as store:
-        # After the batch's second event: seq 2, that event's chain hash.
+        # After the batch's second event, its snapshot.taken: seq 2, that event's hash.
         await store.append(
-            "r1", [started(), *step("a", 1)], expected_seq=0, snapshot=SnapshotAfter(2, "f", b"2")
+            "r1",
+            [started(), taken("f", b"2"), *step("a", 1)],
+            expected_seq=0,
+            snapshot=SnapshotAfter(2, "f", b"2"),
         )
         events = await store.read_all("r1")
         assert await store.load_snapshot("r1") == Snapshot("r1", 2, events[1].hash, "f", b"2")
         # A batch the fence refuses saves no snapshot either.
         with pytest.raises(ConcurrencyError):
             await store.append(
-                "r1", step("b", 1), expected_seq=1, snapshot=SnapshotAfter(1, "f", b"x")
+                "r1",
+                [taken("f", b"x"), *step("b", 1)],
+                expected_seq=1,
+                snapshot=SnapshotAfter(1, "f", b"x"),
             )
         assert (await store.load_snapshot("r1")).seq == 2  # type: ignore[union-attr]
         # The newest replaces it; a snapshot naming no event of the batch is refused.
-        await store.append("r1", step("b", 1), expected_seq=4, snapshot=SnapshotAfter(2, "g", b""))
+        first, *rest = step("b", 1)
+        await store.append(
+            "r1",
+            [first, taken("g", b""), *rest],
+            expected_seq=5,
+            snapshot=SnapshotAfter(2, "g", b""),
+        )
         events = await store.read_all("r1")
-        assert await store.load_snapshot("r1") == Snapshot("r1", 6, events[5].hash, "g", b"")
+        assert await store.load_snapshot("r1") == Snapshot("r1", 7, events[6].hash, "g", b"")
         for bad in (0, 4):
             with pytest.raises(ValueError, match="snapshot"):
                 await store.append(
-                    "r1", step("c", 1), expected_seq=7, snapshot=SnapshotAfter(bad, "g", b"")
+                    "r1", step("c", 1), expected_seq=9, snapshot=SnapshotAfter(bad, "g", b"")
                 )
         assert await store.delete_snapshots("r1") == 1
         assert (await store.verify("r1")).ok

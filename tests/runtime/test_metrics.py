@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
@@ -272,24 +273,29 @@ async def test_snapshot_reads_are_counted_by_how_the_snapshot_served_them(tmp_pa
         result = await (await rt.start(_loop_graph(300))).result()
         assert result.status == "completed"
         run_id = result.run_id
-        assert await store.load_snapshot(run_id) is not None
+        original = await store.load_snapshot(run_id)
+        assert original is not None
         await rt.get_state(run_id)  # hit
         await rt.get_state(run_id, at_seq=10)  # miss: the snapshot is past seq 10
-        await store.delete_snapshots(run_id)
-        await rt.get_state(run_id)  # miss, and the read saves a fresh snapshot
-        await rt.get_state(run_id)  # hit
-        fresh = await store.load_snapshot(run_id)
-        assert fresh is not None
         await store.save_snapshot(
-            Snapshot(run_id, fresh.seq, fresh.hash, "another fold", fresh.data)
+            Snapshot(run_id, original.seq, original.hash, "another fold", original.data)
         )
-        assert (await rt.get_state(run_id)).memory["n"] == 300  # stale: ignored
+        assert (await rt.get_state(run_id)).memory["n"] == 300  # stale: another fold's
+        await store.save_snapshot(
+            msgspec.structs.replace(original, data=original.data.replace(b'"n":', b'"n" :'))
+        )
+        assert (await rt.get_state(run_id)).memory["n"] == 300  # stale: other bytes
+        await store.save_snapshot(original)
+        await rt.get_state(run_id)  # hit: bound by its snapshot.taken event
+        await store.delete_snapshots(run_id)
+        await rt.get_state(run_id)  # miss, and a read saves no snapshot
+        assert await store.load_snapshot(run_id) is None
         samples = await anyio.to_thread.run_sync(_scrape, registry)
     reads = {
         outcome: samples[("magistrate_snapshot_reads_total", (("outcome", outcome),))]
         for outcome in ("hit", "miss", "stale")
     }
-    assert reads == {"hit": 2, "miss": 2, "stale": 1}
+    assert reads == {"hit": 2, "miss": 2, "stale": 2}
 
 
 async def test_group_commit_sizes_are_a_histogram_of_the_stores_batches(tmp_path: Path) -> None:

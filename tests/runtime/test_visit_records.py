@@ -13,7 +13,7 @@ import anyio
 import msgspec
 import pytest
 
-from eventstore import EventBody, Snapshot, SqliteEventStore
+from eventstore import EventBody, SqliteEventStore
 from runtime import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy, Runtime, ScriptedProvider, tool
 from runtime.engine._runlog import RunLog
 from runtime.events import (
@@ -26,10 +26,12 @@ from runtime.events import (
     VerificationRecorded,
     fold,
 )
-from runtime.events._snapshots import FOLD_VERSION, decode_state, encode_state, load_state
+from runtime.events._snapshots import decode_state, encode_state, load_state
 from runtime.llm._verdict import JudgeContext
 from runtime.spec import BranchJudgeSpec, BranchSpec, LlmJudgeVerifier, ParallelSpec
 from runtime.testing import reply, tool_call
+
+from .snapshot_support import save_bound_snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -216,14 +218,11 @@ async def test_a_cancelled_round_resumes_from_its_records_without_asking_again(
     assert [(t.branch, len(t.tool_calls)) for t in held.turns if t.branch == 2] == [(2, 1)]
 
     if through == "a snapshot":
-        last = events[-1]
         async with SqliteEventStore(db) as store:
-            state = fold(events)
-            await store.save_snapshot(
-                Snapshot(last.run_id, last.seq, last.hash, FOLD_VERSION, encode_state(state))
-            )
-            loaded, tail = await load_state(store, last.run_id)
-        assert tail == [] and same_state(loaded, state)  # the resume reads it, not the log
+            await save_bound_snapshot(store, fold(events))
+            loaded, tail = await load_state(store, events[0].run_id)
+            logged = await store.read_all(events[0].run_id)
+        assert tail == [] and same_state(loaded, fold(logged))  # the resume reads it
 
     reads.clear()
     done0, done1 = ScriptedProvider([]), ScriptedProvider([])  # any call: script exhausted
@@ -344,11 +343,8 @@ async def test_a_cancelled_llm_judge_verifier_resumes_with_its_recorded_result(
     assert list(state.visits["check"].verifications) == [1]
 
     if through == "a snapshot":
-        last = events[-1]
         async with SqliteEventStore(db) as store:
-            await store.save_snapshot(
-                Snapshot(last.run_id, last.seq, last.hash, FOLD_VERSION, encode_state(state))
-            )
+            await save_bound_snapshot(store, state)
 
     reads.clear()
     silent = ScriptedProvider([], name="critic")  # any call would be "script exhausted"

@@ -26,6 +26,7 @@ from runtime.events._snapshots import load_state
 from runtime.events._verdicts import KEPT_PER_NODE
 from runtime.testing import ScriptedProvider, reply, tool_call
 
+from ..snapshot_support import save_bound_snapshot
 from .support import served
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -161,9 +162,10 @@ async def test_the_first_detail_of_a_long_run_reads_only_the_events_after_its_sn
         for start in range(0, len(body), 500):
             batch = body[start : start + 500]
             seq = (await store.append("long", batch, expected_seq=seq)).last_seq
-        await load_state(store, "long")  # saves the snapshot a run of this length has
-        snapshot = await store.load_snapshot("long")
-        assert snapshot is not None and snapshot.seq == seq
+        # The snapshot a run of this length has, saved as its owner saves one.
+        state, _ = await load_state(store, "long")
+        snapshot = await save_bound_snapshot(store, state)
+        seq = snapshot.seq
         finished = RunFinished(status="completed", quality="clean")
         tail: list[EventBody] = [*long_log(1)[1:], finished]
         seq = (await store.append("long", tail, expected_seq=seq)).last_seq
