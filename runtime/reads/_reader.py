@@ -23,6 +23,7 @@ from eventstore import (
     EventStore,
     RunInfo,
     RunQuery,
+    SnapshotTaken,
     UnknownEventError,
     VerifyReport,
     event_tag,
@@ -179,15 +180,18 @@ class RunReader:
         return found
 
     async def _last(self, info: RunInfo) -> Any:
-        """The body of the run's event at ``info.last_seq`` (cached: it never changes)."""
+        """The body of the run's last event at ``info.last_seq`` but a ``snapshot.taken``
+        (which may follow the event that paused or ended the run), cached: it never
+        changes."""
         key = (info.run_id, info.last_seq)
         if key in self._last_bodies:
             return self._last_bodies[key]
         body: Any = None
         async for event in self.store.read(
-            info.run_id, from_seq=info.last_seq, to_seq=info.last_seq, verify=True
+            info.run_id, from_seq=max(1, info.last_seq - 1), to_seq=info.last_seq, verify=True
         ):
-            body = event.body
+            if not isinstance(event.body, SnapshotTaken):
+                body = event.body
         self._remember(self._last_bodies, key, body)
         return body
 
