@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from runtime import RunNotFoundError, RunStateError, Runtime
@@ -115,3 +116,21 @@ async def test_a_run_id_no_front_could_name_is_refused_before_anything_is_writte
         assert await rt.store.list_runs() == []
         done = await (await rt.start(linear_graph(["a"]), run_id="ok.id:1-x_y")).result()
         assert done.status == "completed"
+
+
+async def test_a_summary_looks_past_a_trailing_snapshot_event(tmp_path: Path) -> None:
+    # The owner's snapshot.taken may follow the event that paused or ended the run.
+    from tests.runtime.snapshot_support import save_bound_snapshot
+
+    gated = linear_graph(["a", "b"])
+    gated = msgspec.structs.replace(gated, pause_nodes=["b"])
+    async with Runtime(tmp_path / "runs.db", functions=FUNCTIONS) as rt:
+        assert rt.store is not None
+        paused = await (await rt.start(gated)).result()
+        assert paused.status == "paused"
+        await save_bound_snapshot(rt.store, await rt.get_state(paused.run_id))
+        events = await rt.read_events(paused.run_id)
+        assert events[-1].body.__class__.__name__ == "SnapshotTaken"
+        summary = await RunReader(rt.store).summary(paused.run_id)
+        assert summary.paused is not None and summary.paused.node_id == "b"
+        assert summary.paused.waiting_for == []
