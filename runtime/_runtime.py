@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
 from ._result import RunOutcome, RunResult
 from ._run_control import RunControl
 from ._run_logs import RunLogs
+from ._watch import RunChange, watch_store
 from .engine._executor import ExecutorActor
 from .engine._messages import StartRun
 from .engine._runlog import CommitHook, CommitObserver, RunLog
@@ -396,7 +397,20 @@ class Runtime:
         ref = self.system.spawn(executor, name=f"run:{run_id}")
         control.live.add(run_id, LiveRun(ref, outcome, log))
         await ref.tell(StartRun())
-        return RunHandle(run_id, outcome)
+        since = 0 if resume_from is None else resume_from.last_seq
+        return RunHandle(run_id, outcome, control.logs, since)
+
+    def watch_runs(
+        self, *, after: int | None = None, every_event: bool = False
+    ) -> AsyncIterator[RunChange]:
+        """Every run's status changes (:class:`RunChange`; every event with ``every_event``)
+        in the store's commit order, whichever process appends them, from the store's newest
+        event (taken when iteration starts) or store position ``after``, until the store
+        closes. Raises RunStateError without a store."""
+        store = self._running.logs.store
+        if store is None:
+            raise RunStateError("-", "in memory", "watching runs needs an event store")
+        return watch_store(store, after=after, every_event=every_event)
 
     async def result(self, run_id: str) -> RunResult:
         """The run's result: waits for a run live in this runtime, else reads the log."""
