@@ -295,12 +295,13 @@ class Runtime:
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_input(input)
         ownership = self._running.ownership
-        if ownership is None or run_id in ownership.claims:
+        if ownership is None:
             return await self._resume(run_id, input)
-        await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
+        if run_id not in ownership.claims:  # a fork's is taken with its copy
+            await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
         try:
             return await self._resume(run_id, input)
-        except BaseException:
+        except BaseException:  # nothing runs here: the claim is given up
             await ownership.release(run_id)
             raise
 
@@ -347,18 +348,19 @@ class Runtime:
         """Start a new run from ``run_id``'s first ``at_seq`` events; return its handle.
 
         The new run's log is a copy of seqs 1..``at_seq`` (re-chained under the new id)
-        followed by a ``run.forked`` event naming the source, its seq and its chain hash;
-        the copy is written in one atomic batch. The new run is then resumed here like a
-        paused run, with ``input`` injected (recorded) first: a node that had started and
-        not completed at ``at_seq`` runs again; a pause at ``at_seq`` is passed (the fork
-        answers it), while a pause node due at ``at_seq`` that had not paused yet pauses
-        the fork (a fork never skips an approval). The source
-        run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
-        outside the log, at or after the run's ``run.finished`` event, or between a node's
-        ``node.completed`` and the ``edge.taken`` that follows it, and CorruptLogError when
-        the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
+        followed by a ``run.forked`` event naming the source, its seq and its chain hash,
+        written in one atomic batch and claimed for this runtime with it (no worker takes
+        it first). It is then resumed here like a paused run, with ``input`` injected
+        (recorded) first: a node started and not completed at ``at_seq`` runs again; a
+        pause at ``at_seq`` is passed (the fork answers it), while a pause node due at
+        ``at_seq`` that had not paused yet pauses the fork (a fork never skips an
+        approval). The source run is not touched. Raises RunNotFoundError, RunStateError
+        when ``at_seq`` is outside the log, at or after the run's ``run.finished`` event,
+        or between a node's ``node.completed`` and its ``edge.taken``, and CorruptLogError
+        when the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
         """
-        new_id = await copy_prefix(self._running.logs, run_id, at_seq)
+        control = self._running
+        new_id = await copy_prefix(control.logs, run_id, at_seq, ownership=control.ownership)
         return await self.resume(new_id, input=input)
 
     async def _launch(

@@ -18,9 +18,10 @@ from typing import IO
 import anyio
 import psycopg
 import pytest
+from prometheus_client import CollectorRegistry
 
-from runtime import Runtime, run_worker
-from runtime.events import NodeCompleted, RunFinished, RunResumed, fold
+from runtime import Runtime, RuntimeMetrics, run_worker
+from runtime.events import EdgeTaken, NodeCompleted, RunFinished, RunResumed, fold
 from runtime.testing import linear_graph
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 
@@ -278,3 +279,29 @@ async def test_a_submitted_run_wakes_a_worker_long_before_its_poll_interval(
             await _all_finished(rt, [run_id], 60)
             assert (await rt.get_state(run_id)).memory["total"] == 2 * seed + 1
         tg.cancel_scope.cancel()
+
+
+async def test_a_fork_runs_in_its_creator_while_a_worker_runs(
+    prefix: str, workers: Workers
+) -> None:
+    """A fork whose copy ends running is runnable to a worker the moment it is written: the
+    creator claims it in the transaction that writes it, so no worker takes it first."""
+    url = pg_url()
+    workers.start(concurrency=5, lease=5, pause=0.0)
+    registry = CollectorRegistry()
+    async with Runtime(
+        f"{url}?schema={prefix}_store",
+        functions=functions(url, prefix, 0.0),
+        metrics=RuntimeMetrics(registry),
+    ) as rt:
+        source = await (await rt.start(linear_graph(NODES[:3]), input={"seed": 1})).result()
+        events = await rt.read_events(source.run_id)
+        at = next(e.seq for e in events if isinstance(e.body, EdgeTaken))  # mid-run
+        assert (await rt.get_state(source.run_id, at_seq=at)).status == "running"
+        results = [await (await rt.fork(source.run_id, at)).result() for _ in range(12)]
+        forks = {result.run_id for result in results}
+        active = registry.get_sample_value("magistrate_runs_active")
+    assert all(result.status == "completed" for result in results)
+    ran_in = {pid for run_id, _, _, pid in _side(url, prefix) if run_id in forks}
+    assert ran_in == {os.getpid()}
+    assert active == 0
