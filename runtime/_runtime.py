@@ -397,7 +397,7 @@ class Runtime:
             score_goal=partial(score_goal, providers=self.nodes.provider_named),
         )
         ref = self.system.spawn(executor, name=f"run:{run_id}")
-        control.live.add(run_id, LiveRun(ref, outcome, log))
+        control.add_live(run_id, LiveRun(ref, outcome, log))
         await ref.tell(StartRun())
         since = 0 if resume_from is None else resume_from.last_seq
         return RunHandle(run_id, outcome, control.logs, since)

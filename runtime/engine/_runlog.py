@@ -8,7 +8,15 @@ from time import perf_counter
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
 
-from eventstore import AppendResult, Event, EventBody, EventStore, SnapshotAfter, StoreError
+from eventstore import (
+    AppendResult,
+    Event,
+    EventBody,
+    EventStore,
+    LeaseLostError,
+    SnapshotAfter,
+    StoreError,
+)
 
 from ..events._snapshots import SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
@@ -98,6 +106,9 @@ class RunLog:
         # The first store error of an append: the seqs numbered after it are wrong, so every
         # later append raises it too instead of landing on a head another writer moved.
         self.failed: BaseException | None = None
+        #: Whether the run's claim is still held here (None: no claims): a batch is
+        #: never handed to the store without it, and the log fails with LeaseLostError.
+        self.holds: Callable[[], bool] | None = None
 
     async def append(
         self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
@@ -142,6 +153,9 @@ class RunLog:
         if self.store is None:
             self.memory_events.extend(batch)
         else:
+            if self.holds is not None and not self.holds():
+                self.failed = LeaseLostError(self.run_id, -1, -1, None)
+                raise self.failed
             try:
                 # The state is the fold of the log through this batch's last event.
                 snapshot = self._snapshot(len(batch))
@@ -223,6 +237,8 @@ class RunLog:
         store = self.store
         if store is None or self.hooks or not bodies or self.failed is not None:
             return False
+        if self.holds is not None and not self.holds():
+            return False  # append refuses it
         batch = [*self.pending, *bodies]
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq = self.snapshot_seq

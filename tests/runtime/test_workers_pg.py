@@ -239,8 +239,9 @@ async def test_a_stale_worker_is_fenced_and_writes_nothing(prefix: str, workers:
         os.kill(stale.pid, signal.SIGCONT)
         await _all_finished(rt, [run_id], 60)
 
-        async def stale_noticed() -> bool:  # its renewal or its next append was refused
-            return "claim was lost" in workers.log(stale)
+        async def stale_noticed() -> bool:  # its lease ran out, or its renewal was refused
+            log = workers.log(stale)
+            return "claim was lost" in log or "this process stalled" in log
 
         await wait_until(stale_noticed, 60)
         events = await rt.read_events(run_id)
@@ -305,3 +306,51 @@ async def test_a_fork_runs_in_its_creator_while_a_worker_runs(
     ran_in = {pid for run_id, _, _, pid in _side(url, prefix) if run_id in forks}
     assert ran_in == {os.getpid()}
     assert active == 0
+
+
+@pytest.mark.slow
+async def test_a_worker_stalled_past_its_lease_stops_its_runs_and_claims_each_once_more(
+    prefix: str, workers: Workers
+) -> None:
+    """One worker with room for more runs, stopped (SIGSTOP) until every lease it holds
+    has been out for two lease lengths on the store's clock, then continued: it stops its
+    executors of expired claims and gives them up before claiming anything, so each run is
+    claimed again once, not in a storm of claims and releases with itself, and every node
+    still completes exactly once."""
+    url = pg_url()
+    worker = workers.start(concurrency=64, lease=2.0, pause=0.3)
+    schema = f"{prefix}_store"
+    async with Runtime(f"{url}?schema={schema}", functions=functions(url, prefix)) as rt:
+        run_ids = [await rt.submit(linear_graph(NODES), input={"seed": i}) for i in range(30)]
+
+        async def all_started() -> bool:
+            return len({run for run, _, event, _ in _side(url, prefix) if event == "start"}) == 30
+
+        await wait_until(all_started, 60)
+        os.kill(worker.pid, signal.SIGSTOP)
+
+        async def leases_ran_out() -> bool:
+            with psycopg.connect(url) as conn:
+                live = conn.execute(
+                    f"SELECT count(*) FROM {schema}.runs WHERE owner IS NOT NULL "
+                    "AND lease_expires > extract(epoch FROM clock_timestamp()) - 4"
+                ).fetchone()
+            return live is not None and live[0] == 0
+
+        await wait_until(leases_ran_out, 30)
+        os.kill(worker.pid, signal.SIGCONT)
+        await _all_finished(rt, run_ids, 120)
+        logs = {run_id: await rt.read_events(run_id) for run_id in run_ids}
+        reports = [await rt.store.verify(run_id) for run_id in run_ids]  # type: ignore[union-attr]
+    with psycopg.connect(url) as conn:
+        epochs = conn.execute(
+            f"SELECT claim_epoch FROM {schema}.runs WHERE run_id = ANY(%s)", (run_ids,)
+        ).fetchall()
+    claim_changes = sum(int(epoch) for (epoch,) in epochs)
+    assert claim_changes <= 2 * len(run_ids)  # claimed, and claimed again after the stall
+    assert "this process stalled" in workers.log(worker)
+    for events in logs.values():
+        completions = Counter(e.body.node_id for e in events if isinstance(e.body, NodeCompleted))
+        assert completions == Counter(NODES)
+        assert sum(isinstance(e.body, RunFinished) for e in events) == 1
+    assert all(report.ok for report in reports)
