@@ -298,6 +298,13 @@ class PostgresEventStore:
         events = await tail_chunk(self._fetch, position)
         return events, len(events) >= CHUNK
 
+    async def head_position(self) -> int:
+        """The position of the newest committed event (0 for an empty store); see
+        :meth:`SqliteEventStore.head_position`. Positions become visible in order (the
+        meta row's lock orders the commits), so nothing below it commits later."""
+        rows = await self._fetch("head_position", "SELECT max(position) FROM events", ())
+        return int(rows[0][0] or 0)
+
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         """Runs, newest first, optionally only those with ``status`` (see :meth:`query_runs`)."""
         return (await self.query_runs(RunQuery(status=status), limit=limit)).runs

@@ -225,6 +225,12 @@ class SqliteEventStore:
         """
         return self._front.follow(self._reader.tail_chunk, from_position, poll_interval)
 
+    async def head_position(self) -> int:
+        """The position of the newest committed event (0 for an empty store): a follower
+        that starts :meth:`tail` there sees what is committed from now on, and nothing
+        older. Another writer of the file may have committed more since it returned."""
+        return await self._reader.head_position()
+
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         """Runs, newest first, optionally only those with ``status`` (see :meth:`query_runs`)."""
         return (await self.query_runs(RunQuery(status=status), limit=limit)).runs

@@ -238,6 +238,17 @@ class SqliteReader:
         sql, params = page_statement(query, cursor, limit, time.time())
         return page_of(await self.fetch("query_runs", sql, params), limit)
 
+    async def head_position(self) -> int:
+        """See :meth:`SqliteEventStore.head_position`."""
+        rows = await self.fetch(
+            "head_position",
+            # The row with the highest position; a frame's events take the positions after.
+            f"SELECT position + length(hash) / {HASH_WIDTH} - 1 FROM events "
+            "ORDER BY position DESC LIMIT 1",
+            (),
+        )
+        return int(rows[0][0]) if rows else 0
+
     async def get_run(self, run_id: str) -> RunInfo | None:
         """See :meth:`SqliteEventStore.get_run`."""
         rows = await self.fetch(

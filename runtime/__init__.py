@@ -37,6 +37,7 @@ from ._errors import (
 from ._handle import RunHandle
 from ._result import RunResult
 from ._runtime import Runtime
+from ._watch import RunChange
 from ._worker import run_worker
 from .engine import NodeContext
 from .llm import JudgeContext, JudgeProtocol, JudgeVerdict, Tool, ToolRegistry, tool
@@ -91,6 +92,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "Runtime",
     "RunHandle",
     "RunResult",
+    "RunChange",
     "run_worker",
     "TimeoutConfig",
     "OwnershipConfig",

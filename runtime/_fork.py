@@ -13,6 +13,7 @@ import uuid
 from eventstore import Event, EventBody
 
 from ._errors import RunNotFoundError, RunStateError
+from ._ownership import RunOwnership
 from ._run_logs import RunLogs
 from .events._catalogue import RunFinished, RunForked
 from .events._state import fold
@@ -21,10 +22,16 @@ __all__ = ["copy_prefix"]
 
 
 async def copy_prefix(
-    logs: RunLogs, run_id: str, at_seq: int, *, new_run_id: str | None = None
+    logs: RunLogs,
+    run_id: str,
+    at_seq: int,
+    *,
+    new_run_id: str | None = None,
+    ownership: RunOwnership | None = None,
 ) -> str:
     """Write the new run (the copy of ``run_id``'s seqs 1..``at_seq`` and a RunForked event)
-    and return its id. Nothing is resumed here.
+    and return its id. Nothing is resumed here. With ``ownership``, the new run is claimed
+    for it with the copy (see :meth:`RunOwnership.claim_start`).
 
     Raises RunNotFoundError for an unknown run, RunStateError when ``at_seq`` is outside
     the log, the prefix already holds the run's end (a finished run cannot go on) or it
@@ -64,8 +71,18 @@ async def copy_prefix(
             f"outgoing edge is not taken yet; fork at the edge's seq or before the node",
         )
     source = prefix[-1]
-    new_id = new_run_id or uuid.uuid4().hex
     bodies: list[EventBody] = [event.body for event in prefix]
     bodies.append(RunForked(source_run_id=run_id, source_seq=at_seq, source_hash=source.hash))
-    await logs.create(new_id).append(bodies)
+    if ownership is None:
+        new_id = new_run_id or uuid.uuid4().hex
+    else:
+        # A copy that ends running is runnable to any worker once committed: claimed
+        # with it (or before it), so nobody takes it between the commit and a claim.
+        new_id = await ownership.claim_start(new_run_id, durable=True)
+    try:
+        await logs.create(new_id).append(bodies)
+    except BaseException:
+        if ownership is not None:
+            await ownership.release(new_id)
+        raise
     return new_id

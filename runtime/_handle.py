@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+from eventstore import Event
+
 from ._result import RunOutcome, RunResult
+from ._run_logs import RunLogs
+from ._watch import follow_run
 
 __all__ = ["RunHandle"]
 
@@ -10,9 +16,11 @@ __all__ = ["RunHandle"]
 class RunHandle:
     """A started (or resumed) run in this process."""
 
-    def __init__(self, run_id: str, outcome: RunOutcome) -> None:
+    def __init__(self, run_id: str, outcome: RunOutcome, logs: RunLogs, since: int) -> None:
         self.run_id = run_id
         self._outcome = outcome
+        self._logs = logs
+        self._since = since
 
     async def result(self) -> RunResult:
         """Wait until the run completes, fails, pauses or is cancelled; return its result.
@@ -21,3 +29,20 @@ class RunHandle:
         Cancelling the wait does not affect the run.
         """
         return await self._outcome.wait()
+
+    def events(self, *, from_seq: int = 1) -> AsyncIterator[Event]:
+        """The run's committed events from seq ``from_seq`` (1: from its start), in seq
+        order, each as soon as it is read after its commit.
+
+        Ends after the event that finishes, cancels or pauses the run in this launch
+        (``run.finished``, ``run.cancelled``, ``run.paused``; a pause recorded before a
+        resume does not end it); or, if the run stops here without one (its claim lost
+        to another process, a store error), once every committed event is yielded. Each
+        call is a new iterator; several may follow one run. Waiting blocks on the run's
+        executor and on the store (read again every few tens of milliseconds, so events
+        another process appends are seen too); breaking out or cancelling the iteration
+        does not affect the run. Raises the store's read errors.
+        """
+        return follow_run(
+            self._logs, self.run_id, from_seq, since=self._since, outcome=self._outcome
+        )

@@ -67,6 +67,9 @@ class LiveRuns:
             for run_id in dropped:
                 self._on_drop(run_id)
 
+    def ids(self) -> list[str]:
+        return list(self._runs)
+
     def heads(self) -> dict[str, int]:
         """Each live run's last seq submitted here."""
         return {run_id: live.log.last_seq for run_id, live in self._runs.items()}

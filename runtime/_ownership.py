@@ -6,6 +6,11 @@ loops run beside the runs, each on its own schedule:
 
 - renewal, every third of the lease: a run whose claim was lost (its lease expired and
   another worker took it) is stopped at once;
+- expiry, before each renewal and each recovery round: a claim not confirmed for a whole
+  lease on this process's clock (the process stalled: a GC pause, a frozen VM, SIGSTOP)
+  may be another's by now, so its run's executor is stopped and the claim given up
+  before anything is renewed or claimed; the run is then claimed again like any other.
+  An executor appends only while its run's claim is confirmed (:meth:`RunOwnership.holds`);
 - control, every ``control_interval``: a live run whose log has events this runtime did
   not append (a cancel, pause or input from another process) is stopped and continued
   from its log, which then says what to do;
@@ -20,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Literal
@@ -29,6 +35,7 @@ import anyio.abc
 
 from eventstore import Claim, ClaimingStore, NotifyingStore, RunInfo, StoreError
 
+from ._config import OwnershipConfig, RecoveryConfig
 from ._result import RunOutcome
 
 __all__ = ["OwnedOutcome", "Ownership", "RunOwnership", "default_worker_id", "listed_ownership"]
@@ -103,6 +110,28 @@ class OwnedOutcome(RunOutcome):
 class RunOwnership:
     """The claims a runtime holds and the loops that keep them (see the module docstring)."""
 
+    @classmethod
+    def of(
+        cls,
+        store: object,
+        owner: str,
+        ownership: OwnershipConfig,
+        recovery: RecoveryConfig | None,
+    ) -> RunOwnership | None:
+        """The claims a runtime with these settings holds on ``store``; None on a store
+        that records no ownership."""
+        if not isinstance(store, ClaimingStore):
+            return None
+        lease = ownership.lease_seconds
+        interval = recovery.interval if recovery is not None else None
+        return cls(
+            store,
+            owner,
+            lease=lease,
+            control_interval=ownership.control_interval,
+            recover_interval=interval or lease / 2,
+        )
+
     def __init__(
         self,
         store: ClaimingStore,
@@ -120,11 +149,29 @@ class RunOwnership:
         self.control_interval = control_interval
         self.recover_interval = recover_interval
         self.claims: dict[str, Claim] = {}
+        #: When each held claim's lease last started, at the latest (this process's
+        #: monotonic clock, read before asking the store): it runs out a lease later.
+        self.confirmed: dict[str, float] = {}
+        #: New runs whose claim goes with their first append (claim_start).
+        self._pending: set[str] = set()
+
+    def _hold(self, claim: Claim, asked: float) -> None:
+        self.claims[claim.run_id] = claim
+        self.confirmed[claim.run_id] = asked
+
+    def holds(self, run_id: str) -> bool:
+        """True while this runtime holds ``run_id``'s claim and its lease has not run
+        out on this process's clock (or the claim goes with the run's first append)."""
+        if run_id in self._pending:
+            return True
+        asked = self.confirmed.get(run_id)
+        return asked is not None and time.monotonic() - asked < self.lease
 
     async def claim(self, run_id: str) -> Claim:
         """Claim ``run_id`` (RunOwnedError if another owner's lease is live)."""
+        asked = time.monotonic()
         claim = await self.store.claim(run_id, self.owner, lease=self.lease)
-        self.claims[run_id] = claim
+        self._hold(claim, asked)
         return claim
 
     async def claim_start(self, run_id: str | None, *, durable: bool) -> str:
@@ -142,14 +189,18 @@ class RunOwnership:
             await self.claim(run_id)
             return run_id
         new_id = uuid.uuid4().hex
+        asked = time.monotonic()
 
         def done(claim: Claim | None, error: BaseException | None) -> None:
+            self._pending.discard(new_id)
             if claim is not None:
-                self.claims[new_id] = claim
+                self._hold(claim, asked)
             else:
                 _log.warning("run %s: its claim was refused (%s); it does not run", new_id, error)
 
-        if not self.store.submit_claim(new_id, self.owner, lease=self.lease, on_done=done):
+        if self.store.submit_claim(new_id, self.owner, lease=self.lease, on_done=done):
+            self._pending.add(new_id)
+        else:
             await self.claim(new_id)
         return new_id
 
@@ -171,12 +222,14 @@ class RunOwnership:
             queued = True
         if queued:
             del self.claims[run_id]
+            self.confirmed.pop(run_id, None)
             return
         tasks.start_soon(self.release, run_id)
 
     async def release(self, run_id: str) -> None:
         """Give ``run_id`` up (if held); store errors are logged, the lease then expires."""
         claim = self.claims.pop(run_id, None)
+        self.confirmed.pop(run_id, None)
         if claim is None:
             return
         with anyio.CancelScope(shield=True):
@@ -190,9 +243,11 @@ class RunOwnership:
         claim that was taken over."""
         while True:
             await anyio.sleep(self.lease / 3)
+            await self.give_up_expired(on_lost)
             held = list(self.claims.values())
             if not held:
                 continue
+            asked = time.monotonic()
             try:
                 renewed = await self.store.renew(held, lease=self.lease)
             except StoreError as exc:
@@ -203,10 +258,28 @@ class RunOwnership:
                     continue  # released or re-claimed meanwhile
                 if new is None:
                     del self.claims[old.run_id]
+                    self.confirmed.pop(old.run_id, None)
                     _log.warning("run %s: its claim was lost; stopping it here", old.run_id)
                     await on_lost(old.run_id)
                 else:
-                    self.claims[old.run_id] = new
+                    self._hold(new, asked)
+
+    async def give_up_expired(self, on_lost: Callable[[str], Awaitable[None]]) -> None:
+        """Stop the run of each claim whose lease ran out on this process's clock (it
+        stalled), with ``on_lost``, then give the claim up: the run's executor is stopped
+        before anything else is renewed or claimed, and the run is claimed again later,
+        by this worker or another, like any runnable run."""
+        now = time.monotonic()
+        expired = [run_id for run_id, asked in self.confirmed.items() if now - asked >= self.lease]
+        for run_id in expired:
+            _log.warning(
+                "run %s: its lease ran out before it was renewed (this process stalled); "
+                "stopping it here",
+                run_id,
+            )
+            self.confirmed.pop(run_id, None)  # holds() is False from now on
+            await on_lost(run_id)
+            await self.release(run_id)
 
     async def watch_control(
         self,
@@ -238,10 +311,12 @@ class RunOwnership:
         self,
         room: Callable[[], int],
         on_claimed: Callable[[str], Awaitable[None]],
+        on_lost: Callable[[str], Awaitable[None]],
         excluded: Callable[[], Collection[str]] = tuple,
     ) -> None:
         """Claim runnable runs (up to ``room()`` at a time, none of ``excluded()``: runs
-        this runtime is not ready to take again) and hand each to ``on_claimed``,
+        this runtime is not ready to take again) and hand each to ``on_claimed``, after
+        giving up expired claims (:meth:`give_up_expired`, with ``on_lost``),
         now and every ``recover_interval``, and at once when a store that announces them
         (a :class:`eventstore.NotifyingStore`: PostgreSQL's, by NOTIFY) says a run may have
         become runnable."""
@@ -250,8 +325,10 @@ class RunOwnership:
         while True:
             # Taken before looking, so that a run submitted meanwhile still wakes the wait.
             hint = None if signal is None else signal()
+            await self.give_up_expired(on_lost)
             free = room()
             if free > 0:
+                asked = time.monotonic()
                 try:
                     claims = await self.store.claim_runnable(
                         self.owner, lease=self.lease, limit=free, exclude=excluded()
@@ -260,7 +337,7 @@ class RunOwnership:
                     _log.warning("claiming runnable runs failed: %s", exc)
                     claims = []
                 for claim in claims:
-                    self.claims[claim.run_id] = claim
+                    self._hold(claim, asked)
                     await on_claimed(claim.run_id)
                 if len(claims) == free:
                     continue  # more may be waiting: look again at once

@@ -9,6 +9,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -19,7 +20,7 @@ from actors import ActorStoppedError
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
-from ._live_runs import LiveRuns
+from ._live_runs import LiveRun, LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
 from ._result import FINAL, RunOutcome, RunResult, result_from_state
 from ._run_logs import RunLogs
@@ -101,8 +102,19 @@ class RunControl:
             if self.recover_concurrency is not None:
                 assert self.unrunnable is not None
                 tasks.start_soon(
-                    ownership.recover, self._room, self._resume_claimed, self.unrunnable.excluded
+                    ownership.recover,
+                    self._room,
+                    self._resume_claimed,
+                    self._on_lease_lost,
+                    self._not_to_claim,
                 )
+
+    def add_live(self, run_id: str, live: LiveRun) -> None:
+        """Count a run launched here as live; with ownership, its log appends only while
+        this runtime holds the run's claim (a stalled process's lease may have run out)."""
+        if self.ownership is not None:
+            live.log.holds = partial(self.ownership.holds, run_id)
+        self.live.add(run_id, live)
 
     def new_outcome(self, run_id: str, started: anyio.Event | None) -> RunOutcome:
         """The outcome of a run about to launch here. ``started`` (a start's) is set once
@@ -299,6 +311,12 @@ class RunControl:
                 await self.ownership.release(run_id)
 
     # ------------------------------------------------------------------ ownership
+
+    def _not_to_claim(self) -> list[str]:
+        """Runs recovery passes over: those this worker cannot execute for now, and those
+        whose executor is still here (claiming one would only give it up again)."""
+        assert self.unrunnable is not None
+        return [*self.unrunnable.excluded(), *self.live.ids()]
 
     def _room(self) -> int:
         assert self.recover_concurrency is not None

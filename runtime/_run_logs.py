@@ -61,14 +61,19 @@ class RunLogs:
                 self._memory[run_id] = log
         return log
 
-    async def read_events(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
-        """The run's events in order (from the store, or the in-memory log)."""
+    async def read_events(
+        self, run_id: str, *, from_seq: int = 1, to_seq: int | None = None
+    ) -> list[Event]:
+        """The run's events from ``from_seq`` in order (from the store, or the in-memory
+        log)."""
         if self.store is not None:
-            return await self.store.read_all(run_id, to_seq=to_seq)
+            if from_seq <= 1:
+                return await self.store.read_all(run_id, to_seq=to_seq)
+            return [e async for e in self.store.read(run_id, from_seq=from_seq, to_seq=to_seq)]
         log = self._memory.get(run_id)
         if log is None:
             return []
-        return log.events(to_seq=to_seq)
+        return log.events(to_seq=to_seq)[from_seq - 1 :]
 
     async def read_state(
         self, run_id: str, *, to_seq: int | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,6 @@ import anyio
 
 from actors import ActorSystem, MailboxConfig
 from eventstore import (
-    ClaimingStore,
     Event,
     EventBody,
     EventStore,
@@ -31,6 +30,7 @@ from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
 from ._result import RunOutcome, RunResult
 from ._run_control import RunControl
 from ._run_logs import RunLogs
+from ._watch import RunChange, watch_store
 from .engine._executor import ExecutorActor
 from .engine._messages import StartRun
 from .engine._runlog import CommitHook, CommitObserver, RunLog
@@ -166,7 +166,9 @@ class Runtime:
                 logs,
                 LiveRuns(system, None if self.metrics is None else self.metrics.run_stopped),
                 self._continue,
-                ownership=self._run_ownership(self.store),
+                ownership=RunOwnership.of(
+                    self.store, self.worker_id, self.ownership, self.recovery
+                ),
                 recover_concurrency=None if self.recovery is None else self.recovery.concurrency,
             )
             # Runs out first: claims are given up once the actor system has stopped.
@@ -180,20 +182,6 @@ class Runtime:
             raise
         self._stack = stack
         return self
-
-    def _run_ownership(self, store: EventStore | None) -> RunOwnership | None:
-        """The claims this runtime holds, on a store that records ownership."""
-        if not isinstance(store, ClaimingStore):
-            return None
-        lease = self.ownership.lease_seconds
-        interval = self.recovery.interval if self.recovery is not None else None
-        return RunOwnership(
-            store,
-            self.worker_id,
-            lease=lease,
-            control_interval=self.ownership.control_interval,
-            recover_interval=interval or lease / 2,
-        )
 
     async def __aexit__(self, *exc_info: Any) -> None:
         assert self._stack is not None
@@ -297,12 +285,13 @@ class Runtime:
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_input(input)
         ownership = self._running.ownership
-        if ownership is None or run_id in ownership.claims:
+        if ownership is None:
             return await self._resume(run_id, input)
-        await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
+        if run_id not in ownership.claims:  # a fork's is taken with its copy
+            await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
         try:
             return await self._resume(run_id, input)
-        except BaseException:
+        except BaseException:  # nothing runs here: the claim is given up
             await ownership.release(run_id)
             raise
 
@@ -349,18 +338,19 @@ class Runtime:
         """Start a new run from ``run_id``'s first ``at_seq`` events; return its handle.
 
         The new run's log is a copy of seqs 1..``at_seq`` (re-chained under the new id)
-        followed by a ``run.forked`` event naming the source, its seq and its chain hash;
-        the copy is written in one atomic batch. The new run is then resumed here like a
-        paused run, with ``input`` injected (recorded) first: a node that had started and
-        not completed at ``at_seq`` runs again; a pause at ``at_seq`` is passed (the fork
-        answers it), while a pause node due at ``at_seq`` that had not paused yet pauses
-        the fork (a fork never skips an approval). The source
-        run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
-        outside the log, at or after the run's ``run.finished`` event, or between a node's
-        ``node.completed`` and the ``edge.taken`` that follows it, and CorruptLogError when
-        the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
+        followed by a ``run.forked`` event naming the source, its seq and its chain hash,
+        written in one atomic batch and claimed for this runtime with it (no worker takes
+        it first). It is then resumed here like a paused run, with ``input`` injected
+        (recorded) first: a node started and not completed at ``at_seq`` runs again; a
+        pause at ``at_seq`` is passed (the fork answers it), while a pause node due at
+        ``at_seq`` that had not paused yet pauses the fork (a fork never skips an
+        approval). The source run is not touched. Raises RunNotFoundError, RunStateError
+        when ``at_seq`` is outside the log, at or after the run's ``run.finished`` event,
+        or between a node's ``node.completed`` and its ``edge.taken``, and CorruptLogError
+        when the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
         """
-        new_id = await copy_prefix(self._running.logs, run_id, at_seq)
+        control = self._running
+        new_id = await copy_prefix(control.logs, run_id, at_seq, ownership=control.ownership)
         return await self.resume(new_id, input=input)
 
     async def _launch(
@@ -397,9 +387,22 @@ class Runtime:
             score_goal=partial(score_goal, providers=self.nodes.provider_named),
         )
         ref = self.system.spawn(executor, name=f"run:{run_id}")
-        control.live.add(run_id, LiveRun(ref, outcome, log))
+        control.add_live(run_id, LiveRun(ref, outcome, log))
         await ref.tell(StartRun())
-        return RunHandle(run_id, outcome)
+        since = 0 if resume_from is None else resume_from.last_seq
+        return RunHandle(run_id, outcome, control.logs, since)
+
+    def watch_runs(
+        self, *, after: int | None = None, every_event: bool = False
+    ) -> AsyncIterator[RunChange]:
+        """Every run's status changes (:class:`RunChange`; every event with ``every_event``)
+        in the store's commit order, whichever process appends them, from the store's newest
+        event (taken when iteration starts) or store position ``after``, until the store
+        closes. Raises RunStateError without a store."""
+        store = self._running.logs.store
+        if store is None:
+            raise RunStateError("-", "in memory", "watching runs needs an event store")
+        return watch_store(store, after=after, every_event=every_event)
 
     async def result(self, run_id: str) -> RunResult:
         """The run's result: waits for a run live in this runtime, else reads the log."""

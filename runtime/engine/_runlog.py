@@ -13,6 +13,7 @@ from eventstore import (
     Event,
     EventBody,
     EventStore,
+    LeaseLostError,
     SnapshotAfter,
     SnapshotTaken,
     StoreError,
@@ -109,6 +110,9 @@ class RunLog:
         # The first store error of an append: the seqs numbered after it are wrong, so every
         # later append raises it too instead of landing on a head another writer moved.
         self.failed: BaseException | None = None
+        #: Whether the run's claim is still held here (None: no claims): a batch is
+        #: never handed to the store without it, and the log fails with LeaseLostError.
+        self.holds: Callable[[], bool] | None = None
 
     async def append(
         self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
@@ -155,6 +159,9 @@ class RunLog:
         if self.store is None:
             self.memory_events.extend(batch)
         else:
+            if self.holds is not None and not self.holds():
+                self.failed = LeaseLostError(self.run_id, -1, -1, None)
+                raise self.failed
             try:
                 if shield:
                     # Shielded: once submitted, a batch must be answered, or the next
@@ -256,6 +263,8 @@ class RunLog:
         store = self.store
         if store is None or self.hooks or not bodies or self.failed is not None:
             return False
+        if self.holds is not None and not self.holds():
+            return False  # append refuses it
         batch = [*self.pending, *bodies]
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq

@@ -62,7 +62,7 @@ from ._schemas import (
     StartRequest,
     VerifyView,
 )
-from ._sse import head_position, run_changes, run_events
+from ._sse import run_changes, run_events
 from ._views import RunFilter
 
 __all__ = ["create_app"]
@@ -192,10 +192,8 @@ class _Api:
 
     async def stream_runs(self, request: Request) -> Response:
         # Taken before the answer's headers go out: a client that has them misses nothing.
-        position = await head_position(self.store)
-        return StreamingResponse(
-            run_changes(self.store, position), media_type="text/event-stream", headers=_SSE_HEADERS
-        )
+        changes = run_changes(self.runtime, await self.store.head_position())
+        return StreamingResponse(changes, media_type="text/event-stream", headers=_SSE_HEADERS)
 
     async def metrics(self, request: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,4 +1,5 @@
-"""Server-sent event streams fed by the store's ``tail``: one run's events, and run changes.
+"""Server-sent event streams: one run's events (the store's ``tail``), and run changes
+(``Runtime.watch_runs``).
 
 Both streams are read-only. A client that reconnects sends ``Last-Event-ID`` (or
 ``?after=``) and gets only what it missed: a run's stream numbers its messages by seq.
@@ -10,11 +11,12 @@ from collections.abc import AsyncIterator
 
 import msgspec
 
-from eventstore import Event, EventStore, RunInfo, event_tag
+from eventstore import EventStore
 
+from .. import Runtime
 from ..reads import EventRecord
 
-__all__ = ["head_position", "run_changes", "run_events"]
+__all__ = ["run_changes", "run_events"]
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -51,23 +53,9 @@ class _Change(msgspec.Struct, frozen=True):
     type: str
 
 
-async def head_position(store: EventStore) -> int:
-    """A store position at or below the newest one: where a change stream starts."""
-    # No store call gives the newest position; the newest runs' last events bound it from
-    # below, and starting a little early only repeats a few changes the client ignores.
-    head = 0
-    runs: list[RunInfo] = await store.list_runs(limit=20)
-    for info in runs:
-        if info.last_seq:
-            async for event in store.read(info.run_id, from_seq=info.last_seq):
-                head = max(head, event.position)
-    return head
-
-
-async def run_changes(store: EventStore, position: int) -> AsyncIterator[bytes]:
-    """A ``run`` message (run id, seq, event type) for every event after ``position``."""
+async def run_changes(runtime: Runtime, position: int) -> AsyncIterator[bytes]:
+    """A ``run`` message (run id, seq, event type) for every event after store
+    ``position`` (``Runtime.watch_runs`` with every event)."""
     yield b": stream of run changes\n\n"
-    event: Event
-    async for event in store.tail(from_position=position):
-        change = _Change(event.run_id, event.seq, event_tag(event.body))
-        yield _message("run", _ENCODER.encode(change))
+    async for change in runtime.watch_runs(after=position, every_event=True):
+        yield _message("run", _ENCODER.encode(_Change(change.run_id, change.seq, change.type)))

@@ -247,6 +247,24 @@ async def test_tail_replays_then_follows_live_appends(store_factory: StoreFactor
     assert prev_of_r1_seq5 != ""
 
 
+async def test_head_position_is_the_newest_committed_event(store_factory: StoreFactory) -> None:
+    async with store_factory("s") as store:
+        empty = await store.head_position()
+        await store.append("r1", [started(), *step("a", 1)], expected_seq=0)
+        await store.append("r2", [started()], expected_seq=0)
+        head = await store.head_position()
+        newest = (await store.read_all("r2"))[-1].position
+        await store.append("r1", step("b", 2), expected_seq=4)
+        seen = []
+        async for event in store.tail(from_position=head):
+            seen.append((event.run_id, event.seq))
+            if len(seen) == 3:
+                break
+    assert empty == 0
+    assert head == newest == 5
+    assert seen == [("r1", 5), ("r1", 6), ("r1", 7)]
+
+
 async def test_tail_events_carry_the_same_envelope_as_read(store_factory: StoreFactory) -> None:
     async with store_factory("s") as store:
         await store.append("r1", [started(), *step("a", 1)], expected_seq=0)

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import AppendResult, EventBody, SnapshotAfter
+from eventstore import AppendResult, EventBody, LeaseLostError, SnapshotAfter, SqliteEventStore
 from runtime.engine._runlog import RunLog
 from runtime.events import NodeFailed, NodeStarted, OutputSet, fold
 
@@ -96,3 +96,20 @@ async def test_outputs_follow_output_sets_for_the_visit_in_the_live_state() -> N
     assert log.state.outputs["a"] == {}
     assert [e.seq for e in log.events()] == list(range(1, 9))
     assert fold(log.events()).outputs == log.state.outputs
+
+
+async def test_a_log_whose_claim_is_not_held_hands_nothing_to_the_store(tmp_path: Any) -> None:
+    held = True
+    async with SqliteEventStore(tmp_path / "runs.db") as store:
+        log = RunLog("r", store)
+        log.holds = lambda: held
+        await log.append([NodeStarted(node_id="a", visit=1)])
+        held = False
+        submitted = log.submit([NodeStarted(node_id="b", visit=1)], lambda *_: None)
+        with pytest.raises(LeaseLostError):
+            await log.append(
+                [NodeFailed(node_id="a", error="x", error_type="E", attempt=1, will_retry=False)]
+            )
+        stored = await store.read_all("r")
+    assert not submitted
+    assert [event.seq for event in stored] == [1]

@@ -18,9 +18,10 @@ from typing import IO
 import anyio
 import psycopg
 import pytest
+from prometheus_client import CollectorRegistry
 
-from runtime import Runtime, run_worker
-from runtime.events import NodeCompleted, RunFinished, RunResumed, fold
+from runtime import Runtime, RuntimeMetrics, run_worker
+from runtime.events import EdgeTaken, NodeCompleted, RunFinished, RunResumed, fold
 from runtime.testing import linear_graph
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 
@@ -238,8 +239,9 @@ async def test_a_stale_worker_is_fenced_and_writes_nothing(prefix: str, workers:
         os.kill(stale.pid, signal.SIGCONT)
         await _all_finished(rt, [run_id], 60)
 
-        async def stale_noticed() -> bool:  # its renewal or its next append was refused
-            return "claim was lost" in workers.log(stale)
+        async def stale_noticed() -> bool:  # its lease ran out, or its renewal was refused
+            log = workers.log(stale)
+            return "claim was lost" in log or "this process stalled" in log
 
         await wait_until(stale_noticed, 60)
         events = await rt.read_events(run_id)
@@ -278,3 +280,77 @@ async def test_a_submitted_run_wakes_a_worker_long_before_its_poll_interval(
             await _all_finished(rt, [run_id], 60)
             assert (await rt.get_state(run_id)).memory["total"] == 2 * seed + 1
         tg.cancel_scope.cancel()
+
+
+async def test_a_fork_runs_in_its_creator_while_a_worker_runs(
+    prefix: str, workers: Workers
+) -> None:
+    """A fork whose copy ends running is runnable to a worker the moment it is written: the
+    creator claims it in the transaction that writes it, so no worker takes it first."""
+    url = pg_url()
+    workers.start(concurrency=5, lease=5, pause=0.0)
+    registry = CollectorRegistry()
+    async with Runtime(
+        f"{url}?schema={prefix}_store",
+        functions=functions(url, prefix, 0.0),
+        metrics=RuntimeMetrics(registry),
+    ) as rt:
+        source = await (await rt.start(linear_graph(NODES[:3]), input={"seed": 1})).result()
+        events = await rt.read_events(source.run_id)
+        at = next(e.seq for e in events if isinstance(e.body, EdgeTaken))  # mid-run
+        assert (await rt.get_state(source.run_id, at_seq=at)).status == "running"
+        results = [await (await rt.fork(source.run_id, at)).result() for _ in range(12)]
+        forks = {result.run_id for result in results}
+        active = registry.get_sample_value("magistrate_runs_active")
+    assert all(result.status == "completed" for result in results)
+    ran_in = {pid for run_id, _, _, pid in _side(url, prefix) if run_id in forks}
+    assert ran_in == {os.getpid()}
+    assert active == 0
+
+
+@pytest.mark.slow
+async def test_a_worker_stalled_past_its_lease_stops_its_runs_and_claims_each_once_more(
+    prefix: str, workers: Workers
+) -> None:
+    """One worker with room for more runs, stopped (SIGSTOP) until every lease it holds
+    has been out for two lease lengths on the store's clock, then continued: it stops its
+    executors of expired claims and gives them up before claiming anything, so each run is
+    claimed again once, not in a storm of claims and releases with itself, and every node
+    still completes exactly once."""
+    url = pg_url()
+    worker = workers.start(concurrency=64, lease=2.0, pause=0.3)
+    schema = f"{prefix}_store"
+    async with Runtime(f"{url}?schema={schema}", functions=functions(url, prefix)) as rt:
+        run_ids = [await rt.submit(linear_graph(NODES), input={"seed": i}) for i in range(30)]
+
+        async def all_started() -> bool:
+            return len({run for run, _, event, _ in _side(url, prefix) if event == "start"}) == 30
+
+        await wait_until(all_started, 60)
+        os.kill(worker.pid, signal.SIGSTOP)
+
+        async def leases_ran_out() -> bool:
+            with psycopg.connect(url) as conn:
+                live = conn.execute(
+                    f"SELECT count(*) FROM {schema}.runs WHERE owner IS NOT NULL "
+                    "AND lease_expires > extract(epoch FROM clock_timestamp()) - 4"
+                ).fetchone()
+            return live is not None and live[0] == 0
+
+        await wait_until(leases_ran_out, 30)
+        os.kill(worker.pid, signal.SIGCONT)
+        await _all_finished(rt, run_ids, 120)
+        logs = {run_id: await rt.read_events(run_id) for run_id in run_ids}
+        reports = [await rt.store.verify(run_id) for run_id in run_ids]  # type: ignore[union-attr]
+    with psycopg.connect(url) as conn:
+        epochs = conn.execute(
+            f"SELECT claim_epoch FROM {schema}.runs WHERE run_id = ANY(%s)", (run_ids,)
+        ).fetchall()
+    claim_changes = sum(int(epoch) for (epoch,) in epochs)
+    assert claim_changes <= 2 * len(run_ids)  # claimed, and claimed again after the stall
+    assert "this process stalled" in workers.log(worker)
+    for events in logs.values():
+        completions = Counter(e.body.node_id for e in events if isinstance(e.body, NodeCompleted))
+        assert completions == Counter(NODES)
+        assert sum(isinstance(e.body, RunFinished) for e in events) == 1
+    assert all(report.ok for report in reports)

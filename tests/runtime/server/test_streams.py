@@ -82,3 +82,27 @@ async def test_the_runs_stream_tells_of_every_change(tmp_path: Path) -> None:
                     break
         assert types[0] == "run.started"
         assert "node.completed" in types
+
+
+async def test_a_new_runs_stream_client_starts_at_the_stores_newest_change(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        # An older run that changes after more than a page of newer runs last changed.
+        older = (await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)).json()
+        await s.wait_status(older["run_id"], "paused")
+        for _ in range(25):
+            newer = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+            await s.wait_status(newer.json()["run_id"], "paused")
+        approve = await s.client.post(
+            f"/api/runs/{older['run_id']}/approve", json={"input": {"ok": 1}}, headers=AUTH
+        )
+        assert approve.status_code == 202
+        await s.wait_status(older["run_id"], "completed")
+        async with s.client.stream("GET", "/api/stream") as response:
+            marker = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+            async for message in _messages(response):
+                first = json.loads(message["data"])
+                break
+    assert first["run_id"] == marker.json()["run_id"]
+    assert first["type"] == "run.started"
