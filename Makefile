@@ -2,6 +2,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# What the demo needs, without the test toolchain (playwright, schemathesis, mypy, SDKs).
+RUN_STAMP := $(VENV)/.installed-run
 
 .PHONY: test run lint typecheck bench clean
 
@@ -23,7 +25,12 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/python -m pytest
 
-run: $(STAMP)
+$(RUN_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/python -m examples.travel_agent
 
 bench: $(STAMP)
