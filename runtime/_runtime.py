@@ -355,9 +355,11 @@ class Runtime:
         run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
         outside the log, at or after the run's ``run.finished`` event, or between a node's
         ``node.completed`` and the ``edge.taken`` that follows it, and CorruptLogError when
-        the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
+        the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit), and
+        SpecErrors, writing nothing, for a graph this runtime cannot run (an import that
+        ``allow_imports`` does not cover, say).
         """
-        new_id = await copy_prefix(self._running.logs, run_id, at_seq)
+        new_id = await copy_prefix(self._running.logs, run_id, at_seq, check=self.nodes.check)
         return await self.resume(new_id, input=input)
 
     async def _launch(
