@@ -91,7 +91,7 @@ def add_allow_imports_option(parser: argparse.ArgumentParser, *, default: str) -
         action="append",
         default=None,
         help="module prefixes graphs may import functions, judges and tools from "
-        f"(repeatable or comma-separated; default: ${ALLOW_IMPORTS_ENV}, comma-separated, else {default})",
+        f"(repeatable or comma-separated; default: ${ALLOW_IMPORTS_ENV}, else {default})",
     )
 
 
