@@ -20,7 +20,7 @@ def check_row(run_id: str, row: Any, prev_hash: str) -> tuple[str, int]:
     Returns the last event's hash and the seq after it. Raises CorruptLogError naming the
     seq of a row that cannot be read or a hash that does not match.
     """
-    seq, row_type, row_version, hashes, stored_row = row[1], *row[3:7]
+    seq, row_type, row_version, hashes, stored_row = row[1], row[3], row[4], row[5], row[6]
     try:
         items = decode_row(row_type, row_version, bytes(hashes), bytes(stored_row))
     except (FormatError, TypeError) as exc:
