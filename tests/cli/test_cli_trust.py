@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from runtime import GraphSpec, NodeSpec, Runtime
+from tests.pgsupport import wait_until
 
 from .conftest import MAGISTRATE, Workdir, ok
 
@@ -178,17 +179,25 @@ async def test_a_worker_leaves_a_run_whose_imports_it_may_not_make(
                 line = await anyio.to_thread.run_sync(worker.stderr.readline)
                 assert line, f"the worker ended: {''.join(seen)}"
                 seen.append(line)
+        async with Runtime(store) as rt:
+
+            async def recorded() -> bool:
+                return bool((await rt.get_state(run_id)).unrunnable)
+
+            await wait_until(recorded, 60)
     finally:
         worker.send_signal(signal.SIGTERM)
         code = worker.wait(timeout=30)
         worker.stderr.close()
     log = "".join(seen)
-    assert f"run {run_id}: claimed for recovery but not resumed" in log
+    assert f"run {run_id}: this worker cannot execute it" in log
     assert "importing from module 'payload' is not allowed" in log
     assert not (payload / "pwned").exists()
     assert code == 0
     async with Runtime(store) as rt:
-        assert (await rt.get_state(run_id)).status == "running"  # left for another worker
+        state = await rt.get_state(run_id)
+        assert any("'payload' is not allowed" in reason for reason in state.unrunnable)
+        assert state.status == "running"  # left for a worker that may run it
 
 
 @pytest.mark.parametrize("name", ["rich", "yaml", "msgspec", "anyio"])
