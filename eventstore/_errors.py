@@ -70,19 +70,28 @@ class LeaseLostError(StoreError):
     """This process claimed ``run_id`` at ``expected_epoch``, but the store holds
     ``actual_epoch`` (claimed by ``owner``, or released): the lease expired and the run was
     taken over. Nothing of the batch was written; the run's executor here must stop.
+
+    The epochs are None where they are not known: a runtime that finds its lease was not
+    renewed stops the run without reading who holds it now.
     """
 
     def __init__(
-        self, run_id: str, expected_epoch: int, actual_epoch: int, owner: str | None
+        self,
+        run_id: str,
+        expected_epoch: int | None,
+        actual_epoch: int | None,
+        owner: str | None,
     ) -> None:
         self.run_id = run_id
         self.expected_epoch = expected_epoch
         self.actual_epoch = actual_epoch
         self.owner = owner
-        super().__init__(
-            f"run {run_id!r}: this process's claim (epoch {expected_epoch}) is lost; the store "
-            f"is at epoch {actual_epoch}, owner {owner!r}; nothing was written"
-        )
+        held = "" if expected_epoch is None else f" (epoch {expected_epoch})"
+        if actual_epoch is None:
+            now = "its lease could not be renewed, so the run stopped here"
+        else:
+            now = f"the store is at epoch {actual_epoch}, owner {owner!r}; nothing was written"
+        super().__init__(f"run {run_id!r}: this process's claim{held} is lost; {now}")
 
 
 class RunOwnedError(StoreError):

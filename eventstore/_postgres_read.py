@@ -119,10 +119,8 @@ async def verify_run(fetch: Fetch, run_id: str) -> VerifyReport:
                 return VerifyReport(
                     run_id, False, checked, seq, "hash mismatch: event edited after append"
                 )
-            try:
-                decode_body(tag, version, data)
-            except (msgspec.DecodeError, msgspec.ValidationError, UnknownEventError) as exc:
-                return VerifyReport(run_id, False, checked, seq, f"undecodable body: {exc}")
+            # The chain covers the stored bytes: no body is decoded, so verifying needs no
+            # event catalogue (a process that knows none of the types checks the same).
             prev = digest
             expected += 1
         if len(rows) < CHUNK:

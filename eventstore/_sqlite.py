@@ -210,8 +210,10 @@ class SqliteEventStore:
 
         Detects an edited body, type, version, hash or seq, a missing event (gap), rows that
         cannot be read at all, and missing last events (the log ends before the last seq
-        and hash the run's record holds). Never raises for a broken log or file (the report
-        says what is wrong); raises StoreClosedError if the store is closed.
+        and hash the run's record holds). No body is decoded: the chain covers the stored
+        bytes, so a process that registered no event types checks the same. Never raises
+        for a broken log or file (the report says what is wrong); raises StoreClosedError
+        if the store is closed.
         """
         return await self._reader.verify(run_id)
 

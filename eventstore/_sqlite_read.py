@@ -10,11 +10,11 @@ from typing import Any
 
 import aiosqlite
 
-from ._errors import CorruptLogError, StoreClosedError, StoreFileError, UnknownEventError
+from ._errors import CorruptLogError, StoreClosedError, StoreFileError
 from ._events import Event
 from ._format import HASH_WIDTH
 from ._protocol import VerifyReport
-from ._rows import row_events
+from ._rows import check_row, row_events
 from ._runquery import RunInfo, RunPage, RunQuery, page_of, page_sql
 
 __all__ = ["CHUNK", "SqliteReader", "page_statement"]
@@ -195,13 +195,9 @@ class SqliteReader:
                 if row[1] != expected:
                     return VerifyReport(run_id, False, expected - 1, expected, "event missing")
                 try:
-                    events = row_events(run_id, row, prev, check=True)
+                    prev, expected = check_row(run_id, row, prev)
                 except CorruptLogError as exc:
                     return VerifyReport(run_id, False, exc.seq - 1, exc.seq, exc.reason)
-                except UnknownEventError as exc:
-                    return VerifyReport(run_id, False, expected - 1, expected, str(exc))
-                prev = events[-1].hash
-                expected = events[-1].seq + 1
             if len(rows) < CHUNK:
                 break
         checked = expected - 1

@@ -9,6 +9,7 @@ source's chain hash at that seq, so an auditor can tie the fork back to the sour
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from eventstore import Event, EventBody
 
@@ -17,6 +18,8 @@ from ._ownership import RunOwnership
 from ._run_logs import RunLogs
 from .events._catalogue import RunFinished, RunForked
 from .events._state import fold
+from .spec._load import graph_from_dict
+from .spec._model import GraphSpec
 
 __all__ = ["copy_prefix"]
 
@@ -28,10 +31,13 @@ async def copy_prefix(
     *,
     new_run_id: str | None = None,
     ownership: RunOwnership | None = None,
+    check: Callable[[GraphSpec], None] | None = None,
 ) -> str:
     """Write the new run (the copy of ``run_id``'s seqs 1..``at_seq`` and a RunForked event)
     and return its id. Nothing is resumed here. With ``ownership``, the new run is claimed
-    for it with the copy (see :meth:`RunOwnership.claim_start`).
+    for it with the copy (see :meth:`RunOwnership.claim_start`). ``check`` is called with
+    the run's graph before anything is written (what it raises, say SpecErrors for a graph
+    this runtime may not run, leaves no fork behind).
 
     Raises RunNotFoundError for an unknown run, RunStateError when ``at_seq`` is outside
     the log, the prefix already holds the run's end (a finished run cannot go on) or it
@@ -70,6 +76,8 @@ async def copy_prefix(
             f"cannot fork at seq {at_seq}: node {state.path[-1]!r} completed there and its "
             f"outgoing edge is not taken yet; fork at the edge's seq or before the node",
         )
+    if check is not None and state.graph is not None:
+        check(graph_from_dict(state.graph))
     source = prefix[-1]
     bodies: list[EventBody] = [event.body for event in prefix]
     bodies.append(RunForked(source_run_id=run_id, source_seq=at_seq, source_hash=source.hash))

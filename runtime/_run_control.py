@@ -356,7 +356,7 @@ class RunControl:
             outcome.holding = True
         await live.executor.stop()
         self.live.drop(run_id)
-        error = LeaseLostError(run_id, -1, -1, None)
+        error = LeaseLostError(run_id, None, None, None)
         if isinstance(outcome, OwnedOutcome):
             outcome.fail_now(error)
         else:
@@ -382,7 +382,7 @@ class RunControl:
         ):
             _log.warning("run %s: its claim was lost (%s); stopped here", run_id, error)
             self.live.drop(run_id)
-            outcome.fail_now(error or LeaseLostError(run_id, -1, -1, None))
+            outcome.fail_now(error or LeaseLostError(run_id, None, None, None))
             return
         try:
             state = await self.logs.get_state(run_id)

@@ -346,11 +346,14 @@ class Runtime:
         ``at_seq`` that had not paused yet pauses the fork (a fork never skips an
         approval). The source run is not touched. Raises RunNotFoundError, RunStateError
         when ``at_seq`` is outside the log, at or after the run's ``run.finished`` event,
-        or between a node's ``node.completed`` and its ``edge.taken``, and CorruptLogError
-        when the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
+        or between a node's ``node.completed`` and its ``edge.taken``, CorruptLogError
+        when the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an
+        edit), and SpecErrors, writing nothing, for a graph this runtime cannot run.
         """
         control = self._running
-        new_id = await copy_prefix(control.logs, run_id, at_seq, ownership=control.ownership)
+        new_id = await copy_prefix(
+            control.logs, run_id, at_seq, ownership=control.ownership, check=self.nodes.check
+        )
         return await self.resume(new_id, input=input)
 
     async def _launch(

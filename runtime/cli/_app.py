@@ -73,10 +73,9 @@ def _error(message: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    # Import paths in graph files ("mymodule:function") resolve from the working directory,
-    # as they do for ``python -m``.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    # The working directory is not put on sys.path: a module lying there must not shadow
+    # an installed one. The modules a command may import from it are named to
+    # search_working_directory (see _import_path) once the command knows them.
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

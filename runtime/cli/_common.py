@@ -20,6 +20,7 @@ from eventstore import EventStore, StoreUnreachableError
 from eventstore import open_store as eventstore_open
 
 __all__ = [
+    "ALLOW_IMPORTS_ENV",
     "DEFAULT_STORE",
     "EXIT_CANCELLED",
     "EXIT_FAILED",
@@ -28,14 +29,19 @@ __all__ = [
     "EXIT_USAGE",
     "Handler",
     "UsageError",
+    "add_allow_imports_option",
     "add_output_option",
     "add_store_option",
+    "allowed_imports",
     "emit_json",
     "open_store",
     "parse_inputs",
     "store_url",
     "to_builtins",
 ]
+
+#: The environment variable that stands for ``--allow-imports`` (comma-separated prefixes).
+ALLOW_IMPORTS_ENV: Final = "MAGISTRATE_ALLOW_IMPORTS"
 
 #: The store used when neither ``--store`` nor ``MAGISTRATE_STORE`` names one.
 DEFAULT_STORE: Final = "magistrate.db"
@@ -75,6 +81,31 @@ def add_tools_option(parser: argparse.ArgumentParser, *, note: str = "") -> None
         default=[],
         help="register the tools of a module, list or registry (repeatable)" + note,
     )
+
+
+def add_allow_imports_option(parser: argparse.ArgumentParser, *, default: str) -> None:
+    """``--allow-imports PREFIX`` (repeatable); ``default`` says what holds without it."""
+    parser.add_argument(
+        "--allow-imports",
+        metavar="PREFIX",
+        action="append",
+        default=None,
+        help="module prefixes graphs may import functions, judges and tools from "
+        f"(repeatable or comma-separated; default: ${ALLOW_IMPORTS_ENV}, else {default})",
+    )
+
+
+def allowed_imports(args: argparse.Namespace) -> list[str] | None:
+    """The module prefixes ``--allow-imports`` lists, else ``$MAGISTRATE_ALLOW_IMPORTS``;
+    None when neither is given (the command's default applies). Nothing read from a store
+    ever adds to them."""
+    if args.allow_imports is not None:
+        listed = ",".join(args.allow_imports)
+    else:
+        listed = os.environ.get(ALLOW_IMPORTS_ENV, "").strip()
+        if not listed:
+            return None
+    return [prefix.strip() for prefix in listed.split(",") if prefix.strip()]
 
 
 def add_output_option(parser: argparse.ArgumentParser) -> None:

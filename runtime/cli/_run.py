@@ -29,23 +29,28 @@ from .. import (
     RunResult,
     RunStateError,
     Runtime,
+    SpecError,
     graph_from_dict,
     load_graph,
 )
 from ..reads import RunReader
 from ._common import (
+    ALLOW_IMPORTS_ENV,
     EXIT_CANCELLED,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_PAUSED,
+    add_allow_imports_option,
     add_output_option,
     add_store_option,
     add_tools_option,
+    allowed_imports,
     emit_json,
     open_store,
     parse_inputs,
     to_builtins,
 )
+from ._import_path import search_working_directory
 from ._progress import Progress
 from ._wiring import imports_named, make_provider, tools_from_modules
 
@@ -64,7 +69,7 @@ def exit_code(result: RunResult) -> int:
     return EXIT_FAILED
 
 
-def _execution_options(parser: argparse.ArgumentParser) -> None:
+def _execution_options(parser: argparse.ArgumentParser, *, imports_default: str) -> None:
     add_store_option(parser)
     add_output_option(parser)
     parser.add_argument(
@@ -76,14 +81,7 @@ def _execution_options(parser: argparse.ArgumentParser) -> None:
     add_tools_option(
         parser, note="; tools named 'module:attr' in the graph file are imported without it"
     )
-    parser.add_argument(
-        "--allow-imports",
-        metavar="PREFIX",
-        action="append",
-        default=None,
-        help="module prefixes the graph may import functions, judges and tools from "
-        "(repeatable; default: the modules the graph itself names, as a script would)",
-    )
+    add_allow_imports_option(parser, default=imports_default)
     parser.add_argument(
         "--quiet", "-q", action="store_true", help="no progress on stderr, only the result"
     )
@@ -99,6 +97,11 @@ def _input_options(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+# A graph read from a store is data someone else may have written: it imports nothing
+# unless the command line (or the environment) allows it.
+_STORED = "none: a graph read from the store imports only what this allows"
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("run", help="run a graph file, showing its progress")
     p.add_argument("graph_file", metavar="GRAPH_FILE", help="a graph spec (YAML, TOML or JSON)")
@@ -110,19 +113,19 @@ def register(sub: Any) -> None:
         default=[],
         help="a JSON or YAML object of inputs (repeatable; --input values win)",
     )
-    _execution_options(p)
+    _execution_options(p, imports_default="the modules the graph file names, as a script's")
     p.set_defaults(handler=_run)
 
     p = sub.add_parser("resume", help="resume a paused, cancelled or interrupted run")
     p.add_argument("run_id", metavar="RUN")
-    _execution_options(p)
+    _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_resume)
 
     p = sub.add_parser("approve", help="inject input into a paused run and resume it")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--by", help="who approves (default: the OS user's name)")
     _input_options(p, "a value to inject")
-    _execution_options(p)
+    _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_approve)
 
     p = sub.add_parser(
@@ -131,7 +134,7 @@ def register(sub: Any) -> None:
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--at", type=int, required=True, metavar="SEQ", help="copy seqs 1..SEQ")
     _input_options(p, "a value to inject into the new run")
-    _execution_options(p)
+    _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_fork)
 
     p = sub.add_parser("cancel", help="cancel a paused or interrupted run")
@@ -171,12 +174,17 @@ async def _execute(
     store: EventStore,
     stack: AsyncExitStack,
     resume_at: list[str] | None = None,
+    *,
+    allow: list[str],
+    stored: bool = True,
 ) -> int:
-    """Open a runtime on ``store``, start the run with ``start``, follow it to its end."""
+    """Open a runtime on ``store``, start the run with ``start``, follow it to its end.
+
+    ``allow`` lists the module prefixes the run may import from: they and the ``--tools``
+    modules may also come from the working directory. ``stored``: the graph was read from
+    the store (not a file named on the command line)."""
+    search_working_directory([*allow, *(t.partition(":")[0] for t in args.tools)])
     provider = await make_provider(args.provider, graph, stack, start=resume_at)
-    allow = args.allow_imports
-    if allow is None:
-        allow = imports_named(graph) if graph is not None else []
     tools = tools_from_modules(args.tools, allow_imports=allow)
     console = Console(stderr=True)
     began = time.monotonic()
@@ -187,7 +195,15 @@ async def _execute(
             # Signals are taken from before the start on: the run's first events (and
             # the progress lines they print) are committed before ``start`` returns.
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                handle = await start(rt)
+                try:
+                    handle = await start(rt)
+                except SpecError as exc:
+                    if stored:
+                        exc.add_note(
+                            "the graph comes from the store: it imports only from what "
+                            f"--allow-imports PREFIX (or ${ALLOW_IMPORTS_ENV}) lists"
+                        )
+                    raise
                 if not args.quiet:
                     console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
                 result = await _follow(rt, handle, signals)
@@ -260,7 +276,9 @@ async def _run(args: argparse.Namespace) -> int:
         async def start(rt: Runtime) -> RunHandle:
             return await rt.start(graph, input=data)
 
-        return await _execute(args, graph, start, store, stack)
+        allow = allowed_imports(args)
+        allow = imports_named(graph) if allow is None else allow
+        return await _execute(args, graph, start, store, stack, allow=allow, stored=False)
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -271,7 +289,9 @@ async def _resume(args: argparse.Namespace) -> int:
         async def start(rt: Runtime) -> RunHandle:
             return await rt.resume(args.run_id)
 
-        return await _execute(args, graph, start, store, stack, resume_at)
+        return await _execute(
+            args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
+        )
 
 
 async def _approve(args: argparse.Namespace) -> int:
@@ -285,7 +305,9 @@ async def _approve(args: argparse.Namespace) -> int:
         async def start(rt: Runtime) -> RunHandle:
             return await rt.approve(args.run_id, input=data, by=args.by or _os_user())
 
-        return await _execute(args, graph, start, store, stack, resume_at)
+        return await _execute(
+            args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
+        )
 
 
 def _os_user() -> str | None:
@@ -304,7 +326,9 @@ async def _fork(args: argparse.Namespace) -> int:
         async def start(rt: Runtime) -> RunHandle:
             return await rt.fork(args.run_id, args.at, input=data or None)
 
-        return await _execute(args, graph, start, store, stack, resume_at)
+        return await _execute(
+            args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
+        )
 
 
 async def _cancel(args: argparse.Namespace) -> int:

@@ -18,7 +18,16 @@ from typing import Any
 from .. import Runtime, load_graph
 from ..observe import default_metrics
 from ..server import serve
-from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
+from ._common import (
+    EXIT_OK,
+    UsageError,
+    add_allow_imports_option,
+    add_store_option,
+    add_tools_option,
+    allowed_imports,
+    open_store,
+)
+from ._import_path import search_working_directory
 from ._wiring import imports_named, make_provider, tools_from_modules
 
 __all__ = ["register"]
@@ -68,13 +77,10 @@ def register(sub: Any) -> None:
         help="the model for LLM nodes: openai, anthropic or scripted:FILE",
     )
     add_tools_option(p)
-    p.add_argument(
-        "--allow-imports",
-        metavar="PREFIX",
-        action="append",
-        default=None,
-        help="module prefixes graphs may import functions, judges and tools from "
-        "(default: the modules the --graph files name)",
+    add_allow_imports_option(
+        p,
+        default="the modules the --graph files name; a graph read from the store imports "
+        "only from these",
     )
     p.set_defaults(handler=_serve)
 
@@ -103,9 +109,10 @@ async def _serve(args: argparse.Namespace) -> int:
     ids = [graph.id for graph in graphs]
     if len(set(ids)) != len(ids):
         raise UsageError(f"two --graph files have the same id: {', '.join(sorted(ids))}")
-    allow = args.allow_imports
+    allow = allowed_imports(args)
     if allow is None:
         allow = sorted({module for graph in graphs for module in imports_named(graph)})
+    search_working_directory([*allow, *(t.partition(":")[0] for t in args.tools)])
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args, create=True))
         llm_graph = next((g for g in graphs if any(n.kind == "llm" for n in g.nodes)), None)

@@ -13,7 +13,16 @@ import anyio
 
 from .. import LlmProvider, Runtime, run_worker
 from ..observe import default_metrics, serve_metrics
-from ._common import EXIT_OK, UsageError, add_store_option, add_tools_option, open_store
+from ._common import (
+    EXIT_OK,
+    UsageError,
+    add_allow_imports_option,
+    add_store_option,
+    add_tools_option,
+    allowed_imports,
+    open_store,
+)
+from ._import_path import search_working_directory
 from ._wiring import make_provider, tools_from_modules
 
 __all__ = ["register"]
@@ -51,12 +60,8 @@ def register(sub: Any) -> None:
         "anthropic when its API key is set, else none)",
     )
     add_tools_option(p)
-    p.add_argument(
-        "--allow-imports",
-        metavar="PREFIX",
-        action="append",
-        default=[],
-        help="module prefixes the graphs may import functions, judges and tools from (repeatable)",
+    add_allow_imports_option(
+        p, default="none: a run whose graph imports from elsewhere is left to other workers"
     )
     p.add_argument(
         "--metrics-port",
@@ -96,8 +101,10 @@ async def _worker(args: argparse.Namespace) -> int:
         raise UsageError(f"--metrics-port {args.metrics_port}: expected 0..65535")
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args, create=True))
+        allow = allowed_imports(args) or []
+        search_working_directory([*allow, *(t.partition(":")[0] for t in args.tools)])
         provider = await _provider(args.provider, stack)
-        tools = tools_from_modules(args.tools, allow_imports=args.allow_imports)
+        tools = tools_from_modules(args.tools, allow_imports=allow)
         metrics = None
         if args.metrics_port is not None:
             metrics = default_metrics()
@@ -124,7 +131,7 @@ async def _worker(args: argparse.Namespace) -> int:
                         on_ready=ready,
                         provider=provider,
                         tools=tools,
-                        allow_imports=args.allow_imports,
+                        allow_imports=allow,
                         metrics=metrics,
                     )
                 )

@@ -160,7 +160,7 @@ class RunLog:
             self.memory_events.extend(batch)
         else:
             if self.holds is not None and not self.holds():
-                self.failed = LeaseLostError(self.run_id, -1, -1, None)
+                self.failed = LeaseLostError(self.run_id, None, None, None)
                 raise self.failed
             try:
                 if shield:

@@ -13,7 +13,9 @@ the prompt is compacted in two iterations. Iteration 1 compacts the prior conver
 only, through three tiers (its last 80 lines; its first and last paragraphs; a hard
 character limit from the budget left), answers intact. Iteration 2 keeps the
 conversation at its tier-3 form and compacts each answer independently through the
-same tiers (the character limit is the budget left shared equally). A budget still not
+same tiers (the character limit is the budget left shared equally, what a shorter
+answer leaves going to the longer ones). A cut's ``[...]`` marker counts within its
+limit, and a tier that would not shorten a part leaves it as it is. A budget still not
 met after both is reported (``fits`` False) for the caller to record a warning. The
 winner is always the branch's uncompacted answer.
 """
@@ -89,17 +91,43 @@ def _tier2(text: str, _limit: int) -> str:
 
 
 def _tier3_end(text: str, limit: int) -> str:
-    """Keep the last ``limit`` characters (the most recent part of a conversation)."""
+    """The end of ``text`` (the most recent part of a conversation) in at most ``limit``
+    characters, its marker included."""
     if len(text) <= limit:
         return text
-    return f"{_CUT} {text[len(text) - limit :]}" if limit > 0 else _CUT
+    keep = limit - len(_CUT) - 1
+    if keep <= 0:
+        return _CUT if limit >= len(_CUT) else ""
+    return f"{_CUT} {text[len(text) - keep :]}"
 
 
 def _tier3_start(text: str, limit: int) -> str:
-    """Keep the first ``limit`` characters (the opening of an answer)."""
+    """The opening of ``text`` (an answer) in at most ``limit`` characters, its marker
+    included."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]} {_CUT}" if limit > 0 else _CUT
+    keep = limit - len(_CUT) - 1
+    if keep <= 0:
+        return _CUT if limit >= len(_CUT) else ""
+    return f"{text[:keep]} {_CUT}"
+
+
+def _shorter(tier: Callable[[str, int], str], text: str, limit: int) -> str:
+    """What ``tier`` makes of ``text``, unless that is not shorter."""
+    cut = tier(text, limit)
+    return cut if len(cut) < len(text) else text
+
+
+def _shares(lengths: Sequence[int], room: int) -> list[int]:
+    """Each part's character limit: ``room`` shared equally, what a shorter part does not
+    use going to the longer ones."""
+    shares = [0] * len(lengths)
+    left = len(lengths)
+    for index in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        shares[index] = min(lengths[index], room // left)
+        room -= shares[index]
+        left -= 1
+    return shares
 
 
 class JudgePrompt:
@@ -136,9 +164,12 @@ def build_judge_prompt(
     def size(ctx: str, outs: Sequence[str]) -> int:
         return tokens(_render(ctx, query, outs))
 
+    # Counted in characters: a prompt of at most budget * 4 characters is within budget.
+    limit = budget * 4
+
     def room(ctx: str, outs: Sequence[str], part: str) -> int:
-        """Characters ``part`` may take: what is left of the budget, in characters."""
-        return max(0, (budget - (size(ctx, outs) - tokens(part))) * 4)
+        """Characters ``part`` may take: what the rest of the prompt leaves of the budget."""
+        return max(0, limit - (len(_render(ctx, query, outs)) - len(part)))
 
     outputs = list(answers)
     tiers: list[Callable[[str, int], str]] = [_tier1, _tier2, _tier3_end]
@@ -146,15 +177,16 @@ def build_judge_prompt(
     for tier in tiers:
         if size(context, outputs) <= budget:
             break
-        context = tier(context, room(context, outputs, context))
+        context = _shorter(tier, context, room(context, outputs, context))
     if size(context, outputs) <= budget:
         return JudgePrompt(_render(context, query, outputs), fits=True, compacted=True)
     # Iteration 2: the conversation stays in its tier-3 form; each answer independently.
     for tier in (_tier1, _tier2, _tier3_start):
         if size(context, outputs) <= budget:
             break
-        share = max(0, budget - size(context, [""] * len(outputs))) * 4 // max(1, len(outputs))
-        outputs = [tier(output, share) for output in outputs]
+        left = max(0, limit - len(_render(context, query, [""] * len(outputs))))
+        shares = _shares([len(output) for output in outputs], left)
+        outputs = [_shorter(tier, o, share) for o, share in zip(outputs, shares, strict=True)]
     text = _render(context, query, outputs)
     return JudgePrompt(text, fits=tokens(text) <= budget, compacted=True)
 

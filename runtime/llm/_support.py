@@ -74,13 +74,34 @@ def resolve_judge(
         return judges[reference]
     target: Any = import_reference(reference, allow_imports, path=path, what="judge")
     if isinstance(target, type):
-        target = target()
+        target = _instantiate(target, reference, path)
     if callable(getattr(target, "evaluate", None)):
         judge: JudgeProtocol = target
         return judge
     if callable(target):
         return _FunctionJudge(target)
     raise SpecError(path, f"{reference!r} is not a judge (no evaluate method, not callable)")
+
+
+def _instantiate(cls: type, reference: str, path: str) -> Any:
+    """An instance of the judge class ``cls``, made without arguments; SpecError naming
+    ``path`` when it needs some or its constructor fails."""
+    try:
+        inspect.signature(cls).bind()
+    except TypeError as exc:
+        raise SpecError(
+            path,
+            f"judge class {reference!r} needs constructor arguments ({exc}); register an "
+            "instance with Runtime(judges={...}) instead",
+        ) from None
+    except ValueError:
+        pass  # no signature to inspect (a builtin): the call below says
+    try:
+        return cls()
+    except Exception as exc:
+        raise SpecError(
+            path, f"judge class {reference!r} could not be made: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def apply_set_output(

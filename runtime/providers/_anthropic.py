@@ -18,7 +18,7 @@ from ._base import (
     shown,
     token_count,
 )
-from ._http import _HttpProvider, _HttpTransport
+from ._http import DEFAULT_MAX_RESPONSE_BYTES, _HttpProvider, _HttpTransport
 from ._models import DEFAULT_ANTHROPIC_MODEL, anthropic_family, wire_token_cap
 
 if TYPE_CHECKING:
@@ -58,6 +58,9 @@ class AnthropicProvider(_HttpProvider):
     What travels with a model depends on its family (``_models.py``): current
     generations get no ``temperature``, and a request's cap is raised by room for
     their thinking.
+
+    ``max_response_bytes`` (default 32 MiB) bounds an answer's body, counted decompressed
+    as it streams: a larger one is a ProviderError naming the limit.
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class AnthropicProvider(_HttpProvider):
         retry_wait_max: float = 20.0,
         name: str = "anthropic",
         deadline: float | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tokens: int = 4096,
     ) -> None:
         self.name = name
@@ -95,6 +99,7 @@ class AnthropicProvider(_HttpProvider):
             retry_wait_max=retry_wait_max,
             http_client=http_client,
             deadline=deadline,
+            max_response_bytes=max_response_bytes,
         )
 
     async def complete(self, request: LlmRequest) -> LlmResponse:

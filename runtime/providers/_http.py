@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     # model over HTTP.
     import httpx
 
+#: The largest answer a provider reads by default, counted after decompression: far above
+#: any real completion, far below what would exhaust a worker's memory.
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
 # A JSON escape of a surrogate in a raw body: the only way decoded JSON holds one alone.
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -142,6 +146,10 @@ class _HttpTransport:
     retry that would pass the deadline (a 429's ``Retry-After``, or the backoff) ends the
     call at once, in a ProviderTimeoutError with the last error's status and reason that
     says how long the wait would have been.
+
+    ``max_response_bytes`` bounds an answer's body as it is decoded (a compressed body is
+    counted decompressed, chunk by chunk as it streams): a larger one ends the call at
+    once in a ProviderError naming the limit, not retried.
     """
 
     def __init__(
@@ -154,9 +162,13 @@ class _HttpTransport:
         retry_wait_max: float,
         http_client: httpx.AsyncClient | None,
         deadline: float | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if max_response_bytes < 1:
+            raise ValueError("max_response_bytes must be a positive number of bytes")
+        self.max_response_bytes = max_response_bytes
         if not timeout > 0 or (deadline is not None and not deadline > 0):
             raise ValueError("timeout and deadline must be positive numbers of seconds")
         self.provider = provider
@@ -290,12 +302,7 @@ class _HttpTransport:
             # The whole attempt is bounded: httpx's timeout applies to each read, and a
             # server sending a byte now and then would never trip it.
             with anyio.move_on_after(self.timeout):
-                response = await self._client.post(
-                    url,
-                    content=body,
-                    headers=request_headers,
-                    timeout=httpx.Timeout(self.timeout),
-                )
+                response = await self._post_capped(url, body, request_headers)
         except httpx.TimeoutException as exc:
             kind = "connect" if isinstance(exc, httpx.ConnectTimeout) else "read"
             if isinstance(exc, httpx.WriteTimeout | httpx.PoolTimeout):
@@ -342,6 +349,43 @@ class _HttpTransport:
                 self.provider, f"response body is not a JSON object: {str(data)[:200]!r}"
             )
         return data
+
+    async def _post_capped(
+        self, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> httpx.Response:
+        """POST and read the answer whole, its decoded bytes counted as they stream:
+        ProviderError once they pass ``max_response_bytes`` (the rest is never read)."""
+        import httpx
+
+        request = self._client.build_request(
+            "POST", url, content=body, headers=headers, timeout=httpx.Timeout(self.timeout)
+        )
+        streamed = await self._client.send(request, stream=True)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in streamed.aiter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise ProviderError(
+                        self.provider,
+                        f"the answer from {url} is larger than the limit of "
+                        f"{self.max_response_bytes} bytes (max_response_bytes), decompressed",
+                        status=streamed.status_code,
+                    )
+                chunks.append(chunk)
+        finally:
+            await streamed.aclose()
+        # The body is decoded already: the answer is rebuilt without its content-encoding,
+        # so nothing decodes it twice.
+        kept = [
+            (name, value)
+            for name, value in streamed.headers.multi_items()
+            if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            streamed.status_code, headers=kept, content=b"".join(chunks), request=request
+        )
 
 
 _STAT_FIELDS = ProviderStatistics.__struct_fields__

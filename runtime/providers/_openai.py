@@ -20,7 +20,7 @@ from ._base import (
     shown,
     token_count,
 )
-from ._http import _HttpProvider, _HttpTransport
+from ._http import DEFAULT_MAX_RESPONSE_BYTES, _HttpProvider, _HttpTransport
 from ._models import DEFAULT_OPENAI_MODEL, VERDICT_PURPOSES, openai_family, wire_token_cap
 
 if TYPE_CHECKING:
@@ -63,6 +63,9 @@ class OpenAIProvider(_HttpProvider):
         async with OpenAIProvider(model="gpt-5.4-mini") as llm:
             answer = await llm.complete(LlmRequest(messages=[ChatMessage(role="user",
                                                                          content="Hi")]))
+
+    ``max_response_bytes`` (default 32 MiB) bounds an answer's body, counted decompressed
+    as it streams: a larger one is a ProviderError naming the limit.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class OpenAIProvider(_HttpProvider):
         retry_wait_max: float = 20.0,
         name: str = "openai",
         deadline: float | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = (
             "max_completion_tokens"
         ),
@@ -101,6 +105,7 @@ class OpenAIProvider(_HttpProvider):
             retry_wait_max=retry_wait_max,
             http_client=http_client,
             deadline=deadline,
+            max_response_bytes=max_response_bytes,
         )
 
     async def complete(self, request: LlmRequest) -> LlmResponse:

@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+#: The graph files here name their functions and tools in ``triage_funcs``; a command that
+#: reads the graph from the store imports from it only when allowed.
+ALLOW = ("--allow-imports", "triage_funcs")
+
 #: The console script installed with the package (``pip install -e .``).
 MAGISTRATE = Path(sys.executable).with_name("magistrate")
 
@@ -169,4 +173,4 @@ def ok(result: Result, code: int = 0) -> Result:
     return result
 
 
-__all__: Sequence[str] = ["MAGISTRATE", "Result", "Workdir", "lines", "ok"]
+__all__: Sequence[str] = ["ALLOW", "MAGISTRATE", "Result", "Workdir", "lines", "ok"]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .conftest import MAGISTRATE, Workdir, lines, ok
+from .conftest import ALLOW, MAGISTRATE, Workdir, lines, ok
 
 RUN = [
     "run",
@@ -42,7 +42,9 @@ def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Wor
     assert f"magistrate approve {run_id}" in first.out
     assert (workdir.path / "magistrate.db").exists()  # the default store, in the cwd
 
-    approved = ok(workdir.run("approve", run_id, "--input", "approved_by=ops", "--output", "json"))
+    approved = ok(
+        workdir.run("approve", run_id, *ALLOW, "--input", "approved_by=ops", "--output", "json")
+    )
     result = json.loads(approved.out)
     assert result["status"] == "completed" and result["quality"] == "clean"
     assert result["memory"]["reply"] == "[billing] approved by ops"
@@ -112,7 +114,7 @@ def test_cancel_a_paused_run_then_resume_it(workdir: Workdir) -> None:
     assert shown["status"] == "cancelled"
     assert ok(workdir.run("cancel", run_id), 2).err.startswith("magistrate: error: run ")
     # A cancelled run can be resumed: the pending node runs (no model is needed for it).
-    resumed = ok(workdir.run("resume", run_id, "--output", "json", "-q"))
+    resumed = ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"))
     assert json.loads(resumed.out)["status"] == "completed"
 
 
@@ -146,13 +148,14 @@ def test_fork_from_a_seq_runs_a_new_run_recorded_as_forked(workdir: Workdir) -> 
         e["seq"] for e in events if e["type"] == "edge.taken" and e["body"]["source"] == "classify"
     )
     # Forked at the edge into the gated node, the fork stops at its gate too.
-    gated = ok(workdir.run("fork", run_id, "--at", str(at), "--output", "json", "-q"), 3)
+    gated = ok(workdir.run("fork", run_id, *ALLOW, "--at", str(at), "--output", "json", "-q"), 3)
     assert json.loads(gated.out)["resume_at"] == ["act"]
     # Forked at the pause, the fork answers it and runs on.
     paused_at = next(e["seq"] for e in events if e["type"] == "run.paused")
     forked = ok(
         workdir.run(
             "fork",
+            *ALLOW,
             run_id,
             "--at",
             str(paused_at),

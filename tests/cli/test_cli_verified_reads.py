@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import Workdir, ok
+from .conftest import ALLOW, Workdir, ok
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = [
@@ -29,7 +29,7 @@ RUN = [
 
 def _completed(workdir: Workdir) -> str:
     run_id: str = json.loads(ok(workdir.run(*RUN), 3).out)["run_id"]
-    ok(workdir.run("approve", run_id, "--input", "approved_by=ops", "-q", "--by", "ann"))
+    ok(workdir.run("approve", run_id, *ALLOW, "--input", "approved_by=ops", "-q", "--by", "ann"))
     return run_id
 
 
@@ -105,7 +105,7 @@ def test_fork_of_an_edited_run_is_refused_and_writes_nothing(workdir: Workdir) -
     run_id = _completed(workdir)
     _edit(workdir, run_id, b"refund please", b"refund pleasX")
     before = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"]
-    refused = ok(workdir.run("fork", run_id, "--at", "3", "-q"), 1)
+    refused = ok(workdir.run("fork", run_id, *ALLOW, "--at", "3", "-q"), 1)
     assert "corrupt log" in refused.err and "seq 1" in refused.err
     after = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"]
     assert after == before
@@ -114,7 +114,7 @@ def test_fork_of_an_edited_run_is_refused_and_writes_nothing(workdir: Workdir) -
 def test_a_fork_of_an_intact_run_says_it_is_a_fork(workdir: Workdir) -> None:
     run_id = _completed(workdir)
     args = ("--provider", "scripted:script.yaml", "--output", "json")
-    fork = json.loads(ok(workdir.run("fork", run_id, "--at", "3", *args), 3).out)
+    fork = json.loads(ok(workdir.run("fork", run_id, *ALLOW, "--at", "3", *args), 3).out)
     shown = ok(workdir.run("show", fork["run_id"])).out
     assert f"forked:    from run {run_id} at seq 3" in shown
     data = json.loads(ok(workdir.run("show", fork["run_id"], "--output", "json")).out)

@@ -70,3 +70,29 @@ async def test_allow_imports_admits_only_objects_defined_under_the_prefixes() ->
 def test_allow_imports_takes_a_list_not_one_string() -> None:
     with pytest.raises(TypeError, match="sequence of module prefixes"):
         Runtime(None, allow_imports="tests")
+
+
+class JudgeNeedingArguments:
+    """A judge class that cannot be made without arguments."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+
+    def evaluate(self, context: Any) -> None:
+        return None
+
+
+async def test_an_allowed_judge_class_needing_arguments_is_a_spec_error_naming_the_field() -> None:
+    from runtime import ScriptedProvider
+
+    graph = parse_graph(
+        "id: g\nentry_node: a\nnodes:\n  - id: a\n    kind: llm\n    output_keys: [x]\n"
+        f'    judge: "{__name__}:JudgeNeedingArguments"\n',
+        "yaml",
+    )
+    async with Runtime(None, provider=ScriptedProvider([]), allow_imports=[__name__]) as rt:
+        with pytest.raises(SpecErrors) as caught:
+            await rt.start(graph)
+    assert caught.value.errors[0].path == "nodes[0].judge"
+    assert "needs constructor arguments" in str(caught.value)
+    assert "Runtime(judges=" in str(caught.value)
