@@ -408,6 +408,13 @@ def _finished(body: RunFinished) -> RunIndex:
     return RunIndex(body.status, quality=body.quality)
 
 
+def _forked(body: RunForked) -> RunIndex:
+    # Run ids hold no NUL (start refuses one); a hand-written log's source id may, and a
+    # PostgreSQL listing cannot hold it: such a fork is listed without its origin.
+    source = body.source_run_id
+    return RunIndex(origin=None if "\x00" in source else source)
+
+
 #: How each lifecycle event changes the run listing's row: its status, graph hash, graph id,
 #: quality and origin. Only a finished run has a quality: going on (resumed, or started
 #: again as a fork's copy) clears it. A fork's row names the run it was copied from.
@@ -417,7 +424,7 @@ _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
     RunResumed: lambda body: RunIndex("running", quality=""),
     RunCancelled: lambda body: RunIndex("cancelled"),
     RunFinished: _finished,
-    RunForked: lambda body: RunIndex(origin=body.source_run_id),
+    RunForked: _forked,
 }
 
 for _cls in AnyEvent.__args__:

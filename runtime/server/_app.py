@@ -289,7 +289,11 @@ async def _on_error(request: Request, exc: Exception) -> Response:
 async def _on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     response = _error(exc.status_code, "http", str(exc.detail))
-    response.headers.update(exc.headers or {})  # a 405's Allow
+    headers = dict(exc.headers or {})
+    allow = headers.get("Allow")
+    if allow is not None:  # a 405's: the methods in one order (routing keeps them in a set)
+        headers["Allow"] = ", ".join(sorted(method.strip() for method in allow.split(",")))
+    response.headers.update(headers)
     return response
 
 

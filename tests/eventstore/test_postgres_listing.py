@@ -100,3 +100,14 @@ async def test_a_first_layout_store_is_upgraded_with_graph_ids_and_qualities(
     with psycopg.connect(pg_url()) as conn:
         row = conn.execute(f"SELECT schema_version FROM {schema}.meta").fetchone()
     assert row == (PG_SCHEMA_VERSION,)
+
+
+async def test_a_fork_whose_source_id_a_listing_cannot_hold_is_listed_without_it(
+    prefix: str,
+) -> None:
+    # A hand-written log's source id may hold NUL, which PostgreSQL text cannot store.
+    fork = [_run(0)[0], RunForked(source_run_id="a\x00b", source_seq=1, source_hash="0" * 64)]
+    async with PostgresEventStore(pg_url(), schema=f"{prefix}_nul") as store:
+        await store.append("f", fork, expected_seq=0)
+        info = await store.get_run("f")
+        assert info is not None and info.origin is None and info.last_seq == 2
