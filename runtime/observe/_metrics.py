@@ -151,8 +151,16 @@ class RuntimeMetrics:
         )
         self.verdicts = Counter(
             "magistrate_judge_verdicts",
-            "Judge verdicts by verdict (accept, retry, escalate) and cascade level",
+            "Judge verdicts by verdict (accept, retry, escalate) and cascade level; a turn "
+            "that called tools is counted in magistrate_llm_tool_turns instead",
             (*g, "verdict", "level"),
+            registry=r,
+        )
+        self.tool_turns = Counter(
+            "magistrate_llm_tool_turns",
+            "LLM turns that called tools: not judged (their bail-out verdict is not counted "
+            "in magistrate_judge_verdicts)",
+            g,
             registry=r,
         )
         self.retries = Counter(
@@ -313,6 +321,8 @@ class RuntimeMetrics:
                     self.tokens.labels("input_cached").inc(event.input_cached)
                 if event.input_cache_write:
                     self.tokens.labels("input_cache_write").inc(event.input_cache_write)
+            case Verdict() if event.level == "bail_out":
+                _child(self.tool_turns, *self._labels(run)).inc()
             case Verdict():
                 action = _closed(event.action, _ACTIONS)
                 level = _closed(event.level, _LEVELS)

@@ -140,7 +140,9 @@ async def test_a_scrape_after_known_runs_counts_what_their_logs_say(tmp_path: Pa
     assert value("magistrate_run_pauses_total", reason="hitl") == 1
     assert value("magistrate_run_resumes_total") == 1
     assert value("magistrate_input_injections_total") == 1
-    assert value("magistrate_judge_verdicts_total", verdict="retry", level="bail_out") == 2
+    # The two tool-call turns are counted apart, not as RETRY verdicts.
+    assert value("magistrate_judge_verdicts_total", verdict="retry", level="bail_out") == 0
+    assert value("magistrate_llm_tool_turns_total") == 2
     assert value("magistrate_judge_verdicts_total", verdict="retry", level="quality") == 1
     assert value("magistrate_judge_verdicts_total", verdict="accept", level="quality") == 1
     assert value("magistrate_escalations_total") == 0
