@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Final
+
+import anyio
 
 from actors import Actor, ActorRef, MailboxFullError
 
@@ -19,7 +22,12 @@ from ._deadline import AttemptDeadline
 from ._messages import ExecuteNode, NodeDone
 from ._runlog import RunLog
 
-__all__ = ["FunctionNodeActor", "NodeContext", "PlainFunction"]
+__all__ = ["ABANDON_GRACE", "FunctionNodeActor", "NodeContext", "PlainFunction"]
+
+_log = logging.getLogger("magistrate.runtime")
+
+#: How long a cancelled async node may take to unwind before it is abandoned.
+ABANDON_GRACE: Final = 1.0
 
 
 class NodeContext:
@@ -184,7 +192,7 @@ class FunctionNodeActor(Actor):
         if plain.is_async:
             result: Any = plain.function(*args)
             if inspect.isawaitable(result):
-                return result
+                return _in_task(result, message.node_id, context)
             return _ready(result)  # an "async" callable object that returned a value
         # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
         # on, and cancellation or the deadline abandons the thread instead of waiting.
@@ -197,6 +205,36 @@ async def _no_outputs() -> dict[str, Any]:
 
 async def _ready(value: Any) -> Any:
     return value
+
+
+async def _in_task(awaitable: Awaitable[Any], node_id: str, context: NodeContext | None) -> Any:
+    """Await an async node in a task of its own, so that one which swallows its
+    cancellation cannot hold its attempt: cancelled (its deadline, a cancel, the runtime
+    closing), the node gets :data:`ABANDON_GRACE` seconds to unwind, then it is abandoned
+    (fenced, logged as misbehaving) and the attempt ends as if it had stopped."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ABANDON_GRACE):
+            await asyncio.wait({task})
+        if not task.done():
+            if context is not None:
+                context.abandon()
+            task.add_done_callback(_drop_result)
+            _log.warning(
+                "node %r did not stop within %g s of its cancellation (it catches "
+                "CancelledError): abandoned, it records nothing more",
+                node_id,
+                ABANDON_GRACE,
+            )
+        raise
+
+
+def _drop_result(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: an abandoned node's end is nobody's error
 
 
 async def _in_thread(call: Callable[[], Any]) -> Any:

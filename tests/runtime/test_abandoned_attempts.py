@@ -99,3 +99,43 @@ async def test_an_attempt_past_its_deadline_sees_ctx_cancelled(gate: threading.E
         assert await anyio.to_thread.run_sync(done.wait, 30)
     assert result.status == "failed" and "NodeTimeoutError" in (result.error or "")
     assert saw == [True]
+
+
+async def test_an_async_node_that_swallows_cancellation_is_abandoned_at_its_deadline(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = False
+    entered = anyio.Event()
+    contexts: list[NodeContext] = []
+
+    async def stubborn(inputs: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        contexts.append(ctx)
+        entered.set()
+        while not release:  # misbehaving: every cancellation is swallowed
+            try:
+                await asyncio.sleep(0.02)
+            except asyncio.CancelledError:
+                pass
+        return {"late": True}
+
+    graph = _graph(NodeSpec(id="a", function="stubborn", timeout=0.05))
+    try:
+        with caplog.at_level("WARNING", logger="magistrate.runtime"):
+            async with Runtime(tmp_path / "runs.db", functions={"stubborn": stubborn}) as rt:
+                result = await (await rt.start(graph)).result()
+                # A second run whose stubborn node is running when the runtime closes.
+                entered = anyio.Event()
+                second = await rt.start(_graph(NodeSpec(id="a", function="stubborn")))
+                await entered.wait()
+        # Closing finished although the second node never stops: it was abandoned.
+        async with Runtime(tmp_path / "runs.db") as reader:
+            closed = await reader.get_state(second.run_id)
+    finally:
+        release = True
+    assert closed.status == "cancelled"
+    assert result.status == "failed"
+    assert "NodeTimeoutError: node 'a' did not finish within 0.05 s" in (result.error or "")
+    assert "late" not in result.memory
+    assert [c.cancelled for c in contexts] == [True, True]
+    abandoned = [r for r in caplog.records if "catches CancelledError" in r.getMessage()]
+    assert len(abandoned) == 2
