@@ -46,6 +46,7 @@ from ..events._catalogue import (
 from ..events._snapshots import SnapshotOutcome
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
+from ._loop_lag import watch_loop_lag
 from ._store_metrics import StoreCollector
 
 _log = logging.getLogger("magistrate.metrics")
@@ -132,6 +133,12 @@ class RuntimeMetrics:
         )
         self.runs_active = Gauge(
             "magistrate_runs_active", "Runs executing in this process now", registry=r
+        )
+        self.loop_lag = Gauge(
+            "magistrate_event_loop_lag_seconds",
+            "Largest delay of the event loop's wake-ups over the last 15 s (blocking code "
+            "in an async node, or a C call holding the GIL, stalls every run)",
+            registry=r,
         )
         self.node_duration = Histogram(
             "magistrate_node_duration_seconds",
@@ -227,6 +234,11 @@ class RuntimeMetrics:
         r.register(StoreCollector(self._stores))
 
     # -- what the runtime tells it -----------------------------------------------------------
+
+    async def watch_event_loop(self) -> None:
+        """Keep ``magistrate_event_loop_lag_seconds`` current until cancelled (a runtime
+        with these metrics runs it while it is open)."""
+        await watch_loop_lag(self.loop_lag)
 
     def watch_store(self, store: EventStore) -> None:
         """Include ``store``'s statistics in the scrape (held weakly)."""
