@@ -120,9 +120,14 @@ class RunControl:
         def forget() -> None:
             if started is not None:
                 started.set()
-            if self.live.drop(run_id, outcome) and self.ownership is not None:
-                if self._tasks is not None:
-                    self.ownership.release_soon(run_id, self._tasks)
+            dropped = self.live.drop(run_id, outcome)
+            if not isinstance(outcome, OwnedOutcome):
+                return
+            # The claim is given up before anyone sees the result (OwnedOutcome.wait).
+            if dropped and self.ownership is not None and self._tasks is not None:
+                self.ownership.release_soon(run_id, self._tasks, outcome.released)
+            else:
+                outcome.released()
 
         outcome: RunOutcome
         if self.logs.store is None:
