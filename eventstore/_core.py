@@ -245,6 +245,17 @@ class WriterCore:
             run_id = request.run_id
             state = touched.get(run_id) or cache.get(run_id) or loaded.get(run_id)
             seq = 0 if state is None else state[1]
+            if (
+                request.expected_seq is not None
+                and request.expected_seq != seq
+                and run_id not in touched
+                and run_id in cache
+            ):
+                # The cache may be behind the file (another store on it appended since):
+                # only the file's last seq answers a conflict.
+                del cache[run_id]
+                state = self._load_runs({run_id}).get(run_id)
+                seq = 0 if state is None else state[1]
             if request.expected_seq is not None and request.expected_seq != seq:
                 outcomes.append(ConcurrencyError(run_id, request.expected_seq, seq))
                 continue

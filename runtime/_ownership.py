@@ -36,7 +36,7 @@ import anyio.abc
 from eventstore import Claim, ClaimingStore, NotifyingStore, RunInfo, StoreError
 
 from ._config import OwnershipConfig, RecoveryConfig
-from ._result import RunOutcome
+from ._result import RunOutcome, RunResult
 
 __all__ = ["OwnedOutcome", "Ownership", "RunOwnership", "default_worker_id", "listed_ownership"]
 
@@ -72,6 +72,10 @@ def listed_ownership(info: RunInfo, store: object) -> Ownership:
     return "waiting" if info.status == "running" else "unclaimed"
 
 
+#: How long a run's result waits for its claim's release before it is delivered anyway.
+RELEASE_WAIT = 5.0
+
+
 class OwnedOutcome(RunOutcome):
     """A run's outcome that lets the runtime settle store conflicts before anyone sees them.
 
@@ -89,6 +93,7 @@ class OwnedOutcome(RunOutcome):
         super().__init__(on_done)
         self.on_conflict = on_conflict
         self.holding = False
+        self._released = anyio.Event()
 
     def fail(self, error: BaseException) -> None:
         if self.done or self.holding:
@@ -105,6 +110,20 @@ class OwnedOutcome(RunOutcome):
         """Fail the outcome whatever it is holding for."""
         self.holding = False
         super().fail(error)
+
+    def released(self) -> None:
+        """The run's claim here is given up (or was not held): its result may be seen."""
+        self._released.set()
+
+    async def wait(self) -> RunResult:
+        """The run's result, once its claim here is released: whoever sees it can act on
+        the run at once (resume it elsewhere, say) without meeting this runtime's claim."""
+        try:
+            return await super().wait()
+        finally:
+            # Bounded: a store that does not answer leaves the claim to expire.
+            with anyio.move_on_after(RELEASE_WAIT, shield=True):
+                await self._released.wait()
 
 
 class RunOwnership:
@@ -204,16 +223,22 @@ class RunOwnership:
             await self.claim(new_id)
         return new_id
 
-    def release_soon(self, run_id: str, tasks: anyio.abc.TaskGroup) -> None:
+    def release_soon(
+        self, run_id: str, tasks: anyio.abc.TaskGroup, then: Callable[[], None]
+    ) -> None:
         """:meth:`release` without waiting: queued with the store's next transaction where
-        the store can (``submit_release``, a SQLite store's), else in a task of ``tasks``."""
+        the store can (``submit_release``, a SQLite store's), else in a task of ``tasks``;
+        ``then()`` is called on the loop once the release is committed or has failed (at
+        once if the run is not held)."""
         claim = self.claims.get(run_id)
         if claim is None:
+            then()
             return
 
         def done(_: None, error: BaseException | None) -> None:
             if error is not None:
                 _log.warning("run %s: releasing its claim failed (%s); it expires", run_id, error)
+            then()
 
         try:
             queued = self.store.submit_release(claim, done)
@@ -224,7 +249,17 @@ class RunOwnership:
             del self.claims[run_id]
             self.confirmed.pop(run_id, None)
             return
-        tasks.start_soon(self.release, run_id)
+
+        async def release_then() -> None:
+            try:
+                await self.release(run_id)
+            finally:
+                then()
+
+        try:
+            tasks.start_soon(release_then)
+        except RuntimeError:  # the runtime's tasks are stopping: release_all gives it up
+            then()
 
     async def release(self, run_id: str) -> None:
         """Give ``run_id`` up (if held); store errors are logged, the lease then expires."""

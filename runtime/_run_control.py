@@ -26,7 +26,16 @@ from ._result import FINAL, RunOutcome, RunResult, result_from_state
 from ._run_logs import RunLogs
 from ._unrunnable import Unrunnable
 from .engine._messages import CancelRun, InjectInput, PauseRun
-from .events._catalogue import InputInjected, RunCancelled, RunPaused, RunResumed, RunStarted
+from .events._catalogue import (
+    InputInjected,
+    MemoryWritten,
+    RunCancelled,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+)
+from .events._state import RunState
+from .spec._load import graph_from_dict
 from .spec._model import GraphSpec, graph_hash, shared_graph_dict
 
 __all__ = ["CLOSED", "RunControl"]
@@ -123,9 +132,14 @@ class RunControl:
         def forget() -> None:
             if started is not None:
                 started.set()
-            if self.live.drop(run_id, outcome) and self.ownership is not None:
-                if self._tasks is not None:
-                    self.ownership.release_soon(run_id, self._tasks)
+            dropped = self.live.drop(run_id, outcome)
+            if not isinstance(outcome, OwnedOutcome):
+                return
+            # The claim is given up before anyone sees the result (OwnedOutcome.wait).
+            if dropped and self.ownership is not None and self._tasks is not None:
+                self.ownership.release_soon(run_id, self._tasks, outcome.released)
+            else:
+                outcome.released()
 
         outcome: RunOutcome
         if self.logs.store is None:
@@ -195,6 +209,7 @@ class RunControl:
                     if state.status in FINAL or state.status == "cancelled":
                         raise RunStateError(run_id, state.status, "nothing to cancel")
                     body = RunCancelled(node_id=_first(state.pending), reason=reason)
+                    bodies = [*_partial_outputs(state), body]
                 case "pause":
                     if state.status != "running":
                         raise RunStateError(run_id, state.status, "only a running run can pause")
@@ -207,7 +222,9 @@ class RunControl:
                     body = InputInjected(data=data or {})
             self.live.drop(run_id)
             try:
-                await self.logs.reopen(run_id, state.last_seq).append([body])
+                await self.logs.reopen(run_id, state.last_seq).append(
+                    bodies if action == "cancel" else [body]
+                )
                 return
             except ConcurrencyError:
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again
@@ -392,6 +409,20 @@ class RunControl:
             outcome.set(result_from_state(state))
         except Exception as exc:
             outcome.fail_now(exc)
+
+
+def _partial_outputs(state: RunState) -> list[EventBody]:
+    """The memory writes that flush the partial outputs of the nodes running in
+    ``state`` (outside a fan-out), as the executor's own cancel does: a cancel from any
+    process keeps the same work."""
+    if state.fanout is not None or state.graph is None:
+        return []
+    reducers = {key.name: key.reducer for key in graph_from_dict(state.graph).memory}
+    return [
+        MemoryWritten(key=key, value=value, op=reducers.get(key, "replace"), node_id=node_id)
+        for node_id in state.running
+        for key, value in state.outputs.get(node_id, {}).items()
+    ]
 
 
 def _first(items: Sequence[str]) -> str | None:

@@ -176,6 +176,8 @@ class Runtime:
             # Runs once the actor system has stopped (see RunControl.cancel_live_runs).
             stack.push_async_callback(control.record_unstopped)
             await stack.enter_async_context(system)
+            if self.metrics is not None:
+                system.start_task(self.metrics.watch_event_loop)
             await control.start_tasks(stack)
         except BaseException:
             await stack.aclose()

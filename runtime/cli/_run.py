@@ -1,4 +1,5 @@
-"""Commands that execute: ``run``, ``resume``, ``approve``, ``fork``, and ``cancel``.
+"""Commands that execute: ``run``, ``resume``, ``approve``, ``fork``, and the controls
+``pause`` and ``cancel``.
 
 Each runs the run in this process until it completes, fails, pauses or is cancelled,
 showing its progress on stderr, then prints the result on stdout. SIGINT or SIGTERM
@@ -33,6 +34,7 @@ from .. import (
     graph_from_dict,
     load_graph,
 )
+from ..events import RunState
 from ..reads import RunReader
 from ._common import (
     ALLOW_IMPORTS_ENV,
@@ -136,6 +138,12 @@ def register(sub: Any) -> None:
     _input_options(p, "a value to inject into the new run")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_fork)
+
+    p = sub.add_parser("pause", help="pause a running run, here or in another process")
+    p.add_argument("run_id", metavar="RUN")
+    add_store_option(p)
+    add_output_option(p)
+    p.set_defaults(handler=_pause)
 
     p = sub.add_parser("cancel", help="cancel a paused or interrupted run")
     p.add_argument("run_id", metavar="RUN")
@@ -331,10 +339,22 @@ async def _fork(args: argparse.Namespace) -> int:
         )
 
 
+async def _pause(args: argparse.Namespace) -> int:
+    async with open_store(args) as store, Runtime(store) as rt:
+        await rt.pause(args.run_id)
+        state = await rt.get_state(args.run_id)
+    return _control_answer(args, state)
+
+
 async def _cancel(args: argparse.Namespace) -> int:
     async with open_store(args) as store, Runtime(store) as rt:
         await rt.cancel(args.run_id, reason=args.reason)
         state = await rt.get_state(args.run_id)
+    return _control_answer(args, state)
+
+
+def _control_answer(args: argparse.Namespace, state: RunState) -> int:
+    """What a control command prints: the run's status and seq once it is recorded."""
     if args.output == "json":
         emit_json({"run_id": args.run_id, "status": state.status, "seq": state.last_seq})
     else:

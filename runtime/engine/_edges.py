@@ -8,13 +8,20 @@ from typing import Any
 
 import msgspec
 
-from .._errors import ProviderError
+from .._errors import ExpressionError, ProviderError
 from ..events._catalogue import EdgeTaken
 from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 from ..spec._expr import compile_expression
 from ..spec._model import EdgeSpec, GraphSpec
 
-__all__ = ["Route", "decide_edge", "edge_taken", "failure_routes", "resolve_edges"]
+__all__ = [
+    "Route",
+    "decide_edge",
+    "edge_failure",
+    "edge_taken",
+    "failure_routes",
+    "resolve_edges",
+]
 
 
 class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -60,8 +67,8 @@ def resolve_edges(
     On failure: every ``on_failure`` and ``always`` edge fires. Expressions read the
     node's ``outputs`` over ``memory``.
     An expression that fails to evaluate (a name nothing wrote, a type mismatch, ...)
-    raises :class:`ExpressionError`: the executor fails the node with it (so on_failure
-    edges apply), never reading it as false.
+    raises :class:`ExpressionError`: the executor fails the run at the node with it
+    (:func:`edge_failure`) and no edge fires, never reading it as false.
 
     Synchronous, as it runs at every step: edges come pre-sorted from the graph's index,
     and the names an expression reads (a view, not a copy) are built only when a
@@ -87,6 +94,44 @@ def resolve_edges(
     if edges.llm_decide:
         return None
     return [Route(index=i, target=e.target, condition=e.condition) for i, e in edges.on_success]
+
+
+def edge_failure(
+    graph: GraphSpec,
+    node_id: str,
+    error: ExpressionError,
+    *,
+    memory: Mapping[str, Any],
+    outputs: Mapping[str, Any],
+) -> str:
+    """The error a run fails with when an expression on an edge out of ``node_id``
+    raised: the edge, the expression, the values it read and the error."""
+    target = next(
+        (
+            e.target
+            for _, e in graph.node_edges(node_id).conditional
+            if e.expression == error.expression
+        ),
+        "?",
+    )
+    read: list[str] = []
+    for name in sorted(compile_expression(error.expression).names):
+        if name in outputs:
+            read.append(f"{name}={_shown(outputs[name])}")
+        elif name in memory:
+            read.append(f"{name}={_shown(memory[name])}")
+        else:
+            read.append(f"{name} (not set)")
+    values = ", ".join(read) or "no names"
+    return (
+        f"the edge {node_id!r} -> {target!r} could not be evaluated: {error}; "
+        f"it read {values}. No edge out of {node_id!r} fired"
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def failure_routes(graph: GraphSpec, node_id: str) -> list[Route]:

@@ -47,13 +47,9 @@ from ..events._memory import disown_values, read_memory
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
-from ..spec._model import (
-    GraphSpec,
-    graph_hash,
-    shared_graph_dict,
-)
+from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
 from ._choices import EdgeChoices
-from ._edges import Route, edge_taken, failure_routes, resolve_edges
+from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
 from ._failures import dead_end, node_failed
 from ._join import EndRun, FanOutJoin, JoinOutcome, StartNode, StopBranches
@@ -284,9 +280,8 @@ class ExecutorActor(Actor):
             await self._maybe_pause()
             return
         routes: list[Route] | None = None
-        resolved = False
         if done.success:
-            try:  # before anything is written: a name missing at run time fails the node
+            try:
                 routes = resolve_edges(
                     self.graph,
                     done.node_id,
@@ -294,10 +289,12 @@ class ExecutorActor(Actor):
                     memory=self.state.memory,
                     outputs=done.outputs,
                 )
-                resolved = True
             except ExpressionError as exc:
-                done = done.failed(str(exc), "ExpressionError")
-        if resolved and routes is None:
+                # Neither false nor the node's failure (always/on_failure would run what
+                # the condition guards): the run fails here.
+                await self._edge_failed(done, exc)
+                return
+        if done.success and routes is None:
             # llm_decide edges: a model chooses, in a task of its own. Nothing of the node's
             # end is recorded until it answers; meanwhile the node counts as running, so a
             # cancel records it as the resume point and a resume asks again.
@@ -305,6 +302,19 @@ class ExecutorActor(Actor):
             self.choices.ask(done)
             return
         await self._node_finished(done, routes)
+
+    async def _edge_failed(self, done: NodeDone, exc: ExpressionError) -> None:
+        """Fail the run at ``done``'s node, whose edge expression raised: its outputs are
+        written and it completes; no edge fires."""
+        error = edge_failure(
+            self.graph, done.node_id, exc, memory=self.state.memory, outputs=done.outputs
+        )
+        if done.branch is not None and self.join.fan is not None:
+            await self._follow(self.join.fail_run(done.branch, error))
+            return
+        self._write_outputs(done)
+        self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
+        await self.end.finish("failed", error)
 
     async def _on_edge_decided(self, message: EdgeDecided) -> None:
         done = message.done

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
 from actors import Actor, ActorRef, MailboxFullError
 
-from .._errors import NodeTimeoutError
+from .._errors import NodeError, NodeTimeoutError
+from .._threads import run_in_thread
 from ..events._catalogue import OutputSet
 from ..events._values import check_memory_value
 from ..spec._model import GraphSpec, NodeSpec
@@ -20,7 +22,12 @@ from ._deadline import AttemptDeadline
 from ._messages import ExecuteNode, NodeDone
 from ._runlog import RunLog
 
-__all__ = ["FunctionNodeActor", "NodeContext", "PlainFunction"]
+__all__ = ["ABANDON_GRACE", "FunctionNodeActor", "NodeContext", "PlainFunction"]
+
+_log = logging.getLogger("magistrate.runtime")
+
+#: How long a cancelled async node may take to unwind before it is abandoned.
+ABANDON_GRACE: Final = 1.0
 
 
 class NodeContext:
@@ -29,7 +36,16 @@ class NodeContext:
     ``await ctx.set_output(key, value)`` records a partial output (an OutputSet event) as
     soon as it is known: if the run is cancelled before the node returns, recorded partial
     outputs are flushed into memory, so long work is not lost.
+
+    ``ctx.cancelled`` turns true once the runtime has abandoned this attempt (the run was
+    cancelled, its node stopped, or the attempt passed its deadline). Code the runtime
+    cannot interrupt (a plain ``def`` runs in a thread) polls it to stop early. An
+    abandoned attempt is fenced: it records nothing more (``set_output`` raises
+    :class:`NodeError`) and what it returns is dropped, so it can never overlap the next
+    attempt's writes.
     """
+
+    __slots__ = ("_abandoned", "_log", "attempt", "node_id", "run_id", "visit")
 
     def __init__(self, log: RunLog, node_id: str, attempt: int, visit: int) -> None:
         self.run_id = log.run_id
@@ -37,13 +53,29 @@ class NodeContext:
         self.attempt = attempt
         self.visit = visit
         self._log = log
+        self._abandoned = False
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the runtime has abandoned this attempt. Safe to read from any thread."""
+        return self._abandoned
+
+    def abandon(self) -> None:
+        """Fence this attempt: nothing it does from now on is recorded."""
+        self._abandoned = True
 
     async def set_output(self, key: str, value: Any) -> None:
         """Record ``key = value`` in this node's output accumulator; waits for the commit.
 
         Raises :class:`MemoryValueError` (recording nothing) for a value the log cannot
-        store unchanged. A cancellation of the run is taken here.
+        store unchanged, and :class:`NodeError` once the attempt is abandoned. A
+        cancellation of the run is taken here.
         """
+        task = asyncio.current_task()
+        # A node that swallowed its cancellation still carries it (``cancelling()``).
+        if self._abandoned or (task is not None and task.cancelling()):
+            reason = f"attempt {self.attempt} was abandoned: it records nothing"
+            raise NodeError(self.run_id, self.node_id, reason)
         check_memory_value(key, value)
         await self._log.append([OutputSet(node_id=self.node_id, key=key, value=value)])
 
@@ -94,13 +126,19 @@ class FunctionNodeActor(Actor):
         spec = self.specs[message.node_id]
         timeout = spec.timeout if spec.timeout is not None else self.node_timeout
         deadline: AttemptDeadline | None = None
+        plain = self.resolve(spec)
+        context: NodeContext | None = None
+        if plain is not None and plain.wants_context:
+            context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
         try:
             if timeout is not None:
                 deadline = self.deadline
                 deadline.start(timeout)
             try:
-                result = await self._call(spec, message)
+                result = await self._call(plain, message, context)
             except asyncio.CancelledError:
+                if context is not None:
+                    context.abandon()
                 if deadline is None or not deadline.expired:
                     raise  # the run was cancelled or the runtime is closing
                 deadline.take_back()
@@ -111,6 +149,8 @@ class FunctionNodeActor(Actor):
             if deadline is not None and deadline.expired:
                 # The callable caught the cancellation and returned: it is still past its
                 # limit.
+                if context is not None:
+                    context.abandon()
                 deadline.take_back()
                 raise NodeTimeoutError(spec.id, deadline.limit)
             outputs = _checked_outputs(spec, result)
@@ -139,19 +179,20 @@ class FunctionNodeActor(Actor):
     def on_stopped(self) -> None:
         self.deadline.close()
 
-    def _call(self, spec: NodeSpec, message: ExecuteNode) -> Awaitable[Any]:
+    def _call(
+        self, plain: PlainFunction | None, message: ExecuteNode, context: NodeContext | None
+    ) -> Awaitable[Any]:
         """What to await for the node's return value (a plain function, not a coroutine
         of its own: an async callable's own coroutine is awaited directly)."""
-        plain = self.resolve(spec)
         if plain is None:
             return _no_outputs()
         args: tuple[Any, ...] = (message.inputs,)
-        if plain.wants_context:
-            args += (NodeContext(self.log, message.node_id, message.attempt, message.visit),)
+        if context is not None:
+            args += (context,)
         if plain.is_async:
             result: Any = plain.function(*args)
             if inspect.isawaitable(result):
-                return result
+                return _in_task(result, message.node_id, context)
             return _ready(result)  # an "async" callable object that returned a value
         # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
         # on, and cancellation or the deadline abandons the thread instead of waiting.
@@ -166,8 +207,38 @@ async def _ready(value: Any) -> Any:
     return value
 
 
+async def _in_task(awaitable: Awaitable[Any], node_id: str, context: NodeContext | None) -> Any:
+    """Await an async node in a task of its own, so that one which swallows its
+    cancellation cannot hold its attempt: cancelled (its deadline, a cancel, the runtime
+    closing), the node gets :data:`ABANDON_GRACE` seconds to unwind, then it is abandoned
+    (fenced, logged as misbehaving) and the attempt ends as if it had stopped."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ABANDON_GRACE):
+            await asyncio.wait({task})
+        if not task.done():
+            if context is not None:
+                context.abandon()
+            task.add_done_callback(_drop_result)
+            _log.warning(
+                "node %r did not stop within %g s of its cancellation (it catches "
+                "CancelledError): abandoned, it records nothing more",
+                node_id,
+                ABANDON_GRACE,
+            )
+        raise
+
+
+def _drop_result(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: an abandoned node's end is nobody's error
+
+
 async def _in_thread(call: Callable[[], Any]) -> Any:
-    result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    result = await run_in_thread(call)
     if type(result) is not dict and inspect.isawaitable(result):
         result = await result  # a plain def that returned an awaitable
     return result

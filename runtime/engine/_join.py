@@ -177,6 +177,15 @@ class FanOutJoin:
             return StopBranches(f"branch {branch!r} failed: {error}")
         return self.maybe_join()
 
+    def fail_run(self, branch: str, error: str) -> StopBranches:
+        """``branch`` failed with ``error`` that fails the run whatever the fan-out policy
+        (an edge expression that raised): the other branches are stopped."""
+        fan = self.fan
+        assert fan is not None
+        fan.branches[branch] = "failed"
+        fan.errors[branch] = error
+        return StopBranches(f"branch {branch!r} failed: {error}")
+
     def cancel(self, branches: list[str], outcome: StopBranches) -> EndRun:
         """``fail_all``: the running nodes of ``branches`` are stopped; the run fails."""
         fan = self.fan

@@ -100,6 +100,9 @@ def describe_event(event: Event) -> tuple[str, str, str]:
         # Judge feedback is the point of the demo: shown whole; context messages clipped.
         limit = 400 if body.kind in ("feedback", "stall_warning") else _DETAIL_CHARS
         return node, f"message:{body.kind}", _clip(body.content, limit)
+    if isinstance(body, Verdict) and body.level == "bail_out":
+        # Not judged: the seed's rule records it as RETRY at the bail-out level.
+        return node, f"tool turn #{body.iteration}", "not judged (RETRY [tool-call bail-out])"
     if isinstance(body, Verdict):
         level = LEVEL_NAMES.get(body.level, body.level)
         text = f"{body.action.upper()} [{level}]"
@@ -172,17 +175,16 @@ def render_timeline(events: Sequence[Event], report: VerifyReport | None) -> lis
         lines.append(f"{line}  {detail}".rstrip())
     lines.append(rule)
     state = fold(events)
-    verdicts = [e.body for e in events if isinstance(e.body, Verdict)]
+    every = [e.body for e in events if isinstance(e.body, Verdict)]
+    verdicts = [v for v in every if v.level != "bail_out"]
     turns = sum(1 for e in events if isinstance(e.body, LlmTurn))
-    summary = ", ".join(
-        f"{n} {a}" for a, n in _count(v.action.upper() for v in verdicts if v.level != "bail_out")
-    )
+    summary = ", ".join(f"{n} {a}" for a, n in _count(v.action.upper() for v in verdicts))
     lines.append(
         f"status: {state.status}   quality: {state.quality}   path: {' -> '.join(state.path)}"
     )
     lines.append(
-        f"turns: {turns}   verdicts: {len(verdicts)} ({summary or 'none'} besides bail-outs)"
-        f"   events: {len(events)}"
+        f"turns: {turns} ({len(every) - len(verdicts)} tool turns)   "
+        f"verdicts: {len(verdicts)} ({summary or 'none'})   events: {len(events)}"
     )
     if report is None:
         lines.append("verify: not available (in-memory log)")

@@ -32,6 +32,7 @@ import anyio
 import msgspec
 
 from .._errors import ToolArgumentsError, ToolTimeoutError, UnknownToolError
+from .._threads import run_in_thread
 from ..providers._base import TOOL_NAME, ToolCall, ToolSpec
 from ._tool_calls import refusal
 
@@ -264,7 +265,7 @@ class Tool:
                     result = await typing.cast(Awaitable[Any], call())
                 else:
                     # A blocking tool must not hold up cancellation or the deadline.
-                    result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                    result = await run_in_thread(call)
         except Exception as exc:
             if not catch:
                 raise

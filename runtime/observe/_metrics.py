@@ -46,6 +46,7 @@ from ..events._catalogue import (
 from ..events._snapshots import SnapshotOutcome
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
+from ._loop_lag import watch_loop_lag
 from ._store_metrics import StoreCollector
 
 _log = logging.getLogger("magistrate.metrics")
@@ -133,6 +134,12 @@ class RuntimeMetrics:
         self.runs_active = Gauge(
             "magistrate_runs_active", "Runs executing in this process now", registry=r
         )
+        self.loop_lag = Gauge(
+            "magistrate_event_loop_lag_seconds",
+            "Largest delay of the event loop's wake-ups over the last 15 s (blocking code "
+            "in an async node, or a C call holding the GIL, stalls every run)",
+            registry=r,
+        )
         self.node_duration = Histogram(
             "magistrate_node_duration_seconds",
             "Time from a node's start to its completion or failure, by node kind",
@@ -151,8 +158,16 @@ class RuntimeMetrics:
         )
         self.verdicts = Counter(
             "magistrate_judge_verdicts",
-            "Judge verdicts by verdict (accept, retry, escalate) and cascade level",
+            "Judge verdicts by verdict (accept, retry, escalate) and cascade level; a turn "
+            "that called tools is counted in magistrate_llm_tool_turns instead",
             (*g, "verdict", "level"),
+            registry=r,
+        )
+        self.tool_turns = Counter(
+            "magistrate_llm_tool_turns",
+            "LLM turns that called tools: not judged (their bail-out verdict is not counted "
+            "in magistrate_judge_verdicts)",
+            g,
             registry=r,
         )
         self.retries = Counter(
@@ -219,6 +234,11 @@ class RuntimeMetrics:
         r.register(StoreCollector(self._stores))
 
     # -- what the runtime tells it -----------------------------------------------------------
+
+    async def watch_event_loop(self) -> None:
+        """Keep ``magistrate_event_loop_lag_seconds`` current until cancelled (a runtime
+        with these metrics runs it while it is open)."""
+        await watch_loop_lag(self.loop_lag)
 
     def watch_store(self, store: EventStore) -> None:
         """Include ``store``'s statistics in the scrape (held weakly)."""
@@ -313,6 +333,8 @@ class RuntimeMetrics:
                     self.tokens.labels("input_cached").inc(event.input_cached)
                 if event.input_cache_write:
                     self.tokens.labels("input_cache_write").inc(event.input_cache_write)
+            case Verdict() if event.level == "bail_out":
+                _child(self.tool_turns, *self._labels(run)).inc()
             case Verdict():
                 action = _closed(event.action, _ACTIONS)
                 level = _closed(event.level, _LEVELS)

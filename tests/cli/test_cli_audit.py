@@ -116,6 +116,10 @@ def test_timeline_shows_turns_tools_verdicts_memory_edges_and_pauses(workdir: Wo
     assert "calls lookup(customer='ann')" in text
     assert 'lookup -> {"customer":"ann","tier":"gold"}' in text
     assert "RETRY [Level 2 quality] confidence 0.70: category must be billing or technical" in text
+    # The turn that called lookup is a tool turn, not a judged RETRY.
+    assert "tool turn #1" in text and "not judged (RETRY [tool-call bail-out])" in text
+    assert "RETRY [tool-call bail-out]\n" not in text
+    assert "verdicts: 2 (1 RETRY, 1 ACCEPT)" in text
     assert "memory.written      category = 'billing'" in text
     assert "classify -> act (on_success)" in text
     assert "paused (hitl) before act" in text

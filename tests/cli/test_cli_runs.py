@@ -232,3 +232,28 @@ def test_a_graph_file_s_problems_name_the_file(workdir: Workdir) -> None:
     assert "unknown field `entry_nod`" in typo.err and "in typo.yaml" in typo.err
     edge = ok(workdir.run("serve", "--graph", "graph.yaml", "--graph", "edge.yaml"), 2)
     assert "edges[0].target: unknown node 'b'" in edge.err and "in edge.yaml" in edge.err
+
+
+def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) -> None:
+    process = workdir.popen("run", "slow.yaml")
+    try:
+        assert process.stderr is not None
+        deadline = time.monotonic() + 30
+        seen = ""
+        while "wait started" not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += process.stderr.readline()
+        run_id = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"][0]["run_id"]
+        paused = json.loads(ok(workdir.run("pause", run_id, "--output", "json")).out)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert paused["status"] == "paused"
+    assert process.returncode == 3, (out, seen + err)  # the live run obeyed: paused
+    assert ": paused" in out
+    # A paused run cannot be paused again; resume picks it up.
+    assert ok(workdir.run("pause", run_id), 2).err.startswith(f"magistrate: error: run {run_id}")
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "paused"

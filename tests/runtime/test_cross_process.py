@@ -56,3 +56,37 @@ async def test_a_live_run_stops_when_another_process_cancels_it(tmp_path: Path) 
     assert cancels[0] == len(events) - 1
     starts = [e for e in events if isinstance(e.body, NodeStarted)]
     assert 3 <= len(starts) < 2_000
+
+
+async def test_a_cancel_from_another_process_keeps_the_running_nodes_partial_outputs(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "runs.db")
+
+    def spawn_progress() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.runtime.progress_target", db, "p1"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    process = await anyio.to_thread.run_sync(spawn_progress)
+    try:
+        assert process.stdout is not None
+        line = await anyio.to_thread.run_sync(process.stdout.readline)
+        assert line.strip() == "started", process.stderr.read() if process.stderr else ""
+        async with Runtime(db) as rt:
+            await rt.cancel("p1", reason="from another process")
+        out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=30))
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert out.strip().splitlines()[-1] == "status cancelled", (out, err)
+    async with Runtime(db) as rt:
+        state = await rt.get_state("p1")
+    # As an in-process cancel does: the node's partial outputs are flushed into memory.
+    assert state.status == "cancelled" and state.memory == {"progress": 4}
+    assert state.pending == ["work"]

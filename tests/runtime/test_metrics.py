@@ -141,7 +141,9 @@ async def test_a_scrape_after_known_runs_counts_what_their_logs_say(tmp_path: Pa
     assert value("magistrate_run_pauses_total", reason="hitl") == 1
     assert value("magistrate_run_resumes_total") == 1
     assert value("magistrate_input_injections_total") == 1
-    assert value("magistrate_judge_verdicts_total", verdict="retry", level="bail_out") == 2
+    # The two tool-call turns are counted apart, not as RETRY verdicts.
+    assert value("magistrate_judge_verdicts_total", verdict="retry", level="bail_out") == 0
+    assert value("magistrate_llm_tool_turns_total") == 2
     assert value("magistrate_judge_verdicts_total", verdict="retry", level="quality") == 1
     assert value("magistrate_judge_verdicts_total", verdict="accept", level="quality") == 1
     assert value("magistrate_escalations_total") == 0
@@ -328,3 +330,23 @@ async def test_group_commit_sizes_are_a_histogram_of_the_stores_batches(tmp_path
     # The largest batch lies in the first bucket whose bound holds it.
     largest = next(b for b in bounds if bucket(b) == stats.batches)
     assert largest == "+Inf" or int(largest) >= stats.max_batch_size
+
+
+async def test_a_node_that_blocks_the_event_loop_shows_in_the_loop_lag_gauge(
+    tmp_path: Path,
+) -> None:
+    import time
+
+    async def blocks(inputs: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(1.0)  # noqa: ASYNC251  (what a C call holding the GIL does)
+        return {}
+
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry)
+    graph = GraphSpec(id="g", nodes=[NodeSpec(id="a", function="blocks")], entry_node="a")
+    async with Runtime(None, functions={"blocks": blocks}, metrics=metrics) as rt:
+        assert (await (await rt.start(graph)).result()).status == "completed"
+        await anyio.sleep(0.3)  # the wake-up after the stall has been measured
+        stalled = await anyio.to_thread.run_sync(_scrape, registry)
+    # The loop was held for a second; the watcher slept a quarter of it at most.
+    assert stalled[("magistrate_event_loop_lag_seconds", ())] >= 0.7

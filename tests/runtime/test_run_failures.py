@@ -386,7 +386,7 @@ async def test_a_node_factory_that_raises_ends_the_run_failed_in_the_log(
     assert result.path == state.path == path
 
 
-# --- a name an edge reads that nothing wrote fails the node ---------------------------
+# --- an edge expression that raises fails the run at its node ---------------------------
 
 REFUND = """
 id: refund
@@ -397,16 +397,14 @@ nodes:
   - {id: review, function: review}
   - {id: pay, function: pay}
 edges:
-  - {source: assess, target: approve, condition: conditional, expression: "amont > 100"}
-  - {source: assess, target: pay}
+  - {source: assess, target: approve, condition: conditional, expression: "EXPR"}
+  - {source: assess, target: pay, condition: always}
   - {source: assess, target: review, condition: on_failure}
   - {source: approve, target: pay}
 """
 
 
-async def test_a_name_missing_at_run_time_fails_the_node_and_on_failure_applies() -> None:
-    ran: list[str] = []
-
+def _refund_functions(ran: list[str], amount: Any) -> dict[str, Any]:
     def node(name: str, out: dict[str, Any]) -> Any:
         def run(inputs: dict[str, Any]) -> dict[str, Any]:
             ran.append(name)
@@ -414,20 +412,74 @@ async def test_a_name_missing_at_run_time_fails_the_node_and_on_failure_applies(
 
         return run
 
-    functions = {
-        "assess": node("assess", {"amount": 400}),  # 'amont' is never written
+    return {
+        "assess": node("assess", {"amount": amount}),
         "approve": node("approve", {}),
         "pay": node("pay", {}),
         "review": node("review", {}),
     }
-    async with Runtime(None, functions=functions) as rt:
-        handle = await rt.start(parse_graph(REFUND, "yaml"))
+
+
+@pytest.mark.parametrize(
+    ("expression", "amount", "reason", "read"),
+    [
+        ("amount > 100", "150", "'>' not supported", "amount='150'"),
+        ("amont > 100", 400, "unknown name 'amont'", "amont (not set)"),
+    ],
+)
+async def test_an_edge_expression_that_raises_fails_the_run_and_no_edge_fires(
+    tmp_path: Path, expression: str, amount: Any, reason: str, read: str
+) -> None:
+    ran: list[str] = []
+    graph = parse_graph(REFUND.replace("EXPR", expression), "yaml")
+    async with Runtime(tmp_path / "runs.db", functions=_refund_functions(ran, amount)) as rt:
+        handle = await rt.start(graph)
         result = await handle.result()
-        failures = await _failures(rt, handle.run_id)
-    assert ran == ["assess", "review"]  # never "pay" without approval
-    assert [(f.node_id, f.error_type) for f in failures] == [("assess", "ExpressionError")]
-    assert "unknown name 'amont'" in failures[0].error
-    assert "amount" not in result.memory  # the failed node's outputs are not written
+        events = [e.body for e in await rt.read_events(handle.run_id)]
+        state = await rt.get_state(handle.run_id)
+    assert ran == ["assess"]  # neither "pay" (always) nor "review" (on_failure)
+    assert result.status == "failed"
+    assert result.error is not None
+    for part in ("'assess' -> 'approve'", expression, reason, f"it read {read}"):
+        assert part in result.error
+    assert not [b for b in events if isinstance(b, (EdgeTaken, NodeFailed))]
+    # The node's own outputs are kept: it completed; only its routing failed.
+    assert state.memory["amount"] == amount
+    assert state.path == ["assess"] and state.running == {}
+
+
+async def test_an_edge_expression_that_raises_in_a_branch_fails_the_run() -> None:
+    ran: list[str] = []
+
+    def node(name: str) -> Any:
+        def run(inputs: dict[str, Any]) -> dict[str, Any]:
+            ran.append(name)
+            return {f"{name}_out": "x"}
+
+        return run
+
+    graph = _graph(
+        NodeSpec(id="start", function="start"),
+        NodeSpec(id="left", function="left"),
+        NodeSpec(id="right", function="right"),
+        NodeSpec(id="pay", function="pay"),
+        NodeSpec(id="join", function="join"),
+        edges=[
+            EdgeSpec(source="start", target="left"),
+            EdgeSpec(source="start", target="right"),
+            EdgeSpec(
+                source="left", target="pay", condition="conditional", expression="left_out > 1"
+            ),
+            EdgeSpec(source="left", target="join", condition="always"),
+            EdgeSpec(source="right", target="join"),
+        ],
+    )
+    functions = {n: node(n) for n in ("start", "left", "right", "pay", "join")}
+    async with Runtime(None, functions=functions) as rt:
+        result = await (await rt.start(graph)).result()
+    assert result.status == "failed"
+    assert result.error is not None and "'left' -> 'pay'" in result.error
+    assert "pay" not in ran and "join" not in ran
 
 
 async def test_a_node_returning_none_without_its_output_keys_fails(tmp_path: Path) -> None:

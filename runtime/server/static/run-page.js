@@ -97,7 +97,8 @@ function describe(ev) {
     case "node.started": return `visit ${body.visit}${body.attempt > 1 ? `, attempt ${body.attempt}` : ""}`;
     case "llm.turn": return `turn ${body.iteration}: ${short(body.text) || "(no text)"}${body.tool_calls.length ? ` · calls ${body.tool_calls.map((c) => c.name).join(", ")}` : ""} · ${body.input_tokens}/${body.output_tokens} tokens`;
     case "tool.result": return `${body.name} → ${short(body.content)}${body.is_error ? " (error)" : ""}`;
-    case "judge.verdict": return `${body.action.toUpperCase()} (${body.level}${body.confidence !== null ? `, ${body.confidence}` : ""})${body.feedback ? ": " + short(body.feedback) : ""}`;
+    case "judge.verdict": if (body.level === "bail_out") return `tool turn ${body.iteration}: not judged (RETRY, bail_out)`;
+      return `${body.action.toUpperCase()} (${body.level}${body.confidence !== null ? `, ${body.confidence}` : ""})${body.feedback ? ": " + short(body.feedback) : ""}`;
     case "node.stalled": return `stall warning at turn ${body.iteration}`;
     case "conversation.message": return `${body.role} (${body.kind}): ${short(body.content)}`;
     case "conversation.compacted": return `compacted ${body.upto} entries: ${short(body.summary)}`;
@@ -124,10 +125,14 @@ function verdictStrips(detail) {
   return detail.llm_nodes.map((node) => h("div", { class: "strip-block", "data-node": node.node_id },
     h("h2", {}, node.node_id, " ", h("span", { class: "muted small" },
       node.total_verdicts > node.verdicts.length ? `${node.total_verdicts} verdicts (the last ${node.verdicts.length} shown)` : `${node.total_verdicts} verdicts`)),
-    h("div", { class: "strip" }, node.verdicts.map((v) => h("span", {
-      class: `verdict v-${v.action.toLowerCase()}`, title: v.feedback || v.error || "",
-      "data-action": v.action.toUpperCase() },
-      h("b", {}, v.action.toUpperCase()), ` ${v.level}`, v.confidence !== null ? ` ${v.confidence}` : "", ` #${v.iteration}`))),
+    h("div", { class: "strip" }, node.verdicts.map((v) => v.level === "bail_out"
+      // A turn that called tools is not judged: shown as a tool turn, not as a RETRY.
+      ? h("span", { class: "verdict v-tool", title: "called tools; not judged", "data-action": "TOOL" },
+        h("b", {}, "TOOL"), ` turn #${v.iteration}`)
+      : h("span", {
+        class: `verdict v-${v.action.toLowerCase()}`, title: v.feedback || v.error || "",
+        "data-action": v.action.toUpperCase() },
+        h("b", {}, v.action.toUpperCase()), ` ${v.level}`, v.confidence !== null ? ` ${v.confidence}` : "", ` #${v.iteration}`))),
     node.verdicts.filter((v) => v.feedback || v.error).map((v) => h("div", { class: "feedback" },
       h("span", { class: "muted" }, `turn ${v.iteration} ${v.action.toUpperCase()}: `), v.feedback || v.error)),
     node.stalls.map((st) => h("div", { class: "stall" }, `⚠ stall at turn ${st.iteration}: the same tool calls 3 turns in a row (seq ${st.seq})`))));

@@ -100,7 +100,9 @@ async def test_approve_a_paused_run_in_the_browser_and_watch_it_finish_live(
         strip = page.locator('#verdicts .strip-block[data-node="draft"]')
         await expect(strip.locator(".verdict")).to_have_count(4)
         await expect(strip.locator(".verdict").last).to_have_attribute("data-action", "ACCEPT")
-        assert await strip.locator('.verdict[data-action="RETRY"]').count() == 3
+        # The two set_output turns are tool turns, not judged RETRYs.
+        assert await strip.locator('.verdict[data-action="RETRY"]').count() == 1
+        assert await strip.locator('.verdict[data-action="TOOL"]').count() == 2
         await expect(strip.locator(".feedback").first).to_contain_text(VAGUE)
         await expect(page.locator('#graph g.node.current[data-node="review"]')).to_have_count(1)
         await expect(page.locator('#graph g.node[data-node="draft"] .count')).to_have_text(
