@@ -18,6 +18,7 @@ import msgspec
 from actors import ActorStoppedError
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
+from ._approvals import check_resumable
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
 from ._live_runs import LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
@@ -229,6 +230,7 @@ class RunControl:
             state = await self.logs.get_state(run_id)
             if state.status != "paused":
                 raise RunStateError(run_id, state.status, "only a paused run can be handed on")
+            check_resumable(run_id, state)  # a gate opens only by an approval
             bodies: list[EventBody] = [InputInjected(data=dict(input))] if input else []
             bodies.append(RunResumed(note="handed to any worker"))
             try:

@@ -21,6 +21,7 @@ from eventstore import (
     open_store,
 )
 
+from ._approvals import check_resumable, decide_gate, grant, reject
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import RunStateError
 from ._fork import copy_prefix
@@ -46,7 +47,6 @@ from .spec._parallel import BranchStrategy
 from .spec._validate import validate_graph
 
 _log = logging.getLogger("magistrate.runtime")
-_runs_log = logging.getLogger("magistrate.runs")
 
 if TYPE_CHECKING:
     from .observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
@@ -312,17 +312,30 @@ class Runtime:
         return await self._resume(run_id, None, outcome=outcome)
 
     async def approve(
-        self, run_id: str, *, input: Mapping[str, Any] | None = None, by: str | None = None
-    ) -> RunHandle:
-        """Approve a paused run: record ``input`` and resume it here; every front calls
-        this. ``by`` (who approves) goes to the ``magistrate.runs`` log. Raises
-        RunNotFoundError, RunStateError for a run that is not paused, then what
-        :meth:`resume` raises."""
-        status = (await self.get_state(run_id)).status
-        if status != "paused":
-            raise RunStateError(run_id, status, "only a paused run can be approved")
-        _runs_log.info("run %s: approved by %s", run_id, by or "(not named)")
-        return await self.resume(run_id, input=input)
+        self, run_id: str, *, by: str, input: Mapping[str, Any] | None = None
+    ) -> RunHandle | None:
+        """Approve the gate a paused run waits at; every front calls this.
+
+        Records one ``approval.granted`` event (``by``, ``input``, the gate's node) at the
+        seq of the pause it answers (``input`` goes into memory), then continues the run
+        here if this runtime can execute its graph (returns its handle), else leaves it
+        running for its owner or a worker and returns None. Raises RunNotFoundError;
+        RunStateError, recording nothing, for a run waiting at no gate (a cancelled one:
+        resume it to wait at its gate again), a gated node that would lack input keys
+        (named), a run moved by another writer since the pause; MemoryValueError.
+        """
+        check_input(input)
+        record = partial(grant, input=dict(input or {}), by=by)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
+
+    async def reject(self, run_id: str, *, by: str, reason: str = "") -> RunHandle | None:
+        """Reject the gate a paused run waits at: records ``approval.rejected`` (who and
+        why), final. The gated node's ``on_failure`` edges fire when it has any (the run
+        goes on, here if this runtime can execute it, as for :meth:`approve`); otherwise
+        the run ends cancelled in the same append and None is returned. Raises as
+        :meth:`approve` does."""
+        record = partial(reject, by=by, reason=reason)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
 
     async def _resume(
         self,
@@ -333,6 +346,7 @@ class Runtime:
     ) -> RunHandle:
         logs = self._running.logs
         state, graph = await logs.read_resumable(run_id)
+        check_resumable(run_id, state)
         self.nodes.check(graph)
         return await self._launch(
             run_id,

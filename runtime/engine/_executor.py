@@ -55,7 +55,7 @@ from ..spec._model import (
 from ._choices import EdgeChoices
 from ._edges import Route, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
-from ._failures import dead_end, node_failed
+from ._failures import dead_end, node_failed, rejection
 from ._join import EndRun, FanOutJoin, JoinOutcome, StartNode, StopBranches
 from ._messages import (
     CancelRun,
@@ -216,11 +216,7 @@ class ExecutorActor(Actor):
         self.emit(RunResumed())
         if self.resume_input:
             self.emit(InputInjected(data=dict(self.resume_input)))
-        # A resume answers the run's pause (or continues from its cancel's resume point, or
-        # after a crash): the nodes due run now without pausing again. A fork from the
-        # middle of a run passes only the nodes that had started, so a node that had not
-        # reached its pause gate meets it now: a fork never skips an approval.
-        self.pauses.passed = unfinished if gates_due else set(pending)
+        self.pauses.resume(pending, unfinished, state, fork=gates_due)
         starts = self.join.resume(pending)
         for node, branch in starts:
             await self._start_node(node, branch, rerun=node in unfinished)
@@ -235,6 +231,11 @@ class ExecutorActor(Actor):
         self, node_id: str, branch: str | None, *, attempt: int = 1, rerun: bool = False
     ) -> None:
         if self.end.stopping:
+            return
+        if attempt == 1 and not rerun and node_id in self.state.rejected:
+            # A rejected gate never opens: its node fails, and only its on_failure edges
+            # fire (an ``always`` edge would pass the refusal by).
+            await self._rejected(node_id, branch)
             return
         if self.pauses.hold(node_id, branch, attempt):
             await self._maybe_pause()
@@ -401,6 +402,14 @@ class ExecutorActor(Actor):
         for key, value in done.outputs.items():
             self._write(key, value, done.node_id, done.branch)
         return None
+
+    async def _rejected(self, node_id: str, branch: str | None) -> None:
+        failed, done, routes = rejection(self.graph, node_id, branch)
+        self.emit(failed)
+        if routes:
+            await self._advance(done, routes)
+        else:
+            await self.end.record(RunCancelled(node_id=node_id, reason=failed.error))
 
     def _write(self, key: str, value: Any, node_id: str, branch: str | None) -> None:
         op = self.reducers.get(key, "replace")

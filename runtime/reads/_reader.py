@@ -12,7 +12,7 @@ exits 1, the HTTP API answers 200 with the chain status).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -68,15 +68,28 @@ def _node_of(event: Event) -> set[str]:
     return {node} if isinstance(node, str) else set()
 
 
-def waiting_for(graph: dict[str, Any] | None, node_id: str | None) -> list[str]:
-    """The memory keys a paused node reads (what an approval may give it)."""
-    if graph is None or node_id is None:
-        return []
-    for node in graph.get("nodes", []):
-        if isinstance(node, dict) and node.get("id") == node_id:
-            keys = node.get("input_keys", [])
-            return [str(k) for k in keys] if isinstance(keys, list) else []
-    return []
+def waiting_for(
+    graph: dict[str, Any] | None, node_id: str | None, memory: Mapping[str, Any]
+) -> PauseView:
+    """What a node paused before reads (``reads``: its input keys) and, of those, what
+    memory still lacks (``waiting_for``: what an approval must give it)."""
+    keys: list[str] = []
+    if graph is not None and node_id is not None:
+        for node in graph.get("nodes", []):
+            if isinstance(node, dict) and node.get("id") == node_id:
+                found = node.get("input_keys", [])
+                keys = [str(k) for k in found] if isinstance(found, list) else []
+    return PauseView(
+        reason="", node_id=node_id, reads=keys, waiting_for=[k for k in keys if k not in memory]
+    )
+
+
+def _pause_view(state: RunState) -> PauseView | None:
+    paused = state.paused
+    if paused is None or state.status != "paused":
+        return None
+    view = waiting_for(state.graph, paused.node_id, state.memory)
+    return msgspec.structs.replace(view, reason=paused.reason)
 
 
 def _broken(
@@ -101,6 +114,7 @@ class RunReader:
         self.store = store
         self._graphs: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
         self._last_bodies: dict[tuple[str, int], Any] = {}
+        self._pauses: dict[tuple[str, int], PauseView | None] = {}
 
     # -- the listing ----------------------------------------------------------------------
 
@@ -135,12 +149,7 @@ class RunReader:
                 if isinstance(last, RunFinished):
                     error = last.error
                 elif isinstance(last, RunPaused) and info.status == "paused":
-                    _, graph = await self._first(info.run_id)
-                    paused = PauseView(
-                        reason=last.reason,
-                        node_id=last.node_id,
-                        waiting_for=waiting_for(graph, last.node_id),
-                    )
+                    paused = await self._paused(info)
         except _LOG_ERRORS as exc:
             error = f"log unreadable: {exc}"
         return RunSummary(
@@ -158,6 +167,15 @@ class RunReader:
             error=error,
             origin=info.origin,
         )
+
+    async def _paused(self, info: RunInfo) -> PauseView | None:
+        """Why the paused run waits, with what its memory holds (cached: one per seq)."""
+        key = (info.run_id, info.last_seq)
+        if key not in self._pauses:
+            state = (await self.state(info.run_id)).state
+            self._remember(self._pauses, key, _pause_view(state))
+        view: PauseView | None = self._pauses[key]
+        return view
 
     def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
         if len(cache) >= _CACHE_LIMIT:
@@ -244,15 +262,8 @@ class RunReader:
             if node_id not in llm_ids:
                 llm_ids.append(node_id)
         summary = await self.summary(info)
-        if state.paused is not None and summary.paused is None and state.status == "paused":
-            summary = msgspec.structs.replace(
-                summary,
-                paused=PauseView(
-                    reason=state.paused.reason,
-                    node_id=state.paused.node_id,
-                    waiting_for=waiting_for(state.graph, state.paused.node_id),
-                ),
-            )
+        if state.paused is not None and state.status == "paused":
+            summary = msgspec.structs.replace(summary, paused=_pause_view(state))
         summary = msgspec.structs.replace(
             summary, forked_from=state.forked_from, unrunnable=list(state.unrunnable)
         )
@@ -303,7 +314,6 @@ class RunReader:
             if isinstance(e.body, Verdict) and e.body.level != "bail_out"
         )
         turns = [e.body for e in events if isinstance(e.body, LlmTurn)]
-        paused = state.paused
         return RunReport(
             run_id=run_id,
             graph=(state.graph or {}).get("id"),
@@ -317,13 +327,7 @@ class RunReader:
             events=len(events),
             path=state.path,
             pending=state.pending,
-            paused=None
-            if paused is None
-            else PauseView(
-                reason=paused.reason,
-                node_id=paused.node_id,
-                waiting_for=waiting_for(state.graph, paused.node_id),
-            ),
+            paused=_pause_view(state),
             error=state.error,
             total_retries=state.total_retries,
             turns=len(turns),
