@@ -12,71 +12,26 @@ control that moved the run meanwhile (a cancel) wins and the approval is refused
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eventstore import ConcurrencyError, EventBody, RunOwnedError
 
 from ._errors import RunStateError, SpecErrors
+from ._gates import check_resumable, gate_of, missing_keys
 from ._handle import RunHandle
 from ._node_factory import NodeFactory
+from ._run_control import RunControl
 from ._run_logs import RunLogs
 from .events._catalogue import ApprovalGranted, ApprovalRejected, RunCancelled
 from .events._state import RunState
 from .spec._model import GraphSpec
 
-if TYPE_CHECKING:
-    from ._run_control import RunControl
-
-__all__ = ["check_resumable", "decide_gate", "gate_of", "grant", "reject"]
+__all__ = ["check_resumable", "decide_gate", "grant", "reject"]
 
 #: Records a gate's decision on the run's state and graph; returns whether the run goes on.
 Record = Callable[[RunLogs, str, RunState, GraphSpec], Awaitable[bool]]
 #: Continues a run from its log in this process.
 Resume = Callable[[str, Mapping[str, Any] | None], Awaitable[RunHandle]]
-
-
-def gate_of(run_id: str, state: RunState, action: str) -> str:
-    """The pause node ``run_id`` waits at, for ``action`` (approve, reject); raises
-    RunStateError, with what to do instead, when it waits at no gate."""
-    paused = state.paused
-    if state.status == "paused" and paused is not None and paused.reason == "hitl":
-        if paused.node_id is not None:
-            return paused.node_id
-    if state.status == "cancelled" and state.gate is not None:
-        reason = f"it was cancelled at gate {state.gate!r}: resume it to wait at the gate again"
-    elif state.status == "paused":
-        why = paused.reason if paused is not None else "user"
-        reason = f"it paused ({why}), not at a gate: resume it instead"
-    else:
-        reason = f"only a run waiting at a gate can be {action}d"
-    raise RunStateError(run_id, state.status, reason)
-
-
-def check_resumable(run_id: str, state: RunState) -> None:
-    """A plain resume never passes a gate: raises RunStateError for a run waiting at one,
-    and for a run cancelled by a rejection (a rejection is final)."""
-    paused = state.paused
-    if state.status == "paused" and paused is not None and paused.reason == "hitl":
-        raise RunStateError(
-            run_id,
-            "paused",
-            f"it waits for approval at gate {paused.node_id!r}: approve or reject it "
-            "(only an approval passes a gate)",
-        )
-    if state.status == "cancelled" and state.cancelled_at in state.rejected:
-        raise RunStateError(
-            run_id, "cancelled", f"its approval at {state.cancelled_at!r} was rejected (final)"
-        )
-
-
-def missing_keys(
-    graph: GraphSpec, node_id: str, state: RunState, input: Mapping[str, Any]
-) -> list[str]:
-    """The input keys of the gated node that neither memory nor the approval's input holds."""
-    spec = graph.node_map().get(node_id)
-    if spec is None:
-        return []
-    return [k for k in spec.input_keys if k not in state.memory and k not in input]
 
 
 async def grant(

@@ -18,8 +18,8 @@ import msgspec
 from actors import ActorStoppedError
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
-from ._approvals import check_resumable
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
+from ._gates import check_resumable
 from ._live_runs import LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
 from ._result import FINAL, RunOutcome, RunResult, result_from_state

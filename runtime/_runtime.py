@@ -291,49 +291,49 @@ class Runtime:
 
         A completed node never runs again; a node that started and did not complete runs
         again. ``input`` is injected (recorded) first. Raises RunNotFoundError, or
-        RunStateError for a finished run or one already running here.
+        RunStateError for a finished run, one already running here, or one waiting at a
+        gate (only :meth:`approve` passes it; a run cancelled there waits there again).
         """
+        return await self._resume_here(run_id, input, True)
+
+    async def _resume_here(
+        self, run_id: str, input: Mapping[str, Any] | None, gated: bool
+    ) -> RunHandle:
         if self._running.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_input(input)
         ownership = self._running.ownership
         if ownership is None or run_id in ownership.claims:
-            return await self._resume(run_id, input)
+            return await self._resume(run_id, input, gated=gated)
         await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
         try:
-            return await self._resume(run_id, input)
+            return await self._resume(run_id, input, gated=gated)
         except BaseException:
             await ownership.release(run_id)
             raise
 
     async def _continue(self, run_id: str, outcome: RunOutcome | None) -> RunHandle:
-        """Continue a run this runtime holds from its log (recovery, or a live run that
-        another process appended to), reporting to ``outcome`` if given."""
+        """Continue a run held here from its log (recovery, or another process appended)."""
         return await self._resume(run_id, None, outcome=outcome)
 
     async def approve(
         self, run_id: str, *, by: str, input: Mapping[str, Any] | None = None
     ) -> RunHandle | None:
-        """Approve the gate a paused run waits at; every front calls this.
-
-        Records one ``approval.granted`` event (``by``, ``input``, the gate's node) at the
-        seq of the pause it answers (``input`` goes into memory), then continues the run
-        here if this runtime can execute its graph (returns its handle), else leaves it
-        running for its owner or a worker and returns None. Raises RunNotFoundError;
+        """Approve the gate a paused run waits at (every front calls this): one
+        ``approval.granted`` (``by``, ``input`` into memory, the node) at the pause's seq;
+        then the run goes on here if this runtime can execute it (its handle), else it is
+        left running for its owner or a worker (None). Raises RunNotFoundError;
         RunStateError, recording nothing, for a run waiting at no gate (a cancelled one:
         resume it to wait at its gate again), a gated node that would lack input keys
-        (named), a run moved by another writer since the pause; MemoryValueError.
-        """
+        (named), a run moved by another writer since the pause; MemoryValueError."""
         check_input(input)
         record = partial(grant, input=dict(input or {}), by=by)
         return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
 
     async def reject(self, run_id: str, *, by: str, reason: str = "") -> RunHandle | None:
-        """Reject the gate a paused run waits at: records ``approval.rejected`` (who and
-        why), final. The gated node's ``on_failure`` edges fire when it has any (the run
-        goes on, here if this runtime can execute it, as for :meth:`approve`); otherwise
-        the run ends cancelled in the same append and None is returned. Raises as
-        :meth:`approve` does."""
+        """Reject the gate a paused run waits at, for good (``approval.rejected``: who,
+        why): the node's ``on_failure`` edges fire as :meth:`approve` goes on, else the run
+        ends cancelled in the same append (None). Raises as :meth:`approve` does."""
         record = partial(reject, by=by, reason=reason)
         return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
 
@@ -343,10 +343,12 @@ class Runtime:
         input: Mapping[str, Any] | None,
         *,
         outcome: RunOutcome | None = None,
+        gated: bool = True,
     ) -> RunHandle:
         logs = self._running.logs
         state, graph = await logs.read_resumable(run_id)
-        check_resumable(run_id, state)
+        if gated:  # a fork's copy waits at its gate again instead
+            check_resumable(run_id, state)
         self.nodes.check(graph)
         return await self._launch(
             run_id,
@@ -366,16 +368,15 @@ class Runtime:
         followed by a ``run.forked`` event naming the source, its seq and its chain hash;
         the copy is written in one atomic batch. The new run is then resumed here like a
         paused run, with ``input`` injected (recorded) first: a node that had started and
-        not completed at ``at_seq`` runs again; a pause at ``at_seq`` is passed (the fork
-        answers it), while a pause node due at ``at_seq`` that had not paused yet pauses
-        the fork (a fork never skips an approval). The source
-        run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
-        outside the log, at or after the run's ``run.finished`` event, or between a node's
-        ``node.completed`` and the ``edge.taken`` that follows it, and CorruptLogError when
-        the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an edit).
+        not completed at ``at_seq`` runs again; a user's pause at ``at_seq`` is passed,
+        while a pause node no approval in the copy opened waits at its gate in the fork
+        (a fork never skips an approval). The source run is not touched. Raises
+        RunNotFoundError, RunStateError when ``at_seq`` is outside the log, at or after
+        the run's ``run.finished`` event, or between a node's ``node.completed`` and the
+        ``edge.taken`` after it, and CorruptLogError for a broken chain before it.
         """
         new_id = await copy_prefix(self._running.logs, run_id, at_seq)
-        return await self.resume(new_id, input=input)
+        return await self._resume_here(new_id, input, False)
 
     async def _launch(
         self,

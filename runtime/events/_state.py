@@ -147,13 +147,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: The run's events by tag, every type counted (an application's own too).
     event_counts: dict[str, int] = {}
     paused: PauseInfo | None = None
-    #: The pause node whose approval the run waits for (its hitl pause), kept through a
-    #: cancel (a resume waits at the gate again); cleared by the approval or rejection.
+    #: The pause node whose approval the run waits for, kept through a cancel. Gates
+    #: ``approval.granted`` opened (until their node starts) and ``approval.rejected`` shut.
     gate: str | None = None
-    #: Pause nodes an ``approval.granted`` opened and that have not started since: the
-    #: only nodes a resume lets through their gate.
     approved: list[str] = []
-    #: Pause nodes an ``approval.rejected`` closed for good: due again, they fail.
     rejected: list[str] = []
     #: A fork's copy ended in the middle of the run: its due nodes that had not started
     #: meet their pause gates when it resumes (a fork never skips an approval). Set by
@@ -403,14 +400,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.status = "running"
             s.paused = None
             s.gate = None
-            if body.node_id not in s.approved:
-                s.approved.append(body.node_id)
+            s.approved.append(body.node_id)
         case ApprovalRejected():
             s.status = "running"
             s.paused = None
             s.gate = None
-            if body.node_id not in s.rejected:
-                s.rejected.append(body.node_id)
+            s.rejected.append(body.node_id)
         case RunResumed():
             s.status = "running"
             s.paused = None
