@@ -48,7 +48,7 @@ async def grant(
     when the gated node would still lack input keys (named), or when another writer moved
     the run since ``state`` (what happened is in the message). Returns True: the run
     goes on."""
-    node_id = gate_of(run_id, state, "approve")
+    node_id = gate_of(run_id, state)
     missing = missing_keys(graph, node_id, state, input)
     if missing:
         raise RunStateError(
@@ -67,7 +67,7 @@ async def reject(
     """Record the rejection of the gate ``state`` waits at (one append, expected at the
     pause's seq); return whether the run goes on (the node has ``on_failure`` edges, which
     then fire) or ended cancelled. Raises RunStateError as :func:`grant` does."""
-    node_id = gate_of(run_id, state, "reject")
+    node_id = gate_of(run_id, state)
     goes_on = any(e.condition == "on_failure" for _, e in graph.node_edges(node_id).on_failure)
     bodies: list[EventBody] = [ApprovalRejected(node_id=node_id, by=by, reason=reason)]
     if not goes_on:
@@ -94,7 +94,10 @@ async def decide_gate(
     if it goes on and this runtime can execute its graph, claimed before the append so no
     worker takes it meanwhile. None: the decision ended the run, or it is left to its
     owner or a worker."""
-    state, graph = await control.logs.read_resumable(run_id)
+    try:
+        state, graph = await control.logs.read_resumable(run_id)
+    except RunStateError as exc:  # a finished run
+        raise RunStateError(run_id, exc.status, "it waits at no gate") from None
     try:
         nodes.check(graph)
         here = not control.live.running_here(run_id)

@@ -14,8 +14,8 @@ from .spec._model import GraphSpec
 __all__ = ["check_resumable", "gate_of", "missing_keys"]
 
 
-def gate_of(run_id: str, state: RunState, action: str) -> str:
-    """The pause node ``run_id`` waits at, for ``action`` (approve, reject); raises
+def gate_of(run_id: str, state: RunState) -> str:
+    """The pause node ``run_id`` waits at (what an approval or a rejection answers); raises
     RunStateError, with what to do instead, when it waits at no gate."""
     paused = state.paused
     if state.status == "paused" and paused is not None and paused.reason == "hitl":
@@ -27,7 +27,7 @@ def gate_of(run_id: str, state: RunState, action: str) -> str:
         why = paused.reason if paused is not None else "user"
         reason = f"it paused ({why}), not at a gate: resume it instead"
     else:
-        reason = f"only a run waiting at a gate can be {action}d"
+        reason = "it waits at no gate"
     raise RunStateError(run_id, state.status, reason)
 
 

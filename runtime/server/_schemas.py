@@ -81,7 +81,7 @@ class ApiError(msgspec.Struct, frozen=True, kw_only=True):
     status: str | None = None
 
 
-class RunRef(msgspec.Struct, frozen=True, kw_only=True):
+class RunRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A run a request started or acted on, and what happened to it (``detail``: what
     follows, for a gate's decision)."""
 

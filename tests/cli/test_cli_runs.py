@@ -47,11 +47,9 @@ def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Wor
     assert result["status"] == "completed" and result["quality"] == "clean"
     assert result["memory"]["reply"] == "[billing] approved by ops"
     assert result["path"] == ["load", "classify", "act"]
-    # A second approval is refused: the run is no longer paused.
+    # A second approval is refused: the run waits at no gate.
     again = ok(workdir.run("approve", run_id), 2)
-    assert again.err.strip() == (
-        f"magistrate: error: run {run_id} is completed: only a paused run can be approved"
-    )
+    assert again.err.strip() == f"magistrate: error: run {run_id} is completed: it waits at no gate"
 
 
 def test_run_json_output_is_one_document_and_progress_can_be_silenced(workdir: Workdir) -> None:
@@ -111,9 +109,16 @@ def test_cancel_a_paused_run_then_resume_it(workdir: Workdir) -> None:
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "cancelled"
     assert ok(workdir.run("cancel", run_id), 2).err.startswith("magistrate: error: run ")
-    # A cancelled run can be resumed: the pending node runs (no model is needed for it).
-    resumed = ok(workdir.run("resume", run_id, "--output", "json", "-q"))
-    assert json.loads(resumed.out)["status"] == "completed"
+    # Cancelled at a gate, a resume waits at the gate again: only an approval passes it.
+    resumed = json.loads(ok(workdir.run("resume", run_id, "--output", "json", "-q"), 3).out)
+    assert (resumed["status"], resumed["paused_reason"]) == ("paused", "hitl")
+    assert "reply" not in resumed["memory"]
+    again = ok(workdir.run("resume", run_id), 3)  # waiting at the gate: refused, nothing run
+    assert "waits for approval at gate 'act'" in again.err
+    approved = ok(workdir.run("approve", run_id, "--by", "ops", "--input", "approved_by=ops"))
+    assert "completed" in approved.out
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "completed"
 
 
 def test_sigint_cancels_the_live_run_and_exits_4(workdir: Workdir) -> None:
@@ -148,19 +153,13 @@ def test_fork_from_a_seq_runs_a_new_run_recorded_as_forked(workdir: Workdir) -> 
     # Forked at the edge into the gated node, the fork stops at its gate too.
     gated = ok(workdir.run("fork", run_id, "--at", str(at), "--output", "json", "-q"), 3)
     assert json.loads(gated.out)["resume_at"] == ["act"]
-    # Forked at the pause, the fork answers it and runs on.
+    # Forked at the pause, the fork waits at the gate; approving it runs it on.
     paused_at = next(e["seq"] for e in events if e["type"] == "run.paused")
+    fork = ok(workdir.run("fork", run_id, "--at", str(paused_at), "--output", "json", "-q"), 3)
+    fork_id = json.loads(fork.out)["run_id"]
     forked = ok(
         workdir.run(
-            "fork",
-            run_id,
-            "--at",
-            str(paused_at),
-            "--input",
-            "approved_by=boss",
-            "--output",
-            "json",
-            "-q",
+            "approve", fork_id, "--by", "boss", "--input", "approved_by=boss", "--output", "json"
         )
     )
     result = json.loads(forked.out)
