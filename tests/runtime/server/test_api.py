@@ -310,6 +310,13 @@ async def test_fork_from_a_seq_with_edited_input(tmp_path: Path) -> None:
         assert response.status_code == 201, response.text
         fork_id = response.json()["run_id"]
         assert fork_id != run_id
+        # The fork waits at the gate the source waits at: only an approval passes it.
+        waiting = await s.wait_status(fork_id, "paused")
+        assert waiting["summary"]["paused"]["waiting_for"] == []  # the fork's input gave ok
+        approve = await s.client.post(
+            f"/api/runs/{fork_id}/approve", json={"by": "ann"}, headers=AUTH
+        )
+        assert approve.status_code == 202, approve.text
         forked = await s.wait_status(fork_id, "completed", "failed")
         assert forked["summary"]["status"] == "completed"
         assert forked["memory"]["ok"] == 2 and forked["memory"]["who"] == "Ana"
