@@ -186,6 +186,17 @@ function inputRows(keys) {
 // resumes, with the input given. The card then says what the server recorded.
 const APPROVER_KEY = "magistrate.approver";
 
+// What a form recorded, kept at the top of the page: the card itself goes once the run
+// is no longer paused.
+function recorded(text) {
+  let box = document.getElementById("recorded");
+  if (!box || !main.contains(box)) {
+    box = h("div", { id: "recorded", role: "status" });
+    main.prepend(box);
+  }
+  box.prepend(h("p", { class: "recorded" }, text));
+}
+
 function approveForm(run, onDone) {
   const gate = run.paused?.reason === "hitl";
   const nodeId = run.paused?.node_id;
@@ -218,7 +229,8 @@ function approveForm(run, onDone) {
   };
   const done = (text) => {
     form.replaceChildren(h("p", { class: "recorded" }, text));
-    setTimeout(() => onDone?.(), 1500);
+    recorded(`${run.run_id}: ${text}`);
+    onDone?.();
   };
   const send = async (action, body, said) => {
     message.textContent = "";

@@ -108,8 +108,9 @@ async def test_approve_a_paused_run_in_the_browser_and_watch_it_finish_live(
         )
 
         # Approve with typed input and watch the run finish without reloading.
-        await page.fill('input[data-key="approved"]', "true")
-        await page.fill('input[data-key="note"]', "ok by Ana")
+        await page.fill('textarea[data-key="approved"]', "true")
+        await page.fill('textarea[data-key="note"]', "ok by Ana")
+        await page.fill("input.by", "ana")
         await page.click("text=Approve and resume")
         await expect(page.locator("#run-head .badge.s-completed")).to_be_visible()
         await expect(page.locator("#memory")).to_contain_text("PUBLISHED: TP 1234 LIS-JFK")
@@ -194,7 +195,8 @@ async def test_screenshots_of_the_runs_page_and_a_run_page(tmp_path: Path) -> No
             response = await s.client.post("/api/runs", json={"graph": graph}, headers=AUTH)
             ids.append(response.json()["run_id"])
             await s.wait_status(ids[-1], "paused")
-        await s.client.post(f"/api/runs/{ids[1]}/approve", json={}, headers=AUTH)
+        approve = {"input": {"ok": 1}, "by": "ann"}
+        await s.client.post(f"/api/runs/{ids[1]}/approve", json=approve, headers=AUTH)
         await s.wait_status(ids[1], "completed")
         # Every request the pages make is answered (no 404 for a favicon, ...), and the
         # browser's console reports no error.
