@@ -156,7 +156,8 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
         await expect(page.locator("#travel")).to_contain_text("fly somewhere")
         await expect(page.locator("#state-memory")).to_contain_text("Lisbon")
 
-        # Fork from the pause with edited input: the fork runs on and completes.
+        # Fork from the pause with edited input: the fork waits at the gate, its form
+        # prefilled with the fork's memory; approving it runs it on to completion.
         paused_seq = events[-1]["seq"]
         assert events[-1]["type"] == "run.paused"
         await page.check('input[data-category="pauses"]')
@@ -171,6 +172,10 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
         fork_id = await link.text_content()
         assert fork_id and fork_id != run_id
         await link.click()
+        form = page.locator("form.approve")
+        await expect(form.locator('textarea[data-key="note"]')).to_have_value("forked by Rui")
+        await form.locator("input.by").fill("rui")
+        await form.locator("text=Approve and resume").click()
         await expect(page.locator("#run-head .badge.s-completed")).to_be_visible()
         forked = (await s.client.get(f"/api/runs/{fork_id}")).json()
         assert forked["memory"]["topic"] == "Porto"
