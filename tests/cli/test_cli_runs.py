@@ -228,3 +228,41 @@ def test_a_graph_file_s_problems_name_the_file(workdir: Workdir) -> None:
     assert "unknown field `entry_nod`" in typo.err and "in typo.yaml" in typo.err
     edge = ok(workdir.run("serve", "--graph", "graph.yaml", "--graph", "edge.yaml"), 2)
     assert "edges[0].target: unknown node 'b'" in edge.err and "in edge.yaml" in edge.err
+
+
+def test_approve_records_the_approval_where_the_graph_cannot_run_and_leaves_the_run(
+    workdir: Workdir,
+) -> None:
+    run_id = json.loads(ok(workdir.run(*RUN, "-q", "--output", "json"), 3).out)["run_id"]
+    # A plain resume never passes the gate: exit 3, the run as it was.
+    refused = ok(workdir.run("resume", run_id), 3)
+    assert f"run {run_id} is paused: it waits for approval at gate 'act'" in refused.err
+    # A gate whose node would lack input stays closed, naming what is missing.
+    missing = ok(workdir.run("approve", run_id, "--by", "ops"), 2)
+    assert "its node needs approved_by" in missing.err
+    # This process may not import the graph's functions: the approval is one event,
+    # recorded, and the run is left for a process that can run it.
+    recorded = ok(
+        workdir.run(
+            "approve",
+            run_id,
+            "--by",
+            "ops",
+            "--input",
+            "approved_by=ops",
+            "--allow-imports",
+            "nothing_allowed",
+        )
+    )
+    assert f"run {run_id}: decision by ops recorded; not executed here" in recorded.out
+    assert "magistrate worker" in recorded.out
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
+    approvals = [e["body"] for e in events if e["type"].startswith("approval.")]
+    assert approvals == [{"node_id": "act", "by": "ops", "input": {"approved_by": "ops"}}]
+    assert events[-1]["type"] == "approval.granted"  # nothing ran here
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "running"
+    # A process that can run it goes on through the approved gate.
+    done = json.loads(ok(workdir.run("resume", run_id, "--output", "json", "-q")).out)
+    assert done["status"] == "completed"
+    assert done["memory"]["reply"] == "[billing] approved by ops"
