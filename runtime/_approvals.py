@@ -114,6 +114,11 @@ async def decide_gate(
     try:
         goes_on = await record(control.logs, run_id, state, graph)
         if goes_on and here:
+            now = await control.logs.get_state(run_id)
+            if now.last_seq != state.last_seq + 1:  # a control came after the decision
+                raise RunStateError(
+                    run_id, now.status, "decided, then changed by another writer before it went on"
+                )
             handle = await resume(run_id, None)
             claimed = False
             return handle

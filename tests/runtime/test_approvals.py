@@ -6,10 +6,12 @@ is recorded and left to another."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime import EdgeSpec, GraphSpec, RunStateError, Runtime
@@ -173,3 +175,56 @@ async def test_an_approval_from_a_runtime_that_cannot_execute_is_left_to_another
     assert result.status == "completed"
     assert result.memory["sent"] == "dear ann, refunded (ok by dan)"
     assert sum(isinstance(e.body, RunResumed) for e in events) == 1
+
+
+async def test_an_approval_racing_a_cancel_never_undoes_it(store: str) -> None:
+    """20 approve + cancel pairs from two runtimes on one store: the approval is one
+    append at the pause's seq, so whichever lands first wins and the other is refused
+    (or, after an approval, the cancel stops the running run): a cancelled run is never
+    resumed by the approval, and no run is left claimed."""
+    async with (
+        Runtime(store, functions=FUNCTIONS) as approver,
+        Runtime(store, functions=FUNCTIONS) as canceller,
+    ):
+        ids = [await _at_gate(approver) for _ in range(20)]
+        outcomes: dict[str, str] = {}
+
+        async def approve(run_id: str) -> None:
+            try:
+                handle = await approver.approve(run_id, by="ann", input={"approved_by": "ann"})
+            except RunStateError:
+                outcomes[run_id] = "refused"
+                return
+            assert handle is not None
+            outcomes[run_id] = (await handle.result()).status
+
+        async def cancel(run_id: str) -> None:
+            with contextlib.suppress(RunStateError):  # it finished or was cancelled first
+                await canceller.cancel(run_id, reason="no")
+
+        for run_id in ids:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(approve, run_id)
+                tg.start_soon(cancel, run_id)
+        for run_id in ids:
+            with anyio.fail_after(10):
+                while (await approver.get_state(run_id)).status == "running":  # noqa: ASYNC110
+                    await anyio.sleep(0.01)  # a cancel from elsewhere reaches the owner
+        states = {run_id: await approver.get_state(run_id) for run_id in ids}
+        logs = {run_id: await approver.read_events(run_id) for run_id in ids}
+    async with Runtime(store) as reader:
+        assert reader.store is not None
+        for run_id in ids:
+            info = await reader.store.get_run(run_id)
+            assert info is not None and info.owner is None  # no claim left behind
+    for run_id in ids:
+        tags = [e.body.__struct_config__.tag for e in logs[run_id]]
+        after = tags[tags.index("run.paused") + 1 :]
+        assert states[run_id].status in ("cancelled", "completed"), (run_id, tags)
+        if after[0] == "run.cancelled":  # the cancel won: the approval was refused
+            assert outcomes[run_id] == "refused" and after == ["run.cancelled"]
+        elif after[:2] == ["approval.granted", "run.cancelled"]:  # cancelled once approved
+            assert outcomes[run_id] == "refused" and len(after) == 2  # not resumed after it
+        else:  # the approval won: the cancel acted on the run it resumed, or came late
+            assert after[:2] == ["approval.granted", "run.resumed"], tags
+            assert outcomes[run_id] == states[run_id].status
