@@ -20,6 +20,7 @@ from actors import ActorStoppedError
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
 from ._errors import RunNotFoundError, RunStateError, SpecErrors
+from ._gates import check_resumable
 from ._live_runs import LiveRun, LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
 from ._result import FINAL, RunOutcome, RunResult, result_from_state
@@ -258,6 +259,7 @@ class RunControl:
             state = await self.logs.get_state(run_id)
             if state.status != "paused":
                 raise RunStateError(run_id, state.status, "only a paused run can be handed on")
+            check_resumable(run_id, state)  # a gate opens only by an approval
             bodies: list[EventBody] = [InputInjected(data=dict(input))] if input else []
             bodies.append(RunResumed(note="handed to any worker"))
             try:

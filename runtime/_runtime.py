@@ -20,23 +20,22 @@ from eventstore import (
     open_store,
 )
 
+from ._approvals import check_resumable, decide_gate, grant, reject
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import RunStateError
 from ._fork import copy_prefix
 from ._handle import RunHandle
-from ._live_runs import LiveRun, LiveRuns
+from ._launch import launch
+from ._live_runs import LiveRuns
 from ._node_factory import NodeFactory
-from ._ownership import OwnedOutcome, RunOwnership, default_worker_id
+from ._ownership import RunOwnership, default_worker_id
 from ._result import RunOutcome, RunResult
 from ._run_control import RunControl
 from ._run_logs import RunLogs
 from ._watch import RunChange, watch_store
-from .engine._executor import ExecutorActor
-from .engine._messages import StartRun
-from .engine._runlog import CommitHook, CommitObserver, RunLog
+from .engine._runlog import CommitHook, CommitObserver
 from .events._state import RunState
 from .events._values import check_input, check_run_id
-from .llm._goals import score_goal
 from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
 from .observe._logging import log_run_events
@@ -46,7 +45,6 @@ from .spec._parallel import BranchStrategy
 from .spec._validate import validate_graph
 
 _log = logging.getLogger("magistrate.runtime")
-_runs_log = logging.getLogger("magistrate.runs")
 
 if TYPE_CHECKING:
     from .observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
@@ -244,7 +242,16 @@ class Runtime:
             started.set()
 
         log = control.logs.create(run_id, observers=(committed,))
-        handle = await self._launch(run_id, graph, log, input=dict(input or {}), started=started)
+        handle = await launch(
+            self._running,
+            self.nodes,
+            self.metrics,
+            run_id,
+            graph,
+            log,
+            input=dict(input or {}),
+            started=started,
+        )
         await started.wait()
         return handle
 
@@ -281,39 +288,52 @@ class Runtime:
 
         A completed node never runs again; a node that started and did not complete runs
         again. ``input`` is injected (recorded) first. Raises RunNotFoundError, or
-        RunStateError for a finished run or one already running here.
+        RunStateError for a finished run, one already running here, or one waiting at a
+        gate (only :meth:`approve` passes it; a run cancelled there waits there again).
         """
+        return await self._resume_here(run_id, input, True)
+
+    async def _resume_here(
+        self, run_id: str, input: Mapping[str, Any] | None, gated: bool
+    ) -> RunHandle:
         if self._running.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_input(input)
         ownership = self._running.ownership
         if ownership is None:
-            return await self._resume(run_id, input)
+            return await self._resume(run_id, input, gated=gated)
         if run_id not in ownership.claims:  # a fork's is taken with its copy
             await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
         try:
-            return await self._resume(run_id, input)
+            return await self._resume(run_id, input, gated=gated)
         except BaseException:  # nothing runs here: the claim is given up
             await ownership.release(run_id)
             raise
 
     async def _continue(self, run_id: str, outcome: RunOutcome | None) -> RunHandle:
-        """Continue a run this runtime holds from its log (recovery, or a live run that
-        another process appended to), reporting to ``outcome`` if given."""
+        """Continue a run held here from its log (recovery, or another process appended)."""
         return await self._resume(run_id, None, outcome=outcome)
 
     async def approve(
-        self, run_id: str, *, input: Mapping[str, Any] | None = None, by: str | None = None
-    ) -> RunHandle:
-        """Approve a paused run: record ``input`` and resume it here; every front calls
-        this. ``by`` (who approves) goes to the ``magistrate.runs`` log. Raises
-        RunNotFoundError, RunStateError for a run that is not paused, then what
-        :meth:`resume` raises."""
-        status = (await self.get_state(run_id)).status
-        if status != "paused":
-            raise RunStateError(run_id, status, "only a paused run can be approved")
-        _runs_log.info("run %s: approved by %s", run_id, by or "(not named)")
-        return await self.resume(run_id, input=input)
+        self, run_id: str, *, by: str, input: Mapping[str, Any] | None = None
+    ) -> RunHandle | None:
+        """Approve the gate a paused run waits at (every front calls this): one
+        ``approval.granted`` (``by``, ``input`` into memory, the node) at the pause's seq;
+        then the run goes on here if this runtime can execute it (its handle), else it is
+        left running for its owner or a worker (None). Raises RunNotFoundError;
+        RunStateError, recording nothing, for a run waiting at no gate (a cancelled one:
+        resume it to wait at its gate again), a gated node that would lack input keys
+        (named), a run moved by another writer since the pause; MemoryValueError."""
+        check_input(input)
+        record = partial(grant, input=dict(input or {}), by=by)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
+
+    async def reject(self, run_id: str, *, by: str, reason: str = "") -> RunHandle | None:
+        """Reject the gate a paused run waits at, for good (``approval.rejected``: who,
+        why): the node's ``on_failure`` edges fire as :meth:`approve` goes on, else the run
+        ends cancelled in the same append (None). Raises as :meth:`approve` does."""
+        record = partial(reject, by=by, reason=reason)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
 
     async def _resume(
         self,
@@ -321,11 +341,17 @@ class Runtime:
         input: Mapping[str, Any] | None,
         *,
         outcome: RunOutcome | None = None,
+        gated: bool = True,
     ) -> RunHandle:
         logs = self._running.logs
         state, graph = await logs.read_resumable(run_id)
+        if gated:  # a fork's copy waits at its gate again instead
+            check_resumable(run_id, state)
         self.nodes.check(graph)
-        return await self._launch(
+        return await launch(
+            self._running,
+            self.nodes,
+            self.metrics,
             run_id,
             graph,
             logs.reopen(run_id, state.last_seq),
@@ -344,58 +370,19 @@ class Runtime:
         written in one atomic batch and claimed for this runtime with it (no worker takes
         it first). It is then resumed here like a paused run, with ``input`` injected
         (recorded) first: a node started and not completed at ``at_seq`` runs again; a
-        pause at ``at_seq`` is passed (the fork answers it), while a pause node due at
-        ``at_seq`` that had not paused yet pauses the fork (a fork never skips an
-        approval). The source run is not touched. Raises RunNotFoundError, RunStateError
-        when ``at_seq`` is outside the log, at or after the run's ``run.finished`` event,
-        or between a node's ``node.completed`` and its ``edge.taken``, CorruptLogError
-        when the hash chain of seqs 1..``at_seq`` is broken (a fork never launders an
-        edit), and SpecErrors, writing nothing, for a graph this runtime cannot run.
+        user's pause at ``at_seq`` is passed, while a pause node no approval in the copy
+        opened waits at its gate in the fork (a fork never skips an approval). The source
+        run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
+        outside the log, at or after the run's ``run.finished`` event, or between a node's
+        ``node.completed`` and its ``edge.taken``, CorruptLogError when the hash chain of
+        seqs 1..``at_seq`` is broken (a fork never launders an edit), and SpecErrors,
+        writing nothing, for a graph this runtime cannot run.
         """
         control = self._running
         new_id = await copy_prefix(
             control.logs, run_id, at_seq, ownership=control.ownership, check=self.nodes.check
         )
-        return await self.resume(new_id, input=input)
-
-    async def _launch(
-        self,
-        run_id: str,
-        graph: GraphSpec,
-        log: RunLog,
-        *,
-        input: dict[str, Any] | None = None,
-        resume_from: RunState | None = None,
-        resume_input: dict[str, Any] | None = None,
-        outcome: RunOutcome | None = None,
-        started: anyio.Event | None = None,
-    ) -> RunHandle:
-        """Spawn the run's executor. ``started`` (from :meth:`start`) is set once the run
-        stopped or met a conflict, in case its first commit never came."""
-        control = self._running
-        if outcome is None:
-            outcome = control.new_outcome(run_id, started)
-        elif isinstance(outcome, OwnedOutcome):
-            outcome.holding = False
-        if self.metrics is not None:
-            self.metrics.run_launched(run_id, graph)
-        executor = ExecutorActor(
-            run_id=run_id,
-            graph=graph,
-            log=log,
-            node_factory=self.nodes.build,
-            provider=self.nodes.provider,
-            outcome=outcome,
-            input=input,
-            resume_from=resume_from,
-            resume_input=resume_input,
-            score_goal=partial(score_goal, providers=self.nodes.provider_named),
-        )
-        ref = self.system.spawn(executor, name=f"run:{run_id}")
-        control.add_live(run_id, LiveRun(ref, outcome, log))
-        await ref.tell(StartRun())
-        since = 0 if resume_from is None else resume_from.last_seq
-        return RunHandle(run_id, outcome, control.logs, since)
+        return await self._resume_here(new_id, input, False)
 
     def watch_runs(
         self, *, after: int | None = None, every_event: bool = False

@@ -8,8 +8,9 @@
 first forgets ``obligations``: the judge's Level 0 check answers RETRY with feedback
 naming the missing key, and the model completes the extraction (judge RETRY, inside the
 step). The run then pauses before ``review`` (a ``pause_nodes`` gate): a person reads the
-extraction and approves it with ``inject_input`` (the ``approve`` command of the CLI, or
-the dashboard), and ``resume`` continues. The goal's scorecard is measured at the end.
+extraction and approves it with ``Runtime.approve`` (the ``approve`` command of the CLI,
+or the dashboard), which records who approved, and the run goes on. The goal's scorecard
+is measured at the end.
 """
 
 from .graph import AGREEMENT, FUNCTIONS, build_graph, run_until_review, scripted_model

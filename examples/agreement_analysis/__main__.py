@@ -21,8 +21,11 @@ async def demo() -> int:
         print(f"extracted: {paused.memory['parties']}, {paused.memory['term_months']} months")
         # The approver's side: record the decision, then let the run go on.
         async with Runtime(db, functions=FUNCTIONS, provider=scripted_model()) as rt:
-            await rt.inject_input(paused.run_id, {"approved": True, "reviewer": "Dana"})
-            result = await (await rt.resume(paused.run_id)).result()
+            approved = await rt.approve(
+                paused.run_id, by="Dana", input={"approved": True, "reviewer": "Dana"}
+            )
+            assert approved is not None
+            result = await approved.result()
         print(result.memory["report"])
         print(f"verdicts of extract: {result.verdicts.get('extract')}")
         if result.goal_outcome is not None:

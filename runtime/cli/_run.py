@@ -42,6 +42,7 @@ from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_PAUSED,
+    UsageError,
     add_allow_imports_option,
     add_output_option,
     add_store_option,
@@ -118,15 +119,29 @@ def register(sub: Any) -> None:
     _execution_options(p, imports_default="the modules the graph file names, as a script's")
     p.set_defaults(handler=_run)
 
-    p = sub.add_parser("resume", help="resume a paused, cancelled or interrupted run")
+    p = sub.add_parser(
+        "resume", help="resume a paused, cancelled or interrupted run (a gate needs approve)"
+    )
     p.add_argument("run_id", metavar="RUN")
+    _input_options(p, "a value to inject first")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_resume)
 
-    p = sub.add_parser("approve", help="inject input into a paused run and resume it")
+    p = sub.add_parser(
+        "approve",
+        help="approve (or reject) the gate a paused run waits at, then run it here if "
+        "this process can execute its graph",
+    )
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--by", help="who approves (default: the OS user's name)")
-    _input_options(p, "a value to inject")
+    p.add_argument(
+        "--reject",
+        metavar="REASON",
+        default=None,
+        help="reject the gate instead, saying why (final: the node's on_failure edge "
+        "fires, else the run ends cancelled)",
+    )
+    _input_options(p, "a value the approval puts into memory")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_approve)
 
@@ -178,21 +193,29 @@ async def _graph_of(
 async def _execute(
     args: argparse.Namespace,
     graph: GraphSpec | None,
-    start: Callable[[Runtime], Awaitable[RunHandle]],
+    start: Callable[[Runtime], Awaitable[RunHandle | None]],
     store: EventStore,
     stack: AsyncExitStack,
     resume_at: list[str] | None = None,
     *,
     allow: list[str],
     stored: bool = True,
+    recorded: str | None = None,
 ) -> int:
     """Open a runtime on ``store``, start the run with ``start``, follow it to its end.
 
     ``allow`` lists the module prefixes the run may import from: they and the ``--tools``
     modules may also come from the working directory. ``stored``: the graph was read from
-    the store (not a file named on the command line)."""
+    the store (not a file named on the command line). ``recorded`` (an approval's, naming
+    who decided): ``start`` records a decision and may leave the run to another process
+    (it returns None), for example when no model or import is allowed here; this says so."""
     search_working_directory([*allow, *(t.partition(":")[0] for t in args.tools)])
-    provider = await make_provider(args.provider, graph, stack, start=resume_at)
+    try:
+        provider = await make_provider(args.provider, graph, stack, start=resume_at)
+    except UsageError:
+        if recorded is None:
+            raise
+        provider = None  # an approval is recorded even where the run cannot go on
     tools = tools_from_modules(args.tools, allow_imports=allow)
     console = Console(stderr=True)
     began = time.monotonic()
@@ -212,11 +235,31 @@ async def _execute(
                             f"--allow-imports PREFIX (or ${ALLOW_IMPORTS_ENV}) lists"
                         )
                     raise
+                if handle is None:
+                    assert recorded is not None
+                    return _left(args, rt, graph, recorded)
                 if not args.quiet:
                     console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
                 result = await _follow(rt, handle, signals)
     _print_result(args, result, time.monotonic() - began)
     return exit_code(result)
+
+
+def _left(args: argparse.Namespace, rt: Runtime, graph: GraphSpec | None, by: str) -> int:
+    """A decision recorded and the run not executed here: say what happened and why."""
+    why = "the decision ended the run"
+    if graph is not None:
+        try:
+            rt.nodes.check(graph)
+        except SpecError as exc:
+            why = (
+                f"not executed here ({exc}); its owner or a worker (magistrate worker) continues it"
+            )
+    if args.output == "json":
+        emit_json({"run_id": args.run_id, "decided_by": by, "executed": False, "why": why})
+    else:
+        sys.stdout.write(f"run {args.run_id}: decision by {by} recorded; {why}\n")
+    return EXIT_OK
 
 
 def _store_name(store: EventStore) -> str:
@@ -257,9 +300,11 @@ def _print_result(args: argparse.Namespace, result: RunResult, elapsed: float) -
     if result.error:
         lines.append(f"error: {result.error}")
     if result.status == "paused":
+        command = "approve" if result.paused_reason == "hitl" else "resume"
         lines.append(
             f"paused ({result.paused_reason}) before {', '.join(result.resume_at) or '-'}; "
-            f"continue with: magistrate approve {result.run_id} --input KEY=VALUE"
+            f"continue with: magistrate {command} {result.run_id}"
+            + (" [--input KEY=VALUE]" if command == "approve" else "")
         )
     lines.append("memory:")
     for key, value in result.memory.items():
@@ -295,26 +340,41 @@ async def _resume(args: argparse.Namespace) -> int:
         graph, resume_at, _ = await _graph_of(store, args.run_id)
 
         async def start(rt: Runtime) -> RunHandle:
-            return await rt.resume(args.run_id)
+            return await rt.resume(args.run_id, input=parse_inputs(args.input) or None)
 
-        return await _execute(
-            args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
-        )
+        try:
+            return await _execute(
+                args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
+            )
+        except RunStateError as exc:
+            if exc.status != "paused":
+                raise
+            # Waiting at a gate: only an approval passes it, and the run stays as it was.
+            sys.stderr.write(f"magistrate: {exc}\n")
+            return EXIT_PAUSED
 
 
 async def _approve(args: argparse.Namespace) -> int:
     data = parse_inputs(args.input)
+    by = args.by or _os_user() or "unknown"
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args))
-        graph, resume_at, status = await _graph_of(store, args.run_id)
-        if status != "paused":
-            raise RunStateError(args.run_id, status, "only a paused run can be approved")
+        graph, resume_at, _ = await _graph_of(store, args.run_id)
 
-        async def start(rt: Runtime) -> RunHandle:
-            return await rt.approve(args.run_id, input=data, by=args.by or _os_user())
+        async def start(rt: Runtime) -> RunHandle | None:
+            if args.reject is not None:
+                return await rt.reject(args.run_id, by=by, reason=args.reject)
+            return await rt.approve(args.run_id, input=data, by=by)
 
         return await _execute(
-            args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
+            args,
+            graph,
+            start,
+            store,
+            stack,
+            resume_at,
+            allow=allowed_imports(args) or [],
+            recorded=by,
         )
 
 

@@ -51,7 +51,7 @@ from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
 from ._choices import EdgeChoices
 from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
-from ._failures import dead_end, node_failed
+from ._failures import dead_end, node_failed, rejection
 from ._join import EndRun, FanOutJoin, JoinOutcome, StartNode, StopBranches
 from ._messages import (
     CancelRun,
@@ -109,8 +109,7 @@ class ExecutorActor(Actor):
         self.retry_timers = 0
         self.pauses = PausePoints(frozenset(graph.pause_nodes))
         self.join = FanOutJoin(graph, log, self.reducers)
-        # A node whose llm_decide edge a model is choosing counts as running (nothing of
-        # it is recorded) until the answer arrives.
+        # A node whose llm_decide edge a model is choosing counts as running till it answers.
         self.choices = EdgeChoices(owner=self, graph=graph, provider=provider)
         self.end = RunEnding(
             owner=self, run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
@@ -123,8 +122,7 @@ class ExecutorActor(Actor):
         if end.stopping and not (
             end.scoring is not None and isinstance(message, GoalScored | CancelRun)
         ):
-            # Late messages after the run stopped (a NodeDone in flight, ...), or while
-            # its goal is scored: only the score and a cancel matter then.
+            # Late messages after the run stopped, or while its goal is scored: ignored.
             return None
         try:
             if isinstance(message, NodeDone):  # the step message: one coroutine fewer
@@ -132,8 +130,7 @@ class ExecutorActor(Actor):
             else:
                 await self._dispatch(message)
             if self.pauses.held and not end.stopping:
-                # A node held at a pause point pauses the run once nothing else runs,
-                # whichever message left nothing running (a branch that failed, ...).
+                # A node held at a pause point pauses the run once nothing else runs.
                 await self._maybe_pause()
         except Exception as exc:
             if not await end.fail_run(exc):
@@ -212,11 +209,7 @@ class ExecutorActor(Actor):
         self.emit(RunResumed())
         if self.resume_input:
             self.emit(InputInjected(data=dict(self.resume_input)))
-        # A resume answers the run's pause (or continues from its cancel's resume point, or
-        # after a crash): the nodes due run now without pausing again. A fork from the
-        # middle of a run passes only the nodes that had started, so a node that had not
-        # reached its pause gate meets it now: a fork never skips an approval.
-        self.pauses.passed = unfinished if gates_due else set(pending)
+        self.pauses.resume(pending, unfinished, state, fork=gates_due)
         starts = self.join.resume(pending)
         for node, branch in starts:
             await self._start_node(node, branch, rerun=node in unfinished)
@@ -231,6 +224,16 @@ class ExecutorActor(Actor):
         self, node_id: str, branch: str | None, *, attempt: int = 1, rerun: bool = False
     ) -> None:
         if self.end.stopping:
+            return
+        if attempt == 1 and not rerun and node_id in self.state.rejected:
+            # A rejected gate never opens: its node fails and only its on_failure edges
+            # fire (an ``always`` edge would pass the refusal by), else the run ends.
+            failed, done, routes = rejection(self.graph, node_id, branch)
+            self.emit(failed)
+            if routes:
+                await self._advance(done, routes)
+            else:
+                await self.end.record(RunCancelled(node_id=node_id, reason=failed.error))
             return
         if self.pauses.hold(node_id, branch, attempt):
             await self._maybe_pause()
@@ -257,14 +260,12 @@ class ExecutorActor(Actor):
         message = ExecuteNode(
             node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
         )
-        # The node starts once this step's events are committed. Durably, the store's
-        # answer tells the node itself (StartOnCommit): the executor goes back to its mailbox
-        # at once instead of waiting to be woken by the commit, on every step's path.
+        # The node starts once this step's events are committed; durably, the store's answer
+        # tells the node (StartOnCommit), not waking the executor on every step's path.
         if self.sync and self.log.submit((started,), StartOnCommit(self, ref, message)):
             return
-        # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
-        # A new run's first step is durable whatever the graph's durability: Runtime.start
-        # returns once the run is in the store.
+        # Unshielded: only the actor system's exit cancels an executor (RunLog.append). A
+        # new run's first step is durable: Runtime.start returns once it is in the store.
         await self.log.append((started,), durable=self.sync or self.log.last_seq == 0, shield=False)
         await ref.tell(message)
 
@@ -432,8 +433,7 @@ class ExecutorActor(Actor):
             # the cancel only stops the measuring (see runtime/engine/_ending.py).
             await self.end.record(finished)
             return
-        # The cancel's resume point: a running node, else a node held at a pause point,
-        # else one waiting out its retry backoff (all of them are pending in the state).
+        # The cancel's resume point: a running node, a node held at a pause point, a retry.
         resume_at = list(self.running) + [n for n, _, _ in self.pauses.held] + self.state.pending
         for node_id, (_attempt, branch) in list(self.running.items()):
             await self.nodes.stop(node_id)

@@ -1,13 +1,18 @@
 """A node's failure as the run records it: retried after its policy's delay, or for good,
-and the error a run that ends with it reports; the end of a run no edge leads on from."""
+and the error a run that ends with it reports; the end of a run no edge leads on from; a
+rejected gate's node."""
 
 from __future__ import annotations
 
 from ..events._catalogue import FinishedStatus, NodeFailed
 from ..spec._model import GraphSpec, NodeSpec, retry_delay
+from ._edges import Route, failure_routes
 from ._messages import NodeDone
 
-__all__ = ["dead_end", "failure", "node_failed"]
+__all__ = ["dead_end", "failure", "node_failed", "rejection"]
+
+#: The error of a pause node whose approval was rejected.
+REJECTED = "its approval was rejected"
 
 
 def node_failed(
@@ -45,3 +50,24 @@ def dead_end(graph: GraphSpec, done: NodeDone) -> tuple[FinishedStatus, str | No
     if graph.terminal_nodes:
         return "failed", f"no edge out of {done.node_id!r} fired and it is not a terminal node"
     return "completed", None
+
+
+def rejection(
+    graph: GraphSpec, node_id: str, branch: str | None
+) -> tuple[NodeFailed, NodeDone, list[Route]]:
+    """A pause node whose approval was rejected, due: its failure (for good), as recorded
+    and as the executor follows it, and the edges that fire: its ``on_failure`` edges
+    only, since an ``always`` edge would pass the refusal by (none: the run is cancelled).
+    """
+    done = NodeDone(
+        node_id=node_id,
+        attempt=1,
+        branch=branch,
+        success=False,
+        error=REJECTED,
+        error_type="ApprovalRejected",
+        retryable=False,
+    )
+    failed, _ = node_failed(graph, NodeSpec(id=node_id), done)
+    routes = [r for r in failure_routes(graph, node_id) if r.condition == "on_failure"]
+    return failed, done, routes

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..events._catalogue import PauseReason
+from ..events._state import RunState
 
 __all__ = ["PausePoints"]
 
@@ -35,3 +38,17 @@ class PausePoints:
     def wait_for_input(self, node_id: str, branch: str | None) -> None:
         """``node_id`` stopped to wait for input: the pause resumes it (it runs again)."""
         self.held.insert(0, (node_id, branch, "input"))
+
+    def resume(
+        self, due: Iterable[str], unfinished: set[str], state: RunState, *, fork: bool
+    ) -> None:
+        """A resume answers the run's pause (or continues from its cancel's resume point,
+        or after a crash): the nodes due run now without pausing again, except a pause
+        node no approval opened, which waits at its gate again (only an approval passes a
+        gate; a rejected one fails instead, see the executor). A ``fork`` from the middle
+        of a run passes only the nodes that had started, so a node that had not reached
+        its pause gate meets it now."""
+        pending = set(due)
+        passed = unfinished | (pending & set(state.approved)) if fork else pending
+        closed = self.pause_nodes - unfinished - set(state.approved) - set(state.rejected)
+        self.passed = passed - closed

@@ -8,6 +8,8 @@ audit timeline.
 
 from ._catalogue import (
     AnyEvent,
+    ApprovalGranted,
+    ApprovalRejected,
     BranchesForked,
     BranchesJoined,
     BranchesJudged,
@@ -55,6 +57,8 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "RunForked",
     "RunUnrunnable",
     "InputInjected",
+    "ApprovalGranted",
+    "ApprovalRejected",
     "NodeStarted",
     "NodeCompleted",
     "NodeFailed",

@@ -26,6 +26,8 @@ FanOutPolicy = Literal["fail_all", "continue_others", "wait_all"]
 
 __all__ = [
     "AnyEvent",
+    "ApprovalGranted",
+    "ApprovalRejected",
     "BranchFinished",
     "BranchJudgeWarning",
     "BranchToolResult",
@@ -211,6 +213,26 @@ class InputInjected(EventBody, frozen=True, tag="input.injected"):
     data: dict[str, Any]
 
 
+class ApprovalGranted(EventBody, frozen=True, tag="approval.granted"):
+    """A person let the run through the gate of pause node ``node_id``: ``by`` names who,
+    ``input`` is what the approval merged into memory. The only event that opens a gate;
+    the run is then running (its owner, or any worker, continues it)."""
+
+    node_id: str
+    by: str
+    input: dict[str, Any] = {}
+
+
+class ApprovalRejected(EventBody, frozen=True, tag="approval.rejected"):
+    """A person refused the gate of pause node ``node_id``: ``by`` names who, ``reason``
+    says why. Final: the gate never opens. The node's ``on_failure`` edge fires when it
+    has one (the run is then running); otherwise a ``run.cancelled`` follows."""
+
+    node_id: str
+    by: str
+    reason: str = ""
+
+
 class RunResumed(EventBody, frozen=True, tag="run.resumed"):
     note: str = ""
 
@@ -384,6 +406,8 @@ AnyEvent = (
     | BranchesJoined
     | RunPaused
     | InputInjected
+    | ApprovalGranted
+    | ApprovalRejected
     | RunResumed
     | RunCancelled
     | RunFinished
@@ -422,6 +446,7 @@ _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
     RunStarted: _started,
     RunPaused: lambda body: RunIndex("paused"),
     RunResumed: lambda body: RunIndex("running", quality=""),
+    ApprovalGranted: lambda body: RunIndex("running", quality=""),
     RunCancelled: lambda body: RunIndex("cancelled"),
     RunFinished: _finished,
     RunForked: _forked,

@@ -20,6 +20,8 @@ import msgspec
 from eventstore import Event, EventBody, event_tag
 
 from ._catalogue import (
+    ApprovalGranted,
+    ApprovalRejected,
     BranchesForked,
     BranchesJoined,
     BranchesJudged,
@@ -145,6 +147,11 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: The run's events by tag, every type counted (an application's own too).
     event_counts: dict[str, int] = {}
     paused: PauseInfo | None = None
+    #: The pause node whose approval the run waits for, kept through a cancel. Gates
+    #: ``approval.granted`` opened (until their node starts) and ``approval.rejected`` shut.
+    gate: str | None = None
+    approved: list[str] = []
+    rejected: list[str] = []
     #: A fork's copy ended in the middle of the run: its due nodes that had not started
     #: meet their pause gates when it resumes (a fork never skips an approval). Set by
     #: run.forked, cleared by the resume that follows.
@@ -181,6 +188,8 @@ def _copy(state: RunState) -> RunState:
         failed_nodes=list(state.failed_nodes),
         judge_failures=dict(state.judge_failures),
         unrunnable=list(state.unrunnable),
+        approved=list(state.approved),
+        rejected=list(state.rejected),
         outputs={node: dict(values) for node, values in state.outputs.items()},
         conversation=state.conversation.copy(),
         iterations=dict(state.iterations),
@@ -261,6 +270,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 s.steps += 1
             s.visit_counts[node] = body.visit
             s.running[node] = body.attempt
+            if node in s.approved:
+                s.approved.remove(node)  # the gate it opened is passed
             _visit_started(s, node, body.visit)
             s.conversation.apply(body)
             if s.fanout is not None:
@@ -377,11 +388,25 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case RunPaused():
             s.status = "paused"
             s.paused = PauseInfo(reason=body.reason, node_id=body.node_id)
+            if body.reason == "hitl":
+                s.gate = body.node_id
             if body.reason == "input" and body.node_id is not None:
                 visit = s.visits.get(body.node_id)
                 if visit is not None:
                     visit.paused_for_input = True
                     visit.injected = {}
+        case ApprovalGranted():
+            s.memory.update(body.input)
+            owned(s).difference_update(body.input)
+            s.status = "running"
+            s.paused = None
+            s.gate = None
+            s.approved.append(body.node_id)
+        case ApprovalRejected():
+            s.status = "running"
+            s.paused = None
+            s.gate = None
+            s.rejected.append(body.node_id)
         case RunResumed():
             s.status = "running"
             s.paused = None
@@ -409,6 +434,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.pending = []
             s.running = {}
             s.paused = None
+            s.gate = None
             s.fanout = None
         case _:
             pass

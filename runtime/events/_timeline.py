@@ -14,6 +14,8 @@ import msgspec
 from eventstore import Event, VerifyReport, event_tag
 
 from ._catalogue import (
+    ApprovalGranted,
+    ApprovalRejected,
     BranchesForked,
     BranchesJoined,
     EdgeTaken,
@@ -130,6 +132,12 @@ def describe_event(event: Event) -> tuple[str, str, str]:
         return node, label, f"paused ({body.reason}){at}"
     if isinstance(body, InputInjected):
         return node, label, _clip(", ".join(f"{k} = {_json(v)}" for k, v in body.data.items()))
+    if isinstance(body, ApprovalGranted):
+        given = ", ".join(f"{k} = {_json(v)}" for k, v in body.input.items())
+        return node, label, _clip(f"approved by {body.by}" + (f": {given}" if given else ""))
+    if isinstance(body, ApprovalRejected):
+        why = f": {body.reason}" if body.reason else ""
+        return node, label, _clip(f"rejected by {body.by}{why}")
     if isinstance(body, RunResumed):
         return node, label, body.note
     if isinstance(body, RunCancelled):

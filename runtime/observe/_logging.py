@@ -18,6 +18,8 @@ from typing import Any
 from eventstore import EventBody
 
 from ..events._catalogue import (
+    ApprovalGranted,
+    ApprovalRejected,
     NodeFailed,
     RunCancelled,
     RunFinished,
@@ -76,6 +78,19 @@ def _log(run_id: str, event: EventBody) -> None:
         _runs.info("run %s paused (%s) before %s", run_id, body.reason, body.node_id, extra=extra)
     elif kind is RunResumed:
         _runs.info("run %s resumed", run_id, extra=extra)
+    elif kind is ApprovalGranted:
+        who = {**extra, "by": body.by}
+        _runs.info("run %s: approved by %s at gate %s", run_id, body.by, body.node_id, extra=who)
+    elif kind is ApprovalRejected:
+        who = {**extra, "by": body.by}
+        _runs.info(
+            "run %s: rejected by %s at gate %s: %s",
+            run_id,
+            body.by,
+            body.node_id,
+            body.reason,
+            extra=who,
+        )
     elif kind is RunCancelled:
         _runs.info("run %s cancelled at %s: %s", run_id, body.node_id, body.reason, extra=extra)
     elif kind is NodeFailed:

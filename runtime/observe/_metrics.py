@@ -27,6 +27,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from eventstore import EventBody, EventStore
 
 from ..events._catalogue import (
+    ApprovalGranted,
+    ApprovalRejected,
     BranchesJudged,
     EdgeTaken,
     InputInjected,
@@ -193,7 +195,13 @@ class RuntimeMetrics:
             registry=r,
         )
         self.injections = Counter(
-            "magistrate_input_injections", "Inputs injected into runs (approvals)", registry=r
+            "magistrate_input_injections", "Inputs injected into runs", registry=r
+        )
+        self.approvals = Counter(
+            "magistrate_approvals",
+            "Gates decided, by decision (granted, rejected)",
+            ["decision"],
+            registry=r,
         )
         self.provider_errors = Counter(
             "magistrate_provider_errors",
@@ -358,6 +366,10 @@ class RuntimeMetrics:
                 self.resumes.inc()
             case InputInjected():
                 self.injections.inc()
+            case ApprovalGranted():
+                self.approvals.labels("granted").inc()
+            case ApprovalRejected():
+                self.approvals.labels("rejected").inc()
             case RunPaused():
                 self.pauses.labels(_closed(event.reason, _PAUSE_REASONS)).inc()
                 self._activate(run_id, False)

@@ -31,7 +31,7 @@ from eventstore import (
 
 from .._errors import RunNotFoundError
 from .._ownership import listed_ownership
-from ..events._catalogue import EdgeTaken, LlmTurn, RunFinished, RunPaused, RunStarted, Verdict
+from ..events._catalogue import LlmTurn, RunFinished, RunPaused, RunStarted, Verdict
 from ..events._snapshots import check_snapshot, load_state
 from ..events._state import RunState, fold
 from ._records import (
@@ -49,6 +49,7 @@ from ._records import (
     Tokens,
     VerdictView,
 )
+from ._shown import broken_chain, node_of, pause_view
 
 __all__ = ["SCAN_EVENTS", "RunReader"]
 
@@ -59,35 +60,6 @@ _LOG_ERRORS = (CorruptLogError, UnknownEventError)
 _FINISHED = ("completed", "failed")
 #: Entries each of the reader's caches holds at most (it starts over when full).
 _CACHE_LIMIT = 50_000
-
-
-def _node_of(event: Event) -> set[str]:
-    body = event.body
-    if isinstance(body, EdgeTaken):
-        return {body.source, body.target}
-    node = getattr(body, "node_id", None) or getattr(body, "source", None)
-    return {node} if isinstance(node, str) else set()
-
-
-def waiting_for(graph: dict[str, Any] | None, node_id: str | None) -> list[str]:
-    """The memory keys a paused node reads (what an approval may give it)."""
-    if graph is None or node_id is None:
-        return []
-    for node in graph.get("nodes", []):
-        if isinstance(node, dict) and node.get("id") == node_id:
-            keys = node.get("input_keys", [])
-            return [str(k) for k in keys] if isinstance(keys, list) else []
-    return []
-
-
-def _broken(
-    exc: CorruptLogError | UnknownEventError, scope: Any, first: int, last: int
-) -> ChainStatus:
-    seq = exc.seq if isinstance(exc, CorruptLogError) else None
-    reason = exc.reason if isinstance(exc, CorruptLogError) else str(exc)
-    return ChainStatus(
-        ok=False, scope=scope, from_seq=first, to_seq=last, broken_at=seq, reason=reason
-    )
 
 
 class RunReader:
@@ -102,6 +74,7 @@ class RunReader:
         self.store = store
         self._graphs: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
         self._last_bodies: dict[tuple[str, int], Any] = {}
+        self._pauses: dict[tuple[str, int], PauseView | None] = {}
 
     # -- the listing ----------------------------------------------------------------------
 
@@ -136,12 +109,7 @@ class RunReader:
                 if isinstance(last, RunFinished):
                     error = last.error
                 elif isinstance(last, RunPaused) and info.status == "paused":
-                    _, graph = await self._first(info.run_id)
-                    paused = PauseView(
-                        reason=last.reason,
-                        node_id=last.node_id,
-                        waiting_for=waiting_for(graph, last.node_id),
-                    )
+                    paused = await self._paused(info)
         except _LOG_ERRORS as exc:
             error = f"log unreadable: {exc}"
         return RunSummary(
@@ -159,6 +127,15 @@ class RunReader:
             error=error,
             origin=info.origin,
         )
+
+    async def _paused(self, info: RunInfo) -> PauseView | None:
+        """Why the paused run waits, with what its memory holds (cached: one per seq)."""
+        key = (info.run_id, info.last_seq)
+        if key not in self._pauses:
+            state = (await self.state(info.run_id)).state
+            self._remember(self._pauses, key, pause_view(state))
+        view: PauseView | None = self._pauses[key]
+        return view
 
     def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
         if len(cache) >= _CACHE_LIMIT:
@@ -212,7 +189,7 @@ class RunReader:
         except _LOG_ERRORS as exc:
             state = fold(await self.store.read_all(run_id, to_seq=at_seq))
             self._found(run_id, state, at_seq)
-            return StateView(state=state, chain=_broken(exc, "full", 1, state.last_seq))
+            return StateView(state=state, chain=broken_chain(exc, "full", 1, state.last_seq))
         self._found(run_id, state, at_seq)
         # What load_state folded after its snapshot (all of the log without one); it read
         # and checked the chain from the snapshot's own event on.
@@ -248,15 +225,8 @@ class RunReader:
             if node_id not in llm_ids:
                 llm_ids.append(node_id)
         summary = await self.summary(info)
-        if state.paused is not None and summary.paused is None and state.status == "paused":
-            summary = msgspec.structs.replace(
-                summary,
-                paused=PauseView(
-                    reason=state.paused.reason,
-                    node_id=state.paused.node_id,
-                    waiting_for=waiting_for(state.graph, state.paused.node_id),
-                ),
-            )
+        if state.paused is not None and state.status == "paused":
+            summary = msgspec.structs.replace(summary, paused=pause_view(state))
         summary = msgspec.structs.replace(
             summary, forked_from=state.forked_from, unrunnable=list(state.unrunnable)
         )
@@ -307,7 +277,6 @@ class RunReader:
             if isinstance(e.body, Verdict) and e.body.level != "bail_out"
         )
         turns = [e.body for e in events if isinstance(e.body, LlmTurn)]
-        paused = state.paused
         return RunReport(
             run_id=run_id,
             graph=(state.graph or {}).get("id"),
@@ -321,13 +290,7 @@ class RunReader:
             events=len(events),
             path=state.path,
             pending=state.pending,
-            paused=None
-            if paused is None
-            else PauseView(
-                reason=paused.reason,
-                node_id=paused.node_id,
-                waiting_for=waiting_for(state.graph, paused.node_id),
-            ),
+            paused=pause_view(state),
             error=state.error,
             total_retries=state.total_retries,
             turns=len(turns),
@@ -367,7 +330,7 @@ class RunReader:
                     yield pending, None
                 pending, last = event, event.seq
         except _LOG_ERRORS as exc:
-            broken = _broken(exc, "full", 1, last)
+            broken = broken_chain(exc, "full", 1, last)
         if broken is not None:
             try:
                 async for event in self.store.read(run_id, from_seq=last + 1):
@@ -401,7 +364,7 @@ class RunReader:
             return await self._page(info, after, limit, nodes, types, verify=True)
         except _LOG_ERRORS as exc:
             page = await self._page(info, after, limit, nodes, types, verify=False)
-            chain = _broken(exc, "tail", after + 1, page.chain.to_seq)
+            chain = broken_chain(exc, "tail", after + 1, page.chain.to_seq)
             return msgspec.structs.replace(page, chain=chain)
 
     async def _page(
@@ -429,7 +392,7 @@ class RunReader:
                 tag = event_tag(event.body)
                 if tag not in exact and not tag.startswith(prefixes or ("\0",)):
                     continue
-            if wanted_nodes and not (_node_of(event) & wanted_nodes):
+            if wanted_nodes and not (node_of(event) & wanted_nodes):
                 continue
             if len(picked) == limit:
                 next_after = picked[-1].seq

@@ -99,11 +99,14 @@ class EventPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PauseView(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a paused run waits: ``reason`` (hitl, user, input), the node, the keys it reads."""
+    """Why a paused run waits: ``reason`` (hitl, user, input), the node, the keys it reads
+    (``reads``) and those of them memory still lacks (``waiting_for``: what an approval
+    must give)."""
 
     reason: str
     node_id: str | None
     waiting_for: list[str] = []
+    reads: list[str] = []
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):

@@ -34,7 +34,15 @@ from eventstore import (
     StoreError,
 )
 
-from .. import GraphSpec, MemoryValueError, RunNotFoundError, RunStateError, Runtime, SpecError
+from .. import (
+    GraphSpec,
+    MemoryValueError,
+    RunHandle,
+    RunNotFoundError,
+    RunStateError,
+    Runtime,
+    SpecError,
+)
 from ..reads import RunReader
 from ..spec import graph_hash, graph_to_dict
 from ._guard import Guard
@@ -57,6 +65,7 @@ from ._schemas import (
     ForkRequest,
     GraphInfo,
     GraphList,
+    RejectRequest,
     ResumeRequest,
     RunRef,
     StartRequest,
@@ -236,17 +245,14 @@ class _Api:
     async def approve(self, request: Request) -> Response:
         run_id = path_run_id(request)
         body = await read_body(request, ApproveRequest)
-        info = await self.reader.info(run_id)
-        if info.status != "paused":
-            return _error(
-                409,
-                "not_paused",
-                f"run {run_id} is {info.status}; only a paused run can be approved",
-                run_id=run_id,
-                status=info.status,
-            )
-        await self.runtime.approve(run_id, input=body.input or None, by=body.by)
-        return _json(RunRef(run_id=run_id, action="approved"), 202)
+        handle = await self.runtime.approve(run_id, input=body.input, by=body.by)
+        return _json(RunRef(run_id=run_id, action="approved", detail=_next(handle)), 202)
+
+    async def reject(self, request: Request) -> Response:
+        run_id = path_run_id(request)
+        body = await read_body(request, RejectRequest)
+        handle = await self.runtime.reject(run_id, by=body.by, reason=body.reason)
+        return _json(RunRef(run_id=run_id, action="rejected", detail=_next(handle)), 202)
 
     async def cancel(self, request: Request) -> Response:
         run_id = path_run_id(request)
@@ -259,6 +265,13 @@ class _Api:
         body = await read_body(request, ForkRequest)
         handle = await self.runtime.fork(run_id, body.at_seq, input=body.input or None)
         return _json(RunRef(run_id=handle.run_id, action="forked"), 201)
+
+
+def _next(handle: RunHandle | None) -> str:
+    """What follows a gate's decision, as the runtime answered it."""
+    if handle is not None:
+        return "the run goes on in this server"
+    return "recorded; the run ended, or waits for its owner or a worker to continue it"
 
 
 async def _on_error(request: Request, exc: Exception) -> Response:
@@ -369,7 +382,7 @@ def create_app(
         Route("/api/runs/{run_id}/stream", route("stream_run"), methods=["GET"]),
         *(
             Route(f"/api/runs/{{run_id}}/{action}", route(action), methods=["POST"])
-            for action in ("pause", "resume", "approve", "cancel", "fork")
+            for action in ("pause", "resume", "approve", "reject", "cancel", "fork")
         ),
         Mount("/static", _DashboardFiles(directory=_STATIC), name="static"),
     ]

@@ -13,6 +13,7 @@ from ._schemas import (
     CancelRequest,
     ForkRequest,
     GraphList,
+    RejectRequest,
     ResumeRequest,
     RunRef,
     StartRequest,
@@ -94,6 +95,8 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
             StartRequest,
             ResumeRequest,
             ApproveRequest,
+            RejectRequest,
+            RejectRequest,
             CancelRequest,
             ForkRequest,
             ApiError,
@@ -247,7 +250,11 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
         "/api/runs/{run_id}/resume": _action("Resume a run", "ResumeRequest"),
         "/api/runs/{run_id}/cancel": _action("Cancel a run", "CancelRequest"),
         "/api/runs/{run_id}/approve": _action(
-            "Approve a paused run: inject input and resume", "ApproveRequest"
+            "Approve the gate a paused run waits at (only an approval passes a gate)",
+            "ApproveRequest",
+        ),
+        "/api/runs/{run_id}/reject": _action(
+            "Reject the gate a paused run waits at (final)", "RejectRequest"
         ),
         "/api/runs/{run_id}/fork": _action(
             "Start a new run from a copy of this run's first events", "ForkRequest", "201"

@@ -18,6 +18,7 @@ __all__ = [
     "ForkRequest",
     "GraphInfo",
     "GraphList",
+    "RejectRequest",
     "ResumeRequest",
     "RunRef",
     "StartRequest",
@@ -46,11 +47,18 @@ class ResumeRequest(_Body, frozen=True):
 
 
 class ApproveRequest(_Body, frozen=True):
-    """Approve a paused run: inject ``input`` into its memory and resume it; ``by`` names
-    who approves."""
+    """Approve the gate a paused run waits at: ``by`` names who (required), ``input`` goes
+    into memory (only the keys given: nothing else is written)."""
 
+    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     input: dict[str, Any] = {}
-    by: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+
+
+class RejectRequest(_Body, frozen=True):
+    """Reject the gate a paused run waits at (final): ``by`` names who, ``reason`` why."""
+
+    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    reason: Annotated[str, msgspec.Meta(max_length=2000)] = ""
 
 
 class CancelRequest(_Body, frozen=True):
@@ -73,11 +81,13 @@ class ApiError(msgspec.Struct, frozen=True, kw_only=True):
     status: str | None = None
 
 
-class RunRef(msgspec.Struct, frozen=True, kw_only=True):
-    """A run a request started or acted on, and what happened to it."""
+class RunRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A run a request started or acted on, and what happened to it (``detail``: what
+    follows, for a gate's decision)."""
 
     run_id: str
     action: str
+    detail: str = ""
 
 
 class VerifyView(msgspec.Struct, frozen=True, kw_only=True):

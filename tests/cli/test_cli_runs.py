@@ -49,11 +49,9 @@ def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Wor
     assert result["status"] == "completed" and result["quality"] == "clean"
     assert result["memory"]["reply"] == "[billing] approved by ops"
     assert result["path"] == ["load", "classify", "act"]
-    # A second approval is refused: the run is no longer paused.
+    # A second approval is refused: the run waits at no gate.
     again = ok(workdir.run("approve", run_id), 2)
-    assert again.err.strip() == (
-        f"magistrate: error: run {run_id} is completed: only a paused run can be approved"
-    )
+    assert again.err.strip() == f"magistrate: error: run {run_id} is completed: it waits at no gate"
 
 
 def test_run_json_output_is_one_document_and_progress_can_be_silenced(workdir: Workdir) -> None:
@@ -113,9 +111,20 @@ def test_cancel_a_paused_run_then_resume_it(workdir: Workdir) -> None:
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "cancelled"
     assert ok(workdir.run("cancel", run_id), 2).err.startswith("magistrate: error: run ")
-    # A cancelled run can be resumed: the pending node runs (no model is needed for it).
-    resumed = ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"))
-    assert json.loads(resumed.out)["status"] == "completed"
+    # Cancelled at a gate, a resume waits at the gate again: only an approval passes it.
+    resumed = json.loads(ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"), 3).out)
+    assert (resumed["status"], resumed["paused_reason"]) == ("paused", "hitl")
+    assert "reply" not in resumed["memory"]
+    again = ok(
+        workdir.run("resume", run_id, *ALLOW), 3
+    )  # waiting at the gate: refused, nothing run
+    assert "waits for approval at gate 'act'" in again.err
+    approved = ok(
+        workdir.run("approve", run_id, *ALLOW, "--by", "ops", "--input", "approved_by=ops")
+    )
+    assert "completed" in approved.out
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "completed"
 
 
 def test_sigint_cancels_the_live_run_and_exits_4(workdir: Workdir) -> None:
@@ -150,20 +159,22 @@ def test_fork_from_a_seq_runs_a_new_run_recorded_as_forked(workdir: Workdir) -> 
     # Forked at the edge into the gated node, the fork stops at its gate too.
     gated = ok(workdir.run("fork", run_id, *ALLOW, "--at", str(at), "--output", "json", "-q"), 3)
     assert json.loads(gated.out)["resume_at"] == ["act"]
-    # Forked at the pause, the fork answers it and runs on.
+    # Forked at the pause, the fork waits at the gate; approving it runs it on.
     paused_at = next(e["seq"] for e in events if e["type"] == "run.paused")
+    args = ("--at", str(paused_at), "--output", "json", "-q")
+    fork = ok(workdir.run("fork", run_id, *ALLOW, *args), 3)
+    fork_id = json.loads(fork.out)["run_id"]
     forked = ok(
         workdir.run(
-            "fork",
+            "approve",
+            fork_id,
             *ALLOW,
-            run_id,
-            "--at",
-            str(paused_at),
+            "--by",
+            "boss",
             "--input",
             "approved_by=boss",
             "--output",
             "json",
-            "-q",
         )
     )
     result = json.loads(forked.out)
@@ -257,3 +268,41 @@ def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) ->
     assert ok(workdir.run("pause", run_id), 2).err.startswith(f"magistrate: error: run {run_id}")
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "paused"
+
+
+def test_approve_records_the_approval_where_the_graph_cannot_run_and_leaves_the_run(
+    workdir: Workdir,
+) -> None:
+    run_id = json.loads(ok(workdir.run(*RUN, "-q", "--output", "json"), 3).out)["run_id"]
+    # A plain resume never passes the gate: exit 3, the run as it was.
+    refused = ok(workdir.run("resume", run_id), 3)
+    assert f"run {run_id} is paused: it waits for approval at gate 'act'" in refused.err
+    # A gate whose node would lack input stays closed, naming what is missing.
+    missing = ok(workdir.run("approve", run_id, *ALLOW, "--by", "ops"), 2)
+    assert "its node needs approved_by" in missing.err
+    # This process may not import the graph's functions: the approval is one event,
+    # recorded, and the run is left for a process that can run it.
+    recorded = ok(
+        workdir.run(
+            "approve",
+            run_id,
+            "--by",
+            "ops",
+            "--input",
+            "approved_by=ops",
+            "--allow-imports",
+            "nothing_allowed",
+        )
+    )
+    assert f"run {run_id}: decision by ops recorded; not executed here" in recorded.out
+    assert "magistrate worker" in recorded.out
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
+    approvals = [e["body"] for e in events if e["type"].startswith("approval.")]
+    assert approvals == [{"node_id": "act", "by": "ops", "input": {"approved_by": "ops"}}]
+    assert events[-1]["type"] == "approval.granted"  # nothing ran here
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "running"
+    # A process that can run it goes on through the approved gate.
+    done = json.loads(ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q")).out)
+    assert done["status"] == "completed"
+    assert done["memory"]["reply"] == "[billing] approved by ops"

@@ -62,7 +62,9 @@ def test_serve_runs_approves_and_stops_on_sigint(workdir: Workdir) -> None:
             paused = _wait_for(client, run_id, "paused", "failed")
             assert paused["summary"]["paused"]["node_id"] == "act"
             approved = client.post(
-                f"/api/runs/{run_id}/approve", json={"input": {"approved_by": "ana"}}, headers=auth
+                f"/api/runs/{run_id}/approve",
+                json={"input": {"approved_by": "ana"}, "by": "ana"},
+                headers=auth,
             )
             assert approved.status_code == 202
             done = _wait_for(client, run_id, "completed", "failed")

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from eventstore import EVENT_TYPES, Event, EventBody
 from runtime.events import (
+    ApprovalGranted,
+    ApprovalRejected,
     BranchesForked,
     BranchesJoined,
     BranchesJudged,
@@ -146,6 +148,13 @@ BODY_STRATEGIES: dict[type[EventBody], st.SearchStrategy[Any]] = {
         RunPaused, reason=st.sampled_from(["hitl", "user", "input"]), node_id=st.none() | nodes
     ),
     InputInjected: st.builds(InputInjected, data=st.dictionaries(keys, json_values, max_size=2)),
+    ApprovalGranted: st.builds(
+        ApprovalGranted,
+        node_id=nodes,
+        by=texts,
+        input=st.dictionaries(keys, json_values, max_size=2),
+    ),
+    ApprovalRejected: st.builds(ApprovalRejected, node_id=nodes, by=texts, reason=texts),
     RunResumed: st.builds(RunResumed, note=texts),
     RunCancelled: st.builds(RunCancelled, node_id=st.none() | nodes, reason=texts),
     RunFinished: st.builds(

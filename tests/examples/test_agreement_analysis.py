@@ -30,8 +30,11 @@ async def test_extraction_is_retried_by_the_judge_then_waits_for_approval(tmp_pa
     assert "obligations" in retry_prompt
 
     async with Runtime(db, functions=FUNCTIONS, provider=scripted_model()) as rt:
-        await rt.inject_input(paused.run_id, {"approved": True, "reviewer": "Dana"})
-        result = await (await rt.resume(paused.run_id)).result()
+        approved = await rt.approve(
+            paused.run_id, by="Dana", input={"approved": True, "reviewer": "Dana"}
+        )
+        assert approved is not None
+        result = await approved.result()
         events = [e.body for e in await rt.read_events(paused.run_id)]
 
     assert result.status == "completed" and result.path == ["extract", "review", "report"]
@@ -58,8 +61,11 @@ async def test_a_rejection_is_measured_by_the_scorecard_not_rerun(tmp_path: Path
     db = tmp_path / "agreement.db"
     paused = await run_until_review(db)
     async with Runtime(db, functions=FUNCTIONS, provider=scripted_model()) as rt:
-        await rt.inject_input(paused.run_id, {"approved": False, "reviewer": "Eve"})
-        result = await (await rt.resume(paused.run_id)).result()
+        approved = await rt.approve(
+            paused.run_id, by="Eve", input={"approved": False, "reviewer": "Eve"}
+        )
+        assert approved is not None
+        result = await approved.result()
     assert result.status == "completed" and result.memory["decision"] == "rejected"
     assert result.goal_outcome is not None and result.goal_outcome.met is False
 

@@ -483,7 +483,11 @@ async def test_hitl_pause_then_inject_and_resume_in_a_new_runtime(tmp_path: Path
         await rt.inject_input(handle.run_id, {"approved": "yes"})
         assert (await rt.get_state(handle.run_id)).memory["approved"] == "yes"
     async with Runtime(db, functions=functions) as rt2:  # a fresh runtime: only the log
-        result = await (await rt2.resume(handle.run_id)).result()
+        with pytest.raises(RunStateError, match="waits for approval"):
+            await rt2.resume(handle.run_id)  # only an approval passes the gate
+        approved = await rt2.approve(handle.run_id, by="ann")
+        assert approved is not None
+        result = await approved.result()
         assert result.status == "completed"
         assert result.path == ["draft", "approve"]
         assert approvals == ["yes"]

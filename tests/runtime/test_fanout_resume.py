@@ -81,7 +81,9 @@ async def paused_run(path: Path) -> str:
 
 async def resume(path: Path, run_id: str) -> tuple[RunResult, int]:
     async with Runtime(path, functions=FUNCTIONS) as rt:
-        result = await (await rt.resume(run_id)).result()
+        approved = await rt.approve(run_id, by="ann")
+        assert approved is not None
+        result = await approved.result()
         events = await rt.read_events(run_id)
     assert fold(events).fanout is None  # joined
     return result, len(events)

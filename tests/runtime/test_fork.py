@@ -68,7 +68,16 @@ async def test_a_fork_copies_the_prefix_records_its_source_and_runs_on(tmp_path:
         source = await rt.read_events(paused.run_id)
         at = source[-1].seq  # the pause itself
         handle = await rt.fork(paused.run_id, at, input={"approved": "ops"})
-        result = await handle.result()
+        waiting = await handle.result()
+        # The fork waits at the gate the source waited at: only an approval passes it.
+        assert (waiting.status, waiting.paused_reason, waiting.resume_at) == (
+            "paused",
+            "hitl",
+            ["book"],
+        )
+        approved = await rt.approve(handle.run_id, by="ops")
+        assert approved is not None
+        result = await approved.result()
     assert handle.run_id != paused.run_id
     assert result.status == "completed" and result.quality == "clean"
     assert result.memory["report"] == "trip to Lyon (ops)"
@@ -158,7 +167,11 @@ async def test_fork_works_on_an_in_memory_runtime() -> None:
     async with Runtime(None, functions=_functions(calls)) as rt:
         paused = await (await rt.start(GRAPH, input={"city": "Kyiv"})).result()
         at = (await rt.get_state(paused.run_id)).last_seq
-        result = await (await rt.fork(paused.run_id, at, input={"approved": "me"})).result()
+        fork = await (await rt.fork(paused.run_id, at, input={"approved": "me"})).result()
+        assert fork.status == "paused"
+        approved = await rt.approve(fork.run_id, by="me")
+        assert approved is not None
+        result = await approved.result()
         assert result.status == "completed"
         assert result.memory["report"] == "trip to Kyiv (me)"
         events = await rt.read_events(result.run_id)
@@ -182,7 +195,9 @@ async def test_a_fork_from_before_a_pause_gate_stops_at_the_gate(tmp_path: Path)
         state = await rt.get_state(fork.run_id)
         assert state.paused is not None and state.paused.node_id == "book"
         # Approving the fork runs the gated node, once.
-        done = await (await rt.resume(fork.run_id, input={"approved": "ops"})).result()
+        approved = await rt.approve(fork.run_id, by="ops", input={"approved": "ops"})
+        assert approved is not None
+        done = await approved.result()
         assert done.status == "completed" and calls == ["book", "report"]
         assert done.memory["report"] == "trip to Lyon (ops)"
 

@@ -123,7 +123,13 @@ async def stretch(
     if run_id is None:
         handle = await rt.start(graph, input={"seeded": seed, "n": 0})
     else:
-        handle = await rt.resume(run_id, input=how)
+        paused = (await rt.get_state(run_id)).paused
+        if paused is not None and paused.reason == "hitl":  # only an approval passes a gate
+            approved = await rt.approve(run_id, by="test", input=how)
+            assert approved is not None
+            handle = approved
+        else:
+            handle = await rt.resume(run_id, input=how)
     if behaviour.blocking is not None and not behaviour.entered.is_set():
         async with anyio.create_task_group() as tg:
 

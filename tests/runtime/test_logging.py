@@ -22,13 +22,16 @@ async def test_run_lifecycle_is_info_and_verdicts_and_retries_are_debug(
     caplog.set_level(logging.DEBUG, logger="magistrate")
     async with Runtime(None, functions=FUNCTIONS, provider=_provider()) as rt:
         paused = await (await rt.start(TRIAGE, input={"text": "x"})).result()
-        await (await rt.resume(paused.run_id, input={"approved_by": "ops"})).result()
+        approved = await rt.approve(paused.run_id, by="ops", input={"approved_by": "ops"})
+        assert approved is not None
+        await approved.result()
         failed = await (await rt.start(FAILING)).result()
     runs = [r for r in caplog.records if r.name == "magistrate.runs"]
     info = [(r.getMessage(), getattr(r, "run_id", None)) for r in runs if r.levelno == logging.INFO]
     run = paused.run_id
     assert (f"run {run} started: graph triage", run) in info
     assert (f"run {run} paused (hitl) before act", run) in info
+    assert (f"run {run}: approved by ops at gate act", run) in info
     assert (f"run {run} resumed", run) in info
     assert (f"run {run} finished: completed, quality clean", run) in info
     assert (f"run {failed.run_id} finished: failed, quality failed", failed.run_id) in info

@@ -125,7 +125,9 @@ async def test_a_scrape_after_known_runs_counts_what_their_logs_say(tmp_path: Pa
     ) as rt:
         paused = await (await rt.start(TRIAGE, input={"text": " refund "})).result()
         assert paused.status == "paused"
-        done = await (await rt.resume(paused.run_id, input={"approved_by": "ops"})).result()
+        approved = await rt.approve(paused.run_id, by="ops", input={"approved_by": "ops"})
+        assert approved is not None
+        done = await approved.result()
         assert done.status == "completed" and done.memory["reply"] == "billing by ops"
         failed = await (await rt.start(FAILING)).result()
         assert failed.status == "failed"
@@ -140,7 +142,8 @@ async def test_a_scrape_after_known_runs_counts_what_their_logs_say(tmp_path: Pa
     assert value("magistrate_runs_active") == 0
     assert value("magistrate_run_pauses_total", reason="hitl") == 1
     assert value("magistrate_run_resumes_total") == 1
-    assert value("magistrate_input_injections_total") == 1
+    assert value("magistrate_input_injections_total") == 0  # the approval carried the input
+    assert value("magistrate_approvals_total", decision="granted") == 1
     # The two tool-call turns are counted apart, not as RETRY verdicts.
     assert value("magistrate_judge_verdicts_total", verdict="retry", level="bail_out") == 0
     assert value("magistrate_llm_tool_turns_total") == 2
@@ -173,6 +176,7 @@ async def test_a_scrape_after_known_runs_counts_what_their_logs_say(tmp_path: Pa
         "direction",
         "le",
         "outcome",
+        "decision",
     }
 
 
@@ -198,7 +202,11 @@ async def test_a_fork_counts_as_one_new_run_not_as_a_copy_of_the_old_one(tmp_pat
     ) as rt:
         paused = await (await rt.start(TRIAGE, input={"text": "x"})).result()
         at = (await rt.get_state(paused.run_id)).last_seq
-        forked = await (await rt.fork(paused.run_id, at, input={"approved_by": "me"})).result()
+        fork = await (await rt.fork(paused.run_id, at, input={"approved_by": "me"})).result()
+        assert fork.status == "paused"  # at the gate the source waited at
+        approved = await rt.approve(fork.run_id, by="me")
+        assert approved is not None
+        forked = await approved.result()
         assert forked.status == "completed"
     samples = await anyio.to_thread.run_sync(_scrape, registry)
     assert samples[("magistrate_runs_started_total", ())] == 2

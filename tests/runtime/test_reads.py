@@ -99,10 +99,10 @@ async def test_an_edited_run_is_read_with_the_break_named(tmp_path: Path) -> Non
 async def test_approve_refuses_a_run_that_is_not_paused(tmp_path: Path) -> None:
     run_id = await _run(tmp_path / "runs.db")
     async with Runtime(tmp_path / "runs.db", functions=FUNCTIONS) as rt:
-        with pytest.raises(RunStateError, match="only a paused run can be approved"):
+        with pytest.raises(RunStateError, match="it waits at no gate"):
             await rt.approve(run_id, input={"x": 1}, by="ann")
         with pytest.raises(RunNotFoundError):
-            await rt.approve("ghost")
+            await rt.approve("ghost", by="ann")
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "nul\x00", "tab\there", "x" * 201, "\ud800"])

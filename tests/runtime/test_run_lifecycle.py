@@ -193,7 +193,9 @@ async def test_a_run_whose_graph_has_its_recorded_hash_resumes_without_a_warning
     async with Runtime(tmp_path / "runs.db", functions={"step": _step}) as rt:
         first = await (await rt.start(paused, input={"x": 0})).result()
         assert first.status == "paused"
-        result = await (await rt.resume(first.run_id)).result()
+        approved = await rt.approve(first.run_id, by="ann")
+        assert approved is not None
+        result = await approved.result()
     assert result.status == "completed"
     assert result.memory["x"] == 4
     assert [r for r in caplog.records if r.name == "magistrate.runtime"] == []

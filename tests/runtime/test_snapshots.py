@@ -72,7 +72,9 @@ async def test_a_long_run_is_read_through_its_snapshot_with_the_same_state(
         assert await rt.get_state(run_id) == whole  # folds the whole log
         # A read saves none: only the run's owner appends the event that binds one.
         assert await rt.store.load_snapshot(run_id) is None
-        result = await (await rt.resume(run_id)).result()
+        approved = await rt.approve(run_id, by="ann")
+        assert approved is not None
+        result = await approved.result()
         assert result.status == "completed" and result.memory["n"] == STEPS + 1
         assert result.memory["seen"] == list(range(1, STEPS + 2))
         assert await rt.get_state(run_id) == fold(await rt.read_events(run_id))
@@ -154,7 +156,9 @@ async def test_every_append_path_saves_snapshots_and_deleting_them_changes_nothi
             assert (await rt.store.load_snapshot(run_id) is not None) == keep
         copy.write_bytes(path.read_bytes())
         async with Runtime(copy, functions=functions) as rt:
-            result = await (await rt.resume(run_id)).result()
+            approved = await rt.approve(run_id, by="ann")
+            assert approved is not None
+            result = await approved.result()
             assert result.status == "completed"
             results.append((result, fold(await rt.read_events(run_id))))
     (with_snapshot, log_with), (without, log_without) = results

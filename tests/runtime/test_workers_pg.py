@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from runtime import Runtime, RuntimeMetrics, run_worker
+from runtime import RunStateError, Runtime, RuntimeMetrics, run_worker
 from runtime.events import EdgeTaken, NodeCompleted, RunFinished, RunResumed, fold
 from runtime.testing import linear_graph
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
@@ -209,7 +209,13 @@ async def test_a_paused_run_approved_elsewhere_continues_on_a_worker(
             return (await rt.get_state(run_id)).status == "paused"
 
         await wait_until(paused, 30)
-        await rt.submit_resume(run_id, input={"approved": True})
+        with pytest.raises(RunStateError, match="waits for approval"):
+            await rt.submit_resume(run_id)  # only an approval passes a gate
+    # Approved from a runtime that cannot execute the graph (none of its functions, as
+    # the CLI or a dashboard without the app's code): recorded, left to the worker.
+    async with Runtime(f"{url}?schema={prefix}_store") as bare:
+        assert await bare.approve(run_id, by="ops", input={"approved": True}) is None
+    async with Runtime(f"{url}?schema={prefix}_store", functions=functions(url, prefix)) as rt:
         await _all_finished(rt, [run_id], 30)
         state = await rt.get_state(run_id)
     assert state.memory["approved"] is True and state.path == NODES[:3]

@@ -179,21 +179,98 @@ function inputRows(keys) {
   return box;
 }
 
+// A paused run's form. At a gate (reason hitl) it approves or rejects: prefilled with the
+// current memory of each key the gated node reads, beside the node's description and
+// success criteria, and sending only the keys the approver changed or added (a field
+// left as it was writes nothing). Elsewhere (a pause asked for, a node's question) it
+// resumes, with the input given. The card then says what the server recorded.
+const APPROVER_KEY = "magistrate.approver";
+
+// What a form recorded, kept at the top of the page: the card itself goes once the run
+// is no longer paused.
+function recorded(text) {
+  let box = document.getElementById("recorded");
+  if (!box || !main.contains(box)) {
+    box = h("div", { id: "recorded", role: "status" });
+    main.prepend(box);
+  }
+  box.prepend(h("p", { class: "recorded" }, text));
+}
+
 function approveForm(run, onDone) {
-  const keys = run.paused?.waiting_for || [];
-  const rows = inputRows(keys);
+  const gate = run.paused?.reason === "hitl";
+  const nodeId = run.paused?.node_id;
+  const rows = h("div", { class: "inputs" });
+  const about = h("div", { class: "gate small" });
   const message = h("div", { class: "error" });
-  const send = async (action, body) => {
-    message.textContent = "";
-    try { await api(`/api/runs/${encodeURIComponent(run.run_id)}/${action}`, { body }); onDone?.(); }
-    catch (e) { message.textContent = e.status === 401 ? "401: set the API token first (top right)" : e.message; }
+  const by = h("input", { class: "by", name: "by", placeholder: "your name", "aria-label": "approved by",
+                          value: localStorage.getItem(APPROVER_KEY) || "" });
+  const reason = h("input", { class: "reason", name: "reason", placeholder: "why (for a rejection)", "aria-label": "reason" });
+  const form = h("form", { class: "approve", "data-gate": gate ? nodeId : null });
+  const original = new Map(); // key -> the text its field was prefilled with
+  const addRow = (key = "", text = "", known = false) => {
+    const pair = h("div", { class: "pair" },
+      h("input", { class: "key", placeholder: "key", value: key, "aria-label": "key", readonly: known }),
+      h("textarea", { class: "value", rows: 1, placeholder: "value (JSON or text)", "data-key": key, "aria-label": `value of ${key || "key"}` }, text));
+    rows.insertBefore(pair, rows.lastChild);
+    if (known) original.set(key, text);
   };
-  return h("form", { class: "approve", onsubmit: (e) => { e.preventDefault(); send("approve", { input: rows.values() }); } },
-    rows,
-    h("div", { class: "row" },
-      h("button", { class: "primary", type: "submit" }, "Approve and resume"),
-      h("button", { class: "danger", type: "button", onclick: () => send("cancel", { reason: "cancelled from the dashboard" }) }, "Cancel run")),
-    message);
+  rows.append(h("button", { type: "button", class: "small", onclick: () => addRow() }, "+ key"));
+  const changed = () => {
+    const data = {};
+    for (const pair of rows.querySelectorAll(".pair")) {
+      const key = pair.querySelector(".key").value.trim();
+      const text = pair.querySelector(".value").value;
+      if (!key || (original.has(key) && original.get(key) === text)) continue;
+      if (!original.has(key) && text.trim() === "") continue;
+      data[key] = typedValue(text);
+    }
+    return data;
+  };
+  const done = (text) => {
+    form.replaceChildren(h("p", { class: "recorded" }, text));
+    recorded(`${run.run_id}: ${text}`);
+    onDone?.();
+  };
+  const send = async (action, body, said) => {
+    message.textContent = "";
+    if (gate && !by.value.trim()) { message.textContent = "say who you are first (approved by)"; return; }
+    if (gate) localStorage.setItem(APPROVER_KEY, by.value.trim());
+    try {
+      const answer = await api(`/api/runs/${encodeURIComponent(run.run_id)}/${action}`, { body });
+      done(`${said}${answer.detail ? ` — ${answer.detail}` : ""}`);
+    } catch (e) { message.textContent = e.status === 401 ? "401: set the API token first (top right)" : e.message; }
+  };
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const input = changed();
+    const given = Object.keys(input).length ? ` with ${Object.keys(input).join(", ")}` : " with no change to memory";
+    if (gate) send("approve", { by: by.value.trim(), input }, `Approved by ${by.value.trim()}${given}`);
+    else send("resume", { input }, `Resumed${given}`);
+  });
+  const buttons = h("div", { class: "row" },
+    h("button", { class: "primary", type: "submit" }, gate ? "Approve and resume" : "Resume"),
+    gate ? h("button", { class: "danger reject", type: "button", onclick: () =>
+      send("reject", { by: by.value.trim(), reason: reason.value.trim() }, `Rejected by ${by.value.trim()}`) }, "Reject") : "",
+    h("button", { class: "danger", type: "button", onclick: () => send("cancel", { reason: "cancelled from the dashboard" }, "Cancelled") }, "Cancel run"));
+  form.append(about, rows, gate ? h("div", { class: "row" }, by, reason) : "", buttons, message);
+  // The run's memory and graph, to prefill the fields and show what will run.
+  api(`/api/runs/${encodeURIComponent(run.run_id)}`).then((detail) => {
+    const node = (detail.graph?.nodes || []).find((n) => n.id === nodeId) || {};
+    const reads = node.input_keys || [];
+    const missing = reads.filter((k) => !(k in detail.memory));
+    for (const key of reads) {
+      const has = key in detail.memory;
+      const value = detail.memory[key];
+      addRow(key, !has ? "" : typeof value === "string" ? value : JSON.stringify(value), true);
+    }
+    fill(about,
+      node.description ? h("p", {}, node.description) : "",
+      (node.success_criteria || []).length ? h("div", {}, h("b", {}, "Success criteria: "), h("ul", { class: "criteria" }, ...node.success_criteria.map((c) => h("li", {}, typeof c === "string" ? c : JSON.stringify(c))))) : "",
+      gate ? h("p", { class: "waiting" }, missing.length ? `waiting for: ${missing.join(", ")}` : "the node has all it reads") : "");
+    if (!reads.length) addRow();
+  }).catch((e) => { message.textContent = e.message; });
+  return form;
 }
 
 // ---------------------------------------------------------------- router

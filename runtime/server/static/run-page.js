@@ -318,7 +318,7 @@ async function runPage(runId) {
       refreshSoon(); } }, label);
     if (sum.status === "paused") {
       actions.append(h("p", { class: "small" }, `Paused (${sum.paused?.reason || "?"}) before `, h("b", {}, sum.paused?.node_id || "?"),
-        sum.paused?.waiting_for?.length ? `, which reads ${sum.paused.waiting_for.join(", ")}` : ""), approveForm(sum, refreshSoon));
+        sum.paused?.waiting_for?.length ? `, waiting for ${sum.paused.waiting_for.join(", ")}` : ""), approveForm(sum, refreshSoon));
     } else if (sum.status === "running") {
       actions.append(act("pause", "Pause"), " ", act("cancel", "Cancel", "danger"));
     } else if (sum.status === "cancelled") {

@@ -139,7 +139,7 @@ async function approvalsPage() {
       h("h2", {}, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}`, class: "mono" }, r.run_id), " ",
         h("span", { class: "muted" }, r.graph_id || "")),
       h("p", { class: "small" }, `Paused (${r.paused?.reason || "?"}) before node `, h("b", {}, r.paused?.node_id || "?"),
-        r.paused?.waiting_for?.length ? `; it reads ${r.paused.waiting_for.join(", ")}` : "",
+        r.paused?.waiting_for?.length ? `; waiting for ${r.paused.waiting_for.join(", ")}` : "",
         ` · updated ${fmtTime(r.updated)}`),
       approveForm(r, load))));
     if (!data.runs.length) list.append(h("p", { class: "muted" }, cursors.length > 1 ? "No older paused runs." : "No paused runs."));

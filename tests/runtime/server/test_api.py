@@ -30,6 +30,7 @@ async def test_a_run_started_over_http_pauses_shows_its_verdicts_and_finishes_wh
             "reason": "hitl",
             "node_id": "review",
             "waiting_for": ["approved", "note"],
+            "reads": ["approved", "note"],
         }
         assert detail["current"] == ["review"]
         assert detail["visit_counts"] == {"draft": 1}
@@ -45,7 +46,7 @@ async def test_a_run_started_over_http_pauses_shows_its_verdicts_and_finishes_wh
 
         response = await s.client.post(
             f"/api/runs/{run_id}/approve",
-            json={"input": {"approved": True, "note": "ok by Ana"}},
+            json={"input": {"approved": True, "note": "ok by Ana"}, "by": "ana"},
             headers=AUTH,
         )
         assert response.status_code == 202, response.text
@@ -107,7 +108,7 @@ async def test_bad_requests_get_clear_4xx_answers(tmp_path: Path) -> None:
         assert missing.status_code == 404
         assert missing.json()["run_id"] == "no-such-run"
         assert (
-            await post("/api/runs/no-such-run/approve", json={}, headers=AUTH)
+            await post("/api/runs/no-such-run/approve", json={"by": "ann"}, headers=AUTH)
         ).status_code == 404
 
         for query in (
@@ -128,9 +129,11 @@ async def test_bad_requests_get_clear_4xx_answers(tmp_path: Path) -> None:
         again = await post("/api/runs", json={"graph": "quick", "run_id": "fixed-id"}, headers=AUTH)
         assert again.status_code == 409
         await s.wait_status(run_id, "paused")
-        await post(f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}}, headers=AUTH)
+        await post(
+            f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}, "by": "ann"}, headers=AUTH
+        )
         await s.wait_status(run_id, "completed")
-        late = await post(f"/api/runs/{run_id}/approve", json={}, headers=AUTH)
+        late = await post(f"/api/runs/{run_id}/approve", json={"by": "ann"}, headers=AUTH)
         assert late.status_code == 409
         assert late.json()["status"] == "completed"
         cancel = await post(f"/api/runs/{run_id}/cancel", json={}, headers=AUTH)
@@ -145,7 +148,8 @@ async def test_runs_list_filters_and_pages(tmp_path: Path) -> None:
         reviewed = await _start(s, "reviewed")
         await s.wait_status(reviewed, "paused")
         for run_id in quick[:2]:
-            await s.client.post(f"/api/runs/{run_id}/approve", json={}, headers=AUTH)
+            approve = {"input": {"ok": 1}, "by": "ann"}
+            await s.client.post(f"/api/runs/{run_id}/approve", json=approve, headers=AUTH)
             await s.wait_status(run_id, "completed")
         await s.client.post(f"/api/runs/{quick[2]}/cancel", json={}, headers=AUTH)
         await s.wait_status(quick[2], "cancelled")
@@ -192,7 +196,7 @@ async def test_runs_list_filters_and_pages(tmp_path: Path) -> None:
 async def test_events_page_and_filter_and_state_travels_in_time(tmp_path: Path) -> None:
     async with served(tmp_path / "runs.db") as s:
         run_id = await _start(s, "reviewed", input={"topic": "Lisbon"})
-        await s.client.post(f"/api/runs/{run_id}/approve", json={}, headers=AUTH)  # not yet paused
+        await s.client.post(f"/api/runs/{run_id}/approve", json={"by": "ann"}, headers=AUTH)
         detail = await s.wait_status(run_id, "paused", "completed", "failed")
         last_seq = detail["summary"]["last_seq"]
 
@@ -255,10 +259,18 @@ async def test_cancel_and_resume_over_http(tmp_path: Path) -> None:
         events = (await s.client.get(f"/api/runs/{run_id}/events", params={"type": "run."})).json()
         assert events["events"][-1]["type"] == "run.cancelled"
         assert events["events"][-1]["body"] == {"node_id": "gate", "reason": "not needed"}
-        resumed = await s.client.post(
-            f"/api/runs/{run_id}/resume", json={"input": {"ok": True}}, headers=AUTH
-        )
+        # Cancelled at its gate, a resume waits at the gate again; only an approval passes.
+        resumed = await s.client.post(f"/api/runs/{run_id}/resume", json={}, headers=AUTH)
         assert resumed.status_code == 202, resumed.text
+        waiting = await s.wait_status(run_id, "paused")
+        assert waiting["summary"]["paused"]["reason"] == "hitl"
+        again = await s.client.post(f"/api/runs/{run_id}/resume", json={}, headers=AUTH)
+        assert again.status_code == 409
+        assert "waits for approval at gate 'gate'" in again.json()["detail"]
+        approved = await s.client.post(
+            f"/api/runs/{run_id}/approve", json={"input": {"ok": True}, "by": "ann"}, headers=AUTH
+        )
+        assert approved.status_code == 202, approved.text
         done = await s.wait_status(run_id, "completed")
         assert done["memory"]["ok"] is True
         assert done["path"] == ["step", "gate"]
@@ -298,6 +310,13 @@ async def test_fork_from_a_seq_with_edited_input(tmp_path: Path) -> None:
         assert response.status_code == 201, response.text
         fork_id = response.json()["run_id"]
         assert fork_id != run_id
+        # The fork waits at the gate the source waits at: only an approval passes it.
+        waiting = await s.wait_status(fork_id, "paused")
+        assert waiting["summary"]["paused"]["waiting_for"] == []  # the fork's input gave ok
+        approve = await s.client.post(
+            f"/api/runs/{fork_id}/approve", json={"by": "ann"}, headers=AUTH
+        )
+        assert approve.status_code == 202, approve.text
         forked = await s.wait_status(fork_id, "completed", "failed")
         assert forked["summary"]["status"] == "completed"
         assert forked["memory"]["ok"] == 2 and forked["memory"]["who"] == "Ana"

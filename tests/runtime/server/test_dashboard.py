@@ -110,8 +110,9 @@ async def test_approve_a_paused_run_in_the_browser_and_watch_it_finish_live(
         )
 
         # Approve with typed input and watch the run finish without reloading.
-        await page.fill('input[data-key="approved"]', "true")
-        await page.fill('input[data-key="note"]', "ok by Ana")
+        await page.fill('textarea[data-key="approved"]', "true")
+        await page.fill('textarea[data-key="note"]', "ok by Ana")
+        await page.fill("input.by", "ana")
         await page.click("text=Approve and resume")
         await expect(page.locator("#run-head .badge.s-completed")).to_be_visible()
         await expect(page.locator("#memory")).to_contain_text("PUBLISHED: TP 1234 LIS-JFK")
@@ -157,7 +158,8 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
         await expect(page.locator("#travel")).to_contain_text("fly somewhere")
         await expect(page.locator("#state-memory")).to_contain_text("Lisbon")
 
-        # Fork from the pause with edited input: the fork runs on and completes.
+        # Fork from the pause with edited input: the fork waits at the gate, its form
+        # prefilled with the fork's memory; approving it runs it on to completion.
         paused_seq = events[-1]["seq"]
         assert events[-1]["type"] == "run.paused"
         await page.check('input[data-category="pauses"]')
@@ -172,6 +174,10 @@ async def test_time_travel_and_the_timeline_filters(tmp_path: Path) -> None:
         fork_id = await link.text_content()
         assert fork_id and fork_id != run_id
         await link.click()
+        form = page.locator("form.approve")
+        await expect(form.locator('textarea[data-key="note"]')).to_have_value("forked by Rui")
+        await form.locator("input.by").fill("rui")
+        await form.locator("text=Approve and resume").click()
         await expect(page.locator("#run-head .badge.s-completed")).to_be_visible()
         forked = (await s.client.get(f"/api/runs/{fork_id}")).json()
         assert forked["memory"]["topic"] == "Porto"
@@ -196,7 +202,8 @@ async def test_screenshots_of_the_runs_page_and_a_run_page(tmp_path: Path) -> No
             response = await s.client.post("/api/runs", json={"graph": graph}, headers=AUTH)
             ids.append(response.json()["run_id"])
             await s.wait_status(ids[-1], "paused")
-        await s.client.post(f"/api/runs/{ids[1]}/approve", json={}, headers=AUTH)
+        approve = {"input": {"ok": 1}, "by": "ann"}
+        await s.client.post(f"/api/runs/{ids[1]}/approve", json=approve, headers=AUTH)
         await s.wait_status(ids[1], "completed")
         # Every request the pages make is answered (no 404 for a favicon, ...), and the
         # browser's console reports no error.

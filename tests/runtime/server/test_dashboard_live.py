@@ -46,7 +46,7 @@ async def test_events_committed_while_the_last_timeline_page_loads_join_the_time
         await page.locator('input[data-category="run"]').uncheck()
         route, answer = await held.get()
         approved = await s.client.post(
-            f"/api/runs/{run_id}/approve", json={"input": {"ok": True}}, headers=AUTH
+            f"/api/runs/{run_id}/approve", json={"input": {"ok": True}, "by": "ann"}, headers=AUTH
         )
         assert approved.status_code == 202
         done = await s.wait_status(run_id, "completed")

@@ -141,7 +141,7 @@ async def test_metrics_shows_the_runtime_s_own_metrics(tmp_path: Path) -> None:
             run_id = started.json()["run_id"]
             await s.wait_status(run_id, "paused")
             await client.post(
-                f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}}, headers=AUTH
+                f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}, "by": "ann"}, headers=AUTH
             )
             await s.wait_status(run_id, "completed")
             text = (await client.get("/metrics")).text

@@ -45,7 +45,9 @@ async def test_a_run_stream_sends_the_log_then_live_events_until_it_finishes(
                 seqs.append(event["seq"])
                 if event["seq"] == paused_seq:
                     approve = await s.client.post(
-                        f"/api/runs/{run_id}/approve", json={"input": {"ok": 1}}, headers=AUTH
+                        f"/api/runs/{run_id}/approve",
+                        json={"input": {"ok": 1}, "by": "ann"},
+                        headers=AUTH,
                     )
                     assert approve.status_code == 202
                 if event["type"] == "run.finished":

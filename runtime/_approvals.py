@@ -1,0 +1,128 @@
+"""Approvals: the only way through a pause node's gate, the same from every front.
+
+A run that reaches a pause node pauses before it (reason ``hitl``): it waits at the gate.
+Only an ``approval.granted`` event opens it (:meth:`Runtime.approve`, which ``magistrate
+approve``, ``POST /api/runs/{run}/approve`` and the dashboard call); an
+``approval.rejected`` closes it for good (:meth:`Runtime.reject`). A plain resume of a run
+waiting at a gate is refused; a resume of a run cancelled at a gate waits at the gate
+again. An approval is one append, made with the seq of the pause it answers, so a
+control that moved the run meanwhile (a cancel) wins and the approval is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from eventstore import ConcurrencyError, EventBody, RunOwnedError
+
+from ._errors import RunStateError, SpecErrors
+from ._gates import check_resumable, gate_of, missing_keys
+from ._handle import RunHandle
+from ._node_factory import NodeFactory
+from ._run_control import RunControl
+from ._run_logs import RunLogs
+from .events._catalogue import ApprovalGranted, ApprovalRejected, RunCancelled
+from .events._state import RunState
+from .spec._model import GraphSpec
+
+__all__ = ["check_resumable", "decide_gate", "grant", "reject"]
+
+#: Records a gate's decision on the run's state and graph; returns whether the run goes on.
+Record = Callable[[RunLogs, str, RunState, GraphSpec], Awaitable[bool]]
+#: Continues a run from its log in this process.
+Resume = Callable[[str, Mapping[str, Any] | None], Awaitable[RunHandle]]
+
+
+async def grant(
+    logs: RunLogs,
+    run_id: str,
+    state: RunState,
+    graph: GraphSpec,
+    *,
+    input: Mapping[str, Any],
+    by: str,
+) -> bool:
+    """Record the approval of the gate ``state`` waits at: one append, expected at the
+    pause's seq. Raises RunStateError (nothing recorded) when the run waits at no gate,
+    when the gated node would still lack input keys (named), or when another writer moved
+    the run since ``state`` (what happened is in the message). Returns True: the run
+    goes on."""
+    node_id = gate_of(run_id, state)
+    missing = missing_keys(graph, node_id, state, input)
+    if missing:
+        raise RunStateError(
+            run_id,
+            "paused",
+            f"the gate {node_id!r} stays closed: its node needs {', '.join(missing)}, which "
+            "neither memory nor the approval's input holds",
+        )
+    await _append(logs, run_id, state, [ApprovalGranted(node_id=node_id, by=by, input=dict(input))])
+    return True
+
+
+async def reject(
+    logs: RunLogs, run_id: str, state: RunState, graph: GraphSpec, *, by: str, reason: str
+) -> bool:
+    """Record the rejection of the gate ``state`` waits at (one append, expected at the
+    pause's seq); return whether the run goes on (the node has ``on_failure`` edges, which
+    then fire) or ended cancelled. Raises RunStateError as :func:`grant` does."""
+    node_id = gate_of(run_id, state)
+    goes_on = any(e.condition == "on_failure" for _, e in graph.node_edges(node_id).on_failure)
+    bodies: list[EventBody] = [ApprovalRejected(node_id=node_id, by=by, reason=reason)]
+    if not goes_on:
+        why = f": {reason}" if reason else ""
+        bodies.append(RunCancelled(node_id=node_id, reason=f"rejected by {by}{why}"))
+    await _append(logs, run_id, state, bodies)
+    return goes_on
+
+
+async def _append(logs: RunLogs, run_id: str, state: RunState, bodies: list[EventBody]) -> None:
+    try:
+        await logs.reopen(run_id, state.last_seq).append(bodies)
+    except ConcurrencyError:
+        now = await logs.get_state(run_id)
+        raise RunStateError(
+            run_id, now.status, f"it changed after the pause this answers (now {now.status})"
+        ) from None
+
+
+async def decide_gate(
+    control: RunControl, nodes: NodeFactory, run_id: str, record: Record, resume: Resume
+) -> RunHandle | None:
+    """Record a gate's decision with ``record``, then continue the run here (``resume``)
+    if it goes on and this runtime can execute its graph, claimed before the append so no
+    worker takes it meanwhile. None: the decision ended the run, or it is left to its
+    owner or a worker."""
+    try:
+        state, graph = await control.logs.read_resumable(run_id)
+    except RunStateError as exc:  # a finished run
+        raise RunStateError(run_id, exc.status, "it waits at no gate") from None
+    try:
+        nodes.check(graph)
+        here = not control.live.running_here(run_id)
+    except SpecErrors:
+        here = False
+    ownership = control.ownership
+    claimed = False
+    if here and ownership is not None and run_id not in ownership.claims:
+        try:
+            await ownership.claim(run_id)
+            claimed = True
+        except RunOwnedError:
+            here = False
+    try:
+        goes_on = await record(control.logs, run_id, state, graph)
+        if goes_on and here:
+            now = await control.logs.get_state(run_id)
+            if now.last_seq != state.last_seq + 1:  # a control came after the decision
+                raise RunStateError(
+                    run_id, now.status, "decided, then changed by another writer before it went on"
+                )
+            handle = await resume(run_id, None)
+            claimed = False
+            return handle
+        return None
+    finally:
+        if claimed and ownership is not None:
+            await ownership.release(run_id)

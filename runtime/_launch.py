@@ -1,0 +1,68 @@
+"""Launching a run's executor: the one step ``start``, ``resume`` and an approval share."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._handle import RunHandle
+from ._live_runs import LiveRun
+from ._node_factory import NodeFactory
+from ._ownership import OwnedOutcome
+from ._result import RunOutcome
+from ._run_control import RunControl
+from .engine._executor import ExecutorActor
+from .engine._messages import StartRun
+from .engine._runlog import RunLog
+from .events._state import RunState
+from .llm._goals import score_goal
+from .spec._model import GraphSpec
+
+if TYPE_CHECKING:
+    from .observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
+
+__all__ = ["launch"]
+
+
+async def launch(
+    control: RunControl,
+    nodes: NodeFactory,
+    metrics: RuntimeMetrics | None,
+    run_id: str,
+    graph: GraphSpec,
+    log: RunLog,
+    *,
+    input: dict[str, Any] | None = None,
+    resume_from: RunState | None = None,
+    resume_input: dict[str, Any] | None = None,
+    outcome: RunOutcome | None = None,
+    started: anyio.Event | None = None,
+) -> RunHandle:
+    """Spawn the run's executor in ``control``'s actor system and tell it to start.
+    ``started`` (from ``Runtime.start``) is set once the run stopped or met a conflict, in
+    case its first commit never came."""
+    if outcome is None:
+        outcome = control.new_outcome(run_id, started)
+    elif isinstance(outcome, OwnedOutcome):
+        outcome.holding = False
+    if metrics is not None:
+        metrics.run_launched(run_id, graph)
+    executor = ExecutorActor(
+        run_id=run_id,
+        graph=graph,
+        log=log,
+        node_factory=nodes.build,
+        provider=nodes.provider,
+        outcome=outcome,
+        input=input,
+        resume_from=resume_from,
+        resume_input=resume_input,
+        score_goal=partial(score_goal, providers=nodes.provider_named),
+    )
+    ref = control.live.system.spawn(executor, name=f"run:{run_id}")
+    control.add_live(run_id, LiveRun(ref, outcome, log))
+    await ref.tell(StartRun())
+    since = 0 if resume_from is None else resume_from.last_seq
+    return RunHandle(run_id, outcome, control.logs, since)

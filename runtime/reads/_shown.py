@@ -1,0 +1,59 @@
+"""How a read shows what a log holds: a pause's waiting-for, an event's nodes, a broken
+chain as a :class:`ChainStatus`. Pure functions of the log's facts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from eventstore import CorruptLogError, Event, UnknownEventError
+
+from ..events._catalogue import EdgeTaken
+from ..events._state import RunState
+from ._records import ChainStatus, PauseView
+
+__all__ = ["broken_chain", "node_of", "pause_view", "waiting_for"]
+
+
+def node_of(event: Event) -> set[str]:
+    body = event.body
+    if isinstance(body, EdgeTaken):
+        return {body.source, body.target}
+    node = getattr(body, "node_id", None) or getattr(body, "source", None)
+    return {node} if isinstance(node, str) else set()
+
+
+def waiting_for(
+    graph: dict[str, Any] | None, node_id: str | None, memory: Mapping[str, Any]
+) -> PauseView:
+    """What a node paused before reads (``reads``: its input keys) and, of those, what
+    memory still lacks (``waiting_for``: what an approval must give it)."""
+    keys: list[str] = []
+    if graph is not None and node_id is not None:
+        for node in graph.get("nodes", []):
+            if isinstance(node, dict) and node.get("id") == node_id:
+                found = node.get("input_keys", [])
+                keys = [str(k) for k in found] if isinstance(found, list) else []
+    return PauseView(
+        reason="", node_id=node_id, reads=keys, waiting_for=[k for k in keys if k not in memory]
+    )
+
+
+def pause_view(state: RunState) -> PauseView | None:
+    paused = state.paused
+    if paused is None or state.status != "paused":
+        return None
+    view = waiting_for(state.graph, paused.node_id, state.memory)
+    return msgspec.structs.replace(view, reason=paused.reason)
+
+
+def broken_chain(
+    exc: CorruptLogError | UnknownEventError, scope: Any, first: int, last: int
+) -> ChainStatus:
+    seq = exc.seq if isinstance(exc, CorruptLogError) else None
+    reason = exc.reason if isinstance(exc, CorruptLogError) else str(exc)
+    return ChainStatus(
+        ok=False, scope=scope, from_seq=first, to_seq=last, broken_at=seq, reason=reason
+    )
