@@ -106,21 +106,28 @@ def test_a_stored_graph_imports_nothing_on_approve_resume_or_fork(
     marker = payload / "pwned"
     assert not marker.exists()
 
-    for command in (["approve", run_id], ["resume", run_id], ["fork", run_id, "--at", "1"]):
+    # An approval is a command: recorded, the stored graph not executed here (it names the
+    # module and the flag), and the run left for a process allowed to run it.
+    recorded = ok(workdir.run("approve", run_id, env=env))
+    assert "decision by" in recorded.out and "not executed here" in recorded.out
+    assert "importing from module 'payload' is not allowed" in recorded.out
+    assert "--allow-imports" in recorded.out
+    assert not marker.exists(), "approve ran the stored graph's import"
+    assert _status(workdir, run_id) == "running"
+    for command in (["resume", run_id], ["fork", run_id, "--at", "1"]):
         refused = ok(workdir.run(*command, env=env), 2)
         assert "importing from module 'payload' is not allowed" in refused.err, refused.err
         assert "--allow-imports" in refused.err
         assert not marker.exists(), f"{command[0]} ran the stored graph's import"
-    # Nothing was executed or written: the run is still paused and no fork was left behind.
-    assert _status(workdir, run_id) == "paused"
+    # Nothing was executed: no fork was left behind.
     listed = json.loads(ok(workdir.run("runs", "--output", "json")).out)
     assert [run["run_id"] for run in listed["runs"]] == [run_id]
 
-    # Allowed on the command line, the same approval runs it.
-    approved = ok(
-        workdir.run("approve", run_id, "--allow-imports", "payload", "--output", "json", env=env)
+    # Allowed on the command line, the approved run goes on.
+    resumed = ok(
+        workdir.run("resume", run_id, "--allow-imports", "payload", "--output", "json", env=env)
     )
-    assert json.loads(approved.out)["memory"]["sent"] == "yes"
+    assert json.loads(resumed.out)["memory"]["sent"] == "yes"
     assert marker.read_text() == "act ran"
 
 
@@ -129,10 +136,9 @@ def test_the_environment_variable_allows_imports_like_the_flag(
 ) -> None:
     env = {"PYTHONPATH": str(payload)}
     run_id = _paused_evil_run(workdir, env)
-    other = ok(
-        workdir.run("resume", run_id, env={**env, "MAGISTRATE_ALLOW_IMPORTS": "os, json"}), 2
-    )
-    assert "allowed: 'os', 'json'" in other.err
+    # The run waits at its gate: the approval is recorded, the graph not run here.
+    other = ok(workdir.run("approve", run_id, env={**env, "MAGISTRATE_ALLOW_IMPORTS": "os, json"}))
+    assert "not executed here" in other.out and "allowed: 'os', 'json'" in other.out
     resumed = ok(
         workdir.run("resume", run_id, "-q", env={**env, "MAGISTRATE_ALLOW_IMPORTS": "json,payload"})
     )
@@ -221,9 +227,9 @@ def test_a_graphs_modules_come_from_the_working_directory_after_installed_ones(
     first = ok(workdir.run("run", "letter.yaml", "--input", "name=Ana", "--output", "json"), 3)
     run_id = json.loads(first.out)["run_id"]
     # A store's graph: only a module --allow-imports names is looked for there.
-    refused = ok(workdir.run("approve", run_id), 2)
-    assert "importing from module 'steps' is not allowed" in refused.err
-    done = ok(workdir.run("approve", run_id, "--allow-imports", "steps", "--output", "json"))
+    recorded = ok(workdir.run("approve", run_id))  # recorded, not executed here
+    assert "importing from module 'steps' is not allowed" in recorded.out
+    done = ok(workdir.run("resume", run_id, "--allow-imports", "steps", "--output", "json"))
     assert json.loads(done.out)["memory"]["sent"] == "Dear Ana (sent)"
     # Allowing a module named like an installed package gets the installed one.
     again = ok(
