@@ -151,7 +151,9 @@ async def test_an_edited_snapshot_decides_nothing(store_url: str) -> None:
         report = await RunReader(rt.store).verify(run_id)
         assert not report.ok and report.broken_at == snapshot.seq
         assert report.reason is not None and "not bound to the log" in report.reason
-        result = await (await rt.resume(run_id)).result()
+        approved = await rt.approve(run_id, by="ann")
+        assert approved is not None
+        result = await approved.result()
     assert result.status == "completed"
     assert paid == [100]
 
@@ -187,7 +189,9 @@ async def test_an_inserted_snapshot_row_without_its_event_is_ignored(store_url: 
         assert state.memory["amount"] == 100 and state == fold(events)
         report = await RunReader(rt.store).verify(run_id)
         assert not report.ok and report.broken_at == last.seq
-        result = await (await rt.resume(run_id)).result()
+        approved = await rt.approve(run_id, by="ann")
+        assert approved is not None
+        result = await approved.result()
     assert result.status == "completed"
     assert paid == [100]
 

@@ -100,7 +100,8 @@ async def test_events_end_at_a_pause_and_a_resumed_handle_goes_past_it(tmp_path:
     async with Runtime(tmp_path / "w.db", functions=FUNCTIONS) as rt:
         first = await rt.start(PAUSING)
         before = [event_tag(e.body) async for e in first.events()]
-        second = await rt.approve(first.run_id, input={"ok": True})
+        second = await rt.approve(first.run_id, input={"ok": True}, by="ann")
+        assert second is not None
         after = [event_tag(e.body) async for e in second.events()]
         result = await second.result()
     assert before[-1] == "run.paused" and "run.finished" not in before
@@ -143,7 +144,8 @@ async def test_watch_runs_starts_at_the_store_head_and_sees_other_processes(
                     await seen_one.wait()
                 if seen_one.is_set():
                     break
-            resumed = await other.approve(old.run_id, input={"ok": True})
+            resumed = await other.approve(old.run_id, input={"ok": True}, by="ann")
+            assert resumed is not None
             await resumed.result()
             with anyio.fail_after(10):
                 await old_done.wait()

@@ -97,7 +97,9 @@ async def test_a_new_runs_stream_client_starts_at_the_stores_newest_change(
             newer = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
             await s.wait_status(newer.json()["run_id"], "paused")
         approve = await s.client.post(
-            f"/api/runs/{older['run_id']}/approve", json={"input": {"ok": 1}}, headers=AUTH
+            f"/api/runs/{older['run_id']}/approve",
+            json={"input": {"ok": 1}, "by": "ann"},
+            headers=AUTH,
         )
         assert approve.status_code == 202
         await s.wait_status(older["run_id"], "completed")
