@@ -37,8 +37,8 @@ from ._errors import (
 from ._handle import RunHandle
 from ._result import RunResult
 from ._runtime import Runtime
-from ._watch import RunChange
 from ._worker import run_worker
+from .control._watch import RunChange
 from .engine import NodeContext
 from .llm import JudgeContext, JudgeProtocol, JudgeVerdict, Tool, ToolRegistry, tool
 from .providers import (

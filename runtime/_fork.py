@@ -14,8 +14,8 @@ from collections.abc import Callable
 from eventstore import Event, EventBody
 
 from ._errors import RunNotFoundError, RunStateError
-from ._ownership import RunOwnership
 from ._run_logs import RunLogs
+from .control._ownership import RunOwnership
 from .events._catalogue import RunFinished, RunForked
 from .events._state import fold
 from .spec._load import graph_from_dict

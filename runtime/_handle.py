@@ -8,7 +8,7 @@ from eventstore import Event
 
 from ._result import RunOutcome, RunResult
 from ._run_logs import RunLogs
-from ._watch import follow_run
+from .control._watch import follow_run
 
 __all__ = ["RunHandle"]
 

@@ -20,19 +20,19 @@ from eventstore import (
     open_store,
 )
 
-from ._approvals import check_resumable, decide_gate, grant, reject
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import RunStateError
 from ._fork import copy_prefix
 from ._handle import RunHandle
-from ._launch import launch
-from ._live_runs import LiveRuns
 from ._node_factory import NodeFactory
-from ._ownership import RunOwnership, default_worker_id
 from ._result import RunOutcome, RunResult
-from ._run_control import RunControl
 from ._run_logs import RunLogs
-from ._watch import RunChange, watch_store
+from .control._approvals import check_resumable, decide_gate, grant, reject
+from .control._launch import launch
+from .control._live_runs import LiveRuns
+from .control._ownership import RunOwnership, default_worker_id
+from .control._run_control import RunControl
+from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook, CommitObserver
 from .events._state import RunState
 from .events._values import check_input, check_run_id

@@ -14,7 +14,7 @@ import anyio
 from actors import Actor, ActorRef, MailboxFullError
 
 from .._errors import NodeError, NodeTimeoutError
-from .._threads import run_in_thread
+from ..control._threads import run_in_thread
 from ..events._catalogue import OutputSet
 from ..events._values import check_memory_value
 from ..spec._model import GraphSpec, NodeSpec

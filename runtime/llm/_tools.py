@@ -32,7 +32,7 @@ import anyio
 import msgspec
 
 from .._errors import ToolArgumentsError, ToolTimeoutError, UnknownToolError
-from .._threads import run_in_thread
+from ..control._threads import run_in_thread
 from ..providers._base import TOOL_NAME, ToolCall, ToolSpec
 from ._tool_calls import refusal
 

@@ -30,7 +30,7 @@ from eventstore import (
 )
 
 from .._errors import RunNotFoundError
-from .._ownership import listed_ownership
+from ..control._ownership import listed_ownership
 from ..events._catalogue import LlmTurn, RunFinished, RunPaused, RunStarted, Verdict
 from ..events._snapshots import check_snapshot, load_state
 from ..events._state import RunState, fold

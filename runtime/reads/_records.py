@@ -14,7 +14,7 @@ import msgspec
 
 from eventstore import Event, event_tag
 
-from .._ownership import Ownership
+from ..control._ownership import Ownership
 from ..events._state import ForkOrigin, RunState
 
 __all__ = [

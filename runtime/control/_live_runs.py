@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 from actors import ActorRef, ActorSystem
 
-from ._result import RunOutcome
-from .engine._runlog import RunLog
+from .._result import RunOutcome
+from ..engine._runlog import RunLog
 
 __all__ = ["LiveRun", "LiveRuns"]
 

@@ -1,15 +1,15 @@
 """Where a run stands at its gates, as its state says: the gate it waits at (what an
 approval or a rejection answers), whether a plain resume may continue it, and what the
-gated node would still lack. See :mod:`runtime._approvals` for the rules."""
+gated node would still lack. See :mod:`runtime.control._approvals` for the rules."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import RunStateError
-from .events._state import RunState
-from .spec._model import GraphSpec
+from .._errors import RunStateError
+from ..events._state import RunState
+from ..spec._model import GraphSpec
 
 __all__ = ["check_resumable", "gate_of", "missing_keys"]
 

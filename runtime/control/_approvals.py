@@ -16,15 +16,15 @@ from typing import Any
 
 from eventstore import ConcurrencyError, EventBody, RunOwnedError
 
-from ._errors import RunStateError, SpecErrors
+from .._errors import RunStateError, SpecErrors
+from .._handle import RunHandle
+from .._node_factory import NodeFactory
+from .._run_logs import RunLogs
+from ..events._catalogue import ApprovalGranted, ApprovalRejected, RunCancelled
+from ..events._state import RunState
+from ..spec._model import GraphSpec
 from ._gates import check_resumable, gate_of, missing_keys
-from ._handle import RunHandle
-from ._node_factory import NodeFactory
 from ._run_control import RunControl
-from ._run_logs import RunLogs
-from .events._catalogue import ApprovalGranted, ApprovalRejected, RunCancelled
-from .events._state import RunState
-from .spec._model import GraphSpec
 
 __all__ = ["check_resumable", "decide_gate", "grant", "reject"]
 

@@ -7,21 +7,21 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._handle import RunHandle
+from .._handle import RunHandle
+from .._node_factory import NodeFactory
+from .._result import RunOutcome
+from ..engine._executor import ExecutorActor
+from ..engine._messages import StartRun
+from ..engine._runlog import RunLog
+from ..events._state import RunState
+from ..llm._goals import score_goal
+from ..spec._model import GraphSpec
 from ._live_runs import LiveRun
-from ._node_factory import NodeFactory
 from ._ownership import OwnedOutcome
-from ._result import RunOutcome
 from ._run_control import RunControl
-from .engine._executor import ExecutorActor
-from .engine._messages import StartRun
-from .engine._runlog import RunLog
-from .events._state import RunState
-from .llm._goals import score_goal
-from .spec._model import GraphSpec
 
 if TYPE_CHECKING:
-    from .observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
+    from ..observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
 
 __all__ = ["launch"]
 

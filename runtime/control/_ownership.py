@@ -35,8 +35,8 @@ import anyio.abc
 
 from eventstore import Claim, ClaimingStore, NotifyingStore, RunInfo, StoreError
 
-from ._config import OwnershipConfig, RecoveryConfig
-from ._result import RunOutcome, RunResult
+from .._config import OwnershipConfig, RecoveryConfig
+from .._result import RunOutcome, RunResult
 
 __all__ = ["OwnedOutcome", "Ownership", "RunOwnership", "default_worker_id", "listed_ownership"]
 

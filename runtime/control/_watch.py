@@ -10,10 +10,10 @@ import msgspec
 
 from eventstore import Event, EventBody, EventStore, event_tag
 
-from ._result import RunOutcome
-from ._run_logs import RunLogs
-from .events._catalogue import RunCancelled, RunFinished, RunPaused, RunResumed, RunStarted
-from .events._state import StateStatus
+from .._result import RunOutcome
+from .._run_logs import RunLogs
+from ..events._catalogue import RunCancelled, RunFinished, RunPaused, RunResumed, RunStarted
+from ..events._state import StateStatus
 
 __all__ = ["RunChange", "follow_run", "status_after", "watch_store"]
 

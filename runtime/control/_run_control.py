@@ -19,15 +19,11 @@ import msgspec
 from actors import ActorStoppedError
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
-from ._errors import RunNotFoundError, RunStateError, SpecErrors
-from ._gates import check_resumable
-from ._live_runs import LiveRun, LiveRuns
-from ._ownership import OwnedOutcome, RunOwnership
-from ._result import FINAL, RunOutcome, RunResult, result_from_state
-from ._run_logs import RunLogs
-from ._unrunnable import Unrunnable
-from .engine._messages import CancelRun, InjectInput, PauseRun
-from .events._catalogue import (
+from .._errors import RunNotFoundError, RunStateError, SpecErrors
+from .._result import FINAL, RunOutcome, RunResult, result_from_state
+from .._run_logs import RunLogs
+from ..engine._messages import CancelRun, InjectInput, PauseRun
+from ..events._catalogue import (
     InputInjected,
     MemoryWritten,
     RunCancelled,
@@ -35,9 +31,13 @@ from .events._catalogue import (
     RunResumed,
     RunStarted,
 )
-from .events._state import RunState
-from .spec._load import graph_from_dict
-from .spec._model import GraphSpec, graph_hash, shared_graph_dict
+from ..events._state import RunState
+from ..spec._load import graph_from_dict
+from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
+from ._gates import check_resumable
+from ._live_runs import LiveRun, LiveRuns
+from ._ownership import OwnedOutcome, RunOwnership
+from ._unrunnable import Unrunnable
 
 __all__ = ["CLOSED", "RunControl"]
 

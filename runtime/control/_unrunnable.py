@@ -16,9 +16,9 @@ import time
 
 from eventstore import ConcurrencyError, StoreError
 
-from ._errors import SpecErrors
-from ._run_logs import RunLogs
-from .events._catalogue import RunUnrunnable
+from .._errors import SpecErrors
+from .._run_logs import RunLogs
+from ..events._catalogue import RunUnrunnable
 
 __all__ = ["FIRST_DELAY", "MAX_DELAY", "Unrunnable"]
 
