@@ -239,7 +239,8 @@ class Runtime:
         started = anyio.Event()
 
         def committed(_run_id: str, _bodies: Sequence[EventBody], _elapsed: float | None) -> None:
-            started.set()
+            if not started.is_set():  # called on every commit of the run: set it once
+                started.set()
 
         log = control.logs.create(run_id, observers=(committed,))
         handle = await launch(
