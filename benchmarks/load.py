@@ -140,7 +140,7 @@ def main(quick: bool) -> None:
     print(
         f"load benchmark ({'quick' if quick else 'full'}): {rounds} alternating round(s) of "
         f"2,000 and 10,000 concurrent durable runs ({NODES} nodes sleeping {SLEEP_MS:g} ms), "
-        "ours and the floor; heap per live run at {HEAP_RUNS:,} runs (tracemalloc)"
+        f"ours and the floor; heap per live run at {HEAP_RUNS:,} runs (tracemalloc)"
     )
     started = time.perf_counter()
     cpu: dict[tuple[str, int], list[float]] = {}
