@@ -37,6 +37,7 @@ class Round:
     loop_cpu_s: float
     gen0: int
     steps: int
+    commits: int = 0
 
 
 def _cpu() -> float:
@@ -48,9 +49,12 @@ def _gen0() -> int:
     return int(gc.get_stats()[0]["collections"])
 
 
-async def _timed(body: Callable[[], Awaitable[None]], steps: int) -> Round:
+async def _timed(
+    body: Callable[[], Awaitable[None]], steps: int, commits: Callable[[], int]
+) -> Round:
     gc.collect()
     gen0, cpu, loop_cpu, wall = _gen0(), _cpu(), time.thread_time(), time.perf_counter()
+    committed = commits()
     await body()
     return Round(
         wall_s=time.perf_counter() - wall,
@@ -58,6 +62,7 @@ async def _timed(body: Callable[[], Awaitable[None]], steps: int) -> Round:
         loop_cpu_s=time.thread_time() - loop_cpu,
         gen0=_gen0() - gen0,
         steps=steps,
+        commits=commits() - committed,
     )
 
 
@@ -94,7 +99,12 @@ async def ours_round(nodes: int, runs: int, concurrent: bool, store: bool) -> Ro
                     for _ in range(runs):
                         await one()
 
-            return await _timed(body, runs * nodes)
+            store = rt.store
+
+            def commits() -> int:
+                return 0 if store is None else store.statistics().batches
+
+            return await _timed(body, runs * nodes, commits)
 
 
 async def floor_round(nodes: int, runs: int, concurrent: bool, store: bool) -> Round:
@@ -116,7 +126,7 @@ async def floor_round(nodes: int, runs: int, concurrent: bool, store: bool) -> R
                     for _ in range(runs):
                         await one()
 
-            return await _timed(body, runs * nodes)
+            return await _timed(body, runs * nodes, lambda: 0 if floor is None else floor.commits)
         finally:
             if floor is not None:
                 floor.close()
@@ -204,6 +214,9 @@ def floor_figures(sizes: FloorSizes) -> list[tuple[str, float, str, float | None
     def wall(r: Round) -> float:
         return r.wall_s
 
+    def commits(r: Round) -> float:
+        return float(r.commits)
+
     def gen0_per_1k(side: str) -> float:
         measured = [r for comp in (a, c) for r in getattr(comp, side)]
         return 1000 * sum(r.gen0 for r in measured) / sum(r.steps for r in measured)
@@ -222,6 +235,8 @@ def floor_figures(sizes: FloorSizes) -> list[tuple[str, float, str, float | None
         ("executor.c.floor_cpu_ms", c.median("floor", cpu) * ms, "ms", None),
         ("executor.c.cpu_over_floor", c.ratio(cpu), "x", 2.0),
         ("executor.c.loop_cpu_over_floor", c.ratio(loop), "x", None),
+        ("executor.c.commits_per_round", c.median("ours", commits), "", None),
+        ("executor.c.floor_commits_per_round", c.median("floor", commits), "", None),
         ("executor.c.nostore_cpu_ms", c0.median("ours", cpu) * ms, "ms", None),
         ("executor.c.floor_nostore_cpu_ms", c0.median("floor", cpu) * ms, "ms", None),
         ("executor.c.nostore_cpu_over_floor", c0.ratio(cpu), "x", 3.0),
