@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime import LlmRequest, LlmResponse, Runtime, ScriptedProvider, ToolCall, Usage, tool
+from runtime import LlmRequest, LlmResponse, Runtime, ScriptedProvider, tool
 from runtime.events import (
     BranchesJudged,
     BranchesSelected,
@@ -23,16 +23,11 @@ from runtime.events import (
 from runtime.testing import reply, tool_call
 
 from .test_parallel import QUESTION, answering, parallel_graph
+from .test_provider_stops import cut
 
 pytestmark = pytest.mark.anyio
 
 NO = LlmResponse(text="I can't help with that.", stop="refusal", stop_reason="refusal")
-
-
-def cut(text: str = "", *calls: ToolCall, tokens: int = 4096) -> LlmResponse:
-    return LlmResponse(
-        text=text, tool_calls=list(calls), usage=Usage(output_tokens=tokens), stop="max_tokens"
-    )
 
 
 async def _run(
