@@ -48,6 +48,7 @@ from .providers import (
     LlmRequest,
     LlmResponse,
     OpenAIProvider,
+    ProviderSettings,
     ScriptedProvider,
     ToolCall,
     ToolSpec,
@@ -127,6 +128,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "Usage",
     "OpenAIProvider",
     "AnthropicProvider",
+    "ProviderSettings",
     "ScriptedProvider",
     # metrics
     "RuntimeMetrics",
