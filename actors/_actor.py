@@ -45,6 +45,18 @@ class Actor:
         """Handle one message. Never called concurrently with itself."""
         raise NotImplementedError(f"{type(self).__qualname__} does not implement receive()")
 
+    def receive_now(self, message: Any) -> bool:
+        """Optionally handle a told ``message`` synchronously, in the sender's task.
+
+        Called instead of queueing a ``tell`` when the actor is idle (parked on an empty
+        mailbox) and not stopping, so the order of messages and one-at-a-time handling
+        hold; return True if it was handled, False to have it queued for :meth:`receive`
+        as usual. It must not await, block or raise (an exception reaches the sender). For
+        a handler that only hands work on (starts a task, forwards): it spares the
+        actor's task a wake-up per message. The default is never called.
+        """
+        return False
+
     async def on_stop(self) -> None:
         """Runs once when the actor stops, shielded from cancellation for a few seconds."""
 
@@ -177,7 +189,8 @@ class ActorSystem:
             cls.on_stop is not Actor.on_stop,
             cls.on_stopped is not Actor.on_stopped,
         )
-        ref = ActorRef(name, actor, (mailbox or self._default_mailbox).capacity, hooks)
+        now = cls.receive_now is not Actor.receive_now
+        ref = ActorRef(name, actor, (mailbox or self._default_mailbox).capacity, hooks, now=now)
         actor.ref = ref
         actor.system = self
         if watcher is not None:

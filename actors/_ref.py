@@ -26,6 +26,8 @@ class Behaviour(Protocol):
 
     async def receive(self, message: Any) -> Any: ...
 
+    def receive_now(self, message: Any) -> bool: ...
+
     async def on_stop(self) -> None: ...
 
     def on_stopped(self) -> None: ...
@@ -75,6 +77,7 @@ class ActorRef:
         "_hooks",
         "_is_stopped",
         "_mailbox",
+        "_now",
         "_processed",
         "_received",
         "_scope",
@@ -86,13 +89,21 @@ class ActorRef:
     )
 
     def __init__(
-        self, name: str, actor: Behaviour, capacity: int, hooks: tuple[bool, bool, bool]
+        self,
+        name: str,
+        actor: Behaviour,
+        capacity: int,
+        hooks: tuple[bool, bool, bool],
+        *,
+        now: bool = False,
     ) -> None:
         self.name = name
         self._actor: Behaviour | None = actor
         # Whether the actor overrides on_start, on_stop, on_stopped: the default ones do
         # nothing, and skipping them spares a coroutine (and a shielded scope) per actor.
         self._hooks = hooks
+        # The actor's synchronous handler, if it has one (see Actor.receive_now).
+        self._now: Callable[[Any], bool] | None = actor.receive_now if now else None
         self._mailbox: Mailbox[_Item] = Mailbox(capacity)
         self._scope: anyio.CancelScope | None = None
         self._stop_requested = False
@@ -127,6 +138,8 @@ class ActorRef:
         """
         if not isinstance(message, msgspec.Struct):
             raise NotAMessageError(self.name, message)
+        if self._now is not None and self._handled_now(message):
+            return
         try:
             # Enqueue without a scheduler round trip when there is room; wait otherwise.
             if not self._mailbox.put_nowait(message):
@@ -138,6 +151,8 @@ class ActorRef:
     def tell_nowait(self, message: msgspec.Struct) -> None:
         """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
         self._check(message)
+        if self._now is not None and self._handled_now(message):
+            return
         try:
             queued = self._mailbox.put_nowait(message)
         except MailboxClosed:
@@ -145,6 +160,19 @@ class ActorRef:
         if not queued:
             raise MailboxFullError(self.name, self._mailbox.capacity)
         self._received += 1
+
+    def _handled_now(self, message: msgspec.Struct) -> bool:
+        """Hand ``message`` to the actor's synchronous handler, here and now, when that
+        keeps every guarantee of the mailbox: the actor is parked on an empty mailbox (so
+        nothing told before is unhandled, and no handler is running) and not stopping."""
+        if self._stop_requested or not self._mailbox.consumer_waiting:
+            return False
+        assert self._now is not None
+        if not self._now(message):
+            return False
+        self._received += 1
+        self._processed += 1
+        return True
 
     async def ask(self, message: msgspec.Struct, *, timeout: float | None = None) -> Any:
         """Send ``message`` and wait for the actor's reply (the return value of ``receive``).
@@ -306,6 +334,7 @@ class ActorRef:
         # The actor and its ref point at each other; cut the cycle so a stopped actor's
         # state is freed at once by reference counting, not by the cyclic collector.
         self._actor = None
+        self._now = None
         error = None
         if self.failure is not None:
             error = f"{type(self.failure).__name__}: {self.failure}"

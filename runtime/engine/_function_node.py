@@ -134,21 +134,26 @@ class FunctionNodeActor(Actor):
         self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
 
     async def receive(self, message: Any) -> Any:
+        self.receive_now(message)
+
+    def receive_now(self, message: Any) -> bool:
         # The attempt runs in a task of its own that tells the executor NodeDone itself:
         # this actor is free again at once, and a node that swallows its cancellation can
-        # be abandoned (its task left behind) without holding the actor or the run.
+        # be abandoned (its task left behind) without holding the actor or the run. Handed
+        # over synchronously (no wake-up of this actor's task) when it is idle.
         assert isinstance(message, ExecuteNode)
         spec = self.specs[message.node_id]
         plain = self.resolve(spec)
         if plain is None:  # a router without a callable: no outputs, nothing to await
             self._tell(spec, message, {}, None)
-            return
+            return True
         context: NodeContext | None = None
         if plain.wants_context:
             context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
         timeout = spec.timeout if spec.timeout is not None else self.node_timeout
         attempt = self.attempt = Attempt(spec, message, context, timeout)
         attempt.task = asyncio.get_running_loop().create_task(self._run(attempt, plain))
+        return True
 
     async def on_stop(self) -> None:
         """The lane stops (the run is cancelled or paused, or the runtime closes): the

@@ -1,0 +1,94 @@
+"""Actor.receive_now: a told message is handled in the sender's task when the actor is
+idle, and queued for receive (in order) whenever that would break a mailbox guarantee."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from actors import Actor, ActorStoppedError, ActorSystem, Message
+
+pytestmark = pytest.mark.anyio
+
+
+class Item(Message, frozen=True, tag="now.item"):
+    value: int
+
+
+class Handoff(Actor):
+    """Handles even values synchronously, odd ones (and all while ``slow``) in receive."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, int]] = []
+        self.busy = False
+        self.release = anyio.Event()
+        self.slow = False
+
+    def receive_now(self, message: Any) -> bool:
+        assert not self.busy, "receive_now ran while receive was running"
+        if message.value % 2:
+            return False
+        self.log.append(("now", message.value))
+        return True
+
+    async def receive(self, message: Any) -> Any:
+        self.busy = True
+        try:
+            if self.slow:
+                await self.release.wait()
+            self.log.append(("receive", message.value))
+        finally:
+            self.busy = False
+
+
+async def _idle(ref: Any) -> None:
+    for _ in range(20):  # let the actor's task run and park on its empty mailbox
+        await anyio.lowlevel.checkpoint()
+
+
+async def test_an_idle_actor_takes_a_told_message_in_the_senders_task() -> None:
+    actor = Handoff()
+    async with ActorSystem() as system:
+        ref = system.spawn(actor)
+        await _idle(ref)
+        ref.tell_nowait(Item(value=2))
+        assert actor.log == [("now", 2)]  # before tell_nowait returned
+        await ref.tell(Item(value=4))
+        assert actor.log == [("now", 2), ("now", 4)]
+        ref.tell_nowait(Item(value=1))  # declined: queued for receive
+        await _idle(ref)
+        assert actor.log[-1] == ("receive", 1)
+        stats = ref.statistics()
+        assert stats.received == stats.processed == 3
+
+
+async def test_a_busy_actor_gets_its_messages_in_order_through_its_mailbox() -> None:
+    actor = Handoff()
+    actor.slow = True
+    async with ActorSystem() as system:
+        ref = system.spawn(actor)
+        await _idle(ref)
+        ref.tell_nowait(Item(value=1))  # declined: receive starts and waits
+        await _idle(ref)
+        assert actor.busy
+        ref.tell_nowait(Item(value=2))  # busy: queued, not handled now
+        ref.tell_nowait(Item(value=3))
+        assert actor.log == []
+        actor.slow = False
+        actor.release.set()
+        await _idle(ref)
+        assert actor.log == [("receive", 1), ("receive", 2), ("receive", 3)]
+
+
+async def test_a_stopped_actor_refuses_instead_of_handling_now() -> None:
+    actor = Handoff()
+    async with ActorSystem() as system:
+        ref = system.spawn(actor)
+        await _idle(ref)
+        await ref.stop()
+        with pytest.raises(ActorStoppedError):
+            ref.tell_nowait(Item(value=2))
+    assert actor.log == []
