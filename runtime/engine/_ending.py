@@ -137,6 +137,7 @@ class RunEnding:
         self.log.stage(body)
         # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
         await self.log.append((), durable=True, shield=False)
+        self.log.record_head()
         self.report()
 
     async def fail_run(self, exc: Exception) -> bool:

@@ -113,6 +113,8 @@ class RunLog:
         #: Whether the run's claim is still held here (None: no claims): a batch is
         #: never handed to the store without it, and the log fails with LeaseLostError.
         self.holds: Callable[[], bool] | None = None
+        #: The chain hash of the last event an awaited append committed ("" before one).
+        self.last_hash = ""
 
     async def append(
         self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
@@ -167,11 +169,11 @@ class RunLog:
                     # Shielded: once submitted, a batch must be answered, or the next
                     # append's expected_seq would be wrong; a commit takes milliseconds.
                     with anyio.CancelScope(shield=True):
-                        await self.store.append(
+                        committed = await self.store.append(
                             self.run_id, batch, expected_seq=expected, snapshot=snapshot
                         )
                 else:
-                    await self.store.append(
+                    committed = await self.store.append(
                         self.run_id, batch, expected_seq=expected, snapshot=snapshot
                     )
             except StoreError as exc:
@@ -183,6 +185,7 @@ class RunLog:
                 self.last_seq = expected
                 raise
             elapsed = perf_counter() - began
+            self.last_hash = committed.last_hash
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
@@ -298,6 +301,14 @@ class RunLog:
         self._track(bodies, self.last_seq - len(bodies) + 1)
         self.state.last_seq = self.last_seq
         return True
+
+    def record_head(self) -> None:
+        """Record the run's head (its last seq and hash, as the last awaited append
+        committed them) in the store's heads file, if it keeps one: the owner does so
+        when the run pauses or ends (see eventstore.HeadsFile)."""
+        heads = None if self.store is None else self.store.heads_file
+        if heads is not None and self.last_hash:
+            heads.record(self.run_id, self.last_seq, self.last_hash)
 
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""
