@@ -274,7 +274,7 @@ class RunReader:
             raise RunNotFoundError(run_id)
         info = await self.store.get_run(run_id)
         state = fold(events)
-        verdicts = Counter(
+        verdicts: Counter[str] = Counter(
             e.body.action
             for e in events
             if isinstance(e.body, Verdict) and e.body.level != "bail_out"
