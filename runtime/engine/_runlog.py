@@ -113,8 +113,8 @@ class RunLog:
         #: Whether the run's claim is still held here (None: no claims): a batch is
         #: never handed to the store without it, and the log fails with LeaseLostError.
         self.holds: Callable[[], bool] | None = None
-        #: The chain hash of the last event an awaited append committed ("" before one).
-        self.last_hash = ""
+        #: The seq and chain hash of the last event an awaited append committed.
+        self.last_head: tuple[int, str] | None = None
 
     async def append(
         self,
@@ -193,7 +193,7 @@ class RunLog:
                 self.last_seq = expected
                 raise
             elapsed = perf_counter() - began
-            self.last_hash = committed.last_hash
+            self.last_head = (committed.last_seq, committed.last_hash)
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
@@ -314,12 +314,12 @@ class RunLog:
         return True
 
     def record_head(self) -> None:
-        """Record the run's head (its last seq and hash, as the last awaited append
-        committed them) in the store's heads file, if it keeps one: the owner does so
-        when the run pauses or ends (see eventstore.HeadsFile)."""
+        """Record the run's head (the seq and hash of the last event an awaited append
+        committed) in the store's heads file, if it keeps one: the owner does so when the
+        run pauses or ends (see eventstore.HeadsFile)."""
         heads = None if self.store is None else self.store.heads_file
-        if heads is not None and self.last_hash:
-            heads.record(self.run_id, self.last_seq, self.last_hash)
+        if heads is not None and self.last_head is not None:
+            heads.record(self.run_id, *self.last_head)
 
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""

@@ -12,7 +12,7 @@ import os
 
 import anyio
 
-from eventstore import EventStore, HeadsFile, HeadsFileContents, read_heads_file
+from eventstore import EventStore, HeadsFile, HeadsFileContents, RecordedHead, read_heads_file
 
 __all__ = ["HeadsCache", "check_head"]
 
@@ -34,12 +34,19 @@ async def check_head(store: EventStore, run_id: str, seq: int, hash: str) -> str
 class HeadsCache:
     """The store's heads file as last read, read again only once the file changed."""
 
-    __slots__ = ("_contents", "_key", "heads")
+    __slots__ = ("_contents", "_key", "_newest", "heads")
 
     def __init__(self, heads: HeadsFile | None) -> None:
         self.heads = heads
         self._key: tuple[int, int] | None = None
         self._contents: HeadsFileContents | None = None
+        self._newest: dict[str, RecordedHead] = {}
+
+    async def newest(self, run_id: str) -> tuple[HeadsFileContents, RecordedHead] | None:
+        """The file and the run's newest recorded head in it, or None (no file, no head)."""
+        contents = await self.contents()
+        head = None if contents is None else self._newest.get(run_id)
+        return None if contents is None or head is None else (contents, head)
 
     async def contents(self) -> HeadsFileContents | None:
         """The file's contents (None when the store keeps no heads file); a file that does
@@ -52,9 +59,11 @@ class HeadsCache:
         try:
             stat = await anyio.to_thread.run_sync(os.stat, path)
         except FileNotFoundError:
+            self._contents, self._newest, self._key = None, {}, None
             return HeadsFileContents(path=path, heads=[])
         key = (stat.st_size, stat.st_mtime_ns)
         if self._contents is None or key != self._key:
             self._contents = await anyio.to_thread.run_sync(read_heads_file, path)
+            self._newest = self._contents.newest()
             self._key = key
         return self._contents

@@ -424,12 +424,12 @@ class RunReader:
         if found is not None:
             seq, reason = found
             return VerifyReport(run_id, False, report.checked, seq, reason)
-        kept = await self.heads_file()
-        head = None if kept is None else kept.newest().get(run_id)
-        if head is not None:
+        recorded = await self._heads.newest(run_id)
+        if recorded is not None:
+            kept, head = recorded
             why = await check_head(self.store, run_id, head.seq, head.hash)
             if why is not None:
-                where = f"{why} (recorded in {kept.path})" if kept is not None else why
+                where = f"{why} (recorded in {kept.path})"
                 return VerifyReport(run_id, False, report.checked, head.seq, where)
         return report
 
