@@ -12,10 +12,10 @@ where ``link`` is the SHA-256 of the previous line's link and the line's run, se
 links after it, which :func:`read_heads_file` reports. Every line is derivable from the
 log (the head of a run at some seq), so a heads file holds nothing a store does not.
 
-Lines are appended by a background thread, in batches (what is recorded within 50 ms of a
-write goes in the next), under an exclusive ``flock`` (the
-processes sharing a store share its heads file, each line linked to the file's last one),
-and fsynced after each batch. Recording never waits for the disk: a head recorded just
+Lines are appended by a background thread, in batches (what is recorded within 50 ms of
+a write goes in the next), under an exclusive ``flock`` (the processes sharing a store
+share its heads file, each line linked to the file's last one), and fsynced after each
+batch. Recording never waits for the disk: a head recorded just
 before a crash may be lost, which weakens the check but never makes it wrong.
 """
 
