@@ -36,7 +36,8 @@ from ._events import (
     register_event_type,
     register_upcaster,
 )
-from ._open import open_store
+from ._heads import HeadsFile, HeadsFileContents, RecordedHead, read_heads_file
+from ._open import heads_path_beside, open_store
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -87,10 +88,13 @@ __all__ = [
     "Event",
     "EventBody",
     "EventStore",
+    "HeadsFile",
+    "HeadsFileContents",
     "LeaseLostError",
     "NotAStoreError",
     "NotifyingStore",
     "PostgresEventStore",
+    "RecordedHead",
     "RunIndex",
     "RunIndexHook",
     "RunInfo",
@@ -115,7 +119,9 @@ __all__ = [
     "decode_body",
     "encode_body",
     "event_tag",
+    "heads_path_beside",
     "open_store",
+    "read_heads_file",
     "register_event_type",
     "register_upcaster",
     "snapshot_digest",

@@ -16,6 +16,7 @@ import anyio
 
 from ._errors import StoreClosedError
 from ._events import Event, EventBody
+from ._heads import HeadsFile
 from ._protocol import AppendResult, SnapshotAfter, StoreStatistics
 from ._requests import AppendRequest
 from ._snapshot_event import SnapshotTaken, snapshot_digest
@@ -75,10 +76,12 @@ class StoreFront(Generic[W]):
     such as PostgreSQL's refusal of NUL characters in text).
     """
 
-    __slots__ = ("_committed", "_prepare", "state", "writer")
+    __slots__ = ("_committed", "_prepare", "heads", "state", "writer")
 
-    def __init__(self, prepare: Prepare) -> None:
+    def __init__(self, prepare: Prepare, heads: HeadsFile | None = None) -> None:
         self.state: State = "new"
+        #: The store's heads file (see eventstore._heads), closed with the store.
+        self.heads = heads
         #: Set by :meth:`open`; kept after close (its statistics stay readable).
         self.writer: W | None = None
         self._prepare = prepare
@@ -119,6 +122,8 @@ class StoreFront(Generic[W]):
             if self.writer is not None:
                 await self.writer.close()
             await release()
+            if self.heads is not None:
+                await anyio.to_thread.run_sync(self.heads.close)
         self.state = "closed"
         self.wake_followers()
 

@@ -8,11 +8,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ._protocol import EventStore
 from ._sqlite import SqliteEventStore
 
-__all__ = ["open_store"]
+__all__ = ["heads_path_beside", "open_store"]
 
 
-def open_store(url: str | os.PathLike[str]) -> EventStore:
+def open_store(
+    url: str | os.PathLike[str], *, heads_file: str | os.PathLike[str] | None = None
+) -> EventStore:
     """The (unopened) store that ``url`` names; use it with ``async with``.
+
+    ``heads_file`` is the path of the store's heads file (:class:`HeadsFile`), where the runs'
+    owners record each run's head when it pauses or ends and ``verify`` looks for them;
+    None keeps none (:func:`heads_path_beside` names the usual one).
 
     - ``postgresql://user@host:port/dbname`` (or ``postgres://``): a
       :class:`PostgresEventStore`; a ``schema=NAME`` query parameter picks the schema that
@@ -34,16 +40,36 @@ def open_store(url: str | os.PathLike[str]) -> EventStore:
         rest = urlencode([(key, value) for key, value in query if key != "schema"])
         plain = urlunsplit(parts._replace(query=rest))
         if schema:
-            return PostgresEventStore(plain, schema=schema[-1])
-        return PostgresEventStore(plain)
+            return PostgresEventStore(plain, schema=schema[-1], heads_file=heads_file)
+        return PostgresEventStore(plain, heads_file=heads_file)
     if scheme == "sqlite":
         path = text[len("sqlite:///") :] if text.lower().startswith("sqlite:///") else ""
         if not path:
             raise ValueError(f"a SQLite store URL is sqlite:///path.db, got {text!r}")
-        return SqliteEventStore(path)
+        return SqliteEventStore(path, heads_file=heads_file)
     if scheme:
         raise ValueError(
             f"unknown store URL scheme {scheme!r} in {text!r}: use a file path, "
             "sqlite:///path.db or postgresql://..."
         )
-    return SqliteEventStore(text)
+    return SqliteEventStore(text, heads_file=heads_file)
+
+
+def _sqlite_path(url: str | os.PathLike[str]) -> str | None:
+    """The SQLite file ``url`` names (as :func:`open_store` reads it), or None for a URL
+    of another backend."""
+    text = os.fspath(url)
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if not scheme:
+        return text
+    if scheme == "sqlite" and text.lower().startswith("sqlite:///"):
+        return text[len("sqlite:///") :] or None
+    return None
+
+
+def heads_path_beside(url: str | os.PathLike[str]) -> str | None:
+    """The heads file beside the SQLite store ``url`` names (its path plus ``.heads``), or
+    None for a store that is not a file (a PostgreSQL store's heads file is named
+    explicitly)."""
+    path = _sqlite_path(url)
+    return None if path is None else path + ".heads"

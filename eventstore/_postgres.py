@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from types import TracebackType
 from typing import Any
@@ -15,6 +16,7 @@ from ._claims import Claim
 from ._errors import StoreClosedError, StoreError, StoreUnreachableError
 from ._events import Event, EventBody
 from ._front import StoreFront
+from ._heads import HeadsFile
 from ._postgres_listen import Listener
 from ._postgres_ownership import PostgresOwnership
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
@@ -68,6 +70,7 @@ class PostgresEventStore:
         schema: str = "magistrate",
         max_batch: int = 1000,
         pool_size: int = 4,
+        heads_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -75,7 +78,9 @@ class PostgresEventStore:
         self.schema = valid_schema_name(schema)
         self.max_batch = max_batch
         self._pool_size = pool_size
-        self._front: StoreFront[PostgresWriter] = StoreFront(_prepare)
+        self._front: StoreFront[PostgresWriter] = StoreFront(
+            _prepare, None if heads_file is None else HeadsFile(heads_file)
+        )
         self._pool: psycopg_pool.AsyncConnectionPool[Any] | None = None
         self._capacity = max(1024, 2 * max_batch)
         self._channels = (f"magistrate_{self.schema}", f"magistrate_runnable_{self.schema}")
@@ -89,6 +94,11 @@ class PostgresEventStore:
             self._channels[1],
         )
         self._snapshots = PostgresSnapshots(self._open_pool, self._fetch, self.where)
+
+    @property
+    def heads_file(self) -> HeadsFile | None:
+        """The heads file runs' owners record heads in (``heads_file=``), or None."""
+        return self._front.heads
 
     def __repr__(self) -> str:
         return f"<PostgresEventStore schema={self.schema!r} {self._front.state}>"

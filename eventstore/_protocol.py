@@ -10,6 +10,7 @@ from typing import ClassVar, Literal, Protocol, Self, runtime_checkable
 import msgspec
 
 from ._events import Event, EventBody
+from ._heads import HeadsFile
 from ._runquery import RunInfo, RunPage, RunQuery
 
 __all__ = [
@@ -146,6 +147,9 @@ class EventStore(Protocol):
     :class:`eventstore.ClaimingStore` (run ownership) and
     :class:`eventstore.NotifyingStore` (announcing runnable runs).
     """
+
+    @property
+    def heads_file(self) -> HeadsFile | None: ...
 
     async def open(self) -> None: ...
 

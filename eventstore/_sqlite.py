@@ -12,6 +12,7 @@ from ._claims import Claim
 from ._core import WriterCore
 from ._events import Event, EventBody
 from ._front import StoreFront
+from ._heads import HeadsFile
 from ._protocol import (
     AppendResult,
     DurabilityConfig,
@@ -54,16 +55,27 @@ class SqliteEventStore:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, config: DurabilityConfig = _DEFAULT_CONFIG
+        self,
+        path: str | os.PathLike[str],
+        *,
+        config: DurabilityConfig = _DEFAULT_CONFIG,
+        heads_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.config = config
-        self._front: StoreFront[ThreadWriter] = StoreFront(_prepare)
+        self._front: StoreFront[ThreadWriter] = StoreFront(
+            _prepare, None if heads_file is None else HeadsFile(heads_file)
+        )
         self._capacity = max(1024, 2 * config.max_batch)  # appends in flight at most
         self._core = WriterCore(self.path, config.synchronous)
         self._reader = SqliteReader(self.path, self._front.check_readable)
         self._snapshots = SnapshotTable(self.path)
         self._ownership = SqliteOwnership(self._front.open_writer, self._reader)
+
+    @property
+    def heads_file(self) -> HeadsFile | None:
+        """The heads file runs' owners record heads in (``heads_file=``), or None."""
+        return self._front.heads
 
     def __repr__(self) -> str:
         return f"<SqliteEventStore {self.path!r} {self._front.state}>"

@@ -3,9 +3,12 @@
 
 A hash chain proves that no stored event was edited, dropped from the middle or
 reordered, but not that the log still holds everything it acknowledged: a log cut after
-its last good event still chains. ``heads`` prints each run's last seq and chain hash for
-an auditor to keep elsewhere; ``verify --against`` then checks that every kept head is
-still in the log with the same hash, which a lost tail cannot pass.
+its last good event, or rechained consistently, still chains. Two references catch that:
+the store's heads file (each run's head recorded by its owner when it paused or ended,
+see eventstore.HeadsFile), which ``verify`` reads when the store keeps one, and
+``heads``, which prints each run's last seq and chain hash for an auditor to keep
+elsewhere, for ``verify --against``. Each kept head must still be in the log with the
+same hash, which a lost tail or a rechained log cannot pass.
 """
 
 from __future__ import annotations
@@ -136,24 +139,6 @@ def read_heads(path: str) -> list[Head]:
         raise UsageError(f"heads file {path} is not valid: {exc}") from exc
 
 
-async def _check_head(store: EventStore, head: Head) -> Problem | None:
-    found = None
-    async for event in store.read(head.run_id, from_seq=head.seq, to_seq=head.seq):
-        found = event
-    if found is None:
-        info = await store.get_run(head.run_id)
-        if info is None:
-            return Problem(head.run_id, head.seq, "run missing from the store")
-        return Problem(
-            head.run_id,
-            head.seq,
-            f"log lost its tail: the kept head is seq {head.seq}, the log ends before it",
-        )
-    if found.hash != head.hash:
-        return Problem(head.run_id, head.seq, "hash at the kept head's seq differs")
-    return None
-
-
 async def _verify(args: argparse.Namespace) -> int:
     if (args.run_id is None) == (not args.all):
         raise UsageError("verify takes a RUN or --all (exactly one of them)")
@@ -170,24 +155,56 @@ async def _verify(args: argparse.Namespace) -> int:
         if args.run_id is not None:
             heads = [h for h in heads if h.run_id == args.run_id]
         reader = RunReader(store)
+        # The store's heads file: verify checks each run against its newest head there;
+        # here, its own break and (with --all) the runs it names that the store lost.
+        try:
+            recorded = await reader.heads_file()
+        except OSError as exc:
+            raise UsageError(f"cannot read heads file: {exc}") from exc
+        if recorded is not None and not recorded.ok:
+            problems.append(
+                Problem(
+                    f"heads file {recorded.path}",
+                    None,
+                    f"line {recorded.broken_line}: {recorded.reason}",
+                )
+            )
         for run_id in run_ids:
             report = await reader.verify(run_id)
             checked.append({"run_id": run_id, "ok": report.ok, "events": report.checked})
             if not report.ok:
                 problems.append(Problem(run_id, report.broken_at, report.reason or "broken"))
+        newest = {} if recorded is None else recorded.newest()
+        if args.all:
+            listed = set(run_ids)
+            heads += [
+                Head(h.run_id, h.seq, h.hash) for h in newest.values() if h.run_id not in listed
+            ]
         for head in heads:
-            problem = await _check_head(store, head)
-            if problem is not None:
-                problems.append(problem)
+            reason = await reader.check_head(head.run_id, head.seq, head.hash)
+            if reason is not None:
+                problems.append(Problem(head.run_id, head.seq, reason))
     ok = not problems
+    kept = len([h for h in newest.values() if args.all or h.run_id == args.run_id])
     if args.output == "json":
-        emit_json({"ok": ok, "runs": checked, "heads": len(heads), "problems": problems})
+        emit_json(
+            {
+                "ok": ok,
+                "runs": checked,
+                "heads": len(heads),
+                "recorded_heads": kept,
+                "heads_file": None if recorded is None else recorded.path,
+                "problems": problems,
+            }
+        )
     else:
         for problem in problems:
             at = f" at seq {problem.seq}" if problem.seq is not None else ""
             sys.stdout.write(f"FAILED {problem.run_id}{at}: {problem.reason}\n")
         events = sum(c["events"] for c in checked)
         against = f", {len(heads)} kept heads present" if args.against and ok else ""
+        if recorded is not None and ok:
+            against += f", {kept} recorded head(s) present"
         verdict = "ok" if ok else f"{len(problems)} problem(s)"
         sys.stdout.write(f"{verdict}: {len(checked)} run(s), {events} events checked{against}\n")
     return EXIT_OK if ok else EXIT_FAILED

@@ -16,7 +16,7 @@ import msgspec
 import yaml
 
 from actors import MagistrateError
-from eventstore import EventStore, StoreUnreachableError
+from eventstore import EventStore, StoreUnreachableError, heads_path_beside
 from eventstore import open_store as eventstore_open
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_PAUSED",
     "EXIT_USAGE",
+    "HEADS_ENV",
     "Handler",
     "UsageError",
     "add_allow_imports_option",
@@ -34,6 +35,7 @@ __all__ = [
     "add_store_option",
     "allowed_imports",
     "emit_json",
+    "heads_path",
     "open_store",
     "parse_inputs",
     "store_url",
@@ -42,6 +44,9 @@ __all__ = [
 
 #: The environment variable that stands for ``--allow-imports`` (comma-separated prefixes).
 ALLOW_IMPORTS_ENV: Final = "MAGISTRATE_ALLOW_IMPORTS"
+
+#: The environment variable that stands for ``--heads`` (the path of the heads file).
+HEADS_ENV: Final = "MAGISTRATE_HEADS"
 
 #: The store used when neither ``--store`` nor ``MAGISTRATE_STORE`` names one.
 DEFAULT_STORE: Final = "magistrate.db"
@@ -69,6 +74,14 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"the event store: a SQLite file path, sqlite:///PATH or postgresql://... "
         f"(default: $MAGISTRATE_STORE, else {DEFAULT_STORE} in the working directory)",
+    )
+    parser.add_argument(
+        "--heads",
+        metavar="PATH",
+        default=None,
+        help=f"the store's heads file, where each run's head is recorded when it pauses or "
+        f"ends and which verify checks ('none' for no file; default: ${HEADS_ENV}, else "
+        "the store's path plus .heads for a SQLite store, none for PostgreSQL)",
     )
 
 
@@ -122,6 +135,15 @@ def store_url(args: argparse.Namespace) -> str:
     return args.store or os.environ.get("MAGISTRATE_STORE") or DEFAULT_STORE
 
 
+def heads_path(args: argparse.Namespace) -> str | None:
+    """The heads file the command uses: ``--heads``, else ``$MAGISTRATE_HEADS``, else the
+    one beside a SQLite store; None for ``none`` (or a PostgreSQL store without one)."""
+    named = getattr(args, "heads", None) or os.environ.get(HEADS_ENV)
+    if named is not None:
+        return None if named.lower() == "none" else named
+    return heads_path_beside(store_url(args))
+
+
 def _sqlite_path(url: str) -> str | None:
     """The file a SQLite store URL names; None for a server URL (PostgreSQL)."""
     lowered = url.lower()
@@ -153,7 +175,7 @@ async def open_store(
         if await file.is_file() and (await file.stat()).st_size == 0:
             raise UsageError(f"no store at {path}: the file is empty")
     try:
-        store = eventstore_open(url)
+        store = eventstore_open(url, heads_file=heads_path(args))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     try:

@@ -78,13 +78,15 @@ async def reject(
 
 
 async def _append(logs: RunLogs, run_id: str, state: RunState, bodies: list[EventBody]) -> None:
+    log = logs.reopen(run_id, state.last_seq)
     try:
-        await logs.reopen(run_id, state.last_seq).append(bodies)
+        await log.append(bodies)
     except ConcurrencyError:
         now = await logs.get_state(run_id)
         raise RunStateError(
             run_id, now.status, f"it changed after the pause this answers (now {now.status})"
         ) from None
+    log.record_head()
 
 
 async def decide_gate(

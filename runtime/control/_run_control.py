@@ -223,9 +223,9 @@ class RunControl:
                     body = InputInjected(data=data or {})
             self.live.drop(run_id)
             try:
-                await self.logs.reopen(run_id, state.last_seq).append(
-                    bodies if action == "cancel" else [body]
-                )
+                log = self.logs.reopen(run_id, state.last_seq)
+                await log.append(bodies if action == "cancel" else [body])
+                log.record_head()
                 return
             except ConcurrencyError:
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again

@@ -20,7 +20,7 @@ from eventstore import (
     event_tag,
 )
 
-from ..events._snapshots import SNAPSHOT_EVERY, snapshot_after
+from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]
@@ -113,9 +113,16 @@ class RunLog:
         #: Whether the run's claim is still held here (None: no claims): a batch is
         #: never handed to the store without it, and the log fails with LeaseLostError.
         self.holds: Callable[[], bool] | None = None
+        #: The seq and chain hash of the last event an awaited append committed.
+        self.last_head: tuple[int, str] | None = None
 
     async def append(
-        self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
+        self,
+        bodies: Sequence[EventBody],
+        *,
+        durable: bool = True,
+        shield: bool = True,
+        at_rest: bool = False,
     ) -> int:
         """Append ``bodies`` after everything appended before; return the last seq.
 
@@ -132,6 +139,9 @@ class RunLog:
         that is cancelled only when the whole runtime stops (the executor): then a
         cancellation leaves the batch to the store, which still commits what it was
         handed, and the hooks are not called for it; it saves a cancel scope per append.
+        ``at_rest=True``: the batch records the run's pause or end, and carries a snapshot
+        of the state after it once ``SNAPSHOT_AT_REST`` events passed since the last one,
+        committed in the batch's transaction (so before the caller reports a result).
         """
         if self.failed is not None:
             raise self.failed
@@ -153,7 +163,7 @@ class RunLog:
         batch, self.pending = pending, []
         expected = self.last_seq
         # The state is the fold of the log through this batch's last event.
-        snapshot = None if self.store is None else self._snapshot(batch, len(batch))
+        snapshot = None if self.store is None else self._snapshot(batch, len(batch), at_rest)
         self.last_seq += len(batch)
         began = elapsed = perf_counter()
         if self.store is None:
@@ -167,11 +177,11 @@ class RunLog:
                     # Shielded: once submitted, a batch must be answered, or the next
                     # append's expected_seq would be wrong; a commit takes milliseconds.
                     with anyio.CancelScope(shield=True):
-                        await self.store.append(
+                        committed = await self.store.append(
                             self.run_id, batch, expected_seq=expected, snapshot=snapshot
                         )
                 else:
-                    await self.store.append(
+                    committed = await self.store.append(
                         self.run_id, batch, expected_seq=expected, snapshot=snapshot
                     )
             except StoreError as exc:
@@ -183,6 +193,7 @@ class RunLog:
                 self.last_seq = expected
                 raise
             elapsed = perf_counter() - began
+            self.last_head = (committed.last_seq, committed.last_hash)
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
@@ -191,7 +202,9 @@ class RunLog:
                 await result
         return self.last_seq
 
-    def _snapshot(self, batch: list[EventBody], events: int) -> SnapshotAfter | None:
+    def _snapshot(
+        self, batch: list[EventBody], events: int, at_rest: bool = False
+    ) -> SnapshotAfter | None:
         """The live state as a snapshot after the first ``events`` of ``batch``, when due.
 
         The state must be the fold of the log through that event at the time of the call.
@@ -202,7 +215,8 @@ class RunLog:
         """
         state = self.state
         at = state.last_seq
-        if events == 0 or at - self.snapshot_seq < self.snapshot_every:
+        every = min(self.snapshot_every, SNAPSHOT_AT_REST) if at_rest else self.snapshot_every
+        if events == 0 or at - self.snapshot_seq < every:
             return None
         # The state through the taken event, which only counts in event_counts.
         state.last_seq = at + 1
@@ -298,6 +312,14 @@ class RunLog:
         self._track(bodies, self.last_seq - len(bodies) + 1)
         self.state.last_seq = self.last_seq
         return True
+
+    def record_head(self) -> None:
+        """Record the run's head (the seq and hash of the last event an awaited append
+        committed) in the store's heads file, if it keeps one: the owner does so when the
+        run pauses or ends (see eventstore.HeadsFile)."""
+        heads = None if self.store is None else self.store.heads_file
+        if heads is not None and self.last_head is not None:
+            heads.record(self.run_id, *self.last_head)
 
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""

@@ -7,6 +7,7 @@ audit timeline.
 """
 
 from ._catalogue import (
+    Action,
     AnyEvent,
     ApprovalGranted,
     ApprovalRejected,
@@ -21,6 +22,7 @@ from ._catalogue import (
     ConversationCompacted,
     EdgeTaken,
     InputInjected,
+    Level,
     LlmTurn,
     MemoryWritten,
     MessageAdded,
@@ -49,6 +51,8 @@ from ._verdicts import JudgeFailure, StallEntry, VerdictEntry, VerdictRecord
 __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     # the catalogue
     "AnyEvent",
+    "Action",
+    "Level",
     "RunStarted",
     "RunPaused",
     "RunResumed",

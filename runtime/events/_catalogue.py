@@ -9,11 +9,19 @@ store itself knows nothing of runs' meaning. A body's identity on disk is its ta
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from eventstore import EventBody, RunIndex, RunIndexHook, register_event_type
+from eventstore import EventBody, RunIndex, RunIndexHook, register_event_type, register_upcaster
 
 from ..providers._base import ToolCall
+from ._branch_events import (
+    BranchesJudged,
+    BranchesSelected,
+    BranchFinished,
+    BranchJudgeWarning,
+    BranchToolResult,
+    BranchTurn,
+)
 
 #: How a run ended (``run.finished``), and how well: "clean" (no node failed for good),
 #: "degraded" (a node failed, a fallback edge reached the end) or "failed".
@@ -23,8 +31,17 @@ Quality = Literal["clean", "degraded", "failed"]
 PauseReason = Literal["hitl", "user", "input"]
 #: What a failed branch does to its fan-out (GraphSpec.fan_out_policy).
 FanOutPolicy = Literal["fail_all", "continue_others", "wait_all"]
+#: A judge's verdict (``judge.verdict``): what the node does next, and which check gave it
+#: ("bail_out": a tool turn, not judged; "custom": a custom judge; "override": ACCEPT
+#: turned into RETRY for missing outputs; the rest the implicit cascade's levels and the
+#: loop's own verdicts).
+Action = Literal["accept", "retry", "escalate"]
+Level = Literal[
+    "bail_out", "structural", "quality", "custom", "override", "max_iterations", "stall"
+]
 
 __all__ = [
+    "Action",
     "AnyEvent",
     "ApprovalGranted",
     "ApprovalRejected",
@@ -39,6 +56,7 @@ __all__ = [
     "ConversationCompacted",
     "EdgeTaken",
     "InputInjected",
+    "Level",
     "LlmTurn",
     "MemoryWritten",
     "MessageAdded",
@@ -135,10 +153,15 @@ class OutputSet(EventBody, frozen=True, tag="output.set"):
 
 
 class Verdict(EventBody, frozen=True, tag="judge.verdict"):
+    """A judge's verdict on a node's turn. Version 2 types ``action`` and ``level``; a
+    version 1 body (plain strings) is read through :func:`_verdict_v1` (see there)."""
+
+    schema_version: ClassVar[int] = 2
+
     node_id: str
     iteration: int
-    action: str
-    level: str
+    action: Action
+    level: Level
     feedback: str = ""
     confidence: float | None = None
     error: str | None = None
@@ -297,98 +320,6 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     model: str = ""
 
 
-class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
-    """One model turn of one parallel branch (``branch``: its 0-based index) in the round
-    that began after the node's turn ``round`` of visit ``visit``; ``stop`` as ``llm.turn``'s."""
-
-    node_id: str
-    visit: int
-    round: int
-    branch: int
-    label: str
-    iteration: int
-    text: str
-    tool_calls: list[ToolCallRecord]
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_ms: float = 0.0
-    model: str = ""
-    stop: str | None = None
-
-
-class BranchToolResult(EventBody, frozen=True, tag="branch.tool_result"):
-    """A tool result inside one parallel branch; a ``set_output`` call that set an output
-    carries it (``output_key``, ``output_value``) for the branch's own accumulator."""
-
-    node_id: str
-    visit: int
-    round: int
-    branch: int
-    call_id: str
-    name: str
-    content: str
-    is_error: bool = False
-    output_key: str | None = None
-    output_value: Any = None
-
-
-class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
-    """A parallel branch's end: ``ok`` with its final ``text``, or not with ``error``."""
-
-    node_id: str
-    visit: int
-    round: int
-    branch: int
-    label: str
-    ok: bool
-    text: str = ""
-    error: str | None = None
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-class BranchesJudged(EventBody, frozen=True, tag="branches.judged"):
-    """The ``llm_judge`` strategy's call: the judge's reply (or the provider's error)."""
-
-    node_id: str
-    visit: int
-    round: int
-    text: str
-    error: str | None = None
-    prompt_tokens: int = 0
-    compacted: bool = False
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_ms: float = 0.0
-    model: str = ""
-
-
-class BranchJudgeWarning(EventBody, frozen=True, tag="branches.judge_warning"):
-    """The judge's prompt still exceeds its budget after both compaction iterations."""
-
-    node_id: str
-    visit: int
-    round: int
-    budget_tokens: int
-    prompt_tokens: int
-    message: str = ""
-
-
-class BranchesSelected(EventBody, frozen=True, tag="branches.selected"):
-    """The winner of a round (``winner``: its 0-based index) and why; ``candidates`` are
-    the branches that answered."""
-
-    node_id: str
-    visit: int
-    round: int
-    strategy: str
-    winner: int
-    label: str
-    reason: str = ""
-    candidates: list[int] = []
-
-
 AnyEvent = (
     RunStarted
     | NodeStarted
@@ -455,3 +386,27 @@ _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
 
 for _cls in AnyEvent.__args__:
     register_event_type(_cls, run_index=_RUN_INDEX.get(_cls))
+
+_ACTIONS = frozenset(get_args(Action))
+_LEVELS = frozenset(get_args(Level))
+
+
+def _verdict_v1(raw: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 ``judge.verdict`` (``action`` and ``level`` plain strings) as version 2.
+
+    The runtime wrote only the values of :data:`Action` and :data:`Level`, but a custom
+    judge's verdict was not checked: its action may differ in case (``"ACCEPT"``), or be
+    another word, which the node then took as an escalation. Such a body reads as what
+    the node did with it: the word lowercased when it is an action, else ``"escalate"``;
+    a level that is none of :data:`Level` reads as ``"custom"``.
+    """
+    action = str(raw.get("action", "")).strip().lower()
+    level = str(raw.get("level", "")).strip().lower()
+    return {
+        **raw,
+        "action": action if action in _ACTIONS else "escalate",
+        "level": level if level in _LEVELS else "custom",
+    }
+
+
+register_upcaster("judge.verdict", 1, _verdict_v1)

@@ -21,7 +21,10 @@ running run's log (``runtime.engine._runlog.RunLog``) hands the store a snapshot
 (:func:`snapshot_after`) and its ``snapshot.taken`` event with its first batch after every
 ``SNAPSHOT_EVERY`` events, whichever way the batch goes (an awaited append, a write-behind
 flush, a submit that does not wait): the store saves it in the batch's own transaction, so
-a snapshot costs no write and no wait of its own.
+a snapshot costs no write and no wait of its own. The batch that records a run's pause or
+end carries one too once ``SNAPSHOT_AT_REST`` events passed since the last, committed
+before the run's result is reported, so a run at rest is read as a snapshot and a short
+tail.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ._state import RunState, fold
 
 __all__ = [
     "FOLD_VERSION",
+    "SNAPSHOT_AT_REST",
     "SNAPSHOT_EVERY",
     "SnapshotOutcome",
     "check_snapshot",
@@ -52,6 +56,11 @@ _log = logging.getLogger("magistrate.runtime")
 
 #: Events between two snapshots of a run.
 SNAPSHOT_EVERY = 1000
+
+#: Events since its last snapshot from which a run that pauses or ends gets one with the
+#: batch that records it (a run at rest is then read as that snapshot plus its few later
+#: events; a shorter tail is folded faster than a snapshot is written and read).
+SNAPSHOT_AT_REST = 100
 
 # Bumped by hand when apply's meaning changes with RunState's shape unchanged, or when what
 # makes a snapshot usable does (a revision's snapshots are all bound to a snapshot.taken

@@ -278,16 +278,31 @@ def _escalation(error: str, level: Level) -> JudgeVerdict:
     )
 
 
+def _action(word: object) -> Action | None:
+    """``word`` as an action ("accept", " RETRY " ...), or None."""
+    if isinstance(word, str):
+        lowered = word.strip().lower()
+        if lowered in ("accept", "retry", "escalate"):
+            return lowered  # type: ignore[return-value]
+    return None
+
+
 def _normalise(result: object) -> JudgeVerdict:
+    # A struct's fields are not checked when it is built: a verdict's action is, so the
+    # log never holds one the catalogue cannot read back (Verdict.action is an Action).
     if isinstance(result, JudgeVerdict):
-        if result.level == "custom":
+        action = _action(result.action)
+        if action is None:
+            raise TypeError(
+                f"a custom judge returned the action {result.action!r}; expected "
+                "accept, retry or escalate"
+            )
+        if result.level == "custom" and result.action == action:
             return result
-        return msgspec.structs.replace(result, level="custom")
-    if isinstance(result, str):
-        word = result.strip().lower()
-        if word in ("accept", "retry", "escalate"):
-            action: Action = word  # type: ignore[assignment]
-            return JudgeVerdict(action=action, level="custom")
+        return msgspec.structs.replace(result, action=action, level="custom")
+    action = _action(result)
+    if action is not None:
+        return JudgeVerdict(action=action, level="custom")
     raise TypeError(f"a custom judge returned {result!r}; expected a JudgeVerdict or an action")
 
 

@@ -13,10 +13,11 @@ turns a judge sees, :func:`max_iterations_verdict` ends the loop at its bound, a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
+from ..events._catalogue import Action, Level
 from ..providers._base import ChatMessage
 
 __all__ = [
@@ -37,10 +38,6 @@ __all__ = [
     "stall_verdict",
 ]
 
-Action = Literal["accept", "retry", "escalate"]
-Level = Literal[
-    "bail_out", "structural", "quality", "custom", "override", "max_iterations", "stall"
-]
 
 #: The prefix of the user message that carries a RETRY's feedback (the seed's wording).
 FEEDBACK_PREFIX: Final = "[Judge feedback]: "

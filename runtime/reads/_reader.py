@@ -21,6 +21,7 @@ from eventstore import (
     CorruptLogError,
     Event,
     EventStore,
+    HeadsFileContents,
     RunInfo,
     RunQuery,
     SnapshotTaken,
@@ -34,6 +35,7 @@ from ..control._ownership import listed_ownership
 from ..events._catalogue import LlmTurn, RunFinished, RunPaused, RunStarted, Verdict
 from ..events._snapshots import check_snapshot, load_state
 from ..events._state import RunState, fold
+from ._heads import HeadsCache, check_head
 from ._records import (
     ChainStatus,
     EventPage,
@@ -75,6 +77,7 @@ class RunReader:
         self._graphs: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
         self._last_bodies: dict[tuple[str, int], Any] = {}
         self._pauses: dict[tuple[str, int], PauseView | None] = {}
+        self._heads = HeadsCache(store.heads_file)
 
     # -- the listing ----------------------------------------------------------------------
 
@@ -272,7 +275,7 @@ class RunReader:
             raise RunNotFoundError(run_id)
         info = await self.store.get_run(run_id)
         state = fold(events)
-        verdicts = Counter(
+        verdicts: Counter[str] = Counter(
             e.body.action
             for e in events
             if isinstance(e.body, Verdict) and e.body.level != "bail_out"
@@ -410,7 +413,9 @@ class RunReader:
         """The whole chain's check (the store's ``verify``), then the run's snapshot's: a
         snapshot not bound to the log by its ``snapshot.taken`` event, or that differs from
         the fold of the log through its seq, fails the run (``broken_at`` is its seq).
-        Never raises for a broken log."""
+        Then the run's newest head in the store's heads file, if it keeps one: the log
+        must still hold that hash at that seq (a log rechained or cut after the head was
+        recorded fails; ``broken_at`` is the head's seq). Never raises for a broken log."""
         report = await self.store.verify(run_id)
         if not report.ok:
             return report
@@ -418,7 +423,26 @@ class RunReader:
             found = await check_snapshot(self.store, run_id)
         except _LOG_ERRORS as exc:
             return VerifyReport(run_id, False, report.checked, None, str(exc))
-        if found is None:
-            return report
-        seq, reason = found
-        return VerifyReport(run_id, False, report.checked, seq, reason)
+        if found is not None:
+            seq, reason = found
+            return VerifyReport(run_id, False, report.checked, seq, reason)
+        recorded = await self._heads.newest(run_id)
+        if recorded is not None:
+            kept, head = recorded
+            why = await check_head(self.store, run_id, head.seq, head.hash)
+            if why is not None:
+                where = f"{why} (recorded in {kept.path})"
+                return VerifyReport(run_id, False, report.checked, head.seq, where)
+        return report
+
+    async def heads_file(self) -> HeadsFileContents | None:
+        """The store's heads file (None when it keeps none): the heads its runs' owners
+        recorded that link up, and the first line that does not. :meth:`verify` checks a
+        run against its newest head there; a front reports the file's own break once."""
+        return await self._heads.contents()
+
+    async def check_head(self, run_id: str, seq: int, hash: str) -> str | None:
+        """Why a head kept elsewhere (an auditor's copy of ``magistrate heads``) is not in
+        the log any more (the run is missing, its log ends before ``seq``, or holds
+        another hash there), or None."""
+        return await check_head(self.store, run_id, seq, hash)

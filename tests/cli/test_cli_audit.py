@@ -210,14 +210,56 @@ def test_heads_and_verify_detect_a_lost_tail_that_the_chain_alone_cannot(
             (key, key, key),
         )
     db.close()
-    assert ok(workdir.run("verify", "--all")).out.startswith("ok: 2 run")
-    lost = ok(workdir.run("verify", "--all", "--against", "heads.txt"), 1)
+    # The chain alone (no heads file) sees nothing wrong.
+    assert ok(workdir.run("verify", "--all", "--heads", "none")).out.startswith("ok: 2 run")
+    lost = ok(workdir.run("verify", "--all", "--heads", "none", "--against", "heads.txt"), 1)
     seq = finished.split()[1]
     assert f"FAILED {done} at seq {seq}: log lost its tail" in lost.out
     data = json.loads(
-        ok(workdir.run("verify", done, "--against", "heads.txt", "--output", "json"), 1).out
+        ok(
+            workdir.run(
+                "verify", done, "--heads", "none", "--against", "heads.txt", "--output", "json"
+            ),
+            1,
+        ).out
     )
     assert data["ok"] is False and data["problems"][0]["run_id"] == done
+    # The heads file beside the store, which the commands wrote as the runs paused and
+    # ended, catches it with nothing kept by hand.
+    default = ok(workdir.run("verify", "--all"), 1).out
+    assert f"FAILED {done} at seq {seq}: log lost its tail" in default
+    assert "magistrate.db.heads" in default and "1 problem(s): 2 run(s)" in default
+
+
+def test_the_heads_file_beside_the_store_catches_a_rechained_log_and_its_own_edit(
+    workdir: Workdir,
+) -> None:
+    paused, done = _paused_and_completed(workdir)
+    heads = workdir.path / "magistrate.db.heads"
+    recorded = [json.loads(line) for line in lines(heads.read_text())]
+    assert {r["run"] for r in recorded} == {paused, done}
+    report = json.loads(ok(workdir.run("verify", "--all", "--output", "json")).out)
+    assert report["ok"] and report["recorded_heads"] == 2
+    assert report["heads_file"] == "magistrate.db.heads"
+    assert "2 recorded head(s) present" in ok(workdir.run("verify", "--all")).out
+    # A store rewritten with runs of the same ids whose chains are intact: another file
+    # put in its place (the heads file stays).
+    (workdir.path / "magistrate.db").rename(workdir.path / "old.db")
+    for name in ("magistrate.db-wal", "magistrate.db-shm"):
+        (workdir.path / name).unlink(missing_ok=True)
+    heads.rename(workdir.path / "kept.heads")
+    other = _paused_and_completed(workdir)
+    (workdir.path / "kept.heads").replace(heads)
+    assert ok(workdir.run("verify", "--all", "--heads", "none")).out.startswith("ok")
+    rewritten = ok(workdir.run("verify", "--all"), 1).out
+    # Other run ids: the runs the heads file names are missing from the store.
+    assert f"FAILED {done}" in rewritten and "run missing from the store" in rewritten
+    assert set(other).isdisjoint({paused, done})
+    # An edited heads file is reported once, by line.
+    text = heads.read_text().replace('"seq":', '"seq":1', 1)
+    heads.write_text(text)
+    edited = ok(workdir.run("verify", other[0]), 1).out
+    assert "FAILED heads file magistrate.db.heads: line 1: its link does not follow" in edited
 
 
 def test_verify_and_timeline_detect_an_edited_event(workdir: Workdir) -> None:

@@ -268,7 +268,9 @@ bodies: st.SearchStrategy[EventBody] = st.one_of(*BODY_STRATEGIES.values())
 def catalogue_covered() -> bool:
     """True when every catalogue type has a strategy (checked by a test)."""
     catalogue = {
-        cls for cls in EVENT_TYPES.values() if cls.__module__ == "runtime.events._catalogue"
+        cls
+        for cls in EVENT_TYPES.values()
+        if cls.__module__ in ("runtime.events._catalogue", "runtime.events._branch_events")
     }
     return catalogue == set(BODY_STRATEGIES)
 

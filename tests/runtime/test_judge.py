@@ -329,3 +329,15 @@ async def test_judge_actor_request_is_a_scripted_judge_call() -> None:
     verdict = await ImplicitJudge(provider).evaluate(ctx(FULL, criteria=CRITERIA))
     assert (verdict.action, verdict.confidence) == ("accept", 0.9)
     assert provider.calls_for("turn") == 0
+
+
+async def test_a_custom_verdict_struct_with_an_unknown_action_is_a_judge_failure() -> None:
+    # A struct is not checked when built: its action is, so the log never holds a value
+    # the catalogue's Verdict cannot read back.
+    shouted = Fixed(JudgeVerdict(action="ACCEPT", level="quality"))  # type: ignore[arg-type]
+    verdict = await rule(ctx(FULL), judge=shouted, implicit=ImplicitJudge())
+    assert (verdict.action, verdict.level) == ("accept", "custom")
+    odd = Fixed(JudgeVerdict(action="maybe", level="custom"))  # type: ignore[arg-type]
+    failed = await rule(ctx(FULL), judge=odd, implicit=ImplicitJudge())
+    assert failed.action in ("accept", "retry", "escalate") and failed.level != "custom"
+    assert failed.error is not None and "the action 'maybe'" in failed.error

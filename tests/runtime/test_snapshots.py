@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from eventstore import Snapshot, SqliteEventStore
+from eventstore import Snapshot, SqliteEventStore, event_tag
 from runtime import EdgeSpec, GraphSpec, MemoryKey, NodeContext, NodeSpec, Runtime
 from runtime.events import fold
-from runtime.events._snapshots import FOLD_VERSION, SNAPSHOT_EVERY, encode_state
+from runtime.events._snapshots import FOLD_VERSION, SNAPSHOT_AT_REST, SNAPSHOT_EVERY, encode_state
 
 pytestmark = pytest.mark.anyio
 
@@ -62,8 +62,11 @@ async def test_a_long_run_is_read_through_its_snapshot_with_the_same_state(
         snapshot = await rt.store.load_snapshot(run_id)
         assert snapshot is not None and snapshot.version == FOLD_VERSION
         events = await rt.read_events(run_id)
-        # Saved with the batch that took the log past SNAPSHOT_EVERY events.
-        assert SNAPSHOT_EVERY <= snapshot.seq < SNAPSHOT_EVERY + 10
+        # The run's owner saved one with the batch that paused it (the newest replaces
+        # the one taken past SNAPSHOT_EVERY events): a run at rest is read as its snapshot
+        # and no tail.
+        assert snapshot.seq == len(events) > SNAPSHOT_EVERY
+        assert [event_tag(type(e.body)) for e in events[-2:]] == ["run.paused", "snapshot.taken"]
         assert events[snapshot.seq - 1].hash == snapshot.hash
         whole = fold(events)
         assert await rt.get_state(run_id) == whole
@@ -164,3 +167,47 @@ async def test_every_append_path_saves_snapshots_and_deleting_them_changes_nothi
     (with_snapshot, log_with), (without, log_without) = results
     assert with_snapshot.memory == without.memory and with_snapshot.path == without.path
     assert log_with.memory == log_without.memory and log_with.path == log_without.path
+
+
+def short_loop(steps: int, durability: str) -> GraphSpec:
+    spec = graph()
+    edges = [
+        EdgeSpec(source="count", target="count", condition="conditional", expression=f"n < {steps}")
+    ]
+    return msgspec.structs.replace(
+        spec,
+        nodes=spec.nodes[:1],
+        edges=edges,
+        pause_nodes=[],
+        terminal_nodes=[],
+        max_steps=steps + 10,
+        durability=durability,
+    )
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+async def test_a_run_that_ends_has_its_snapshot_in_the_commit_that_ends_it(
+    tmp_path: Path, durability: str
+) -> None:
+    path = tmp_path / "runs.db"
+    async with Runtime(path, functions={"count": count}) as rt:
+        assert rt.store is not None
+        long = await (await rt.start(short_loop(60, durability))).result()
+        short = await (await rt.start(short_loop(5, durability))).result()
+        assert long.status == short.status == "completed"
+        # Read at once after the result: the snapshot and its event are already there.
+        at_result = await rt.read_events(long.run_id)
+        snapshot = await rt.store.load_snapshot(long.run_id)
+        assert snapshot is not None and snapshot.seq == len(at_result) > SNAPSHOT_AT_REST
+        tags = [event_tag(type(e.body)) for e in at_result[-2:]]
+        assert tags == ["run.finished", "snapshot.taken"]
+        # Same position: one commit wrote the run's end and its snapshot.
+        assert at_result[-1].position == at_result[-2].position + 1
+        # A short run is folded faster than a snapshot is read: it gets none.
+        assert await rt.store.load_snapshot(short.run_id) is None
+        assert event_tag(type((await rt.read_events(short.run_id))[-1].body)) == "run.finished"
+    async with Runtime(path, functions={"count": count}) as rt:
+        # Nothing was appended after the result was delivered.
+        assert await rt.read_events(long.run_id) == at_result
+        state = await rt.get_state(long.run_id)
+        assert state == fold(at_result) and state.status == "completed"

@@ -161,7 +161,7 @@ def forge_a_verdict(path: Path, run_id: str) -> int:
             (run_id,),
         ).fetchone()
         forged = store_body(
-            encode_body(Verdict(node_id="draft", iteration=2, action="accept", level="forged")),
+            encode_body(Verdict(node_id="draft", iteration=2, action="accept", level="custom")),
             "judge.verdict",
         )
         conn.execute(

@@ -1,0 +1,113 @@
+"""The events of a parallel node's branches (``NodeSpec.parallel``): each branch's turns,
+tool results and end, the ``llm_judge`` strategy's call and its budget warning, and the
+round's winner. Part of the event catalogue (:mod:`runtime.events._catalogue` registers
+them with the rest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventstore import EventBody
+
+from ..providers._base import ToolCall
+
+__all__ = [
+    "BranchFinished",
+    "BranchJudgeWarning",
+    "BranchToolResult",
+    "BranchTurn",
+    "BranchesJudged",
+    "BranchesSelected",
+]
+
+
+class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
+    """One model turn of one parallel branch (``branch``: its 0-based index) in the round
+    that began after the node's turn ``round`` of visit ``visit``; ``stop`` as ``llm.turn``'s."""
+
+    node_id: str
+    visit: int
+    round: int
+    branch: int
+    label: str
+    iteration: int
+    text: str
+    tool_calls: list[ToolCall]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    model: str = ""
+    stop: str | None = None
+
+
+class BranchToolResult(EventBody, frozen=True, tag="branch.tool_result"):
+    """A tool result inside one parallel branch; a ``set_output`` call that set an output
+    carries it (``output_key``, ``output_value``) for the branch's own accumulator."""
+
+    node_id: str
+    visit: int
+    round: int
+    branch: int
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    output_key: str | None = None
+    output_value: Any = None
+
+
+class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
+    """A parallel branch's end: ``ok`` with its final ``text``, or not with ``error``."""
+
+    node_id: str
+    visit: int
+    round: int
+    branch: int
+    label: str
+    ok: bool
+    text: str = ""
+    error: str | None = None
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class BranchesJudged(EventBody, frozen=True, tag="branches.judged"):
+    """The ``llm_judge`` strategy's call: the judge's reply (or the provider's error)."""
+
+    node_id: str
+    visit: int
+    round: int
+    text: str
+    error: str | None = None
+    prompt_tokens: int = 0
+    compacted: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    model: str = ""
+
+
+class BranchJudgeWarning(EventBody, frozen=True, tag="branches.judge_warning"):
+    """The judge's prompt still exceeds its budget after both compaction iterations."""
+
+    node_id: str
+    visit: int
+    round: int
+    budget_tokens: int
+    prompt_tokens: int
+    message: str = ""
+
+
+class BranchesSelected(EventBody, frozen=True, tag="branches.selected"):
+    """The winner of a round (``winner``: its 0-based index) and why; ``candidates`` are
+    the branches that answered."""
+
+    node_id: str
+    visit: int
+    round: int
+    strategy: str
+    winner: int
+    label: str
+    reason: str = ""
+    candidates: list[int] = []

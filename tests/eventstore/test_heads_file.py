@@ -1,0 +1,73 @@
+"""The heads file itself: chained lines appended by several writers, checked on read."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from eventstore import HeadsFile, read_heads_file
+
+
+def test_two_writers_on_one_file_keep_one_chain(tmp_path: Path) -> None:
+    path = tmp_path / "store.heads"
+    first, second = HeadsFile(path), HeadsFile(path)  # as two processes sharing a store
+
+    def record(heads: HeadsFile, name: str) -> None:
+        for seq in range(1, 201):
+            heads.record(name, seq, f"{seq:064x}")
+
+    threads = [
+        threading.Thread(target=record, args=(first, "a")),
+        threading.Thread(target=record, args=(second, "b")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    first.close()
+    second.close()
+    kept = read_heads_file(path)
+    assert kept.ok, kept.reason
+    assert len(kept.heads) == 400
+    assert [h.seq for h in kept.heads if h.run_id == "a"] == list(range(1, 201))
+    assert kept.newest()["b"].seq == 200 and kept.newest()["b"].hash == f"{200:064x}"
+
+
+def test_a_removed_or_inserted_line_breaks_the_chain_at_that_line(tmp_path: Path) -> None:
+    path = tmp_path / "store.heads"
+    heads = HeadsFile(path)
+    for seq in range(1, 6):
+        heads.record("r", seq, "ab" * 32)
+    heads.close()
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:2] + lines[3:]))  # line 3 dropped
+    kept = read_heads_file(path)
+    assert (kept.broken_line, len(kept.heads)) == (3, 2)
+    path.write_text("".join([*lines[:1], '{"run":"r","seq":9}\n', *lines[1:]]))
+    kept = read_heads_file(path)
+    assert kept.broken_line == 2 and kept.reason is not None
+    assert kept.reason.startswith("not a heads record")
+
+
+def test_a_line_cut_short_is_ignored_then_reported_once_written_past(tmp_path: Path) -> None:
+    path = tmp_path / "store.heads"
+    heads = HeadsFile(path)
+    heads.record("r", 1, "ab" * 32)
+    heads.close()
+    with path.open("a") as file:
+        file.write('{"run":"r","se')  # a write cut short by a crash
+    assert read_heads_file(path).ok and len(read_heads_file(path).heads) == 1
+    later = HeadsFile(path)
+    later.record("r", 2, "cd" * 32)
+    later.close()
+    kept = read_heads_file(path)
+    assert kept.broken_line == 2 and [h.seq for h in kept.heads] == [1]
+
+
+def test_no_file_reads_as_no_heads_and_a_closed_writer_records_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "none.heads"
+    assert read_heads_file(path).ok and read_heads_file(path).heads == []
+    heads = HeadsFile(path)
+    heads.close()
+    heads.record("r", 1, "ab" * 32)
+    assert heads.flush(1.0) and not path.exists()
