@@ -314,7 +314,8 @@ async def _state(args: argparse.Namespace) -> int:
         return _chain_broken(args.run_id, view.chain)
     state = view.state
     if args.output == "json":
-        emit_json(state)
+        # The state's fields, and the check of the read that folded it (as show's).
+        emit_json({**msgspec.to_builtins(state), "chain": msgspec.to_builtins(view.chain)})
         return EXIT_OK
     lines = [
         f"run {state.run_id} at seq {state.last_seq}: {state.status}"

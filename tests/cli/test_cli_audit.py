@@ -146,6 +146,8 @@ def test_state_travels_in_time(workdir: Workdir) -> None:
     assert before["last_seq"] == written - 1 and before["status"] == "running"
     now = json.loads(ok(workdir.run("state", done, "--output", "json")).out)
     assert now["status"] == "completed" and now["memory"]["reply"].endswith("by ops")
+    # The JSON says what the read checked, as show's does.
+    assert now["chain"]["ok"] is True and now["chain"]["to_seq"] == now["last_seq"]
     text = ok(workdir.run("state", done, "--at", str(written))).out
     assert text.startswith(f"run {done} at seq {written}: running")
     assert '  category: "billing"' in text
