@@ -53,6 +53,7 @@ from .providers import (
     ToolSpec,
     Usage,
 )
+from .replay import Divergence, ReplayReport
 from .spec import (
     EdgeSpec,
     Goal,
@@ -97,6 +98,8 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "TimeoutConfig",
     "OwnershipConfig",
     "RecoveryConfig",
+    "ReplayReport",
+    "Divergence",
     # graphs
     "GraphSpec",
     "NodeSpec",

@@ -1,0 +1,106 @@
+"""Replaying a recorded run against today's graph: an unchanged graph replays equal with
+no model, tool or function called; each kind of change is reported at the recorded seq
+where today's graph decides otherwise, with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime import Runtime
+from runtime.events import EdgeTaken, NodeStarted, Verdict, VerificationRecorded
+from runtime.spec import ExpressionVerifier
+
+from .replay_graphs import Failing, edge, node, offline, record, trip, without
+
+pytestmark = pytest.mark.anyio
+
+
+async def _seqs(store: Path, run_id: str) -> list[tuple[int, object]]:
+    async with Runtime(store) as rt:
+        return [(e.seq, e.body) for e in await rt.read_events(run_id)]
+
+
+async def test_the_same_graph_replays_equal_without_calling_anything(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    provider = Failing()
+    async with offline(store, provider) as rt:
+        report = await rt.replay(run_id)
+        again = await rt.replay(run_id, trip())
+    assert report.equal, report.summary()
+    assert report.divergences == [] and report.stopped is None and report.warnings == []
+    assert again.equal, again.summary()
+    assert provider.calls == 0
+    # Every answer came from the log: 5 turns and 2 Level 2 answers.
+    assert report.model_calls == 7
+    assert report.recorded_events == report.replayed_events or report.replayed_events > 0
+
+
+async def test_a_removed_success_criterion_accepts_where_the_judge_retried(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    events = await _seqs(store, run_id)
+    level2 = [seq for seq, body in events if isinstance(body, Verdict) and body.level == "quality"]
+    async with offline(store, Failing()) as rt:
+        report = await rt.replay(run_id, node(trip(), "plan", success_criteria=[]))
+    assert not report.equal
+    first = report.divergences[0]
+    assert first.seq == level2[0] and first.kind == "judge.verdict"
+    assert first.reason.startswith("verdict ACCEPT at level 0")
+    assert first.reason.endswith("where RETRY was recorded")
+
+
+async def test_a_new_output_key_retries_at_level_0(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    events = await _seqs(store, run_id)
+    level2 = [seq for seq, body in events if isinstance(body, Verdict) and body.level == "quality"]
+    graph = node(trip(), "plan", output_keys=["summary", "budget", "currency"])
+    async with offline(store, Failing()) as rt:
+        report = await rt.replay(run_id, graph)
+    first = report.divergences[0]
+    assert first.seq == level2[0]
+    assert "verdict RETRY at level 0: Missing required output keys: currency" in first.reason
+    assert report.warnings and "output keys changed" in report.warnings[0]
+
+
+async def test_a_changed_edge_expression_is_now_false(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    events = await _seqs(store, run_id)
+    [taken] = [s for s, b in events if isinstance(b, EdgeTaken) and b.target == "review"]
+    graph = edge(trip(), "review", expression="amount > 200")
+    async with offline(store, Failing()) as rt:
+        report = await rt.replay(run_id, graph)
+    first = report.divergences[0]
+    assert (first.seq, first.kind) == (taken, "edge.taken")
+    assert "edge `amount > 100`" in first.reason and "now false" in first.reason
+
+
+async def test_a_removed_node_is_no_longer_in_the_graph(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    events = await _seqs(store, run_id)
+    [started] = [s for s, b in events if isinstance(b, NodeStarted) and b.node_id == "review"]
+    graph = without(trip(), "review")
+    async with offline(store, Failing()) as rt:
+        report = await rt.replay(run_id, graph)
+    reasons = {d.seq: d.reason for d in report.divergences}
+    assert reasons[started] == "node `review` is no longer in the graph"
+
+
+async def test_a_changed_verifier_now_fails(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    events = await _seqs(store, run_id)
+    [verified] = [s for s, b in events if isinstance(b, VerificationRecorded)]
+    graph = node(trip(), "check", verifier=ExpressionVerifier(expression="budget <= 500"))
+    async with offline(store, Failing()) as rt:
+        report = await rt.replay(run_id, graph)
+    first = report.divergences[0]
+    assert (first.seq, first.kind) == (verified, "verifier.result")
+    assert first.reason.startswith("verifier `check` now fails")
