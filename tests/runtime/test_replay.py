@@ -11,6 +11,7 @@ import pytest
 from runtime import Runtime
 from runtime.events import EdgeTaken, NodeStarted, Verdict, VerificationRecorded
 from runtime.spec import ExpressionVerifier
+from runtime.testing import assert_replays
 
 from .replay_graphs import Failing, edge, node, offline, record, trip, without
 
@@ -104,3 +105,13 @@ async def test_a_changed_verifier_now_fails(tmp_path: Path) -> None:
     first = report.divergences[0]
     assert (first.seq, first.kind) == (verified, "verifier.result")
     assert first.reason.startswith("verifier `check` now fails")
+
+
+async def test_assert_replays_raises_with_the_report(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    async with offline(store, Failing()) as rt:
+        report = await assert_replays(rt, run_id, trip())
+        assert report.equal
+        with pytest.raises(AssertionError, match="node `review` is no longer in the graph"):
+            await assert_replays(rt, run_id, without(trip(), "review"))
