@@ -23,6 +23,7 @@ from .._result import RunResult
 from .._run_logs import RunLogs
 from ..llm._names import check_named_providers, check_parallel_names
 from ..llm._support import SET_OUTPUT, resolve_judge
+from ..llm._tools import Tool
 from ..llm._verdict import JudgeProtocol
 from ..providers._base import LlmProvider
 from ..spec._load import graph_from_dict
@@ -30,7 +31,14 @@ from ..spec._model import GraphSpec, graph_hash
 from ._compare import compare
 from ._recorded import RecordedRun
 from ._report import ReplayReport
-from ._served import RecordedJudge, ReplayProvider, Stop, recorded_function, served_tool
+from ._served import (
+    RecordedJudge,
+    ReplayProvider,
+    ServedTools,
+    Stop,
+    recorded_function,
+    served_tool,
+)
 
 __all__ = ["ReplayRuntime", "recorded_events", "replay_run"]
 
@@ -210,23 +218,29 @@ def _options(
             for node in graph.nodes
             if node.kind in ("function", "router") and node.function is not None
         }
-    tools = {
-        name: served_tool(name, recorded, stop)
-        for node in graph.nodes
-        if node.kind == "llm"
-        for name in node.tools
-        if name != SET_OUTPUT
-    }
+    tools: dict[str, Tool] = {}
+    for node in graph.nodes:
+        for reference in node.tools if node.kind == "llm" else ():
+            if reference != SET_OUTPUT and reference not in tools:
+                tools[reference] = served_tool(_tool_name(reference, nodes), recorded, stop)
     return {
         "provider": provider,
         "providers": {name: provider for name in names},
         "functions": functions,
-        "tools": list(tools.values()),
+        "tools": ServedTools(tools),
         "branch_strategies": nodes.branch_strategies,
         "allow_imports": tuple(allow_imports),
         "timeouts": nodes.timeouts,
         "context_budget_tokens": nodes.context_budget_tokens,
     }
+
+
+def _tool_name(reference: str, nodes: NodeFactory) -> str:
+    """The name the model calls a tool by: a registered tool's own, else the attribute
+    an import path ends with (``"pkg.mod:lookup"`` -> ``lookup``), never imported."""
+    if ":" not in reference and reference in nodes.tools:
+        return nodes.tools.get(reference).name
+    return reference.rpartition(":")[2].rpartition(".")[2]
 
 
 def _judges(

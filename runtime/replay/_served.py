@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from .._errors import ProviderError
+from .._errors import ProviderError, UnknownToolError
 from ..engine._function_node import NodeContext
-from ..llm._tools import Tool
+from ..llm._tools import Tool, ToolRegistry
 from ..llm._verdict import JudgeContext, JudgeVerdict
 from ..providers._asked import where_asked
 from ..providers._base import LlmRequest, LlmResponse
@@ -25,6 +25,7 @@ __all__ = [
     "RecordedJudge",
     "ReplayProvider",
     "ServedTool",
+    "ServedTools",
     "Stop",
     "recorded_function",
     "served_tool",
@@ -117,6 +118,24 @@ class ServedTool(Tool):
     ) -> tuple[str, bool]:
         served: tuple[str, bool] = self.fn(arguments)
         return served
+
+
+class ServedTools(ToolRegistry):
+    """The graph's tools by the names its nodes give them (a registered name or an
+    import path, never imported), each a :class:`ServedTool`."""
+
+    def __init__(self, tools: dict[str, Tool]) -> None:
+        super().__init__()
+        self._served = tools
+
+    def get(self, name: str) -> Tool:
+        found = self._served.get(name)
+        if found is None:
+            raise UnknownToolError(name, list(self._served))
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._served
 
 
 def served_tool(name: str, recorded: RecordedRun, stop: Stop) -> ServedTool:
