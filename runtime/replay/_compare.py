@@ -27,6 +27,7 @@ from ..events._catalogue import (
     NodeCompleted,
     NodeFailed,
     NodeStarted,
+    OutputSet,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -61,7 +62,6 @@ _VOLATILE: Final = frozenset(
         "input_cached",
         "input_cache_write",
         "prompt_tokens",
-        "evaluated_at",
         "error",
         "confidence",
     }
@@ -73,12 +73,39 @@ _REPR.maxother = 60
 
 
 class _Item:
-    __slots__ = ("body", "form", "seq")
+    """One event of a lane: its seq, its body, and the body as compared (volatile fields
+    cleared)."""
 
-    def __init__(self, seq: int, body: EventBody, form: dict[str, Any]) -> None:
+    __slots__ = ("body", "key", "seq")
+
+    def __init__(self, seq: int, body: EventBody) -> None:
         self.seq = seq
         self.body = body
-        self.form = form
+        self.key = _key(body)
+
+    @property
+    def form(self) -> dict[str, Any]:
+        """The compared body as builtins (for the report)."""
+        data: dict[str, Any] = msgspec.to_builtins(self.key)
+        return {k: v for k, v in data.items() if k not in _VOLATILE}
+
+
+_CLEARED: dict[type[EventBody], dict[str, None]] = {}
+
+
+def _key(body: EventBody) -> EventBody:
+    cls = type(body)
+    cleared = _CLEARED.get(cls)
+    if cleared is None:
+        cleared = _CLEARED[cls] = dict.fromkeys(f for f in cls.__struct_fields__ if f in _VOLATILE)
+    # Times inside values (a verifier's result, a goal outcome) differ on every run.
+    if isinstance(body, VerificationRecorded):
+        body = msgspec.structs.replace(body, result=_untimed(body.result))
+    elif isinstance(body, RunFinished) and body.goal_outcome:
+        body = msgspec.structs.replace(body, goal_outcome=_untimed(body.goal_outcome))
+    elif isinstance(body, MemoryWritten | OutputSet) and isinstance(body.value, dict | list):
+        body = msgspec.structs.replace(body, value=_untimed(body.value))
+    return msgspec.structs.replace(body, **cleared) if cleared else body
 
 
 def _lane(body: EventBody) -> str | None:
@@ -89,16 +116,16 @@ def _lane(body: EventBody) -> str | None:
     if isinstance(body, EdgeTaken):
         return f"edges {body.source}"
     node = getattr(body, "node_id", None)
-    if isinstance(node, str) and not isinstance(body, RunPaused):
+    if isinstance(node, str):
         return f"node {node}"
     return "run"
 
 
-def _form(value: Any) -> Any:
+def _untimed(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _form(v) for k, v in value.items() if k not in _VOLATILE}
+        return {k: _untimed(v) for k, v in value.items() if k != "evaluated_at"}
     if isinstance(value, list):
-        return [_form(v) for v in value]
+        return [_untimed(v) for v in value]
     return value
 
 
@@ -106,10 +133,8 @@ def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
     lanes: dict[str, list[_Item]] = {}
     for seq, body in pairs:
         lane = _lane(body)
-        if lane is None:
-            continue
-        data = msgspec.to_builtins(body)
-        lanes.setdefault(lane, []).append(_Item(seq, body, _form(data)))
+        if lane is not None:
+            lanes.setdefault(lane, []).append(_Item(seq, body))
     return lanes
 
 
@@ -131,7 +156,7 @@ def compare(
     for lane in [*before, *(name for name in after if name not in before)]:
         old, new = before.get(lane, []), after.get(lane, [])
         index = 0
-        while index < len(old) and index < len(new) and old[index].form == new[index].form:
+        while index < len(old) and index < len(new) and old[index].key == new[index].key:
             matched[new[index].seq] = old[index].seq
             index += 1
         if index == len(old) == len(new) or (index == len(new) and not complete):

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from eventstore import CorruptLogError, Event, EventBody
+from eventstore import Event, EventBody
 
 from .._errors import RunNotFoundError, SpecError
 from .._node_factory import NodeFactory
@@ -78,16 +78,15 @@ class MakeRuntime(Protocol):
 
 
 async def recorded_events(logs: RunLogs, run_id: str) -> list[Event]:
-    """The run's events, verified when they come from a store: RunNotFoundError, or
-    CorruptLogError with the reason ``verify`` gives."""
-    events = await logs.read_events(run_id)
+    """The run's events, their hash chain checked as they are read from a store (and the
+    log's end against the run's record): RunNotFoundError, or CorruptLogError naming the
+    first bad seq and why."""
+    if logs.store is None:
+        events = await logs.read_events(run_id)
+    else:
+        events = await logs.store.read_all(run_id, verify=True)
     if not events:
         raise RunNotFoundError(run_id)
-    if logs.store is not None:
-        report = await logs.store.verify(run_id)
-        if not report.ok:
-            reason = report.reason or "the hash chain is broken"
-            raise CorruptLogError(run_id, report.broken_at or 0, reason)
     return events
 
 
