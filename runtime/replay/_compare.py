@@ -162,7 +162,9 @@ def compare(
         if index == len(old) == len(new) or (index == len(new) and not complete):
             continue
         found.append((lane, index))
-    divergences: list[Divergence] = []
+        if index < len(old) and index < len(new):
+            matched[new[index].seq] = old[index].seq  # where its consequences anchor
+    divergences: list[tuple[int, int, Divergence]] = []
     for lane, index in found:
         old, new = before.get(lane, []), after.get(lane, [])
         r = old[index] if index < len(old) else None
@@ -172,17 +174,16 @@ def compare(
         else:
             assert n is not None
             seq = max((s for k, s in matched.items() if k < n.seq), default=1)
-        divergences.append(
-            Divergence(
-                seq=seq,
-                kind=event_tag((r or n).body),  # type: ignore[union-attr]
-                recorded=None if r is None else r.form,
-                now=None if n is None else n.form,
-                reason=_Reasons(graph, recorded_graph).why(r, n),
-            )
+        divergence = Divergence(
+            seq=seq,
+            kind=event_tag((r or n).body),  # type: ignore[union-attr]
+            recorded=None if r is None else r.form,
+            now=None if n is None else n.form,
+            reason=_Reasons(graph, recorded_graph).why(r, n),
         )
-    divergences.sort(key=lambda d: d.seq)
-    return divergences
+        divergences.append((seq, 0 if r is not None else 1, divergence))
+    divergences.sort(key=lambda item: item[:2])
+    return [divergence for _, _, divergence in divergences]
 
 
 class _Reasons:
@@ -243,7 +244,7 @@ class _Reasons:
                         f"the run now ends {new.status} ({new.quality}) where "
                         f"{old.status} ({old.quality}) was recorded"
                     )
-                return "the run ends the same way with another goal outcome or retry count"
+                return _goal_change(old, new)
             case (MemoryWritten(), MemoryWritten()) if old.key == new.key:
                 return f"memory key `{new.key}` is now written {_short(new.value)}"
             case (_, None):
@@ -292,6 +293,21 @@ class _Reasons:
 
 
 EdgeBody = EventBody
+
+
+def _goal_change(old: RunFinished, new: RunFinished) -> str:
+    """What changed in the run's end when its status and quality did not."""
+    if old.total_retries != new.total_retries:
+        return f"the run now ends with {new.total_retries} retries ({old.total_retries} recorded)"
+    before = {c.get("id"): c for c in (old.goal_outcome or {}).get("criteria", [])}
+    changes = []
+    for criterion in (new.goal_outcome or {}).get("criteria", []):
+        was = before.get(criterion.get("id"), {})
+        if criterion.get("met") != was.get("met") or criterion.get("score") != was.get("score"):
+            met = {True: "met", False: "not met"}.get(criterion.get("met"), "unscored")
+            why = criterion.get("reasoning") or f"score {criterion.get('score')}"
+            changes.append(f"goal criterion `{criterion.get('id')}` now {met}: {_short(why)}")
+    return "; ".join(changes) or "the run's goal outcome changed"
 
 
 def _level(level: str) -> str:

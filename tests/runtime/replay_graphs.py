@@ -13,10 +13,20 @@ from typing import Any
 
 import msgspec
 
-from runtime import EdgeSpec, GraphSpec, NodeSpec, ProviderError, Runtime, tool
+from runtime import (
+    EdgeSpec,
+    Goal,
+    GraphSpec,
+    JudgeContext,
+    JudgeVerdict,
+    NodeSpec,
+    ProviderError,
+    Runtime,
+    tool,
+)
 from runtime.llm import ToolRegistry
 from runtime.providers import LlmRequest, LlmResponse
-from runtime.spec import ExpressionVerifier
+from runtime.spec import ExpressionVerifier, LlmJudgeVerifier, SuccessCriterion
 from runtime.testing import ScriptedProvider, reply, tool_call
 
 
@@ -166,3 +176,72 @@ def offline(store: Path, provider: Failing) -> Runtime:
         functions={name: _refuse for name in FUNCTIONS},
         tools=ToolRegistry([tool(name="search")(refusing_search)]),
     )
+
+
+def routed(**changes: Any) -> GraphSpec:
+    """An LLM node whose next node an llm_decide edge picks, an llm_judge verifier, a
+    custom judge, and a goal scored by an evaluator model and an expression."""
+    nodes = [
+        NodeSpec(id="write", kind="llm", output_keys=["draft"], judge="strict"),
+        NodeSpec(id="short", function="done", description="a short reply"),
+        NodeSpec(id="long", function="done", description="a long reply"),
+        NodeSpec(
+            id="grade",
+            kind="verifier",
+            output_keys=["grade_verification", "grade_verification_passed"],
+            verifier=LlmJudgeVerifier(target_key="draft", evaluation_criteria="polite"),
+        ),
+    ]
+    edges = [
+        EdgeSpec(source="write", target="short", condition="llm_decide", fallback="short"),
+        EdgeSpec(source="write", target="long", condition="llm_decide", fallback="short"),
+        EdgeSpec(source="short", target="grade"),
+        EdgeSpec(source="long", target="grade"),
+    ]
+    goal = Goal(
+        description="a polite reply",
+        success_criteria=[
+            SuccessCriterion(id="polite", description="the reply is polite"),
+            SuccessCriterion(id="drafted", description="a draft", expression="draft != ''"),
+        ],
+        evaluator="grader",
+    )
+    graph = GraphSpec(id="routed", nodes=nodes, edges=edges, entry_node="write", goal=goal)
+    return msgspec.structs.replace(graph, **changes)
+
+
+class Strict:
+    """A custom judge: accepts once the draft is set."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def evaluate(self, context: JudgeContext) -> JudgeVerdict:
+        self.calls += 1
+        if context.accumulator.get("draft"):
+            return JudgeVerdict(action="accept", level="custom")
+        return JudgeVerdict(action="retry", level="custom", feedback="set the draft")
+
+
+async def record_routed(store: Path) -> str:
+    model = ScriptedProvider(
+        [
+            reply("Dear Ann"),
+            reply("", tool_call("set_output", key="draft", value="Dear Ann, thanks.")),
+            '{"score": 0.9, "reasoning": "courteous"}',
+        ],
+        router=['{"target": "long", "reasoning": "needs detail"}'],
+    )
+    grader = ScriptedProvider(['{"score": 0.85, "reasoning": "polite enough"}'], name="grader")
+    async with Runtime(
+        store,
+        provider=model,
+        providers={"grader": grader},
+        functions=FUNCTIONS,
+        judges={"strict": Strict()},
+    ) as rt:
+        result = await (await rt.start(routed(), input={"to": "Ann"})).result()
+        assert result.status == "completed", result
+        assert result.goal_outcome is not None and result.goal_outcome.met, result
+        assert result.memory["grade_verification_passed"] is True, result
+        return result.run_id

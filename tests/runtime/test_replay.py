@@ -6,14 +6,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from runtime import Runtime
 from runtime.events import EdgeTaken, NodeStarted, Verdict, VerificationRecorded
-from runtime.spec import ExpressionVerifier
+from runtime.spec import ExpressionVerifier, LlmJudgeVerifier, SuccessCriterion
 from runtime.testing import assert_replays
 
-from .replay_graphs import Failing, edge, node, offline, record, trip, without
+from .replay_graphs import (
+    Failing,
+    Strict,
+    edge,
+    node,
+    offline,
+    record,
+    record_routed,
+    routed,
+    trip,
+    without,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -115,3 +127,64 @@ async def test_assert_replays_raises_with_the_report(tmp_path: Path) -> None:
         assert report.equal
         with pytest.raises(AssertionError, match="node `review` is no longer in the graph"):
             await assert_replays(rt, run_id, without(trip(), "review"))
+
+
+async def test_routes_verifier_evaluations_goals_and_custom_judges_replay_equal(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record_routed(store)
+    strict = Strict()
+    provider = Failing()
+    async with Runtime(
+        store, provider=provider, providers={"grader": provider}, judges={"strict": strict}
+    ) as rt:
+        report = await rt.replay(run_id)
+    assert report.equal, report.summary()
+    # Two turns, the route, the verifier's evaluation and the goal's: all from the log.
+    assert report.model_calls == 5 and provider.calls == 0
+    assert strict.calls == 2 and report.not_redecided == []  # registered: decided again
+
+
+async def test_a_judge_that_may_not_be_imported_gives_its_recorded_verdicts(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record_routed(store)
+    async with offline(store, Failing()) as rt:
+        report = await rt.replay(run_id)
+    assert report.equal, report.summary()
+    [note] = report.not_redecided
+    assert note.startswith("the verdicts of node `write`'s judge:") and "strict" in note
+
+
+async def test_an_llm_decide_target_removed_and_a_stricter_verifier_and_goal(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record_routed(store)
+    events = await _seqs(store, run_id)
+    [routed_at] = [s for s, b in events if isinstance(b, EdgeTaken) and b.source == "write"]
+    [graded] = [s for s, b in events if isinstance(b, VerificationRecorded)]
+    strict = {"strict": Strict()}
+    async with Runtime(store, judges=strict) as rt:
+        removed = await rt.replay(run_id, without(routed(), "long"))
+        verifier = LlmJudgeVerifier(
+            target_key="draft", evaluation_criteria="polite", pass_threshold=0.95
+        )
+        stricter = await rt.replay(run_id, node(routed(), "grade", verifier=verifier))
+        goal = routed().goal
+        assert goal is not None
+        criteria = [SuccessCriterion(id="polite", description="polite", threshold=0.95)]
+        scored = await rt.replay(
+            run_id, routed(goal=msgspec.structs.replace(goal, success_criteria=criteria))
+        )
+    first = removed.divergences[0]
+    assert (first.seq, first.kind) == (routed_at, "edge.taken")
+    assert first.reason == "node `long` is no longer in the graph; now edge llm_decide to `short`"
+    first = stricter.divergences[0]
+    assert (first.seq, first.kind) == (graded, "verifier.result")
+    assert first.reason.startswith("verifier `grade` now fails")
+    [end] = scored.divergences
+    assert (end.seq, end.kind) == (events[-1][0], "run.finished")
+    assert end.reason.startswith("goal criterion `polite` now not met")
