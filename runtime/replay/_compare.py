@@ -133,8 +133,12 @@ def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
     lanes: dict[str, list[_Item]] = {}
     for seq, body in pairs:
         lane = _lane(body)
-        if lane is not None:
-            lanes.setdefault(lane, []).append(_Item(seq, body))
+        if lane is None:
+            continue
+        items = lanes.setdefault(lane, [])
+        if isinstance(body, RunPaused) and items and items[-1].body == body:
+            continue  # waiting at the same gate again (after a resume there, a fork)
+        items.append(_Item(seq, body))
     return lanes
 
 

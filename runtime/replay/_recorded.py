@@ -108,7 +108,7 @@ class RecordedRun:
         started: list[tuple[str, int, int]] = []
         completed: set[tuple[str, int]] = set()
         injected: dict[str, Any] = {}
-        paused = False
+        paused: str | None = None  # why the run waits: hitl (a gate) or input
         for event in self.events:
             body = event.body
             match body:
@@ -173,25 +173,27 @@ class RecordedRun:
                     completed.add((node, visit.get(node, 1)))
                 case NodeFailed(node_id=node):
                     failed[(node, visit.get(node, 1), body.attempt)] = body
-                case RunPaused():
-                    paused = body.reason != "user"
+                case RunPaused() if body.reason != "user":
+                    paused = body.reason
                 case InputInjected():
                     injected.update(body.data)
                 case ApprovalGranted():
+                    self._uncancel()
                     self._control("approve", event.seq, by=body.by, input=body.input)
-                    paused, injected = False, {}
+                    paused, injected = None, {}
                 case ApprovalRejected():
                     self._control("reject", event.seq, by=body.by, reason=body.reason)
-                    paused, injected = False, {}
-                case RunResumed() if paused:
-                    self._control("resume", event.seq, input=injected)
-                    paused, injected = False, {}
+                    paused, injected = None, {}
                 case RunCancelled():
-                    if paused:
+                    if paused is not None:
                         self._control("cancel", event.seq, reason=body.reason)
                     self.cancelled_at = event.seq
                 case RunResumed():
-                    self.cancelled_at = None
+                    # Only an approval passes a gate: a resume there waits at it again.
+                    self._uncancel()
+                    if paused == "input":
+                        self._control("resume", event.seq, input=injected)
+                        paused, injected = None, {}
                 case RunFinished() if body.goal_outcome:
                     self._goal(body.goal_outcome)
                 case RunForked():
@@ -214,6 +216,12 @@ class RecordedRun:
                 error="" if failure is None else failure.error,
                 error_type="" if failure is None else failure.error_type,
             )
+
+    def _uncancel(self) -> None:
+        """The run went on after a cancel: that cancel did not end it."""
+        self.cancelled_at = None
+        if self.controls and self.controls[-1].kind == "cancel":
+            self.controls.pop()
 
     def _control(self, kind: str, seq: int, **fields: Any) -> None:
         self.controls.append(Control(kind=kind, seq=seq, **fields))
