@@ -10,6 +10,7 @@ times inside results are not compared; facts the runtime decides are.
 
 from __future__ import annotations
 
+import bisect
 import reprlib
 from collections.abc import Sequence
 from typing import Any, Final
@@ -153,6 +154,7 @@ def compare(
     """The divergences of ``replayed`` from ``recorded`` (pairs of seq and body), in
     recorded order. ``complete`` is False when the replay stopped before the end: a lane
     it did not finish is then no divergence."""
+    nodes = {node.id for node in graph.nodes}
     before = _lanes(recorded)
     after = _lanes(replayed)
     matched: dict[int, int] = {}  # replayed seq -> recorded seq of its equal event
@@ -163,11 +165,14 @@ def compare(
         while index < len(old) and index < len(new) and old[index].key == new[index].key:
             matched[new[index].seq] = old[index].seq
             index += 1
-        if index == len(old) == len(new) or (index == len(new) and not complete):
+        if index == len(old) == len(new):
             continue
+        if index == len(new) and not complete and not _gone(old[index].body, nodes):
+            continue  # the replay stopped before it got there
         found.append((lane, index))
         if index < len(old) and index < len(new):
             matched[new[index].seq] = old[index].seq  # where its consequences anchor
+    seqs = [seq for seq, _ in recorded]
     divergences: list[tuple[int, int, Divergence]] = []
     for lane, index in found:
         old, new = before.get(lane, []), after.get(lane, [])
@@ -175,9 +180,11 @@ def compare(
         n = new[index] if index < len(new) else None
         if r is not None:
             seq = r.seq
-        else:
+        else:  # the recorded event in whose place it comes: the one after its anchor
             assert n is not None
-            seq = max((s for k, s in matched.items() if k < n.seq), default=1)
+            anchor = max((s for k, s in matched.items() if k < n.seq), default=seqs[0])
+            at = bisect.bisect_right(seqs, anchor)
+            seq = seqs[min(at, len(seqs) - 1)]
         divergence = Divergence(
             seq=seq,
             kind=event_tag((r or n).body),  # type: ignore[union-attr]
@@ -188,6 +195,14 @@ def compare(
         divergences.append((seq, 0 if r is not None else 1, divergence))
     divergences.sort(key=lambda item: item[:2])
     return [divergence for _, _, divergence in divergences]
+
+
+def _gone(body: EventBody, nodes: set[str]) -> bool:
+    """Whether ``body`` is about a node today's graph no longer has."""
+    if isinstance(body, EdgeTaken):
+        return body.target not in nodes or body.source not in nodes
+    node = getattr(body, "node_id", None)
+    return isinstance(node, str) and node not in nodes
 
 
 class _Reasons:

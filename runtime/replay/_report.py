@@ -12,8 +12,8 @@ __all__ = ["Divergence", "ReplayReport"]
 class Divergence(msgspec.Struct, frozen=True, kw_only=True):
     """One place where today's graph decides otherwise than the recorded run.
 
-    ``seq`` is the recorded event's (where the recorded run has no counterpart, the seq
-    of the recorded event the new one would have followed); ``kind`` is that event's
+    ``seq`` is the recorded event's (for a new event the recorded run has no counterpart
+    of, the seq of the recorded event in whose place it comes); ``kind`` is that event's
     tag (``"judge.verdict"``, ``"edge.taken"``, ...); ``recorded`` and ``now`` are the two
     events as builtins (None where one side has none); ``reason`` says it in words.
     """

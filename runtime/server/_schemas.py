@@ -19,6 +19,7 @@ __all__ = [
     "GraphInfo",
     "GraphList",
     "RejectRequest",
+    "ReplayRequest",
     "ResumeRequest",
     "RunRef",
     "StartRequest",
@@ -70,6 +71,14 @@ class ForkRequest(_Body, frozen=True):
 
     at_seq: Annotated[int, msgspec.Meta(ge=1, le=2**53)]
     input: dict[str, Any] = {}
+
+
+class ReplayRequest(_Body, frozen=True):
+    """Replay the run against the registered graph ``graph`` (None: the graph it recorded);
+    ``rerun_functions`` runs function nodes again instead of serving their outputs."""
+
+    graph: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    rerun_functions: bool = False
 
 
 class ApiError(msgspec.Struct, frozen=True, kw_only=True):
