@@ -265,7 +265,14 @@ class _Reasons:
                     )
                 return _goal_change(old, new)
             case (MemoryWritten(), MemoryWritten()) if old.key == new.key:
-                return f"memory key `{new.key}` is now written {_short(new.value)}"
+                return f"memory key `{new.key}` is now written {_REPR.repr(new.value)}"
+            case (None, MemoryWritten()):
+                return (
+                    f"memory key `{new.key}` is now written {_REPR.repr(new.value)} by "
+                    f"`{new.node_id}`; the recorded run did not write it there"
+                )
+            case (MemoryWritten(), None):
+                return f"memory key `{old.key}` is not written by `{old.node_id}` now"
             case (_, None):
                 return f"{_describe(old)} was recorded; the replay has nothing in its place"
             case _:

@@ -55,6 +55,8 @@ class FunctionOutcome(msgspec.Struct, frozen=True):
     outputs: dict[str, Any] | None
     error: str = ""
     error_type: str = ""
+    #: The seq of its ``node.completed`` or ``node.failed``: the order attempts finished in.
+    at: int = 0
 
 
 class Control(msgspec.Struct, frozen=True):
@@ -106,7 +108,8 @@ class RecordedRun:
         routes: dict[str, int] = defaultdict(int)
         failed: dict[tuple[str, int, int], NodeFailed] = {}
         started: list[tuple[str, int, int]] = []
-        completed: set[tuple[str, int]] = set()
+        completed: dict[tuple[str, int], int] = {}
+        failed_at: dict[tuple[str, int, int], int] = {}
         injected: dict[str, Any] = {}
         paused: str | None = None  # why the run waits: hitl (a gate) or input
         for event in self.events:
@@ -170,9 +173,10 @@ class RecordedRun:
                 case MemoryWritten(node_id=str() as node):
                     writes[(node, visit.get(node, 1))][body.key] = body.value
                 case NodeCompleted(node_id=node):
-                    completed.add((node, visit.get(node, 1)))
+                    completed[(node, visit.get(node, 1))] = event.seq
                 case NodeFailed(node_id=node):
                     failed[(node, visit.get(node, 1), body.attempt)] = body
+                    failed_at[(node, visit.get(node, 1), body.attempt)] = event.seq
                 case RunPaused() if body.reason != "user":
                     paused = body.reason
                 case InputInjected():
@@ -215,6 +219,7 @@ class RecordedRun:
                 outputs=outputs,
                 error="" if failure is None else failure.error,
                 error_type="" if failure is None else failure.error_type,
+                at=failed_at[place] if failure is not None else completed[(node, node_visit)],
             )
 
     def _uncancel(self) -> None:

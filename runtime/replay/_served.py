@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from .._errors import ProviderError, UnknownToolError
 from ..engine._function_node import NodeContext
@@ -149,9 +150,39 @@ def served_tool(name: str, recorded: RecordedRun, stop: Stop) -> ServedTool:
     return ServedTool(name=name, description="", parameters={"type": "object"}, fn=answer)
 
 
+class _Turnstile:
+    """Served function nodes that run at the same time (in parallel branches) finish in
+    the order they finished in the recorded run, so conflict strategies, which go by the
+    order branches finish, meet the same order. An attempt waits only for attempts that
+    finished before it in the record and are running now: never for one that may not come.
+    """
+
+    def __init__(self) -> None:
+        self.running: dict[int, anyio.Event] = {}
+
+    async def enter(self, at: int) -> anyio.Event:
+        done = self.running[at] = anyio.Event()
+        for _ in range(3):  # the branches started with this one reach here too
+            await anyio.lowlevel.checkpoint()
+        waited = False
+        for other in sorted(self.running):
+            if other < at:
+                await self.running[other].wait()
+                waited = True
+        for _ in range(3 if waited else 0):  # and its node tells the executor first
+            await anyio.lowlevel.checkpoint()
+        return done
+
+    def leave(self, at: int, done: anyio.Event) -> None:
+        done.set()
+        if self.running.get(at) is done:
+            del self.running[at]
+
+
 def recorded_function(recorded: RecordedRun, stop: Stop) -> Callable[..., Any]:
     """A node callable (taking ``inputs, ctx``) that gives back the recorded outcome of
     the node's visit and attempt, partial outputs first."""
+    turnstile = _Turnstile()
 
     async def serve(inputs: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         outcome = recorded.functions.get((ctx.node_id, ctx.visit, ctx.attempt))
@@ -162,12 +193,16 @@ def recorded_function(recorded: RecordedRun, stop: Stop) -> Callable[..., Any]:
             )
             await anyio.sleep_forever()
         assert outcome is not None
-        for key, value in outcome.partial:
-            await ctx.set_output(key, value)
-        if outcome.outputs is None:
-            error = type(outcome.error_type or "RecordedFailure", (Exception,), {})
-            raise error(_bare(outcome.error, outcome.error_type))
-        return dict(outcome.outputs)
+        done = await turnstile.enter(outcome.at)
+        try:
+            for key, value in outcome.partial:
+                await ctx.set_output(key, value)
+            if outcome.outputs is None:
+                error = type(outcome.error_type or "RecordedFailure", (Exception,), {})
+                raise error(_bare(outcome.error, outcome.error_type))
+            return dict(outcome.outputs)
+        finally:
+            turnstile.leave(outcome.at, done)
 
     return serve
 
