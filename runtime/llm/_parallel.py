@@ -53,6 +53,7 @@ from ..events._catalogue import (
     BranchTurn,
     ToolCallRecord,
 )
+from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmRequest
 from ..spec._model import GraphSpec, NodeSpec
 from ..spec._parallel import BranchCandidate, BranchStrategy, ParallelSpec
@@ -173,8 +174,12 @@ class BranchRunner:
                 purpose="branch",
             )
             started = time.perf_counter()
+            place = f"{state.round}/{branch.index}"  # where a recorded answer is found
             try:
-                response = await provider.complete(branch_request)
+                with asked_at(
+                    node.id, visit=state.visit, iteration=len(branch.turns) + 1, item=place
+                ):
+                    response = await provider.complete(branch_request)
             except ProviderError as exc:
                 await self._finish(
                     branch, state, log, ok=False, error=f"{type(exc).__name__}: {exc}"
@@ -392,7 +397,8 @@ class BranchRunner:
             )
             started = time.perf_counter()
             try:
-                response = await provider.complete(judge_request)
+                with asked_at(state.node_id, visit=state.visit, item=str(state.round)):
+                    response = await provider.complete(judge_request)
                 text, error = response.text, None
             except ProviderError as exc:
                 response, text, error = None, "", f"{type(exc).__name__}: {exc}"

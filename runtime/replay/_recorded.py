@@ -20,6 +20,8 @@ from eventstore import Event
 from ..events._catalogue import (
     ApprovalGranted,
     ApprovalRejected,
+    BranchesJudged,
+    BranchToolResult,
     BranchTurn,
     EdgeTaken,
     InputInjected,
@@ -94,8 +96,9 @@ class RecordedRun:
         self.controls: list[Control] = []
         self.first_turn: dict[str, int] = {}
         self.first_judged: dict[str, int] = {}
+        self.branch_turns: dict[tuple[str, int, str, int], Served] = {}
+        self.branch_judged: dict[tuple[str, int, str], Served] = {}
         self.forked = False
-        self.parallel = False
         self.cancelled_at: int | None = None
         self._index()
 
@@ -202,8 +205,32 @@ class RecordedRun:
                     self._goal(body.goal_outcome)
                 case RunForked():
                     self.forked = True
-                case BranchTurn():
-                    self.parallel = True
+                case BranchTurn(node_id=node):
+                    for call in body.tool_calls:
+                        calls[call.id] = call
+                    place_b = (node, body.visit, f"{body.round}/{body.branch}", body.iteration)
+                    self.branch_turns[place_b] = LlmResponse(
+                        text=body.text,
+                        tool_calls=list(body.tool_calls),
+                        usage=Usage(
+                            input_tokens=body.input_tokens, output_tokens=body.output_tokens
+                        ),
+                        model=body.model,
+                        stop="tool_use" if body.tool_calls else "end",
+                    )
+                case BranchToolResult() if body.name != "set_output":
+                    asked = calls.get(body.call_id)
+                    arguments = asked.arguments if asked is not None else {}
+                    self.tools[_key([body.name, arguments])].append((body.content, body.is_error))
+                case BranchesJudged(node_id=node):
+                    judged: Served = body.error or LlmResponse(
+                        text=body.text,
+                        usage=Usage(
+                            input_tokens=body.input_tokens, output_tokens=body.output_tokens
+                        ),
+                        model=body.model,
+                    )
+                    self.branch_judged[(node, body.visit, str(body.round))] = judged
                 case _:
                     pass
         for node, node_visit, node_attempt in started:

@@ -99,8 +99,14 @@ class ReplayProvider:
             elif purpose == "outcome":
                 where = f"the goal evaluator of criterion `{place.item}`"
                 served = recorded.goal.get(place.item or "")
-        elif purpose in ("branch", "branch_judge"):
-            where = "a parallel branch (parallel branches are not replayed yet)"
+            elif purpose == "branch":
+                visit, item, turn = place.visit or 1, place.item or "", place.iteration or 0
+                where = f"branch {item} of node `{node}` visit {visit} turn {turn}"
+                served = recorded.branch_turns.get((node, visit, item, turn))
+            elif purpose == "branch_judge":
+                visit, item = place.visit or 1, place.item or ""
+                where = f"the branch judge of node `{node}` visit {visit} round {item}"
+                served = recorded.branch_judged.get((node, visit, item))
         if served is None:
             reason = f"no recorded model answer for {where}"
             self.stopped.stop(reason)

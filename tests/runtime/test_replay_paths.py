@@ -11,8 +11,19 @@ import anyio
 import msgspec
 import pytest
 
-from runtime import EdgeSpec, GraphSpec, NodeSpec, RetryPolicy, Runtime, SpecErrors, tool
+from runtime import (
+    EdgeSpec,
+    GraphSpec,
+    LlmResponse,
+    NodeSpec,
+    RetryPolicy,
+    Runtime,
+    SpecErrors,
+    Usage,
+    tool,
+)
 from runtime.providers import ToolCall
+from runtime.spec import BranchJudgeSpec, BranchSpec, ParallelSpec
 from runtime.testing import ScriptedProvider, reply, tool_call
 
 from .replay_graphs import FUNCTIONS, Failing, offline, record, trip
@@ -178,3 +189,45 @@ async def test_branches_finish_in_their_recorded_order_and_a_conflict_strategy_c
     first = changed.divergences[0]
     assert first.kind == "memory.written" and first.recorded is None
     assert first.reason.startswith("memory key `k` is now written 'from a' by `a1`")
+
+
+async def test_parallel_branches_and_their_judge_are_served_and_a_strategy_change_shows(
+    tmp_path: Path,
+) -> None:
+    def answering(text: str, tokens: int, name: str) -> ScriptedProvider:
+        return ScriptedProvider(
+            [
+                reply("", tool_call("set_output", key="answer", value=text)),
+                LlmResponse(text=text, usage=Usage(output_tokens=tokens), model=name),
+            ],
+            name=name,
+        )
+
+    def graph(strategy: str) -> GraphSpec:
+        parallel = ParallelSpec(
+            branches=[BranchSpec(label=f"b{i}", provider=f"p{i}") for i in range(3)],
+            strategy=strategy,
+            judge=BranchJudgeSpec(provider="judge"),
+        )
+        node = NodeSpec(id="answer", kind="llm", output_keys=["answer"], parallel=parallel)
+        return GraphSpec(id="parallel", entry_node="answer", nodes=[node])
+
+    providers: dict[str, Any] = {
+        f"p{i}": answering(text, tokens, f"m{i}")
+        for i, (text, tokens) in enumerate([("Lyon", 5), ("Paris", 30), ("Nice", 20)])
+    }
+    providers["judge"] = ScriptedProvider(["Response 2 is the best."], name="judge")
+    db = tmp_path / "run.db"
+    async with Runtime(db, provider=ScriptedProvider([]), providers=providers) as rt:
+        result = await (await rt.start(graph("llm_judge"))).result()
+    assert result.memory["answer"] == "Paris"
+    async with offline(db, Failing()) as rt:
+        same = await rt.replay(result.run_id)
+        fewest = await rt.replay(result.run_id, graph("fewest_tokens"))
+    assert same.equal, same.summary()
+    assert same.model_calls == 7  # two turns of each branch, the judge's answer
+    # The judge is no longer asked: the fewest tokens pick the first branch instead.
+    first = fewest.divergences[0]
+    assert first.kind == "branches.judged"
+    assert first.now is not None and first.now["type"] == "branches.selected"
+    assert (first.now["strategy"], first.now["winner"]) == ("fewest_tokens", 0)
