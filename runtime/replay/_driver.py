@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 import anyio
+import msgspec
 
 from eventstore import Event, EventBody
 
@@ -27,7 +28,7 @@ from ..llm._tools import Tool
 from ..llm._verdict import JudgeProtocol
 from ..providers._base import LlmProvider
 from ..spec._load import graph_from_dict
-from ..spec._model import GraphSpec, graph_hash
+from ..spec._model import GraphSpec, RetryPolicy, graph_hash
 from ._compare import compare
 from ._recorded import RecordedRun
 from ._report import ReplayReport
@@ -115,7 +116,7 @@ async def replay_run(
         collected.extend(bodies)
 
     async with make_runtime(hooks=[keep], **options) as rt:
-        await _drive(rt, graph, recorded, stop, run_id)
+        await _drive(rt, _without_waits(graph), recorded, stop, run_id)
         replayed = await rt.read_events(run_id)
     warnings = _request_warnings(recorded, recorded_graph, graph)
     stopped = stop.reason
@@ -148,6 +149,19 @@ async def replay_run(
         replayed_events=min(limit, len(replayed)),
         model_calls=provider.calls,
     )
+
+
+def _without_waits(graph: GraphSpec) -> GraphSpec:
+    """``graph`` with no wait between retries: how long a retry waited decides nothing."""
+
+    def instant(policy: RetryPolicy) -> RetryPolicy:
+        return msgspec.structs.replace(policy, initial_delay=0.0, max_delay=0.0, jitter=0.0)
+
+    nodes = [
+        n if n.retry is None else msgspec.structs.replace(n, retry=instant(n.retry))
+        for n in graph.nodes
+    ]
+    return msgspec.structs.replace(graph, retry=instant(graph.retry), nodes=nodes)
 
 
 async def _drive(
