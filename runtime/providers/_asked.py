@@ -3,7 +3,9 @@
 A provider that serves recorded answers (the replay's) reads :func:`where_asked` to find
 the answer recorded at the same place (node, visit, iteration, item) instead of relying
 on the global order of calls, which a changed graph or concurrent branches reorder.
-Every other provider ignores it; setting it costs one context-variable write per call.
+Every other provider ignores it. The LLM node sets it once per attempt (node, visit: its
+turns are counted from there); the Level 2 judge, ``llm_decide`` edges, verifiers, goal
+evaluators and parallel branches set it around their own call.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ __all__ = ["AskedAt", "asked_at", "where_asked"]
 
 class AskedAt(NamedTuple):
     """The place of one request: the asking ``node`` (``"goal"`` for the goal's
-    evaluator), its ``visit``, the turn ``iteration`` (a verifier's attempt), and an
-    ``item`` (a goal criterion's id). None where the asker does not know it."""
+    evaluator), its ``visit``, the turn ``iteration`` (the judged turn; a verifier's
+    attempt; a branch's turn), and an ``item`` (a goal criterion's id; a parallel round and
+    branch). None where the asker does not say."""
 
     node: str
     visit: int | None = None
