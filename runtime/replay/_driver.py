@@ -122,10 +122,10 @@ async def replay_run(
     stopped = stop.reason
     if recorded.forked:
         warnings.append("the run is a fork: its copied events are replayed as its own start")
-    if stopped is not None and recorded.cancelled_at is not None:
+    if stopped is not None and recorded.cut_at is not None:
         warnings.append(
-            f"the recorded run was cancelled at seq {recorded.cancelled_at}; compared up to "
-            f"where its record ends ({stopped})"
+            f"the recorded run ends at seq {recorded.cut_at} without finishing (cancelled, "
+            f"paused by a user, interrupted or still running); compared up to there: {stopped}"
         )
         stopped = None
     limit = stop.at if stop.at is not None else len(replayed)

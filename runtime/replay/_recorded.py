@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from eventstore import Event
+from eventstore import Event, SnapshotTaken
 
 from ..events._catalogue import (
     ApprovalGranted,
@@ -72,6 +72,11 @@ class Control(msgspec.Struct, frozen=True):
     input: dict[str, Any] = {}
 
 
+def _bookkeeping(body: Any) -> bool:
+    """An event that records nothing of the run's course (a snapshot's binding)."""
+    return isinstance(body, SnapshotTaken)
+
+
 def _key(value: Any) -> str:
     return msgspec.json.encode(value, order="sorted").decode()
 
@@ -99,7 +104,9 @@ class RecordedRun:
         self.branch_turns: dict[tuple[str, int, str, int], Served] = {}
         self.branch_judged: dict[tuple[str, int, str], Served] = {}
         self.forked = False
-        self.cancelled_at: int | None = None
+        #: The seq its log ends at when the run did not finish or stop at a pause there
+        #: (cancelled, paused by a user, crashed, still running): the record is cut.
+        self.cut_at: int | None = None
         self._index()
 
     def _index(self) -> None:
@@ -194,7 +201,6 @@ class RecordedRun:
                 case RunCancelled():
                     if paused is not None:
                         self._control("cancel", event.seq, reason=body.reason)
-                    self.cancelled_at = event.seq
                 case RunResumed():
                     # Only an approval passes a gate: a resume there waits at it again.
                     self._uncancel()
@@ -233,6 +239,11 @@ class RecordedRun:
                     self.branch_judged[(node, body.visit, str(body.round))] = judged
                 case _:
                     pass
+        last = next((e for e in reversed(self.events) if not _bookkeeping(e.body)), None)
+        ended = isinstance(last.body, RunFinished) if last is not None else False
+        waits = last is not None and isinstance(last.body, RunPaused) and last.body.reason != "user"
+        if not (ended or waits) and last is not None:
+            self.cut_at = last.seq
         for node, node_visit, node_attempt in started:
             place = (node, node_visit, node_attempt)
             failure = failed.get(place)
@@ -251,7 +262,6 @@ class RecordedRun:
 
     def _uncancel(self) -> None:
         """The run went on after a cancel: that cancel did not end it."""
-        self.cancelled_at = None
         if self.controls and self.controls[-1].kind == "cancel":
             self.controls.pop()
 

@@ -231,3 +231,31 @@ async def test_parallel_branches_and_their_judge_are_served_and_a_strategy_chang
     assert first.kind == "branches.judged"
     assert first.now is not None and first.now["type"] == "branches.selected"
     assert (first.now["strategy"], first.now["winner"]) == ("fewest_tokens", 0)
+
+
+async def test_a_run_cancelled_midway_replays_up_to_where_its_record_ends(tmp_path: Path) -> None:
+    started = anyio.Event()
+
+    async def wait(inputs: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    graph = GraphSpec(
+        id="cut",
+        nodes=[NodeSpec(id="a", function="done"), NodeSpec(id="b", function="wait")],
+        edges=[EdgeSpec(source="a", target="b")],
+        entry_node="a",
+    )
+    db = tmp_path / "run.db"
+    async with Runtime(db, functions={"done": FUNCTIONS["done"], "wait": wait}) as rt:
+        handle = await rt.start(graph)
+        await started.wait()
+        await rt.cancel(handle.run_id)
+        assert (await handle.result()).status == "cancelled"
+    async with offline(db, Failing()) as rt:
+        report = await rt.replay(handle.run_id)
+    assert report.equal and report.stopped is None, report.summary()
+    [warning] = report.warnings
+    assert "ends at seq" in warning and "without finishing" in warning
+    assert "function node `b` visit 1 attempt 1 has no recorded outcome" in warning
