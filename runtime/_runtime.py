@@ -448,13 +448,13 @@ class Runtime:
         *,
         rerun_functions: bool = False,
         allow_imports: Sequence[str] = (),
+        rejudge: bool = False,
     ) -> ReplayReport:
         """Run ``run_id`` again from its start against ``graph`` (None: its recorded one) in
-        memory, serving its recorded model answers, tool results and function outputs
-        (``rerun_functions``: run those), deciding the rest again; report what differs
-        (docs/replay.md). Writes nothing, calls no model or tool. Raises RunNotFoundError,
-        CorruptLogError (with verify's reason), SpecErrors."""
+        memory, serving its recorded model answers (``rejudge``: judges asked again, live),
+        tool results and function outputs (``rerun_functions``: run), deciding the rest
+        again: what differs (docs/replay.md). Raises RunNotFoundError, CorruptLogError."""
         events = await recorded_events(self._running.logs, run_id)
         return await replay_run(
-            events, graph, self.nodes, partial(Runtime, None), rerun_functions, allow_imports
+            events, graph, self.nodes, Runtime, rerun_functions, allow_imports, rejudge
         )

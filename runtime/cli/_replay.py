@@ -11,13 +11,15 @@ or a log that fails verification (with verify's reason).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
+from contextlib import AsyncExitStack
 from typing import Any
 
 from eventstore import CorruptLogError, RunQuery
 
-from .. import ReplayReport, Runtime, load_graph
+from .. import LlmProvider, ReplayReport, Runtime, load_graph
 from ..reads import RunReader
 from ._common import (
     EXIT_FAILED,
@@ -33,6 +35,7 @@ from ._common import (
 )
 from ._import_path import search_working_directory
 from ._read import _STATUSES, _time
+from ._wiring import make_provider
 
 __all__ = ["register"]
 
@@ -54,6 +57,17 @@ def register(sub: Any) -> None:
         action="store_true",
         help="run function nodes again (pure functions) instead of serving their outputs",
     )
+    p.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="ask the Level 2 judges and llm_judge verifiers again, live (costs tokens)",
+    )
+    p.add_argument(
+        "--provider",
+        metavar="P",
+        help="with --rejudge: the model that judges, openai, anthropic or scripted:FILE "
+        "(default: openai or anthropic when its API key is set)",
+    )
     p.add_argument("--status", choices=_STATUSES, help="many runs: only runs with this status")
     p.add_argument("--since", type=_time, metavar="TIME", help="many runs: created at or after")
     p.add_argument("--until", type=_time, metavar="TIME", help="many runs: created before")
@@ -72,7 +86,10 @@ async def _replay(args: argparse.Namespace) -> int:
     allow = allowed_imports(args) or []
     search_working_directory(allow)
     graph = load_graph(args.graph) if args.graph else None
-    async with open_store(args) as store, Runtime(store) as rt:
+    async with AsyncExitStack() as stack:
+        provider = await _judge_model(args, stack)
+        store = await stack.enter_async_context(open_store(args))
+        rt = await stack.enter_async_context(Runtime(store, provider=provider))
         if args.run_id is not None:
             report = await _one(rt, args.run_id, graph, args, allow)
             if args.output == "json":
@@ -101,10 +118,35 @@ async def _one(
 ) -> ReplayReport:
     try:
         return await rt.replay(
-            run_id, graph, rerun_functions=args.rerun_functions, allow_imports=allow
+            run_id,
+            graph,
+            rerun_functions=args.rerun_functions,
+            allow_imports=allow,
+            rejudge=args.rejudge,
         )
     except CorruptLogError as exc:
         raise UsageError(f"run {run_id} fails verification: {exc.reason}") from None
+
+
+async def _judge_model(args: argparse.Namespace, stack: AsyncExitStack) -> LlmProvider | None:
+    """The model ``--rejudge`` asks (None without it): ``--provider``, else the one whose
+    API key is set."""
+    if not args.rejudge:
+        if args.provider is not None:
+            raise UsageError("--provider is for --rejudge: a replay asks no model otherwise")
+        return None
+    option = args.provider
+    if option is None:
+        option = next((name for name, key in _KEYS if os.environ.get(key)), None)
+    if option is None:
+        raise UsageError(
+            "--rejudge asks the judges again: give --provider openai|anthropic|scripted:FILE "
+            "(or set OPENAI_API_KEY or ANTHROPIC_API_KEY)"
+        )
+    return await make_provider(option, None, stack)
+
+
+_KEYS = (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"))
 
 
 def _summary(

@@ -10,7 +10,7 @@ decides itself is decided again. Then ``_compare`` sets the two logs side by sid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -74,8 +74,8 @@ class ReplayRuntime(Protocol):
     async def read_events(self, run_id: str, *, to_seq: int | None = ...) -> list[Event]: ...
 
 
-class MakeRuntime(Protocol):
-    def __call__(self, **options: Any) -> ReplayRuntime: ...
+#: ``Runtime`` itself: called with no store (an in-memory log) and the replay's options.
+MakeRuntime = Callable[..., ReplayRuntime]
 
 
 async def recorded_events(logs: RunLogs, run_id: str) -> list[Event]:
@@ -98,6 +98,7 @@ async def replay_run(
     make_runtime: MakeRuntime,
     rerun_functions: bool = False,
     allow_imports: Sequence[str] = (),
+    rejudge: bool = False,
 ) -> ReplayReport:
     """Replay the recorded ``events`` of one run against ``graph`` (None: the recorded
     graph) with what ``nodes`` registers; see :meth:`runtime.Runtime.replay`."""
@@ -107,7 +108,7 @@ async def replay_run(
     graph = graph or recorded_graph
     collected: list[EventBody] = []
     stop = Stop(lambda: len(collected))
-    provider = ReplayProvider(recorded, stop)
+    provider = ReplayProvider(recorded, stop, live=_judges_live(graph, nodes) if rejudge else None)
     not_redecided: list[str] = []
     options = _options(graph, recorded, stop, provider, nodes, rerun_functions, allow_imports)
     options["judges"] = _judges(graph, recorded, stop, nodes, allow_imports, not_redecided)
@@ -115,11 +116,16 @@ async def replay_run(
     def keep(_run_id: str, _last: int, bodies: Sequence[EventBody]) -> None:
         collected.extend(bodies)
 
-    async with make_runtime(hooks=[keep], **options) as rt:
+    async with make_runtime(None, hooks=[keep], **options) as rt:
         await _drive(rt, _without_waits(graph), recorded, stop, run_id)
         replayed = await rt.read_events(run_id)
     warnings = _request_warnings(recorded, recorded_graph, graph)
     stopped = stop.reason
+    if provider.live_calls:
+        warnings.append(
+            f"rejudge asked the judges' models {provider.live_calls} times, live: those calls "
+            "cost tokens"
+        )
     if recorded.forked:
         warnings.append("the run is a fork: its copied events are replayed as its own start")
     if stopped is not None and recorded.cut_at is not None:
@@ -148,7 +154,21 @@ async def replay_run(
         recorded_events=len(events),
         replayed_events=min(limit, len(replayed)),
         model_calls=provider.calls,
+        live_calls=provider.live_calls,
     )
+
+
+def _judges_live(graph: GraphSpec, nodes: NodeFactory) -> Callable[[str, str], LlmProvider | None]:
+    """For ``rejudge``: the provider that answers a Level 2 judge (the runtime's) or an
+    ``llm_judge`` verifier (its evaluator) live, by purpose and asking node."""
+
+    def live(purpose: str, node_id: str) -> LlmProvider | None:
+        if purpose == "judge":
+            return nodes.provider
+        verifier = graph.node(node_id).verifier if graph.has_node(node_id) else None
+        return nodes.provider_named(getattr(verifier, "evaluator", None))
+
+    return live
 
 
 def _without_waits(graph: GraphSpec) -> GraphSpec:

@@ -36,7 +36,8 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
     served). ``not_redecided`` names what the replay served from the log because it may
     not import the code that decides it. ``stopped`` says why the replay could not go on
     (a model answer or a function outcome that was never recorded), None when it went to
-    the end. ``model_calls`` counts the recorded answers served.
+    the end. ``model_calls`` counts the recorded answers served, ``live_calls`` the
+    judges' calls ``rejudge`` made to a live model (they cost tokens).
     """
 
     run_id: str
@@ -50,6 +51,7 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
     recorded_events: int = 0
     replayed_events: int = 0
     model_calls: int = 0
+    live_calls: int = 0
 
     @property
     def first(self) -> Divergence | None:

@@ -19,7 +19,7 @@ from ..engine._function_node import NodeContext
 from ..llm._tools import Tool, ToolRegistry
 from ..llm._verdict import JudgeContext, JudgeVerdict
 from ..providers._asked import where_asked
-from ..providers._base import LlmRequest, LlmResponse
+from ..providers._base import LlmProvider, LlmRequest, LlmResponse
 from ._recorded import RecordedRun, Served
 
 __all__ = [
@@ -62,22 +62,32 @@ class ReplayProvider:
     answers by the turn they judge, routes by the source's n-th decision, verifier
     evaluations by (node, visit, attempt), goal evaluations by criterion."""
 
-    def __init__(self, recorded: RecordedRun, stop: Stop, name: str = "replay") -> None:
-        self.name = name
+    def __init__(
+        self,
+        recorded: RecordedRun,
+        stop: Stop,
+        *,
+        live: Callable[[str, str], LlmProvider | None] | None = None,
+    ) -> None:
+        self.name = "replay"
         self.recorded = recorded
         self.stopped = stop
+        #: rejudge: who answers the Level 2 judge and llm_judge verifiers live.
+        self.live = live
         self.calls = 0
+        self.live_calls = 0
         self._visit: dict[str, int] = {}
         self._routes: dict[str, int] = {}
         self._turns: dict[tuple[str, int], int] = {}
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
-        self.calls += 1
         place = where_asked()
         purpose = request.purpose
         served: Served | None = None
         where = "an unknown place"
         recorded = self.recorded
+        if place is not None and self.live is not None and purpose in ("judge", "verify"):
+            return await self._ask_live(purpose, place.node, request)
         if place is not None:
             node = place.node
             if purpose == "turn":
@@ -112,9 +122,21 @@ class ReplayProvider:
             self.stopped.stop(reason)
             await anyio.sleep_forever()  # the driver cancels the run
             raise ReplayStopped(reason)  # pragma: no cover - sleep_forever never returns
+        self.calls += 1
         if isinstance(served, str):
             raise ProviderError("replay", f"(recorded failure) {served}")
         return served
+
+    async def _ask_live(self, purpose: str, node: str, request: LlmRequest) -> LlmResponse:
+        assert self.live is not None
+        provider = self.live(purpose, node)
+        if provider is None:
+            reason = f"rejudge has no provider to ask for node `{node}`'s {purpose} call"
+            self.stopped.stop(reason)
+            await anyio.sleep_forever()
+            raise ReplayStopped(reason)  # pragma: no cover - sleep_forever never returns
+        self.live_calls += 1
+        return await provider.complete(request)
 
 
 class ServedTool(Tool):

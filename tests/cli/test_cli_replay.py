@@ -82,3 +82,16 @@ def test_bad_input_and_an_edited_log_exit_2(workdir: Workdir) -> None:
     db.close()
     err = ok(workdir.run("replay", done), 2).err
     assert f"run {done} fails verification" in err and "hash mismatch" in err
+
+
+def test_rejudge_asks_the_judge_again_with_the_provider_given(workdir: Workdir) -> None:
+    _, done = _recorded(workdir)
+    workdir.write("judge.yaml", 'turns: []\njudge:\n  - \'{"verdict": "ACCEPT"}\'\n')
+    args = ("replay", done, "--rejudge", "--provider", "scripted:judge.yaml", "--output", "json")
+    report = json.loads(ok(workdir.run(*args), 1).out)
+    assert report["live_calls"] == 1
+    first = report["divergences"][0]
+    assert first["reason"] == "verdict ACCEPT at level 2 where RETRY was recorded"
+    assert any("cost tokens" in w for w in report["warnings"])
+    refused = ok(workdir.run("replay", done, "--provider", "scripted:judge.yaml"), 2)
+    assert "--provider is for --rejudge" in refused.err

@@ -12,7 +12,7 @@ import pytest
 from runtime import Runtime
 from runtime.events import EdgeTaken, NodeStarted, Verdict, VerificationRecorded
 from runtime.spec import ExpressionVerifier, LlmJudgeVerifier, SuccessCriterion
-from runtime.testing import assert_replays
+from runtime.testing import ScriptedProvider, assert_replays
 
 from .replay_graphs import (
     Failing,
@@ -188,3 +188,43 @@ async def test_an_llm_decide_target_removed_and_a_stricter_verifier_and_goal(
     [end] = scored.divergences
     assert (end.seq, end.kind) == (events[-1][0], "run.finished")
     assert end.reason.startswith("goal criterion `polite` now not met")
+
+
+async def test_rejudge_asks_the_judges_again_once_per_recorded_judged_turn(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    events = await _seqs(store, run_id)
+    level2 = [seq for seq, body in events if isinstance(body, Verdict) and body.level == "quality"]
+    # Today's judge retries the first answer as the recorded one did, then the second too,
+    # which the recorded judge accepted: the node would ask its model for a sixth turn.
+    judge = ScriptedProvider(
+        [],
+        judge=[
+            '{"verdict": "RETRY", "confidence": 0.6, "feedback": "too vague"}',
+            '{"verdict": "RETRY", "confidence": 0.9, "feedback": "no prices"}',
+        ],
+    )
+    async with Runtime(store, provider=judge) as rt:
+        report = await rt.replay(run_id, rejudge=True)
+    assert judge.calls_for("judge") == len(level2) == 2
+    assert report.live_calls == 2 and report.model_calls == 5  # the turns, from the log
+    assert any("cost tokens" in w for w in report.warnings)
+    first = report.divergences[0]
+    assert first.seq == level2[1]
+    assert first.reason == "verdict RETRY at level 2 where ACCEPT was recorded: no prices"
+    assert report.stopped == "no recorded model answer for node `plan` visit 1 turn 6"
+
+
+async def test_rejudge_asks_an_llm_judge_verifier_again(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    run_id = await record_routed(store)
+    events = await _seqs(store, run_id)
+    [graded] = [s for s, b in events if isinstance(b, VerificationRecorded)]
+    today = ScriptedProvider(['{"score": 0.3, "reasoning": "curt"}'])
+    async with Runtime(store, provider=today, judges={"strict": Strict()}) as rt:
+        report = await rt.replay(run_id, rejudge=True)
+    assert today.calls_for("verify") == 1 and report.live_calls == 1
+    first = report.divergences[0]
+    assert (first.seq, first.reason) == (graded, "verifier `grade` now fails: curt")
