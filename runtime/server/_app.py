@@ -283,6 +283,7 @@ class _Api:
             graph,
             rerun_functions=body.rerun_functions,
             allow_imports=self.runtime.nodes.allow_imports,
+            rejudge=body.rejudge,
         )
         return _json(report)
 

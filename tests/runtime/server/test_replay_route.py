@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .support import AUTH, forge_a_verdict, served
+from .support import AUTH, draft_script, forge_a_verdict, served
 
 pytestmark = pytest.mark.anyio
 
@@ -62,3 +62,16 @@ async def test_replay_refusals(tmp_path: Path) -> None:
         forged = await post(f"/api/runs/{run_id}/replay", json={}, headers=AUTH)
         assert forged.status_code == 409 and forged.json()["error"] == "corrupt_log"
         assert f"seq {seq}" in forged.json()["detail"]
+
+
+async def test_replay_can_rejudge_with_the_servers_model(tmp_path: Path) -> None:
+    # The server's model: two runs' worth of script; the second run's judge answers are
+    # what a rejudge of the first run is told (the first run used the first two).
+    async with served(tmp_path / "runs.db", provider=draft_script(runs=2)) as s:
+        run_id = await _reviewed_run(s)
+        answer = await s.client.post(
+            f"/api/runs/{run_id}/replay", json={"rejudge": True}, headers=AUTH
+        )
+        assert answer.status_code == 200, answer.text
+        report = answer.json()
+        assert report["live_calls"] == 2 and report["equal"] is True
