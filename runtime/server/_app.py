@@ -281,7 +281,6 @@ class _Api:
         report = await self.runtime.replay(
             run_id,
             graph,
-            rerun_functions=body.rerun_functions,
             allow_imports=self.runtime.nodes.allow_imports,
             rejudge=body.rejudge,
         )

@@ -75,11 +75,10 @@ class ForkRequest(_Body, frozen=True):
 
 class ReplayRequest(_Body, frozen=True):
     """Replay the run against the registered graph ``graph`` (None: the graph it recorded);
-    ``rerun_functions`` runs function nodes again instead of serving their outputs;
-    ``rejudge`` asks the judges again with the server's models (it costs tokens)."""
+    ``rejudge`` asks the judges again with the server's models (it costs tokens). Function
+    nodes are always served from the log: a request never runs an application's code."""
 
     graph: Annotated[str, msgspec.Meta(min_length=1)] | None = None
-    rerun_functions: bool = False
     rejudge: bool = False
 
 
