@@ -54,6 +54,7 @@ from .providers import (
     ToolSpec,
     Usage,
 )
+from .replay import Divergence, ReplayReport
 from .spec import (
     EdgeSpec,
     Goal,
@@ -98,6 +99,8 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "TimeoutConfig",
     "OwnershipConfig",
     "RecoveryConfig",
+    "ReplayReport",
+    "Divergence",
     # graphs
     "GraphSpec",
     "NodeSpec",

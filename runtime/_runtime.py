@@ -38,6 +38,8 @@ from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
 from .observe._logging import log_run_events
 from .providers._base import LlmProvider
+from .replay._driver import recorded_events, replay_run
+from .replay._report import ReplayReport
 from .spec._model import GraphSpec
 from .spec._parallel import BranchStrategy
 from .spec._validate import validate_graph
@@ -437,3 +439,21 @@ class Runtime:
     async def read_events(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
         """The run's events in order (from the store, or the in-memory log)."""
         return await self._running.logs.read_events(run_id, to_seq=to_seq)
+
+    async def replay(
+        self,
+        run_id: str,
+        graph: GraphSpec | None = None,
+        *,
+        rerun_functions: bool = False,
+        allow_imports: Sequence[str] = (),
+        rejudge: bool = False,
+    ) -> ReplayReport:
+        """Run ``run_id`` again from its start against ``graph`` (None: its recorded one) in
+        memory, serving its recorded model answers (``rejudge``: judges asked again, live),
+        tool results and function outputs (``rerun_functions``: run), deciding the rest
+        again: what differs (docs/replay.md). Raises RunNotFoundError, CorruptLogError."""
+        events = await recorded_events(self._running.logs, run_id)
+        return await replay_run(
+            events, graph, self.nodes, Runtime, rerun_functions, allow_imports, rejudge
+        )

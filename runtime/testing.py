@@ -1,4 +1,5 @@
-"""A testing kit for users' own graphs: the scripted model, small-graph builders, replay.
+"""A testing kit for users' own graphs: the scripted model, small-graph builders, replay
+(folding a log again, and :func:`assert_replays`: a recorded run against today's graph).
 
 Example::
 
@@ -21,10 +22,12 @@ from typing import Any
 from ._runtime import Runtime
 from .events._state import RunState, fold
 from .providers._scripted import ScriptedProvider, reply, tool_call
+from .replay._report import ReplayReport
 from .spec._model import EdgeSpec, GraphSpec, NodeSpec
 
 __all__ = [
     "ScriptedProvider",
+    "assert_replays",
     "function_node",
     "linear_graph",
     "replay",
@@ -60,3 +63,22 @@ async def replay(runtime: Runtime, run_id: str, *, at_seq: int | None = None) ->
         if not report.ok:
             raise AssertionError(f"log of run {run_id} fails verification: {report.reason}")
     return fold(events)
+
+
+async def assert_replays(
+    runtime: Runtime,
+    run_id: str,
+    graph: GraphSpec | None = None,
+    *,
+    rerun_functions: bool = False,
+    allow_imports: Sequence[str] = (),
+) -> ReplayReport:
+    """Replay ``run_id`` against ``graph`` (:meth:`Runtime.replay`) and raise
+    AssertionError with the report's summary when it diverges or stops; return the report
+    (warnings allowed). No model, tool or function is called."""
+    report = await runtime.replay(
+        run_id, graph, rerun_functions=rerun_functions, allow_imports=allow_imports
+    )
+    if not report.equal:
+        raise AssertionError(report.summary())
+    return report

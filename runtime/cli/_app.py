@@ -30,6 +30,7 @@ COMMAND_MODULES: Final = (
     "runtime.cli._run",
     "runtime.cli._read",
     "runtime.cli._audit",
+    "runtime.cli._replay",
     "runtime.cli._serve",
     "runtime.cli._worker",
 )

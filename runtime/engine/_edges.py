@@ -10,6 +10,7 @@ import msgspec
 
 from .._errors import ExpressionError, ProviderError
 from ..events._catalogue import EdgeTaken
+from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 from ..spec._expr import compile_expression
 from ..spec._model import EdgeSpec, GraphSpec
@@ -185,7 +186,8 @@ async def _llm_decide(
         max_tokens=256,
     )
     try:
-        response = await provider.complete(request)
+        with asked_at(node_id):
+            response = await provider.complete(request)
         answer = parse_json_object(response.text)
     except ProviderError as exc:
         return Route(

@@ -26,6 +26,7 @@ import msgspec
 
 from .._errors import ExpressionError, ProviderError
 from ..events._state import RunState
+from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmRequest
 from ..spec._expr import compile_expression
 from ..spec._goal import (
@@ -169,7 +170,8 @@ async def _criterion(
         purpose="outcome",
     )
     try:
-        response = await provider.complete(request)
+        with asked_at("goal", item=ident):
+            response = await provider.complete(request)
     except ProviderError as exc:
         return failed(f"the evaluator failed: {exc}")
     score_or_none, reasoning = parse_score(response.text)

@@ -37,6 +37,7 @@ from typing import Any, Final
 import msgspec
 
 from .._errors import MalformedResponseError, ProviderError
+from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
 from ._verdict import (
     RECENT_MESSAGES,
@@ -245,7 +246,8 @@ class ImplicitJudge:
         error = ""
         for _ in range(self.retries + 1):
             try:
-                response = await provider.complete(request)
+                with asked_at(context.node_id, iteration=context.iteration):
+                    response = await provider.complete(request)
             except ProviderError as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 continue

@@ -28,6 +28,7 @@ from actors import Actor, ActorRef
 from .._errors import NodeTimeoutError, SpecError, ToolTimeoutError, UnknownToolError
 from ..engine._messages import ExecuteNode, NodeDone
 from ..engine._runlog import RunLog
+from ..providers._asked import asked_at
 from ..providers._base import LlmProvider
 from ..spec._load import graph_from_dict
 from ..spec._model import GraphSpec, NodeSpec
@@ -130,7 +131,8 @@ class LlmNodeActor(Actor):
             branch_runner=self.branch_runner,
         )
         try:
-            return await loop.run()
+            with asked_at(spec.id, visit=message.visit):  # where its model turns are asked
+                return await loop.run()
         finally:
             loop.stop_judge()
 

@@ -53,6 +53,7 @@ from ..events._catalogue import (
     BranchTurn,
     ToolCallRecord,
 )
+from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmRequest, complete_uncut, refusal
 from ..spec._model import GraphSpec, NodeSpec
 from ..spec._parallel import BranchCandidate, BranchStrategy, ParallelSpec
@@ -178,10 +179,14 @@ class BranchRunner:
                 purpose="branch",
             )
             started = time.perf_counter()
+            place = f"{state.round}/{branch.index}"  # where a recorded answer is found
             try:
                 # The node's rule: a cut turn is asked once more with a larger cap, then
                 # fails as truncated, so no call cut at the cap is ever run.
-                response = await complete_uncut(provider, branch_request)
+                with asked_at(
+                    node.id, visit=state.visit, iteration=len(branch.turns) + 1, item=place
+                ):
+                    response = await complete_uncut(provider, branch_request)
             except ProviderError as exc:
                 await self._finish(
                     branch, state, log, ok=False, error=f"{type(exc).__name__}: {exc}"
@@ -406,7 +411,8 @@ class BranchRunner:
             )
             started = time.perf_counter()
             try:
-                response = await complete_uncut(provider, judge_request)
+                with asked_at(state.node_id, visit=state.visit, item=str(state.round)):
+                    response = await complete_uncut(provider, judge_request)
                 text, error = response.text, refusal(response.stop, response.text)
                 if error is not None:
                     text = ""  # a refusal is no choice: the judge did not run

@@ -36,6 +36,7 @@ from .._errors import MalformedResponseError, ProviderError
 from ..engine._messages import ExecuteNode, NodeDone
 from ..engine._runlog import RunLog
 from ..events._catalogue import VerificationRecorded
+from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmRequest, parse_json_object
 from ..spec._model import GraphSpec, NodeSpec
 from ..spec._verifier import (
@@ -152,7 +153,8 @@ class VerifierNodeActor(Actor):
             case JsonPathVerifier():
                 result = verify_jsonpath(config, memory)
             case LlmJudgeVerifier():
-                result, reply, tokens, model = await self._judge(config, memory)
+                with asked_at(message.node_id, visit=message.visit, iteration=message.attempt):
+                    result, reply, tokens, model = await self._judge(config, memory)
         return VerificationRecorded(
             node_id=message.node_id,
             visit=message.visit,

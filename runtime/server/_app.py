@@ -66,6 +66,7 @@ from ._schemas import (
     GraphInfo,
     GraphList,
     RejectRequest,
+    ReplayRequest,
     ResumeRequest,
     RunRef,
     StartRequest,
@@ -266,6 +267,25 @@ class _Api:
         handle = await self.runtime.fork(run_id, body.at_seq, input=body.input or None)
         return _json(RunRef(run_id=handle.run_id, action="forked"), 201)
 
+    async def replay(self, request: Request) -> Response:
+        run_id = path_run_id(request)
+        body = await read_body(request, ReplayRequest)
+        graph = None
+        if body.graph is not None:
+            graph = self.graphs.get(body.graph)
+            if graph is None:
+                known = ", ".join(sorted(self.graphs)) or "none"
+                return _error(
+                    404, "unknown_graph", f"no graph named {body.graph!r} (known: {known})"
+                )
+        report = await self.runtime.replay(
+            run_id,
+            graph,
+            allow_imports=self.runtime.nodes.allow_imports,
+            rejudge=body.rejudge,
+        )
+        return _json(report)
+
 
 def _next(handle: RunHandle | None) -> str:
     """What follows a gate's decision, as the runtime answered it."""
@@ -382,7 +402,7 @@ def create_app(
         Route("/api/runs/{run_id}/stream", route("stream_run"), methods=["GET"]),
         *(
             Route(f"/api/runs/{{run_id}}/{action}", route(action), methods=["POST"])
-            for action in ("pause", "resume", "approve", "reject", "cancel", "fork")
+            for action in ("pause", "resume", "approve", "reject", "cancel", "fork", "replay")
         ),
         Mount("/static", _DashboardFiles(directory=_STATIC), name="static"),
     ]

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from .. import ReplayReport
 from ..reads import ChainStatus, EventPage, RunDetail, RunList
 from ._schemas import (
     ApiError,
@@ -14,6 +15,7 @@ from ._schemas import (
     ForkRequest,
     GraphList,
     RejectRequest,
+    ReplayRequest,
     ResumeRequest,
     RunRef,
     StartRequest,
@@ -99,6 +101,8 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
             RejectRequest,
             CancelRequest,
             ForkRequest,
+            ReplayRequest,
+            ReplayReport,
             ApiError,
             RunRef,
             RunList,
@@ -259,6 +263,19 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
         "/api/runs/{run_id}/fork": _action(
             "Start a new run from a copy of this run's first events", "ForkRequest", "201"
         ),
+        "/api/runs/{run_id}/replay": {
+            "post": {
+                "summary": "Replay the run against a registered graph: what would it decide "
+                "otherwise? Nothing is written; no model or tool is called",
+                "parameters": [_RUN_ID],
+                "security": [{"bearer": []}],
+                "requestBody": _body("ReplayRequest"),
+                "responses": {
+                    "200": _json("ReplayReport", "The report"),
+                    **_errors(400, 401, 404, 409, 413, 422),
+                },
+            }
+        },
     }
     return {
         "openapi": "3.1.0",

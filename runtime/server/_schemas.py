@@ -19,6 +19,7 @@ __all__ = [
     "GraphInfo",
     "GraphList",
     "RejectRequest",
+    "ReplayRequest",
     "ResumeRequest",
     "RunRef",
     "StartRequest",
@@ -70,6 +71,15 @@ class ForkRequest(_Body, frozen=True):
 
     at_seq: Annotated[int, msgspec.Meta(ge=1, le=2**53)]
     input: dict[str, Any] = {}
+
+
+class ReplayRequest(_Body, frozen=True):
+    """Replay the run against the registered graph ``graph`` (None: the graph it recorded);
+    ``rejudge`` asks the judges again with the server's models (it costs tokens). Function
+    nodes are always served from the log: a request never runs an application's code."""
+
+    graph: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    rejudge: bool = False
 
 
 class ApiError(msgspec.Struct, frozen=True, kw_only=True):

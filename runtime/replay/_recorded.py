@@ -1,0 +1,286 @@
+"""What a recorded run can serve again: its model answers by where they were asked, its
+tool results, its function nodes' outcomes, its custom judges' verdicts, and the outside
+actions (approvals, resumes, cancels) that moved it.
+
+Built in one pass over the recorded events, following each node's visit as the fold
+does (``node.started`` carries it), so an answer is found by its place (node, visit,
+iteration), never by the global order of calls.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from eventstore import Event, SnapshotTaken
+
+from ..events._catalogue import (
+    ApprovalGranted,
+    ApprovalRejected,
+    BranchesJudged,
+    BranchToolResult,
+    BranchTurn,
+    EdgeTaken,
+    InputInjected,
+    LlmTurn,
+    MemoryWritten,
+    NodeCompleted,
+    NodeFailed,
+    NodeStarted,
+    OutputSet,
+    RunCancelled,
+    RunFinished,
+    RunForked,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    ToolResult,
+    Verdict,
+    VerificationRecorded,
+)
+from ..providers._base import LlmResponse, ToolCall, Usage
+
+__all__ = ["Control", "FunctionOutcome", "RecordedRun", "Served"]
+
+#: A recorded answer: the model's response, or the error its call ended with.
+Served = LlmResponse | str
+
+
+class FunctionOutcome(msgspec.Struct, frozen=True):
+    """One recorded attempt of a function node: its partial outputs (``ctx.set_output``),
+    then its outputs (memory writes) or its failure."""
+
+    partial: list[tuple[str, Any]]
+    outputs: dict[str, Any] | None
+    error: str = ""
+    error_type: str = ""
+    #: The seq of its ``node.completed`` or ``node.failed``: the order attempts finished in.
+    at: int = 0
+
+
+class Control(msgspec.Struct, frozen=True):
+    """An action from outside the run at a pause: approve, reject, resume (with the
+    input injected before it) or cancel; ``seq`` is the recorded event's."""
+
+    kind: str
+    seq: int
+    by: str = ""
+    reason: str = ""
+    input: dict[str, Any] = {}
+
+
+def _bookkeeping(body: Any) -> bool:
+    """An event that records nothing of the run's course (a snapshot's binding)."""
+    return isinstance(body, SnapshotTaken)
+
+
+def _key(value: Any) -> str:
+    return msgspec.json.encode(value, order="sorted").decode()
+
+
+class RecordedRun:
+    """The index of one recorded run (see module docs)."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        first = events[0].body if events else None
+        if not isinstance(first, RunStarted):
+            raise ValueError("the log does not start with run.started")
+        self.events = list(events)
+        self.started: RunStarted = first
+        self.turns: dict[tuple[str, int, int], Served] = {}
+        self.judged: dict[tuple[str, int, int], Served] = {}
+        self.custom: dict[tuple[str, int, int], Verdict] = {}
+        self.routes: dict[tuple[str, int], Served] = {}
+        self.verified: dict[tuple[str, int, int], Served] = {}
+        self.goal: dict[str, Served] = {}
+        self.tools: dict[str, deque[tuple[str, bool]]] = defaultdict(deque)
+        self.functions: dict[tuple[str, int, int], FunctionOutcome] = {}
+        self.controls: list[Control] = []
+        self.first_turn: dict[str, int] = {}
+        self.first_judged: dict[str, int] = {}
+        self.branch_turns: dict[tuple[str, int, str, int], Served] = {}
+        self.branch_judged: dict[tuple[str, int, str], Served] = {}
+        self.forked = False
+        #: The seq its log ends at when the run did not finish or stop at a pause there
+        #: (cancelled, paused by a user, crashed, still running): the record is cut.
+        self.cut_at: int | None = None
+        self._index()
+
+    def _index(self) -> None:
+        visit: dict[str, int] = {}
+        attempt: dict[str, int] = {}
+        calls: dict[str, ToolCall] = {}
+        partial: dict[tuple[str, int, int], list[tuple[str, Any]]] = defaultdict(list)
+        writes: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
+        routes: dict[str, int] = defaultdict(int)
+        failed: dict[tuple[str, int, int], NodeFailed] = {}
+        started: list[tuple[str, int, int]] = []
+        completed: dict[tuple[str, int], int] = {}
+        failed_at: dict[tuple[str, int, int], int] = {}
+        injected: dict[str, Any] = {}
+        paused: str | None = None  # why the run waits: hitl (a gate) or input
+        for event in self.events:
+            body = event.body
+            match body:
+                case NodeStarted(node_id=node):
+                    visit[node], attempt[node] = body.visit, body.attempt
+                    started.append((node, body.visit, body.attempt))
+                case LlmTurn(node_id=node):
+                    self.first_turn.setdefault(node, event.seq)
+                    for call in body.tool_calls:
+                        calls[call.id] = call
+                    self.turns[(node, visit.get(node, 1), body.iteration)] = LlmResponse(
+                        text=body.text,
+                        tool_calls=list(body.tool_calls),
+                        usage=Usage(
+                            input_tokens=body.input_tokens, output_tokens=body.output_tokens
+                        ),
+                        model=body.model,
+                        stop="end" if body.stop is None else body.stop,  # type: ignore[arg-type]
+                    )
+                case ToolResult():
+                    asked = calls.get(body.call_id)
+                    arguments = asked.arguments if asked is not None else {}
+                    self.tools[_key([body.name, arguments])].append((body.content, body.is_error))
+                case Verdict(node_id=node) if body.level == "quality":
+                    self.first_judged.setdefault(node, event.seq)
+                    place = (node, visit.get(node, 1), body.iteration)
+                    if body.error:
+                        self.judged[place] = body.error
+                    else:
+                        answer = {
+                            "verdict": body.action.upper(),
+                            "confidence": body.confidence,
+                            "feedback": body.feedback,
+                        }
+                        self.judged[place] = LlmResponse(text=_key(answer))
+                case Verdict(node_id=node) if body.level == "custom":
+                    self.custom[(node, visit.get(node, 1), body.iteration)] = body
+                case EdgeTaken(source=source) if body.condition == "llm_decide":
+                    routes[source] += 1
+                    if body.judge_error:
+                        served: Served = body.judge_error
+                    else:
+                        answer = {"target": body.target, "reasoning": body.reason}
+                        served = LlmResponse(text=_key(answer))
+                    self.routes[(source, routes[source])] = served
+                case VerificationRecorded(node_id=node) if body.result.get("type") == "llm_judge":
+                    if body.reply:
+                        self.verified[(node, body.visit, body.attempt)] = LlmResponse(
+                            text=body.reply,
+                            usage=Usage(
+                                input_tokens=body.input_tokens, output_tokens=body.output_tokens
+                            ),
+                            model=body.model,
+                        )
+                case OutputSet(node_id=node):
+                    partial[(node, visit.get(node, 1), attempt.get(node, 1))].append(
+                        (body.key, body.value)
+                    )
+                case MemoryWritten(node_id=str() as node):
+                    writes[(node, visit.get(node, 1))][body.key] = body.value
+                case NodeCompleted(node_id=node):
+                    completed[(node, visit.get(node, 1))] = event.seq
+                case NodeFailed(node_id=node):
+                    failed[(node, visit.get(node, 1), body.attempt)] = body
+                    failed_at[(node, visit.get(node, 1), body.attempt)] = event.seq
+                case RunPaused() if body.reason != "user":
+                    paused = body.reason
+                case InputInjected():
+                    injected.update(body.data)
+                case ApprovalGranted():
+                    self._uncancel()
+                    self._control("approve", event.seq, by=body.by, input=body.input)
+                    paused, injected = None, {}
+                case ApprovalRejected():
+                    self._control("reject", event.seq, by=body.by, reason=body.reason)
+                    paused, injected = None, {}
+                case RunCancelled():
+                    if paused is not None:
+                        self._control("cancel", event.seq, reason=body.reason)
+                case RunResumed():
+                    # Only an approval passes a gate: a resume there waits at it again.
+                    self._uncancel()
+                    if paused == "input":
+                        self._control("resume", event.seq, input=injected)
+                        paused, injected = None, {}
+                case RunFinished() if body.goal_outcome:
+                    self._goal(body.goal_outcome)
+                case RunForked():
+                    self.forked = True
+                case BranchTurn(node_id=node):
+                    for call in body.tool_calls:
+                        calls[call.id] = call
+                    place_b = (node, body.visit, f"{body.round}/{body.branch}", body.iteration)
+                    self.branch_turns[place_b] = LlmResponse(
+                        text=body.text,
+                        tool_calls=list(body.tool_calls),
+                        usage=Usage(
+                            input_tokens=body.input_tokens, output_tokens=body.output_tokens
+                        ),
+                        model=body.model,
+                        stop="tool_use" if body.tool_calls else "end",
+                    )
+                case BranchToolResult() if body.name != "set_output":
+                    asked = calls.get(body.call_id)
+                    arguments = asked.arguments if asked is not None else {}
+                    self.tools[_key([body.name, arguments])].append((body.content, body.is_error))
+                case BranchesJudged(node_id=node):
+                    judged: Served = body.error or LlmResponse(
+                        text=body.text,
+                        usage=Usage(
+                            input_tokens=body.input_tokens, output_tokens=body.output_tokens
+                        ),
+                        model=body.model,
+                    )
+                    self.branch_judged[(node, body.visit, str(body.round))] = judged
+                case _:
+                    pass
+        last = next((e for e in reversed(self.events) if not _bookkeeping(e.body)), None)
+        ended = isinstance(last.body, RunFinished) if last is not None else False
+        waits = last is not None and isinstance(last.body, RunPaused) and last.body.reason != "user"
+        if not (ended or waits) and last is not None:
+            self.cut_at = last.seq
+        for node, node_visit, node_attempt in started:
+            place = (node, node_visit, node_attempt)
+            failure = failed.get(place)
+            outputs = None
+            if failure is None and (node, node_visit) in completed:
+                outputs = writes.get((node, node_visit), {})
+            if failure is None and outputs is None:
+                continue
+            self.functions[place] = FunctionOutcome(
+                partial=partial.get(place, []),
+                outputs=outputs,
+                error="" if failure is None else failure.error,
+                error_type="" if failure is None else failure.error_type,
+                at=failed_at[place] if failure is not None else completed[(node, node_visit)],
+            )
+
+    def _uncancel(self) -> None:
+        """The run went on after a cancel: that cancel did not end it."""
+        if self.controls and self.controls[-1].kind == "cancel":
+            self.controls.pop()
+
+    def _control(self, kind: str, seq: int, **fields: Any) -> None:
+        self.controls.append(Control(kind=kind, seq=seq, **fields))
+
+    def _goal(self, outcome: dict[str, Any]) -> None:
+        for criterion in outcome.get("criteria", []):
+            ident = criterion.get("id")
+            if not isinstance(ident, str):
+                continue
+            reasoning = criterion.get("reasoning", "")
+            if criterion.get("method") == "model":
+                answer = {"score": criterion.get("score"), "reasoning": reasoning}
+                self.goal[ident] = LlmResponse(text=_key(answer))
+            elif criterion.get("method") == "unscored" and "evaluator failed" in reasoning:
+                self.goal[ident] = reasoning
+
+    def tool_result(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool] | None:
+        """The next recorded result of ``name`` called with ``arguments``, if any is left."""
+        queue = self.tools.get(_key([name, arguments]))
+        return queue.popleft() if queue else None
