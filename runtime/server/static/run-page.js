@@ -1,4 +1,4 @@
-// The magistrate dashboard: a run's page (graph, verdicts, timeline, time travel, fork,
+// The magistrate dashboard: a run's page (graph, verdicts, timeline, time travel, fork, replay,
 // actions). Uses the helpers of app.js, which loads first.
 "use strict";
 
@@ -162,6 +162,46 @@ function chainView(full, read) {
   return { ok: full.ok, text: chainText(full) };
 }
 
+// ---------------------------------------------------------------- replay
+
+// Replay: the run again, in memory, against a graph (the recorded one or one this server
+// has): recorded model answers, tool results and function outputs are served from the
+// log, every decision is made again, nothing is written (docs/replay.md).
+function replayCard(enc) {
+  const choice = h("select", { id: "replay-graph" }, h("option", { value: "" }, "the recorded graph"));
+  api("/api/graphs").then((list) => list.graphs.forEach((g) =>
+    choice.append(h("option", { value: g.name }, g.name)))).catch(() => {});
+  const out = h("div", { id: "replay-report", class: "small" });
+  const button = h("button", { id: "replay", onclick: async () => {
+    fill(out, h("span", { class: "muted" }, "replaying…"));
+    try {
+      const report = await api(`/api/runs/${enc}/replay`, { body: choice.value ? { graph: choice.value } : {} });
+      fill(out, replayReport(report));
+    } catch (e) {
+      fill(out, h("span", { class: "error" }, e.status === 401 ? "401: set the API token first (top right)" : e.message));
+    }
+  } }, "Replay");
+  return h("div", { class: "card", id: "replay-card" }, h("h2", {}, "Replay"),
+    h("p", { class: "small muted" }, "Run it again in memory against a graph: what would today's graph decide otherwise? Model answers, tool results and function outputs come from the log; nothing is called or written."),
+    h("div", { class: "row small" }, choice, button), out);
+}
+
+function replayReport(r) {
+  const count = r.divergences.length;
+  const served = `graph ${r.graph_id}; ${fmtInt(r.recorded_events)} events recorded, ${fmtInt(r.replayed_events)} replayed, ${fmtInt(r.model_calls)} model answers served from the log`;
+  return [
+    h("p", { id: "replay-verdict", class: r.equal ? "chain-ok" : "chain-bad" },
+      r.equal ? "No divergence" : (count ? `${count} divergence${count === 1 ? "" : "s"}` : "Not equal"),
+      h("span", { class: "muted" }, ` (${served})`)),
+    count ? h("ul", { id: "replay-divergences" }, ...r.divergences.map((d) =>
+      h("li", { "data-seq": String(d.seq) }, h("span", { class: "mono" }, `seq ${d.seq} · ${d.kind}: `), d.reason))) : "",
+    r.stopped ? h("p", { id: "replay-stopped", class: "error" }, `stopped: ${r.stopped}`) : "",
+    r.warnings.length ? h("ul", { id: "replay-warnings", class: "muted" }, ...r.warnings.map((w) => h("li", {}, `warning: ${w}`))) : "",
+    r.not_redecided.length ? h("p", { class: "muted" }, `served from the log, not decided again (imports not allowed here): ${r.not_redecided.join(", ")}`) : "",
+    r.live_calls ? h("p", { class: "muted" }, `${fmtInt(r.live_calls)} live model calls (rejudge)`) : "",
+  ];
+}
+
 // ---------------------------------------------------------------- run page
 
 async function runPage(runId) {
@@ -185,7 +225,7 @@ async function runPage(runId) {
     h("div", { class: "row" },
       h("div", { class: "card grow" }, h("h2", {}, "Timeline"),
         h("div", { class: "filters row small" }, nodeFilter, typeBoxes), scroller, more),
-      h("div", { class: "grow travel" }, travel)));
+      h("div", { class: "grow travel" }, travel, replayCard(enc))));
 
   let detail = null;
   let timelineAfter = 0; // the seq the next page starts after (null: no more stored)
