@@ -15,6 +15,7 @@ from ._claims import Claim
 from ._errors import StoreClosedError, StoreError, StoreUnreachableError
 from ._events import Event, EventBody
 from ._front import StoreFront
+from ._postgres_alive import check_on_checkout
 from ._postgres_listen import Listener
 from ._postgres_ownership import PostgresOwnership
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
@@ -164,6 +165,7 @@ class PostgresEventStore:
                 max_size=self._pool_size,
                 kwargs={"autocommit": True},
                 configure=self._configure,
+                check=check_on_checkout,
                 open=False,
             )
             await pool.open(wait=True)

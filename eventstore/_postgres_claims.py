@@ -14,6 +14,7 @@ import psycopg
 
 from ._claims import Claim
 from ._errors import RunOwnedError, StoreClosedError, StoreError
+from ._postgres_alive import spoke_unasked
 
 __all__ = ["LeaseConnection", "claim", "claim_runnable", "release", "renew"]
 
@@ -41,7 +42,10 @@ class LeaseConnection:
         async with self._lock:
             if self.closed or not self._is_open():
                 raise StoreClosedError(operation)
-            if self._conn is None or self._conn.closed:
+            if self._conn is not None and spoke_unasked(self._conn):
+                stale, self._conn = self._conn, None  # its backend is gone
+                await stale.close()
+            if self._conn is None:
                 self._conn = await self._connect()
             conn = self._conn
             try:

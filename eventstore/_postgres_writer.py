@@ -25,6 +25,7 @@ import psycopg
 from ._errors import ConcurrencyError, LeaseLostError, StoreClosedError, StoreError
 from ._events import chain_digest
 from ._front import CommitCounters
+from ._postgres_alive import spoke_unasked
 from ._postgres_snapshots import SNAPSHOT_UPSERT
 from ._protocol import AppendResult, StoreStatistics
 from ._requests import AppendRequest
@@ -72,6 +73,15 @@ _INSERT_EVENTS = (
     "WITH ORDINALITY AS v(run, seq, ts, type, version, hash, body, i)) "
     "SELECT base FROM p"
 )
+
+
+def _lost(error: BaseException, in_flight: int) -> None:
+    """Say, in one line, that the writer's connection is gone (a terminated backend, a
+    restarted or unreachable server) and that it reconnects; the appends in flight fail
+    with their own errors, which their runs handle."""
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    lost = f"; {in_flight} append(s) in flight were not written" if in_flight else ""
+    _log.warning("lost the connection to PostgreSQL (%s)%s; reconnecting", reason, lost)
 
 
 class _Retry(Exception):
@@ -176,6 +186,8 @@ class PostgresWriter:
                 for request in batch:
                     request.error = error
                     request.result = None
+                if isinstance(exc, (psycopg.OperationalError, OSError)):
+                    _lost(exc, len(batch))
                 await self._disconnect()  # reconnect for the next batch
             self._record(batch, time.perf_counter() - started)
             self._on_commit()
@@ -218,7 +230,13 @@ class PostgresWriter:
             await self._disconnect()
 
     async def _connection(self) -> Connection:
-        if self._conn is None or self._conn.closed:
+        if self._conn is not None and spoke_unasked(self._conn):
+            try:  # the server's reason (nothing was sent on it since its last commit)
+                await self._conn.execute("")
+            except psycopg.Error as exc:
+                _lost(exc, 0)
+                await self._disconnect()
+        if self._conn is None:
             self._conn = await self._connect()
         return self._conn
 

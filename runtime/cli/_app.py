@@ -78,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.debug:
+        # psycopg warns of each pipeline a lost connection breaks; the store itself says
+        # what happened, once, and that it reconnects.
+        logging.getLogger("psycopg").setLevel(logging.ERROR)
     # Imported once a command is chosen: --help needs none of them.
     import anyio
 
