@@ -21,6 +21,11 @@ _AUDIT: Final = "runtime.cli._audit"
 #: ``register(subparsers)`` adds the parsers of its commands with :func:`add_command`.
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "run": (_RUN, "run a graph file, showing its progress"),
+    "submit": (
+        "runtime.cli._submit",
+        "record a run of a graph file for the workers to execute (nothing of it runs or is "
+        "imported here)",
+    ),
     "resume": (_RUN, "resume a paused, cancelled or interrupted run (a gate needs approve)"),
     "approve": (
         _RUN,

@@ -83,7 +83,7 @@ def test_each_command_is_registered_by_the_module_the_table_names(name: str) -> 
 
 def _required(name: str) -> list[str]:
     """Enough arguments for ``name`` to parse."""
-    if name in ("run", "graph"):
+    if name in ("run", "submit", "graph"):
         return ["graph.yaml"]
     if name in ("resume", "approve", "pause", "cancel", "show", "timeline", "state", "export"):
         return ["RUN"]
