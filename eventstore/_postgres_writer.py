@@ -75,11 +75,24 @@ _INSERT_EVENTS = (
 )
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def _lost(error: BaseException, in_flight: int) -> None:
     """Say, in one line, that the writer's connection is gone (a terminated backend, a
     restarted or unreachable server) and that it reconnects; the appends in flight fail
     with their own errors, which their runs handle."""
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    # The server's own reason (a terminated backend's) may be a cause of what was raised
+    # (psycopg's pipeline reports its own failure to close over it).
+    reason = _first_line(error)
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, psycopg.Error) and cause.sqlstate:
+            reason = _first_line(cause)
+            break
+        cause = cause.__cause__ or cause.__context__
     lost = f"; {in_flight} append(s) in flight were not written" if in_flight else ""
     _log.warning("lost the connection to PostgreSQL (%s)%s; reconnecting", reason, lost)
 

@@ -82,7 +82,7 @@ async def test_terminated_backends_are_one_warning_and_the_worker_finishes_its_r
 ) -> None:
     store = f"{pg_url()}?schema={prefix}_w"
     application = f"{prefix}_worker"
-    async with Runtime(store, allow_imports=["tests.cli.worker_functions"]) as rt:
+    async with Runtime(store) as rt:  # submitting needs none of the graph's code
         run_ids = [await rt.submit(GRAPH, input={"x": 0}) for _ in range(4)]
         worker = _start_worker(f"{store}&application_name={application}")
         try:
@@ -95,6 +95,9 @@ async def test_terminated_backends_are_one_warning_and_the_worker_finishes_its_r
             assert (
                 await anyio.to_thread.run_sync(lambda: _backends(application, terminate=True)) >= 3
             )
+
+            # Runs submitted after it are claimed and run on new connections too.
+            run_ids += [await rt.submit(GRAPH, input={"x": 0}) for _ in range(2)]
 
             async def all_done() -> bool:
                 states = [await rt.get_state(run_id) for run_id in run_ids]
@@ -110,16 +113,14 @@ async def test_terminated_backends_are_one_warning_and_the_worker_finishes_its_r
             assert worker.stderr is not None
             log = worker.stderr.read()
             worker.stderr.close()
-    assert results == [STEPS] * 4
+    assert results == [STEPS] * 6
     assert code == 0, log
     assert "Traceback" not in log and "ERROR" not in log, log
     warnings = [line for line in log.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1, log
-    # The reason is the server's (terminated while idle) or libpq's (while in flight).
+    # The reason in parentheses is the server's (terminated while idle) or libpq's.
     assert re.fullmatch(
-        r"WARNING magistrate\.eventstore: lost the connection to PostgreSQL \("
-        r"(terminating connection due to administrator command|.*server closed the "
-        r"connection unexpectedly)\)(; \d+ append\(s\) in flight were not written)?; "
-        r"reconnecting",
+        r"WARNING magistrate\.eventstore: lost the connection to PostgreSQL \(.+\)"
+        r"(; \d+ append\(s\) in flight were not written)?; reconnecting",
         warnings[0],
     ), warnings[0]
