@@ -12,7 +12,7 @@ from ._errors import (
     MailboxFullError,
     NotAMessageError,
 )
-from ._mailbox import MailboxConfig, MailboxStatistics, new_waiter
+from ._mailbox import MailboxConfig, MailboxStatistics, Waiter, new_waiter
 from ._messages import Message, Terminated
 from ._ref import ActorRef
 
@@ -30,5 +30,6 @@ __all__ = [
     "Message",
     "NotAMessageError",
     "Terminated",
+    "Waiter",
     "new_waiter",
 ]

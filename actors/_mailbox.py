@@ -23,7 +23,14 @@ from typing import Any, Generic, Protocol, TypeVar
 import anyio
 import msgspec
 
-__all__ = ["Mailbox", "MailboxClosed", "MailboxConfig", "MailboxStatistics", "new_waiter"]
+__all__ = [
+    "Mailbox",
+    "MailboxClosed",
+    "MailboxConfig",
+    "MailboxStatistics",
+    "Waiter",
+    "new_waiter",
+]
 
 T = TypeVar("T")
 
@@ -81,6 +88,10 @@ class _EventWaiter:
         return self._event.wait().__await__()
 
 
+#: What :func:`new_waiter` returns: ``done()``, ``set_result(None)``, and awaitable.
+Waiter = _Waiter
+
+
 def new_waiter() -> _Waiter:
     """A one-shot wake-up for the current task: ``await`` it, ``set_result(None)`` it."""
     try:
@@ -118,7 +129,9 @@ class Mailbox(Generic[T]):
         self.items: deque[T] = deque()
         self.closed = False
         self._receiver: _Waiter | None = None
-        self._senders: deque[_Sender[T]] = deque()
+        # Producers parked on a full mailbox; made when the first one parks (a deque is
+        # ~600 bytes, and most mailboxes never fill).
+        self._senders: deque[_Sender[T]] | None = None
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -165,6 +178,8 @@ class Mailbox(Generic[T]):
         if self.put_nowait(item):
             return
         sender = _Sender(self._waiter(), item)
+        if self._senders is None:
+            self._senders = deque()
         self._senders.append(sender)
         try:
             await sender.waiter
@@ -182,7 +197,7 @@ class Mailbox(Generic[T]):
             return None
         item = items.popleft()
         senders = self._senders
-        while senders:
+        while senders:  # None or empty: nobody is parked
             # Room for one more: the longest-parked producer's item goes in now.
             sender = senders.popleft()
             if sender.refused or sender.waiter.done():
@@ -232,8 +247,9 @@ class Mailbox(Generic[T]):
         What was queued stays queued for :meth:`drain`. Idempotent.
         """
         self.closed = True
-        while self._senders:
-            sender = self._senders.popleft()
+        senders = self._senders
+        while senders:
+            sender = senders.popleft()
             if not sender.refused and not sender.waiter.done():
                 sender.refused = True
                 sender.waiter.set_result(None)

@@ -51,6 +51,7 @@ from benchmarks._executor_ours import (
     ours_memory_list,
     run_ours,
 )
+from benchmarks._floor_compare import FloorSizes, floor_figures
 from benchmarks._peers import PeerSession, ensure_dbos, ensure_langgraph
 
 __all__ = ["main"]
@@ -76,6 +77,9 @@ class Sizes:
 
 QUICK = Sizes(rounds=3, linear_runs=20, nostore_runs=50, loop_runs=4, concurrent_rounds=1)
 FULL = Sizes(rounds=5, linear_runs=100, nostore_runs=400, loop_runs=20, concurrent_rounds=3)
+#: Ours against the floor (``_floor``): at least 7 alternating rounds, also when quick.
+FLOOR_QUICK = FloorSizes(rounds=7, linear_runs=20, spec_runs=30)
+FLOOR_FULL = FloorSizes(rounds=9, linear_runs=50, spec_runs=100)
 
 #: A peer setting: figure prefix and table label.
 LANGGRAPH = ("langgraph", "LangGraph, durability sync")
@@ -433,3 +437,28 @@ def main(quick: bool, *, peer: bool = True) -> None:
         dbos.close()
     print_report(workloads, time.perf_counter() - started)
     print_figures(workloads)
+    print_floor(FLOOR_QUICK if quick else FLOOR_FULL)
+
+
+def print_floor(sizes: FloorSizes) -> None:
+    """Ours against the floor program, in this process, alternating rounds."""
+    started = time.perf_counter()
+    figures = floor_figures(sizes)
+    rows = [
+        (
+            name,
+            _cell(value, unit),
+            "" if bound is None else f"<= {format_number(bound)}",
+            "" if bound is None else ("met" if value <= bound else "NOT met"),
+        )
+        for name, value, unit, bound in figures
+    ]
+    print_table(
+        f"against the floor (benchmarks/_floor.py: the same events, chain, writer and "
+        f"commits in plain Python); medians of {sizes.rounds} alternating rounds; CPU is "
+        f"getrusage (both threads); {time.perf_counter() - started:.0f} s",
+        ("figure", "measured", "target", "result"),
+        rows,
+    )
+    for name, value, unit, _ in figures:
+        figure(name, value, unit)

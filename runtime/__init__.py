@@ -51,6 +51,7 @@ if _typing.TYPE_CHECKING:
         LlmRequest,
         LlmResponse,
         OpenAIProvider,
+        ProviderSettings,
         ScriptedProvider,
         ToolCall,
         ToolSpec,
@@ -111,6 +112,7 @@ _HOME: _typing.Final = {
     "LlmRequest": ".providers",
     "LlmResponse": ".providers",
     "OpenAIProvider": ".providers",
+    "ProviderSettings": ".providers",
     "ScriptedProvider": ".providers",
     "ToolCall": ".providers",
     "ToolSpec": ".providers",
@@ -186,6 +188,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "Usage",
     "OpenAIProvider",
     "AnthropicProvider",
+    "ProviderSettings",
     "ScriptedProvider",
     # metrics
     "RuntimeMetrics",

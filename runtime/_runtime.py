@@ -10,9 +10,7 @@ from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
-from actors import ActorSystem, MailboxConfig
+from actors import ActorSystem, MailboxConfig, new_waiter
 from eventstore import (
     Event,
     EventBody,
@@ -236,10 +234,11 @@ class Runtime:
         if control.ownership is not None:
             run_id = await control.ownership.claim_start(run_id, durable=graph.durability == "sync")
         run_id = run_id or uuid.uuid4().hex
-        started = anyio.Event()
+        started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
 
         def committed(_run_id: str, _bodies: Sequence[EventBody], _elapsed: float | None) -> None:
-            started.set()
+            if not started.done():  # called on every commit of the run: set it once
+                started.set_result(None)
 
         log = control.logs.create(run_id, observers=(committed,))
         handle = await launch(
@@ -252,7 +251,7 @@ class Runtime:
             input=dict(input or {}),
             started=started,
         )
-        await started.wait()
+        await started
         return handle
 
     async def submit(

@@ -239,6 +239,13 @@ async def _show(args: argparse.Namespace) -> int:
         f"{data['tokens']['output']} output tokens), verdicts: {verdicts or 'none'}, "
         f"retries: {data['total_retries']}"
     )
+    failures = data["judge_failures"]
+    if failures:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in failures["by_kind"].items())
+        lines.append(f"judge failures: {failures['total']} ({kinds}), checks that did not run:")
+        for item in failures["reasons"]:
+            at = f" at {item['node_id']}" if item["node_id"] else ""
+            lines.append(f"           seq {item['seq']}, {item['kind']}{at}: {item['reason']}")
     for reason in data["unrunnable"] if data["status"] == "running" else []:
         lines.append(f"blocked:   a worker cannot execute it: {reason}")
     if data["forked_from"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import anyio
+from actors import Waiter
 
 from .._handle import RunHandle
 from .._node_factory import NodeFactory
@@ -38,7 +38,7 @@ async def launch(
     resume_from: RunState | None = None,
     resume_input: dict[str, Any] | None = None,
     outcome: RunOutcome | None = None,
-    started: anyio.Event | None = None,
+    started: Waiter | None = None,
 ) -> RunHandle:
     """Spawn the run's executor in ``control``'s actor system and tell it to start.
     ``started`` (from ``Runtime.start``) is set once the run stopped or met a conflict, in

@@ -22,6 +22,7 @@ loops run beside the runs, each on its own schedule:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -33,6 +34,7 @@ from typing import Literal
 import anyio
 import anyio.abc
 
+from actors import new_waiter
 from eventstore import Claim, ClaimingStore, NotifyingStore, RunInfo, StoreError
 
 from .._config import OwnershipConfig, RecoveryConfig
@@ -93,7 +95,8 @@ class OwnedOutcome(RunOutcome):
         super().__init__(on_done)
         self.on_conflict = on_conflict
         self.holding = False
-        self._released = anyio.Event()
+        # A bare one-shot waiter, not an anyio.Event (an Event and its deque per run).
+        self._released = new_waiter()
 
     def fail(self, error: BaseException) -> None:
         if self.done or self.holding:
@@ -113,7 +116,8 @@ class OwnedOutcome(RunOutcome):
 
     def released(self) -> None:
         """The run's claim here is given up (or was not held): its result may be seen."""
-        self._released.set()
+        if not self._released.done():
+            self._released.set_result(None)
 
     async def wait(self) -> RunResult:
         """The run's result, once its claim here is released: whoever sees it can act on
@@ -122,8 +126,14 @@ class OwnedOutcome(RunOutcome):
             return await super().wait()
         finally:
             # Bounded: a store that does not answer leaves the claim to expire.
-            with anyio.move_on_after(RELEASE_WAIT, shield=True):
-                await self._released.wait()
+            released = self._released
+            if not released.done():
+                with anyio.move_on_after(RELEASE_WAIT, shield=True):
+                    if isinstance(released, asyncio.Future):
+                        # Shielded: a timed-out wait must not cancel the waiter itself.
+                        await asyncio.shield(released)
+                    else:
+                        await released
 
 
 class RunOwnership:

@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 import msgspec
 
-from actors import ActorStoppedError
+from actors import ActorStoppedError, Waiter
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
 from .._errors import RunNotFoundError, RunStateError, SpecErrors
@@ -126,13 +126,13 @@ class RunControl:
             live.log.holds = partial(self.ownership.holds, run_id)
         self.live.add(run_id, live)
 
-    def new_outcome(self, run_id: str, started: anyio.Event | None) -> RunOutcome:
+    def new_outcome(self, run_id: str, started: Waiter | None) -> RunOutcome:
         """The outcome of a run about to launch here. ``started`` (a start's) is set once
         the run stopped or met a conflict, in case its first commit never came."""
 
         def forget() -> None:
-            if started is not None:
-                started.set()
+            if started is not None and not started.done():
+                started.set_result(None)
             dropped = self.live.drop(run_id, outcome)
             if not isinstance(outcome, OwnedOutcome):
                 return
@@ -150,8 +150,8 @@ class RunControl:
         # A store another process may append to: a run whose append meets that process's
         # events (ConcurrencyError) stops and obeys its log (_settle).
         def conflict(error: BaseException) -> None:
-            if started is not None:
-                started.set()
+            if started is not None and not started.done():
+                started.set_result(None)
             if self._tasks is not None:
                 self._tasks.start_soon(self._settle, run_id, error)
 

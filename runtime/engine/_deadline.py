@@ -13,6 +13,7 @@ by :attr:`expired` and takes it back (``Task.uncancel``), as ``asyncio.timeout``
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 __all__ = ["AttemptDeadline"]
 
@@ -26,7 +27,16 @@ class AttemptDeadline:
     task will run no more attempts.
     """
 
-    __slots__ = ("_armed_at", "_deadline", "_handle", "_loop", "_task", "expired", "limit")
+    __slots__ = (
+        "_armed_at",
+        "_deadline",
+        "_handle",
+        "_loop",
+        "_on_expiry",
+        "_task",
+        "expired",
+        "limit",
+    )
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -34,18 +44,21 @@ class AttemptDeadline:
         self._deadline: float | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._armed_at = 0.0
+        self._on_expiry: Callable[[], None] | None = None
         #: The running (or last) attempt passed its deadline and its task was cancelled.
         self.expired = False
         #: The time limit of the running (or last) attempt, in seconds.
         self.limit = 0.0
 
-    def start(self, timeout: float) -> None:
-        """The current task's attempt starting now may take ``timeout`` seconds."""
+    def start(self, timeout: float, on_expiry: Callable[[], None] | None = None) -> None:
+        """The current task's attempt starting now may take ``timeout`` seconds;
+        ``on_expiry`` is called (on the loop) just after the deadline cancels the task."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         self.limit = timeout
+        self._on_expiry = on_expiry
         self._deadline = deadline = loop.time() + timeout
         self.expired = False
         if self._handle is None or self._armed_at > deadline:
@@ -57,6 +70,7 @@ class AttemptDeadline:
         """The attempt ended (its timer stays armed for the next one)."""
         self._deadline = None
         self._task = None
+        self._on_expiry = None
 
     def take_back(self) -> None:
         """Undo the cancellation the deadline requested (the attempt caught it)."""
@@ -85,5 +99,7 @@ class AttemptDeadline:
         if deadline <= self._armed_at:  # the timer was armed for this deadline or later
             self.expired = True
             task.cancel()
+            if self._on_expiry is not None:
+                self._on_expiry()
         else:
             self._arm(deadline)  # armed for an attempt that ended: on to this one's

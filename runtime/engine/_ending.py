@@ -9,6 +9,9 @@ cancel is handled. A cancel then stops the scoring and records the end the graph
 unscored (``goal_outcome`` None): the run did reach that end, so recording it cancelled
 would leave a resume nothing to run and lose its status and error (a resume of a run with
 no node due completes it). A scorer that raises ends the run failed, the error recorded.
+The scorecard leaves the status as the graph made it; a criterion its evaluator failed to
+score is a judge failure (the fold counts it from the scorecard), so a "clean" run is
+recorded "degraded".
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from eventstore import EventBody, StoreError
 from .._result import RunOutcome, result_of
 from ..events._catalogue import FinishedStatus, Quality, RunFinished
 from ..events._memory import disown
+from ..events._verdicts import goal_failures
 from ..llm._goals import GoalScorer
 from ..spec._model import Goal, GraphSpec
 from ._messages import GoalScored
@@ -90,7 +94,8 @@ class RunEnding:
         if self.score_goal is None or goal is None:
             await self.record(finished)
             return
-        # Measurement only: the scorecard changes neither the status nor the quality.
+        # Measurement: the scorecard never changes the status (on_goal_scored: the quality
+        # only when an evaluator call failed).
         scope = anyio.CancelScope()
         owner = self.owner()
         assert owner is not None  # it is finishing its run
@@ -121,6 +126,9 @@ class RunEnding:
         exc = message.error
         if exc is None:
             finished = msgspec.structs.replace(finished, goal_outcome=message.outcome)
+            if finished.quality == "clean" and goal_failures(message.outcome):
+                # A goal check that did not run: the fold counts it as a judge failure.
+                finished = msgspec.structs.replace(finished, quality="degraded")
         else:
             error = f"scoring the goal raised {type(exc).__name__}: {exc}"
             finished = RunFinished(

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import anyio
 
-from actors import Actor, ActorRef, MailboxFullError
+from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
 
 from .._errors import NodeError, NodeTimeoutError
 from ..control._threads import run_in_thread
@@ -90,7 +90,8 @@ class FunctionNodeActor(Actor):
     A node's callable receives one dict (the node's input keys read from memory, or all of
     memory when it declares none) and, if it takes a second parameter, a
     :class:`NodeContext`; it returns a mapping of outputs (or None). It may be async (run
-    in the actor's task) or a plain ``def`` (run in a worker thread, so it may block).
+    in a task of the attempt's own, which tells the executor how it ended) or a plain
+    ``def`` (run in a worker thread, so it may block).
     Each attempt has a time limit (``NodeSpec.timeout``, else the runtime's
     ``node_timeout``): past it the attempt fails with :class:`NodeTimeoutError` (retried
     and routed like any failure) and a blocking thread is abandoned, as it is when the
@@ -100,6 +101,17 @@ class FunctionNodeActor(Actor):
     Outputs are checked against ``output_keys``: an undeclared key, or a declared
     non-nullable key that is missing, is a failure (and so is retried by the executor).
     """
+
+    __slots__ = (
+        "attempt",
+        "deadline",
+        "executor",
+        "graph",
+        "log",
+        "node_timeout",
+        "resolve",
+        "specs",
+    )
 
     def __init__(
         self,
@@ -119,117 +131,211 @@ class FunctionNodeActor(Actor):
         # One lazily armed timer for the lane's attempts, not a timed cancel scope (and a
         # timer into the loop's heap and out again) on every step.
         self.deadline = AttemptDeadline()
+        self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
 
     async def receive(self, message: Any) -> Any:
-        # One coroutine between the actor's loop and the node's callable, on every step.
+        # The attempt runs in a task of its own that tells the executor NodeDone itself:
+        # this actor is free again at once, and a node that swallows its cancellation can
+        # be abandoned (its task left behind) without holding the actor or the run.
         assert isinstance(message, ExecuteNode)
         spec = self.specs[message.node_id]
-        timeout = spec.timeout if spec.timeout is not None else self.node_timeout
-        deadline: AttemptDeadline | None = None
         plain = self.resolve(spec)
+        if plain is None:  # a router without a callable: no outputs, nothing to await
+            self._tell(spec, message, {}, None)
+            return
         context: NodeContext | None = None
-        if plain is not None and plain.wants_context:
+        if plain.wants_context:
             context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
+        timeout = spec.timeout if spec.timeout is not None else self.node_timeout
+        attempt = self.attempt = Attempt(spec, message, context, timeout)
+        attempt.task = asyncio.get_running_loop().create_task(self._run(attempt, plain))
+
+    async def on_stop(self) -> None:
+        """The lane stops (the run is cancelled or paused, or the runtime closes): the
+        attempt in flight is cancelled and given ABANDON_GRACE seconds to unwind (its
+        partial outputs are recorded by then), else abandoned."""
+        attempt = self.attempt
+        if attempt is None or attempt.task is None or attempt.task.done() or attempt.abandoned:
+            return
+        attempt.stopped = True
+        attempt.task.cancel()
+        with anyio.move_on_after(ABANDON_GRACE):
+            await asyncio.wait({attempt.task})
+        if not attempt.task.done():
+            self._abandon(attempt)
+
+    def on_stopped(self) -> None:
+        self.deadline.close()
+
+    async def _run(self, attempt: Attempt, plain: PlainFunction) -> None:
+        """The attempt's task: the callable, its deadline, its outputs checked, NodeDone."""
+        spec, message, context = attempt.spec, attempt.message, attempt.context
+        deadline = self.deadline if attempt.timeout is not None else None
         try:
-            if timeout is not None:
-                deadline = self.deadline
-                deadline.start(timeout)
             try:
-                result = await self._call(plain, message, context)
+                if deadline is not None:
+                    assert attempt.timeout is not None
+                    deadline.start(attempt.timeout, self._expired)
+                try:
+                    result = await _call(plain, message, context)
+                finally:
+                    if deadline is not None:
+                        deadline.stop()
             except asyncio.CancelledError:
                 if context is not None:
                     context.abandon()
-                if deadline is None or not deadline.expired:
-                    raise  # the run was cancelled or the runtime is closing
+                if deadline is None or not deadline.expired or attempt.stopped:
+                    return  # stopped with its lane: nothing to tell
                 deadline.take_back()
                 raise NodeTimeoutError(spec.id, deadline.limit) from None
-            finally:
-                if deadline is not None:
-                    deadline.stop()
             if deadline is not None and deadline.expired:
-                # The callable caught the cancellation and returned: it is still past its
-                # limit.
+                # The callable caught the cancellation and returned: it is still past
+                # its limit.
                 if context is not None:
                     context.abandon()
                 deadline.take_back()
                 raise NodeTimeoutError(spec.id, deadline.limit)
             outputs = _checked_outputs(spec, result)
         except Exception as exc:  # reported to the executor, which records and retries it
-            done = NodeDone(
+            if attempt.stopped or attempt.abandoned:
+                return
+            await self._tell_async(spec, message, None, exc)
+        else:
+            if attempt.stopped or attempt.abandoned:
+                return
+            await self._tell_async(spec, message, outputs, None)
+
+    def _expired(self) -> None:
+        """The deadline cancelled the attempt's task: abandon it if it has not ended
+        ABANDON_GRACE seconds later (it swallows its cancellation)."""
+        attempt = self.attempt
+        if attempt is not None and attempt.task is not None:
+            asyncio.get_running_loop().call_later(ABANDON_GRACE, self._overdue, attempt)
+
+    def _overdue(self, attempt: Attempt) -> None:
+        if attempt.task is None or attempt.task.done() or attempt.stopped or attempt.abandoned:
+            return
+        self._abandon(attempt)
+        error = NodeTimeoutError(attempt.spec.id, attempt.timeout or 0.0)
+        self._tell(attempt.spec, attempt.message, None, error)
+
+    def _abandon(self, attempt: Attempt) -> None:
+        attempt.abandoned = True
+        if attempt.context is not None:
+            attempt.context.abandon()
+        assert attempt.task is not None
+        attempt.task.add_done_callback(_drop_result)
+        _log.warning(
+            "node %r did not stop within %g s of its cancellation (it catches "
+            "CancelledError): abandoned, it records nothing more",
+            attempt.spec.id,
+            ABANDON_GRACE,
+        )
+
+    def _done(
+        self,
+        message: ExecuteNode,
+        outputs: dict[str, Any] | None,
+        error: BaseException | None,
+    ) -> NodeDone:
+        if error is not None:
+            return NodeDone(
                 node_id=message.node_id,
                 attempt=message.attempt,
                 branch=message.branch,
                 success=False,
-                error=str(exc) or type(exc).__name__,
-                error_type=type(exc).__name__,
+                error=str(error) or type(error).__name__,
+                error_type=type(error).__name__,
             )
-        else:
-            done = NodeDone(
-                node_id=message.node_id,
-                attempt=message.attempt,
-                branch=message.branch,
-                success=True,
-                outputs=outputs,
-            )
+        return NodeDone(
+            node_id=message.node_id,
+            attempt=message.attempt,
+            branch=message.branch,
+            success=True,
+            outputs=outputs or {},
+        )
+
+    def _tell(
+        self,
+        spec: NodeSpec,
+        message: ExecuteNode,
+        outputs: dict[str, Any] | None,
+        error: BaseException | None,
+    ) -> None:
+        """Tell the executor how the attempt ended, from the loop without awaiting (a full
+        mailbox gets it from a task of the actor system's)."""
+        if error is None and outputs is not None:
+            try:
+                outputs = _checked_outputs(spec, outputs)
+            except Exception as exc:
+                outputs, error = None, exc
+        done = self._done(message, outputs, error)
+        try:
+            self.executor.tell_nowait(done)
+        except MailboxFullError:
+            self.system.start_task(_tell_later, self.executor, done)
+
+    async def _tell_async(
+        self,
+        spec: NodeSpec,
+        message: ExecuteNode,
+        outputs: dict[str, Any] | None,
+        error: BaseException | None,
+    ) -> None:
+        done = self._done(message, outputs, error)
         try:
             self.executor.tell_nowait(done)  # no coroutine on every step's path
         except MailboxFullError:
             await self.executor.tell(done)  # waits for room
 
-    def on_stopped(self) -> None:
-        self.deadline.close()
 
-    def _call(
-        self, plain: PlainFunction | None, message: ExecuteNode, context: NodeContext | None
-    ) -> Awaitable[Any]:
-        """What to await for the node's return value (a plain function, not a coroutine
-        of its own: an async callable's own coroutine is awaited directly)."""
-        if plain is None:
-            return _no_outputs()
-        args: tuple[Any, ...] = (message.inputs,)
-        if context is not None:
-            args += (context,)
-        if plain.is_async:
-            result: Any = plain.function(*args)
-            if inspect.isawaitable(result):
-                return _in_task(result, message.node_id, context)
-            return _ready(result)  # an "async" callable object that returned a value
-        # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
-        # on, and cancellation or the deadline abandons the thread instead of waiting.
-        return _in_thread(functools.partial(plain.function, *args))
+class Attempt:
+    """One attempt of a plain node in its lane: what it runs and how it ended."""
+
+    __slots__ = ("abandoned", "context", "message", "spec", "stopped", "task", "timeout")
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        message: ExecuteNode,
+        context: NodeContext | None,
+        timeout: float | None,
+    ) -> None:
+        self.spec = spec
+        self.message = message
+        self.context = context
+        self.timeout = timeout
+        self.task: asyncio.Task[None] | None = None
+        self.stopped = False  # its lane stopped: it tells nothing
+        self.abandoned = False  # it outlived its grace: it tells and records nothing more
 
 
-async def _no_outputs() -> dict[str, Any]:
-    return {}
+def _call(
+    plain: PlainFunction, message: ExecuteNode, context: NodeContext | None
+) -> Awaitable[Any]:
+    """What to await for the node's return value: an async callable's own coroutine, or
+    a plain def in a worker thread (it may block: I/O, CPU; cancellation or the deadline
+    abandons the thread instead of waiting)."""
+    args: tuple[Any, ...] = (message.inputs,)
+    if context is not None:
+        args += (context,)
+    if plain.is_async:
+        result: Any = plain.function(*args)
+        if inspect.isawaitable(result):
+            return result
+        return _ready(result)  # an "async" callable object that returned a value
+    return _in_thread(functools.partial(plain.function, *args))
 
 
 async def _ready(value: Any) -> Any:
     return value
 
 
-async def _in_task(awaitable: Awaitable[Any], node_id: str, context: NodeContext | None) -> Any:
-    """Await an async node in a task of its own, so that one which swallows its
-    cancellation cannot hold its attempt: cancelled (its deadline, a cancel, the runtime
-    closing), the node gets :data:`ABANDON_GRACE` seconds to unwind, then it is abandoned
-    (fenced, logged as misbehaving) and the attempt ends as if it had stopped."""
-    task = asyncio.ensure_future(awaitable)
+async def _tell_later(executor: ActorRef, done: NodeDone) -> None:
     try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.cancel()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(ABANDON_GRACE):
-            await asyncio.wait({task})
-        if not task.done():
-            if context is not None:
-                context.abandon()
-            task.add_done_callback(_drop_result)
-            _log.warning(
-                "node %r did not stop within %g s of its cancellation (it catches "
-                "CancelledError): abandoned, it records nothing more",
-                node_id,
-                ABANDON_GRACE,
-            )
-        raise
+        await executor.tell(done)  # waits for room
+    except ActorStoppedError:
+        pass  # the run ended meanwhile: nobody is left to tell
 
 
 def _drop_result(task: asyncio.Future[Any]) -> None:

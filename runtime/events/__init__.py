@@ -44,7 +44,7 @@ from ._catalogue import (
 from ._conversation import Conversation, ConversationEntry
 from ._state import ForkOrigin, PauseInfo, RunState, fold
 from ._timeline import LEVEL_NAMES, describe_event, render_timeline
-from ._verdicts import StallEntry, VerdictEntry, VerdictRecord
+from ._verdicts import JudgeFailure, StallEntry, VerdictEntry, VerdictRecord
 
 __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     # the catalogue
@@ -86,6 +86,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "fold",
     "PauseInfo",
     "ForkOrigin",
+    "JudgeFailure",
     "StallEntry",
     "VerdictEntry",
     "VerdictRecord",

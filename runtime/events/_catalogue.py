@@ -299,7 +299,7 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
 
 class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
     """One model turn of one parallel branch (``branch``: its 0-based index) in the round
-    that began after the node's turn ``round`` of visit ``visit``."""
+    that began after the node's turn ``round`` of visit ``visit``; ``stop`` as ``llm.turn``'s."""
 
     node_id: str
     visit: int
@@ -313,6 +313,7 @@ class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
     output_tokens: int = 0
     latency_ms: float = 0.0
     model: str = ""
+    stop: str | None = None
 
 
 class BranchToolResult(EventBody, frozen=True, tag="branch.tool_result"):

@@ -48,10 +48,12 @@ class NodeVisit(msgspec.Struct, kw_only=True):
     #: Whether the node recorded anything in this visit yet (transition, inputs, turns).
     opened: bool = False
     #: Tool calls of each turn since the visit began or the user last answered, oldest first.
-    turn_calls: list[list[ToolCallRecord]] = []
+    #: Tuples, replaced (never changed in place): a visit of a plain node, the most common,
+    #: then holds no container of its own here.
+    turn_calls: tuple[list[ToolCallRecord], ...] = ()
     last_turn: LlmTurn | None = None
     #: Calls of the last turn that have no ToolResult yet.
-    missing_calls: list[ToolCallRecord] = []
+    missing_calls: tuple[ToolCallRecord, ...] = ()
     #: The Verdict recorded on the last turn, if any.
     last_verdict: Verdict | None = None
     #: Whether the model was shown user input since the last verdict.
@@ -73,9 +75,9 @@ class NodeVisit(msgspec.Struct, kw_only=True):
             previous_node=self.previous_node,
             previous_outputs=self.previous_outputs,
             opened=self.opened,
-            turn_calls=list(self.turn_calls),
+            turn_calls=self.turn_calls,
             last_turn=self.last_turn,
-            missing_calls=list(self.missing_calls),
+            missing_calls=self.missing_calls,
             last_verdict=self.last_verdict,
             answered_since_verdict=self.answered_since_verdict,
             paused_for_input=self.paused_for_input,
@@ -89,15 +91,15 @@ class NodeVisit(msgspec.Struct, kw_only=True):
         self.last_turn = body
         self.last_verdict = None
         self.answered_since_verdict = False
-        self.turn_calls.append(body.tool_calls)
-        self.missing_calls = list(body.tool_calls)
+        self.turn_calls = (*self.turn_calls, body.tool_calls)
+        self.missing_calls = tuple(body.tool_calls)
         held = self.branch_round
         if held is not None and body.iteration > held.round:
             self.branch_round = None  # the winner's turns: the round is over
 
     def result(self, call_id: str) -> None:
         if self.missing_calls:
-            self.missing_calls = [c for c in self.missing_calls if c.id != call_id]
+            self.missing_calls = tuple(c for c in self.missing_calls if c.id != call_id)
 
     def verdict(self, body: Verdict) -> None:
         last = self.last_turn
@@ -109,7 +111,7 @@ class NodeVisit(msgspec.Struct, kw_only=True):
         if kind == "input":
             # The user answered: what came before no longer counts as a stall, and the
             # data injected so far has been shown.
-            self.turn_calls = []
+            self.turn_calls = ()
             self.answered_since_verdict = True
             self.paused_for_input = False
             self.injected = {}

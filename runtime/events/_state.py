@@ -39,7 +39,6 @@ from ._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
-    PauseReason,
     Quality,
     RunCancelled,
     RunFinished,
@@ -57,11 +56,15 @@ from ._conversation import Conversation
 from ._fanout import OpenFanOut, fanout_apply, fanout_opened
 from ._memory import owned, write_memory
 from ._node_visit import NodeVisit
+from ._run_facts import ForkOrigin, PauseInfo
 from ._verdicts import (
+    JudgeFailure,
     StallEntry,
     VerdictEntry,
     VerdictRecord,
+    goal_failures,
     keep,
+    keep_failure,
     stall_entry,
     verdict_entry,
     verdict_record,
@@ -72,19 +75,6 @@ __all__ = ["ForkOrigin", "PauseInfo", "RunState", "StateStatus", "apply", "fold"
 
 #: A run's status in its state: "new" before its first event, then as its events say.
 StateStatus = Literal["new", "running", "paused", "cancelled", "completed", "failed"]
-
-
-class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
-    reason: PauseReason
-    node_id: str | None
-
-
-class ForkOrigin(msgspec.Struct, frozen=True, kw_only=True):
-    """The run and seq a fork's log was copied from, and the source's chain hash there."""
-
-    run_id: str
-    seq: int
-    hash: str
 
 
 class RunState(msgspec.Struct, kw_only=True, dict=True):
@@ -119,10 +109,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     pending: list[str] = []
     running: dict[str, int] = {}
     failed_nodes: list[str] = []
-    #: Checks that did not run, by kind (``judge``, ``route``, ``branch_judge``): a judge
-    #: verdict with an error, an ``llm_decide`` fallback after a failed call, a branch
-    #: judge's failed call. A completed run with any is at best "degraded".
+    #: Checks that did not run (judge failures, see _verdicts), counted by kind ...
     judge_failures: dict[str, int] = {}
+    #: ... and the newest of them (at most KEPT_FAILURES) with their reasons.
+    judge_failure_reasons: list[JudgeFailure] = []
     total_retries: int = 0
     #: The open fan-out (forked, not yet joined), if any: its branches and their writes.
     fanout: OpenFanOut | None = None
@@ -170,8 +160,9 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     last_position: int = 0
 
 
-def _judge_failed(s: RunState, kind: str) -> None:
+def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: int) -> None:
     s.judge_failures[kind] = s.judge_failures.get(kind, 0) + 1
+    keep_failure(s.judge_failure_reasons, seq, kind, node, reason)
 
 
 def _copy(state: RunState) -> RunState:
@@ -187,6 +178,7 @@ def _copy(state: RunState) -> RunState:
         running=dict(state.running),
         failed_nodes=list(state.failed_nodes),
         judge_failures=dict(state.judge_failures),
+        judge_failure_reasons=list(state.judge_failure_reasons),
         unrunnable=list(state.unrunnable),
         approved=list(state.approved),
         rejected=list(state.rejected),
@@ -290,7 +282,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             edge = f"{body.source}>{body.target}"
             s.edges_taken[edge] = s.edges_taken.get(edge, 0) + 1
             if body.judge_error is not None:
-                _judge_failed(s, "route")
+                _judge_failed(s, "route", body.source, body.judge_error, seq)
             fan = s.fanout
             if fan is None:
                 _due(s, body.target)
@@ -325,7 +317,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.conversation.apply(body)
         case Verdict():
             if body.error is not None:
-                _judge_failed(s, "judge")
+                _judge_failed(s, "judge", body.node_id, body.error, seq)
             visit = s.visits.get(body.node_id)
             if visit is not None:
                 visit.verdict(body)
@@ -363,7 +355,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             | BranchesSelected()
         ):
             if isinstance(body, BranchesJudged) and body.error is not None:
-                _judge_failed(s, "branch_judge")
+                _judge_failed(s, "branch_judge", body.node_id, body.error, seq)
             visit = s.visits.get(body.node_id)
             if visit is not None and visit.visit == body.visit:
                 visit.branch_event(body)
@@ -431,6 +423,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.total_retries = max(s.total_retries, body.total_retries)
             s.error = body.error
             s.goal_outcome = body.goal_outcome
+            for reason in goal_failures(body.goal_outcome):
+                _judge_failed(s, "goal", None, reason, seq)
             s.pending = []
             s.running = {}
             s.paused = None

@@ -39,6 +39,7 @@ from ._catalogue import (
     Verdict,
 )
 from ._state import fold
+from ._verdicts import goal_failures
 
 __all__ = ["LEVEL_NAMES", "describe_event", "render_timeline"]
 
@@ -161,6 +162,8 @@ def describe_event(event: Event) -> tuple[str, str, str]:
         text = f"status {body.status}, quality {body.quality}, retries {body.total_retries}"
         if body.error:
             text += f", error: {body.error}"
+        if unscored := goal_failures(body.goal_outcome):
+            text += f", goal not scored ({'; '.join(unscored)})"
         return node, label, text
     fields = msgspec.structs.asdict(body)
     fields.pop("node_id", None)
@@ -190,6 +193,9 @@ def render_timeline(events: Sequence[Event], report: VerifyReport | None) -> lis
     lines.append(
         f"status: {state.status}   quality: {state.quality}   path: {' -> '.join(state.path)}"
     )
+    if state.judge_failures:
+        counted = ", ".join(f"{n} {kind}" for kind, n in state.judge_failures.items())
+        lines.append(f"judge failures: {sum(state.judge_failures.values())} ({counted})")
     lines.append(
         f"turns: {turns} ({len(every) - len(verdicts)} tool turns)   "
         f"verdicts: {len(verdicts)} ({summary or 'none'})   events: {len(events)}"

@@ -1,21 +1,34 @@
 """The judge verdicts and stall warnings a run's state keeps: the last verdict of each
 node, counts by action, and each node's newest entries (bounded, so a long run's state and
-its snapshots stay small)."""
+its snapshots stay small); and the checks that did not run (judge failures).
+
+A **judge failure** is a check that did not run, by kind (:data:`JUDGE_FAILURE_KINDS`):
+``judge`` (a verdict with an ``error``: its quality call failed), ``route`` (an
+``llm_decide`` fallback after a failed or unusable call: ``edge.taken``'s
+``judge_error``), ``branch_judge`` (``branches.judged`` with an ``error``) and ``goal``
+(a criterion the goal's evaluator was to score and did not: its ``error`` in the
+scorecard ``run.finished`` records). A completed run with any is at best "degraded".
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from ._catalogue import StallDetected, Verdict
 
 __all__ = [
+    "JUDGE_FAILURE_KINDS",
+    "KEPT_FAILURES",
     "KEPT_PER_NODE",
+    "JudgeFailure",
     "StallEntry",
     "VerdictEntry",
     "VerdictRecord",
+    "goal_failures",
     "keep",
+    "keep_failure",
     "stall_entry",
     "verdict_entry",
     "verdict_record",
@@ -23,6 +36,12 @@ __all__ = [
 
 #: Verdicts (and stall warnings) of one node a state keeps, the newest; counts stay exact.
 KEPT_PER_NODE = 500
+
+#: Kinds of judge failures (RunState.judge_failures' keys, the metric's reasons).
+JUDGE_FAILURE_KINDS: Final = ("judge", "route", "branch_judge", "goal")
+
+#: Judge failures a state keeps with their reasons, the newest; the counts stay exact.
+KEPT_FAILURES = 100
 
 
 class VerdictRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +71,16 @@ class StallEntry(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
     iteration: int
     signature: str
+
+
+class JudgeFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """A check that did not run, at event ``seq``: its kind, the node it was to check (None
+    for the goal) and why."""
+
+    seq: int
+    kind: str
+    node_id: str | None
+    reason: str
 
 
 def verdict_record(body: Verdict) -> VerdictRecord:
@@ -84,3 +113,28 @@ def keep(kept: dict[str, list[Any]], node_id: str, entry: Any) -> None:
     entries.append(entry)
     if len(entries) > KEPT_PER_NODE:
         del entries[0]
+
+
+def keep_failure(
+    kept: list[JudgeFailure], seq: int, kind: str, node_id: str | None, reason: str
+) -> None:
+    """Add a judge failure to the newest ones kept, dropping the oldest past KEPT_FAILURES."""
+    kept.append(JudgeFailure(seq=seq, kind=kind, node_id=node_id, reason=reason))
+    if len(kept) > KEPT_FAILURES:
+        del kept[0]
+
+
+def goal_failures(goal_outcome: object) -> list[str]:
+    """Why each criterion the goal's evaluator was to score was not scored: its ``error``
+    in a recorded scorecard (``run.finished``'s ``goal_outcome``, plain data; anything
+    else, a hand-written log's, has none)."""
+    if not isinstance(goal_outcome, dict):
+        return []
+    criteria = goal_outcome.get("criteria")
+    if not isinstance(criteria, list):
+        return []
+    return [
+        f"criterion {item.get('id')}: {item['error']}"
+        for item in criteria
+        if isinstance(item, dict) and item.get("error")
+    ]

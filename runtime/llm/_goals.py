@@ -1,16 +1,17 @@
 """The goal scorecard: score a finished run against its goal (measurement only).
 
 At the end of a run (completed or failed) the executor calls :func:`evaluate_goal` and
-records the :class:`GoalOutcome` in ``RunFinished.goal_outcome``. Nothing here changes
-the run: no node runs again, and the status and quality stay what the graph made them.
+records the :class:`GoalOutcome` in ``RunFinished.goal_outcome``. No node runs again and
+the status stays what the graph made it; a criterion the evaluator was to score and did
+not (its ``error`` set) is a judge failure, so a completed run is then at best "degraded".
 
 - A criterion with an ``expression`` is scored over the final memory (see
   :class:`SuccessCriterion`); an expression that cannot be evaluated scores 0, its error
   in ``reasoning``.
 - A criterion without one is scored by the goal's ``evaluator`` (a provider name), one
   call per criterion, the reply read as a verifier's (a score from 0 to 1); a reply with
-  no score, or a provider error, leaves it unscored with the reason. Without an
-  evaluator it stays unscored.
+  no score, or a provider error, leaves it unscored with the reason in ``reasoning`` and
+  ``error``. Without an evaluator it stays unscored (no error).
 - A constraint with an ``expression`` must hold (be truthy); one without is unchecked.
 """
 
@@ -113,6 +114,7 @@ async def _criterion(
         score: float | None = None,
         met: bool | None = None,
         reasoning: str = "",
+        error: str | None = None,
     ) -> CriterionOutcome:
         return CriterionOutcome(
             id=ident,
@@ -122,7 +124,11 @@ async def _criterion(
             met=met,
             weight=criterion.weight,
             reasoning=reasoning,
+            error=error,
         )
+
+    def failed(error: str) -> CriterionOutcome:
+        return outcome("unscored", reasoning=error, error=error)
 
     if criterion.expression is not None:
         try:
@@ -153,7 +159,7 @@ async def _criterion(
         return outcome("unscored", reasoning="no evaluator")
     provider = providers(goal.evaluator)
     if provider is None:
-        return outcome("unscored", reasoning=f"no provider {goal.evaluator!r}")
+        return failed(f"no provider {goal.evaluator!r}")
     request = LlmRequest(
         messages=[ChatMessage(role="user", content=_prompt(goal, criterion, memory))],
         system=OUTCOME_SYSTEM_PROMPT,
@@ -165,10 +171,10 @@ async def _criterion(
     try:
         response = await provider.complete(request)
     except ProviderError as exc:
-        return outcome("unscored", reasoning=f"the evaluator failed: {exc}")
+        return failed(f"the evaluator failed: {exc}")
     score_or_none, reasoning = parse_score(response.text)
     if score_or_none is None:
-        return outcome("unscored", reasoning=f"the evaluator gave no score ({reasoning})")
+        return failed(f"the evaluator gave no score ({reasoning})")
     return outcome(
         "model",
         score=score_or_none,

@@ -28,6 +28,7 @@ from eventstore import Event
 from ..events._catalogue import LlmTurn, ToolCallRecord, Verdict
 from ..events._conversation import ConversationEntry
 from ..events._state import RunState, fold
+from ..providers._base import refusal
 
 __all__ = ["NodeHistory", "history_of", "rebuild"]
 
@@ -59,6 +60,15 @@ class NodeHistory:
     pending_input: dict[str, Any] | None = None
     #: Whether the model was shown user input since the last verdict.
     answered_since_verdict: bool = False
+
+    @property
+    def refused(self) -> str | None:
+        """The failure the last turn is when the model refused it and no verdict followed
+        (recorded before a crash): see :func:`runtime.providers._base.refusal`."""
+        last = self.last_turn
+        if last is None or self.last_verdict is not None:
+            return None
+        return refusal(last.stop, last.text)
 
 
 def history_of(state: RunState, node_id: str, visit: int) -> NodeHistory:

@@ -53,7 +53,7 @@ from ..events._catalogue import (
     BranchTurn,
     ToolCallRecord,
 )
-from ..providers._base import ChatMessage, LlmRequest
+from ..providers._base import ChatMessage, LlmRequest, complete_uncut, refusal
 from ..spec._model import GraphSpec, NodeSpec
 from ..spec._parallel import BranchCandidate, BranchStrategy, ParallelSpec
 from ._branch_judge import (
@@ -143,10 +143,15 @@ class BranchRunner:
         spec = branch.spec
         provider = self.providers(spec.provider)
         tag = state.tag()
+        last = branch.turns[-1] if branch.turns else None
+        declined = None if last is None else refusal(last.stop, last.text)
+        if declined is not None:  # recorded before a crash: it fails as it would have
+            await self._finish(branch, state, log, ok=False, error=declined)
+            return
         missing = branch.missing_calls()
         if missing:
             await self._run_tools(branch, missing, tag, node, log, registry)
-        if branch.turns and not branch.turns[-1].tool_calls:
+        if last is not None and not last.tool_calls:
             await self._finish(branch, state, log, ok=True)
             return
         system = request.system
@@ -174,7 +179,9 @@ class BranchRunner:
             )
             started = time.perf_counter()
             try:
-                response = await provider.complete(branch_request)
+                # The node's rule: a cut turn is asked once more with a larger cap, then
+                # fails as truncated, so no call cut at the cap is ever run.
+                response = await complete_uncut(provider, branch_request)
             except ProviderError as exc:
                 await self._finish(
                     branch, state, log, ok=False, error=f"{type(exc).__name__}: {exc}"
@@ -192,7 +199,14 @@ class BranchRunner:
                 output_tokens=response.usage.output_tokens,
                 latency_ms=response.latency_ms or (time.perf_counter() - started) * 1000.0,
                 model=response.model,
+                stop=response.stop,
             )
+            refused_turn = refusal(response.stop, response.text)
+            if refused_turn is not None:  # a fact of the round; the branch fails at once
+                await log.append([turn])
+                branch.turns.append(turn)
+                await self._finish(branch, state, log, ok=False, error=refused_turn)
+                return
             answered = [
                 BranchToolResult(
                     **tag,
@@ -392,8 +406,10 @@ class BranchRunner:
             )
             started = time.perf_counter()
             try:
-                response = await provider.complete(judge_request)
-                text, error = response.text, None
+                response = await complete_uncut(provider, judge_request)
+                text, error = response.text, refusal(response.stop, response.text)
+                if error is not None:
+                    text = ""  # a refusal is no choice: the judge did not run
             except ProviderError as exc:
                 response, text, error = None, "", f"{type(exc).__name__}: {exc}"
             judged = BranchesJudged(

@@ -128,6 +128,7 @@ def winner_bodies(branch: Branch, node: NodeSpec, iteration: int) -> list[EventB
                 text=turn.text,
                 tool_calls=list(turn.tool_calls),
                 model=turn.model,
+                stop=turn.stop,
             )
         )
         for call in turn.tool_calls:

@@ -6,12 +6,10 @@ commit: the visit's opening messages, a compaction); its tool results and output
 (``ToolResult``, ``OutputSet``), the verdict and the feedback it injects are committed as
 one batch before the node acts on the verdict (the next model call, or its ``NodeDone``).
 A crash between the two loses only tool results, and the rerun runs those calls again.
-Nothing lives only in memory: every attempt starts from the node's visit as the run's state
-records it (:func:`._history.history_of` the run log's live state: the fold of the log,
-without reading the store), so after a crash the node runs the missing tool calls of its
-last turn, judges that turn if it was not judged, and asks the model only for new turns;
-recorded turns are never sent again. The output accumulator is the state's too
-(``RunState.outputs``): the loop appends OutputSet events and reads it back.
+Every attempt starts from the node's visit in the run log's live state
+(:func:`._history.history_of`), so after a crash the node runs the missing tool calls of
+its last turn, judges that turn if it was not judged, and asks the model only for new
+turns. Stop reasons follow ``complete_uncut`` and ``refusal``, as parallel branches do.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from ..events._catalogue import (
     Verdict,
 )
 from ..events._conversation import entry_of, summary_entry
-from ..providers._base import LlmProvider, LlmRequest, complete_uncut
+from ..providers._base import LlmProvider, LlmRequest, complete_uncut, refusal
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory
 from ._judge import ImplicitJudge
@@ -156,6 +154,8 @@ class TurnLoop:
     async def run(self) -> NodeDone:
         history = self.history
         last = history.last_turn
+        if history.refused is not None:  # recorded before a crash, not yet failed
+            return node_failure(self.message, history.refused, "Refused")
         if last is not None and history.missing_calls:
             # First, so the results follow the turn that asked for them.
             await self._run_tools(history.missing_calls)
@@ -217,9 +217,9 @@ class TurnLoop:
                 input_cached=response.usage.input_cached,
                 input_cache_write=response.usage.input_cache_write,
             )
-            if response.stop == "refusal":  # a fact of the run, and no answer
-                await self._record([turn])
-                return node_failure(self.message, f"the model refused: {response.text}", "Refused")
+            if (refused_turn := refusal(response.stop, response.text)) is not None:
+                await self._record([turn])  # a fact of the run, and no answer
+                return node_failure(self.message, refused_turn, "Refused")
             # A refused call is answered with the turn, so no resume ever runs it.
             await self._record(
                 [turn, *(self._refused(c, refused) for c in calls if c.id in refused)]

@@ -46,6 +46,7 @@ from ..events._catalogue import (
     Verdict,
 )
 from ..events._snapshots import SnapshotOutcome
+from ..events._verdicts import JUDGE_FAILURE_KINDS, goal_failures
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
 from ._loop_lag import watch_loop_lag
@@ -213,7 +214,8 @@ class RuntimeMetrics:
         self.judge_failures = Counter(
             "magistrate_judge_failures",
             "Checks that did not run, by reason: judge (a verdict with an error), route "
-            "(an llm_decide fallback after a failed call), branch_judge",
+            "(an llm_decide fallback after a failed call), branch_judge, goal (a criterion "
+            "the goal's evaluator failed to score)",
             ("reason",),
             registry=r,
         )
@@ -233,7 +235,7 @@ class RuntimeMetrics:
         )
         for outcome in sorted(_SNAPSHOT_OUTCOMES):
             self.snapshot_reads.labels(outcome)  # present from the first scrape, at 0
-        for reason in ("judge", "route", "branch_judge"):
+        for reason in JUDGE_FAILURE_KINDS:
             self.judge_failures.labels(reason)  # present from the first scrape, at 0
         self._stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
         self._runs: dict[str, _RunInfo] = {}
@@ -380,6 +382,8 @@ class RuntimeMetrics:
                 status = _closed(event.status, _STATUSES)
                 quality = _closed(event.quality, _QUALITIES)
                 _child(self.runs_finished, *self._labels(run), status, quality).inc()
+                if failed_goal := len(goal_failures(event.goal_outcome)):
+                    self.judge_failures.labels("goal").inc(failed_goal)
                 self._stop(run_id)
 
     def _stop(self, run_id: str) -> None:

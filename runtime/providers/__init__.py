@@ -20,6 +20,7 @@ from ._base import (
 )
 from ._openai import OpenAIProvider
 from ._scripted import ScriptedProvider, reply, tool_call
+from ._settings import ProviderSettings
 
 __all__ = [
     "AnthropicProvider",
@@ -28,6 +29,7 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "OpenAIProvider",
+    "ProviderSettings",
     "ProviderStatistics",
     "ScriptedProvider",
     "ToolCall",

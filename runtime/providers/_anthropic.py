@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .._errors import MalformedResponseError, ProviderError
+from .._errors import MalformedResponseError
 from ._base import (
     ChatMessage,
     LlmRequest,
@@ -18,15 +17,15 @@ from ._base import (
     shown,
     token_count,
 )
-from ._http import DEFAULT_MAX_RESPONSE_BYTES, _HttpProvider, _HttpTransport
+from ._http import _HttpProvider
 from ._models import DEFAULT_ANTHROPIC_MODEL, anthropic_family, wire_token_cap
+from ._settings import ApiDefaults, ProviderOptions, ProviderSettings
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["AnthropicProvider", "encode_request"]
 
-_DEFAULT_BASE_URL = "https://api.anthropic.com"
 _API_VERSION = "2023-06-01"
 _JSON_INSTRUCTION = "Answer with a single JSON object and nothing else."
 _STOPS: dict[str, Stop] = {
@@ -42,10 +41,10 @@ _STOPS: dict[str, Stop] = {
 class AnthropicProvider(_HttpProvider):
     """Messages over HTTP: ``POST {base_url}/v1/messages``.
 
-    Unset arguments come from the environment: ``ANTHROPIC_API_KEY``,
-    ``ANTHROPIC_BASE_URL`` (default ``https://api.anthropic.com``) and
-    ``ANTHROPIC_MODEL`` (default: ``DEFAULT_ANTHROPIC_MODEL`` in ``_models.py``). A
-    missing API key is a :class:`ProviderError` at construction.
+    Configured as :class:`OpenAIProvider` is (a :class:`ProviderSettings`, its fields as
+    keyword arguments, or both), from the ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``
+    (default ``https://api.anthropic.com``) and ``ANTHROPIC_MODEL`` (default
+    ``DEFAULT_ANTHROPIC_MODEL``) variables where unset.
 
     The system prompt goes top-level (``system`` messages in the conversation are
     appended to it); tool calls are ``tool_use`` blocks and tool results ``tool_result``
@@ -63,44 +62,20 @@ class AnthropicProvider(_HttpProvider):
     as it streams: a larger one is a ProviderError naming the limit.
     """
 
+    DEFAULTS = ApiDefaults(
+        "ANTHROPIC", "anthropic", "https://api.anthropic.com", DEFAULT_ANTHROPIC_MODEL
+    )
+
     def __init__(
         self,
+        settings: ProviderSettings | None = None,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        model: str | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 3,
         http_client: httpx.AsyncClient | None = None,
-        retry_wait_initial: float = 0.5,
-        retry_wait_max: float = 20.0,
-        name: str = "anthropic",
-        deadline: float | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tokens: int = 4096,
+        **options: Unpack[ProviderOptions],
     ) -> None:
-        self.name = name
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            raise ProviderError(
-                name,
-                "no API key: pass api_key=... or set the ANTHROPIC_API_KEY environment variable",
-            )
-        self._api_key = key
-        url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL
-        self.base_url = url.rstrip("/")
-        self.model = model or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
+        super().__init__(settings, options, http_client)
         self.max_tokens = max_tokens
-        self._transport = _HttpTransport(
-            provider=name,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_wait_initial=retry_wait_initial,
-            retry_wait_max=retry_wait_max,
-            http_client=http_client,
-            deadline=deadline,
-            max_response_bytes=max_response_bytes,
-        )
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
         """Send one Messages request and return the parsed answer.

@@ -31,6 +31,7 @@ __all__ = [
     "Usage",
     "complete_uncut",
     "parse_json_object",
+    "refusal",
 ]
 
 
@@ -163,6 +164,16 @@ async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmRespo
     if response.stop == "max_tokens":
         raise TruncatedError(provider.name, response.usage.output_tokens)
     return response
+
+
+def refusal(stop: str | None, text: str) -> str | None:
+    """Why a turn that stopped with ``stop`` is no answer because the model refused
+    (``"the model refused: <its text>"``), or None. A turn of a node or of a parallel
+    branch, asked now or read back from the log, that refused fails at once: asking again
+    gets the same refusal. (A turn cut at the cap never gets here: see complete_uncut.)"""
+    if stop != "refusal":
+        return None
+    return f"the model refused: {text}" if text.strip() else "the model refused"
 
 
 class ProviderStatistics(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,6 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from .._errors import MalformedResponseError, ProviderError, ProviderHTTPError, ProviderTimeoutError
 from ._base import LlmResponse, ProviderStatistics, mend
+from ._settings import ApiDefaults, ProviderOptions, ProviderSettings, resolve
 
 if TYPE_CHECKING:
     # Imported where a transport is made or used: ``import runtime`` does not load httpx
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 #: The largest answer a provider reads by default, counted after decompression: far above
 #: any real completion, far below what would exhaust a worker's memory.
-DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 # A JSON escape of a surrogate in a raw body: the only way decoded JSON holds one alone.
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -152,18 +152,9 @@ class _HttpTransport:
     once in a ProviderError naming the limit, not retried.
     """
 
-    def __init__(
-        self,
-        *,
-        provider: str,
-        timeout: float,
-        max_retries: int,
-        retry_wait_initial: float,
-        retry_wait_max: float,
-        http_client: httpx.AsyncClient | None,
-        deadline: float | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ) -> None:
+    def __init__(self, settings: ProviderSettings, http_client: httpx.AsyncClient | None) -> None:
+        provider, timeout, deadline = settings.name or "", settings.timeout, settings.deadline
+        max_retries, max_response_bytes = settings.max_retries, settings.max_response_bytes
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         if max_response_bytes < 1:
@@ -175,8 +166,8 @@ class _HttpTransport:
         self.timeout = timeout
         self.deadline = deadline
         self.max_retries = max_retries
-        self.retry_wait_initial = retry_wait_initial
-        self.retry_wait_max = retry_wait_max
+        self.retry_wait_initial = settings.retry_wait_initial
+        self.retry_wait_max = settings.retry_wait_max
         self._owns_client = http_client is None
         if http_client is None:
             import httpx
@@ -392,9 +383,24 @@ _STAT_FIELDS = ProviderStatistics.__struct_fields__
 
 
 class _HttpProvider:
-    """What both HTTP providers share: statistics, closing, use as a context manager."""
+    """What both HTTP providers share: their settings (resolved against the API's
+    ``DEFAULTS``: see ``_settings``), the transport made from them, statistics, closing,
+    use as a context manager."""
 
-    _transport: _HttpTransport
+    DEFAULTS: ApiDefaults
+
+    def __init__(
+        self,
+        given: ProviderSettings | None,
+        options: ProviderOptions,
+        http_client: httpx.AsyncClient | None,
+    ) -> None:
+        self.settings = settings = resolve(given, options, self.DEFAULTS)
+        self.name = settings.name or ""
+        self._api_key = settings.api_key or ""
+        self.base_url = settings.base_url or ""
+        self.model = settings.model or ""
+        self._transport = _HttpTransport(settings, http_client)
 
     def statistics(self) -> ProviderStatistics:
         """Counters since creation: calls, HTTP attempts, retries, waits, failures, tokens."""

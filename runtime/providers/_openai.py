@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
-from .._errors import MalformedResponseError, ProviderError
+from .._errors import MalformedResponseError
 from ._base import (
     ChatMessage,
     LlmRequest,
@@ -20,8 +19,9 @@ from ._base import (
     shown,
     token_count,
 )
-from ._http import DEFAULT_MAX_RESPONSE_BYTES, _HttpProvider, _HttpTransport
+from ._http import _HttpProvider
 from ._models import DEFAULT_OPENAI_MODEL, VERDICT_PURPOSES, openai_family, wire_token_cap
+from ._settings import ApiDefaults, ProviderOptions, ProviderSettings
 
 if TYPE_CHECKING:
     import httpx
@@ -36,15 +36,15 @@ _STOPS: dict[str, Stop] = {
     "content_filter": "refusal",
 }
 
-_DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
 
 class OpenAIProvider(_HttpProvider):
     """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
 
-    Unset arguments come from the environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``
-    (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL`` (default:
-    ``DEFAULT_OPENAI_MODEL`` in ``_models.py``). A missing API key is a
+    Settings come as a :class:`ProviderSettings`, as keyword arguments of its fields
+    (``OpenAIProvider(model=..., timeout=...)``, which override the object's), or both;
+    :attr:`settings` holds them resolved. Unset ones come from ``OPENAI_API_KEY``,
+    ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``) and ``OPENAI_MODEL``
+    (default: ``DEFAULT_OPENAI_MODEL`` in ``_models.py``); a missing API key is a
     :class:`ProviderError` at construction.
 
     Retries (``max_retries`` beyond the first attempt) on HTTP 429 (honouring
@@ -68,45 +68,20 @@ class OpenAIProvider(_HttpProvider):
     as it streams: a larger one is a ProviderError naming the limit.
     """
 
+    DEFAULTS = ApiDefaults("OPENAI", "openai", "https://api.openai.com/v1", DEFAULT_OPENAI_MODEL)
+
     def __init__(
         self,
+        settings: ProviderSettings | None = None,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        model: str | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 3,
         http_client: httpx.AsyncClient | None = None,
-        retry_wait_initial: float = 0.5,
-        retry_wait_max: float = 20.0,
-        name: str = "openai",
-        deadline: float | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = (
             "max_completion_tokens"
         ),
+        **options: Unpack[ProviderOptions],
     ) -> None:
-        self.name = name
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise ProviderError(
-                name, "no API key: pass api_key=... or set the OPENAI_API_KEY environment variable"
-            )
-        self._api_key = key
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
-        self.base_url = url.rstrip("/")
-        self.model = model or os.environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
+        super().__init__(settings, options, http_client)
         self.max_tokens_field = max_tokens_field
-        self._transport = _HttpTransport(
-            provider=name,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_wait_initial=retry_wait_initial,
-            retry_wait_max=retry_wait_max,
-            http_client=http_client,
-            deadline=deadline,
-            max_response_bytes=max_response_bytes,
-        )
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
         """Send one chat completion and return the parsed answer.

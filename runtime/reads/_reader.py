@@ -49,7 +49,7 @@ from ._records import (
     Tokens,
     VerdictView,
 )
-from ._shown import broken_chain, node_of, pause_view
+from ._shown import broken_chain, judge_failures, node_of, pause_view
 
 __all__ = ["SCAN_EVENTS", "RunReader"]
 
@@ -261,6 +261,7 @@ class RunReader:
             edges_taken=list(state.edges_taken),
             event_counts=dict(state.event_counts),
             chain=view.chain,
+            judge_failures=judge_failures(state),
         )
 
     async def report(self, run_id: str) -> RunReport:
@@ -304,6 +305,7 @@ class RunReader:
             unrunnable=list(state.unrunnable),
             listed_status=None if info is None else info.status,
             chain=chain,
+            judge_failures=judge_failures(state),
         )
 
     async def _all(self, run_id: str) -> tuple[list[Event], ChainStatus]:

@@ -21,6 +21,8 @@ __all__ = [
     "ChainStatus",
     "EventPage",
     "EventRecord",
+    "JudgeFailureView",
+    "JudgeFailures",
     "NodeVerdicts",
     "PauseView",
     "RunDetail",
@@ -165,6 +167,25 @@ class StallView(msgspec.Struct, frozen=True, kw_only=True):
     signature: str
 
 
+class JudgeFailureView(msgspec.Struct, frozen=True, kw_only=True):
+    """One check that did not run, at event ``seq``: its kind (judge, route, branch_judge,
+    goal), the node it was to check (None for the goal) and why."""
+
+    seq: int
+    kind: str
+    node_id: str | None
+    reason: str
+
+
+class JudgeFailures(msgspec.Struct, frozen=True, kw_only=True):
+    """The run's checks that did not run (judge failures, which keep a completed run from
+    "clean"): how many, by kind, and the newest 100 with their reasons, oldest first."""
+
+    total: int
+    by_kind: dict[str, int]
+    reasons: list[JudgeFailureView]
+
+
 class NodeVerdicts(msgspec.Struct, frozen=True, kw_only=True):
     """An LLM node's judged history in log order: its verdicts and stall warnings (the
     newest 500 of each) and how many verdicts it got in all."""
@@ -181,7 +202,8 @@ class RunDetail(msgspec.Struct, frozen=True, kw_only=True):
     ``current`` lists the nodes running or due next; ``visit_counts`` counts each node's
     starts; ``edges_taken`` lists each edge taken at least once as ``"source>target"``;
     ``event_counts`` counts events by type; ``turns`` and ``tokens`` count LLM turns and
-    their tokens over the run. ``chain`` is the check of the read that folded it.
+    their tokens over the run. ``judge_failures``: the checks that did not run, None when
+    every check ran. ``chain`` is the check of the read that folded it.
     """
 
     summary: RunSummary
@@ -200,6 +222,7 @@ class RunDetail(msgspec.Struct, frozen=True, kw_only=True):
     edges_taken: list[str]
     event_counts: dict[str, int]
     chain: ChainStatus
+    judge_failures: JudgeFailures | None = None
 
 
 class StateView(msgspec.Struct, frozen=True, kw_only=True):
@@ -245,3 +268,5 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     unrunnable: list[str]
     listed_status: str | None
     chain: ChainStatus
+    #: The checks that did not run (None: every check ran), as RunDetail's.
+    judge_failures: JudgeFailures | None = None

@@ -12,9 +12,9 @@ from eventstore import CorruptLogError, Event, UnknownEventError
 
 from ..events._catalogue import EdgeTaken
 from ..events._state import RunState
-from ._records import ChainStatus, PauseView
+from ._records import ChainStatus, JudgeFailures, JudgeFailureView, PauseView
 
-__all__ = ["broken_chain", "node_of", "pause_view", "waiting_for"]
+__all__ = ["broken_chain", "judge_failures", "node_of", "pause_view", "waiting_for"]
 
 
 def node_of(event: Event) -> set[str]:
@@ -47,6 +47,21 @@ def pause_view(state: RunState) -> PauseView | None:
         return None
     view = waiting_for(state.graph, paused.node_id, state.memory)
     return msgspec.structs.replace(view, reason=paused.reason)
+
+
+def judge_failures(state: RunState) -> JudgeFailures | None:
+    """The run's checks that did not run, as its state counts and keeps them; None when
+    every check ran."""
+    if not state.judge_failures:
+        return None
+    return JudgeFailures(
+        total=sum(state.judge_failures.values()),
+        by_kind=dict(state.judge_failures),
+        reasons=[
+            JudgeFailureView(seq=f.seq, kind=f.kind, node_id=f.node_id, reason=f.reason)
+            for f in state.judge_failure_reasons
+        ],
+    )
 
 
 def broken_chain(

@@ -9,8 +9,10 @@ every LLM node) or objects that can also be measured at the end of a run:
 - :class:`Constraint` with an ``expression`` is checked (it must hold at the end);
   one without is guidance only.
 
-The outcome (:class:`GoalOutcome`) is measurement only: it never changes the run's path,
-status or quality. ``_goals`` computes it; this module holds the types and validation.
+The outcome (:class:`GoalOutcome`) is measurement only: it never changes the run's path or
+status; an evaluator call that failed is a check that did not run, so a completed run is
+then at best "degraded" (``CriterionOutcome.error``). ``_goals`` computes it; this module
+holds the types and validation.
 """
 
 from __future__ import annotations
@@ -63,7 +65,13 @@ class Constraint(_Config, frozen=True):
 
 
 class CriterionOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """How one criterion scored. ``method``: expression, model, or unscored."""
+    """How one criterion scored. ``method``: expression, model, or unscored.
+
+    ``error`` says why a criterion the goal's evaluator was to score was not (its call
+    failed, its reply had no score, no such provider): a check that did not run, which
+    leaves a completed run at best "degraded". None otherwise (left unscored because the
+    goal has no evaluator is not an error).
+    """
 
     id: str
     description: str
@@ -72,6 +80,7 @@ class CriterionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     met: bool | None = None
     weight: float = 1.0
     reasoning: str = ""
+    error: str | None = None
 
 
 class ConstraintOutcome(msgspec.Struct, frozen=True, kw_only=True):

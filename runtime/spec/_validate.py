@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 
 from .._errors import ExpressionError, SpecError, SpecErrors
+from ._compiled import adopt_compiled, remember_compiled
 from ._expr import compile_expression
 from ._goal import check_goal_items
 from ._model import GraphSpec, NodeSpec, RetryPolicy
@@ -36,6 +37,8 @@ def validate_graph(graph: GraphSpec) -> None:
     """
     index = graph._index()
     if index.valid:
+        return
+    if adopt_compiled(graph):
         return
     errors: list[SpecError] = check_types(graph)
     if errors:  # a later check would trip over the wrong type
@@ -133,6 +136,7 @@ def validate_graph(graph: GraphSpec) -> None:
     if errors:
         raise SpecErrors(errors)
     index.valid = True
+    remember_compiled(graph)
 
 
 def _reachable(graph: GraphSpec) -> set[str]:

@@ -299,3 +299,48 @@ def test_graph_draws_a_mermaid_flowchart(workdir: Workdir) -> None:
     assert "    class n2 pause" in text
     data = json.loads(ok(workdir.run("graph", "graph.yaml", "--output", "json")).out)
     assert data == {"graph": "triage", "mermaid": text}
+
+
+JUDGED = """
+id: judged
+entry_node: classify
+terminal_nodes: [classify]
+nodes:
+  - id: classify
+    kind: llm
+    output_keys: [category]
+    success_criteria: [category is billing or technical]
+"""
+
+JUDGE_DOWN = """
+turns:
+  - tool_calls: [{name: set_output, arguments: {key: category, value: billing}}]
+  - "done"
+judge:
+  - {error: "temperature is not supported", status: 400}
+  - {error: "temperature is not supported", status: 400}
+  - {error: "temperature is not supported", status: 400}
+"""
+
+
+def test_show_lists_the_checks_that_did_not_run(workdir: Workdir) -> None:
+    workdir.write("judged.yaml", JUDGED)
+    workdir.write("judge_down.yaml", JUDGE_DOWN)
+    args = ("run", "judged.yaml", "--provider", "scripted:judge_down.yaml", "-q")
+    run_id = json.loads(ok(workdir.run(*args, "--output", "json"), 1).out)["run_id"]  # degraded
+    data = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert (data["status"], data["quality"]) == ("completed", "degraded")
+    failures = data["judge_failures"]
+    assert (failures["total"], failures["by_kind"]) == (1, {"judge": 1})
+    [reason] = failures["reasons"]
+    assert (reason["kind"], reason["node_id"]) == ("judge", "classify")
+    assert "temperature is not supported" in reason["reason"]
+    text = ok(workdir.run("show", run_id)).out
+    assert "judge failures: 1 (1 judge), checks that did not run:" in text
+    assert f"seq {reason['seq']}, judge at classify: " in text
+    # A run whose checks all ran has no such field.
+    _, done = _paused_and_completed(workdir)
+    assert (
+        json.loads(ok(workdir.run("show", done, "--output", "json")).out)["judge_failures"] is None
+    )
+    assert "judge failures" not in ok(workdir.run("show", done)).out

@@ -21,6 +21,7 @@ from typing import Any
 
 import anthropic.types as anthropic_types
 import openai.types.chat as openai_chat
+import openai.types.shared as openai_shared
 import typing_extensions as te
 from anthropic.types import message_create_params
 from openai.types.chat import completion_create_params
@@ -307,3 +308,69 @@ def anthropic_answer(
     data["a_field_from_the_future"] = {"nested": True}
     data["usage"]["also_new"] = 3
     return data
+
+
+# ---------------------------------------------------------------------------------------
+# Error answers built from the SDKs' own error models
+
+#: The Anthropic error object each status answers with (its docs' table; the rest api_error).
+_ANTHROPIC_ERRORS: dict[int, type[Any]] = {
+    400: anthropic_types.InvalidRequestErrorObject,
+    404: anthropic_types.NotFoundErrorObject,
+    429: anthropic_types.RateLimitErrorObject,
+    504: anthropic_types.GatewayTimeoutErrorObject,
+    529: anthropic_types.OverloadedErrorObject,
+}
+
+#: OpenAI's error ``type`` and ``code`` by status, as its API answers them.
+_OPENAI_ERRORS: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", "unsupported_parameter"),
+    404: ("invalid_request_error", "model_not_found"),
+    408: ("timeout", None),
+    409: ("invalid_request_error", "conflict"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+_request_ids = itertools.count(1)
+
+
+def anthropic_error(
+    status: int, message: str = "try later", *, headers: dict[str, str] | None = None
+) -> Scripted:
+    """An Anthropic error answer: an ``anthropic.types.ErrorResponse`` (validated by the
+    SDK) with its request id in the body and the ``request-id`` header, and a field the
+    project does not know."""
+    request_id = f"req_{next(_request_ids):024d}"
+    error = _ANTHROPIC_ERRORS.get(status, anthropic_types.APIErrorObject)
+    kind = error.model_fields["type"].annotation.__args__[0]
+    response = anthropic_types.ErrorResponse.model_validate(
+        {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
+    )
+    body = {**response.model_dump(mode="json"), "unknown_extra": {"since": "a newer API"}}
+    return Scripted(status=status, body=body, headers={"request-id": request_id, **(headers or {})})
+
+
+def openai_error(
+    status: int, message: str = "try later", *, headers: dict[str, str] | None = None
+) -> Scripted:
+    """An OpenAI error answer: ``{"error": openai.types.shared.ErrorObject}`` (validated by
+    the SDK, ``param`` included) with the ``x-request-id`` header, and a field the project
+    does not know."""
+    request_id = f"req_{next(_request_ids):032x}"
+    kind, code = _OPENAI_ERRORS.get(status, ("server_error", None))
+    error = openai_shared.ErrorObject.model_validate(
+        {"message": message, "type": kind, "code": code, "param": None}
+    )
+    body = {"error": {**error.model_dump(mode="json", exclude_none=False), "unknown": 1}}
+    return Scripted(
+        status=status, body=body, headers={"x-request-id": request_id, **(headers or {})}
+    )
+
+
+def error_fields(answer: Scripted) -> tuple[str, str | None, str]:
+    """The error type, code and request id an SDK error answer carries (the request id
+    from its header, else from Anthropic's body)."""
+    body = answer.body
+    headers = answer.headers
+    request_id = headers.get("request-id") or headers.get("x-request-id") or body["request_id"]
+    return body["error"]["type"], body["error"].get("code"), request_id

@@ -17,6 +17,7 @@ from runtime.providers._base import ChatMessage, LlmProvider, LlmRequest, ToolCa
 from runtime.providers._models import DEFAULT_ANTHROPIC_MODEL
 
 from .llm_servers import AnthropicServer, Scripted, anthropic_message, text, tool_use
+from .sdk_referee import anthropic_error, error_fields
 
 pytestmark = pytest.mark.anyio
 
@@ -185,13 +186,7 @@ async def test_usage_accumulates_in_statistics(anthropic_server: AnthropicServer
 
 
 async def test_429_with_retry_after_is_retried(anthropic_server: AnthropicServer) -> None:
-    anthropic_server.enqueue(
-        Scripted(
-            status=429,
-            body={"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}},
-            headers={"retry-after": "1"},
-        )
-    )
+    anthropic_server.enqueue(anthropic_error(429, "slow", headers={"retry-after": "1"}))
     anthropic_server.respond(anthropic_message(text("done")))
     async with make(anthropic_server, retry_wait_max=0.2) as llm:
         assert (await llm.complete(ask())).text == "done"
@@ -202,9 +197,7 @@ async def test_429_with_retry_after_is_retried(anthropic_server: AnthropicServer
 
 
 async def test_overloaded_529_then_success(anthropic_server: AnthropicServer) -> None:
-    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    anthropic_server.enqueue(Scripted(status=529, body=overloaded))
-    anthropic_server.enqueue(Scripted(status=500, body=overloaded))
+    anthropic_server.enqueue(anthropic_error(529, "Overloaded"), anthropic_error(500))
     anthropic_server.respond(anthropic_message(text("back")))
     async with make(anthropic_server) as llm:
         assert (await llm.complete(ask())).text == "back"
@@ -212,29 +205,31 @@ async def test_overloaded_529_then_success(anthropic_server: AnthropicServer) ->
 
 
 async def test_500_forever_fails_after_all_attempts(anthropic_server: AnthropicServer) -> None:
-    error = {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}
-    for _ in range(10):
-        anthropic_server.enqueue(Scripted(status=500, body=error))
+    answers = [anthropic_error(500, "Internal server error") for _ in range(10)]
+    anthropic_server.enqueue(*answers)
     async with make(anthropic_server, max_retries=3) as llm:
         with pytest.raises(ProviderHTTPError) as caught:
             await llm.complete(ask())
     assert len(anthropic_server.requests) == 4
     assert caught.value.status == 500 and caught.value.retryable
     assert "Internal server error" in str(caught.value)
+    # The fourth answer's type and request id (Anthropic's errors have no code).
+    err = caught.value
+    assert (err.error_type, err.code, err.request_id) == error_fields(answers[3])
+    assert err.error_type == "api_error"
 
 
 async def test_400_is_not_retried(anthropic_server: AnthropicServer) -> None:
-    error = {
-        "type": "error",
-        "error": {"type": "invalid_request_error", "message": "messages: roles must alternate"},
-    }
-    anthropic_server.enqueue(Scripted(status=400, body=error))
+    refused = anthropic_error(400, "messages: roles must alternate")
+    anthropic_server.enqueue(refused)
     async with make(anthropic_server) as llm:
         with pytest.raises(ProviderHTTPError) as caught:
             await llm.complete(ask())
     assert len(anthropic_server.requests) == 1
     assert caught.value.status == 400 and not caught.value.retryable
     assert "roles must alternate" in caught.value.reason
+    err = caught.value
+    assert (err.error_type, err.code, err.request_id) == error_fields(refused)
 
 
 async def test_wrong_api_key_is_a_401_at_once(anthropic_server: AnthropicServer) -> None:

@@ -20,6 +20,7 @@ from runtime.providers._models import DEFAULT_OPENAI_MODEL
 from runtime.providers._openai import OpenAIProvider
 
 from .llm_servers import OpenAIServer, Scripted, openai_completion
+from .sdk_referee import error_fields, openai_error
 
 pytestmark = pytest.mark.anyio
 
@@ -168,13 +169,7 @@ async def test_usage_accumulates_in_statistics(openai_server: OpenAIServer) -> N
 async def test_429_with_retry_after_seconds_is_retried_and_honoured(
     openai_server: OpenAIServer,
 ) -> None:
-    openai_server.enqueue(
-        Scripted(
-            status=429,
-            body={"error": {"message": "Rate limit reached"}},
-            headers={"retry-after": "0.3"},
-        )
-    )
+    openai_server.enqueue(openai_error(429, "Rate limit reached", headers={"retry-after": "0.3"}))
     openai_server.respond(openai_completion("after the wait"))
     async with make(openai_server, retry_wait_max=5.0) as llm:
         answer = await llm.complete(ask())
@@ -190,11 +185,7 @@ async def test_retry_after_http_date_is_capped_by_retry_wait_max(
     openai_server: OpenAIServer,
 ) -> None:
     later = email.utils.formatdate(time.time() + 3600, usegmt=True)
-    openai_server.enqueue(
-        Scripted(
-            status=429, body={"error": {"message": "slow down"}}, headers={"retry-after": later}
-        )
-    )
+    openai_server.enqueue(openai_error(429, "slow down", headers={"retry-after": later}))
     openai_server.respond(openai_completion("ok"))
     async with make(openai_server, retry_wait_max=0.05) as llm:
         assert (await llm.complete(ask())).text == "ok"
@@ -203,7 +194,7 @@ async def test_retry_after_http_date_is_capped_by_retry_wait_max(
 
 
 async def test_500_then_success(openai_server: OpenAIServer) -> None:
-    openai_server.enqueue(Scripted(status=500, body={"error": {"message": "boom"}}))
+    openai_server.enqueue(openai_error(500, "boom"))
     openai_server.enqueue(Scripted(status=503, body=b"upstream unavailable"))
     openai_server.respond(openai_completion("recovered"))
     async with make(openai_server) as llm:
@@ -213,8 +204,8 @@ async def test_500_then_success(openai_server: OpenAIServer) -> None:
 
 
 async def test_500_forever_fails_after_all_attempts(openai_server: OpenAIServer) -> None:
-    for _ in range(10):
-        openai_server.enqueue(Scripted(status=500, body={"error": {"message": "server melted"}}))
+    answers = [openai_error(500, "server melted") for _ in range(10)]
+    openai_server.enqueue(*answers)
     async with make(openai_server, max_retries=2) as llm:
         with pytest.raises(ProviderHTTPError) as caught:
             await llm.complete(ask())
@@ -223,14 +214,16 @@ async def test_500_forever_fails_after_all_attempts(openai_server: OpenAIServer)
     assert caught.value.status == 500
     assert caught.value.retryable is True
     assert "server melted" in str(caught.value)
+    err = caught.value  # the third answer's
+    assert (err.error_type, err.code, err.request_id) == error_fields(answers[2])
+    assert err.error_type == "server_error"
 
 
 async def test_400_is_not_retried_and_carries_the_api_message(
     openai_server: OpenAIServer,
 ) -> None:
-    openai_server.enqueue(
-        Scripted(status=400, body={"error": {"message": "Invalid 'messages[0].role'"}})
-    )
+    refused = openai_error(400, "Invalid 'messages[0].role'")
+    openai_server.enqueue(refused)
     async with make(openai_server) as llm:
         with pytest.raises(ProviderHTTPError) as caught:
             await llm.complete(ask())
@@ -238,6 +231,9 @@ async def test_400_is_not_retried_and_carries_the_api_message(
     assert caught.value.status == 400
     assert caught.value.retryable is False
     assert "Invalid 'messages[0].role'" in caught.value.reason
+    err = caught.value
+    assert (err.error_type, err.code, err.request_id) == error_fields(refused)
+    assert err.code == "unsupported_parameter"
 
 
 async def test_wrong_api_key_is_a_401_at_once(openai_server: OpenAIServer) -> None:

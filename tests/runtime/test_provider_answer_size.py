@@ -16,8 +16,8 @@ import pytest
 from runtime._errors import ProviderError
 from runtime.providers._anthropic import AnthropicProvider
 from runtime.providers._base import ChatMessage, LlmRequest
-from runtime.providers._http import DEFAULT_MAX_RESPONSE_BYTES
 from runtime.providers._openai import OpenAIProvider
+from runtime.providers._settings import DEFAULT_MAX_RESPONSE_BYTES
 
 from .llm_servers import anthropic_message, openai_completion, text
 

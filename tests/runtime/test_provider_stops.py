@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from runtime import tool
+from runtime import Runtime, tool
 from runtime.events import LlmTurn, NodeFailed, ToolResult
 from runtime.providers._anthropic import AnthropicProvider
 from runtime.providers._base import ChatMessage, LlmRequest, LlmResponse, ToolCall, Usage
@@ -137,3 +137,24 @@ async def test_anthropic_stop_reasons(anthropic_server: AnthropicServer) -> None
     assert (truncated.stop, truncated.tool_calls) == ("max_tokens", [])
     assert (refused.stop, refused.text) == ("refusal", "I can't.")
     assert (other.stop, other.stop_reason) == ("other", "pause_turn")
+
+
+async def test_a_refusal_recorded_before_a_crash_fails_the_node_without_asking_again(
+    tmp_path: Path,
+) -> None:
+    node = llm("n", output_keys=["a"])
+    no = LlmResponse(text="I can't help with that.", stop="refusal", stop_reason="refusal")
+    first, events = await run_graph(tmp_path, graph([node]), ScriptedProvider([no]))
+    seq = 1 + [type(e) for e in events].index(LlmTurn)  # seqs count from 1
+    # A fork at the refused turn resumes the node as a restart after a crash there would.
+    again = ScriptedProvider([reply("", set_output("a", 1)), reply("done")])
+    async with Runtime(tmp_path / "run.db", provider=again) as rt:
+        fork = await rt.fork(first.run_id, seq)
+        result = await fork.result()
+        forked = [e.body for e in await rt.read_events(fork.run_id)]
+    assert result.status == "failed" and again.calls == 0
+    [failed] = of(forked, NodeFailed)
+    assert (failed.error_type, failed.error) == (
+        "Refused",
+        "the model refused: I can't help with that.",
+    )

@@ -20,11 +20,11 @@ from runtime.providers._scripted import ScriptedProvider
 from .llm_servers import (
     AnthropicServer,
     OpenAIServer,
-    Scripted,
     anthropic_message,
     openai_completion,
     text,
 )
+from .sdk_referee import anthropic_error, error_fields, openai_error
 
 pytestmark = pytest.mark.anyio
 
@@ -104,29 +104,51 @@ async def test_cache_tokens_are_counted(
     assert o_stats.input_cached == 256
 
 
-@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 529])
-async def test_every_status_the_sdks_retry_is_retried(
-    anthropic_server: AnthropicServer, status: int
+PROVIDERS = {
+    "anthropic": (anthropic, anthropic_error, lambda: anthropic_message(text("ok"))),
+    "openai": (openai, openai_error, lambda: openai_completion("ok")),
+}
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 529])
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+async def test_every_status_the_sdks_retry_is_retried_and_the_last_error_kept(
+    request: pytest.FixtureRequest, api: str, status: int
 ) -> None:
-    anthropic_server.enqueue(Scripted(status=status, body={"error": {"message": "later"}}))
-    anthropic_server.respond(anthropic_message(text("ok")))
-    async with anthropic(anthropic_server, retry_wait_initial=0.01, retry_wait_max=0.02) as llm:
+    server = request.getfixturevalue(f"{api}_server")
+    make, error, answer = PROVIDERS[api]
+    server.enqueue(error(status, "busy, once"))
+    server.respond(answer())
+    last = error(status, "busy for good")
+    server.enqueue(error(status, "busy"), last)
+    async with make(server, retry_wait_initial=0.01, retry_wait_max=0.02, max_retries=1) as llm:
         assert (await llm.complete(ask())).text == "ok"
         assert llm.statistics().retries == 1
+        with pytest.raises(ProviderHTTPError) as failed:
+            await llm.complete(ask())
+        stats = llm.statistics()
+    assert (stats.retries, stats.failures) == (2, 1)
+    # The error is the last answer's, with the provider's own type, code and request id.
+    assert (failed.value.status, failed.value.retryable) == (status, True)
+    assert failed.value.reason == "busy for good"
+    err = failed.value
+    assert (err.error_type, err.code, err.request_id) == error_fields(last)
+    assert err.request_id is not None and err.request_id in str(err)
 
 
 async def test_x_should_retry_decides_over_the_status(openai_server: OpenAIServer) -> None:
-    yes = {"x-should-retry": "true"}
-    openai_server.enqueue(Scripted(status=400, body={"error": {"message": "x"}}, headers=yes))
+    openai_server.enqueue(openai_error(400, "x", headers={"x-should-retry": "true"}))
     openai_server.respond(openai_completion("ok"))
-    no = {"x-should-retry": "false"}
-    openai_server.enqueue(Scripted(status=500, body={"error": {"message": "y"}}, headers=no))
+    refused = openai_error(500, "y", headers={"x-should-retry": "false"})
+    openai_server.enqueue(refused)
     async with openai(openai_server, retry_wait_initial=0.01, retry_wait_max=0.02) as llm:
         assert (await llm.complete(ask())).text == "ok"
         with pytest.raises(ProviderHTTPError) as failed:
             await llm.complete(ask())
         assert llm.statistics().retries == 1  # the first call's only
     assert failed.value.status == 500 and not failed.value.retryable
+    err = failed.value
+    assert (err.error_type, err.code, err.request_id) == error_fields(refused)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +162,7 @@ async def test_x_should_retry_decides_over_the_status(openai_server: OpenAIServe
 async def test_the_wait_the_provider_asks_for_is_honoured(
     anthropic_server: AnthropicServer, status: int, headers: dict[str, str]
 ) -> None:
-    anthropic_server.enqueue(Scripted(status=status, body={}, headers=headers))
+    anthropic_server.enqueue(anthropic_error(status, headers=headers))
     anthropic_server.respond(anthropic_message(text("ok")))
     async with anthropic(anthropic_server, retry_wait_initial=5.0, retry_wait_max=5.0) as llm:
         await llm.complete(ask())
@@ -151,46 +173,31 @@ async def test_the_wait_the_provider_asks_for_is_honoured(
 async def test_errors_keep_the_providers_type_code_and_request_id(
     anthropic_server: AnthropicServer, openai_server: OpenAIServer
 ) -> None:
-    anthropic_server.enqueue(
-        Scripted(
-            status=400,
-            body={
-                "type": "error",
-                "error": {"type": "invalid_request_error", "message": "bad block"},
-                "request_id": "req_011",
-            },
-            headers={"request-id": "req_011"},
-        )
-    )
-    openai_server.enqueue(
-        Scripted(
-            status=400,
-            body={
-                "error": {
-                    "message": "bad param",
-                    "type": "invalid_request_error",
-                    "param": "temperature",
-                    "code": "unsupported_parameter",
-                }
-            },
-            headers={"x-request-id": "req_abc"},
-        )
-    )
+    bad_block = anthropic_error(400, "bad block")
+    # Anthropic names the request in its body too: kept when the header is missing.
+    body_only = anthropic_error(404, "no such model")
+    body_only.headers.clear()
+    anthropic_server.enqueue(bad_block, body_only)
+    bad_param = openai_error(400, "bad param")
+    openai_server.enqueue(bad_param)
     async with anthropic(anthropic_server) as a, openai(openai_server) as o:
         with pytest.raises(ProviderHTTPError) as claude:
             await a.complete(ask())
+        with pytest.raises(ProviderHTTPError) as missing:
+            await a.complete(ask())
         with pytest.raises(ProviderHTTPError) as gpt:
             await o.complete(ask())
-    assert (claude.value.error_type, claude.value.request_id) == (
-        "invalid_request_error",
-        "req_011",
-    )
-    assert claude.value.reason == "bad block" and "req_011" in str(claude.value)
+    for caught, answer in ((claude, bad_block), (missing, body_only), (gpt, bad_param)):
+        err = caught.value
+        assert not err.retryable
+        assert (err.error_type, err.code, err.request_id) == error_fields(answer)
+        assert err.request_id is not None and err.request_id in str(err)
+    assert claude.value.reason == "bad block" and claude.value.error_type == "invalid_request_error"
+    assert missing.value.error_type == "not_found_error"
     assert (gpt.value.error_type, gpt.value.code) == (
         "invalid_request_error",
         "unsupported_parameter",
     )
-    assert gpt.value.request_id == "req_abc"
 
 
 async def test_the_scripted_model_checks_each_providers_encoded_request() -> None:

@@ -138,6 +138,17 @@ function verdictStrips(detail) {
     node.stalls.map((st) => h("div", { class: "stall" }, `⚠ stall at turn ${st.iteration}: the same tool calls 3 turns in a row (seq ${st.seq})`))));
 }
 
+// The checks that did not run (judge failures): why a completed run is not "clean".
+function judgeFailures(failures) {
+  if (!failures) return "";
+  const kinds = Object.entries(failures.by_kind).map(([kind, n]) => `${n} ${kind}`).join(", ");
+  return h("div", { id: "judge-failures", class: "judge-failures" },
+    h("b", {}, "Judge failures: "), h("span", { "data-total": failures.total }, `${fmtInt(failures.total)} (${kinds})`),
+    h("span", { class: "muted small" }, " checks that did not run"),
+    h("ul", { class: "small" }, ...failures.reasons.map((f) => h("li", { "data-kind": f.kind, "data-seq": f.seq },
+      h("span", { class: "muted" }, `seq ${f.seq} · ${f.kind}${f.node_id ? " at " + f.node_id : ""}: `), f.reason))));
+}
+
 function chainText(v) {
   return v.ok ? `verified: ${fmtInt(v.checked)} events intact`
     : `chain broken at seq ${v.broken_at ?? "?"}: ${v.reason} (${fmtInt(v.checked)} events check out before it)`;
@@ -301,6 +312,7 @@ async function runPage(runId) {
       detail.current.length && !["completed", "failed"].includes(sum.status) ? h("p", {}, "at node ", h("b", { id: "current" }, detail.current.join(", "))) : "",
       detail.goal ? h("p", { class: "small" }, h("b", {}, "Goal: "), detail.goal.description,
         detail.goal.success_criteria?.length ? h("span", { class: "muted" }, ` (success: ${detail.goal.success_criteria.join("; ")})`) : "") : "",
+      judgeFailures(detail.judge_failures),
       detail.goal_outcome ? h("div", { id: "goal-outcome" }, h("b", {}, "Goal outcome"), h("pre", {}, JSON.stringify(detail.goal_outcome, null, 2))) : "",
       sum.status === "running" && sum.unrunnable?.length ? h("ul", { id: "unrunnable", class: "error" },
         ...sum.unrunnable.map((reason) => h("li", {}, "a worker cannot execute it: ", reason))) : "",

@@ -1,0 +1,111 @@
+"""How an HTTP provider reaches its API: one typed settings object both providers take.
+
+:class:`ProviderSettings` holds the key, base URL, model, name and transport settings
+(timeouts, retries, answer size) of :class:`OpenAIProvider` and
+:class:`AnthropicProvider`; :class:`ProviderOptions` is the same set as keyword arguments
+(``OpenAIProvider(model=..., timeout=...)``), which override a settings object's fields.
+:func:`resolve` fills what is unset from the environment (``{PREFIX}_API_KEY``,
+``{PREFIX}_BASE_URL``, ``{PREFIX}_MODEL``) and the provider's defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TypedDict
+
+import msgspec
+
+from .._errors import ProviderError
+
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "ApiDefaults",
+    "ProviderOptions",
+    "ProviderSettings",
+    "resolve",
+]
+
+#: The largest answer body a provider reads by default (decompressed): 32 MiB.
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
+
+class ProviderSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """How a provider reaches its API.
+
+    ``api_key``, ``base_url`` and ``model`` unset (None) come from the environment, then
+    the provider's defaults (a missing key is a ProviderError when the provider is made);
+    ``name`` unset is the provider's (``"openai"``, ``"anthropic"``). ``timeout`` bounds
+    each HTTP attempt as a whole and ``deadline`` (None: no bound) the whole call with its
+    retries, in seconds; ``max_retries`` attempts follow the first, waiting from
+    ``retry_wait_initial`` up to ``retry_wait_max`` seconds between them (or what the
+    API asks for, capped by it); ``max_response_bytes`` bounds an answer's body. Its
+    ``repr`` never shows the key.
+    """
+
+    api_key: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    name: str | None = None
+    timeout: float = 30.0
+    max_retries: int = 3
+    retry_wait_initial: float = 0.5
+    retry_wait_max: float = 20.0
+    deadline: float | None = None
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+    def __repr__(self) -> str:
+        fields = msgspec.structs.asdict(self)
+        if fields["api_key"] is not None:
+            fields["api_key"] = "***"
+        return f"ProviderSettings({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
+
+class ProviderOptions(TypedDict, total=False):
+    """:class:`ProviderSettings`' fields as a provider's keyword arguments."""
+
+    api_key: str | None
+    base_url: str | None
+    model: str | None
+    name: str | None
+    timeout: float
+    max_retries: int
+    retry_wait_initial: float
+    retry_wait_max: float
+    deadline: float | None
+    max_response_bytes: int
+
+
+class ApiDefaults(msgspec.Struct, frozen=True):
+    """What one API's provider falls back on: its environment variables' prefix (``env``),
+    its name, base URL and default model."""
+
+    env: str
+    name: str
+    base_url: str
+    model: str
+
+
+def resolve(
+    settings: ProviderSettings | None, options: ProviderOptions, defaults: ApiDefaults
+) -> ProviderSettings:
+    """``settings`` with ``options`` applied and nothing left unset: the key, base URL
+    (without a trailing ``/``) and model from the arguments, else the ``{env}_API_KEY``,
+    ``{env}_BASE_URL`` and ``{env}_MODEL`` environment variables, else ``defaults`` (a
+    key has none: its absence raises ProviderError)."""
+    env, name, base_url, model = defaults.env, defaults.name, defaults.base_url, defaults.model
+    given = msgspec.structs.replace(settings or ProviderSettings(), **options)
+    named = given.name or name
+    key = given.api_key if given.api_key is not None else os.environ.get(f"{env}_API_KEY")
+    if not key:
+        raise ProviderError(
+            named,
+            f"no API key: pass api_key=... or set the {env}_API_KEY environment variable",
+        )
+    url = given.base_url or os.environ.get(f"{env}_BASE_URL") or base_url
+    return msgspec.structs.replace(
+        given,
+        api_key=key,
+        base_url=url.rstrip("/"),
+        model=given.model or os.environ.get(f"{env}_MODEL") or model,
+        name=named,
+    )
