@@ -250,15 +250,23 @@ class PostgresEventStore:
         pool = self._pool
         if pool is None:
             raise StoreClosedError(operation)
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(query, params)
-                rows: list[Any] = await cur.fetchall()
-                return rows
-        except psycopg_pool.PoolClosed as exc:
-            raise StoreClosedError(operation) from exc
-        except psycopg.OperationalError as exc:
-            raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+        for attempt in range(2):
+            lent: Connection | None = None
+            try:
+                async with pool.connection() as conn:
+                    lent = conn
+                    cur = await conn.execute(query, params)
+                    rows: list[Any] = await cur.fetchall()
+                    return rows
+            except psycopg_pool.PoolClosed as exc:
+                raise StoreClosedError(operation) from exc
+            except psycopg.OperationalError as exc:
+                # A read may run twice: once more on another connection when this one
+                # was lost under it (the pool replaces a broken connection).
+                if attempt == 0 and lent is not None and lent.broken:
+                    continue
+                raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def read(
         self,

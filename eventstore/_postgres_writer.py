@@ -239,7 +239,10 @@ class PostgresWriter:
             else:
                 await conn.execute("SELECT pg_notify(%s, '')", (self._channel,))
         except (psycopg.Error, OSError, StoreError) as exc:  # followers still poll
-            _log.debug("NOTIFY failed: %r", exc)
+            if isinstance(exc, (psycopg.OperationalError, OSError)):
+                _lost(exc, 0)
+            else:
+                _log.debug("NOTIFY failed: %r", exc)
             await self._disconnect()
 
     async def _connection(self) -> Connection:
