@@ -4,9 +4,9 @@ Usage: python -m benchmarks._worker_process URL SCHEMA WORKER_ID CONCURRENCY LEA
 
 Runs :func:`runtime.run_worker` on the store in SCHEMA with the benchmark's functions
 (``n0`` ... ``n9``; each sleeps PAUSE seconds, then adds its index to ``total``); prints
-"ready" once it claims work, and runs until killed. With ``gate`` it first prints "loaded"
-(imports done) and waits for a line on stdin before it starts, so that several workers can
-be started at one instant.
+"ready" once it claims work, and runs until killed. With ``gate`` it first opens the store
+once (imports and first-use set-up done), prints "loaded" and waits for a line on stdin
+before it starts, so that several workers can be started at one instant.
 """
 
 from __future__ import annotations
@@ -56,9 +56,17 @@ async def main(
     )
 
 
+async def warm(url: str, schema: str) -> None:
+    """Open the store once and read from it: what a worker imports and sets up on first
+    use (the PostgreSQL driver and pool, the engine) is loaded before the clock starts."""
+    async with Runtime(f"{url}?schema={schema}", functions=functions(0.0)):
+        pass
+
+
 if __name__ == "__main__":
     url, schema, worker_id, concurrency, lease, pause = sys.argv[1:7]
     if sys.argv[7:] == ["gate"]:
+        anyio.run(warm, url, schema)
         print("loaded", flush=True)
         sys.stdin.readline()
     anyio.run(main, url, schema, worker_id, int(concurrency), float(lease), float(pause))

@@ -5,11 +5,13 @@ local server, database ``test``), each in schemas of its own that are dropped af
 
 - throughput: N submitted runs of 10 durable function steps, executed by 1, 2 and 4 worker
   processes (``runtime.run_worker``). The runs are submitted and the worker processes
-  loaded first; then all workers are let go at once, and throughput is N over the time
-  from then until the last run completed (so process start-up and submission are not
-  counted). Beside it: the CPU seconds the workers and the PostgreSQL server used, the
-  whole machine's busy CPU seconds, and how many of the server's backends waited on a
-  lock (sampled every 10 ms), from which the benchmark says what bounds the figure;
+  loaded first (each imports the runtime and opens the store once, so the driver, the
+  pool and the engine are loaded); then all workers are let go at once, and throughput is
+  N over the time from then until the last run completed (so process start-up and
+  submission are not counted). Beside it: the CPU seconds the workers and the PostgreSQL
+  server used, the whole machine's busy CPU seconds, and how many of the server's
+  backends waited on a lock (sampled every 10 ms), from which the benchmark says what
+  bounds the figure;
 - the same workload on DBOS Transact (its own virtual environment under
   ``benchmarks/peers/``): a workflow of 10 ``@DBOS.step`` steps enqueued on a DBOS queue
   that worker processes take from, its system database on the same PostgreSQL, measured

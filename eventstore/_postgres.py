@@ -17,6 +17,7 @@ from ._errors import StoreClosedError, StoreError, StoreUnreachableError
 from ._events import Event, EventBody
 from ._front import StoreFront
 from ._heads import HeadsFile
+from ._postgres_alive import check_on_checkout
 from ._postgres_listen import Listener
 from ._postgres_ownership import PostgresOwnership
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
@@ -174,6 +175,7 @@ class PostgresEventStore:
                 max_size=self._pool_size,
                 kwargs={"autocommit": True},
                 configure=self._configure,
+                check=check_on_checkout,
                 open=False,
             )
             await pool.open(wait=True)
@@ -258,15 +260,23 @@ class PostgresEventStore:
         pool = self._pool
         if pool is None:
             raise StoreClosedError(operation)
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(query, params)
-                rows: list[Any] = await cur.fetchall()
-                return rows
-        except psycopg_pool.PoolClosed as exc:
-            raise StoreClosedError(operation) from exc
-        except psycopg.OperationalError as exc:
-            raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+        for attempt in range(2):
+            lent: Connection | None = None
+            try:
+                async with pool.connection() as conn:
+                    lent = conn
+                    cur = await conn.execute(query, params)
+                    rows: list[Any] = await cur.fetchall()
+                    return rows
+            except psycopg_pool.PoolClosed as exc:
+                raise StoreClosedError(operation) from exc
+            except psycopg.OperationalError as exc:
+                # A read may run twice: once more on another connection when this one
+                # was lost under it (the pool replaces a broken connection).
+                if attempt == 0 and lent is not None and lent.broken:
+                    continue
+                raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def read(
         self,

@@ -14,6 +14,7 @@ import psycopg
 
 from ._claims import Claim
 from ._errors import RunOwnedError, StoreClosedError, StoreError
+from ._postgres_alive import spoke_unasked
 
 __all__ = ["LeaseConnection", "claim", "claim_runnable", "release", "renew"]
 
@@ -37,19 +38,37 @@ class LeaseConnection:
         self._lock = asyncio.Lock()
         self.closed = False
 
-    async def call(self, operation: str, statement: Callable[[Connection], Awaitable[Any]]) -> Any:
+    async def call(
+        self,
+        operation: str,
+        statement: Callable[[Connection], Awaitable[Any]],
+        *,
+        again: bool = False,
+    ) -> Any:
+        """Run ``statement`` on the connection (a new one if it has none, or if its server
+        closed it while idle). ``again``: a statement that may run twice (a renewal, a
+        release, a claim of runnable runs, whose repeat changes nothing or takes only runs
+        no one holds) runs once more on a new connection when its connection was lost
+        under it. Raises StoreError when it fails."""
         async with self._lock:
-            if self.closed or not self._is_open():
-                raise StoreClosedError(operation)
-            if self._conn is None or self._conn.closed:
-                self._conn = await self._connect()
-            conn = self._conn
-            try:
-                return await statement(conn)
-            except psycopg.OperationalError as exc:
-                self._conn = None
-                await conn.close()
-                raise StoreError(f"{operation}: {self._where}: {exc}") from exc
+            for attempt in range(2 if again else 1):
+                if self.closed or not self._is_open():
+                    raise StoreClosedError(operation)
+                if self._conn is not None and spoke_unasked(self._conn):
+                    stale, self._conn = self._conn, None  # its backend is gone
+                    await stale.close()
+                if self._conn is None:
+                    self._conn = await self._connect()
+                conn = self._conn
+                try:
+                    return await statement(conn)
+                except psycopg.OperationalError as exc:
+                    self._conn = None
+                    await conn.close()
+                    if attempt == 0 and again:
+                        continue
+                    raise StoreError(f"{operation}: {self._where}: {exc}") from exc
+            raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:
         self.closed = True

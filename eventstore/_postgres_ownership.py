@@ -66,7 +66,7 @@ class PostgresOwnership:
             def call(conn: Connection, owner: str = owner, mine: list[Claim] = mine) -> Any:
                 return claims_sql.renew(conn, mine, owner, lease)
 
-            renewed: list[Claim | None] = await self.leases.call("renew", call)
+            renewed: list[Claim | None] = await self.leases.call("renew", call, again=True)
             for claim, answer in zip(mine, renewed, strict=True):
                 answers[claim.run_id, claim.epoch] = answer
         return [answers[claim.run_id, claim.epoch] for claim in claims]
@@ -75,7 +75,9 @@ class PostgresOwnership:
         """See :meth:`PostgresEventStore.release`. Releasing a claim that was taken over
         leaves the run's appends fenced on it (they raise LeaseLostError)."""
         released: bool = await self.leases.call(
-            "release", lambda conn: claims_sql.release(conn, claim, self._runnable_channel)
+            "release",
+            lambda conn: claims_sql.release(conn, claim, self._runnable_channel),
+            again=True,
         )
         writer = self._writer()
         if released and writer is not None and writer.epochs.get(claim.run_id) == claim.epoch:
@@ -96,6 +98,7 @@ class PostgresOwnership:
         got: list[Claim] = await self.leases.call(
             "claim_runnable",
             lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit, list(exclude)),
+            again=True,
         )
         self._fence(got)
         return got

@@ -25,6 +25,7 @@ import psycopg
 from ._errors import ConcurrencyError, LeaseLostError, StoreClosedError, StoreError
 from ._events import chain_digest
 from ._front import CommitCounters
+from ._postgres_alive import spoke_unasked
 from ._postgres_snapshots import SNAPSHOT_UPSERT
 from ._protocol import AppendResult, StoreStatistics
 from ._requests import AppendRequest
@@ -72,6 +73,28 @@ _INSERT_EVENTS = (
     "WITH ORDINALITY AS v(run, seq, ts, type, version, hash, body, i)) "
     "SELECT base FROM p"
 )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _lost(error: BaseException, in_flight: int) -> None:
+    """Say, in one line, that the writer's connection is gone (a terminated backend, a
+    restarted or unreachable server) and that it reconnects; the appends in flight fail
+    with their own errors, which their runs handle."""
+    # The server's own reason (a terminated backend's) may be a cause of what was raised
+    # (psycopg's pipeline reports its own failure to close over it).
+    reason = _first_line(error)
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, psycopg.Error) and cause.sqlstate:
+            reason = _first_line(cause)
+            break
+        cause = cause.__cause__ or cause.__context__
+    lost = f"; {in_flight} append(s) in flight were not written" if in_flight else ""
+    _log.warning("lost the connection to PostgreSQL (%s)%s; reconnecting", reason, lost)
 
 
 class _Retry(Exception):
@@ -176,6 +199,8 @@ class PostgresWriter:
                 for request in batch:
                     request.error = error
                     request.result = None
+                if isinstance(exc, (psycopg.OperationalError, OSError)):
+                    _lost(exc, len(batch))
                 await self._disconnect()  # reconnect for the next batch
             self._record(batch, time.perf_counter() - started)
             self._on_commit()
@@ -214,11 +239,20 @@ class PostgresWriter:
             else:
                 await conn.execute("SELECT pg_notify(%s, '')", (self._channel,))
         except (psycopg.Error, OSError, StoreError) as exc:  # followers still poll
-            _log.debug("NOTIFY failed: %r", exc)
+            if isinstance(exc, (psycopg.OperationalError, OSError)):
+                _lost(exc, 0)
+            else:
+                _log.debug("NOTIFY failed: %r", exc)
             await self._disconnect()
 
     async def _connection(self) -> Connection:
-        if self._conn is None or self._conn.closed:
+        if self._conn is not None and spoke_unasked(self._conn):
+            try:  # the server's reason (nothing was sent on it since its last commit)
+                await self._conn.execute("")
+            except psycopg.Error as exc:
+                _lost(exc, 0)
+                await self._disconnect()
+        if self._conn is None:
             self._conn = await self._connect()
         return self._conn
 

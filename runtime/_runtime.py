@@ -265,13 +265,15 @@ class Runtime:
     ) -> str:
         """Record a run for any worker to execute (see ``magistrate worker``); return its id.
 
-        The run is validated and its start recorded (status running, no owner); a runtime
-        with ``recovery`` on the same store claims and runs it. Nothing runs here.
-        Raises SpecErrors for an invalid graph, ValueError for a ``run_id`` no front could
-        name, RunStateError without a store that records ownership.
+        The graph's structure is validated and the run's start recorded (status running,
+        no owner); a runtime with ``recovery`` on the same store claims and runs it.
+        Nothing runs here, and nothing the graph names is needed or imported here (no
+        functions, tools, judges or provider): the worker that claims the run checks that
+        it can execute it, and records ``run.unrunnable`` when it cannot. Raises SpecErrors
+        for an invalid graph, ValueError for a ``run_id`` no front could name,
+        RunStateError without a store that records ownership.
         """
         validate_graph(graph)
-        self.nodes.check(graph)
         check_input(input)
         check_run_id(run_id)
         return await self._running.submit(graph, dict(input or {}), run_id)

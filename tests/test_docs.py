@@ -37,7 +37,11 @@ BIN = Path(sys.executable).parent
 
 def blocks(path: Path) -> list[tuple[str, dict[str, str], str, int]]:
     """(language, options, body, line) of every fenced block of ``path``."""
-    text = path.read_text()
+    return blocks_of(path.read_text())
+
+
+def blocks_of(text: str) -> list[tuple[str, dict[str, str], str, int]]:
+    """(language, options, body, line) of every fenced block of ``text``."""
     found = []
     for match in FENCE.finditer(text):
         info = match.group(1).split()
@@ -128,3 +132,21 @@ def test_every_code_block_runs(path: Path, tmp_path: Path) -> None:
         else:
             assert language in NOT_RUN, f"{where}: a ```{language} block that nothing runs"
     assert ran or not found
+
+
+def test_the_readme_s_operating_recipe_is_the_one_operating_md_runs() -> None:
+    """The README shows the recipe's commands in a ```text block (not run there): each of
+    them is a line that docs/operating.md runs."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Operating it") :]
+    shown = next(body for language, _, body, _ in blocks_of(section) if language == "text")
+    run = {
+        line.strip()
+        for language, options, body, _ in blocks(ROOT / "docs" / "operating.md")
+        if language == "sh" and "file" not in options
+        for line in body.splitlines()
+    }
+    commands = [re.sub(r"\s+#.*$", "", line).strip() for line in shown.splitlines()]
+    assert commands
+    for command in commands:
+        assert any(command in line for line in run), command

@@ -1,8 +1,9 @@
 """The ``magistrate`` command: argument parsing, dispatch, errors and exit codes.
 
 Each command lives in a module with a ``register(subparsers)`` function that adds its
-parsers and sets ``handler`` (an ``async def (args) -> int``). Adding a command is a new
-module and one line in :data:`COMMAND_MODULES`.
+parsers and sets ``handler`` (an ``async def (args) -> int``); the table in ``_commands``
+names each command's module and one-line help. Only the chosen command's module is
+imported: ``magistrate --help`` reads the table alone, so start-up stays quick.
 """
 
 from __future__ import annotations
@@ -13,42 +14,27 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Final
 
-import anyio
+from ._commands import COMMANDS
 
-from actors import MagistrateError
-from eventstore import NotAStoreError, SchemaVersionError, StoreFileError
+__all__ = ["build_parser", "main"]
 
-from .. import RunNotFoundError, RunStateError, SpecError
-from ._common import EXIT_FAILED, EXIT_USAGE, Handler, UsageError
-
-__all__ = ["COMMAND_MODULES", "build_parser", "main"]
-
-#: The modules whose ``register`` adds commands, in the order ``--help`` lists them.
-COMMAND_MODULES: Final = (
-    "runtime.cli._run",
-    "runtime.cli._read",
-    "runtime.cli._audit",
-    "runtime.cli._replay",
-    "runtime.cli._serve",
-    "runtime.cli._worker",
-)
-
-# Errors that mean "your input is wrong": exit 2 with the message, no traceback.
-_USAGE_ERRORS = (
-    UsageError,
-    SpecError,
-    RunNotFoundError,
-    RunStateError,
-    NotAStoreError,
-    SchemaVersionError,
-    StoreFileError,
-)
+# The options the command line takes before the command's name.
+_GLOBAL_OPTIONS = frozenset({"--debug", "-h", "--help"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every command (each command module registers its own)."""
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command named on the command line, if any (its first word not an option)."""
+    for word in argv:
+        if word not in _GLOBAL_OPTIONS:
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: ``command``'s module registers its commands' full
+    parsers; every other command is only listed with its help (all of them when
+    ``command`` is None, which is enough for ``magistrate --help``)."""
     parser = argparse.ArgumentParser(
         prog="magistrate",
         description="Run judged agent graphs, and read, audit and steer their runs. Every "
@@ -60,8 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show tracebacks and the runtime's debug logs"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    wanted = COMMANDS[command][0] if command is not None else None
+    registered: set[str] = set()
+    for name, (module, help_text) in COMMANDS.items():
+        if module != wanted:
+            sub.add_parser(name, help=help_text)  # listed only: it is not the one chosen
+        elif module not in registered:
+            importlib.import_module(module).register(sub)
+            registered.add(module)
     return parser
 
 
@@ -77,17 +69,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The working directory is not put on sys.path: a module lying there must not shadow
     # an installed one. The modules a command may import from it are named to
     # search_working_directory (see _import_path) once the command knows them.
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_chosen(words)).parse_args(words)
+    if not hasattr(args, "handler"):  # named in a way _chosen does not read ("-- runs")
+        args = build_parser(args.command).parse_args(words)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.debug:
+        # psycopg warns of each pipeline a lost connection breaks; the store itself says
+        # what happened, once, and that it reconnects.
+        logging.getLogger("psycopg").setLevel(logging.ERROR)
+    # Imported once a command is chosen: --help needs none of them.
+    import anyio
+
+    from actors import MagistrateError
+    from eventstore import NotAStoreError, SchemaVersionError, StoreFileError
+
+    from .. import RunNotFoundError, RunStateError, SpecError
+    from ._common import EXIT_FAILED, EXIT_USAGE, Handler, UsageError
+
+    # Errors that mean "your input is wrong": exit 2 with the message, no traceback.
+    usage_errors = (
+        UsageError,
+        SpecError,
+        RunNotFoundError,
+        RunStateError,
+        NotAStoreError,
+        SchemaVersionError,
+        StoreFileError,
+    )
     handler: Handler = args.handler
     try:
         return anyio.run(handler, args)
-    except _USAGE_ERRORS as exc:
+    except usage_errors as exc:
         if args.debug:
             raise
         # Notes say where (a graph spec's problems: "in graph.yaml"): show them too.

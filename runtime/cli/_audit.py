@@ -25,6 +25,7 @@ from eventstore import EventStore, RunInfo
 
 from .. import RunNotFoundError
 from ..reads import RunReader
+from ._commands import add_command
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -55,7 +56,7 @@ class Problem(msgspec.Struct, frozen=True):
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("verify", help="check runs' hash chains (and kept heads)")
+    p = add_command(sub, "verify")
     p.add_argument("run_id", metavar="RUN", nargs="?", help="the run to check")
     p.add_argument("--all", action="store_true", help="check every run in the store")
     p.add_argument(
@@ -67,9 +68,7 @@ def register(sub: Any) -> None:
     add_output_option(p)
     p.set_defaults(handler=_verify)
 
-    p = sub.add_parser(
-        "heads", help="each finished run's last seq and chain hash, to keep outside the store"
-    )
+    p = add_command(sub, "heads")
     p.add_argument(
         "--all", action="store_true", help="every run, also those still running or paused"
     )

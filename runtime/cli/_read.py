@@ -22,6 +22,7 @@ from .. import RunNotFoundError, load_graph
 from ..events import describe_event, fold, render_timeline
 from ..reads import ChainStatus, EventRecord, RunReader, RunSummary
 from ..spec import graph_to_mermaid
+from ._commands import add_command
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -68,9 +69,9 @@ def _time(text: str) -> float:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "runs",
-        help="list runs, newest first",
         description="List runs, newest first (by creation time), a page at a time. Every "
         "filter given must match. When more runs match than --limit, the next page's "
         "--cursor is printed to stderr.",
@@ -87,31 +88,31 @@ def register(sub: Any) -> None:
     add_output_option(p)
     p.set_defaults(handler=_runs)
 
-    p = sub.add_parser("show", help="a run's status, owner, path, verdicts and chain check")
+    p = add_command(sub, "show")
     p.add_argument("run_id", metavar="RUN")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_show)
 
-    p = sub.add_parser("timeline", help="a run's audit timeline, with its hash chain verified")
+    p = add_command(sub, "timeline")
     p.add_argument("run_id", metavar="RUN")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_timeline)
 
-    p = sub.add_parser("state", help="a run's state (the fold of its log), now or at a seq")
+    p = add_command(sub, "state")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--at", type=int, metavar="SEQ", help="the state after event SEQ")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_state)
 
-    p = sub.add_parser("export", help="a run's events as JSON lines, one event per line")
+    p = add_command(sub, "export")
     p.add_argument("run_id", metavar="RUN")
     add_store_option(p)
     p.set_defaults(handler=_export)
 
-    p = sub.add_parser("graph", help="a graph file as a Mermaid flowchart")
+    p = add_command(sub, "graph")
     p.add_argument("graph_file", metavar="GRAPH_FILE")
     add_output_option(p)
     p.set_defaults(handler=_graph)

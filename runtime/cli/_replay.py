@@ -21,6 +21,7 @@ from eventstore import CorruptLogError, RunQuery
 
 from .. import LlmProvider, ReplayReport, Runtime, load_graph
 from ..reads import RunReader
+from ._commands import add_command
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -41,9 +42,9 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "replay",
-        help="run recorded runs again against a graph: what would it decide otherwise?",
         description="Run a recorded run again from its start against a graph (default: "
         "the one it ran with), in memory: recorded model answers, tool results and function "
         "outputs are served from the log, everything the runtime decides is decided again, "

@@ -36,6 +36,7 @@ from .. import (
 )
 from ..events import RunState
 from ..reads import RunReader
+from ._commands import add_command
 from ._common import (
     ALLOW_IMPORTS_ENV,
     EXIT_CANCELLED,
@@ -106,7 +107,7 @@ _STORED = "none: a graph read from the store imports only what this allows"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="run a graph file, showing its progress")
+    p = add_command(sub, "run")
     p.add_argument("graph_file", metavar="GRAPH_FILE", help="a graph spec (YAML, TOML or JSON)")
     _input_options(p, "an input value")
     p.add_argument(
@@ -119,18 +120,15 @@ def register(sub: Any) -> None:
     _execution_options(p, imports_default="the modules the graph file names, as a script's")
     p.set_defaults(handler=_run)
 
-    p = sub.add_parser(
-        "resume", help="resume a paused, cancelled or interrupted run (a gate needs approve)"
-    )
+    p = add_command(sub, "resume")
     p.add_argument("run_id", metavar="RUN")
     _input_options(p, "a value to inject first")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_resume)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "approve",
-        help="approve (or reject) the gate a paused run waits at, then run it here if "
-        "this process can execute its graph",
     )
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--by", help="who approves (default: the OS user's name)")
@@ -145,22 +143,20 @@ def register(sub: Any) -> None:
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_approve)
 
-    p = sub.add_parser(
-        "fork", help="start a new run from a copy of a run's first SEQ events, then run it"
-    )
+    p = add_command(sub, "fork")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--at", type=int, required=True, metavar="SEQ", help="copy seqs 1..SEQ")
     _input_options(p, "a value to inject into the new run")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_fork)
 
-    p = sub.add_parser("pause", help="pause a running run, here or in another process")
+    p = add_command(sub, "pause")
     p.add_argument("run_id", metavar="RUN")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_pause)
 
-    p = sub.add_parser("cancel", help="cancel a paused or interrupted run")
+    p = add_command(sub, "cancel")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--reason", default="cancelled from the command line")
     add_store_option(p)

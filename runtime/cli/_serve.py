@@ -18,6 +18,7 @@ from typing import Any
 from .. import Runtime, load_graph
 from ..observe import default_metrics
 from ..server import serve
+from ._commands import add_command
 from ._common import (
     EXIT_OK,
     UsageError,
@@ -34,7 +35,7 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="serve the HTTP API and the web dashboard")
+    p = add_command(sub, "serve")
     add_store_option(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default: 8765)")

@@ -13,6 +13,7 @@ import anyio
 
 from .. import LlmProvider, Runtime, run_worker
 from ..observe import default_metrics, serve_metrics
+from ._commands import add_command
 from ._common import (
     EXIT_OK,
     UsageError,
@@ -29,10 +30,9 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "worker",
-        help="execute runs submitted to the store by any process (Runtime.submit), until "
-        "stopped; also takes over runs whose owner died",
     )
     add_store_option(p)
     p.add_argument(

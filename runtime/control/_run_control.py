@@ -362,6 +362,11 @@ class RunControl:
         except (RunNotFoundError, RunStateError) as exc:
             _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
             await self.ownership.release(run_id)
+        except StoreError as exc:
+            # The store failed under it (a lost connection, which the store reconnects):
+            # one line; a later round claims the run again.
+            _log.warning("run %s: claimed for recovery, not resumed: %s", run_id, exc)
+            await self.ownership.release(run_id)
         except Exception:
             _log.exception("run %s: claimed for recovery, resuming it failed", run_id)
             await self.ownership.release(run_id)

@@ -82,6 +82,9 @@ _ENCODER = msgspec.json.Encoder()
 _STATUSES = ("new", "running", "paused", "cancelled", "completed", "failed")
 _QUALITIES = ("clean", "degraded", "failed")
 _NO_CACHE = {"Cache-Control": "no-cache"}
+# Where a started run executes, said in each answer to POST /api/runs.
+_HERE = "executing in the server"
+_FOR_WORKERS = "waiting for a worker (magistrate worker on this store)"
 _SSE_HEADERS = {**_NO_CACHE, "X-Accel-Buffering": "no"}
 
 
@@ -228,8 +231,11 @@ class _Api:
             return _error(
                 409, "run_exists", f"run {body.run_id} already exists", run_id=body.run_id
             )
+        if body.execute == "workers":
+            run_id = await self.runtime.submit(graph, input=body.input, run_id=body.run_id)
+            return _json(RunRef(run_id=run_id, action="submitted", detail=_FOR_WORKERS), 201)
         handle = await self.runtime.start(graph, input=body.input, run_id=body.run_id)
-        return _json(RunRef(run_id=handle.run_id, action="started"), 201)
+        return _json(RunRef(run_id=handle.run_id, action="started", detail=_HERE), 201)
 
     async def pause(self, request: Request) -> Response:
         run_id = path_run_id(request)

@@ -172,6 +172,12 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
             },
             "post": {
                 "summary": "Start a run of a registered graph",
+                "description": (
+                    "`execute` says where the run executes: `server` (the default) runs it "
+                    "in this server's process; `workers` records it for `magistrate worker` "
+                    "processes on the same store and runs nothing here. The answer's "
+                    "`detail` says which."
+                ),
                 "security": [{"bearer": []}],
                 "requestBody": {**_body("StartRequest"), "required": True},
                 "responses": {

@@ -34,11 +34,14 @@ class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class StartRequest(_Body, frozen=True):
-    """Start a run of the registered graph ``graph`` with ``input`` as its initial memory."""
+    """Start a run of the registered graph ``graph`` with ``input`` as its initial memory:
+    ``execute`` says where it runs, ``server`` (this process) or ``workers`` (recorded for
+    ``magistrate worker`` processes on the same store, nothing of it run here)."""
 
     graph: Annotated[str, msgspec.Meta(min_length=1)]
     input: dict[str, Any] = {}
     run_id: _RunId | None = None
+    execute: Literal["server", "workers"] = "server"
 
 
 class ResumeRequest(_Body, frozen=True):

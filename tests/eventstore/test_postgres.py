@@ -3,6 +3,7 @@ backends, and the fence between two stores on one database."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -304,3 +305,41 @@ async def test_text_with_a_nul_character_is_refused_up_front_and_nothing_is_writ
         await store.append("r1", [note], expected_seq=0)
         (event,) = await store.read_all("r1", verify=True)
         assert event.body == note
+
+
+def _terminate(application: str) -> int:
+    """Terminate every backend of ``application`` (as an administrator would); how many."""
+    with psycopg.connect(pg_url(), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s",
+            (application,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_terminated_backends_are_replaced_with_one_warning_and_nothing_fails(
+    prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    application = f"{prefix}_dropped"
+    url = f"{pg_url()}?application_name={application}&schema={prefix}_dropped"
+    async with open_store(url) as store:
+        await store.append("r1", [MemoryWritten(key="k", value=1)], expected_seq=0)
+        claim = await store.claim("r1", "worker-a", lease=30)
+        assert len(await store.read_all("r1")) == 1  # a pooled reading connection exists
+        assert _terminate(application) >= 3  # the writer's, the pool's, the claims'
+        await anyio.sleep(0.2)  # the server's notice reaches the idle sockets
+        caplog.clear()
+        # Every kind of connection is used again: none of them fails.
+        assert [e.body.value for e in await store.read_all("r1")] == [1]  # type: ignore[attr-defined]
+        await store.append("r1", [MemoryWritten(key="k", value=2)], expected_seq=1)
+        assert (await store.renew([claim], lease=30))[0] is not None
+        assert (await store.load_snapshot("r1")) is None
+        await store.release(claim)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        "lost the connection to PostgreSQL (terminating connection due to administrator "
+        "command); reconnecting"
+    ]
+    assert warnings[0].name == "magistrate.eventstore"
