@@ -24,19 +24,17 @@ from ._fork import copy_prefix
 from ._handle import RunHandle
 from ._node_factory import NodeFactory
 from ._result import RunOutcome, RunResult
-from ._run_logs import RunLogs
 from .control._approvals import check_resumable, decide_gate, grant, reject
 from .control._launch import launch
-from .control._live_runs import LiveRuns
-from .control._ownership import RunOwnership, default_worker_id
+from .control._open import open_control
+from .control._ownership import default_worker_id
 from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
-from .engine._runlog import CommitHook, CommitObserver
+from .engine._runlog import CommitHook
 from .events._state import RunState
 from .events._values import check_input, check_run_id
 from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
-from .observe._logging import log_run_events
 from .providers._base import LlmProvider
 from .replay._driver import recorded_events, replay_run
 from .replay._report import ReplayReport
@@ -148,35 +146,17 @@ class Runtime:
                 self.store = store
             else:
                 self.store = self._store_arg
-            observers: list[CommitObserver] = [log_run_events]
-            if self.metrics is not None:
-                observers.append(self.metrics.observe)
-                if self.store is not None:
-                    self.metrics.watch_store(self.store)
-            logs = RunLogs(
+            self._control = await open_control(
+                stack,
                 self.store,
                 hooks=self.hooks,
-                observers=observers,
-                snapshot_read=None if self.metrics is None else self.metrics.snapshot_read,
+                metrics=self.metrics,
+                mailbox=self._mailbox,
+                worker_id=self.worker_id,
+                ownership=self.ownership,
+                recovery=self.recovery,
+                continue_run=self._continue,
             )
-            system = ActorSystem(default_mailbox=self._mailbox)
-            control = self._control = RunControl(
-                logs,
-                LiveRuns(system, None if self.metrics is None else self.metrics.run_stopped),
-                self._continue,
-                ownership=RunOwnership.of(
-                    self.store, self.worker_id, self.ownership, self.recovery
-                ),
-                recover_concurrency=None if self.recovery is None else self.recovery.concurrency,
-            )
-            # Runs out first: claims are given up once the actor system has stopped.
-            stack.push_async_callback(control.release_all)
-            # Runs once the actor system has stopped (see RunControl.cancel_live_runs).
-            stack.push_async_callback(control.record_unstopped)
-            await stack.enter_async_context(system)
-            if self.metrics is not None:
-                system.start_task(self.metrics.watch_event_loop)
-            await control.start_tasks(stack)
         except BaseException:
             await stack.aclose()
             raise
