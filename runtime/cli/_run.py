@@ -414,9 +414,20 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 
 def _control_answer(args: argparse.Namespace, state: RunState) -> int:
-    """What a control command prints: the run's status and seq once it is recorded."""
+    """What a control command prints: the run's status and seq once it is recorded (a
+    pause of a run live elsewhere is requested: its owner pauses it at its next node
+    boundary)."""
+    requested = state.pause_requested
     if args.output == "json":
-        emit_json({"run_id": args.run_id, "status": state.status, "seq": state.last_seq})
+        emit_json(
+            {
+                "run_id": args.run_id,
+                "status": state.status,
+                "seq": state.last_seq,
+                "pause_requested": requested,
+            }
+        )
     else:
-        sys.stdout.write(f"run {args.run_id}: {state.status} (seq {state.last_seq})\n")
+        note = "; pause requested: it pauses at its next node boundary" if requested else ""
+        sys.stdout.write(f"run {args.run_id}: {state.status}{note} (seq {state.last_seq})\n")
     return EXIT_OK

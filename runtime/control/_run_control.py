@@ -22,10 +22,12 @@ from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 from .._errors import RunNotFoundError, RunStateError, SpecErrors
 from .._result import FINAL, RunOutcome, RunResult, result_from_state
 from .._run_logs import RunLogs
+from ..engine._foreign import take_in_foreign
 from ..engine._messages import CancelRun, InjectInput, PauseRun
 from ..events._catalogue import (
     InputInjected,
     MemoryWritten,
+    PauseRequested,
     RunCancelled,
     RunPaused,
     RunResumed,
@@ -124,6 +126,9 @@ class RunControl:
         this runtime holds the run's claim (a stalled process's lease may have run out)."""
         if self.ownership is not None:
             live.log.holds = partial(self.ownership.holds, run_id)
+            # Another process's pause requests are taken in, not settled (_foreign.py);
+            # from the store's answer too, which runs outside any task.
+            live.log.spawn = self.live.system.start_task
         self.live.add(run_id, live)
 
     def new_outcome(self, run_id: str, started: anyio.Event | None) -> RunOutcome:
@@ -214,7 +219,15 @@ class RunControl:
                 case "pause":
                     if state.status != "running":
                         raise RunStateError(run_id, state.status, "only a running run can pause")
-                    body = RunPaused(reason="user", node_id=_first(state.pending))
+                    if state.pause_requested:
+                        return  # asked for already: its owner pauses it once
+                    # A run its owner executes pauses at the owner's next node boundary;
+                    # one nobody executes (waiting for a worker) pauses now.
+                    body = (
+                        PauseRequested()
+                        if await self._owned(run_id)
+                        else RunPaused(reason="user", node_id=_first(state.pending))
+                    )
                 case "inject":
                     if state.status in FINAL:
                         raise RunStateError(
@@ -230,6 +243,14 @@ class RunControl:
             except ConcurrencyError:
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again
         raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
+
+    async def _owned(self, run_id: str) -> bool:
+        """Whether a live claim (this runtime's or another's) holds ``run_id``."""
+        store = self.logs.store
+        if self.ownership is None or store is None:
+            return False
+        info = await store.get_run(run_id)
+        return info is not None and info.owner is not None
 
     # ------------------------------------------------------------------ hand-over
 
@@ -384,6 +405,8 @@ class RunControl:
     async def _on_foreign_events(self, run_id: str) -> None:
         live = self.live.get(run_id)
         if live is not None and isinstance(live.outcome, OwnedOutcome) and not live.outcome.done:
+            if await take_in_foreign(live.log) != "other":
+                return  # pause requests, obeyed at the next node boundary (or looked at again)
             live.outcome.holding = True
             await self._settle(run_id, None)
 

@@ -37,8 +37,10 @@ class NodeContext:
     soon as it is known: if the run is cancelled before the node returns, recorded partial
     outputs are flushed into memory, so long work is not lost.
 
-    ``ctx.cancelled`` turns true once the runtime has abandoned this attempt (the run was
-    cancelled, its node stopped, or the attempt passed its deadline). Code the runtime
+    ``ctx.pause_requested`` turns true once a pause of the run was asked for: the run
+    pauses when the node returns. ``ctx.cancelled`` turns true once the runtime has
+    abandoned this attempt (the run was cancelled, its node stopped, or the attempt
+    passed its deadline). Code the runtime
     cannot interrupt (a plain ``def`` runs in a thread) polls it to stop early. An
     abandoned attempt is fenced: it records nothing more (``set_output`` raises
     :class:`NodeError`) and what it returns is dropped, so it can never overlap the next
@@ -59,6 +61,13 @@ class NodeContext:
     def cancelled(self) -> bool:
         """Whether the runtime has abandoned this attempt. Safe to read from any thread."""
         return self._abandoned
+
+    @property
+    def pause_requested(self) -> bool:
+        """Whether a pause of the run was asked for (from this process or another): the
+        run pauses once this node returns, its outputs kept, so long work may wrap up
+        early. Safe to read from any thread."""
+        return self._log.state.pause_requested
 
     def abandon(self) -> None:
         """Fence this attempt: nothing it does from now on is recorded."""

@@ -39,7 +39,7 @@ from ._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
-    PauseReason,
+    PauseRequested,
     Quality,
     RunCancelled,
     RunFinished,
@@ -57,6 +57,7 @@ from ._conversation import Conversation
 from ._fanout import OpenFanOut, fanout_apply, fanout_opened
 from ._memory import owned, write_memory
 from ._node_visit import NodeVisit
+from ._pause_info import ForkOrigin, PauseInfo
 from ._verdicts import (
     StallEntry,
     VerdictEntry,
@@ -72,19 +73,6 @@ __all__ = ["ForkOrigin", "PauseInfo", "RunState", "StateStatus", "apply", "fold"
 
 #: A run's status in its state: "new" before its first event, then as its events say.
 StateStatus = Literal["new", "running", "paused", "cancelled", "completed", "failed"]
-
-
-class PauseInfo(msgspec.Struct, frozen=True, kw_only=True):
-    reason: PauseReason
-    node_id: str | None
-
-
-class ForkOrigin(msgspec.Struct, frozen=True, kw_only=True):
-    """The run and seq a fork's log was copied from, and the source's chain hash there."""
-
-    run_id: str
-    seq: int
-    hash: str
 
 
 class RunState(msgspec.Struct, kw_only=True, dict=True):
@@ -156,6 +144,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: meet their pause gates when it resumes (a fork never skips an approval). Set by
     #: run.forked, cleared by the resume that follows.
     gates_due: bool = False
+    #: A pause asked for from another process (``run.pause_requested``) that the run's
+    #: owner obeys at its next node boundary; cleared when the run pauses, is cancelled
+    #: or finishes (a resume of a running run keeps it: the resuming owner obeys it).
+    pause_requested: bool = False
     #: Where a fork's log was copied from (its ``run.forked`` event); None for other runs.
     forked_from: ForkOrigin | None = None
     #: Why workers that claimed the run could not execute it (``run.unrunnable``): each
@@ -385,8 +377,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             for visit in s.visits.values():
                 if visit.paused_for_input:
                     visit.injected.update(body.data)
+        case PauseRequested():
+            if s.status == "running":
+                s.pause_requested = True
         case RunPaused():
             s.status = "paused"
+            s.pause_requested = False
             s.paused = PauseInfo(reason=body.reason, node_id=body.node_id)
             if body.reason == "hitl":
                 s.gate = body.node_id
@@ -421,6 +417,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 s.unrunnable.append(body.reason)
         case RunCancelled():
             s.status = "cancelled"
+            s.pause_requested = False
             s.cancelled_at = body.node_id
             s.paused = None
             if body.reason:
@@ -436,6 +433,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.paused = None
             s.gate = None
             s.fanout = None
+            s.pause_requested = False
         case _:
             pass
 

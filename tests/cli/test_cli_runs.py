@@ -246,7 +246,10 @@ def test_a_graph_file_s_problems_name_the_file(workdir: Workdir) -> None:
 
 
 def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) -> None:
-    process = workdir.popen("run", "slow.yaml")
+    """``magistrate pause`` of a run live in another process records the request; the
+    owner pauses at its next node boundary: the node running finishes, its outputs are
+    kept, and the pause is recorded once; resume goes on without running it again."""
+    process = workdir.popen("run", "patient.yaml")
     try:
         assert process.stderr is not None
         deadline = time.monotonic() + 30
@@ -255,19 +258,31 @@ def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) ->
             assert time.monotonic() < deadline, seen
             seen += process.stderr.readline()
         run_id = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"][0]["run_id"]
-        paused = json.loads(ok(workdir.run("pause", run_id, "--output", "json")).out)
+        asked = json.loads(ok(workdir.run("pause", run_id, "--output", "json")).out)
         out, err = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert paused["status"] == "paused"
+    assert (asked["status"], asked["pause_requested"]) == ("running", True)
     assert process.returncode == 3, (out, seen + err)  # the live run obeyed: paused
     assert ": paused" in out
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "paused" and shown["pending"] == ["after"]
+    assert shown["paused"]["reason"] == "user"
+    state = json.loads(ok(workdir.run("state", run_id, "--output", "json")).out)
+    assert state["memory"] == {"progress": 2, "done": True}
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
+    tags = [e["type"] for e in events]
+    assert tags.count("run.pause_requested") == 1 and tags.count("run.paused") == 1
+    assert tags.index("run.pause_requested") < tags.index("node.completed")
     # A paused run cannot be paused again; resume picks it up.
     assert ok(workdir.run("pause", run_id), 2).err.startswith(f"magistrate: error: run {run_id}")
-    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
-    assert shown["status"] == "paused"
+    resumed = ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"))
+    assert json.loads(resumed.out)["status"] == "completed"
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
+    started = [e["body"]["node_id"] for e in events if e["type"] == "node.started"]
+    assert started == ["wait", "after"]
 
 
 def test_approve_records_the_approval_where_the_graph_cannot_run_and_leaves_the_run(
