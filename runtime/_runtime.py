@@ -21,7 +21,7 @@ from eventstore import (
 )
 
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
-from ._errors import RunStateError
+from ._errors import RunChangedError, RunStateError
 from ._fork import copy_prefix
 from ._handle import RunHandle
 from ._node_factory import NodeFactory
@@ -326,14 +326,18 @@ class Runtime:
         (named), a run moved by another writer since the pause; MemoryValueError."""
         check_input(input)
         record = partial(grant, input=dict(input or {}), by=by)
-        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
 
     async def reject(self, run_id: str, *, by: str, reason: str = "") -> RunHandle | None:
         """Reject the gate a paused run waits at, for good (``approval.rejected``: who,
         why): the node's ``on_failure`` edges fire as :meth:`approve` goes on, else the run
         ends cancelled in the same append (None). Raises as :meth:`approve` does."""
         record = partial(reject, by=by, reason=reason)
-        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
+
+    async def _decided(self, run_id: str, at_seq: int) -> RunHandle:
+        """Continue a run from the gate decision at ``at_seq`` (see decide_gate)."""
+        return await self._resume(run_id, None, at_seq=at_seq)
 
     async def _resume(
         self,
@@ -342,9 +346,18 @@ class Runtime:
         *,
         outcome: RunOutcome | None = None,
         gated: bool = True,
+        at_seq: int | None = None,
     ) -> RunHandle:
         logs = self._running.logs
-        state, graph = await logs.read_resumable(run_id)
+        moved = "another writer moved it after the decision"
+        try:
+            state, graph = await logs.read_resumable(run_id)
+        except RunStateError as exc:
+            if at_seq is None:
+                raise
+            raise RunChangedError(run_id, exc.status, moved) from None  # it finished since
+        if at_seq is not None and state.last_seq != at_seq:
+            raise RunChangedError(run_id, state.status, moved)
         if gated:  # a fork's copy waits at its gate again instead
             check_resumable(run_id, state)
         self.nodes.check(graph)
@@ -358,6 +371,7 @@ class Runtime:
             resume_from=state,
             resume_input=dict(input or {}) or None,
             outcome=outcome,
+            acted=at_seq is not None,
         )
 
     async def fork(

@@ -20,8 +20,8 @@ import anyio
 from actors import MagistrateError
 from eventstore import NotAStoreError, SchemaVersionError, StoreFileError
 
-from .. import RunNotFoundError, RunStateError, SpecError
-from ._common import EXIT_FAILED, EXIT_USAGE, Handler, UsageError
+from .. import RunChangedError, RunNotFoundError, RunStateError, SpecError
+from ._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, Handler, UsageError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run judged agent graphs, and read, audit and steer their runs. Every "
         "command takes --store (default: $MAGISTRATE_STORE, else magistrate.db).",
         epilog="exit codes: 0 completed (or the command succeeded), 1 failed, escalated or "
-        "verification failed, 2 usage error or bad input, 3 paused, 4 cancelled",
+        "verification failed, 2 usage error or bad input, 3 paused, 4 cancelled (or a "
+        "control that found the run already cancelled, finished or paused by another writer)",
     )
     parser.add_argument(
         "--debug", action="store_true", help="show tracebacks and the runtime's debug logs"
@@ -86,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return anyio.run(handler, args)
+    except RunChangedError as exc:
+        # A control that lost a race, or came after the run moved on: what happened.
+        if args.debug:
+            raise
+        _error(str(exc))
+        return EXIT_CANCELLED
     except _USAGE_ERRORS as exc:
         if args.debug:
             raise

@@ -93,7 +93,14 @@ class OwnedOutcome(RunOutcome):
         super().__init__(on_done)
         self.on_conflict = on_conflict
         self.holding = False
+        #: Whether an executor of this outcome committed anything: a resume whose first
+        #: append met another writer's events did nothing, and says so (RunChangedError).
+        self.acted = False
         self._released = anyio.Event()
+
+    def committed(self, _run_id: str, _bodies: object, _elapsed: float | None) -> None:
+        """A commit observer: this outcome's run has acted."""
+        self.acted = True
 
     def fail(self, error: BaseException) -> None:
         if self.done or self.holding:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any, Literal
@@ -19,23 +19,21 @@ import msgspec
 from actors import ActorStoppedError
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
-from .._errors import RunNotFoundError, RunStateError, SpecErrors
+from .._errors import RunChangedError, RunNotFoundError, RunStateError, SpecErrors
 from .._result import FINAL, RunOutcome, RunResult, result_from_state
 from .._run_logs import RunLogs
 from ..engine._foreign import take_in_foreign
 from ..engine._messages import CancelRun, InjectInput, PauseRun
 from ..events._catalogue import (
     InputInjected,
-    MemoryWritten,
     PauseRequested,
     RunCancelled,
     RunPaused,
     RunResumed,
     RunStarted,
 )
-from ..events._state import RunState
-from ..spec._load import graph_from_dict
 from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
+from ._elsewhere import first, partial_outputs
 from ._gates import check_resumable
 from ._live_runs import LiveRun, LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
@@ -179,7 +177,7 @@ class RunControl:
         if live is None:
             # As a store's runtime answers (RunNotFoundError for a run it never saw).
             state = await self.logs.get_state(run_id)
-            raise RunStateError(run_id, state.status, "only a running run can pause")
+            raise RunChangedError(run_id, state.status, "only a running run can pause")
         await live.executor.tell(PauseRun())
 
     async def cancel(self, run_id: str, reason: str) -> None:
@@ -213,10 +211,12 @@ class RunControl:
             match action:
                 case "cancel":
                     if state.status in FINAL or state.status == "cancelled":
-                        raise RunStateError(run_id, state.status, "nothing to cancel")
-                    body = RunCancelled(node_id=_first(state.pending), reason=reason)
-                    bodies = [*_partial_outputs(state), body]
+                        raise RunChangedError(run_id, state.status, "nothing to cancel")
+                    body = RunCancelled(node_id=first(state.pending), reason=reason)
+                    bodies = [*partial_outputs(state), body]
                 case "pause":
+                    if state.status in (*FINAL, "cancelled", "paused"):
+                        raise RunChangedError(run_id, state.status, "only a running run can pause")
                     if state.status != "running":
                         raise RunStateError(run_id, state.status, "only a running run can pause")
                     if state.pause_requested:
@@ -226,11 +226,11 @@ class RunControl:
                     body = (
                         PauseRequested()
                         if await self._owned(run_id)
-                        else RunPaused(reason="user", node_id=_first(state.pending))
+                        else RunPaused(reason="user", node_id=first(state.pending))
                     )
                 case "inject":
                     if state.status in FINAL:
-                        raise RunStateError(
+                        raise RunChangedError(
                             run_id, state.status, "cannot inject input into a finished run"
                         )
                     body = InputInjected(data=data or {})
@@ -431,24 +431,12 @@ class RunControl:
             if state.status == "running":
                 await self._resume(run_id, outcome)
                 return
+            if not outcome.acted:
+                # A resume whose first append lost to another writer: it did nothing, and
+                # its caller learns what happened instead of a status it did not make.
+                why = "another writer moved it before this resume acted"
+                outcome.fail_now(RunChangedError(run_id, state.status, why))
+                return
             outcome.set(result_from_state(state))
         except Exception as exc:
             outcome.fail_now(exc)
-
-
-def _partial_outputs(state: RunState) -> list[EventBody]:
-    """The memory writes that flush the partial outputs of the nodes running in
-    ``state`` (outside a fan-out), as the executor's own cancel does: a cancel from any
-    process keeps the same work."""
-    if state.fanout is not None or state.graph is None:
-        return []
-    reducers = {key.name: key.reducer for key in graph_from_dict(state.graph).memory}
-    return [
-        MemoryWritten(key=key, value=value, op=reducers.get(key, "replace"), node_id=node_id)
-        for node_id in state.running
-        for key, value in state.outputs.get(node_id, {}).items()
-    ]
-
-
-def _first(items: Sequence[str]) -> str | None:
-    return items[0] if items else None

@@ -37,6 +37,7 @@ from eventstore import (
 from .. import (
     GraphSpec,
     MemoryValueError,
+    RunChangedError,
     RunHandle,
     RunNotFoundError,
     RunStateError,
@@ -282,6 +283,8 @@ async def _on_error(request: Request, exc: Exception) -> Response:
             return _error(exc.status, exc.error, exc.detail)
         case RunNotFoundError():
             return _error(404, "run_not_found", str(exc), run_id=exc.run_id)
+        case RunChangedError():
+            return _error(409, "run_changed", str(exc), run_id=exc.run_id, status=exc.status)
         case RunStateError():
             return _error(409, "run_state", str(exc), run_id=exc.run_id, status=exc.status)
         case RunOwnedError():

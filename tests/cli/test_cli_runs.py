@@ -49,9 +49,11 @@ def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Wor
     assert result["status"] == "completed" and result["quality"] == "clean"
     assert result["memory"]["reply"] == "[billing] approved by ops"
     assert result["path"] == ["load", "classify", "act"]
-    # A second approval is refused: the run waits at no gate.
-    again = ok(workdir.run("approve", run_id), 2)
-    assert again.err.strip() == f"magistrate: error: run {run_id} is completed: it waits at no gate"
+    # A second approval is refused with what happened: exit 4, the run already completed.
+    again = ok(workdir.run("approve", run_id), 4)
+    assert again.err.strip() == (
+        f"magistrate: error: run {run_id} is completed: already completed: it waits at no gate"
+    )
 
 
 def test_run_json_output_is_one_document_and_progress_can_be_silenced(workdir: Workdir) -> None:
@@ -110,7 +112,8 @@ def test_cancel_a_paused_run_then_resume_it(workdir: Workdir) -> None:
     assert json.loads(cancelled.out)["status"] == "cancelled"
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "cancelled"
-    assert ok(workdir.run("cancel", run_id), 2).err.startswith("magistrate: error: run ")
+    again = ok(workdir.run("cancel", run_id), 4)  # it says what happened: exit 4
+    assert again.err.startswith(f"magistrate: error: run {run_id} is cancelled: already cancelled")
     # Cancelled at a gate, a resume waits at the gate again: only an approval passes it.
     resumed = json.loads(ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"), 3).out)
     assert (resumed["status"], resumed["paused_reason"]) == ("paused", "hitl")
@@ -277,7 +280,8 @@ def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) ->
     assert tags.count("run.pause_requested") == 1 and tags.count("run.paused") == 1
     assert tags.index("run.pause_requested") < tags.index("node.completed")
     # A paused run cannot be paused again; resume picks it up.
-    assert ok(workdir.run("pause", run_id), 2).err.startswith(f"magistrate: error: run {run_id}")
+    again = ok(workdir.run("pause", run_id), 4)
+    assert again.err.startswith(f"magistrate: error: run {run_id} is paused: already paused")
     resumed = ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"))
     assert json.loads(resumed.out)["status"] == "completed"
     events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]

@@ -135,9 +135,12 @@ async def test_bad_requests_get_clear_4xx_answers(tmp_path: Path) -> None:
         await s.wait_status(run_id, "completed")
         late = await post(f"/api/runs/{run_id}/approve", json={"by": "ann"}, headers=AUTH)
         assert late.status_code == 409
-        assert late.json()["status"] == "completed"
-        cancel = await post(f"/api/runs/{run_id}/cancel", json={}, headers=AUTH)
-        assert cancel.status_code == 409
+        assert (late.json()["error"], late.json()["status"]) == ("run_changed", "completed")
+        assert "already completed" in late.json()["detail"]
+        for action in ("cancel", "pause"):  # what happened, the same from each control
+            answer = await post(f"/api/runs/{run_id}/{action}", json={}, headers=AUTH)
+            assert answer.status_code == 409
+            assert (answer.json()["error"], answer.json()["status"]) == ("run_changed", "completed")
 
 
 async def test_runs_list_filters_and_pages(tmp_path: Path) -> None:
