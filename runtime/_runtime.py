@@ -28,6 +28,8 @@ from ._node_factory import NodeFactory
 from ._result import RunOutcome, RunResult
 from ._run_logs import RunLogs
 from .control._approvals import check_resumable, decide_gate, grant, reject
+from .control._draining import claim_to_resume
+from .control._handover import submit, submit_resume
 from .control._launch import launch
 from .control._live_runs import LiveRuns
 from .control._ownership import RunOwnership, default_worker_id
@@ -273,7 +275,7 @@ class Runtime:
         self.nodes.check(graph)
         check_input(input)
         check_run_id(run_id)
-        return await self._running.submit(graph, dict(input or {}), run_id)
+        return await submit(self._running, graph, dict(input or {}), run_id)
 
     async def submit_resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> None:
         """Hand a paused run to any worker: record ``input`` and its resumption, for a
@@ -281,7 +283,7 @@ class Runtime:
         paused nodes run without pausing again). Nothing runs here. Raises RunNotFoundError,
         RunStateError unless the run is paused, and without a store that records ownership.
         """
-        await self._running.submit_resume(run_id, input)
+        await submit_resume(self._running, run_id, input)
 
     async def resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> RunHandle:
         """Resume a paused, cancelled or crashed run from its log, in this process.
@@ -299,11 +301,12 @@ class Runtime:
         if self._running.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_input(input)
+        await self._running.ready_to_resume(run_id)  # an abandoned attempt here ends first
         ownership = self._running.ownership
         if ownership is None:
             return await self._resume(run_id, input, gated=gated)
         if run_id not in ownership.claims:  # a fork's is taken with its copy
-            await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
+            await claim_to_resume(ownership, self._running.logs, run_id)  # or draining there
         try:
             return await self._resume(run_id, input, gated=gated)
         except BaseException:  # nothing runs here: the claim is given up

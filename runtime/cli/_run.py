@@ -25,6 +25,7 @@ from eventstore import CorruptLogError, EventStore
 
 from .. import (
     GraphSpec,
+    RunDrainingError,
     RunHandle,
     RunNotFoundError,
     RunResult,
@@ -347,7 +348,7 @@ async def _resume(args: argparse.Namespace) -> int:
                 args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
             )
         except RunStateError as exc:
-            if exc.status != "paused":
+            if exc.status != "paused" or isinstance(exc, RunDrainingError):
                 raise
             # Waiting at a gate: only an approval passes it, and the run stays as it was.
             sys.stderr.write(f"magistrate: {exc}\n")

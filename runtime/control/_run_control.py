@@ -5,21 +5,26 @@ another process's events, recovery), and what closing does to the runs still liv
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
-import msgspec
 
-from actors import ActorStoppedError
+from actors import ActorError, ActorStoppedError
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
-from .._errors import RunChangedError, RunNotFoundError, RunStateError, SpecErrors
+from .._errors import (
+    RunChangedError,
+    RunDrainingError,
+    RunNotFoundError,
+    RunStateError,
+    SpecErrors,
+)
 from .._result import FINAL, RunOutcome, RunResult, result_from_state
 from .._run_logs import RunLogs
 from ..engine._foreign import take_in_foreign
@@ -29,12 +34,9 @@ from ..events._catalogue import (
     PauseRequested,
     RunCancelled,
     RunPaused,
-    RunResumed,
-    RunStarted,
 )
-from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
+from ._draining import DRAIN_WAIT, Draining
 from ._elsewhere import first, partial_outputs
-from ._gates import check_resumable
 from ._live_runs import LiveRun, LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
 from ._unrunnable import Unrunnable
@@ -80,6 +82,11 @@ class RunControl:
         self.unrunnable = None if ownership is None else Unrunnable(logs, ownership.owner)
         #: Runs that closing asked to cancel and whose executor did not report in time.
         self._unstopped: list[tuple[str, RunOutcome]] = []
+        #: Runs with threads of abandoned attempts still running here, and those of them
+        #: whose claim is kept until they end (their executor stopped meanwhile).
+        self.draining = Draining(self._drained)
+        self._kept: set[str] = set()
+        self._waited: set[str] = set()
 
     @property
     def worker(self) -> bool:
@@ -122,6 +129,7 @@ class RunControl:
     def add_live(self, run_id: str, live: LiveRun) -> None:
         """Count a run launched here as live; with ownership, its log appends only while
         this runtime holds the run's claim (a stalled process's lease may have run out)."""
+        live.log.drain = partial(self.draining.begin, run_id)
         if self.ownership is not None:
             live.log.holds = partial(self.ownership.holds, run_id)
             # Another process's pause requests are taken in, not settled (_foreign.py);
@@ -139,9 +147,15 @@ class RunControl:
             dropped = self.live.drop(run_id, outcome)
             if not isinstance(outcome, OwnedOutcome):
                 return
-            # The claim is given up before anyone sees the result (OwnedOutcome.wait).
+            # The claim is given up before anyone sees the result (OwnedOutcome.wait),
+            # unless an abandoned attempt still runs here: then it is kept until that
+            # ends (draining), so no other process runs the node meanwhile.
             if dropped and self.ownership is not None and self._tasks is not None:
-                self.ownership.release_soon(run_id, self._tasks, outcome.released)
+                if run_id in self.draining:
+                    self._kept.add(run_id)
+                    outcome.released()
+                else:
+                    self.ownership.release_soon(run_id, self._tasks, outcome.released)
             else:
                 outcome.released()
 
@@ -160,6 +174,35 @@ class RunControl:
 
         outcome = OwnedOutcome(forget, conflict)
         return outcome
+
+    def _drained(self, run_id: str) -> None:
+        """The last abandoned attempt of ``run_id`` here ended: a claim kept for it is
+        given up, unless the run is live here again (resumed meanwhile)."""
+        if run_id not in self._kept:
+            return
+        self._kept.discard(run_id)
+        if run_id in self._waited:
+            return  # a resume here waits for this: the claim is its own
+        if self.ownership is not None and self.live.get(run_id) is None:
+            # Called on the loop outside any task (a thread's end): released in a task.
+            with contextlib.suppress(ActorError):  # closing: release_all gives it up
+                self.live.system.start_task(self.ownership.release, run_id)
+
+    async def ready_to_resume(self, run_id: str) -> None:
+        """Before a resume here: wait for the run's abandoned attempts here to end (at
+        most DRAIN_WAIT seconds; RunDrainingError if they do not), so two attempts of a
+        node never run at once; a claim kept while it drained is the resume's now."""
+        if run_id in self.draining:
+            self._waited.add(run_id)  # the claim kept for it stays when it ends
+            try:
+                drained = await self.draining.wait(run_id)
+            finally:
+                self._waited.discard(run_id)
+            if not drained:
+                state = await self.logs.get_state(run_id)
+                why = f"an abandoned attempt still runs in this process after {DRAIN_WAIT:g} s"
+                raise RunDrainingError(run_id, state.status, why)
+        self._kept.discard(run_id)
 
     # ------------------------------------------------------------------ control
 
@@ -251,44 +294,6 @@ class RunControl:
             return False
         info = await store.get_run(run_id)
         return info is not None and info.owner is not None
-
-    # ------------------------------------------------------------------ hand-over
-
-    async def submit(self, graph: GraphSpec, input: dict[str, Any], run_id: str | None) -> str:
-        """Record the start of a run for any worker (see :meth:`Runtime.submit`)."""
-        store = self.logs.store
-        if store is None or self.ownership is None:
-            raise RunStateError("-", "no store", "submit needs a store that records ownership")
-        run_id = run_id or uuid.uuid4().hex
-        started = RunStarted(
-            graph=shared_graph_dict(graph),
-            graph_hash=graph_hash(graph),
-            entry=graph.entry_node,
-            goal=None if graph.goal is None else msgspec.to_builtins(graph.goal),
-            input=input,
-        )
-        await store.append(run_id, [started], expected_seq=0)
-        return run_id
-
-    async def submit_resume(self, run_id: str, input: Mapping[str, Any] | None) -> None:
-        """Record a paused run's resumption for any worker (see
-        :meth:`Runtime.submit_resume`)."""
-        store = self.logs.store
-        if store is None or self.ownership is None:
-            raise RunStateError(run_id, "-", "submit_resume needs a store that records ownership")
-        for _ in range(50):
-            state = await self.logs.get_state(run_id)
-            if state.status != "paused":
-                raise RunStateError(run_id, state.status, "only a paused run can be handed on")
-            check_resumable(run_id, state)  # a gate opens only by an approval
-            bodies: list[EventBody] = [InputInjected(data=dict(input))] if input else []
-            bodies.append(RunResumed(note="handed to any worker"))
-            try:
-                await store.append(run_id, bodies, expected_seq=state.last_seq)
-                return
-            except ConcurrencyError:
-                await anyio.sleep(0.01)  # appended to meanwhile: read again
-        raise RunStateError(run_id, "paused", "could not hand it on: the run kept moving")
 
     # ------------------------------------------------------------------ closing
 

@@ -205,7 +205,7 @@ class FunctionNodeActor(Actor):
             return _ready(result)  # an "async" callable object that returned a value
         # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
         # on, and cancellation or the deadline abandons the thread instead of waiting.
-        return _in_thread(functools.partial(plain.function, *args))
+        return _in_thread(functools.partial(plain.function, *args), self.log.drain)
 
 
 async def _no_outputs() -> dict[str, Any]:
@@ -246,8 +246,10 @@ def _drop_result(task: asyncio.Future[Any]) -> None:
         task.exception()  # retrieved: an abandoned node's end is nobody's error
 
 
-async def _in_thread(call: Callable[[], Any]) -> Any:
-    result = await run_in_thread(call)
+async def _in_thread(
+    call: Callable[[], Any], drain: Callable[[], Callable[[], None]] | None
+) -> Any:
+    result = await run_in_thread(call, drain)
     if type(result) is not dict and inspect.isawaitable(result):
         result = await result  # a plain def that returned an awaitable
     return result

@@ -132,6 +132,9 @@ class RunLog:
         #: batch that meets another process's pause requests takes them in and goes again
         #: (see _foreign.py); None: every conflict fails the log.
         self.spawn: Callable[..., object] | None = None
+        #: Counts the run's plain-def threads (a run whose executor stopped while one runs
+        #: is draining): called as one starts, it returns what to call once it ends.
+        self.drain: Callable[[], Callable[[], None]] | None = None
 
     async def append(
         self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True
