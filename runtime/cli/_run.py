@@ -238,7 +238,7 @@ async def _execute(
                     raise
                 if handle is None:
                     assert recorded is not None
-                    return _left(args, rt, graph, recorded)
+                    return await _left(args, rt, graph, recorded)
                 if not args.quiet:
                     console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
                 result = await _follow(rt, handle, signals)
@@ -246,18 +246,28 @@ async def _execute(
     return exit_code(result)
 
 
-def _left(args: argparse.Namespace, rt: Runtime, graph: GraphSpec | None, by: str) -> int:
-    """A decision recorded and the run not executed here: say what happened and why."""
-    why = "the decision ended the run"
-    if graph is not None:
-        try:
-            rt.nodes.check(graph)
-        except SpecError as exc:
-            why = (
-                f"not executed here ({exc}); its owner or a worker (magistrate worker) continues it"
-            )
+async def _left(args: argparse.Namespace, rt: Runtime, graph: GraphSpec | None, by: str) -> int:
+    """A decision recorded and the run not executed here: say what happened and why, as
+    the run's log says (a rejection may have ended it, whether or not it could run here)."""
+    status = (await rt.get_state(args.run_id)).status
+    why = f"the decision ended the run ({status})"
+    if status == "running":
+        why = "its owner or a worker (magistrate worker) continues it"
+        if graph is not None:
+            try:
+                rt.nodes.check(graph)
+            except SpecError as exc:
+                why = f"not executed here ({exc}); {why}"
     if args.output == "json":
-        emit_json({"run_id": args.run_id, "decided_by": by, "executed": False, "why": why})
+        emit_json(
+            {
+                "run_id": args.run_id,
+                "decided_by": by,
+                "executed": False,
+                "status": status,
+                "why": why,
+            }
+        )
     else:
         sys.stdout.write(f"run {args.run_id}: decision by {by} recorded; {why}\n")
     return EXIT_OK

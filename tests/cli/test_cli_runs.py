@@ -325,3 +325,18 @@ def test_approve_records_the_approval_where_the_graph_cannot_run_and_leaves_the_
     done = json.loads(ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q")).out)
     assert done["status"] == "completed"
     assert done["memory"]["reply"] == "[billing] approved by ops"
+
+
+def test_a_rejection_where_the_graph_cannot_run_says_it_ended_the_run(workdir: Workdir) -> None:
+    run_id = json.loads(ok(workdir.run(*RUN, "-q", "--output", "json"), 3).out)["run_id"]
+    # This process may not import the graph's functions; the rejection (no on_failure
+    # edge) ends the run all the same, and the answer says so, not "not executed here".
+    args = ("approve", run_id, "--by", "ops", "--reject", "wrong category")
+    text = ok(workdir.run(*args, "--allow-imports", "nothing_allowed"))
+    assert text.out.strip() == (
+        f"run {run_id}: decision by ops recorded; the decision ended the run (cancelled)"
+    )
+    again = ok(workdir.run(*args, "--output", "json"), 4)  # final: already cancelled
+    assert "already cancelled" in again.err
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "cancelled"

@@ -31,6 +31,9 @@ async def test_a_run_started_over_http_pauses_shows_its_verdicts_and_finishes_wh
             "node_id": "review",
             "waiting_for": ["approved", "note"],
             "reads": ["approved", "note"],
+            "values": {},  # memory holds none of what it reads
+            "description": "",
+            "success_criteria": [],
         }
         assert detail["current"] == ["review"]
         assert detail["visit_counts"] == {"draft": 1}
