@@ -144,9 +144,9 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: meet their pause gates when it resumes (a fork never skips an approval). Set by
     #: run.forked, cleared by the resume that follows.
     gates_due: bool = False
-    #: A pause asked for from another process (``run.pause_requested``) that the run's
-    #: owner obeys at its next node boundary; cleared when the run pauses, is cancelled
-    #: or finishes (a resume of a running run keeps it: the resuming owner obeys it).
+    #: A pause asked for (``run.pause_requested``, from any process) that the run's owner
+    #: obeys at its next node boundary; cleared when the run pauses, is cancelled or
+    #: finishes, and in a fork's copy (a resume keeps it: the resuming owner obeys it).
     pause_requested: bool = False
     #: Where a fork's log was copied from (its ``run.forked`` event); None for other runs.
     forked_from: ForkOrigin | None = None
@@ -409,6 +409,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.gates_due = False
         case RunForked():
             s.gates_due = s.status == "running"
+            s.pause_requested = False  # the source's request: not the copy's
             s.forked_from = ForkOrigin(
                 run_id=body.source_run_id, seq=body.source_seq, hash=body.source_hash
             )
