@@ -130,6 +130,7 @@ class RunControl:
         """Count a run launched here as live; with ownership, its log appends only while
         this runtime holds the run's claim (a stalled process's lease may have run out)."""
         live.log.drain = partial(self.draining.begin, run_id)
+        live.log.drained = partial(self.draining.wait_node, run_id)
         if self.ownership is not None:
             live.log.holds = partial(self.ownership.holds, run_id)
             # Another process's pause requests are taken in, not settled (_foreign.py);

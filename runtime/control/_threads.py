@@ -43,17 +43,14 @@ class _Job:
         self.ended: Callable[[], None] | None = None
 
 
-async def run_in_thread(
-    call: Callable[[], Any], track: Callable[[], Callable[[], None]] | None = None
-) -> Any:
+async def run_in_thread(call: Callable[[], Any], on_end: Callable[[], None] | None = None) -> Any:
     """Run ``call()`` in a daemon worker thread and return what it returns (or raise what
-    it raises). Cancellation stops the wait at once and abandons the thread. ``track()``,
-    if given, is called now, and what it returns is called on the loop once the thread's
-    call has ended, abandoned or not (the runtime keeps a run with an abandoned call
-    "draining" meanwhile, see _draining.py)."""
+    it raises). Cancellation stops the wait at once and abandons the thread. ``on_end``,
+    if given, is called on the loop once the thread's call has ended, abandoned or not
+    (the runtime keeps a run with an abandoned call "draining" meanwhile, see
+    _draining.py)."""
     job = _Job(asyncio.get_running_loop(), call)
-    if track is not None:
-        job.ended = track()
+    job.ended = on_end
     with _lock:
         worker = _idle.pop() if _idle else None
     if worker is None:

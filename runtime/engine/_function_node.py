@@ -140,6 +140,8 @@ class FunctionNodeActor(Actor):
         if plain is not None and plain.wants_context:
             context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
         try:
+            if message.attempt > 1 and self.log.drained is not None:
+                await self._after_abandoned(message, timeout)  # before its own deadline
             if timeout is not None:
                 deadline = self.deadline
                 deadline.start(timeout)
@@ -188,6 +190,15 @@ class FunctionNodeActor(Actor):
     def on_stopped(self) -> None:
         self.deadline.close()
 
+    async def _after_abandoned(self, message: ExecuteNode, limit: float | None) -> None:
+        """A retry starts once the attempt before, if it was abandoned at its deadline and
+        its thread runs on, has ended, waiting at most the node's time limit (NodeError if
+        it has not), so two attempts of a node never run at once."""
+        assert self.log.drained is not None
+        if not await self.log.drained(message.node_id, limit):
+            reason = f"attempt {message.attempt - 1} still runs (abandoned, its thread goes on)"
+            raise NodeError(self.log.run_id, message.node_id, reason)
+
     def _call(
         self, plain: PlainFunction | None, message: ExecuteNode, context: NodeContext | None
     ) -> Awaitable[Any]:
@@ -205,7 +216,7 @@ class FunctionNodeActor(Actor):
             return _ready(result)  # an "async" callable object that returned a value
         # A plain def may block (I/O, CPU): it runs in a worker thread so other runs go
         # on, and cancellation or the deadline abandons the thread instead of waiting.
-        return _in_thread(functools.partial(plain.function, *args), self.log.drain)
+        return _in_thread(functools.partial(plain.function, *args), self.log, message)
 
 
 async def _no_outputs() -> dict[str, Any]:
@@ -246,10 +257,9 @@ def _drop_result(task: asyncio.Future[Any]) -> None:
         task.exception()  # retrieved: an abandoned node's end is nobody's error
 
 
-async def _in_thread(
-    call: Callable[[], Any], drain: Callable[[], Callable[[], None]] | None
-) -> Any:
-    result = await run_in_thread(call, drain)
+async def _in_thread(call: Callable[[], Any], log: RunLog, message: ExecuteNode) -> Any:
+    drain = log.drain
+    result = await run_in_thread(call, None if drain is None else drain(message.node_id))
     if type(result) is not dict and inspect.isawaitable(result):
         result = await result  # a plain def that returned an awaitable
     return result

@@ -132,9 +132,13 @@ class RunLog:
         #: batch that meets another process's pause requests takes them in and goes again
         #: (see _foreign.py); None: every conflict fails the log.
         self.spawn: Callable[..., object] | None = None
-        #: Counts the run's plain-def threads (a run whose executor stopped while one runs
-        #: is draining): called as one starts, it returns what to call once it ends.
-        self.drain: Callable[[], Callable[[], None]] | None = None
+        #: Counts the run's plain-def threads by node (a run whose executor stopped while
+        #: one runs is draining): called with the node as one starts, it returns what to
+        #: call once it ends; ``drained(node, seconds)`` waits until none of the node's
+        #: runs (at most that long, or a default for None), False if one still does
+        #: (control/_draining.py).
+        self.drain: Callable[[str], Callable[[], None]] | None = None
+        self.drained: Callable[[str, float | None], Awaitable[bool]] | None = None
 
     async def append(
         self, bodies: Sequence[EventBody], *, durable: bool = True, shield: bool = True

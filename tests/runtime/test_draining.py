@@ -13,7 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import EdgeSpec, GraphSpec, RunDrainingError, Runtime
+from runtime import EdgeSpec, GraphSpec, RetryPolicy, RunDrainingError, Runtime
+from runtime.events import NodeFailed
 from runtime.testing import function_node
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
@@ -108,4 +109,26 @@ async def test_the_claim_is_given_up_once_the_abandoned_attempt_ends(store: str)
         async with Runtime(store, functions=blocking.functions()) as other:
             resumed = await (await other.resume(handle.run_id)).result()
     assert resumed.status == "completed"
+    assert blocking.marks == ["enter 1", "exit 1", "enter 2", "exit 2"]
+
+
+async def test_a_retry_waits_for_the_attempt_abandoned_at_its_deadline(tmp_path: Path) -> None:
+    blocking = Blocking()
+    graph = GraphSpec(
+        id="deadline",
+        nodes=[function_node("work", output_keys=["done"], timeout=1.0)],
+        entry_node="work",
+        retry=RetryPolicy(max_attempts=2, initial_delay=0, jitter=0),
+    )
+
+    def release_when_it_fails(run_id: str, seq: int, bodies: Any) -> None:
+        # Attempt 1 passed its deadline (recorded): its thread ends only now, while the
+        # retry is about to start; the retry waits for it.
+        if any(isinstance(b, NodeFailed) and b.will_retry for b in bodies):
+            blocking.release.set()
+
+    functions = blocking.functions()
+    async with Runtime(tmp_path / "r.db", functions=functions, hooks=[release_when_it_fails]) as rt:
+        result = await (await rt.start(graph)).result()
+    assert result.status == "completed" and result.total_retries == 1
     assert blocking.marks == ["enter 1", "exit 1", "enter 2", "exit 2"]
