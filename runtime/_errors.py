@@ -19,6 +19,8 @@ The tree (rooted at :class:`actors.MagistrateError`)::
     ├── NodeError               a node failed (function raised, judge escalated, ...)
     ├── RunNotFoundError        no run with that id in the store
     └── RunStateError           the run is not in a state that allows the operation
+        ├── RunChangedError     a control lost a race: the run was already cancelled, finished...
+        └── RunDrainingError    an abandoned attempt of the run still runs (it is draining)
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "ProviderTimeoutError",
+    "RunChangedError",
+    "RunDrainingError",
     "RunNotFoundError",
     "RunStateError",
     "SpecError",
@@ -212,3 +216,25 @@ class RunStateError(MagistrateError):
         self.status = status
         self.reason = reason
         super().__init__(f"run {run_id} is {status}: {reason}")
+
+
+class RunChangedError(RunStateError):
+    """A control (cancel, pause, approve, reject, resume) that lost a race, or came after
+    the run had moved on: the run is already ``status`` (cancelled, completed, failed,
+    paused...), as another writer left it, and this control recorded nothing. Never
+    undoes what the winner did; the CLI exits 4 with it, the HTTP API answers 409
+    ``run_changed``."""
+
+    def __init__(self, run_id: str, status: str, reason: str = "") -> None:
+        super().__init__(run_id, status, f"already {status}" + (f": {reason}" if reason else ""))
+
+
+class RunDrainingError(RunStateError):
+    """The run cannot be resumed (or retried) yet: an abandoned attempt of one of its
+    plain-def nodes (cancelled, its thread not interruptible) still runs in the process
+    that owned it, which keeps the run's claim until it ends ("draining"). A resume in
+    that process waits for it (bounded); one elsewhere is refused with this. ``status``
+    is the run's (paused or cancelled)."""
+
+    def __init__(self, run_id: str, status: str, reason: str) -> None:
+        super().__init__(run_id, status, f"draining: {reason}")

@@ -19,12 +19,14 @@ from eventstore import (
 )
 
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
-from ._errors import RunStateError
+from ._errors import RunChangedError, RunStateError
 from ._fork import copy_prefix
 from ._handle import RunHandle
 from ._node_factory import NodeFactory
 from ._result import RunOutcome, RunResult
 from .control._approvals import check_resumable, decide_gate, grant, reject
+from .control._draining import claim_to_resume
+from .control._handover import submit, submit_resume
 from .control._launch import launch
 from .control._open import open_control
 from .control._ownership import default_worker_id
@@ -256,7 +258,7 @@ class Runtime:
         validate_graph(graph)
         check_input(input)
         check_run_id(run_id)
-        return await self._running.submit(graph, dict(input or {}), run_id)
+        return await submit(self._running, graph, dict(input or {}), run_id)
 
     async def submit_resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> None:
         """Hand a paused run to any worker: record ``input`` and its resumption, for a
@@ -264,7 +266,7 @@ class Runtime:
         paused nodes run without pausing again). Nothing runs here. Raises RunNotFoundError,
         RunStateError unless the run is paused, and without a store that records ownership.
         """
-        await self._running.submit_resume(run_id, input)
+        await submit_resume(self._running, run_id, input)
 
     async def resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> RunHandle:
         """Resume a paused, cancelled or crashed run from its log, in this process.
@@ -282,11 +284,12 @@ class Runtime:
         if self._running.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         check_input(input)
+        await self._running.ready_to_resume(run_id)  # an abandoned attempt here ends first
         ownership = self._running.ownership
         if ownership is None:
             return await self._resume(run_id, input, gated=gated)
         if run_id not in ownership.claims:  # a fork's is taken with its copy
-            await ownership.claim(run_id)  # RunOwnedError if it is live elsewhere
+            await claim_to_resume(ownership, self._running.logs, run_id)  # or draining there
         try:
             return await self._resume(run_id, input, gated=gated)
         except BaseException:  # nothing runs here: the claim is given up
@@ -309,14 +312,18 @@ class Runtime:
         (named), a run moved by another writer since the pause; MemoryValueError."""
         check_input(input)
         record = partial(grant, input=dict(input or {}), by=by)
-        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
 
     async def reject(self, run_id: str, *, by: str, reason: str = "") -> RunHandle | None:
         """Reject the gate a paused run waits at, for good (``approval.rejected``: who,
         why): the node's ``on_failure`` edges fire as :meth:`approve` goes on, else the run
         ends cancelled in the same append (None). Raises as :meth:`approve` does."""
         record = partial(reject, by=by, reason=reason)
-        return await decide_gate(self._running, self.nodes, run_id, record, self._resume)
+        return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
+
+    async def _decided(self, run_id: str, at_seq: int) -> RunHandle:
+        """Continue a run from the gate decision at ``at_seq`` (see decide_gate)."""
+        return await self._resume(run_id, None, at_seq=at_seq)
 
     async def _resume(
         self,
@@ -325,9 +332,18 @@ class Runtime:
         *,
         outcome: RunOutcome | None = None,
         gated: bool = True,
+        at_seq: int | None = None,
     ) -> RunHandle:
         logs = self._running.logs
-        state, graph = await logs.read_resumable(run_id)
+        moved = "another writer moved it after the decision"
+        try:
+            state, graph = await logs.read_resumable(run_id)
+        except RunStateError as exc:
+            if at_seq is None:
+                raise
+            raise RunChangedError(run_id, exc.status, moved) from None  # it finished since
+        if at_seq is not None and state.last_seq != at_seq:
+            raise RunChangedError(run_id, state.status, moved)
         if gated:  # a fork's copy waits at its gate again instead
             check_resumable(run_id, state)
         self.nodes.check(graph)
@@ -341,6 +357,7 @@ class Runtime:
             resume_from=state,
             resume_input=dict(input or {}) or None,
             outcome=outcome,
+            acted=at_seq is not None,
         )
 
     async def fork(

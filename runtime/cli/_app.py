@@ -88,8 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from actors import MagistrateError
     from eventstore import NotAStoreError, SchemaVersionError, StoreFileError
 
-    from .. import RunNotFoundError, RunStateError, SpecError
-    from ._common import EXIT_FAILED, EXIT_USAGE, Handler, UsageError
+    from .. import RunChangedError, RunNotFoundError, RunStateError, SpecError
+    from ._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, Handler, UsageError
 
     # Errors that mean "your input is wrong": exit 2 with the message, no traceback.
     usage_errors = (
@@ -104,6 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return anyio.run(handler, args)
+    except RunChangedError as exc:
+        # A control that lost a race, or came after the run moved on: what happened.
+        if args.debug:
+            raise
+        _error(str(exc))
+        return EXIT_CANCELLED
     except usage_errors as exc:
         if args.debug:
             raise

@@ -25,6 +25,7 @@ from eventstore import CorruptLogError, EventStore
 
 from .. import (
     GraphSpec,
+    RunDrainingError,
     RunHandle,
     RunNotFoundError,
     RunResult,
@@ -233,7 +234,7 @@ async def _execute(
                     raise
                 if handle is None:
                     assert recorded is not None
-                    return _left(args, rt, graph, recorded)
+                    return await _left(args, rt, graph, recorded)
                 if not args.quiet:
                     console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
                 result = await _follow(rt, handle, signals)
@@ -241,18 +242,28 @@ async def _execute(
     return exit_code(result)
 
 
-def _left(args: argparse.Namespace, rt: Runtime, graph: GraphSpec | None, by: str) -> int:
-    """A decision recorded and the run not executed here: say what happened and why."""
-    why = "the decision ended the run"
-    if graph is not None:
-        try:
-            rt.nodes.check(graph)
-        except SpecError as exc:
-            why = (
-                f"not executed here ({exc}); its owner or a worker (magistrate worker) continues it"
-            )
+async def _left(args: argparse.Namespace, rt: Runtime, graph: GraphSpec | None, by: str) -> int:
+    """A decision recorded and the run not executed here: say what happened and why, as
+    the run's log says (a rejection may have ended it, whether or not it could run here)."""
+    status = (await rt.get_state(args.run_id)).status
+    why = f"the decision ended the run ({status})"
+    if status == "running":
+        why = "its owner or a worker (magistrate worker) continues it"
+        if graph is not None:
+            try:
+                rt.nodes.check(graph)
+            except SpecError as exc:
+                why = f"not executed here ({exc}); {why}"
     if args.output == "json":
-        emit_json({"run_id": args.run_id, "decided_by": by, "executed": False, "why": why})
+        emit_json(
+            {
+                "run_id": args.run_id,
+                "decided_by": by,
+                "executed": False,
+                "status": status,
+                "why": why,
+            }
+        )
     else:
         sys.stdout.write(f"run {args.run_id}: decision by {by} recorded; {why}\n")
     return EXIT_OK
@@ -343,7 +354,7 @@ async def _resume(args: argparse.Namespace) -> int:
                 args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
             )
         except RunStateError as exc:
-            if exc.status != "paused":
+            if exc.status != "paused" or isinstance(exc, RunDrainingError):
                 raise
             # Waiting at a gate: only an approval passes it, and the run stays as it was.
             sys.stderr.write(f"magistrate: {exc}\n")
@@ -410,9 +421,20 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 
 def _control_answer(args: argparse.Namespace, state: RunState) -> int:
-    """What a control command prints: the run's status and seq once it is recorded."""
+    """What a control command prints: the run's status and seq once it is recorded (a
+    pause of a run live elsewhere is requested: its owner pauses it at its next node
+    boundary)."""
+    requested = state.pause_requested
     if args.output == "json":
-        emit_json({"run_id": args.run_id, "status": state.status, "seq": state.last_seq})
+        emit_json(
+            {
+                "run_id": args.run_id,
+                "status": state.status,
+                "seq": state.last_seq,
+                "pause_requested": requested,
+            }
+        )
     else:
-        sys.stdout.write(f"run {args.run_id}: {state.status} (seq {state.last_seq})\n")
+        note = "; pause requested: it pauses at its next node boundary" if requested else ""
+        sys.stdout.write(f"run {args.run_id}: {state.status}{note} (seq {state.last_seq})\n")
     return EXIT_OK

@@ -16,7 +16,7 @@ from typing import Any
 
 from eventstore import ConcurrencyError, EventBody, RunOwnedError
 
-from .._errors import RunStateError, SpecErrors
+from .._errors import RunChangedError, RunStateError, SpecErrors
 from .._handle import RunHandle
 from .._node_factory import NodeFactory
 from .._run_logs import RunLogs
@@ -30,8 +30,9 @@ __all__ = ["check_resumable", "decide_gate", "grant", "reject"]
 
 #: Records a gate's decision on the run's state and graph; returns whether the run goes on.
 Record = Callable[[RunLogs, str, RunState, GraphSpec], Awaitable[bool]]
-#: Continues a run from its log in this process.
-Resume = Callable[[str, Mapping[str, Any] | None], Awaitable[RunHandle]]
+#: Continues a run from its log in this process, if its log ends at the given seq (else
+#: RunChangedError: another writer moved it).
+Resume = Callable[[str, int], Awaitable[RunHandle]]
 
 
 async def grant(
@@ -83,8 +84,8 @@ async def _append(logs: RunLogs, run_id: str, state: RunState, bodies: list[Even
         await log.append(bodies)
     except ConcurrencyError:
         now = await logs.get_state(run_id)
-        raise RunStateError(
-            run_id, now.status, f"it changed after the pause this answers (now {now.status})"
+        raise RunChangedError(
+            run_id, now.status, "another writer moved it after the pause this answers"
         ) from None
     log.record_head()
 
@@ -99,7 +100,7 @@ async def decide_gate(
     try:
         state, graph = await control.logs.read_resumable(run_id)
     except RunStateError as exc:  # a finished run
-        raise RunStateError(run_id, exc.status, "it waits at no gate") from None
+        raise RunChangedError(run_id, exc.status, "it waits at no gate") from None
     try:
         nodes.check(graph)
         here = not control.live.running_here(run_id)
@@ -116,12 +117,8 @@ async def decide_gate(
     try:
         goes_on = await record(control.logs, run_id, state, graph)
         if goes_on and here:
-            now = await control.logs.get_state(run_id)
-            if now.last_seq != state.last_seq + 1:  # a control came after the decision
-                raise RunStateError(
-                    run_id, now.status, "decided, then changed by another writer before it went on"
-                )
-            handle = await resume(run_id, None)
+            # Goes on from the decision only: a control after it (a cancel) wins.
+            handle = await resume(run_id, state.last_seq + 1)
             claimed = False
             return handle
         return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import RunStateError
+from .._errors import RunChangedError, RunStateError
 from ..events._state import RunState
 from ..spec._model import GraphSpec
 
@@ -16,14 +16,18 @@ __all__ = ["check_resumable", "gate_of", "missing_keys"]
 
 def gate_of(run_id: str, state: RunState) -> str:
     """The pause node ``run_id`` waits at (what an approval or a rejection answers); raises
-    RunStateError, with what to do instead, when it waits at no gate."""
+    RunStateError, with what to do instead, when it waits at no gate (RunChangedError for
+    a run already cancelled or finished)."""
     paused = state.paused
     if state.status == "paused" and paused is not None and paused.reason == "hitl":
         if paused.node_id is not None:
             return paused.node_id
     if state.status == "cancelled" and state.gate is not None:
         reason = f"it was cancelled at gate {state.gate!r}: resume it to wait at the gate again"
-    elif state.status == "paused":
+        raise RunChangedError(run_id, state.status, reason)
+    if state.status in ("cancelled", "completed", "failed"):
+        raise RunChangedError(run_id, state.status, "it waits at no gate")
+    if state.status == "paused":
         why = paused.reason if paused is not None else "user"
         reason = f"it paused ({why}), not at a gate: resume it instead"
     else:

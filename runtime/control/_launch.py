@@ -39,14 +39,24 @@ async def launch(
     resume_input: dict[str, Any] | None = None,
     outcome: RunOutcome | None = None,
     started: Waiter | None = None,
+    acted: bool = False,
 ) -> RunHandle:
     """Spawn the run's executor in ``control``'s actor system and tell it to start.
     ``started`` (from ``Runtime.start``) is set once the run stopped or met a conflict, in
-    case its first commit never came."""
+    case its first commit never came. A resume whose first append meets another writer's
+    events fails with RunChangedError (it did nothing), unless ``acted`` (something was
+    recorded for it already: a gate's decision)."""
     if outcome is None:
         outcome = control.new_outcome(run_id, started)
     elif isinstance(outcome, OwnedOutcome):
         outcome.holding = False
+    if isinstance(outcome, OwnedOutcome) and not outcome.acted:
+        if resume_from is None or acted:
+            # A start (its first append conflicts with nobody), or the continuation of a
+            # gate's decision (recorded: whatever follows answers it).
+            outcome.acted = True
+        else:
+            log.observers = (*log.observers, outcome.committed)
     if metrics is not None:
         metrics.run_launched(run_id, graph)
     executor = ExecutorActor(

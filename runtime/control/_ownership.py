@@ -95,8 +95,15 @@ class OwnedOutcome(RunOutcome):
         super().__init__(on_done)
         self.on_conflict = on_conflict
         self.holding = False
+        #: Whether an executor of this outcome committed anything: a resume whose first
+        #: append met another writer's events did nothing, and says so (RunChangedError).
+        self.acted = False
         # A bare one-shot waiter, not an anyio.Event (an Event and its deque per run).
         self._released = new_waiter()
+
+    def committed(self, _run_id: str, _bodies: object, _elapsed: float | None) -> None:
+        """A commit observer: this outcome's run has acted."""
+        self.acted = True
 
     def fail(self, error: BaseException) -> None:
         if self.done or self.holding:

@@ -5,36 +5,38 @@ another process's events, recovery), and what closing does to the runs still liv
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
-import msgspec
 
-from actors import ActorStoppedError, Waiter
+from actors import ActorError, ActorStoppedError, Waiter
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
-from .._errors import RunNotFoundError, RunStateError, SpecErrors
+from .._errors import (
+    RunChangedError,
+    RunDrainingError,
+    RunNotFoundError,
+    RunStateError,
+    SpecErrors,
+)
 from .._result import FINAL, RunOutcome, RunResult, result_from_state
 from .._run_logs import RunLogs
+from ..engine._foreign import take_in_foreign
 from ..engine._messages import CancelRun, InjectInput, PauseRun
 from ..events._catalogue import (
     InputInjected,
-    MemoryWritten,
+    PauseRequested,
     RunCancelled,
     RunPaused,
-    RunResumed,
-    RunStarted,
 )
-from ..events._state import RunState
-from ..spec._load import graph_from_dict
-from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
-from ._gates import check_resumable
+from ._draining import DRAIN_WAIT, Draining
+from ._elsewhere import first, partial_outputs
 from ._live_runs import LiveRun, LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
 from ._unrunnable import Unrunnable
@@ -80,6 +82,11 @@ class RunControl:
         self.unrunnable = None if ownership is None else Unrunnable(logs, ownership.owner)
         #: Runs that closing asked to cancel and whose executor did not report in time.
         self._unstopped: list[tuple[str, RunOutcome]] = []
+        #: Runs with threads of abandoned attempts still running here, and those of them
+        #: whose claim is kept until they end (their executor stopped meanwhile).
+        self.draining = Draining(self._drained)
+        self._kept: set[str] = set()
+        self._waited: set[str] = set()
 
     @property
     def worker(self) -> bool:
@@ -122,8 +129,13 @@ class RunControl:
     def add_live(self, run_id: str, live: LiveRun) -> None:
         """Count a run launched here as live; with ownership, its log appends only while
         this runtime holds the run's claim (a stalled process's lease may have run out)."""
+        live.log.drain = partial(self.draining.begin, run_id)
+        live.log.drained = partial(self.draining.wait_node, run_id)
         if self.ownership is not None:
             live.log.holds = partial(self.ownership.holds, run_id)
+            # Another process's pause requests are taken in, not settled (_foreign.py);
+            # from the store's answer too, which runs outside any task.
+            live.log.spawn = self.live.system.start_task
         self.live.add(run_id, live)
 
     def new_outcome(self, run_id: str, started: Waiter | None) -> RunOutcome:
@@ -136,9 +148,15 @@ class RunControl:
             dropped = self.live.drop(run_id, outcome)
             if not isinstance(outcome, OwnedOutcome):
                 return
-            # The claim is given up before anyone sees the result (OwnedOutcome.wait).
+            # The claim is given up before anyone sees the result (OwnedOutcome.wait),
+            # unless an abandoned attempt still runs here: then it is kept until that
+            # ends (draining), so no other process runs the node meanwhile.
             if dropped and self.ownership is not None and self._tasks is not None:
-                self.ownership.release_soon(run_id, self._tasks, outcome.released)
+                if run_id in self.draining:
+                    self._kept.add(run_id)
+                    outcome.released()
+                else:
+                    self.ownership.release_soon(run_id, self._tasks, outcome.released)
             else:
                 outcome.released()
 
@@ -158,6 +176,35 @@ class RunControl:
         outcome = OwnedOutcome(forget, conflict)
         return outcome
 
+    def _drained(self, run_id: str) -> None:
+        """The last abandoned attempt of ``run_id`` here ended: a claim kept for it is
+        given up, unless the run is live here again (resumed meanwhile)."""
+        if run_id not in self._kept:
+            return
+        self._kept.discard(run_id)
+        if run_id in self._waited:
+            return  # a resume here waits for this: the claim is its own
+        if self.ownership is not None and self.live.get(run_id) is None:
+            # Called on the loop outside any task (a thread's end): released in a task.
+            with contextlib.suppress(ActorError):  # closing: release_all gives it up
+                self.live.system.start_task(self.ownership.release, run_id)
+
+    async def ready_to_resume(self, run_id: str) -> None:
+        """Before a resume here: wait for the run's abandoned attempts here to end (at
+        most DRAIN_WAIT seconds; RunDrainingError if they do not), so two attempts of a
+        node never run at once; a claim kept while it drained is the resume's now."""
+        if run_id in self.draining:
+            self._waited.add(run_id)  # the claim kept for it stays when it ends
+            try:
+                drained = await self.draining.wait(run_id)
+            finally:
+                self._waited.discard(run_id)
+            if not drained:
+                state = await self.logs.get_state(run_id)
+                why = f"an abandoned attempt still runs in this process after {DRAIN_WAIT:g} s"
+                raise RunDrainingError(run_id, state.status, why)
+        self._kept.discard(run_id)
+
     # ------------------------------------------------------------------ control
 
     async def result(self, run_id: str) -> RunResult:
@@ -174,7 +221,7 @@ class RunControl:
         if live is None:
             # As a store's runtime answers (RunNotFoundError for a run it never saw).
             state = await self.logs.get_state(run_id)
-            raise RunStateError(run_id, state.status, "only a running run can pause")
+            raise RunChangedError(run_id, state.status, "only a running run can pause")
         await live.executor.tell(PauseRun())
 
     async def cancel(self, run_id: str, reason: str) -> None:
@@ -208,16 +255,26 @@ class RunControl:
             match action:
                 case "cancel":
                     if state.status in FINAL or state.status == "cancelled":
-                        raise RunStateError(run_id, state.status, "nothing to cancel")
-                    body = RunCancelled(node_id=_first(state.pending), reason=reason)
-                    bodies = [*_partial_outputs(state), body]
+                        raise RunChangedError(run_id, state.status, "nothing to cancel")
+                    body = RunCancelled(node_id=first(state.pending), reason=reason)
+                    bodies = [*partial_outputs(state), body]
                 case "pause":
+                    if state.status in (*FINAL, "cancelled", "paused"):
+                        raise RunChangedError(run_id, state.status, "only a running run can pause")
                     if state.status != "running":
                         raise RunStateError(run_id, state.status, "only a running run can pause")
-                    body = RunPaused(reason="user", node_id=_first(state.pending))
+                    if state.pause_requested:
+                        return  # asked for already: its owner pauses it once
+                    # A run its owner executes pauses at the owner's next node boundary;
+                    # one nobody executes (waiting for a worker) pauses now.
+                    body = (
+                        PauseRequested()
+                        if await self._owned(run_id)
+                        else RunPaused(reason="user", node_id=first(state.pending))
+                    )
                 case "inject":
                     if state.status in FINAL:
-                        raise RunStateError(
+                        raise RunChangedError(
                             run_id, state.status, "cannot inject input into a finished run"
                         )
                     body = InputInjected(data=data or {})
@@ -231,43 +288,13 @@ class RunControl:
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again
         raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
 
-    # ------------------------------------------------------------------ hand-over
-
-    async def submit(self, graph: GraphSpec, input: dict[str, Any], run_id: str | None) -> str:
-        """Record the start of a run for any worker (see :meth:`Runtime.submit`)."""
+    async def _owned(self, run_id: str) -> bool:
+        """Whether a live claim (this runtime's or another's) holds ``run_id``."""
         store = self.logs.store
-        if store is None or self.ownership is None:
-            raise RunStateError("-", "no store", "submit needs a store that records ownership")
-        run_id = run_id or uuid.uuid4().hex
-        started = RunStarted(
-            graph=shared_graph_dict(graph),
-            graph_hash=graph_hash(graph),
-            entry=graph.entry_node,
-            goal=None if graph.goal is None else msgspec.to_builtins(graph.goal),
-            input=input,
-        )
-        await store.append(run_id, [started], expected_seq=0)
-        return run_id
-
-    async def submit_resume(self, run_id: str, input: Mapping[str, Any] | None) -> None:
-        """Record a paused run's resumption for any worker (see
-        :meth:`Runtime.submit_resume`)."""
-        store = self.logs.store
-        if store is None or self.ownership is None:
-            raise RunStateError(run_id, "-", "submit_resume needs a store that records ownership")
-        for _ in range(50):
-            state = await self.logs.get_state(run_id)
-            if state.status != "paused":
-                raise RunStateError(run_id, state.status, "only a paused run can be handed on")
-            check_resumable(run_id, state)  # a gate opens only by an approval
-            bodies: list[EventBody] = [InputInjected(data=dict(input))] if input else []
-            bodies.append(RunResumed(note="handed to any worker"))
-            try:
-                await store.append(run_id, bodies, expected_seq=state.last_seq)
-                return
-            except ConcurrencyError:
-                await anyio.sleep(0.01)  # appended to meanwhile: read again
-        raise RunStateError(run_id, "paused", "could not hand it on: the run kept moving")
+        if self.ownership is None or store is None:
+            return False
+        info = await store.get_run(run_id)
+        return info is not None and info.owner is not None
 
     # ------------------------------------------------------------------ closing
 
@@ -389,6 +416,8 @@ class RunControl:
     async def _on_foreign_events(self, run_id: str) -> None:
         live = self.live.get(run_id)
         if live is not None and isinstance(live.outcome, OwnedOutcome) and not live.outcome.done:
+            if await take_in_foreign(live.log) != "other":
+                return  # pause requests, obeyed at the next node boundary (or looked at again)
             live.outcome.holding = True
             await self._settle(run_id, None)
 
@@ -413,24 +442,12 @@ class RunControl:
             if state.status == "running":
                 await self._resume(run_id, outcome)
                 return
+            if not outcome.acted:
+                # A resume whose first append lost to another writer: it did nothing, and
+                # its caller learns what happened instead of a status it did not make.
+                why = "another writer moved it before this resume acted"
+                outcome.fail_now(RunChangedError(run_id, state.status, why))
+                return
             outcome.set(result_from_state(state))
         except Exception as exc:
             outcome.fail_now(exc)
-
-
-def _partial_outputs(state: RunState) -> list[EventBody]:
-    """The memory writes that flush the partial outputs of the nodes running in
-    ``state`` (outside a fan-out), as the executor's own cancel does: a cancel from any
-    process keeps the same work."""
-    if state.fanout is not None or state.graph is None:
-        return []
-    reducers = {key.name: key.reducer for key in graph_from_dict(state.graph).memory}
-    return [
-        MemoryWritten(key=key, value=value, op=reducers.get(key, "replace"), node_id=node_id)
-        for node_id in state.running
-        for key, value in state.outputs.get(node_id, {}).items()
-    ]
-
-
-def _first(items: Sequence[str]) -> str | None:
-    return items[0] if items else None

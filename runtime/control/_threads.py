@@ -25,29 +25,45 @@ __all__ = ["IDLE_SECONDS", "run_in_thread"]
 #: How long an idle worker thread waits for work before it ends.
 IDLE_SECONDS: Final = 10.0
 
-_Job = tuple[
-    asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any], contextvars.Context
-]
-
 _lock = threading.Lock()
 _idle: list[_Worker] = []
 
 
-async def run_in_thread(call: Callable[[], Any]) -> Any:
+class _Job:
+    """One call for a worker thread, and what its end tells the loop."""
+
+    __slots__ = ("call", "context", "ended", "future", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, call: Callable[[], Any]) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.call = call
+        self.context = contextvars.copy_context()
+        #: Called on the loop when the call ends (see run_in_thread).
+        self.ended: Callable[[], None] | None = None
+
+
+async def run_in_thread(call: Callable[[], Any], on_end: Callable[[], None] | None = None) -> Any:
     """Run ``call()`` in a daemon worker thread and return what it returns (or raise what
-    it raises). Cancellation stops the wait at once and abandons the thread."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    it raises). Cancellation stops the wait at once and abandons the thread. ``on_end``,
+    if given, is called on the loop once the thread's call has ended, abandoned or not
+    (the runtime keeps a run with an abandoned call "draining" meanwhile, see
+    _draining.py)."""
+    job = _Job(asyncio.get_running_loop(), call)
+    job.ended = on_end
     with _lock:
         worker = _idle.pop() if _idle else None
     if worker is None:
         worker = _Worker()
         worker.start()
-    worker.jobs.put((loop, future, call, contextvars.copy_context()))
-    return await future
+    worker.jobs.put(job)
+    return await job.future
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+def _settle(job: _Job, result: Any, error: BaseException | None) -> None:
+    if job.ended is not None:
+        job.ended()
+    future = job.future
     if future.done():
         return  # abandoned: the awaiting task was cancelled
     if error is not None:
@@ -64,7 +80,7 @@ class _Worker(threading.Thread):
     def run(self) -> None:
         while True:
             try:
-                loop, future, call, context = self.jobs.get(timeout=IDLE_SECONDS)
+                job = self.jobs.get(timeout=IDLE_SECONDS)
             except queue.Empty:
                 with _lock:
                     if self in _idle:
@@ -74,13 +90,13 @@ class _Worker(threading.Thread):
             error: BaseException | None = None
             result: Any = None
             try:
-                result = context.run(call)
+                result = job.context.run(job.call)
             except BaseException as exc:  # handed to the awaiting task, which raises it
                 error = exc
             try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                job.loop.call_soon_threadsafe(_settle, job, result, error)
             except RuntimeError:
                 pass  # the loop is closed: nobody waits for this answer
-            del loop, future, call, context, result, error
+            del job, result, error
             with _lock:
                 _idle.append(self)

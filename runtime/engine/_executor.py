@@ -107,7 +107,7 @@ class ExecutorActor(Actor):
         self.nodes = NodeActors(owner=self, graph=graph, log=log, factory=node_factory)
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.pauses = PausePoints(frozenset(graph.pause_nodes))
+        self.pauses = PausePoints(frozenset(graph.pause_nodes), log)
         self.join = FanOutJoin(graph, log, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers.
         self.choices = EdgeChoices(owner=self, graph=graph, provider=provider)
@@ -149,9 +149,9 @@ class ExecutorActor(Actor):
                 await self._start_node(message.node_id, message.branch, attempt=message.attempt)
             case StartRun():
                 await self._on_start()
-            case PauseRun():
-                self.pauses.requested = True
-                await self._maybe_pause()
+            case PauseRun():  # recorded, then obeyed at the next node boundary
+                if self.pauses.request():
+                    await self.commit()
             case EdgeDecided():
                 await self._on_edge_decided(message)
             case GoalScored():

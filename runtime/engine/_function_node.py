@@ -37,8 +37,10 @@ class NodeContext:
     soon as it is known: if the run is cancelled before the node returns, recorded partial
     outputs are flushed into memory, so long work is not lost.
 
-    ``ctx.cancelled`` turns true once the runtime has abandoned this attempt (the run was
-    cancelled, its node stopped, or the attempt passed its deadline). Code the runtime
+    ``ctx.pause_requested`` turns true once a pause of the run was asked for: the run
+    pauses when the node returns. ``ctx.cancelled`` turns true once the runtime has
+    abandoned this attempt (the run was cancelled, its node stopped, or the attempt
+    passed its deadline). Code the runtime
     cannot interrupt (a plain ``def`` runs in a thread) polls it to stop early. An
     abandoned attempt is fenced: it records nothing more (``set_output`` raises
     :class:`NodeError`) and what it returns is dropped, so it can never overlap the next
@@ -59,6 +61,13 @@ class NodeContext:
     def cancelled(self) -> bool:
         """Whether the runtime has abandoned this attempt. Safe to read from any thread."""
         return self._abandoned
+
+    @property
+    def pause_requested(self) -> bool:
+        """Whether a pause of the run was asked for (from this process or another): the
+        run pauses once this node returns, its outputs kept, so long work may wrap up
+        early. Safe to read from any thread."""
+        return self._log.state.pause_requested
 
     def abandon(self) -> None:
         """Fence this attempt: nothing it does from now on is recorded."""
@@ -177,12 +186,14 @@ class FunctionNodeActor(Actor):
         spec, message, context = attempt.spec, attempt.message, attempt.context
         deadline = self.deadline if attempt.timeout is not None else None
         try:
+            if message.attempt > 1 and self.log.drained is not None:
+                await self._after_abandoned(message, attempt.timeout)  # before its deadline
             try:
                 if deadline is not None:
                     assert attempt.timeout is not None
                     deadline.start(attempt.timeout, self._expired)
                 try:
-                    result = await _call(plain, message, context)
+                    result = await _call(plain, message, context, self.log)
                 finally:
                     if deadline is not None:
                         deadline.stop()
@@ -293,6 +304,15 @@ class FunctionNodeActor(Actor):
         except MailboxFullError:
             await self.executor.tell(done)  # waits for room
 
+    async def _after_abandoned(self, message: ExecuteNode, limit: float | None) -> None:
+        """A retry starts once the attempt before, if it was abandoned at its deadline and
+        its thread runs on, has ended, waiting at most the node's time limit (NodeError if
+        it has not), so two attempts of a node never run at once."""
+        assert self.log.drained is not None
+        if not await self.log.drained(message.node_id, limit):
+            reason = f"attempt {message.attempt - 1} still runs (abandoned, its thread goes on)"
+            raise NodeError(self.log.run_id, message.node_id, reason)
+
 
 class Attempt:
     """One attempt of a plain node in its lane: what it runs and how it ended."""
@@ -316,7 +336,7 @@ class Attempt:
 
 
 def _call(
-    plain: PlainFunction, message: ExecuteNode, context: NodeContext | None
+    plain: PlainFunction, message: ExecuteNode, context: NodeContext | None, log: RunLog
 ) -> Awaitable[Any]:
     """What to await for the node's return value: an async callable's own coroutine, or
     a plain def in a worker thread (it may block: I/O, CPU; cancellation or the deadline
@@ -329,7 +349,7 @@ def _call(
         if inspect.isawaitable(result):
             return result
         return _ready(result)  # an "async" callable object that returned a value
-    return _in_thread(functools.partial(plain.function, *args))
+    return _in_thread(functools.partial(plain.function, *args), log, message)
 
 
 async def _ready(value: Any) -> Any:
@@ -348,8 +368,9 @@ def _drop_result(task: asyncio.Future[Any]) -> None:
         task.exception()  # retrieved: an abandoned node's end is nobody's error
 
 
-async def _in_thread(call: Callable[[], Any]) -> Any:
-    result = await run_in_thread(call)
+async def _in_thread(call: Callable[[], Any], log: RunLog, message: ExecuteNode) -> Any:
+    drain = log.drain
+    result = await run_in_thread(call, None if drain is None else drain(message.node_id))
     if type(result) is not dict and inspect.isawaitable(result):
         result = await result  # a plain def that returned an awaitable
     return result

@@ -4,29 +4,44 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..events._catalogue import PauseReason
+from ..events._catalogue import PauseReason, PauseRequested
 from ..events._state import RunState
+from ._runlog import RunLog
 
 __all__ = ["PausePoints"]
 
 
 class PausePoints:
     """The nodes of one run held before they start (a pause node, a pause asked for, a
-    node waiting for input), and those a resume lets through without pausing again."""
+    node waiting for input), and those a resume lets through without pausing again.
 
-    __slots__ = ("held", "passed", "pause_nodes", "requested")
+    A pause asked for is a ``run.pause_requested`` in the run's log, whoever asked: this
+    process (:meth:`request`) or another (taken into the live state, see _foreign.py).
+    While ``state.pause_requested``, the next node to start is held, so the run pauses at
+    the next node boundary, once the nodes running now have finished, the same from
+    every front and process."""
 
-    def __init__(self, pause_nodes: frozenset[str]) -> None:
+    __slots__ = ("held", "log", "passed", "pause_nodes")
+
+    def __init__(self, pause_nodes: frozenset[str], log: RunLog) -> None:
         self.pause_nodes = pause_nodes
+        self.log = log
         #: (node, branch, why), the first being the pause's resume point.
         self.held: list[tuple[str, str | None, PauseReason]] = []
         self.passed: set[str] = set()
-        self.requested = False
+
+    def request(self) -> bool:
+        """Record a pause asked for in this process (staged for the executor's commit);
+        False if one is asked for already (the run pauses once)."""
+        if self.log.state.pause_requested:
+            return False
+        self.log.stage(PauseRequested())
+        return True
 
     def hold(self, node_id: str, branch: str | None, attempt: int) -> bool:
         """Whether ``node_id``'s attempt is held instead of starting."""
         if attempt == 1 and node_id not in self.passed:
-            if self.requested:
+            if self.log.state.pause_requested:
                 self.held.append((node_id, branch, "user"))
             elif node_id in self.pause_nodes:
                 self.held.append((node_id, branch, "hitl"))

@@ -8,8 +8,10 @@ from time import perf_counter
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
 
+from actors import ActorError
 from eventstore import (
     AppendResult,
+    ConcurrencyError,
     Event,
     EventBody,
     EventStore,
@@ -22,6 +24,7 @@ from eventstore import (
 
 from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
+from ._foreign import take_in_at
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]
 
@@ -41,21 +44,31 @@ class _Submitted:
     the observers of a commit, then calls the caller's ``on_done``. One object per step
     (not a closure, its cells and a bound method: fewer objects for the cyclic GC)."""
 
-    __slots__ = ("batch", "began", "log", "on_done")
+    __slots__ = ("batch", "began", "expected", "log", "on_done")
 
     def __init__(
         self,
         log: RunLog,
         batch: list[EventBody],
+        expected: int,
         on_done: Callable[[AppendResult | None, BaseException | None], None],
     ) -> None:
         self.log = log
         self.batch = batch
+        self.expected = expected
         self.on_done = on_done
         self.began = perf_counter()
 
     def __call__(self, result: AppendResult | None, error: BaseException | None) -> None:
         log = self.log
+        log.in_flight -= 1
+        if type(error) is ConcurrencyError and log.spawn is not None:
+            # Another process appended: its pause requests are taken in (_foreign.py).
+            try:
+                log.spawn(log.append_again, self.batch, self.expected, error, self)
+                return
+            except (ActorError, RuntimeError):
+                pass  # the runtime's tasks are stopping: the conflict stands
         if isinstance(error, StoreError) and log.failed is None:
             log.failed = error
         elif error is None and log.observers:
@@ -115,6 +128,19 @@ class RunLog:
         self.holds: Callable[[], bool] | None = None
         #: The seq and chain hash of the last event an awaited append committed.
         self.last_head: tuple[int, str] | None = None
+        #: Batches handed to the store and not answered yet.
+        self.in_flight = 0
+        #: Starts a task (a runtime's, on a store other processes append to): then a
+        #: batch that meets another process's pause requests takes them in and goes again
+        #: (see _foreign.py); None: every conflict fails the log.
+        self.spawn: Callable[..., object] | None = None
+        #: Counts the run's plain-def threads by node (a run whose executor stopped while
+        #: one runs is draining): called with the node as one starts, it returns what to
+        #: call once it ends; ``drained(node, seconds)`` waits until none of the node's
+        #: runs (at most that long, or a default for None), False if one still does
+        #: (control/_draining.py).
+        self.drain: Callable[[str], Callable[[], None]] | None = None
+        self.drained: Callable[[str, float | None], Awaitable[bool]] | None = None
 
     async def append(
         self,
@@ -172,6 +198,8 @@ class RunLog:
             if self.holds is not None and not self.holds():
                 self.failed = LeaseLostError(self.run_id, None, None, None)
                 raise self.failed
+            self.in_flight += 1
+            committed: AppendResult | None
             try:
                 if shield:
                     # Shielded: once submitted, a batch must be answered, or the next
@@ -184,16 +212,24 @@ class RunLog:
                     committed = await self.store.append(
                         self.run_id, batch, expected_seq=expected, snapshot=snapshot
                     )
+            except ConcurrencyError as exc:
+                self.in_flight -= 1
+                committed = await self.append_again(batch, expected, exc, None)
             except StoreError as exc:
+                self.in_flight -= 1
                 self.failed = exc
                 raise
             except Exception:
                 # Refused before it reached the store (a body it cannot encode): nothing
                 # was written, so the next append goes at the same seq; this batch is lost.
+                self.in_flight -= 1
                 self.last_seq = expected
                 raise
+            else:
+                self.in_flight -= 1
             elapsed = perf_counter() - began
-            self.last_head = (committed.last_seq, committed.last_hash)
+            if committed is not None:
+                self.last_head = (committed.last_seq, committed.last_hash)
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
@@ -284,7 +320,7 @@ class RunLog:
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
         snapshot = self._snapshot(batch, len(self.pending))
         undo = snapshot is not None
-        done = _Submitted(self, batch, on_done)
+        done = _Submitted(self, batch, self.last_seq, on_done)
         try:
             queued = store.submit(
                 self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
@@ -308,6 +344,7 @@ class RunLog:
                 self._untake(state_seq)
             return False
         self.pending = []
+        self.in_flight += 1
         self.last_seq += len(batch)
         self._track(bodies, self.last_seq - len(bodies) + 1)
         self.state.last_seq = self.last_seq
@@ -320,6 +357,49 @@ class RunLog:
         heads = None if self.store is None else self.store.heads_file
         if heads is not None and self.last_head is not None:
             heads.record(self.run_id, *self.last_head)
+
+    async def append_again(
+        self,
+        batch: list[EventBody],
+        expected: int,
+        error: ConcurrencyError,
+        submitted: _Submitted | None,
+    ) -> AppendResult | None:
+        """Append ``batch``, which met another writer's events at ``expected``, after
+        them if they are only pause requests (taken in, see _foreign.py); else the log
+        fails with ``error``. For a ``submitted`` batch, its answer is given here;
+        without, this raises as the append would have."""
+        result: AppendResult | None = None
+        failure: BaseException | None = error
+        began = perf_counter()
+        with anyio.CancelScope(shield=True):
+            for _ in range(5):  # each try takes in what was appended since the last
+                shift = 0 if self.spawn is None else await take_in_at(self, expected)
+                if not shift:
+                    break
+                expected += shift
+                self.in_flight += 1
+                try:
+                    assert self.store is not None
+                    result = await self.store.append(self.run_id, batch, expected_seq=expected)
+                    failure = None
+                    break
+                except StoreError as exc:
+                    failure = exc
+                    if type(exc) is not ConcurrencyError:
+                        break
+                finally:
+                    self.in_flight -= 1
+        if failure is not None and self.failed is None:
+            self.failed = failure
+        if submitted is not None:
+            if failure is None:
+                for observer in self.observers:
+                    observer(self.run_id, batch, perf_counter() - began)
+            submitted.on_done(result, failure)
+        elif failure is not None:
+            raise failure
+        return result
 
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""

@@ -6,6 +6,7 @@ one function that turns events into state), the conversation projection and the
 audit timeline.
 """
 
+from . import _run_index  # noqa: F401 (registers the catalogue with the store's codec)
 from ._catalogue import (
     Action,
     AnyEvent,
@@ -30,6 +31,7 @@ from ._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    PauseRequested,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -55,6 +57,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "Level",
     "RunStarted",
     "RunPaused",
+    "PauseRequested",
     "RunResumed",
     "RunCancelled",
     "RunFinished",

@@ -1,8 +1,9 @@
 """The runtime's event catalogue: the bodies of a run's log, a tagged union with stable tags.
 
 Each class is registered with the store's codec (:func:`eventstore.register_event_type`)
-when this module is imported, together with how it changes the run listing's status: the
-store itself knows nothing of runs' meaning. A body's identity on disk is its tag
+when the package is imported (``_run_index``), together with how it changes the run
+listing's status: the store itself knows nothing of runs' meaning. A body's identity on
+disk is its tag
 (``"node.started"``) and its schema version; when a body's shape changes, bump its
 ``schema_version`` and register an upcaster (:func:`eventstore.register_upcaster`).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, get_args
 
-from eventstore import EventBody, RunIndex, RunIndexHook, register_event_type, register_upcaster
+from eventstore import EventBody, register_upcaster
 
 from ..providers._base import ToolCall
 from ._branch_events import (
@@ -64,6 +65,7 @@ __all__ = [
     "NodeFailed",
     "NodeStarted",
     "OutputSet",
+    "PauseRequested",
     "RunCancelled",
     "RunFinished",
     "RunForked",
@@ -232,6 +234,15 @@ class RunPaused(EventBody, frozen=True, tag="run.paused"):
     node_id: str | None
 
 
+class PauseRequested(EventBody, frozen=True, tag="run.pause_requested"):
+    """A pause of a running run was asked for from outside its owner's process (another
+    process, another runtime on the store). The owner obeys it as it obeys an in-process
+    pause: at its next node boundary, once the node running now has finished (its outputs
+    kept), it records the one ``run.paused`` (reason ``user``). Changes no status."""
+
+    by: str = ""
+
+
 class InputInjected(EventBody, frozen=True, tag="input.injected"):
     data: dict[str, Any]
 
@@ -337,6 +348,7 @@ AnyEvent = (
     | BranchesForked
     | BranchesJoined
     | RunPaused
+    | PauseRequested
     | InputInjected
     | ApprovalGranted
     | ApprovalRejected
@@ -354,38 +366,6 @@ AnyEvent = (
     | BranchesSelected
 )
 
-
-def _started(body: RunStarted) -> RunIndex:
-    graph_id = body.graph.get("id")
-    return RunIndex("running", body.graph_hash, graph_id if isinstance(graph_id, str) else None)
-
-
-def _finished(body: RunFinished) -> RunIndex:
-    return RunIndex(body.status, quality=body.quality)
-
-
-def _forked(body: RunForked) -> RunIndex:
-    # Run ids hold no NUL (start refuses one); a hand-written log's source id may, and a
-    # PostgreSQL listing cannot hold it: such a fork is listed without its origin.
-    source = body.source_run_id
-    return RunIndex(origin=None if "\x00" in source else source)
-
-
-#: How each lifecycle event changes the run listing's row: its status, graph hash, graph id,
-#: quality and origin. Only a finished run has a quality: going on (resumed, or started
-#: again as a fork's copy) clears it. A fork's row names the run it was copied from.
-_RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
-    RunStarted: _started,
-    RunPaused: lambda body: RunIndex("paused"),
-    RunResumed: lambda body: RunIndex("running", quality=""),
-    ApprovalGranted: lambda body: RunIndex("running", quality=""),
-    RunCancelled: lambda body: RunIndex("cancelled"),
-    RunFinished: _finished,
-    RunForked: _forked,
-}
-
-for _cls in AnyEvent.__args__:
-    register_event_type(_cls, run_index=_RUN_INDEX.get(_cls))
 
 _ACTIONS = frozenset(get_args(Action))
 _LEVELS = frozenset(get_args(Level))

@@ -39,6 +39,7 @@ from ._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    PauseRequested,
     Quality,
     RunCancelled,
     RunFinished,
@@ -57,6 +58,7 @@ from ._fanout import OpenFanOut, fanout_apply, fanout_opened
 from ._memory import owned, write_memory
 from ._node_visit import NodeVisit
 from ._run_facts import ForkOrigin, PauseInfo
+from ._state_copy import copy_state
 from ._verdicts import (
     JudgeFailure,
     StallEntry,
@@ -146,6 +148,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     #: meet their pause gates when it resumes (a fork never skips an approval). Set by
     #: run.forked, cleared by the resume that follows.
     gates_due: bool = False
+    #: A pause asked for (``run.pause_requested``, from any process) that the run's owner
+    #: obeys at its next node boundary; cleared when the run pauses, is cancelled or
+    #: finishes, and in a fork's copy (a resume keeps it: the resuming owner obeys it).
+    pause_requested: bool = False
     #: Where a fork's log was copied from (its ``run.forked`` event); None for other runs.
     forked_from: ForkOrigin | None = None
     #: Why workers that claimed the run could not execute it (``run.unrunnable``): each
@@ -163,38 +169,6 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
 def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: int) -> None:
     s.judge_failures[kind] = s.judge_failures.get(kind, 0) + 1
     keep_failure(s.judge_failure_reasons, seq, kind, node, reason)
-
-
-def _copy(state: RunState) -> RunState:
-    # Every field is carried over (a new field needs no line here); containers apply grows
-    # in place are copied, their values shared, which is safe because apply never mutates
-    # a memory value its state does not own (see _memory.owned).
-    return msgspec.structs.replace(
-        state,
-        memory=dict(state.memory),
-        path=list(state.path),
-        visit_counts=dict(state.visit_counts),
-        pending=list(state.pending),
-        running=dict(state.running),
-        failed_nodes=list(state.failed_nodes),
-        judge_failures=dict(state.judge_failures),
-        judge_failure_reasons=list(state.judge_failure_reasons),
-        unrunnable=list(state.unrunnable),
-        approved=list(state.approved),
-        rejected=list(state.rejected),
-        outputs={node: dict(values) for node, values in state.outputs.items()},
-        conversation=state.conversation.copy(),
-        iterations=dict(state.iterations),
-        visits={node: visit.copy() for node, visit in state.visits.items()},
-        turns=dict(state.turns),
-        verdict_counts={node: dict(counts) for node, counts in state.verdict_counts.items()},
-        verdicts=dict(state.verdicts),
-        verdict_history={node: list(kept) for node, kept in state.verdict_history.items()},
-        stalls={node: list(kept) for node, kept in state.stalls.items()},
-        edges_taken=dict(state.edges_taken),
-        event_counts=dict(state.event_counts),
-        fanout=None if state.fanout is None else state.fanout.copy(),
-    )
 
 
 def _finish_node(s: RunState, node_id: str) -> None:
@@ -377,8 +351,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             for visit in s.visits.values():
                 if visit.paused_for_input:
                     visit.injected.update(body.data)
+        case PauseRequested():
+            if s.status == "running":
+                s.pause_requested = True
         case RunPaused():
             s.status = "paused"
+            s.pause_requested = False
             s.paused = PauseInfo(reason=body.reason, node_id=body.node_id)
             if body.reason == "hitl":
                 s.gate = body.node_id
@@ -405,6 +383,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.gates_due = False
         case RunForked():
             s.gates_due = s.status == "running"
+            s.pause_requested = False  # the source's request: not the copy's
             s.forked_from = ForkOrigin(
                 run_id=body.source_run_id, seq=body.source_seq, hash=body.source_hash
             )
@@ -413,6 +392,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 s.unrunnable.append(body.reason)
         case RunCancelled():
             s.status = "cancelled"
+            s.pause_requested = False
             s.cancelled_at = body.node_id
             s.paused = None
             if body.reason:
@@ -430,6 +410,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.paused = None
             s.gate = None
             s.fanout = None
+            s.pause_requested = False
         case _:
             pass
 
@@ -441,7 +422,7 @@ def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
     shares no list it may grow with ``state``). Sets ``run_id`` and ``last_seq`` /
     ``last_hash`` / ``last_position`` from the last event.
     """
-    s = RunState() if state is None else _copy(state)
+    s = RunState() if state is None else copy_state(state)
     last: Event | None = None
     for event in events:
         apply(s, event.body, event.seq)

@@ -27,6 +27,7 @@ from ._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    PauseRequested,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -131,6 +132,8 @@ def describe_event(event: Event) -> tuple[str, str, str]:
     if isinstance(body, RunPaused):
         at = f" before {body.node_id}" if body.node_id else ""
         return node, label, f"paused ({body.reason}){at}"
+    if isinstance(body, PauseRequested):
+        return node, label, _clip("pause requested" + (f" by {body.by}" if body.by else ""))
     if isinstance(body, InputInjected):
         return node, label, _clip(", ".join(f"{k} = {_json(v)}" for k, v in body.data.items()))
     if isinstance(body, ApprovalGranted):

@@ -103,12 +103,17 @@ class EventPage(msgspec.Struct, frozen=True, kw_only=True):
 class PauseView(msgspec.Struct, frozen=True, kw_only=True):
     """Why a paused run waits: ``reason`` (hitl, user, input), the node, the keys it reads
     (``reads``) and those of them memory still lacks (``waiting_for``: what an approval
-    must give)."""
+    must give). What an approver sees, in the listing too: ``values``, memory's current
+    value of each key read that memory holds, and the node's ``description`` and
+    ``success_criteria``."""
 
     reason: str
     node_id: str | None
     waiting_for: list[str] = []
     reads: list[str] = []
+    values: dict[str, Any] = {}
+    description: str = ""
+    success_criteria: list[Any] = []
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):

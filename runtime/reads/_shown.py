@@ -28,16 +28,26 @@ def node_of(event: Event) -> set[str]:
 def waiting_for(
     graph: dict[str, Any] | None, node_id: str | None, memory: Mapping[str, Any]
 ) -> PauseView:
-    """What a node paused before reads (``reads``: its input keys) and, of those, what
-    memory still lacks (``waiting_for``: what an approval must give it)."""
-    keys: list[str] = []
+    """What a node paused before reads (``reads``: its input keys, ``values``: those memory
+    holds, with their values) and, of those, what memory still lacks (``waiting_for``:
+    what an approval must give it), with the node's description and success criteria."""
+    found: dict[str, Any] = {}
     if graph is not None and node_id is not None:
         for node in graph.get("nodes", []):
             if isinstance(node, dict) and node.get("id") == node_id:
-                found = node.get("input_keys", [])
-                keys = [str(k) for k in found] if isinstance(found, list) else []
+                found = node
+    listed = found.get("input_keys", [])
+    keys = [str(k) for k in listed] if isinstance(listed, list) else []
+    description = found.get("description", "")
+    criteria = found.get("success_criteria", [])
     return PauseView(
-        reason="", node_id=node_id, reads=keys, waiting_for=[k for k in keys if k not in memory]
+        reason="",
+        node_id=node_id,
+        reads=keys,
+        waiting_for=[k for k in keys if k not in memory],
+        values={k: memory[k] for k in keys if k in memory},
+        description=description if isinstance(description, str) else "",
+        success_criteria=criteria if isinstance(criteria, list) else [],
     )
 
 

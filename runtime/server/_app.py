@@ -37,6 +37,8 @@ from eventstore import (
 from .. import (
     GraphSpec,
     MemoryValueError,
+    RunChangedError,
+    RunDrainingError,
     RunHandle,
     RunNotFoundError,
     RunStateError,
@@ -308,6 +310,10 @@ async def _on_error(request: Request, exc: Exception) -> Response:
             return _error(exc.status, exc.error, exc.detail)
         case RunNotFoundError():
             return _error(404, "run_not_found", str(exc), run_id=exc.run_id)
+        case RunDrainingError():
+            return _error(409, "run_draining", str(exc), run_id=exc.run_id, status=exc.status)
+        case RunChangedError():
+            return _error(409, "run_changed", str(exc), run_id=exc.run_id, status=exc.status)
         case RunStateError():
             return _error(409, "run_state", str(exc), run_id=exc.run_id, status=exc.status)
         case RunOwnedError():

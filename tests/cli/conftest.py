@@ -40,6 +40,19 @@ async def slow(inputs):
     return {"done": True}
 
 
+async def patient(inputs, ctx):
+    # Works until a pause is asked for, then returns: the run pauses after it.
+    await ctx.set_output("progress", 1)
+    with anyio.fail_after(60):
+        while not ctx.pause_requested:
+            await anyio.sleep(0.01)
+    return {"progress": 2, "done": True}
+
+
+def noted(inputs):
+    return {"noted": True}
+
+
 def lookup(customer: str) -> dict:
     """Look a customer up.
 
@@ -105,6 +118,16 @@ nodes:
   - {id: wait, function: "triage_funcs:slow", output_keys: [done]}
 """
 
+PATIENT = """
+id: patient
+entry_node: wait
+nodes:
+  - {id: wait, function: "triage_funcs:patient", output_keys: [progress, done]}
+  - {id: after, function: "triage_funcs:noted", output_keys: [noted]}
+edges:
+  - {source: wait, target: after}
+"""
+
 
 @dataclass
 class Result:
@@ -161,6 +184,7 @@ def workdir(tmp_path: Path) -> Workdir:
     work.write("script.yaml", SCRIPT)
     work.write("failing.yaml", FAILING)
     work.write("slow.yaml", SLOW)
+    work.write("patient.yaml", PATIENT)
     return work
 
 

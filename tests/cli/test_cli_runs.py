@@ -49,9 +49,11 @@ def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Wor
     assert result["status"] == "completed" and result["quality"] == "clean"
     assert result["memory"]["reply"] == "[billing] approved by ops"
     assert result["path"] == ["load", "classify", "act"]
-    # A second approval is refused: the run waits at no gate.
-    again = ok(workdir.run("approve", run_id), 2)
-    assert again.err.strip() == f"magistrate: error: run {run_id} is completed: it waits at no gate"
+    # A second approval is refused with what happened: exit 4, the run already completed.
+    again = ok(workdir.run("approve", run_id), 4)
+    assert again.err.strip() == (
+        f"magistrate: error: run {run_id} is completed: already completed: it waits at no gate"
+    )
 
 
 def test_run_json_output_is_one_document_and_progress_can_be_silenced(workdir: Workdir) -> None:
@@ -110,7 +112,8 @@ def test_cancel_a_paused_run_then_resume_it(workdir: Workdir) -> None:
     assert json.loads(cancelled.out)["status"] == "cancelled"
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "cancelled"
-    assert ok(workdir.run("cancel", run_id), 2).err.startswith("magistrate: error: run ")
+    again = ok(workdir.run("cancel", run_id), 4)  # it says what happened: exit 4
+    assert again.err.startswith(f"magistrate: error: run {run_id} is cancelled: already cancelled")
     # Cancelled at a gate, a resume waits at the gate again: only an approval passes it.
     resumed = json.loads(ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"), 3).out)
     assert (resumed["status"], resumed["paused_reason"]) == ("paused", "hitl")
@@ -246,7 +249,10 @@ def test_a_graph_file_s_problems_name_the_file(workdir: Workdir) -> None:
 
 
 def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) -> None:
-    process = workdir.popen("run", "slow.yaml")
+    """``magistrate pause`` of a run live in another process records the request; the
+    owner pauses at its next node boundary: the node running finishes, its outputs are
+    kept, and the pause is recorded once; resume goes on without running it again."""
+    process = workdir.popen("run", "patient.yaml")
     try:
         assert process.stderr is not None
         deadline = time.monotonic() + 30
@@ -255,19 +261,32 @@ def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) ->
             assert time.monotonic() < deadline, seen
             seen += process.stderr.readline()
         run_id = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"][0]["run_id"]
-        paused = json.loads(ok(workdir.run("pause", run_id, "--output", "json")).out)
+        asked = json.loads(ok(workdir.run("pause", run_id, "--output", "json")).out)
         out, err = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert paused["status"] == "paused"
+    assert (asked["status"], asked["pause_requested"]) == ("running", True)
     assert process.returncode == 3, (out, seen + err)  # the live run obeyed: paused
     assert ": paused" in out
-    # A paused run cannot be paused again; resume picks it up.
-    assert ok(workdir.run("pause", run_id), 2).err.startswith(f"magistrate: error: run {run_id}")
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
-    assert shown["status"] == "paused"
+    assert shown["status"] == "paused" and shown["pending"] == ["after"]
+    assert shown["paused"]["reason"] == "user"
+    state = json.loads(ok(workdir.run("state", run_id, "--output", "json")).out)
+    assert state["memory"] == {"progress": 2, "done": True}
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
+    tags = [e["type"] for e in events]
+    assert tags.count("run.pause_requested") == 1 and tags.count("run.paused") == 1
+    assert tags.index("run.pause_requested") < tags.index("node.completed")
+    # A paused run cannot be paused again; resume picks it up.
+    again = ok(workdir.run("pause", run_id), 4)
+    assert again.err.startswith(f"magistrate: error: run {run_id} is paused: already paused")
+    resumed = ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q"))
+    assert json.loads(resumed.out)["status"] == "completed"
+    events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
+    started = [e["body"]["node_id"] for e in events if e["type"] == "node.started"]
+    assert started == ["wait", "after"]
 
 
 def test_approve_records_the_approval_where_the_graph_cannot_run_and_leaves_the_run(
@@ -306,3 +325,18 @@ def test_approve_records_the_approval_where_the_graph_cannot_run_and_leaves_the_
     done = json.loads(ok(workdir.run("resume", run_id, *ALLOW, "--output", "json", "-q")).out)
     assert done["status"] == "completed"
     assert done["memory"]["reply"] == "[billing] approved by ops"
+
+
+def test_a_rejection_where_the_graph_cannot_run_says_it_ended_the_run(workdir: Workdir) -> None:
+    run_id = json.loads(ok(workdir.run(*RUN, "-q", "--output", "json"), 3).out)["run_id"]
+    # This process may not import the graph's functions; the rejection (no on_failure
+    # edge) ends the run all the same, and the answer says so, not "not executed here".
+    args = ("approve", run_id, "--by", "ops", "--reject", "wrong category")
+    text = ok(workdir.run(*args, "--allow-imports", "nothing_allowed"))
+    assert text.out.strip() == (
+        f"run {run_id}: decision by ops recorded; the decision ended the run (cancelled)"
+    )
+    again = ok(workdir.run(*args, "--output", "json"), 4)  # final: already cancelled
+    assert "already cancelled" in again.err
+    shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
+    assert shown["status"] == "cancelled"

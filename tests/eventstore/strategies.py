@@ -28,6 +28,7 @@ from runtime.events import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    PauseRequested,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -147,6 +148,7 @@ BODY_STRATEGIES: dict[type[EventBody], st.SearchStrategy[Any]] = {
     RunPaused: st.builds(
         RunPaused, reason=st.sampled_from(["hitl", "user", "input"]), node_id=st.none() | nodes
     ),
+    PauseRequested: st.builds(PauseRequested, by=texts),
     InputInjected: st.builds(InputInjected, data=st.dictionaries(keys, json_values, max_size=2)),
     ApprovalGranted: st.builds(
         ApprovalGranted,

@@ -654,7 +654,7 @@ async def test_pausing_a_finished_or_unknown_run_answers_alike_on_any_runtime(
     path = None if store == "memory" else tmp_path / "t.db"
     async with Runtime(path, functions={"a": counter([], "a")}) as rt:
         done = await (await rt.start(graph([fn("a")], []))).result()
-        with pytest.raises(RunStateError, match="is completed: only a running run can pause"):
+        with pytest.raises(RunStateError, match="is completed: already completed: only a running"):
             await rt.pause(done.run_id)
         with pytest.raises(RunNotFoundError):
             await rt.pause("no-such-run")

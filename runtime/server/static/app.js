@@ -254,22 +254,23 @@ function approveForm(run, onDone) {
       send("reject", { by: by.value.trim(), reason: reason.value.trim() }, `Rejected by ${by.value.trim()}`) }, "Reject") : "",
     h("button", { class: "danger", type: "button", onclick: () => send("cancel", { reason: "cancelled from the dashboard" }, "Cancelled") }, "Cancel run"));
   form.append(about, rows, gate ? h("div", { class: "row" }, by, reason) : "", buttons, message);
-  // The run's memory and graph, to prefill the fields and show what will run.
-  api(`/api/runs/${encodeURIComponent(run.run_id)}`).then((detail) => {
-    const node = (detail.graph?.nodes || []).find((n) => n.id === nodeId) || {};
-    const reads = node.input_keys || [];
-    const missing = reads.filter((k) => !(k in detail.memory));
-    for (const key of reads) {
-      const has = key in detail.memory;
-      const value = detail.memory[key];
-      addRow(key, !has ? "" : typeof value === "string" ? value : JSON.stringify(value), true);
-    }
-    fill(about,
-      node.description ? h("p", {}, node.description) : "",
-      (node.success_criteria || []).length ? h("div", {}, h("b", {}, "Success criteria: "), h("ul", { class: "criteria" }, ...node.success_criteria.map((c) => h("li", {}, typeof c === "string" ? c : JSON.stringify(c))))) : "",
-      gate ? h("p", { class: "waiting" }, missing.length ? `waiting for: ${missing.join(", ")}` : "the node has all it reads") : "");
-    if (!reads.length) addRow();
-  }).catch((e) => { message.textContent = e.message; });
+  // What the listing's pause view carries (no read per card): the keys the gated node
+  // reads with memory's values, what it still lacks, its description and criteria.
+  const paused = run.paused || {};
+  const reads = paused.reads || [];
+  const values = paused.values || {};
+  for (const key of reads) {
+    const has = key in values;
+    const value = values[key];
+    addRow(key, !has ? "" : typeof value === "string" ? value : JSON.stringify(value), true);
+  }
+  const criteria = paused.success_criteria || [];
+  const missing = paused.waiting_for || [];
+  fill(about,
+    paused.description ? h("p", {}, paused.description) : "",
+    criteria.length ? h("div", {}, h("b", {}, "Success criteria: "), h("ul", { class: "criteria" }, ...criteria.map((c) => h("li", {}, typeof c === "string" ? c : JSON.stringify(c))))) : "",
+    gate ? h("p", { class: "waiting" }, missing.length ? `waiting for: ${missing.join(", ")}` : "the node has all it reads") : "");
+  if (!reads.length) addRow();
   return form;
 }
 

@@ -31,6 +31,9 @@ async def test_a_run_started_over_http_pauses_shows_its_verdicts_and_finishes_wh
             "node_id": "review",
             "waiting_for": ["approved", "note"],
             "reads": ["approved", "note"],
+            "values": {},  # memory holds none of what it reads
+            "description": "",
+            "success_criteria": [],
         }
         assert detail["current"] == ["review"]
         assert detail["visit_counts"] == {"draft": 1}
@@ -135,9 +138,12 @@ async def test_bad_requests_get_clear_4xx_answers(tmp_path: Path) -> None:
         await s.wait_status(run_id, "completed")
         late = await post(f"/api/runs/{run_id}/approve", json={"by": "ann"}, headers=AUTH)
         assert late.status_code == 409
-        assert late.json()["status"] == "completed"
-        cancel = await post(f"/api/runs/{run_id}/cancel", json={}, headers=AUTH)
-        assert cancel.status_code == 409
+        assert (late.json()["error"], late.json()["status"]) == ("run_changed", "completed")
+        assert "already completed" in late.json()["detail"]
+        for action in ("cancel", "pause"):  # what happened, the same from each control
+            answer = await post(f"/api/runs/{run_id}/{action}", json={}, headers=AUTH)
+            assert answer.status_code == 409
+            assert (answer.json()["error"], answer.json()["status"]) == ("run_changed", "completed")
 
 
 async def test_runs_list_filters_and_pages(tmp_path: Path) -> None:

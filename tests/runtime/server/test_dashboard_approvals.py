@@ -107,3 +107,35 @@ async def test_a_rejection_from_the_card_is_recorded_with_who_and_why(tmp_path: 
         ]
         resumed = await s.client.post(f"/api/runs/{run_id}/resume", json={}, headers=AUTH)
         assert resumed.status_code == 409  # a rejection is final
+
+
+async def test_the_approvals_page_reads_its_cards_from_the_listing_alone(tmp_path: Path) -> None:
+    """A page of cards is one listing read: its pause views carry what each card shows
+    (the values of the keys the gated node reads, its description and criteria), so no
+    card asks for its run's detail."""
+    need_browser()
+    from playwright.async_api import expect
+
+    async with served(tmp_path / "runs.db") as s, browser_page() as page:
+        ids = []
+        for n in range(3):
+            started = await s.client.post(
+                "/api/runs", json={"graph": "quick", "input": {"ok": f"draft {n}"}}, headers=AUTH
+            )
+            ids.append(started.json()["run_id"])
+        for run_id in ids:
+            await s.wait_status(run_id, "paused")
+        listing = (await s.client.get("/api/runs", params={"status": "paused"})).json()
+        views = {r["run_id"]: r["paused"] for r in listing["runs"]}
+        assert views[ids[0]]["values"] == {"ok": "draft 0"}
+        assert views[ids[0]]["reads"] == ["ok"] and views[ids[0]]["waiting_for"] == []
+        asked: list[str] = []
+        page.on("request", lambda request: asked.append(request.url))
+        await page.goto(f"{s.url}/approvals#token={TOKEN}")
+        for n, run_id in enumerate(ids):
+            card = page.locator(f'#approvals .card[data-run="{run_id}"]')
+            await expect(card.locator('textarea[data-key="ok"]')).to_have_value(f"draft {n}")
+        api = [url.split("/api/", 1)[1] for url in asked if "/api/" in url]
+        details = [path for path in api if path.startswith("runs/")]
+        assert details == [], api
+        assert sum(path.startswith("runs?") for path in api) >= 1

@@ -1,0 +1,134 @@
+"""An abandoned attempt cannot overlap the next one: while a cancelled plain-def node's
+thread runs on, its process keeps the run's claim ("draining"); a resume elsewhere is
+refused with that reason, one in the same process waits for it, and the claim is given up
+once the thread ends. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import EdgeSpec, GraphSpec, RetryPolicy, RunDrainingError, Runtime
+from runtime.events import NodeFailed
+from runtime.testing import function_node
+from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
+
+pytestmark = pytest.mark.anyio
+
+GRAPH = GraphSpec(
+    id="blocking",
+    nodes=[function_node("work", output_keys=["done"]), function_node("after")],
+    edges=[EdgeSpec(source="work", target="after")],
+    entry_node="work",
+)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "runs.db")
+        return
+    url = pg_url()
+    prefix = fresh_prefix()
+    yield f"{url}?schema={prefix}_store"
+    drop_schemas(prefix)
+
+
+class Blocking:
+    """``work``: a plain def the runtime cannot interrupt; its first attempt blocks until
+    released. Records when each attempt enters and leaves."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.marks: list[str] = []
+
+    def work(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        attempt = sum(m.startswith("enter") for m in self.marks) + 1
+        self.marks.append(f"enter {attempt}")
+        self.entered.set()
+        if attempt == 1:
+            self.release.wait(60)
+        self.marks.append(f"exit {attempt}")
+        return {"done": True}
+
+    def functions(self) -> dict[str, Any]:
+        return {"work": self.work, "after": lambda inputs: {}}
+
+
+async def _owner_of(store: str, run_id: str) -> str | None:
+    async with Runtime(store) as reader:
+        assert reader.store is not None
+        info = await reader.store.get_run(run_id)
+        assert info is not None
+        return info.owner
+
+
+async def test_a_cancelled_blocking_node_keeps_its_run_draining(store: str) -> None:
+    blocking = Blocking()
+    async with (
+        Runtime(store, functions=blocking.functions()) as here,
+        Runtime(store, functions=blocking.functions()) as elsewhere,
+    ):
+        handle = await here.start(GRAPH)
+        await anyio.to_thread.run_sync(blocking.entered.wait, 30)
+        await here.cancel(handle.run_id)
+        result = await handle.result()
+        assert result.status == "cancelled" and result.resume_at == ["work"]
+        # The thread runs on: the claim stays with this process, draining.
+        assert await _owner_of(store, handle.run_id) == here.worker_id
+        with pytest.raises(RunDrainingError, match="draining") as refused:
+            await elsewhere.resume(handle.run_id)
+        assert refused.value.status == "cancelled"
+        # A resume here waits for the abandoned attempt to end, then runs the node again.
+        threading.Timer(0.2, blocking.release.set).start()
+        resumed = await (await here.resume(handle.run_id)).result()
+        assert resumed.status == "completed"
+    # Never two attempts at once: the first left before the second entered.
+    assert blocking.marks == ["enter 1", "exit 1", "enter 2", "exit 2"]
+    assert await _owner_of(store, handle.run_id) is None
+
+
+async def test_the_claim_is_given_up_once_the_abandoned_attempt_ends(store: str) -> None:
+    blocking = Blocking()
+    async with Runtime(store, functions=blocking.functions()) as rt:
+        handle = await rt.start(GRAPH)
+        await anyio.to_thread.run_sync(blocking.entered.wait, 30)
+        await rt.cancel(handle.run_id)
+        assert (await handle.result()).status == "cancelled"
+        assert await _owner_of(store, handle.run_id) == rt.worker_id
+        blocking.release.set()
+        with anyio.fail_after(30):
+            while await _owner_of(store, handle.run_id) is not None:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        async with Runtime(store, functions=blocking.functions()) as other:
+            resumed = await (await other.resume(handle.run_id)).result()
+    assert resumed.status == "completed"
+    assert blocking.marks == ["enter 1", "exit 1", "enter 2", "exit 2"]
+
+
+async def test_a_retry_waits_for_the_attempt_abandoned_at_its_deadline(tmp_path: Path) -> None:
+    blocking = Blocking()
+    graph = GraphSpec(
+        id="deadline",
+        nodes=[function_node("work", output_keys=["done"], timeout=1.0)],
+        entry_node="work",
+        retry=RetryPolicy(max_attempts=2, initial_delay=0, jitter=0),
+    )
+
+    def release_when_it_fails(run_id: str, seq: int, bodies: Any) -> None:
+        # Attempt 1 passed its deadline (recorded): its thread ends only now, while the
+        # retry is about to start; the retry waits for it.
+        if any(isinstance(b, NodeFailed) and b.will_retry for b in bodies):
+            blocking.release.set()
+
+    functions = blocking.functions()
+    async with Runtime(tmp_path / "r.db", functions=functions, hooks=[release_when_it_fails]) as rt:
+        result = await (await rt.start(graph)).result()
+    assert result.status == "completed" and result.total_retries == 1
+    assert blocking.marks == ["enter 1", "exit 1", "enter 2", "exit 2"]
