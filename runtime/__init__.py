@@ -38,6 +38,7 @@ from ._handle import RunHandle
 from ._result import RunResult
 from ._runtime import Runtime
 from ._worker import run_worker
+from .control._regraph import GraphChangeRefused
 from .control._watch import RunChange
 from .engine import NodeContext
 from .llm import JudgeContext, JudgeProtocol, JudgeVerdict, Tool, ToolRegistry, tool
@@ -149,6 +150,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "ProviderTimeoutError",
     "RunNotFoundError",
     "RunStateError",
+    "GraphChangeRefused",
     "SpecError",
     "SpecErrors",
     "ToolArgumentsError",

@@ -29,6 +29,7 @@ from .control._approvals import check_resumable, decide_gate, grant, reject
 from .control._launch import launch
 from .control._live_runs import LiveRuns
 from .control._ownership import RunOwnership, default_worker_id
+from .control._regraph import replace_graph
 from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook, CommitObserver
@@ -284,14 +285,27 @@ class Runtime:
         """
         await self._running.submit_resume(run_id, input)
 
-    async def resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> RunHandle:
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        input: Mapping[str, Any] | None = None,
+        graph: GraphSpec | None = None,
+        force: bool = False,
+    ) -> RunHandle:
         """Resume a paused, cancelled or crashed run from its log, in this process.
 
         A completed node never runs again; a node that started and did not complete runs
-        again. ``input`` is injected (recorded) first. Raises RunNotFoundError, or
-        RunStateError for a finished run, one already running here, or one waiting at a
-        gate (only :meth:`approve` passes it; a run cancelled there waits there again).
+        again. ``input`` is injected (recorded) first. With ``graph``, the run first moves
+        to it (``graph.replaced``) if its replay against it diverges nowhere, or anyway
+        with ``force`` (see :func:`runtime.control._regraph.replace_graph`). Raises
+        RunNotFoundError; RunStateError for a finished run, one already running here, or
+        one waiting at a gate (only :meth:`approve` passes it; a run cancelled there waits
+        there again); GraphChangeRefused, recording nothing, when the replay diverged.
         """
+        if graph is not None:
+            logs, replay = self._running.logs, self.replay
+            await replace_graph(logs, self.nodes, replay, run_id, graph, force=force)
         return await self._resume_here(run_id, input, True)
 
     async def _resume_here(

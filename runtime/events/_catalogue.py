@@ -55,6 +55,7 @@ __all__ = [
     "BranchesSelected",
     "ConversationCompacted",
     "EdgeTaken",
+    "GraphReplaced",
     "InputInjected",
     "Level",
     "LlmTurn",
@@ -93,6 +94,19 @@ class RunStarted(EventBody, frozen=True, tag="run.started"):
     entry: str
     goal: dict[str, Any] | None = None
     input: dict[str, Any] = {}
+
+
+class GraphReplaced(EventBody, frozen=True, tag="graph.replaced"):
+    """A run at rest moved to another graph (``Runtime.resume(run, graph=NEW)``): from here
+    on it runs under ``graph`` (compact, as in ``run.started``; ``graph_hash`` its hash),
+    replacing the graph hashed ``previous_hash``. ``divergences`` is how many the replay
+    of the run against the new graph found (0, unless the move was ``forced``)."""
+
+    graph: dict[str, Any]
+    graph_hash: str
+    previous_hash: str | None = None
+    forced: bool = False
+    divergences: int = 0
 
 
 class NodeStarted(EventBody, frozen=True, tag="node.started"):
@@ -344,6 +358,7 @@ AnyEvent = (
     | RunCancelled
     | RunFinished
     | RunForked
+    | GraphReplaced
     | RunUnrunnable
     | VerificationRecorded
     | BranchTurn
@@ -358,6 +373,11 @@ AnyEvent = (
 def _started(body: RunStarted) -> RunIndex:
     graph_id = body.graph.get("id")
     return RunIndex("running", body.graph_hash, graph_id if isinstance(graph_id, str) else None)
+
+
+def _replaced(body: GraphReplaced) -> RunIndex:
+    graph_id = body.graph.get("id")
+    return RunIndex(None, body.graph_hash, graph_id if isinstance(graph_id, str) else None)
 
 
 def _finished(body: RunFinished) -> RunIndex:
@@ -382,6 +402,7 @@ _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
     RunCancelled: lambda body: RunIndex("cancelled"),
     RunFinished: _finished,
     RunForked: _forked,
+    GraphReplaced: _replaced,
 }
 
 for _cls in AnyEvent.__args__:
