@@ -42,6 +42,7 @@ if _typing.TYPE_CHECKING:
     from ._result import RunResult
     from ._runtime import Runtime
     from ._worker import run_worker
+    from .control._regraph import GraphChangeRefused
     from .control._watch import RunChange
     from .engine import NodeContext
     from .llm import JudgeContext, JudgeProtocol, JudgeVerdict, Tool, ToolRegistry, tool
@@ -104,6 +105,7 @@ _HOME: _typing.Final = {
     "Runtime": "._runtime",
     "run_worker": "._worker",
     "RunChange": ".control._watch",
+    "GraphChangeRefused": ".control._regraph",
     "NodeContext": ".engine",
     "JudgeContext": ".llm",
     "JudgeProtocol": ".llm",
@@ -217,6 +219,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "RunDrainingError",
     "RunNotFoundError",
     "RunStateError",
+    "GraphChangeRefused",
     "SpecError",
     "SpecErrors",
     "ToolArgumentsError",

@@ -19,17 +19,19 @@ from eventstore import (
 )
 
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
-from ._errors import RunChangedError, RunStateError
+from ._errors import RunStateError
 from ._fork import copy_prefix
 from ._handle import RunHandle
 from ._node_factory import NodeFactory
 from ._result import RunOutcome, RunResult
-from .control._approvals import check_resumable, decide_gate, grant, reject
+from .control._approvals import decide_gate, grant, reject
 from .control._draining import claim_to_resume
 from .control._handover import submit, submit_resume
 from .control._launch import launch
 from .control._open import open_control
 from .control._ownership import default_worker_id
+from .control._regraph import replace_graph
+from .control._resume import resume_from_log
 from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook
@@ -268,14 +270,27 @@ class Runtime:
         """
         await submit_resume(self._running, run_id, input)
 
-    async def resume(self, run_id: str, *, input: Mapping[str, Any] | None = None) -> RunHandle:
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        input: Mapping[str, Any] | None = None,
+        graph: GraphSpec | None = None,
+        force: bool = False,
+    ) -> RunHandle:
         """Resume a paused, cancelled or crashed run from its log, in this process.
 
         A completed node never runs again; a node that started and did not complete runs
-        again. ``input`` is injected (recorded) first. Raises RunNotFoundError, or
-        RunStateError for a finished run, one already running here, or one waiting at a
-        gate (only :meth:`approve` passes it; a run cancelled there waits there again).
+        again. ``input`` is injected (recorded) first. With ``graph``, the run first moves
+        to it (``graph.replaced``) if its replay against it diverges nowhere, or anyway
+        with ``force`` (see :func:`runtime.control._regraph.replace_graph`). Raises
+        RunNotFoundError; RunStateError for a finished run, one already running here, or
+        one waiting at a gate (only :meth:`approve` passes it; a run cancelled there waits
+        there again); GraphChangeRefused, recording nothing, when the replay diverged.
         """
+        if graph is not None:
+            logs, replay = self._running.logs, self.replay
+            await replace_graph(logs, self.nodes, replay, run_id, graph, force=force)
         return await self._resume_here(run_id, input, True)
 
     async def _resume_here(
@@ -334,30 +349,8 @@ class Runtime:
         gated: bool = True,
         at_seq: int | None = None,
     ) -> RunHandle:
-        logs = self._running.logs
-        moved = "another writer moved it after the decision"
-        try:
-            state, graph = await logs.read_resumable(run_id)
-        except RunStateError as exc:
-            if at_seq is None:
-                raise
-            raise RunChangedError(run_id, exc.status, moved) from None  # it finished since
-        if at_seq is not None and state.last_seq != at_seq:
-            raise RunChangedError(run_id, state.status, moved)
-        if gated:  # a fork's copy waits at its gate again instead
-            check_resumable(run_id, state)
-        self.nodes.check(graph)
-        return await launch(
-            self._running,
-            self.nodes,
-            self.metrics,
-            run_id,
-            graph,
-            logs.reopen(run_id, state.last_seq),
-            resume_from=state,
-            resume_input=dict(input or {}) or None,
-            outcome=outcome,
-            acted=at_seq is not None,
+        return await resume_from_log(
+            self._running, self.nodes, self.metrics, run_id, input, outcome, gated, at_seq
         )
 
     async def fork(

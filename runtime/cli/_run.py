@@ -24,6 +24,7 @@ from rich.console import Console
 from eventstore import CorruptLogError, EventStore
 
 from .. import (
+    GraphChangeRefused,
     GraphSpec,
     RunDrainingError,
     RunHandle,
@@ -124,6 +125,15 @@ def register(sub: Any) -> None:
     p = add_command(sub, "resume")
     p.add_argument("run_id", metavar="RUN")
     _input_options(p, "a value to inject first")
+    p.add_argument(
+        "--graph",
+        metavar="FILE",
+        help="move the run to this graph first, if its replay against it diverges nowhere "
+        "(trusted as run FILE is: its modules may be imported)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="with --graph: move it even if the replay diverged"
+    )
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_resume)
 
@@ -342,17 +352,29 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
+    if args.force and not args.graph:
+        raise UsageError("--force goes with --graph FILE")
+    new = load_graph(args.graph) if args.graph else None
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args))
         graph, resume_at, _ = await _graph_of(store, args.run_id)
+        allow = allowed_imports(args)
+        if new is not None:  # a file named here is trusted as run FILE's is
+            graph, allow = new, imports_named(new) if allow is None else allow
 
         async def start(rt: Runtime) -> RunHandle:
-            return await rt.resume(args.run_id, input=parse_inputs(args.input) or None)
+            data = parse_inputs(args.input) or None
+            return await rt.resume(args.run_id, input=data, graph=new, force=args.force)
 
         try:
             return await _execute(
-                args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
+                args, graph, start, store, stack, resume_at, allow=allow or [], stored=new is None
             )
+        except GraphChangeRefused as exc:
+            sys.stderr.write(f"magistrate: {exc}\n")
+            for d in exc.report.divergences:
+                sys.stderr.write(f"  seq {d.seq} {d.kind}: {d.reason}\n")
+            return EXIT_FAILED
         except RunStateError as exc:
             if exc.status != "paused" or isinstance(exc, RunDrainingError):
                 raise

@@ -56,6 +56,7 @@ __all__ = [
     "BranchesSelected",
     "ConversationCompacted",
     "EdgeTaken",
+    "GraphReplaced",
     "InputInjected",
     "Level",
     "LlmTurn",
@@ -95,6 +96,19 @@ class RunStarted(EventBody, frozen=True, tag="run.started"):
     entry: str
     goal: dict[str, Any] | None = None
     input: dict[str, Any] = {}
+
+
+class GraphReplaced(EventBody, frozen=True, tag="graph.replaced"):
+    """A run at rest moved to another graph (``Runtime.resume(run, graph=NEW)``): from here
+    on it runs under ``graph`` (compact, as in ``run.started``; ``graph_hash`` its hash),
+    replacing the graph hashed ``previous_hash``. ``divergences`` is how many the replay
+    of the run against the new graph found (0, unless the move was ``forced``)."""
+
+    graph: dict[str, Any]
+    graph_hash: str
+    previous_hash: str | None = None
+    forced: bool = False
+    divergences: int = 0
 
 
 class NodeStarted(EventBody, frozen=True, tag="node.started"):
@@ -356,6 +370,7 @@ AnyEvent = (
     | RunCancelled
     | RunFinished
     | RunForked
+    | GraphReplaced
     | RunUnrunnable
     | VerificationRecorded
     | BranchTurn

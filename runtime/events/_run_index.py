@@ -8,6 +8,7 @@ from eventstore import EventBody, RunIndex, RunIndexHook, register_event_type
 from ._catalogue import (
     AnyEvent,
     ApprovalGranted,
+    GraphReplaced,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -22,6 +23,11 @@ __all__: list[str] = []
 def _started(body: RunStarted) -> RunIndex:
     graph_id = body.graph.get("id")
     return RunIndex("running", body.graph_hash, graph_id if isinstance(graph_id, str) else None)
+
+
+def _replaced(body: GraphReplaced) -> RunIndex:
+    graph_id = body.graph.get("id")
+    return RunIndex(None, body.graph_hash, graph_id if isinstance(graph_id, str) else None)
 
 
 def _finished(body: RunFinished) -> RunIndex:
@@ -46,6 +52,7 @@ _RUN_INDEX: dict[type[EventBody], RunIndexHook] = {
     RunCancelled: lambda body: RunIndex("cancelled"),
     RunFinished: _finished,
     RunForked: _forked,
+    GraphReplaced: _replaced,
 }
 
 for _cls in AnyEvent.__args__:

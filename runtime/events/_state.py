@@ -31,6 +31,7 @@ from ._catalogue import (
     BranchTurn,
     ConversationCompacted,
     EdgeTaken,
+    GraphReplaced,
     InputInjected,
     LlmTurn,
     MemoryWritten,
@@ -337,6 +338,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit = s.visits.get(body.node_id)
             if visit is not None and visit.visit == body.visit:
                 visit.verifications[body.attempt] = body
+        case GraphReplaced():  # the run goes on under another graph
+            s.graph, s.graph_hash = body.graph, body.graph_hash
         case RunStarted():
             s.status = "running"
             s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry

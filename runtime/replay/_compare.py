@@ -23,6 +23,7 @@ from ..events._catalogue import (
     BranchesForked,
     BranchesJoined,
     EdgeTaken,
+    GraphReplaced,
     InputInjected,
     MemoryWritten,
     NodeCompleted,
@@ -47,6 +48,7 @@ __all__ = ["compare"]
 
 _SKIPPED: Final = (
     RunStarted,
+    GraphReplaced,
     RunResumed,
     RunForked,
     RunUnrunnable,

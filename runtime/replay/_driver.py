@@ -135,12 +135,15 @@ async def replay_run(
         )
         stopped = None
     limit = stop.at if stop.at is not None else len(replayed)
+    complete = stop.at is None
+    if recorded.rests_at is not None:  # a user paused it there: the rest is to come
+        limit, complete = min(limit, recorded.rests_at - 1), False
     divergences = compare(
         [(e.seq, e.body) for e in events],
         [(e.seq, e.body) for e in replayed if e.seq <= limit],
         graph,
         recorded_graph,
-        complete=stop.at is None,
+        complete=complete,
     )
     return ReplayReport(
         run_id=run_id,

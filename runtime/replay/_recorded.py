@@ -107,6 +107,9 @@ class RecordedRun:
         #: The seq its log ends at when the run did not finish or stop at a pause there
         #: (cancelled, paused by a user, crashed, still running): the record is cut.
         self.cut_at: int | None = None
+        #: The seq of the user's pause the run rests at, if it does: what the run did is
+        #: compared up to there (its next node starting is where it would go on).
+        self.rests_at: int | None = None
         self._index()
 
     def _index(self) -> None:
@@ -244,6 +247,8 @@ class RecordedRun:
         waits = last is not None and isinstance(last.body, RunPaused) and last.body.reason != "user"
         if not (ended or waits) and last is not None:
             self.cut_at = last.seq
+        if last is not None and isinstance(last.body, RunPaused) and last.body.reason == "user":
+            self.rests_at = last.seq
         for node, node_visit, node_attempt in started:
             place = (node, node_visit, node_attempt)
             failure = failed.get(place)
