@@ -16,6 +16,7 @@ __all__ = ["COMMANDS", "add_command"]
 _RUN: Final = "runtime.cli._run"
 _READ: Final = "runtime.cli._read"
 _AUDIT: Final = "runtime.cli._audit"
+_CONTROL: Final = "runtime.cli._control"
 
 #: name -> (module, one-line help), in the order ``--help`` lists them. A module's
 #: ``register(subparsers)`` adds the parsers of its commands with :func:`add_command`.
@@ -33,8 +34,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "process can execute its graph",
     ),
     "fork": (_RUN, "start a new run from a copy of a run's first SEQ events, then run it"),
-    "pause": (_RUN, "pause a running run, here or in another process"),
-    "cancel": (_RUN, "cancel a paused or interrupted run"),
+    "pause": (_CONTROL, "pause a running run, here or in another process"),
+    "cancel": (_CONTROL, "cancel a paused or interrupted run"),
     "runs": (_READ, "list runs, newest first"),
     "show": (_READ, "a run's status, owner, path, verdicts and chain check"),
     "timeline": (_READ, "a run's audit timeline, with its hash chain verified"),

@@ -36,7 +36,6 @@ from .. import (
     graph_from_dict,
     load_graph,
 )
-from ..events import RunState
 from ..reads import RunReader
 from ._commands import add_command
 from ._common import (
@@ -160,19 +159,6 @@ def register(sub: Any) -> None:
     _input_options(p, "a value to inject into the new run")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_fork)
-
-    p = add_command(sub, "pause")
-    p.add_argument("run_id", metavar="RUN")
-    add_store_option(p)
-    add_output_option(p)
-    p.set_defaults(handler=_pause)
-
-    p = add_command(sub, "cancel")
-    p.add_argument("run_id", metavar="RUN")
-    p.add_argument("--reason", default="cancelled from the command line")
-    add_store_option(p)
-    add_output_option(p)
-    p.set_defaults(handler=_cancel)
 
 
 async def _graph_of(
@@ -426,37 +412,3 @@ async def _fork(args: argparse.Namespace) -> int:
         return await _execute(
             args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
         )
-
-
-async def _pause(args: argparse.Namespace) -> int:
-    async with open_store(args) as store, Runtime(store) as rt:
-        await rt.pause(args.run_id)
-        state = await rt.get_state(args.run_id)
-    return _control_answer(args, state)
-
-
-async def _cancel(args: argparse.Namespace) -> int:
-    async with open_store(args) as store, Runtime(store) as rt:
-        await rt.cancel(args.run_id, reason=args.reason)
-        state = await rt.get_state(args.run_id)
-    return _control_answer(args, state)
-
-
-def _control_answer(args: argparse.Namespace, state: RunState) -> int:
-    """What a control command prints: the run's status and seq once it is recorded (a
-    pause of a run live elsewhere is requested: its owner pauses it at its next node
-    boundary)."""
-    requested = state.pause_requested
-    if args.output == "json":
-        emit_json(
-            {
-                "run_id": args.run_id,
-                "status": state.status,
-                "seq": state.last_seq,
-                "pause_requested": requested,
-            }
-        )
-    else:
-        note = "; pause requested: it pauses at its next node boundary" if requested else ""
-        sys.stdout.write(f"run {args.run_id}: {state.status}{note} (seq {state.last_seq})\n")
-    return EXIT_OK
