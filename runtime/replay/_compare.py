@@ -30,6 +30,7 @@ from ..events._catalogue import (
     NodeFailed,
     NodeStarted,
     OutputSet,
+    PauseRequested,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -48,6 +49,7 @@ __all__ = ["compare"]
 
 _SKIPPED: Final = (
     RunStarted,
+    PauseRequested,
     GraphReplaced,
     RunResumed,
     RunForked,

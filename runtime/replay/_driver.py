@@ -11,7 +11,7 @@ decides itself is decided again. Then ``_compare`` sets the two logs side by sid
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import anyio
 import msgspec
@@ -22,6 +22,7 @@ from .._errors import RunNotFoundError, SpecError
 from .._node_factory import NodeFactory
 from .._result import RunResult
 from .._run_logs import RunLogs
+from ..events._catalogue import NodeStarted
 from ..llm._names import check_named_providers, check_parallel_names
 from ..llm._support import SET_OUTPUT, resolve_judge
 from ..llm._tools import Tool
@@ -137,7 +138,7 @@ async def replay_run(
     limit = stop.at if stop.at is not None else len(replayed)
     complete = stop.at is None
     if recorded.rests_at is not None:  # a user paused it there: the rest is to come
-        limit, complete = min(limit, recorded.rests_at - 1), False
+        limit, complete = min(limit, _rest_cut(events, recorded.rests_at, replayed)), False
     divergences = compare(
         [(e.seq, e.body) for e in events],
         [(e.seq, e.body) for e in replayed if e.seq <= limit],
@@ -159,6 +160,29 @@ async def replay_run(
         model_calls=provider.calls,
         live_calls=provider.live_calls,
     )
+
+
+def _rest_cut(events: Sequence[Event], rests_at: int, replayed: Sequence[Event]) -> int:
+    """The last replayed seq to compare with a run that rests at a user's pause (seq
+    ``rests_at``): everything before the replay starts the node the pause was before as
+    a new visit, which is where the recorded run would go on."""
+    rest = events[rests_at - 1].body
+    node = getattr(rest, "node_id", None)
+    if node is None:
+        return rests_at - 1
+    visits = max(
+        (e.body.visit for e in events[:rests_at] if _starts(e.body, node)),
+        default=0,
+    )
+    for event in replayed:
+        body = event.body
+        if _starts(body, node) and body.visit > visits:
+            return event.seq - 1
+    return len(replayed)
+
+
+def _starts(body: EventBody, node: str) -> TypeGuard[NodeStarted]:
+    return isinstance(body, NodeStarted) and body.node_id == node
 
 
 def _judges_live(graph: GraphSpec, nodes: NodeFactory) -> Callable[[str, str], LlmProvider | None]:
