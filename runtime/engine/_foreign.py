@@ -61,11 +61,17 @@ def _renumber(kept: dict[str, list[_Entry]], at: int, shift: int) -> None:
 
 def _take(log: RunLog, at: int, events: list[Event]) -> int:
     """Number everything this log numbered after ``at`` after ``events`` (the foreign
-    events at ``at + 1``...), and apply ``events`` to the live state."""
+    events at ``at + 1``...), and apply ``events`` to the live state. Every seq the state
+    records (verdicts, stall warnings, judge failures) moves with it."""
     shift = len(events)
     state = log.state
     _renumber(state.verdict_history, at, shift)
     _renumber(state.stalls, at, shift)
+    failures = state.judge_failure_reasons
+    if failures and failures[-1].seq > at:
+        state.judge_failure_reasons = [
+            msgspec.structs.replace(f, seq=f.seq + shift) if f.seq > at else f for f in failures
+        ]
     log.last_seq += shift
     state.last_seq += shift
     if log.snapshot_seq > at:
