@@ -20,6 +20,7 @@ from runtime.events import (
     BranchTurn,
     ConversationCompacted,
     EdgeTaken,
+    GraphReplaced,
     InputInjected,
     LlmTurn,
     MemoryWritten,
@@ -166,6 +167,14 @@ BODY_STRATEGIES: dict[type[EventBody], st.SearchStrategy[Any]] = {
         total_retries=small,
         error=maybe_text,
         goal_outcome=st.none() | json_dicts,
+    ),
+    GraphReplaced: st.builds(
+        GraphReplaced,
+        graph=json_dicts,
+        graph_hash=st.text("0123456789abcdef", min_size=64, max_size=64),
+        previous_hash=st.none() | st.text("0123456789abcdef", min_size=64, max_size=64),
+        forced=st.booleans(),
+        divergences=st.integers(0, 50),
     ),
     RunForked: st.builds(
         RunForked, source_run_id=texts, source_seq=st.integers(1, 500), source_hash=texts
