@@ -19,6 +19,7 @@ from ._catalogue import (
     BranchesForked,
     BranchesJoined,
     EdgeTaken,
+    GraphReplaced,
     InputInjected,
     LlmTurn,
     MemoryWritten,
@@ -149,6 +150,10 @@ def describe_event(event: Event) -> tuple[str, str, str]:
         return node, label, f"cancelled{at}" + (f": {body.reason}" if body.reason else "")
     if isinstance(body, RunUnrunnable):
         return node, label, _clip(f"worker {body.worker} cannot execute it: {body.reason}")
+    if isinstance(body, GraphReplaced):
+        graph = body.graph.get("id", "?")
+        forced = f", forced past {body.divergences} divergence(s)" if body.forced else ""
+        return node, label, f"moved to graph {graph} ({body.graph_hash[:12]}){forced}"
     if isinstance(body, RunForked):
         return (
             node,

@@ -103,6 +103,8 @@ function describe(ev) {
     case "conversation.message": return `${body.role} (${body.kind}): ${short(body.content)}`;
     case "conversation.compacted": return `compacted ${body.upto} entries: ${short(body.summary)}`;
     case "run.forked": return `forked from ${body.source_run_id} at seq ${body.source_seq}`;
+    case "graph.replaced": return `moved to graph ${body.graph.id ?? "?"} (${body.graph_hash.slice(0, 12)})${body.forced ? `, forced past ${body.divergences} divergence(s)` : ""}`;
+    case "run.pause_requested": return `pause requested${body.by ? ` by ${body.by}` : ""}`;
     case "output.set": return `output ${body.key} = ${short(body.value)}`;
     case "memory.written": return `${body.key} ${body.op === "replace" ? "=" : body.op} ${short(body.value)}`;
     case "node.failed": return `${body.error_type}: ${short(body.error)}${body.will_retry ? " (will retry)" : ""}`;
