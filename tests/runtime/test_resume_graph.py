@@ -80,7 +80,7 @@ async def test_a_paused_run_moves_to_a_graph_its_replay_agrees_with(tmp_path: Pa
         assert isinstance(body, GraphReplaced)
         assert (body.graph_hash, body.previous_hash) == (graph_hash(new), graph_hash(OLD))
         assert not body.forced and body.divergences == 0
-        _node, label, detail = describe_event(moved)
+        _node, _label, detail = describe_event(moved)
         assert detail == f"moved to graph deploy ({graph_hash(new)[:12]})"
         state = await rt.get_state(run_id)
         assert state.graph_hash == graph_hash(new) and state.path == ["n0", "n1", "n2", "n3"]
