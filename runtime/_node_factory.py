@@ -20,7 +20,7 @@ from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
 from .llm._verifier import VerifierNodeActor
 from .providers._base import LlmProvider
-from .spec._imports import resolve_callable
+from .spec._imports import import_reference, resolve_callable
 from .spec._model import GraphSpec, NodeSpec
 from .spec._parallel import BranchStrategy
 
@@ -69,6 +69,19 @@ class NodeFactory:
         self.context_budget_tokens = context_budget_tokens
         self._plain_cache: dict[str, PlainFunction] = {}
 
+    def _import_tool(self, reference: str, path: str) -> None:
+        """Register the tool a graph names by ``"module:attr"`` (a Tool, or a function
+        made one), imported only under ``allow_imports``; raises SpecError naming
+        ``path`` otherwise."""
+        target = import_reference(
+            reference, self.allow_imports, path=path, what="tool", defined_by=_tool_function
+        )
+        if not isinstance(target, Tool):
+            if not callable(target) or isinstance(target, type):
+                raise SpecError(path, f"{reference!r} is neither a Tool nor a function")
+            target = Tool.from_callable(target)
+        self.tools.alias(reference, target)
+
     def check(self, graph: GraphSpec) -> None:
         """Raise SpecErrors for what a run would otherwise trip on only when it reaches a
         node: kinds without a runner, functions and judges that are neither registered nor
@@ -107,6 +120,12 @@ class NodeFactory:
                 errors.append(exc)
             if node.kind == "llm":
                 for j, name in enumerate(node.tools):
+                    if name != SET_OUTPUT and name not in self.tools and ":" in name:
+                        try:
+                            self._import_tool(name, f"{where}.tools[{j}]")
+                        except SpecError as exc:
+                            errors.append(exc)
+                        continue
                     if name != SET_OUTPUT and name not in self.tools:
                         known = ", ".join(self.tools.names) or "none"
                         errors.append(
@@ -173,3 +192,9 @@ class NodeFactory:
     def provider_named(self, name: str | None) -> LlmProvider | None:
         """The provider registered as ``name`` (None: the runtime's ``provider``)."""
         return self.provider if name is None else self.providers.get(name)
+
+
+def _tool_function(target: Any) -> Any:
+    """What defines an imported tool: its function (a Tool object is defined by the
+    runtime's own module)."""
+    return target.fn if isinstance(target, Tool) else target

@@ -209,7 +209,7 @@ async def _execute(
         if recorded is None:
             raise
         provider = None  # an approval is recorded even where the run cannot go on
-    tools = tools_from_modules(args.tools, allow_imports=allow)
+    tools = tools_from_modules(args.tools)
     console = Console(stderr=True)
     began = time.monotonic()
     with Progress(console, quiet=args.quiet) as progress:

@@ -120,7 +120,7 @@ async def _serve(args: argparse.Namespace) -> int:
         provider = None
         if llm_graph is not None or args.provider is not None:
             provider = await make_provider(args.provider, llm_graph, stack)
-        tools = tools_from_modules(args.tools, allow_imports=allow)
+        tools = tools_from_modules(args.tools)
         async with Runtime(
             store,
             provider=provider,

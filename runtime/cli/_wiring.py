@@ -13,7 +13,7 @@ import importlib
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,10 @@ from .. import (
     Tool,
     ToolCall,
     ToolRegistry,
-    UnknownToolError,
 )
-from ..spec import import_allowed
 from ._common import UsageError
 
 __all__ = [
-    "ImportingToolRegistry",
     "NoModel",
     "imports_named",
     "load_script",
@@ -65,56 +62,6 @@ def _import(reference: str, what: str) -> Any:
     return target
 
 
-class ImportingToolRegistry(ToolRegistry):
-    """A registry that also resolves tool names written as ``"package.module:attr"``.
-
-    Only under the ``allow_imports`` module prefixes, as the runtime does for functions and
-    judges, and only to a tool or function defined in such a module. The resolved tool
-    keeps its own name (what the model sees and calls); the import path is only how the
-    graph file finds it.
-    """
-
-    def __init__(self, tools: Iterable[Tool] = (), *, allow_imports: Sequence[str] = ()) -> None:
-        super().__init__(tools)
-        self.allow_imports = tuple(allow_imports)
-
-    def _imported(self, name: str) -> Tool | None:
-        module_name, _, attribute = name.partition(":")
-        if not import_allowed(name, self.allow_imports):
-            return None
-        if any(not part or part.startswith("_") for part in attribute.split(".")):
-            return None
-        try:
-            target: Any = importlib.import_module(module_name)
-            for part in attribute.split("."):
-                target = getattr(target, part)
-        except (ImportError, AttributeError):
-            return None
-        fn = target.fn if isinstance(target, Tool) else target
-        defined_in = getattr(fn, "__module__", None)
-        if not callable(fn) or not isinstance(defined_in, str):
-            return None
-        if not import_allowed(f"{defined_in}:{attribute}", self.allow_imports):
-            return None  # imported into an allowed module from elsewhere
-        return target if isinstance(target, Tool) else Tool.from_callable(target)
-
-    def get(self, name: str) -> Tool:
-        if ":" in name and name not in self._tools:
-            found = self._imported(name)
-            if found is not None:
-                self._tools[name] = found
-        return super().get(name)
-
-    def __contains__(self, name: object) -> bool:
-        if isinstance(name, str) and ":" in name:
-            try:
-                self.get(name)
-            except UnknownToolError:
-                return False
-            return True
-        return super().__contains__(name)
-
-
 def imports_named(graph: GraphSpec) -> list[str]:
     """The modules a graph's functions, judges and tools name by import path."""
     references = [node.function for node in graph.nodes if node.function]
@@ -124,15 +71,15 @@ def imports_named(graph: GraphSpec) -> list[str]:
     return sorted(m for m in modules if m)
 
 
-def tools_from_modules(
-    references: Iterable[str], *, allow_imports: Sequence[str] = ()
-) -> ImportingToolRegistry:
+def tools_from_modules(references: Iterable[str]) -> ToolRegistry:
     """A registry holding the tools that ``--tools`` names.
 
     ``MODULE`` registers every :class:`Tool` defined at the module's top level;
-    ``MODULE:ATTR`` a Tool, a plain function, a ToolRegistry or a list of tools.
+    ``MODULE:ATTR`` a Tool, a plain function, a ToolRegistry or a list of tools. (Tools a
+    graph file names by ``"module:attr"`` are the runtime's to import, under
+    ``allow_imports``.)
     """
-    registry = ImportingToolRegistry(allow_imports=allow_imports)
+    registry = ToolRegistry()
     for reference in references:
         target = _import(reference, "--tools")
         if ":" not in reference:

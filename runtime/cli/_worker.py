@@ -104,7 +104,7 @@ async def _worker(args: argparse.Namespace) -> int:
         allow = allowed_imports(args) or []
         search_working_directory([*allow, *(t.partition(":")[0] for t in args.tools)])
         provider = await _provider(args.provider, stack)
-        tools = tools_from_modules(args.tools, allow_imports=allow)
+        tools = tools_from_modules(args.tools)
         metrics = None
         if args.metrics_port is not None:
             metrics = default_metrics()

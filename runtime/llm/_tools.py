@@ -339,6 +339,11 @@ class ToolRegistry:
         self._tools[t.name] = t
         return t
 
+    def alias(self, name: str, tool: Tool) -> None:
+        """Make ``tool`` reachable as ``name`` too (the ``"module:attr"`` path a graph
+        names it by); it keeps its own name, the one models see and call."""
+        self._tools.setdefault(name, tool)
+
     def get(self, name: str) -> Tool:
         """The tool called ``name``; :class:`UnknownToolError` (a LookupError) if none."""
         try:

@@ -31,13 +31,20 @@ def import_allowed(reference: str, allow_imports: Sequence[str]) -> bool:
 
 
 def import_reference(
-    reference: str, allow_imports: Sequence[str], *, path: str, what: str = "function"
+    reference: str,
+    allow_imports: Sequence[str],
+    *,
+    path: str,
+    what: str = "function",
+    defined_by: Callable[[Any], Any] | None = None,
 ) -> Any:
     """Import the object ``reference`` (``"package.module:attr"``) names, if allowed.
 
     Raises SpecError naming ``path`` when the reference is malformed, its module is not
     under one of the ``allow_imports`` prefixes, the walk passes a private name or a
-    module, the object is defined outside the allowed modules, or it cannot be imported.
+    module, the object is defined outside the allowed modules (``defined_by(object)``:
+    what tells where it was defined, for a wrapper such as a Tool), or it cannot be
+    imported.
     """
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
@@ -67,7 +74,8 @@ def import_reference(
             raise SpecError(path, reason) from None
         if isinstance(target, types.ModuleType):
             raise SpecError(path, f"{reference!r} walks into module {target.__name__!r}")
-    defined_in = getattr(target, "__module__", None)
+    origin = target if defined_by is None else defined_by(target)
+    defined_in = getattr(origin, "__module__", None)
     if not isinstance(defined_in, str) or not _under(defined_in, allow_imports):
         raise SpecError(
             path,
