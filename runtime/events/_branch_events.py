@@ -23,7 +23,8 @@ __all__ = [
 
 class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
     """One model turn of one parallel branch (``branch``: its 0-based index) in the round
-    that began after the node's turn ``round`` of visit ``visit``; ``stop`` as ``llm.turn``'s."""
+    that began after the node's turn ``round`` of visit ``visit``; ``stop`` and the token
+    counts as ``llm.turn``'s."""
 
     node_id: str
     visit: int
@@ -38,6 +39,8 @@ class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
     latency_ms: float = 0.0
     model: str = ""
     stop: str | None = None
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 class BranchToolResult(EventBody, frozen=True, tag="branch.tool_result"):

@@ -205,6 +205,8 @@ class BranchRunner:
                 latency_ms=response.latency_ms or (time.perf_counter() - started) * 1000.0,
                 model=response.model,
                 stop=response.stop,
+                input_cached=response.usage.input_cached,
+                input_cache_write=response.usage.input_cache_write,
             )
             refused_turn = refusal(response.stop, response.text)
             if refused_turn is not None:  # a fact of the round; the branch fails at once

@@ -30,6 +30,7 @@ from ..events._catalogue import (
     ApprovalGranted,
     ApprovalRejected,
     BranchesJudged,
+    BranchTurn,
     EdgeTaken,
     InputInjected,
     LlmTurn,
@@ -299,6 +300,16 @@ class RuntimeMetrics:
 
     # -- counting ----------------------------------------------------------------------------
 
+    def _count_tokens(self, turn: LlmTurn | BranchTurn) -> None:
+        for direction, count in (
+            ("input", turn.input_tokens),
+            ("output", turn.output_tokens),
+            ("input_cached", turn.input_cached),
+            ("input_cache_write", turn.input_cache_write),
+        ):
+            if count:
+                self.tokens.labels(direction).inc(count)
+
     def _labels(self, run: _RunInfo | None) -> tuple[str, ...]:
         if not self.per_graph:
             return ()
@@ -335,14 +346,9 @@ class RuntimeMetrics:
                     )
             case LlmTurn():
                 self.llm_turn.observe(event.latency_ms / 1000.0)
-                if event.input_tokens:
-                    self.tokens.labels("input").inc(event.input_tokens)
-                if event.output_tokens:
-                    self.tokens.labels("output").inc(event.output_tokens)
-                if event.input_cached:
-                    self.tokens.labels("input_cached").inc(event.input_cached)
-                if event.input_cache_write:
-                    self.tokens.labels("input_cache_write").inc(event.input_cache_write)
+                self._count_tokens(event)
+            case BranchTurn():  # a parallel branch's model turn: its tokens were spent too
+                self._count_tokens(event)
             case Verdict() if event.level == "bail_out":
                 _child(self.tool_turns, *self._labels(run)).inc()
             case Verdict():

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client import CollectorRegistry
 
 from runtime import (
     GraphSpec,
@@ -14,6 +15,7 @@ from runtime import (
     LlmResponse,
     NodeSpec,
     Runtime,
+    RuntimeMetrics,
     ScriptedProvider,
     SpecErrors,
     ToolCall,
@@ -312,3 +314,34 @@ async def test_a_branch_turn_records_distinct_ids_and_refuses_what_the_log_canno
     ] * 2
     results = [(e.body.call_id, e.body.is_error) for e in events if isinstance(e.body, ToolResult)]
     assert results == [("d", True), ("d_2", False)]
+
+
+async def test_branch_turns_count_their_tokens_cached_ones_included() -> None:
+    usage = Usage(input_tokens=30, output_tokens=5, input_cached=20, input_cache_write=7)
+
+    def branch(text: str, name: str) -> ScriptedProvider:
+        return ScriptedProvider(
+            [
+                reply("", tool_call("set_output", key="answer", value=text)),
+                LlmResponse(text=text, usage=usage, model=name, stop_reason="end_turn"),
+            ],
+            name=name,
+        )
+
+    registry = CollectorRegistry()
+    providers = {"p0": branch("Paris", "m0"), "p1": branch("Paris", "m1")}
+    result, events = await run_parallel(
+        parallel_graph("first_success", n=2), providers, metrics=RuntimeMetrics(registry)
+    )
+    assert result.status == "completed"
+    turns = [e.body for e in events if isinstance(e.body, BranchTurn)]
+    assert [(t.input_cached, t.input_cache_write) for t in turns if t.input_tokens] == [
+        (20, 7),
+        (20, 7),
+    ]
+
+    def tokens(direction: str) -> float | None:
+        return registry.get_sample_value("magistrate_llm_tokens_total", {"direction": direction})
+
+    assert (tokens("input"), tokens("output")) == (60, 10)
+    assert (tokens("input_cached"), tokens("input_cache_write")) == (40, 14)
