@@ -69,7 +69,6 @@ from ._verdict import (
 )
 
 __all__ = ["TurnLoop", "node_failure"]
-_STALL_THRESHOLD = 3
 
 
 def node_failure(message: ExecuteNode, error: str, error_type: str) -> NodeDone:
@@ -130,7 +129,7 @@ class TurnLoop:
         turns = history.turn_calls
         if history.last_turn is not None and history.last_verdict is None and turns:
             turns = turns[:-1]  # the last turn is judged again below, which observes it
-        self.stall = StallDetector.from_history(turns, threshold=_STALL_THRESHOLD)
+        self.stall = StallDetector.from_history(turns, threshold=spec.stall_threshold)
         self.tool_specs = registry.specs()
         if spec.output_keys:
             self.tool_specs.append(set_output_spec(spec.output_keys, spec.nullable_keys))
@@ -298,7 +297,7 @@ class TurnLoop:
                     node_id=self.node_id, iteration=turn.iteration, signature=signature(calls)
                 )
             )
-            verdict = stall_verdict(threshold=_STALL_THRESHOLD, client_facing=spec.client_facing)
+            verdict = stall_verdict(spec.stall_threshold, spec.client_facing)
         elif should_judge(turn.iteration, spec.judge_every_n_turns, bool(calls)):
             messages = self.chat.messages
             context = judge_context(

@@ -188,7 +188,7 @@ def max_iterations_verdict(
     )
 
 
-def stall_verdict(*, threshold: int = 3, client_facing: bool = False) -> JudgeVerdict:
+def stall_verdict(threshold: int = 3, client_facing: bool = False) -> JudgeVerdict:
     """The RETRY a node applies when :class:`StallDetector` fires.
 
     Its feedback is the warning injected into the conversation. For a client-facing

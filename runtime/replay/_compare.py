@@ -226,6 +226,12 @@ class _Reasons:
                     return self.verdict(new, f" where {old.action.upper()} was recorded")
                 recorded = f"level {_level(old.level)}: {_short(old.feedback)}"
                 return f"{self.verdict(new)} (recorded: {recorded})"
+            case (StallDetected(), _) if not isinstance(new, StallDetected):
+                threshold = self.stall_threshold(old.node_id)
+                return (
+                    f"no stall now: {self.stall(old)} was recorded, and node `{old.node_id}` "
+                    f"now stalls after {threshold} identical turns"
+                )
             case (_, Verdict()) | (_, StallDetected()):
                 assert isinstance(new, Verdict | StallDetected)
                 shown = self.verdict(new) if isinstance(new, Verdict) else self.stall(new)
@@ -285,6 +291,9 @@ class _Reasons:
     def verdict(self, verdict: Verdict, where: str = "") -> str:
         feedback = f": {_short(verdict.feedback)}" if verdict.feedback else ""
         return f"verdict {verdict.action.upper()} at level {_level(verdict.level)}{where}{feedback}"
+
+    def stall_threshold(self, node_id: str) -> int | str:
+        return self.graph.node(node_id).stall_threshold if node_id in self.nodes else "?"
 
     def stall(self, stall: StallDetected) -> str:
         return f"stall detected at turn {stall.iteration} ({stall.signature})"

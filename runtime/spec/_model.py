@@ -116,6 +116,8 @@ class NodeSpec(_Spec, frozen=True):
     success_criteria: list[str] = []
     tools: list[str] = []
     max_iterations: int = 50
+    #: Identical tool-call turns in a row that make a stall warning (and a RETRY).
+    stall_threshold: int = 3
     #: Import path or registered name of a custom judge; None: the implicit cascade.
     judge: str | None = None
     judge_every_n_turns: int = 1

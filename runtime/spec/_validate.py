@@ -252,6 +252,7 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "NodeSpec": {
         "max_iterations": (1, 10_000),
         "judge_every_n_turns": (1, 10_000),
+        "stall_threshold": (1, 1_000),
         "timeout": (0.001, 86_400),
         "tool_timeout": (0.001, 86_400),
     },
