@@ -2,9 +2,10 @@
 
 A hash chain proves that no stored event was edited, dropped or reordered, but a log
 rewritten consistently (an event changed and every hash after it recomputed) or cut after
-its last good event still chains. The heads file is the reference that catches both: when
-a run pauses or ends, its owner records the run's head (run id, seq, chain hash) in it,
-and ``verify`` checks that every recorded head is still in the log with the same hash.
+its last good event still chains. The heads file is the reference that catches both: after
+each commit of a run, the process that wrote it records the run's head (run id, seq, chain
+hash) in it, and ``verify`` checks that every recorded head is still in the log with the
+same hash.
 
 Each line is one JSON object, ``{"run": ..., "seq": ..., "hash": ..., "link": ...}``,
 where ``link`` is the SHA-256 of the previous line's link and the line's run, seq and hash
@@ -13,7 +14,8 @@ links after it, which :func:`read_heads_file` reports. Every line is derivable f
 log (the head of a run at some seq), so a heads file holds nothing a store does not.
 
 Lines are appended by a background thread, in batches (what is recorded within 50 ms of
-a write goes in the next), under an exclusive ``flock`` (the processes sharing a store
+a write goes in the next, one line for each run that moved: its newest head), under an
+exclusive ``flock`` (the processes sharing a store
 share its heads file, each line linked to the file's last one), and fsynced after each
 batch. Recording never waits for the disk: a head recorded just
 before a crash may be lost, which weakens the check but never makes it wrong.
@@ -26,7 +28,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping
 from hashlib import sha256
 
 import msgspec
@@ -174,7 +176,8 @@ class HeadsFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._condition = threading.Condition()
-        self._pending: list[tuple[str, int, str]] = []
+        #: The newest head recorded of each run since the last write (one line a run).
+        self._pending: dict[str, tuple[int, str]] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
         self._stopping = threading.Event()
@@ -193,7 +196,9 @@ class HeadsFile:
         with self._condition:
             if self._closed:
                 return
-            self._pending.append((run_id, seq, hash))
+            prior = self._pending.get(run_id)
+            if prior is None or seq >= prior[0]:
+                self._pending[run_id] = (seq, hash)
             self.recorded += 1
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -224,7 +229,8 @@ class HeadsFile:
             while True:
                 with self._condition:
                     self._condition.wait_for(lambda: bool(self._pending) or self._closed)
-                    batch, self._pending = self._pending, []
+                    batch, self._pending = self._pending, {}
+                    taken = self.recorded
                     if not batch:
                         return
                 try:
@@ -236,7 +242,7 @@ class HeadsFile:
                         "could not record %d head(s) in %s: %s", len(batch), self.path, exc
                     )
                 with self._condition:
-                    self._written += len(batch)
+                    self._written = taken
                     self._condition.notify_all()
                 # Gather what comes meanwhile into the next write: under load one write
                 # and one fsync per interval, not one per run at rest. Close cuts it short.
@@ -246,12 +252,12 @@ class HeadsFile:
                 os.close(fd)
 
     @staticmethod
-    def _append(fd: int, batch: Sequence[tuple[str, int, str]]) -> None:
+    def _append(fd: int, batch: Mapping[str, tuple[int, str]]) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             previous, cut = _last_link(fd)
             parts = ["\n"] if cut else []
-            for run_id, seq, hash in batch:
+            for run_id, (seq, hash) in batch.items():
                 line, previous = _line(previous, run_id, seq, hash)
                 parts.append(line)
             os.write(fd, "".join(parts).encode())

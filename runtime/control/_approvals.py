@@ -87,7 +87,6 @@ async def _append(logs: RunLogs, run_id: str, state: RunState, bodies: list[Even
         raise RunChangedError(
             run_id, now.status, "another writer moved it after the pause this answers"
         ) from None
-    log.record_head()
 
 
 async def decide_gate(

@@ -282,7 +282,6 @@ class RunControl:
             try:
                 log = self.logs.reopen(run_id, state.last_seq)
                 await log.append(bodies if action == "cancel" else [body])
-                log.record_head()
                 return
             except ConcurrencyError:
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again

@@ -142,12 +142,11 @@ class RunEnding:
     async def record(self, body: EventBody) -> None:
         """Record the event ending the stretch (finished, paused, cancelled), with what
         is staged, durably whatever the graph's durability, and a snapshot of the state
-        at rest in the same commit when due; record the run's head; then report the
-        result."""
+        at rest in the same commit when due (its head recorded as every commit's is); then
+        report the result."""
         self.log.stage(body)
         # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
         await self.log.append((), durable=True, shield=False, at_rest=True)
-        self.log.record_head()
         self.report()
 
     async def fail_run(self, exc: Exception) -> bool:

@@ -71,10 +71,12 @@ class _Submitted:
                 pass  # the runtime's tasks are stopping: the conflict stands
         if isinstance(error, StoreError) and log.failed is None:
             log.failed = error
-        elif error is None and log.observers:
-            elapsed = perf_counter() - self.began
-            for observer in log.observers:
-                observer(log.run_id, self.batch, elapsed)
+        elif error is None:
+            log.committed(result)
+            if log.observers:
+                elapsed = perf_counter() - self.began
+                for observer in log.observers:
+                    observer(log.run_id, self.batch, elapsed)
         self.on_done(result, error)
 
 
@@ -126,8 +128,6 @@ class RunLog:
         #: Whether the run's claim is still held here (None: no claims): a batch is
         #: never handed to the store without it, and the log fails with LeaseLostError.
         self.holds: Callable[[], bool] | None = None
-        #: The seq and chain hash of the last event an awaited append committed.
-        self.last_head: tuple[int, str] | None = None
         #: Batches handed to the store and not answered yet.
         self.in_flight = 0
         #: Starts a task (a runtime's, on a store other processes append to): then a
@@ -228,8 +228,7 @@ class RunLog:
             else:
                 self.in_flight -= 1
             elapsed = perf_counter() - began
-            if committed is not None:
-                self.last_head = (committed.last_seq, committed.last_hash)
+            self.committed(committed)
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
@@ -350,13 +349,15 @@ class RunLog:
         self.state.last_seq = self.last_seq
         return True
 
-    def record_head(self) -> None:
-        """Record the run's head (the seq and hash of the last event an awaited append
-        committed) in the store's heads file, if it keeps one: the owner does so when the
-        run pauses or ends (see eventstore.HeadsFile)."""
+    def committed(self, result: AppendResult | None) -> None:
+        """A batch of the run committed (``result``): its head goes to the store's heads
+        file if it keeps one (eventstore.HeadsFile: a background thread writes each
+        moving run's newest head)."""
+        if result is None:
+            return
         heads = None if self.store is None else self.store.heads_file
-        if heads is not None and self.last_head is not None:
-            heads.record(self.run_id, *self.last_head)
+        if heads is not None:
+            heads.record(self.run_id, result.last_seq, result.last_hash)
 
     async def append_again(
         self,
@@ -392,6 +393,8 @@ class RunLog:
                     self.in_flight -= 1
         if failure is not None and self.failed is None:
             self.failed = failure
+        if failure is None:
+            self.committed(result)
         if submitted is not None:
             if failure is None:
                 for observer in self.observers:

@@ -28,18 +28,35 @@ def test_two_writers_on_one_file_keep_one_chain(tmp_path: Path) -> None:
     second.close()
     kept = read_heads_file(path)
     assert kept.ok, kept.reason
-    assert len(kept.heads) == 400
-    assert [h.seq for h in kept.heads if h.run_id == "a"] == list(range(1, 201))
+    # A line per run per gathering, its newest head then: each run's seqs only grow, and
+    # the last line of each is the newest head recorded.
+    for run in ("a", "b"):
+        seqs = [h.seq for h in kept.heads if h.run_id == run]
+        assert seqs and seqs == sorted(set(seqs)) and seqs[-1] == 200
     assert kept.newest()["b"].seq == 200 and kept.newest()["b"].hash == f"{200:064x}"
+
+
+def test_a_gathering_keeps_each_runs_newest_head_only(tmp_path: Path) -> None:
+    path = tmp_path / "store.heads"
+    heads = HeadsFile(path)
+    heads.record("first", 1, "aa" * 32)  # wakes the writer, written at once
+    assert heads.flush()
+    for seq in range(2, 50):  # within one gathering: one line, the newest
+        heads.record("first", seq, f"{seq:064x}")
+    heads.record("first", 10, "bb" * 32)  # an older head recorded late changes nothing
+    heads.close()
+    kept = read_heads_file(path)
+    assert [(h.run_id, h.seq) for h in kept.heads] == [("first", 1), ("first", 49)]
 
 
 def test_a_removed_or_inserted_line_breaks_the_chain_at_that_line(tmp_path: Path) -> None:
     path = tmp_path / "store.heads"
     heads = HeadsFile(path)
-    for seq in range(1, 6):
-        heads.record("r", seq, "ab" * 32)
+    for run in range(1, 6):
+        heads.record(f"r{run}", 1, "ab" * 32)
     heads.close()
     lines = path.read_text().splitlines(keepends=True)
+    assert len(lines) == 5
     path.write_text("".join(lines[:2] + lines[3:]))  # line 3 dropped
     kept = read_heads_file(path)
     assert (kept.broken_line, len(kept.heads)) == (3, 2)

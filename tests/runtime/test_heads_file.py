@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from eventstore import (
@@ -62,7 +63,7 @@ def sqlite_store(path: Path) -> SqliteEventStore:
     return SqliteEventStore(path, heads_file=f"{path}.heads")
 
 
-async def test_the_owner_records_a_head_at_each_pause_and_end_and_verify_checks_it(
+async def test_the_writer_records_a_head_after_each_commit_and_verify_checks_it(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "runs.db"
@@ -71,14 +72,39 @@ async def test_the_owner_records_a_head_at_each_pause_and_end_and_verify_checks_
     assert kept.ok
     async with sqlite_store(path) as store:
         events = await store.read_all("r1")
-        pause = next(e for e in events if e.body.__class__.__name__ == "RunPaused")
-        # The pause's batch, the approval's, and the end's: each a head of the log then.
+        # The run's first commit (its start and its first node's), then the newest head of
+        # each later gathering of 50 ms, up to the end's: each a head of the log then.
         heads = [(h.run_id, h.seq) for h in kept.heads]
-        assert heads[0] == ("r1", pause.seq) or heads[0] == ("r1", pause.seq + 1)
+        assert heads[0] == ("r1", 2)
         assert heads[-1] == ("r1", events[-1].seq)
+        assert [seq for _, seq in heads] == sorted({seq for _, seq in heads})
         by_seq = {e.seq: e.hash for e in events}
         assert all(by_seq[h.seq] == h.hash for h in kept.heads)
         assert (await RunReader(store).verify("r1")).ok
+
+
+async def test_a_running_run_has_its_head_in_the_file_before_it_pauses_or_ends(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    release = anyio.Event()
+
+    async def slow(inputs: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"paid": inputs["amount"]}
+
+    store = sqlite_store(path)
+    async with store, Runtime(store, functions={"step": slow}) as rt:
+        handle = await rt.start(GRAPH, input={"amount": 7}, run_id="r2")
+        # Node a runs and will not end until released: only commits of a running run so
+        # far, and a crash now would lose nothing the heads file does not know of.
+        assert store.heads_file is not None
+        await anyio.to_thread.run_sync(store.heads_file.flush)
+        kept = read_heads_file(f"{path}.heads")
+        state = await rt.get_state("r2")
+        assert state.status == "running" and kept.heads[-1].seq == state.last_seq == 2
+        release.set()
+        assert (await handle.result()).status == "paused"
 
 
 async def test_verify_fails_a_log_that_lost_its_tail_after_its_head_was_recorded(
