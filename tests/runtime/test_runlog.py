@@ -18,6 +18,9 @@ pytestmark = pytest.mark.anyio
 class SlowStore:
     """Just enough of an EventStore: each append waits until ``release`` is set."""
 
+    #: The EventStore protocol's heads file: this store keeps none.
+    heads_file = None
+
     def __init__(self) -> None:
         self.release = anyio.Event()
         self.appended: list[tuple[int | None, list[EventBody]]] = []
