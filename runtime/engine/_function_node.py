@@ -154,7 +154,12 @@ class FunctionNodeActor(Actor):
         spec = self.specs[message.node_id]
         plain = self.resolve(spec)
         if plain is None:  # a router without a callable: no outputs, nothing to await
-            self._tell(spec, message, {}, None)
+            try:
+                outputs = _checked_outputs(spec, {})
+            except Exception as exc:  # its output keys: reported, the executor retries it
+                self._tell(message, None, exc)
+            else:
+                self._tell(message, outputs, None)
             return True
         context: NodeContext | None = None
         if plain.wants_context:
@@ -215,11 +220,11 @@ class FunctionNodeActor(Actor):
         except Exception as exc:  # reported to the executor, which records and retries it
             if attempt.stopped or attempt.abandoned:
                 return
-            await self._tell_async(spec, message, None, exc)
+            self._tell(message, None, exc)
         else:
             if attempt.stopped or attempt.abandoned:
                 return
-            await self._tell_async(spec, message, outputs, None)
+            self._tell(message, outputs, None)
 
     def _expired(self) -> None:
         """The deadline cancelled the attempt's task: abandon it if it has not ended
@@ -233,7 +238,7 @@ class FunctionNodeActor(Actor):
             return
         self._abandon(attempt)
         error = NodeTimeoutError(attempt.spec.id, attempt.timeout or 0.0)
-        self._tell(attempt.spec, attempt.message, None, error)
+        self._tell(attempt.message, None, error)
 
     def _abandon(self, attempt: Attempt) -> None:
         attempt.abandoned = True
@@ -272,37 +277,15 @@ class FunctionNodeActor(Actor):
         )
 
     def _tell(
-        self,
-        spec: NodeSpec,
-        message: ExecuteNode,
-        outputs: dict[str, Any] | None,
-        error: BaseException | None,
+        self, message: ExecuteNode, outputs: dict[str, Any] | None, error: BaseException | None
     ) -> None:
-        """Tell the executor how the attempt ended, from the loop without awaiting (a full
-        mailbox gets it from a task of the actor system's)."""
-        if error is None and outputs is not None:
-            try:
-                outputs = _checked_outputs(spec, outputs)
-            except Exception as exc:
-                outputs, error = None, exc
-        done = self._done(message, outputs, error)
-        try:
-            self.executor.tell_nowait(done)
-        except MailboxFullError:
-            self.system.start_task(_tell_later, self.executor, done)
-
-    async def _tell_async(
-        self,
-        spec: NodeSpec,
-        message: ExecuteNode,
-        outputs: dict[str, Any] | None,
-        error: BaseException | None,
-    ) -> None:
+        """Tell the executor how the attempt ended, without awaiting (a full mailbox gets
+        it from a task of the actor system's)."""
         done = self._done(message, outputs, error)
         try:
             self.executor.tell_nowait(done)  # no coroutine on every step's path
         except MailboxFullError:
-            await self.executor.tell(done)  # waits for room
+            self.system.start_task(_tell_later, self.executor, done)
 
     async def _after_abandoned(self, message: ExecuteNode, limit: float | None) -> None:
         """A retry starts once the attempt before, if it was abandoned at its deadline and

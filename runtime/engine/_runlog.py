@@ -199,7 +199,6 @@ class RunLog:
                 self.failed = LeaseLostError(self.run_id, None, None, None)
                 raise self.failed
             self.in_flight += 1
-            committed: AppendResult | None
             try:
                 if shield:
                     # Shielded: once submitted, a batch must be answered, or the next
@@ -214,7 +213,7 @@ class RunLog:
                     )
             except ConcurrencyError as exc:
                 self.in_flight -= 1
-                committed = await self.append_again(batch, expected, exc, None)
+                await self.append_again(batch, expected, exc, None)
             except StoreError as exc:
                 self.in_flight -= 1
                 self.failed = exc
@@ -227,8 +226,8 @@ class RunLog:
                 raise
             else:
                 self.in_flight -= 1
+                self.committed(committed)  # (append_again records what it commits)
             elapsed = perf_counter() - began
-            self.committed(committed)
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
         for hook in self.hooks:
