@@ -21,11 +21,20 @@ from typing import Any
 
 import anyio
 
+from benchmarks._common import figure, format_number, print_table
 from benchmarks._executor_ours import FUNCTIONS, _temp_db, linear_graph, sleeping_step, step
 from benchmarks._floor import FloorStore, Step, floor_run, temp_path
 from runtime._runtime import Runtime
 
-__all__ = ["FloorSizes", "Round", "compare", "floor_figures", "floor_round", "ours_round"]
+__all__ = [
+    "FloorSizes",
+    "Round",
+    "compare",
+    "floor_figures",
+    "floor_round",
+    "ours_round",
+    "print_floor",
+]
 
 
 @dataclass(frozen=True)
@@ -250,3 +259,27 @@ def floor_figures(sizes: FloorSizes) -> list[tuple[str, float, str, float | None
             0.3,
         ),
     ]
+
+
+def print_floor(sizes: FloorSizes) -> None:
+    """Ours against the floor program, in this process, alternating rounds."""
+    started = time.perf_counter()
+    figures = floor_figures(sizes)
+    rows = [
+        (
+            name,
+            f"{format_number(value)} {unit}".rstrip(),
+            "" if bound is None else f"<= {format_number(bound)}",
+            "" if bound is None else ("met" if value <= bound else "NOT met"),
+        )
+        for name, value, unit, bound in figures
+    ]
+    print_table(
+        f"against the floor (benchmarks/_floor.py: the same events, chain, writer and "
+        f"commits in plain Python); medians of {sizes.rounds} alternating rounds; CPU is "
+        f"getrusage (both threads); {time.perf_counter() - started:.0f} s",
+        ("figure", "measured", "target", "result"),
+        rows,
+    )
+    for name, value, unit, _ in figures:
+        figure(name, value, unit)

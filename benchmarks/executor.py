@@ -51,7 +51,7 @@ from benchmarks._executor_ours import (
     ours_memory_list,
     run_ours,
 )
-from benchmarks._floor_compare import FloorSizes, floor_figures
+from benchmarks._floor_compare import FloorSizes, print_floor
 from benchmarks._peers import PeerSession, ensure_dbos, ensure_langgraph
 
 __all__ = ["main"]
@@ -438,27 +438,3 @@ def main(quick: bool, *, peer: bool = True) -> None:
     print_report(workloads, time.perf_counter() - started)
     print_figures(workloads)
     print_floor(FLOOR_QUICK if quick else FLOOR_FULL)
-
-
-def print_floor(sizes: FloorSizes) -> None:
-    """Ours against the floor program, in this process, alternating rounds."""
-    started = time.perf_counter()
-    figures = floor_figures(sizes)
-    rows = [
-        (
-            name,
-            _cell(value, unit),
-            "" if bound is None else f"<= {format_number(bound)}",
-            "" if bound is None else ("met" if value <= bound else "NOT met"),
-        )
-        for name, value, unit, bound in figures
-    ]
-    print_table(
-        f"against the floor (benchmarks/_floor.py: the same events, chain, writer and "
-        f"commits in plain Python); medians of {sizes.rounds} alternating rounds; CPU is "
-        f"getrusage (both threads); {time.perf_counter() - started:.0f} s",
-        ("figure", "measured", "target", "result"),
-        rows,
-    )
-    for name, value, unit, _ in figures:
-        figure(name, value, unit)
