@@ -44,9 +44,9 @@ class EdgeChoices:
             try:
                 route = await decide_edge(self.graph, done.node_id, done.outputs, self.provider)
             except Exception as exc:  # handed to the executor, which fails the run with it
-                answer = EdgeDecided(done=done, error=exc)
+                answer = EdgeDecided(done=done, answer=exc)
             else:
-                answer = EdgeDecided(done=done, route=route)
+                answer = EdgeDecided(done=done, answer=route)
             owner = self.owner()
             try:
                 if owner is not None:

@@ -323,10 +323,10 @@ class ExecutorActor(Actor):
         running = self.running.get(done.node_id)
         if running is None or running[0] != done.attempt:
             return  # the run was cancelled meanwhile
-        if message.error is not None:
-            raise message.error
+        if isinstance(message.answer, Exception):
+            raise message.answer
         del self.running[done.node_id]
-        await self._node_finished(done, [message.route])
+        await self._node_finished(done, [message.answer])
 
     async def _node_finished(self, done: NodeDone, routes: list[Route] | None) -> None:
         """Record a finished node and follow its edges: ``routes``, resolved (an llm_decide

@@ -12,6 +12,8 @@ from typing import Any
 
 from actors import Message
 
+from ._edges import Route
+
 __all__ = [
     "CancelRun",
     "CommitFailed",
@@ -102,18 +104,18 @@ class CommitFailed(Message, frozen=True, kw_only=True, tag="executor.commit_fail
     The executor fails the run with ``error``, as if its append had raised.
     """
 
-    error: Any
+    error: BaseException
 
 
 class EdgeDecided(Message, frozen=True, kw_only=True, tag="executor.edge_decided"):
-    """A model chose the llm_decide edge out of a finished node (``route``), or asking it
-    raised ``error``. The executor asks in a task of its own and goes on from here, so a
-    cancel or pause that arrives meanwhile is handled at once. Tracked by the cyclic GC
+    """A model chose the llm_decide edge out of a finished node (``answer``, a route), or
+    asking it raised (``answer``, the exception). The executor asks in a task of its own
+    and goes on from here, so a cancel or pause that arrives meanwhile is handled at once.
+    Tracked by the cyclic GC
     (unlike the step messages): an error's traceback can lead back to the message."""
 
     done: NodeDone
-    route: Any = None
-    error: Any = None
+    answer: Route | Exception
 
 
 class GoalScored(Message, frozen=True, kw_only=True, tag="executor.goal_scored"):
@@ -122,4 +124,4 @@ class GoalScored(Message, frozen=True, kw_only=True, tag="executor.goal_scored")
     run's end from here, so a cancel that arrives meanwhile is handled at once."""
 
     outcome: dict[str, Any] | None = None
-    error: Any = None
+    error: Exception | None = None
