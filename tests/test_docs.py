@@ -78,6 +78,7 @@ def _sh_script(body: str, where: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a guide's whole walk-through: many CLI processes, a worker, a server
 @pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
 def test_every_code_block_runs(path: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
