@@ -137,7 +137,7 @@ function verdictStrips(detail) {
         h("b", {}, v.action.toUpperCase()), ` ${v.level}`, v.confidence !== null ? ` ${v.confidence}` : "", ` #${v.iteration}`))),
     node.verdicts.filter((v) => v.feedback || v.error).map((v) => h("div", { class: "feedback" },
       h("span", { class: "muted" }, `turn ${v.iteration} ${v.action.toUpperCase()}: `), v.feedback || v.error)),
-    node.stalls.map((st) => h("div", { class: "stall" }, `⚠ stall at turn ${st.iteration}: the same tool calls 3 turns in a row (seq ${st.seq})`))));
+    node.stalls.map((st) => h("div", { class: "stall" }, `⚠ stall at turn ${st.iteration}: the same tool calls turn after turn (seq ${st.seq})`))));
 }
 
 // The checks that did not run (judge failures): why a completed run is not "clean".
