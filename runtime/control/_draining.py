@@ -3,8 +3,11 @@
 A plain-def node runs in a thread the runtime cannot interrupt: a cancel (or a stop from
 settling) abandons the thread, which runs on while its code does (fenced: it records
 nothing). Every such thread is counted here while it runs (from its start: a cancel's
-result may be delivered before the abandoned attempt has even seen its cancellation). A
-run whose executor stopped while one still runs is draining here: the runtime keeps the
+result may be delivered before the abandoned attempt has even seen its cancellation); so
+is the task of an async node from the moment its lane cancels it (or its deadline
+abandons it) until it ends: one that swallows its cancellation is abandoned after its
+grace and runs on, as a thread does. A run whose executor stopped while one still runs
+is draining here: the runtime keeps the
 run's claim (so a resume or a worker elsewhere is refused, see
 :class:`runtime.RunDrainingError`), and a resume in this process waits for the drain, at
 most :data:`DRAIN_WAIT` seconds, so that two attempts of a node never run at once; so
@@ -39,8 +42,8 @@ class _Drain:
 
 
 class Draining:
-    """The threads of plain-def attempts running in this process, counted by run and by
-    node; ``on_drained(run_id)`` once a run's last one ended."""
+    """The threads of plain-def attempts (and the tasks of stopped async attempts)
+    running in this process, counted by run and by node; ``on_drained(run_id)`` once a run's last one ended."""
 
     def __init__(self, on_drained: Callable[[str], None]) -> None:
         self._counts: dict[object, _Drain] = {}  # run_id, and (run_id, node_id)
