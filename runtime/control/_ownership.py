@@ -297,6 +297,19 @@ class RunOwnership:
         except RuntimeError:  # the runtime's tasks are stopping: release_all gives it up
             then()
 
+    async def mark_draining(self, run_id: str, nodes: str | None) -> None:
+        """Mark the held claim of ``run_id`` draining (``nodes`` whose abandoned attempts
+        run on here), or clear the mark (None); store errors are logged (the mark is only
+        shown)."""
+        claim = self.claims.get(run_id)
+        if claim is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.store.mark_draining(claim, nodes)
+            except StoreError as exc:
+                _log.warning("run %s: marking its claim draining failed (%s)", run_id, exc)
+
     async def release(self, run_id: str) -> None:
         """Give ``run_id`` up (if held); store errors are logged, the lease then expires."""
         claim = self.claims.pop(run_id, None)

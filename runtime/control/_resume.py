@@ -10,8 +10,8 @@ from .._errors import RunChangedError, RunStateError
 from .._handle import RunHandle
 from .._node_factory import NodeFactory
 from .._result import RunOutcome
-from ._gates import check_resumable
 from ..engine._runlog import RunLog
+from ._gates import check_resumable
 from ._launch import launch
 from ._ownership import OwnedOutcome
 from ._run_control import RunControl
