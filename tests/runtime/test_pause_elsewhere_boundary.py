@@ -7,23 +7,30 @@ to an hour, so only its appends can meet the request. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from runtime import EdgeSpec, GraphSpec, NodeContext, OwnershipConfig, Runtime
 from runtime.events import NodeCompleted, NodeStarted, PauseRequested, RunPaused, fold
+from runtime.server import create_app
 from runtime.testing import function_node
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
+from tests.runtime.server.support import live_server
 
 pytestmark = pytest.mark.anyio
 
 SLOW_WATCH = OwnershipConfig(control_interval=3600)
 CHAIN = [f"n{i}" for i in range(1, 6)]
+MAGISTRATE = Path(sys.executable).with_name("magistrate")
+TOKEN = "t" * 20
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -176,3 +183,52 @@ async def test_a_pause_meeting_appends_of_several_lanes_stops_each_at_its_bounda
         assert owner.store is not None
         info = await owner.store.get_run(handle.run_id)
         assert info is not None and info.owner is None
+
+
+async def _pause_by_cli(store: str, run_id: str) -> None:
+    done = await anyio.run_process(
+        [str(MAGISTRATE), "pause", run_id, "--store", store, "--output", "json"], check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["pause_requested"] is True
+
+
+async def _pause_by_http(store: str, run_id: str) -> None:
+    async with Runtime(store) as server_rt:
+        app = create_app(server_rt, token=TOKEN)
+        async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+            answer = await client.post(
+                f"/api/runs/{run_id}/pause", headers={"Authorization": f"Bearer {TOKEN}"}
+            )
+            assert answer.status_code == 202, answer.text
+
+
+@pytest.mark.parametrize("front", ["cli", "http"])
+async def test_a_pause_from_the_cli_or_the_http_api_stops_right_after_the_node_running(
+    store: str, front: str
+) -> None:
+    """The same from the fronts: ``magistrate pause`` in a subprocess, ``POST .../pause``
+    over loopback to a server of its own; node 2 of 5 runs meanwhile."""
+    running, go = anyio.Event(), anyio.Event()
+    calls: list[str] = []
+
+    def node(name: str) -> Any:
+        async def run(inputs: dict[str, Any]) -> dict[str, Any]:
+            calls.append(name)
+            if name == "n2":
+                running.set()
+                await go.wait()
+            return {name: True}
+
+        return run
+
+    async with Runtime(store, functions={n: node(n) for n in CHAIN}, ownership=SLOW_WATCH) as rt:
+        handle = await rt.start(_chain())
+        await running.wait()
+        await (_pause_by_cli if front == "cli" else _pause_by_http)(store, handle.run_id)
+        go.set()
+        result = await handle.result()
+        events = await rt.read_events(handle.run_id)
+    assert (result.status, result.paused_reason, result.resume_at) == ("paused", "user", ["n3"])
+    assert result.memory == {"n1": True, "n2": True}
+    assert _started(events) == ["n1", "n2"] and calls == ["n1", "n2"]
