@@ -73,12 +73,19 @@ async def _requests_after(log: RunLog, seq: int) -> list[Event] | None:
     return events
 
 
-async def refold(log: RunLog, through: int) -> None:
+async def refold(log: RunLog, through: int, *, unchanged: int | None = None) -> bool:
     """Make the live state the fold of the committed log through seq ``through`` (read
     through its snapshot), with the bodies staged since (``log.pending``) applied after
-    it; the state object stays the same (the executor and the nodes hold it)."""
+    it; the state object stays the same (the executor and the nodes hold it).
+    ``unchanged``: only if the log still ends at that seq with nothing in flight once the
+    read is done (else False, nothing changed: a batch handed over meanwhile meets the
+    foreign events, and the rebase that follows refolds)."""
     assert log.store is not None
     folded, _events = await load_state(log.store, log.run_id, to_seq=through)
+    if unchanged is not None and (
+        log.last_seq != unchanged or log.in_flight or log.rebase is not None
+    ):
+        return False
     seq = folded.last_seq
     for body in log.pending:
         seq += 1
@@ -89,6 +96,7 @@ async def refold(log: RunLog, through: int) -> None:
         setattr(state, field, getattr(folded, field))
     log.last_seq = through
     log.snapshot_seq = min(log.snapshot_seq, through)
+    return True
 
 
 async def take_in_foreign(log: RunLog) -> Literal["taken", "busy", "other"]:
@@ -108,8 +116,7 @@ async def take_in_foreign(log: RunLog) -> Literal["taken", "busy", "other"]:
         return "other"
     if not events:
         return "busy"
-    await refold(log, at + len(events))
-    return "taken"
+    return "taken" if await refold(log, at + len(events), unchanged=at) else "busy"
 
 
 class _Failed:
