@@ -253,8 +253,26 @@ class RunControl:
                 await log.append(bodies if action == "cancel" else [body])
                 return
             except ConcurrencyError:
+                if type(body) is PauseRequested and await self._request_at_head(run_id, body):
+                    return
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again
         raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
+
+    async def _request_at_head(self, run_id: str, body: PauseRequested) -> bool:
+        """A pause request that met its owner's appends goes again at the run's head,
+        while the run is running and claimed: one row read a try, not a fold, so a run
+        whose nodes append fast still gets it (its owner takes it in, _foreign.py)."""
+        store = self.logs.store
+        for _ in range(20):
+            info = None if store is None else await store.get_run(run_id)
+            if info is None or info.status != "running" or info.owner is None:
+                return False  # the caller reads the state again
+            try:
+                await self.logs.reopen(run_id, info.last_seq).append([body])
+                return True
+            except ConcurrencyError:
+                continue
+        return False
 
     async def _owned(self, run_id: str) -> bool:
         """Whether a live claim (this runtime's or another's) holds ``run_id``."""
