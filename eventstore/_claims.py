@@ -77,6 +77,13 @@ class ClaimingStore(Protocol):
         LeaseLostError) until it claims the run again."""
         ...
 
+    async def mark_draining(self, claim: Claim, nodes: str | None) -> bool:
+        """Mark the run ``claim`` holds as draining (``nodes``: the nodes whose abandoned
+        attempts still run in the owner's process, since now on the store's clock), or
+        clear the mark (None); the run listing shows it while the claim holds. False if
+        ``claim`` no longer holds the run. A release or a new claim clears it."""
+        ...
+
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """The last seq in the store of each of ``run_ids`` that has events (one query)."""
         ...

@@ -404,6 +404,11 @@ class PostgresEventStore:
         """The head (last seq) of each of ``run_ids`` the store holds, in one query."""
         return await self._ownership.heads(run_ids)
 
+    async def mark_draining(self, claim: Claim, nodes: str | None) -> bool:
+        """Mark (or clear, None) the draining of the run ``claim`` holds (see
+        :class:`ClaimingStore`), on the claims' own connection."""
+        return await self._ownership.mark_draining(claim, nodes)
+
     async def claim_runnable(
         self, owner: str, *, lease: float, limit: int, exclude: Collection[str] = ()
     ) -> list[Claim]:

@@ -16,7 +16,7 @@ from ._claims import Claim
 from ._errors import RunOwnedError, StoreClosedError, StoreError
 from ._postgres_alive import spoke_unasked
 
-__all__ = ["LeaseConnection", "claim", "claim_runnable", "release", "renew"]
+__all__ = ["LeaseConnection", "claim", "claim_runnable", "mark_draining", "release", "renew"]
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -86,7 +86,7 @@ INSERT INTO runs AS r (run_id, status, created, updated, last_seq, last_hash, ow
 VALUES (%(run_id)s, 'new', {_NOW}, {_NOW}, 0, '', %(owner)s, {_NOW} + %(lease)s, 1)
 ON CONFLICT (run_id) DO UPDATE
 SET owner = excluded.owner, lease_expires = excluded.lease_expires,
-    claim_epoch = r.claim_epoch + 1
+    claim_epoch = r.claim_epoch + 1, draining = NULL, draining_since = NULL
 WHERE r.owner IS NULL OR r.owner = excluded.owner OR r.lease_expires < {_NOW}
 RETURNING r.claim_epoch, r.lease_expires
 """
@@ -99,7 +99,7 @@ RETURNING r.run_id, r.lease_expires
 """
 
 _RELEASE = (
-    "UPDATE runs SET owner = NULL, lease_expires = NULL "
+    "UPDATE runs SET owner = NULL, lease_expires = NULL, draining = NULL, draining_since = NULL "
     "WHERE run_id = %s AND claim_epoch = %s AND owner = %s RETURNING status"
 )
 
@@ -113,10 +113,15 @@ WITH c AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE runs r SET owner = %(owner)s, lease_expires = {_NOW} + %(lease)s,
-    claim_epoch = r.claim_epoch + 1
+    claim_epoch = r.claim_epoch + 1, draining = NULL, draining_since = NULL
 FROM c WHERE r.run = c.run
 RETURNING r.run_id, r.claim_epoch, r.lease_expires
 """
+
+_DRAIN = (
+    "UPDATE runs SET draining = %s, draining_since = CASE WHEN %s::text IS NULL THEN NULL "
+    f"ELSE {_NOW} END WHERE run_id = %s AND claim_epoch = %s AND owner = %s RETURNING run"
+)
 
 
 async def claim(conn: Connection, run_id: str, owner: str, lease: float) -> Claim:
@@ -170,3 +175,9 @@ async def claim_runnable(
     cur = await conn.execute(_CLAIM_RUNNABLE, params)
     rows = await cur.fetchall()
     return [Claim(str(r[0]), owner, int(r[1]), float(r[2])) for r in sorted(rows)]
+
+
+async def mark_draining(conn: Connection, claim: Claim, nodes: str | None) -> bool:
+    """See ClaimingStore.mark_draining."""
+    cur = await conn.execute(_DRAIN, (nodes, nodes, claim.run_id, claim.epoch, claim.owner))
+    return await cur.fetchone() is not None

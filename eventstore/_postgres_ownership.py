@@ -83,6 +83,13 @@ class PostgresOwnership:
         if released and writer is not None and writer.epochs.get(claim.run_id) == claim.epoch:
             del writer.epochs[claim.run_id]
 
+    async def mark_draining(self, claim: Claim, nodes: str | None) -> bool:
+        """See :meth:`PostgresEventStore.mark_draining`."""
+        marked: bool = await self.leases.call(
+            "mark_draining", lambda conn: claims_sql.mark_draining(conn, claim, nodes), again=True
+        )
+        return marked
+
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """See :meth:`PostgresEventStore.heads`."""
         rows = await self._fetch(

@@ -19,14 +19,18 @@ from ._errors import UnknownEventError
 from ._events import EVENT_TYPES, RunIndex, decode_body, run_index_hook
 from ._runquery import RunQuery, page_sql
 
-__all__ = ["RUN_COLUMNS", "V2_DDL", "V3_DDL", "fill_run_index", "page_statement"]
+__all__ = ["RUN_COLUMNS", "V2_DDL", "V3_DDL", "V4_DDL", "fill_run_index", "page_statement"]
 
 # Then the run's owner, which the runs row holds beside the run: while its lease is
 # unexpired on the server's clock (as the claims statements read it).
 RUN_COLUMNS = (
     "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality, "
     "CASE WHEN r.lease_expires >= extract(epoch FROM clock_timestamp())::float8 THEN r.owner END, "
-    "r.origin"
+    "r.origin, "
+    "CASE WHEN r.lease_expires >= extract(epoch FROM clock_timestamp())::float8 "
+    "THEN r.draining END, "
+    "CASE WHEN r.lease_expires >= extract(epoch FROM clock_timestamp())::float8 "
+    "THEN r.draining_since END"
 )
 
 
@@ -49,6 +53,11 @@ CREATE INDEX runs_graph_hash ON {schema}.runs (graph_hash, created, run)
 """
 V3_DDL = """
 ALTER TABLE {schema}.runs ADD COLUMN IF NOT EXISTS origin TEXT
+"""
+# A claim's draining mark (see ClaimingStore.mark_draining), beside the claim.
+V4_DDL = """
+ALTER TABLE {schema}.runs ADD COLUMN IF NOT EXISTS draining TEXT;
+ALTER TABLE {schema}.runs ADD COLUMN IF NOT EXISTS draining_since DOUBLE PRECISION
 """
 
 _DECODE_ERRORS = (UnknownEventError, msgspec.DecodeError, msgspec.ValidationError)

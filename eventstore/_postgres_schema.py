@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 
 from ._errors import NotAStoreError, SchemaVersionError
-from ._postgres_runs import V2_DDL, V3_DDL, fill_run_index
+from ._postgres_runs import V2_DDL, V3_DDL, V4_DDL, fill_run_index
 
 __all__ = [
     "PG_APPLICATION",
@@ -28,8 +28,9 @@ __all__ = [
 PG_APPLICATION = "magistrate-eventstore"
 #: The version of the tables this release reads and writes. Version 2 added the runs' graph
 #: id and quality and the indexes of filtered listings (eventstore._postgres_runs), version
-#: 3 the runs' origin (a fork's source); an older store is upgraded when opened.
-PG_SCHEMA_VERSION = 3
+#: 3 the runs' origin (a fork's source), version 4 a claim's draining mark; an older store is
+#: upgraded when opened.
+PG_SCHEMA_VERSION = 4
 
 # One row per event (no frames: PostgreSQL's per-row cost is not SQLite's, and rows stay
 # plain to query). ``position`` is the store-wide commit order that tail follows: it is
@@ -121,7 +122,7 @@ async def ensure_schema(
         if not tables:
             ident = sql.Identifier(schema)
             await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
-            await _run_script(conn, _DDL + ";" + V2_DDL + ";" + V3_DDL, ident)
+            await _run_script(conn, _DDL + ";" + V2_DDL + ";" + V3_DDL + ";" + V4_DDL, ident)
             await conn.execute(
                 sql.SQL("INSERT INTO {}.meta VALUES (%s, %s, 1)").format(ident),
                 (PG_APPLICATION, PG_SCHEMA_VERSION),
@@ -152,8 +153,10 @@ async def ensure_schema(
             ident = sql.Identifier(schema)
             if version < 2:
                 await _run_script(conn, V2_DDL, ident)
-            await _run_script(conn, V3_DDL, ident)
-            await fill_run_index(conn, schema)
+            if version < 3:
+                await _run_script(conn, V3_DDL, ident)
+                await fill_run_index(conn, schema)
+            await _run_script(conn, V4_DDL, ident)
             await conn.execute(
                 sql.SQL("UPDATE {}.meta SET schema_version = %s").format(ident),
                 (PG_SCHEMA_VERSION,),

@@ -36,6 +36,9 @@ class RunInfo(msgspec.Struct, frozen=True):
     ``owner`` is not from the log: it is the owner (worker id) whose claim on the run is
     unexpired when the row is read, on the store's clock (see :class:`ClaimingStore`), or
     None when no live claim holds the run, or the store records no ownership.
+    ``draining`` (with ``draining_since``, the store's clock) is that claim's mark while
+    its owner keeps it for an abandoned attempt still running there (the node ids, comma
+    separated; see :meth:`ClaimingStore.mark_draining`), else None.
     """
 
     run_id: str
@@ -48,6 +51,8 @@ class RunInfo(msgspec.Struct, frozen=True):
     quality: str | None = None
     owner: str | None = None
     origin: str | None = None
+    draining: str | None = None
+    draining_since: float | None = None
 
 
 class RunQuery(msgspec.Struct, frozen=True, kw_only=True):

@@ -30,8 +30,9 @@ APPLICATION_ID = 0x4D414753
 #: runs by status; version 4 the fence (below); version 5 the form byte of stored bodies
 #: (see eventstore._format); version 6 the claims table (below); version 7 the runs' graph
 #: id and quality and the indexes of filtered listings (below); version 8 the runs' origin
-#: (a fork's source). Older files are upgraded when opened.
-SCHEMA_VERSION = 8
+#: (a fork's source); version 9 a claim's draining mark (below). Older files are upgraded
+#: when opened.
+SCHEMA_VERSION = 9
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -134,6 +135,13 @@ CREATE INDEX runs_graph_hash ON runs (graph_hash, created);
 _V8_DDL = """
 ALTER TABLE runs ADD COLUMN origin TEXT;
 """
+# Version 9: a claim kept while an abandoned attempt of its run still runs in the owner's
+# process (the run is "draining" there): the nodes whose attempts run on and since when
+# (on this machine's clock). Cleared by a release and replaced by a new claim.
+_V9_DDL = """
+ALTER TABLE claims ADD COLUMN draining TEXT;
+ALTER TABLE claims ADD COLUMN draining_since REAL;
+"""
 
 
 def check_file(path: str) -> bool:
@@ -173,7 +181,7 @@ def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
     conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL, _V7_DDL, _V8_DDL):
+        for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL, _V7_DDL, _V8_DDL, _V9_DDL):
             _run_script(conn, script)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -196,7 +204,7 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
     6 -> 7 adds the runs' graph id and quality, filled from the events by the
     ``run_index`` hooks registered at that time (reading the rows of hooked types once),
     and the listing indexes; 7 -> 8 the runs' origin (a fork's source), filled the same
-    way (6 -> 8 fills all three in one reading).
+    way (6 -> 8 fills all three in one reading); 8 -> 9 a claim's draining mark.
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version >= SCHEMA_VERSION:
@@ -216,6 +224,8 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
         if version < 8:
             _run_script(conn, _V8_DDL)
             fill_run_index(conn)
+        if version < 9:
+            _run_script(conn, _V9_DDL)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -347,6 +347,11 @@ class SqliteEventStore:
         """The last seq of each of ``run_ids`` the store holds (see ClaimingStore)."""
         return await self._ownership.heads(run_ids)
 
+    async def mark_draining(self, claim: Claim, nodes: str | None) -> bool:
+        """Mark (or clear, None) the draining of the run ``claim`` holds (see
+        ClaimingStore); written by the store's writer like a renewal."""
+        return await self._ownership.mark_draining(claim, nodes)
+
     async def claim_runnable(
         self, owner: str, *, lease: float, limit: int, exclude: Collection[str] = ()
     ) -> list[Claim]:

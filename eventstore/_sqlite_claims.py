@@ -32,7 +32,7 @@ from ._requests import AppendRequest, Pending
 
 __all__ = ["ClaimFence", "ClaimTurn", "OwnershipRequest", "Request"]
 
-Operation = Literal["claim", "renew", "release", "claim_runnable"]
+Operation = Literal["claim", "renew", "release", "claim_runnable", "drain"]
 
 _SELECT = (
     "SELECT run_id, owner, expires, epoch FROM claims "
@@ -40,7 +40,11 @@ _SELECT = (
 )
 _UPSERT = "INSERT OR REPLACE INTO claims (run_id, owner, expires, epoch) VALUES (?, ?, ?, ?)"
 _RENEW = "UPDATE claims SET expires = ? WHERE run_id = ?"
-_RELEASE = "UPDATE claims SET owner = NULL, expires = NULL WHERE run_id = ?"
+_RELEASE = (
+    "UPDATE claims SET owner = NULL, expires = NULL, draining = NULL, draining_since = NULL "
+    "WHERE run_id = ?"
+)
+_DRAIN = "UPDATE claims SET draining = ?, draining_since = ? WHERE run_id = ?"
 # Running runs that no live lease holds, oldest first (the runs_status index).
 _RUNNABLE = (
     "SELECT r.run_id, coalesce(c.epoch, 0) FROM runs r "
@@ -59,7 +63,17 @@ class OwnershipRequest(Pending[object]):
     caller that does not wait for the claim's answer never writes without it.
     """
 
-    __slots__ = ("claims", "exclude", "fence", "lease", "limit", "operation", "owner", "run_id")
+    __slots__ = (
+        "claims",
+        "draining",
+        "exclude",
+        "fence",
+        "lease",
+        "limit",
+        "operation",
+        "owner",
+        "run_id",
+    )
 
     def __init__(
         self,
@@ -72,8 +86,10 @@ class OwnershipRequest(Pending[object]):
         limit: int = 0,
         exclude: Collection[str] = (),
         fence: bool = False,
+        draining: str | None = None,
     ) -> None:
         super().__init__()
+        self.draining = draining
         self.operation = operation
         self.run_id = run_id
         self.owner = owner
@@ -167,6 +183,8 @@ class ClaimFence:
                 self._renew(conn, request, rows, turn, now)
             elif operation == "release":
                 self._release(conn, request, rows, turn)
+            elif operation == "drain":
+                self._drain(conn, request, rows, turn, now)
             else:
                 self._claim_runnable(conn, request, rows, turn, now)
         return turn
@@ -197,7 +215,7 @@ class ClaimFence:
                 if appends and request.run_id in epochs:
                     ids.add(request.run_id)
             elif type(request) is OwnershipRequest:
-                if request.operation in ("renew", "release"):
+                if request.operation in ("renew", "release", "drain"):
                     ids.update(claim.run_id for claim in request.claims)
                 elif request.operation == "claim":
                     ids.add(request.run_id)
@@ -271,6 +289,21 @@ class ClaimFence:
             found, owner = (0, None) if row is None else (row[2], row[0])
             turn.epochs[run_id] = LeaseLostError(run_id, claim.epoch, found, owner)
         turn.answers.append((request, None, None))
+
+    def _drain(
+        self,
+        conn: sqlite3.Connection,
+        request: OwnershipRequest,
+        rows: dict[str, list[Any]],
+        turn: ClaimTurn,
+        now: float,
+    ) -> None:
+        claim = request.claims[0]
+        marked = _holds(rows.get(claim.run_id), claim)
+        if marked:
+            since = None if request.draining is None else now
+            conn.execute(_DRAIN, (request.draining, since, claim.run_id))
+        turn.answers.append((request, marked, None))
 
     def _claim_runnable(
         self,

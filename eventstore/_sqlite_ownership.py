@@ -88,6 +88,11 @@ class SqliteOwnership:
         """See :meth:`SqliteEventStore.release`."""
         await self._own(OwnershipRequest("release", claims=(claim,)))
 
+    async def mark_draining(self, claim: Claim, nodes: str | None) -> bool:
+        """See :meth:`SqliteEventStore.mark_draining`."""
+        marked: bool = await self._own(OwnershipRequest("drain", claims=(claim,), draining=nodes))
+        return marked
+
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """See :meth:`SqliteEventStore.heads`."""
         rows = await self._reader.fetch(

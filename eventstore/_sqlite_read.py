@@ -24,10 +24,12 @@ _EVENT_COLUMNS = "position, seq, ts, type, version, hash, body"
 # The runs row holds each run's live last seq and update time (the fence advances them).
 # Then the run's owner: its claim's, while the lease is unexpired at the time given as the
 # parameter (leases are on this machine's clock), found by the claims table's primary key,
-# one lookup per row of the page.
+# one lookup per row of the page; after the origin, the claim's draining mark (the same).
 _RUN_COLUMNS = (
     "r.run_id, r.status, r.created, r.updated, r.last_seq, r.graph_hash, r.graph_id, r.quality, "
-    "CASE WHEN c.expires >= ? THEN c.owner END, r.origin"
+    "CASE WHEN c.expires >= ? THEN c.owner END, r.origin, "
+    "CASE WHEN c.expires >= ? THEN c.draining END, "
+    "CASE WHEN c.expires >= ? THEN c.draining_since END"
 )
 _CLAIM_JOIN = "LEFT JOIN claims c ON c.run_id = r.run_id"
 # From the row holding position + 1 (a frame may start before it); each row's previous
@@ -46,7 +48,8 @@ def page_statement(
     query: RunQuery, cursor: str | None, limit: int, now: float
 ) -> tuple[str, tuple[Any, ...]]:
     """The statement (and parameters) of one page of the run listing, owners as of ``now``."""
-    return page_sql(_RUN_COLUMNS, query, cursor, limit, "?", join=_CLAIM_JOIN, column_params=(now,))
+    params = (now,) * 3
+    return page_sql(_RUN_COLUMNS, query, cursor, limit, "?", join=_CLAIM_JOIN, column_params=params)
 
 
 class SqliteReader:
@@ -250,6 +253,6 @@ class SqliteReader:
         rows = await self.fetch(
             "get_run",
             f"SELECT {_RUN_COLUMNS} FROM runs r {_CLAIM_JOIN} WHERE r.run_id = ?",
-            (time.time(), run_id),
+            (*(time.time(),) * 3, run_id),
         )
         return RunInfo(*rows[0]) if rows else None

@@ -145,11 +145,13 @@ _OWNER_WORDS = {
 }
 
 
-def _owner_words(ownership: str | None, owner: str | None) -> str:
-    """The owner column of ``runs`` and the owner line of ``show``."""
+def _owner_words(ownership: str | None, owner: str | None, draining: str | None = None) -> str:
+    """The owner column of ``runs`` and the owner line of ``show``: a claim kept while an
+    abandoned attempt runs on says so (``(draining NODE)``)."""
     if ownership is None:
         return "-"  # a run the listing does not hold
-    return _OWNER_WORDS.get(ownership, owner or "")
+    words = _OWNER_WORDS.get(ownership, owner or "")
+    return f"{words} (draining {draining})" if draining else words
 
 
 async def _runs(args: argparse.Namespace) -> int:
@@ -186,7 +188,7 @@ async def _runs(args: argparse.Namespace) -> int:
             r.graph_id or "",
             r.status,
             r.quality or "",
-            _owner_words(r.ownership, r.owner),
+            _owner_words(r.ownership, r.owner, r.draining),
             str(r.last_seq),
             _when(r.created),
             _when(r.updated),
@@ -222,7 +224,7 @@ async def _show(args: argparse.Namespace) -> int:
         f"graph:     {data['graph']} ({data['graph_hash']})",
         f"status:    {data['status']}"
         + (f", quality {data['quality']}" if data["quality"] else ""),
-        f"owner:     {_owner_words(report.ownership, data['owner'])}",
+        f"owner:     {_owner_words(report.ownership, data['owner'], report.draining)}",
         f"created:   {_when(data['created'])} UTC, last event {_when(data['updated'])} UTC",
         f"events:    {data['events']}",
         f"path:      {' -> '.join(data['path']) or '-'}",
@@ -231,6 +233,14 @@ async def _show(args: argparse.Namespace) -> int:
         lines.append(f"next:      {', '.join(data['pending'])}")
     if paused:
         lines.append(f"paused:    {paused['reason']} before {paused['node_id'] or '-'}")
+    if report.draining:
+        since = (
+            "" if report.draining_since is None else f" since {_when(report.draining_since)} UTC"
+        )
+        lines.append(
+            f"draining:  {report.draining}{since} (an abandoned attempt still runs in its "
+            "owner, which keeps the claim until it ends)"
+        )
     if data["error"]:
         lines.append(f"error:     {data['error']}")
     verdicts = ", ".join(f"{n} {a.upper()}" for a, n in sorted(data["verdicts"].items()))

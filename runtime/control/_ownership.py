@@ -100,10 +100,29 @@ class OwnedOutcome(RunOutcome):
         self.acted = False
         # A bare one-shot waiter, not an anyio.Event (an Event and its deque per run).
         self._released = new_waiter()
+        self._answered = new_waiter()  # set once it acted or is done (see answered)
 
     def committed(self, _run_id: str, _bodies: object, _elapsed: float | None) -> None:
         """A commit observer: this outcome's run has acted."""
         self.acted = True
+        if not self._answered.done():
+            self._answered.set_result(None)
+
+    def _done(self) -> None:
+        if not self._answered.done():
+            self._answered.set_result(None)
+        super()._done()
+
+    async def answered(self) -> None:
+        """Wait until an executor of this outcome committed something (it acted) or the
+        outcome is done: a resume returns its handle only then, so a resume whose first
+        append lost to another writer raises instead of returning a stale handle."""
+        answered = self._answered
+        if not answered.done():
+            if isinstance(answered, asyncio.Future):
+                await asyncio.shield(answered)
+            else:
+                await answered
 
     def fail(self, error: BaseException) -> None:
         if self.done or self.holding:
@@ -277,6 +296,19 @@ class RunOwnership:
             tasks.start_soon(release_then)
         except RuntimeError:  # the runtime's tasks are stopping: release_all gives it up
             then()
+
+    async def mark_draining(self, run_id: str, nodes: str | None) -> None:
+        """Mark the held claim of ``run_id`` draining (``nodes`` whose abandoned attempts
+        run on here), or clear the mark (None); store errors are logged (the mark is only
+        shown)."""
+        claim = self.claims.get(run_id)
+        if claim is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.store.mark_draining(claim, nodes)
+            except StoreError as exc:
+                _log.warning("run %s: marking its claim draining failed (%s)", run_id, exc)
 
     async def release(self, run_id: str) -> None:
         """Give ``run_id`` up (if held); store errors are logged, the lease then expires."""

@@ -10,8 +10,10 @@ from .._errors import RunChangedError, RunStateError
 from .._handle import RunHandle
 from .._node_factory import NodeFactory
 from .._result import RunOutcome
+from ..engine._runlog import RunLog
 from ._gates import check_resumable
 from ._launch import launch
+from ._ownership import OwnedOutcome
 from ._run_control import RunControl
 
 if TYPE_CHECKING:
@@ -49,15 +51,43 @@ async def resume_from_log(
     if gated:
         check_resumable(run_id, state)
     nodes.check(graph)
-    return await launch(
+    log = logs.reopen(run_id, state.last_seq)
+    first: OwnedOutcome | None = None
+    if outcome is None and at_seq is None:
+        outcome = control.new_outcome(run_id, None)
+        if isinstance(outcome, OwnedOutcome):
+            first = outcome
+            _first_step_durable(log)
+    handle = await launch(
         control,
         nodes,
         metrics,
         run_id,
         graph,
-        logs.reopen(run_id, state.last_seq),
+        log,
         resume_from=state,
         resume_input=dict(input or {}) or None,
         outcome=outcome,
         acted=at_seq is not None,
     )
+    if first is not None:
+        # A resume returns once its first step is in the store: one whose first append
+        # met another writer's events did nothing and raises what happened (settled
+        # from the log: RunChangedError "already cancelled", say), never a stale handle.
+        await first.answered()
+        if not first.acted and first.done:
+            await first.wait()  # raises its error once the claim here is given up
+    return handle
+
+
+def _first_step_durable(log: RunLog) -> None:
+    """The resume's first step (``run.resumed`` and the nodes it starts) is committed at
+    once whatever the graph's durability, as a start's is; write-behind after it."""
+    write_behind = log.write_behind
+    log.write_behind = 1
+
+    def restore(_run_id: str, _bodies: object, _elapsed: float | None) -> None:
+        log.write_behind = write_behind
+        log.observers = tuple(o for o in log.observers if o is not restore)
+
+    log.observers = (*log.observers, restore)

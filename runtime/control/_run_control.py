@@ -5,7 +5,6 @@ another process's events, recovery), and what closing does to the runs still liv
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -15,12 +14,11 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
-from actors import ActorError, ActorStoppedError, Waiter
+from actors import ActorStoppedError, Waiter
 from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
 
 from .._errors import (
     RunChangedError,
-    RunDrainingError,
     RunNotFoundError,
     RunStateError,
     SpecErrors,
@@ -35,7 +33,7 @@ from ..events._catalogue import (
     RunCancelled,
     RunPaused,
 )
-from ._draining import DRAIN_WAIT, Draining
+from ._draining import DrainingRuns
 from ._elsewhere import first, partial_outputs
 from ._live_runs import LiveRun, LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
@@ -82,11 +80,10 @@ class RunControl:
         self.unrunnable = None if ownership is None else Unrunnable(logs, ownership.owner)
         #: Runs that closing asked to cancel and whose executor did not report in time.
         self._unstopped: list[tuple[str, RunOutcome]] = []
-        #: Runs with threads of abandoned attempts still running here, and those of them
-        #: whose claim is kept until they end (their executor stopped meanwhile).
-        self.draining = Draining(self._drained)
-        self._kept: set[str] = set()
-        self._waited: set[str] = set()
+        #: Runs with abandoned attempts still running here, and those of them whose claim
+        #: is kept (marked draining) until they end (their executor stopped meanwhile).
+        self.drains = DrainingRuns(live, logs, ownership)
+        self.draining = self.drains.draining
 
     @property
     def worker(self) -> bool:
@@ -152,10 +149,7 @@ class RunControl:
             # unless an abandoned attempt still runs here: then it is kept until that
             # ends (draining), so no other process runs the node meanwhile.
             if dropped and self.ownership is not None and self._tasks is not None:
-                if run_id in self.draining:
-                    self._kept.add(run_id)
-                    outcome.released()
-                else:
+                if not self.drains.keep(run_id, outcome, self._tasks.start_soon):
                     self.ownership.release_soon(run_id, self._tasks, outcome.released)
             else:
                 outcome.released()
@@ -176,34 +170,9 @@ class RunControl:
         outcome = OwnedOutcome(forget, conflict)
         return outcome
 
-    def _drained(self, run_id: str) -> None:
-        """The last abandoned attempt of ``run_id`` here ended: a claim kept for it is
-        given up, unless the run is live here again (resumed meanwhile)."""
-        if run_id not in self._kept:
-            return
-        self._kept.discard(run_id)
-        if run_id in self._waited:
-            return  # a resume here waits for this: the claim is its own
-        if self.ownership is not None and self.live.get(run_id) is None:
-            # Called on the loop outside any task (a thread's end): released in a task.
-            with contextlib.suppress(ActorError):  # closing: release_all gives it up
-                self.live.system.start_task(self.ownership.release, run_id)
-
     async def ready_to_resume(self, run_id: str) -> None:
-        """Before a resume here: wait for the run's abandoned attempts here to end (at
-        most DRAIN_WAIT seconds; RunDrainingError if they do not), so two attempts of a
-        node never run at once; a claim kept while it drained is the resume's now."""
-        if run_id in self.draining:
-            self._waited.add(run_id)  # the claim kept for it stays when it ends
-            try:
-                drained = await self.draining.wait(run_id)
-            finally:
-                self._waited.discard(run_id)
-            if not drained:
-                state = await self.logs.get_state(run_id)
-                why = f"an abandoned attempt still runs in this process after {DRAIN_WAIT:g} s"
-                raise RunDrainingError(run_id, state.status, why)
-        self._kept.discard(run_id)
+        """Before a resume here: an abandoned attempt of the run here ends first."""
+        await self.drains.ready_to_resume(run_id)
 
     # ------------------------------------------------------------------ control
 
@@ -284,8 +253,26 @@ class RunControl:
                 await log.append(bodies if action == "cancel" else [body])
                 return
             except ConcurrencyError:
+                if type(body) is PauseRequested and await self._request_at_head(run_id, body):
+                    return
                 await anyio.sleep(0.01)  # the owner appended meanwhile: read again
         raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
+
+    async def _request_at_head(self, run_id: str, body: PauseRequested) -> bool:
+        """A pause request that met its owner's appends goes again at the run's head,
+        while the run is running and claimed: one row read a try, not a fold, so a run
+        whose nodes append fast still gets it (its owner takes it in, _foreign.py)."""
+        store = self.logs.store
+        for _ in range(20):
+            info = None if store is None else await store.get_run(run_id)
+            if info is None or info.status != "running" or info.owner is None:
+                return False  # the caller reads the state again
+            try:
+                await self.logs.reopen(run_id, info.last_seq).append([body])
+                return True
+            except ConcurrencyError:
+                continue
+        return False
 
     async def _owned(self, run_id: str) -> bool:
         """Whether a live claim (this runtime's or another's) holds ``run_id``."""

@@ -8,18 +8,15 @@ it wait on a model: the choice of an llm_decide edge and the scoring of the goal
 tasks of their own and answer with a message (``EdgeDecided``, ``GoalScored``).
 
 State: the executor keeps no run state of its own. It records an event (the run log
-applies it to the run's live :class:`RunState` at once) and decides from that state, so
-what it decides from is exactly the fold of what it wrote. A resume folds the stored log
-and continues with that state object.
+applies it to the run's live :class:`RunState` at once) and decides from that state, the
+fold of what it wrote. A resume folds the stored log and continues with that state object.
 
 Durability: events are staged and committed as one batch at each node start, so a step
 is one append and one commit (the previous node's completion, its memory writes, the edge
-taken and the next node's start). A crash re-runs only the node that had started and not
-completed.
+taken and the next node's start). A crash re-runs only the node started and not completed.
 
 Collaborators, each with its own state: the node actors (:class:`NodeActors`), the pause
-points, the open fan-out (:class:`FanOutJoin`), the edge choices a model makes, and the
-run's end (:class:`RunEnding`: finish, goal scoring, the report).
+points, the open fan-out (:class:`FanOutJoin`), a model's edge choices, the end (RunEnding).
 """
 
 from __future__ import annotations
@@ -61,6 +58,7 @@ from ._messages import (
     GoalScored,
     InjectInput,
     NodeDone,
+    NodeHeld,
     PauseRun,
     RetryNode,
     StartRun,
@@ -164,6 +162,8 @@ class ExecutorActor(Actor):
                     await self._on_node_done(crashed)
             case CommitFailed():
                 raise message.error
+            case NodeHeld():  # a pause from another process held its start (_foreign.py)
+                self.pauses.held_elsewhere(message.node_id, message.branch, self.running)
             case InjectInput():
                 self.emit(InputInjected(data=dict(message.data)))
                 await self.commit()

@@ -1,32 +1,44 @@
 """Taking another process's pause requests into a live run's log without stopping it.
 
 A pause asked for from outside the run's owner is one ``run.pause_requested`` appended to
-the run's log. The owner's next append then meets it (ConcurrencyError), or its watch of
-the store's heads sees it first. Either way the owner takes the request in: it applies it
-to the live state (``RunState.pause_requested``, which the executor's pause points obey at
-the next node boundary, as an in-process pause), numbers its own events after it, and goes
-on, so the node running now is not interrupted. Anything else another process appended
-(a cancel, input, an approval) is not taken in: the runtime settles the run from its log.
+the run's log. The owner's watch of the store's heads may see it first
+(:func:`take_in_foreign`), or the owner's appends meet it (ConcurrencyError): every batch
+of the run handed to the store after the request's seq fails then, and the log is
+*rebased* (:class:`Rebase`): no batch is handed over meanwhile, and once every batch in
+flight has been answered the failed ones are appended again, in their order, as one batch
+after the request, except the start of a node (its first attempt, from the executor's
+non-waiting start) held by the pause: the executor is told (:class:`StartHeld`) and holds
+that node, so the run pauses at the first node boundary after the request was committed,
+the node running then finishing with its outputs kept, as an in-process pause does.
 
-Only while no other batch of the run's is in flight (``RunLog.in_flight``): their numbers
-would be wrong too, and the run is then settled from its log, as for any other conflict.
+Either way the live state is then *refolded* (:func:`refold`): the fold of the committed
+log, and the bodies staged since applied after it; no seq the state records is moved by
+hand. Anything else another process appended (a cancel, input, an approval), or a batch
+that committed after the request (its numbers are wrong), is not taken in: the conflict
+stands and the runtime settles the run from its log.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
-import msgspec
+import anyio
 
-from eventstore import Event, EventStore
+from eventstore import (
+    AppendResult,
+    ConcurrencyError,
+    Event,
+    EventBody,
+    EventStore,
+    SnapshotTaken,
+    StoreError,
+)
 
-from ..events._catalogue import PauseRequested
+from ..events._catalogue import NodeStarted, PauseRequested
+from ..events._snapshots import load_state
 from ..events._state import RunState, apply
-from ..events._verdicts import StallEntry, VerdictEntry
 
-__all__ = ["take_in_at", "take_in_foreign"]
-
-_Entry = TypeVar("_Entry", VerdictEntry, StallEntry)
+__all__ = ["Rebase", "StartHeld", "refold", "take_in_foreign"]
 
 
 class RunLog(Protocol):
@@ -39,6 +51,16 @@ class RunLog(Protocol):
     snapshot_seq: int
     in_flight: int
     failed: BaseException | None
+    pending: list[EventBody]
+    rebase: Rebase | None
+    observers: tuple[Any, ...]
+
+    def committed(self, result: AppendResult | None) -> None: ...
+
+
+class StartHeld(Exception):
+    """The answer to a node start's batch whose start a pause from another process held:
+    the rest of the batch is committed, the node is not to run (the executor holds it)."""
 
 
 async def _requests_after(log: RunLog, seq: int) -> list[Event] | None:
@@ -51,46 +73,30 @@ async def _requests_after(log: RunLog, seq: int) -> list[Event] | None:
     return events
 
 
-def _renumber(kept: dict[str, list[_Entry]], at: int, shift: int) -> None:
-    for node_id, entries in kept.items():
-        if entries and entries[-1].seq > at:
-            kept[node_id] = [
-                msgspec.structs.replace(e, seq=e.seq + shift) if e.seq > at else e for e in entries
-            ]
-
-
-def _take(log: RunLog, at: int, events: list[Event]) -> int:
-    """Number everything this log numbered after ``at`` after ``events`` (the foreign
-    events at ``at + 1``...), and apply ``events`` to the live state. Every seq the state
-    records (verdicts, stall warnings, judge failures) moves with it."""
-    shift = len(events)
+async def refold(log: RunLog, through: int, *, unchanged: int | None = None) -> bool:
+    """Make the live state the fold of the committed log through seq ``through`` (read
+    through its snapshot), with the bodies staged since (``log.pending``) applied after
+    it; the state object stays the same (the executor and the nodes hold it).
+    ``unchanged``: only if the log still ends at that seq with nothing in flight once the
+    read is done (else False, nothing changed: a batch handed over meanwhile meets the
+    foreign events, and the rebase that follows refolds)."""
+    assert log.store is not None
+    folded, _events = await load_state(log.store, log.run_id, to_seq=through)
+    if unchanged is not None and (
+        log.last_seq != unchanged or log.in_flight or log.rebase is not None
+    ):
+        return False
+    seq = folded.last_seq
+    for body in log.pending:
+        seq += 1
+        apply(folded, body, seq)
+    folded.last_seq = seq
     state = log.state
-    _renumber(state.verdict_history, at, shift)
-    _renumber(state.stalls, at, shift)
-    failures = state.judge_failure_reasons
-    if failures and failures[-1].seq > at:
-        state.judge_failure_reasons = [
-            msgspec.structs.replace(f, seq=f.seq + shift) if f.seq > at else f for f in failures
-        ]
-    log.last_seq += shift
-    state.last_seq += shift
-    if log.snapshot_seq > at:
-        log.snapshot_seq += shift
-    for event in events:
-        apply(state, event.body, event.seq)
-    return shift
-
-
-async def take_in_at(log: RunLog, expected: int) -> int:
-    """The batch appended at ``expected`` met another writer's events: take them in if
-    they are only pause requests and no other batch is in flight; return how many were
-    taken in (0: none, the conflict stands)."""
-    if log.in_flight or log.failed is not None:
-        return 0
-    events = await _requests_after(log, expected)
-    if not events or log.in_flight:
-        return 0
-    return _take(log, expected, events)
+    for field in state.__struct_fields__:
+        setattr(state, field, getattr(folded, field))
+    log.last_seq = through
+    log.snapshot_seq = min(log.snapshot_seq, through)
+    return True
 
 
 async def take_in_foreign(log: RunLog) -> Literal["taken", "busy", "other"]:
@@ -100,15 +106,156 @@ async def take_in_foreign(log: RunLog) -> Literal["taken", "busy", "other"]:
     else was appended, the run must be settled from its log."""
     if log.failed is not None:
         return "other"
-    if log.in_flight or log.store is None:
+    if log.in_flight or log.store is None or log.rebase is not None:
         return "busy"
     at = log.last_seq
     events = await _requests_after(log, at)
-    if log.in_flight or log.last_seq != at:
+    if log.in_flight or log.last_seq != at or log.rebase is not None:
         return "busy"  # appended meanwhile: looked at again later
     if events is None:
         return "other"
     if not events:
         return "busy"
-    _take(log, at, events)
-    return "taken"
+    return "taken" if await refold(log, at + len(events), unchanged=at) else "busy"
+
+
+class _Failed:
+    """A batch that met another writer's events, and how to answer it: ``submitted``
+    (a non-waiting batch's answer, ``_runlog._Submitted``) or the waiting appender's slot."""
+
+    __slots__ = ("batch", "error", "expected", "held", "kept", "submitted", "waiting")
+
+    def __init__(self, batch: list[EventBody], expected: int, submitted: Any) -> None:
+        self.batch = batch
+        self.kept = batch
+        self.expected = expected
+        self.submitted = submitted
+        self.waiting = anyio.Event() if submitted is None else None
+        self.error: BaseException | None = None
+        self.held = False
+
+
+class Rebase:
+    """The failed batches of one conflict, appended again after the foreign pause
+    requests once no batch of the run is in flight (see the module docstring)."""
+
+    def __init__(self, log: RunLog, error: ConcurrencyError) -> None:
+        self.log = log
+        self.error: BaseException = error
+        self.failed: list[_Failed] = []
+        self.broken = False  # a batch of the run failed otherwise: the conflict stands
+        #: The seqs of batches that committed after the conflict anyway (their expected
+        #: seq was the head the foreign events made): they stay where they landed.
+        self.landed: set[int] = set()
+        self.started = False
+        self.done = anyio.Event()
+
+    def add(self, batch: list[EventBody], expected: int, submitted: Any) -> _Failed:
+        failed = _Failed(batch, expected, submitted)
+        self.failed.append(failed)
+        return failed
+
+    def answered(self, result: AppendResult | None) -> None:
+        """Another batch of the run was answered while this waits: committed where it
+        landed (``result``), or failed (None)."""
+        if result is None:
+            self.broken = True
+        else:
+            self.landed.update(range(result.first_seq, result.last_seq + 1))
+
+    def ready(self) -> bool:
+        """Whether it can run now (every batch of the run answered); marks it started."""
+        if self.started or self.log.in_flight:
+            return False
+        self.started = True
+        return True
+
+    def _kept(self, failed: _Failed) -> list[EventBody]:
+        """What of ``failed`` is appended again: not its snapshot (the state it holds is
+        renumbered), nor a first start the pause holds (a non-waiting start's)."""
+        bodies = [b for b in failed.batch if type(b) is not SnapshotTaken]
+        start = bodies[-1] if bodies else None
+        holds = getattr(getattr(failed.submitted, "on_done", None), "holds_starts", False)
+        if type(start) is NodeStarted and start.attempt == 1 and holds:
+            failed.held = True
+            bodies.pop()
+        failed.kept = bodies
+        return bodies
+
+    async def _head_after(self, first: int) -> int | None:
+        """The run's head if what follows ``first`` in the log is pause requests (one at
+        least) and this log's batches that landed meanwhile; else None."""
+        log = self.log
+        assert log.store is not None
+        events = [event async for event in log.store.read(log.run_id, from_seq=first + 1)]
+        foreign = [event for event in events if event.seq not in self.landed]
+        if not foreign or not all(type(event.body) is PauseRequested for event in foreign):
+            return None
+        return events[-1].seq
+
+    async def run(self) -> None:
+        """Append the failed batches again after the pause requests, refold the state,
+        and answer each batch (their failure, if the conflict stands)."""
+        log = self.log
+        result: AppendResult | None = None
+        failure: BaseException | None = self.error
+        with anyio.CancelScope(shield=True):
+            try:
+                failed = sorted(self.failed, key=lambda f: f.expected)
+                first = failed[0].expected
+                for _ in range(5):  # each try takes in what was appended since the last
+                    head = None if self.broken else await self._head_after(first)
+                    if head is None:
+                        break
+                    bodies = [body for f in failed for body in self._kept(f)]
+                    assert log.store is not None
+                    try:
+                        through = head
+                        if bodies:
+                            result = await log.store.append(log.run_id, bodies, expected_seq=head)
+                            through = result.last_seq
+                        await refold(log, through)
+                        failure = None
+                        break
+                    except ConcurrencyError as exc:
+                        failure = exc
+                    except StoreError as exc:
+                        failure = exc
+                        break
+            except Exception as exc:  # a read that failed: the conflict stands
+                failure = exc
+            finally:
+                if failure is not None and log.failed is None:
+                    log.failed = failure
+                if failure is None:
+                    log.committed(result)
+                log.rebase = None
+                self._answer(failed, result, failure)
+                self.done.set()
+
+    def give_up(self) -> None:
+        """Answer every batch with the conflict (the rebase cannot run)."""
+        log = self.log
+        if log.failed is None:
+            log.failed = self.error
+        log.rebase = None
+        self._answer(self.failed, None, self.error)
+        self.done.set()
+
+    def _answer(
+        self, failed: list[_Failed], result: AppendResult | None, failure: BaseException | None
+    ) -> None:
+        log = self.log
+        for f in failed:
+            error: BaseException | None = failure
+            if error is None and f.held:
+                error = StartHeld()
+            if f.submitted is not None:
+                if failure is None and f.kept:
+                    for observer in log.observers:  # what of it was committed
+                        observer(log.run_id, f.kept, None)
+                f.submitted.on_done(result, error)
+            else:
+                f.error = error
+                assert f.waiting is not None
+                f.waiting.set()

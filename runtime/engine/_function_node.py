@@ -177,6 +177,7 @@ class FunctionNodeActor(Actor):
         if attempt is None or attempt.task is None or attempt.task.done() or attempt.abandoned:
             return
         attempt.stopped = True
+        self._drains(attempt)  # before its run's result is delivered
         attempt.task.cancel()
         with anyio.move_on_after(ABANDON_GRACE):
             await asyncio.wait({attempt.task})
@@ -240,8 +241,18 @@ class FunctionNodeActor(Actor):
         error = NodeTimeoutError(attempt.spec.id, attempt.timeout or 0.0)
         self._tell(attempt.message, None, error)
 
+    def _drains(self, attempt: Attempt) -> None:
+        """Count the attempt's task as running (the run draining) until it ends, as a
+        plain def's thread is: an async node that swallows its cancellation runs on."""
+        drain, task = self.log.drain, attempt.task
+        if drain is not None and task is not None and not attempt.drains:
+            attempt.drains = True
+            end = drain(attempt.spec.id)
+            task.add_done_callback(lambda _task: end())
+
     def _abandon(self, attempt: Attempt) -> None:
         attempt.abandoned = True
+        self._drains(attempt)
         if attempt.context is not None:
             attempt.context.abandon()
         assert attempt.task is not None
@@ -300,7 +311,7 @@ class FunctionNodeActor(Actor):
 class Attempt:
     """One attempt of a plain node in its lane: what it runs and how it ended."""
 
-    __slots__ = ("abandoned", "context", "message", "spec", "stopped", "task", "timeout")
+    __slots__ = ("abandoned", "context", "drains", "message", "spec", "stopped", "task", "timeout")
 
     def __init__(
         self,
@@ -316,6 +327,7 @@ class Attempt:
         self.task: asyncio.Task[None] | None = None
         self.stopped = False  # its lane stopped: it tells nothing
         self.abandoned = False  # it outlived its grace: it tells and records nothing more
+        self.drains = False  # its task counts in its run's draining (control/_draining.py)
 
 
 def _call(

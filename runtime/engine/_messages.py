@@ -22,6 +22,7 @@ __all__ = [
     "GoalScored",
     "InjectInput",
     "NodeDone",
+    "NodeHeld",
     "PauseRun",
     "RetryNode",
     "StartRun",
@@ -105,6 +106,15 @@ class CommitFailed(Message, frozen=True, kw_only=True, tag="executor.commit_fail
     """
 
     error: BaseException
+
+
+class NodeHeld(Message, frozen=True, kw_only=True, gc=False, tag="executor.node_held"):
+    """Store -> executor: the start of ``node_id`` (its first attempt) met a pause asked
+    for by another process (engine/_foreign.py): it was not recorded, the node does not
+    run; the executor holds it there, so the run pauses before it."""
+
+    node_id: str
+    branch: str | None = None
 
 
 class EdgeDecided(Message, frozen=True, kw_only=True, tag="executor.edge_decided"):

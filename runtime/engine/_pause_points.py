@@ -50,6 +50,15 @@ class PausePoints:
         self.passed.discard(node_id)
         return False
 
+    def held_elsewhere(
+        self, node_id: str, branch: str | None, running: dict[str, tuple[int, str | None]]
+    ) -> None:
+        """A pause from another process held ``node_id``'s start (it was not recorded and
+        the node does not run, see _foreign.py): it waits here, as one held by
+        :meth:`hold`; the run pauses once nothing else runs."""
+        running.pop(node_id, None)
+        self.held.append((node_id, branch, "user"))
+
     def wait_for_input(self, node_id: str, branch: str | None) -> None:
         """``node_id`` stopped to wait for input: the pause resumes it (it runs again)."""
         self.held.insert(0, (node_id, branch, "input"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from time import perf_counter
+from typing import Any
 
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
@@ -24,7 +25,7 @@ from eventstore import (
 
 from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
-from ._foreign import take_in_at
+from ._foreign import Rebase
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]
 
@@ -64,11 +65,11 @@ class _Submitted:
         log.in_flight -= 1
         if type(error) is ConcurrencyError and log.spawn is not None:
             # Another process appended: its pause requests are taken in (_foreign.py).
-            try:
-                log.spawn(log.append_again, self.batch, self.expected, error, self)
-                return
-            except (ActorError, RuntimeError):
-                pass  # the runtime's tasks are stopping: the conflict stands
+            log.conflicted(self.batch, self.expected, error, self)
+            return
+        if log.rebase is not None:
+            log.rebase.answered(result)  # committed after the conflict, or failed
+            log.rebase_when_ready()
         if isinstance(error, StoreError) and log.failed is None:
             log.failed = error
         elif error is None:
@@ -134,6 +135,9 @@ class RunLog:
         #: batch that meets another process's pause requests takes them in and goes again
         #: (see _foreign.py); None: every conflict fails the log.
         self.spawn: Callable[..., object] | None = None
+        #: The batches that met another process's pause requests, appended again once
+        #: every batch in flight was answered (_foreign.py); none is handed over meanwhile.
+        self.rebase: Rebase | None = None
         #: Counts the run's plain-def threads by node (a run whose executor stopped while
         #: one runs is draining): called with the node as one starts, it returns what to
         #: call once it ends; ``drained(node, seconds)`` waits until none of the node's
@@ -169,6 +173,9 @@ class RunLog:
         of the state after it once ``SNAPSHOT_AT_REST`` events passed since the last one,
         committed in the batch's transaction (so before the caller reports a result).
         """
+        if self.rebase is not None:
+            with anyio.CancelScope(shield=shield):
+                await self.rebase.done.wait()  # the batches before this one go first
         if self.failed is not None:
             raise self.failed
         if shield:
@@ -213,20 +220,35 @@ class RunLog:
                     )
             except ConcurrencyError as exc:
                 self.in_flight -= 1
-                await self.append_again(batch, expected, exc, None)
+                if self.spawn is None:
+                    self.failed = exc
+                    raise
+                failed = self.conflicted(batch, expected, exc, None)
+                with anyio.CancelScope(shield=True):  # answered once the log is rebased
+                    assert failed.waiting is not None
+                    await failed.waiting.wait()
+                if failed.error is not None:
+                    raise failed.error from None
             except StoreError as exc:
                 self.in_flight -= 1
                 self.failed = exc
+                if self.rebase is not None:
+                    self.rebase.answered(None)
+                self.rebase_when_ready()
                 raise
             except Exception:
                 # Refused before it reached the store (a body it cannot encode): nothing
                 # was written, so the next append goes at the same seq; this batch is lost.
                 self.in_flight -= 1
                 self.last_seq = expected
+                self.rebase_when_ready()
                 raise
             else:
                 self.in_flight -= 1
-                self.committed(committed)  # (append_again records what it commits)
+                self.committed(committed)
+                if self.rebase is not None:
+                    self.rebase.answered(committed)  # committed after the conflict
+                    self.rebase_when_ready()
             elapsed = perf_counter() - began
         for observer in self.observers:
             observer(self.run_id, batch, None if self.store is None else elapsed)
@@ -311,6 +333,8 @@ class RunLog:
         store = self.store
         if store is None or self.hooks or not bodies or self.failed is not None:
             return False
+        if self.rebase is not None:
+            return False  # append waits for it
         if self.holds is not None and not self.holds():
             return False  # append refuses it
         batch = [*self.pending, *bodies]
@@ -358,50 +382,32 @@ class RunLog:
         if heads is not None:
             heads.record(self.run_id, result.last_seq, result.last_hash)
 
-    async def append_again(
+    def conflicted(
         self,
         batch: list[EventBody],
         expected: int,
         error: ConcurrencyError,
         submitted: _Submitted | None,
-    ) -> AppendResult | None:
-        """Append ``batch``, which met another writer's events at ``expected``, after
-        them if they are only pause requests (taken in, see _foreign.py); else the log
-        fails with ``error``. For a ``submitted`` batch, its answer is given here;
-        without, this raises as the append would have."""
-        result: AppendResult | None = None
-        failure: BaseException | None = error
-        began = perf_counter()
-        with anyio.CancelScope(shield=True):
-            for _ in range(5):  # each try takes in what was appended since the last
-                shift = 0 if self.spawn is None else await take_in_at(self, expected)
-                if not shift:
-                    break
-                expected += shift
-                self.in_flight += 1
-                try:
-                    assert self.store is not None
-                    result = await self.store.append(self.run_id, batch, expected_seq=expected)
-                    failure = None
-                    break
-                except StoreError as exc:
-                    failure = exc
-                    if type(exc) is not ConcurrencyError:
-                        break
-                finally:
-                    self.in_flight -= 1
-        if failure is not None and self.failed is None:
-            self.failed = failure
-        if failure is None:
-            self.committed(result)
-        if submitted is not None:
-            if failure is None:
-                for observer in self.observers:
-                    observer(self.run_id, batch, perf_counter() - began)
-            submitted.on_done(result, failure)
-        elif failure is not None:
-            raise failure
-        return result
+    ) -> Any:
+        """``batch``, appended at ``expected``, met another writer's events: it waits for
+        the rebase of the log (made by the first such batch), which runs once no batch
+        of the run is in flight (_foreign.py); the rebase answers it."""
+        if self.rebase is None:
+            self.rebase = Rebase(self, error)
+        failed = self.rebase.add(batch, expected, submitted)
+        self.rebase_when_ready()
+        return failed
+
+    def rebase_when_ready(self) -> None:
+        """Start the pending rebase if no batch of the run is in flight any more."""
+        rebase = self.rebase
+        if rebase is None or not rebase.ready():
+            return
+        try:
+            assert self.spawn is not None
+            self.spawn(rebase.run)
+        except (ActorError, RuntimeError):
+            rebase.give_up()  # the runtime's tasks are stopping: the conflict stands
 
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
+from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Message
 
-from ._messages import CommitFailed, ExecuteNode
+from ._foreign import StartHeld
+from ._messages import CommitFailed, ExecuteNode, NodeHeld
 
 __all__ = ["StartOnCommit"]
 
@@ -19,20 +20,29 @@ class StartOnCommit:
 
     __slots__ = ("executor", "message", "ref")
 
+    #: A pause from another process may hold the start it answers (_foreign.py).
+    holds_starts = True
+
     def __init__(self, executor: Actor, ref: ActorRef, message: ExecuteNode) -> None:
         self.executor = executor
         self.ref = ref
         self.message = message
 
     def __call__(self, result: Any, error: BaseException | None) -> None:
+        note: Message
         target, note = (
             (self.ref, self.message)
             if error is None
             else (self.executor.ref, CommitFailed(error=error))
         )
+        if type(error) is StartHeld:  # a pause from elsewhere held it: the executor holds it
+            target, note = self.executor.ref, self.held()
         try:
             target.tell_nowait(note)
         except ActorStoppedError:
             pass  # the run (or the node's lane) stopped meanwhile: nothing is to run
         except MailboxFullError:  # a full executor mailbox: deliver it from a task
             self.executor.system.tell_later(target, note, 0)
+
+    def held(self) -> NodeHeld:
+        return NodeHeld(node_id=self.message.node_id, branch=self.message.branch)

@@ -129,6 +129,8 @@ class RunReader:
             paused=paused,
             error=error,
             origin=info.origin,
+            draining=info.draining,
+            draining_since=info.draining_since,
         )
 
     async def _paused(self, info: RunInfo) -> PauseView | None:
@@ -309,6 +311,8 @@ class RunReader:
             listed_status=None if info is None else info.status,
             chain=chain,
             judge_failures=judge_failures(state),
+            draining=None if info is None else info.draining,
+            draining_since=None if info is None else info.draining_since,
         )
 
     async def _all(self, run_id: str) -> tuple[list[Event], ChainStatus]:

@@ -128,7 +128,10 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     ``origin`` is the run a fork was copied from (the listing's); a run's detail also
     gives ``forked_from``, the source's seq and chain hash there. ``unrunnable`` (read from
     the log, in a run's detail; empty in a listing's row) lists why workers that claimed
-    the run could not execute it, each reason once.
+    the run could not execute it, each reason once. ``draining`` (the store's claims too):
+    the nodes whose abandoned attempts still run in the owner's process, which keeps the
+    claim until they end (a resume elsewhere is refused meanwhile), and since when
+    (``draining_since``); None otherwise.
     """
 
     run_id: str
@@ -146,6 +149,8 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     origin: str | None = None
     forked_from: ForkOrigin | None = None
     unrunnable: list[str] = []
+    draining: str | None = None
+    draining_since: float | None = None
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):
@@ -247,7 +252,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     """A run for an auditor (``magistrate show``): where it went, what the judge said, and
     the check of its whole hash chain (``chain.scope`` is ``full``). ``verdicts`` counts
     judged verdicts by action (tool-call turns' bail-outs left out); ``status`` is the
-    fold's, ``listed_status`` the listing's."""
+    fold's, ``listed_status`` the listing's; ``draining`` as in :class:`RunSummary`."""
 
     run_id: str
     graph: str | None
@@ -275,3 +280,5 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     chain: ChainStatus
     #: The checks that did not run (None: every check ran), as RunDetail's.
     judge_failures: JudgeFailures | None = None
+    draining: str | None = None
+    draining_since: float | None = None

@@ -228,3 +228,32 @@ async def test_the_run_listing_names_the_owner_of_a_live_claim(
         }
         # The status stays the log's: a claim changes only the owner.
         assert {r.status for r in await b.list_runs()} == {"running"}
+
+
+async def test_a_claim_s_draining_mark_is_listed_and_cleared_with_the_claim(
+    store_factory: StoreFactory,
+) -> None:
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        await a.append("r1", [STARTED, RunPaused(reason="user", node_id="a")], expected_seq=0)
+        claim = await a.claim("r1", "worker-a", lease=5)
+        info = await b.get_run("r1")
+        assert info is not None and (info.draining, info.draining_since) == (None, None)
+        assert await a.mark_draining(claim, "a, b")
+        info = await b.get_run("r1")  # another store's reading of the same row
+        assert info is not None and (info.owner, info.draining) == ("worker-a", "a, b")
+        assert info.draining_since is not None and info.draining_since <= info.updated + 60
+        page = await b.query_runs()
+        assert [(r.run_id, r.draining) for r in page.runs] == [("r1", "a, b")]
+        assert await a.mark_draining(claim, None)  # cleared by its owner
+        info = await b.get_run("r1")
+        assert info is not None and (info.draining, info.draining_since) == (None, None)
+        assert await a.mark_draining(claim, "a")
+        await a.release(claim)  # a release clears it
+        info = await b.get_run("r1")
+        assert info is not None and (info.owner, info.draining) == (None, None)
+        assert not await a.mark_draining(claim, "a")  # a claim no longer held marks nothing
+        again = await b.claim("r1", "worker-b", lease=5)
+        info = await a.get_run("r1")
+        assert info is not None and (info.owner, info.draining) == ("worker-b", None)
+        await b.release(again)

@@ -83,7 +83,7 @@ async def test_a_first_layout_store_is_upgraded_with_graph_ids_and_qualities(
         conn.execute(f"CREATE INDEX runs_status ON {schema}.runs (status, run)")
         conn.execute(
             f"ALTER TABLE {schema}.runs DROP COLUMN graph_id, DROP COLUMN quality, "
-            "DROP COLUMN origin"
+            "DROP COLUMN origin, DROP COLUMN draining, DROP COLUMN draining_since"
         )
         conn.execute(f"UPDATE {schema}.meta SET schema_version = 1")
     async with PostgresEventStore(pg_url(), schema=schema) as store:
@@ -97,6 +97,10 @@ async def test_a_first_layout_store_is_upgraded_with_graph_ids_and_qualities(
         }
         page = await store.query_runs(RunQuery(graph_id="g0", quality="failed"))
         assert [r.run_id for r in page.runs] == ["r3"]
+        claim = await store.claim("r0", "worker", lease=5)  # a claim's draining mark too
+        assert await store.mark_draining(claim, "work")
+        info = await store.get_run("r0")
+        assert info is not None and (info.owner, info.draining) == ("worker", "work")
     with psycopg.connect(pg_url()) as conn:
         row = conn.execute(f"SELECT schema_version FROM {schema}.meta").fetchone()
     assert row == (PG_SCHEMA_VERSION,)

@@ -160,7 +160,10 @@ def downgrade(path: Path, version: int) -> None:
     added the snapshots table and the runs index; version 4 the fence (before it, a runs
     row's last seq was that of the run's last status change); version 5 the form byte;
     version 6 the claims table; version 7 the runs' graph id and quality and the listing's
-    indexes; version 8 the runs' origin."""
+    indexes; version 8 the runs' origin; version 9 a claim's draining mark."""
+    if version < 9 and version >= 6:
+        tamper(path, "ALTER TABLE claims DROP COLUMN draining")
+        tamper(path, "ALTER TABLE claims DROP COLUMN draining_since")
     if version < 8:
         tamper(path, "ALTER TABLE runs DROP COLUMN origin")
     if version < 7:
@@ -185,7 +188,7 @@ def downgrade(path: Path, version: int) -> None:
 
 
 @pytest.mark.parametrize("framed", [False, True], ids=["rows", "frame"])
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8])
 async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
     tmp_path: Path, version: int, framed: bool
 ) -> None:
@@ -234,6 +237,9 @@ async def test_a_store_of_an_older_schema_is_upgraded_and_keeps_reading(
         assert [r.run_id for r in await store.list_runs(status="running")] == ["r1"]
         claim = await store.claim("r1", "worker", lease=5)  # the upgrade added the claims
         assert claim.epoch == 1
+        assert await store.mark_draining(claim, "work")  # the upgrade added its mark
+        listed = await store.get_run("r1")
+        assert listed is not None and (listed.owner, listed.draining) == ("worker", "work")
         await store.append("r1", make_events(1)[1:], expected_seq=9)  # fenced on it
         assert (await store.verify("r0")).ok
         assert [e.body for e in await store.read_all("r0")] == [

@@ -1,21 +1,21 @@
-"""Taking another process's pause request into a live log renumbers what the live state
-recorded after it, so the live state stays the fold of the log: verdicts, stall warnings
-and judge failures (the seqs the state keeps) all move."""
+"""Taking another process's pause request into a live log refolds the live state from the
+committed log (the request included) and applies the owner's staged bodies after it, so
+the live state stays the fold of the log: the seqs it records after the request
+(verdicts, stall warnings, judge failures) move with no hand-kept renumbering."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from eventstore import Event, EventBody, EventStore
-from runtime.engine._foreign import _take
-from runtime.events import (
-    EdgeTaken,
-    NodeStarted,
-    PauseRequested,
-    RunStarted,
-    RunState,
-    fold,
-)
+import pytest
+
+from eventstore import EventBody, EventStore, SqliteEventStore
+from runtime.engine._foreign import refold
+from runtime.events import EdgeTaken, NodeStarted, PauseRequested, RunStarted, RunState, fold
+from runtime.events._state import apply
+
+pytestmark = pytest.mark.anyio
 
 
 @dataclass
@@ -25,44 +25,35 @@ class _Log:
     state: RunState
     last_seq: int
     snapshot_seq: int
-    in_flight: int = 0
-    failed: BaseException | None = None
+    pending: list[EventBody] = field(default_factory=list)
 
 
-def _events(bodies: list[EventBody]) -> list[Event]:
-    return [
-        Event(
-            run_id="r",
-            seq=seq,
-            position=seq,
-            ts=0.0,
-            version=1,
-            prev_hash="",
-            hash="",
-            body=body,
-        )
-        for seq, body in enumerate(bodies, start=1)
-    ]
-
-
-def test_a_judge_failure_recorded_after_the_request_moves_with_it() -> None:
+async def test_a_judge_failure_staged_after_the_request_moves_with_it(tmp_path: Path) -> None:
     started = RunStarted(graph={"id": "g"}, graph_hash="h", entry="a")
     failed_route = EdgeTaken(
         source="a", target="b", edge_index=0, condition="llm_decide", judge_error="timeout"
     )
-    mine = [started, NodeStarted(node_id="a", visit=1), failed_route]
-    live = fold(_events(mine))  # the owner's live state: its edge at seq 3
-    assert [f.seq for f in live.judge_failure_reasons] == [3]
-    log = _Log(run_id="r", store=None, state=live, last_seq=3, snapshot_seq=0)
-
-    request = _events([started, NodeStarted(node_id="a", visit=1), PauseRequested(by="ops")])[2:]
-    assert _take(log, 2, request) == 1
-
-    # The log as it is: the request at seq 3, the owner's edge after it.
-    truth = fold(
-        _events([started, NodeStarted(node_id="a", visit=1), PauseRequested(), failed_route])
-    )
+    async with SqliteEventStore(tmp_path / "r.db") as store:
+        mine: list[EventBody] = [started, NodeStarted(node_id="a", visit=1)]
+        await store.append("r", mine, expected_seq=0)
+        # The owner's live state: its edge staged at seq 3, not committed yet.
+        live = fold(await store.read_all("r"))
+        held = live  # the executor and the nodes hold this object
+        apply(live, failed_route, 3)
+        live.last_seq = 3
+        assert [f.seq for f in live.judge_failure_reasons] == [3]
+        # Another process's request lands at seq 3.
+        await store.append("r", [PauseRequested(by="ops")], expected_seq=2)
+        log = _Log(run_id="r", store=store, state=live, last_seq=2, snapshot_seq=0)
+        log.pending = [failed_route]
+        await refold(log, 3)
+        truth_events = await store.read_all("r")
+    truth = fold(truth_events)
+    apply(truth, failed_route, 4)
+    truth.last_seq = 4
+    assert log.state is held  # the same object, refolded
     assert [f.seq for f in log.state.judge_failure_reasons] == [4]
     assert log.state.judge_failure_reasons == truth.judge_failure_reasons
-    assert log.state.pause_requested and truth.pause_requested
-    assert log.last_seq == 4 and log.state.last_seq == truth.last_seq
+    assert log.state.pause_requested
+    assert log.last_seq == 3 and log.state.last_seq == 4
+    assert log.state == truth

@@ -131,8 +131,9 @@ async def test_the_log_of_a_pause_is_the_same_from_any_process(store: str) -> No
 @pytest.mark.parametrize("via", ["set_output", "node_end"])
 async def test_an_append_that_meets_the_request_takes_it_in(store: str, via: str) -> None:
     """The owner does not look at the store's heads (an hour's interval): its own next
-    append meets the request, takes it in and goes on; the run pauses at the boundary
-    after that append (the node's, or the next node's start)."""
+    append meets the request, takes it in and goes on; the run pauses at the first node
+    boundary after the request was committed, whichever append met it (the node's own,
+    or the step that would start the next node: that start is held, never recorded)."""
     go, recorded = anyio.Event(), anyio.Event()
     calls: list[str] = []
 
@@ -161,9 +162,9 @@ async def test_an_append_that_meets_the_request_takes_it_in(store: str, via: str
     tags = _tags(events)
     assert tags.count("run.pause_requested") == 1 and tags.count("run.paused") == 1
     assert result.status == "paused" and result.memory["done"] is True
-    # Where the node's own append met it, the next node never starts; where the executor's
-    # step met it, that step (the next node's start) stands and the run pauses after it.
-    expected = ["work"] if via == "set_output" else ["work", "after"]
-    assert [e.body.node_id for e in events if isinstance(e.body, NodeStarted)] == expected
-    assert result.resume_at == (["after"] if via == "set_output" else ["last"])
+    # Either way the next node never starts: the log is an in-process pause's.
+    assert [e.body.node_id for e in events if isinstance(e.body, NodeStarted)] == ["work"]
+    assert result.resume_at == ["after"] and result.paused_reason == "user"
+    assert tags[-1] in ("run.paused", "snapshot.taken")
+    assert tags.index("run.pause_requested") < tags.index("node.completed")
     assert calls == ["work"]

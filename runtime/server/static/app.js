@@ -42,7 +42,9 @@ const fmtInt = (n) => Number(n).toLocaleString("en-US");
 // Who executes a run, from the store's claims (not the log): the owner of a live claim;
 // a running run that no live claim holds waits for a worker to claim it.
 const OWNERSHIP = { waiting: "waiting for a worker", unclaimed: "", unrecorded: "not recorded" };
-const ownerText = (r) => (r.ownership === "claimed" ? r.owner : OWNERSHIP[r.ownership] ?? "");
+// A claim kept while an abandoned attempt still runs in its owner says which node drains.
+const drainingText = (r) => (r.draining ? ` (draining ${r.draining} since ${fmtTime(r.draining_since)})` : "");
+const ownerText = (r) => (r.ownership === "claimed" ? r.owner : OWNERSHIP[r.ownership] ?? "") + drainingText(r);
 const ownerCell = (r) => h("td", { class: r.ownership === "claimed" ? "mono owner" : `small owner o-${r.ownership}`, "data-ownership": r.ownership }, ownerText(r));
 // A claim expires with nothing written to the log when its owner dies, so no live event
 // tells a page that its owner is gone: a page showing a claimed run reads it again every

@@ -46,3 +46,37 @@ async def test_a_dead_owner_leaves_the_runs_table_and_the_run_page_once_its_leas
             None,
             "waiting",
         )
+
+
+async def test_a_draining_run_shows_its_draining_node_in_the_table_and_on_its_page(
+    tmp_path: Path,
+) -> None:
+    _need_browser()
+    import anyio
+    from playwright.async_api import expect
+
+    from runtime import Runtime
+    from tests.runtime.test_draining import GRAPH, Blocking
+
+    path = tmp_path / "runs.db"
+    blocking = Blocking()
+    async with (
+        served(path) as s,
+        Runtime(path, functions=blocking.functions()) as here,
+        browser_page() as page,
+    ):
+        try:
+            handle = await here.start(GRAPH)
+            await anyio.to_thread.run_sync(blocking.entered.wait, 30)
+            await here.cancel(handle.run_id)
+            await handle.result()  # its thread runs on: the claim is kept, marked draining
+            await page.goto(f"{s.url}/")
+            owner = page.locator(f'#runs tr[data-run="{handle.run_id}"] td.owner')
+            await expect(owner).to_contain_text(f"{here.worker_id} (draining work since ")
+            await page.goto(f"{s.url}/runs/{handle.run_id}")
+            await expect(page.locator("#owner")).to_contain_text("(draining work since ")
+            blocking.release.set()
+            # The claim goes with the attempt's end; the page reads it again.
+            await expect(page.locator("#owner")).to_have_count(0, timeout=30_000)
+        finally:
+            blocking.release.set()
