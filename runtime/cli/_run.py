@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import shlex
 import signal
 import sys
 import time
@@ -212,7 +213,7 @@ async def _execute(
     tools = tools_from_modules(args.tools)
     console = Console(stderr=True)
     began = time.monotonic()
-    with Progress(console, quiet=args.quiet) as progress:
+    with Progress(console, quiet=args.quiet, where=f"store {_store_name(store)}") as progress:
         async with Runtime(
             store, provider=provider, tools=tools, hooks=[progress.hook], allow_imports=allow
         ) as rt:
@@ -231,10 +232,8 @@ async def _execute(
                 if handle is None:
                     assert recorded is not None
                     return await _left(args, rt, graph, recorded)
-                if not args.quiet:
-                    console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
                 result = await _follow(rt, handle, signals)
-    _print_result(args, result, time.monotonic() - began)
+    _print_result(args, result, time.monotonic() - began, allow)
     return exit_code(result)
 
 
@@ -289,7 +288,9 @@ async def _follow(
     return result
 
 
-def _print_result(args: argparse.Namespace, result: RunResult, elapsed: float) -> None:
+def _print_result(
+    args: argparse.Namespace, result: RunResult, elapsed: float, allow: list[str]
+) -> None:
     if args.output == "json":
         data = to_builtins(result)
         data["elapsed_seconds"] = round(elapsed, 3)
@@ -306,13 +307,27 @@ def _print_result(args: argparse.Namespace, result: RunResult, elapsed: float) -
         command = "approve" if result.paused_reason == "hitl" else "resume"
         lines.append(
             f"paused ({result.paused_reason}) before {', '.join(result.resume_at) or '-'}; "
-            f"continue with: magistrate {command} {result.run_id}"
-            + (" [--input KEY=VALUE]" if command == "approve" else "")
+            f"continue with: {_continue(args, command, result.run_id, allow)}"
         )
     lines.append("memory:")
     for key, value in result.memory.items():
         lines.append(f"  {key}: {_show(value)}")
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _continue(args: argparse.Namespace, command: str, run_id: str, allow: list[str]) -> str:
+    """The command that continues a paused run: the graph comes back from the store, so it
+    imports only what ``--allow-imports`` names (what this run was allowed), from the same
+    store (a PostgreSQL URL is not repeated: it may hold a password)."""
+    words = ["magistrate", command, run_id]
+    if command == "approve":
+        words.append("[--input KEY=VALUE]")
+    if args.store:
+        secret = args.store.lower().startswith(("postgresql:", "postgres:"))
+        words += ["--store", "URL" if secret else shlex.quote(args.store)]
+    if allow:
+        words += ["--allow-imports", ",".join(allow)]
+    return " ".join(words)
 
 
 def _show(value: Any) -> str:

@@ -39,7 +39,14 @@ def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Wor
     assert ": paused after 2 steps" in first.out
     assert "  category: billing" in first.out
     run_id = first.out.split()[1].rstrip(":")
-    assert f"magistrate approve {run_id}" in first.out
+    # The run is named before its first progress line.
+    assert first.err.splitlines()[0] == f"run {run_id} (store magistrate.db)"
+    # How to go on, whole: the graph comes back from the store, which imports only what
+    # --allow-imports names (without it, the approval is recorded and nothing runs).
+    assert (
+        f"continue with: magistrate approve {run_id} [--input KEY=VALUE] "
+        "--allow-imports triage_funcs\n"
+    ) in first.out
     assert (workdir.path / "magistrate.db").exists()  # the default store, in the cwd
 
     approved = ok(
@@ -270,6 +277,7 @@ def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) ->
     assert (asked["status"], asked["pause_requested"]) == ("running", True)
     assert process.returncode == 3, (out, seen + err)  # the live run obeyed: paused
     assert ": paused" in out
+    assert f"continue with: magistrate resume {run_id} --allow-imports triage_funcs\n" in out
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "paused" and shown["pending"] == ["after"]
     assert shown["paused"]["reason"] == "user"
