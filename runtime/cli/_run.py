@@ -396,16 +396,34 @@ async def _approve(args: argparse.Namespace) -> int:
                 return await rt.reject(args.run_id, by=by, reason=args.reject)
             return await rt.approve(args.run_id, input=data, by=by)
 
-        return await _execute(
-            args,
-            graph,
-            start,
-            store,
-            stack,
-            resume_at,
-            allow=allowed_imports(args) or [],
-            recorded=by,
-        )
+        try:
+            return await _execute(
+                args,
+                graph,
+                start,
+                store,
+                stack,
+                resume_at,
+                allow=allowed_imports(args) or [],
+                recorded=by,
+            )
+        except RunStateError as exc:
+            if type(exc) is RunStateError and exc.status == "running":
+                exc.add_note(await _going_on(store, args.run_id, imports_named(graph)))
+            raise
+
+
+async def _going_on(store: EventStore, run_id: str, modules: list[str]) -> str:
+    """What goes on with a running run an approval found at no gate (approved before,
+    most likely, by a process that could not execute it)."""
+    summary = await RunReader(store).summary(run_id)
+    if summary.owner:
+        return f"{summary.owner} executes it"
+    allow = f" --allow-imports {','.join(modules)}" if modules else ""
+    return (
+        f"nothing executes it now: magistrate resume {run_id}{allow} continues it here "
+        "(or a magistrate worker that may run it)"
+    )
 
 
 def _os_user() -> str | None:
