@@ -150,3 +150,24 @@ def test_the_readme_s_operating_recipe_is_the_one_operating_md_runs() -> None:
     assert commands
     for command in commands:
         assert any(command in line for line in run), command
+
+
+def test_every_option_of_every_command_is_in_the_documentation() -> None:
+    """Each ``--option`` a command's parser takes (``magistrate COMMAND --help``) is named
+    in docs/cli.md, or for ``serve`` in docs/server.md."""
+    from runtime.cli._app import build_parser
+    from runtime.cli._commands import COMMANDS
+
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    server = (ROOT / "docs" / "server.md").read_text()
+    missing = []
+    for name in COMMANDS:
+        [commands] = [a for a in build_parser(name)._actions if a.choices and a.dest == "command"]
+        parser = commands.choices[name]  # type: ignore[index]
+        text = cli + (server if name == "serve" else "")
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    if not re.search(rf"{re.escape(option)}(?![\w-])", text):
+                        missing.append(f"magistrate {name} {option}")
+    assert not missing, missing
