@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import shlex
 import signal
 import sys
 import time
@@ -54,10 +53,10 @@ from ._common import (
     emit_json,
     open_store,
     parse_inputs,
-    to_builtins,
 )
 from ._import_path import search_working_directory
 from ._progress import Progress
+from ._result import print_result
 from ._wiring import imports_named, make_provider, tools_from_modules
 
 __all__ = ["exit_code", "register"]
@@ -233,7 +232,7 @@ async def _execute(
                     assert recorded is not None
                     return await _left(args, rt, graph, recorded)
                 result = await _follow(rt, handle, signals)
-    _print_result(args, result, time.monotonic() - began, allow)
+    print_result(args, result, time.monotonic() - began, allow)
     return exit_code(result)
 
 
@@ -288,63 +287,21 @@ async def _follow(
     return result
 
 
-def _print_result(
-    args: argparse.Namespace, result: RunResult, elapsed: float, allow: list[str]
-) -> None:
-    if args.output == "json":
-        data = to_builtins(result)
-        data["elapsed_seconds"] = round(elapsed, 3)
-        emit_json(data)
-        return
-    quality = f", quality {result.quality}" if result.quality else ""
-    lines = [
-        f"run {result.run_id}: {result.status}{quality} after {result.steps} steps, "
-        f"{result.total_retries} retries, {elapsed:.1f}s"
-    ]
-    if result.error:
-        lines.append(f"error: {result.error}")
-    if result.status == "paused":
-        command = "approve" if result.paused_reason == "hitl" else "resume"
-        lines.append(
-            f"paused ({result.paused_reason}) before {', '.join(result.resume_at) or '-'}; "
-            f"continue with: {_continue(args, command, result.run_id, allow)}"
-        )
-    lines.append("memory:")
-    for key, value in result.memory.items():
-        lines.append(f"  {key}: {_show(value)}")
-    sys.stdout.write("\n".join(lines) + "\n")
-
-
-def _continue(args: argparse.Namespace, command: str, run_id: str, allow: list[str]) -> str:
-    """The command that continues a paused run: the graph comes back from the store, so it
-    imports only what ``--allow-imports`` names (what this run was allowed), from the same
-    store (a PostgreSQL URL is not repeated: it may hold a password)."""
-    words = ["magistrate", command, run_id]
-    if command == "approve":
-        words.append("[--input KEY=VALUE]")
-    if args.store:
-        secret = args.store.lower().startswith(("postgresql:", "postgres:"))
-        words += ["--store", "URL" if secret else shlex.quote(args.store)]
-    if allow:
-        words += ["--allow-imports", ",".join(allow)]
-    return " ".join(words)
-
-
-def _show(value: Any) -> str:
-    import msgspec
-
-    if isinstance(value, str):
-        return value if "\n" not in value else "\n    " + value.replace("\n", "\n    ")
-    return msgspec.json.encode(to_builtins(value)).decode()
-
-
 async def _run(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph_file)
     data = parse_inputs(args.input, args.input_file)
+    appended = {key.name for key in graph.memory if key.reducer == "append"}
+    entry = graph.node(graph.entry_node)
+    missing = [k for k in entry.input_keys if k not in data and k not in appended]
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args, create=True))
 
         async def start(rt: Runtime) -> RunHandle:
+            if missing:  # a warning: a node may do without a key it reads (inputs.get)
+                sys.stderr.write(
+                    f"magistrate: warning: the entry node '{entry.id}' reads "
+                    f"{', '.join(missing)}, which no --input gives (--input {missing[0]}=VALUE)\n"
+                )
             return await rt.start(graph, input=data)
 
         allow = allowed_imports(args)

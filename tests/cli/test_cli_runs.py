@@ -105,6 +105,16 @@ def test_the_store_comes_from_the_option_or_the_environment(workdir: Workdir) ->
     assert len(listed) == 1 and listed[0]["status"] == "paused"
 
 
+def test_an_input_the_entry_node_reads_and_no_input_gives_is_warned_of(workdir: Workdir) -> None:
+    done = ok(workdir.run("run", "failing.yaml", "-q"), 1)  # load reads text: KeyError
+    assert done.err == (
+        "magistrate: warning: the entry node 'load' reads text, which no --input gives "
+        "(--input text=VALUE)\n"
+    )
+    assert "KeyError: 'text'" in done.out
+    assert "warning" not in ok(workdir.run("run", "failing.yaml", "-q", "--input", "text=x"), 1).err
+
+
 def test_a_failed_run_exits_1_and_records_its_retries(workdir: Workdir) -> None:
     done = ok(workdir.run("run", "failing.yaml", "--input", "text=x"), 1)
     assert "boom failed (will retry): RuntimeError: the ledger is on fire" in done.err
