@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import anyio
 
     from actors import MagistrateError
-    from eventstore import NotAStoreError, SchemaVersionError, StoreFileError
+    from eventstore import NotAStoreError, RunOwnedError, SchemaVersionError, StoreFileError
 
     from .. import RunChangedError, RunNotFoundError, RunStateError, SpecError
     from ._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, Handler, UsageError
@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SpecError,
         RunNotFoundError,
         RunStateError,
+        RunOwnedError,  # live in another process: pause or cancel it instead
         NotAStoreError,
         SchemaVersionError,
         StoreFileError,

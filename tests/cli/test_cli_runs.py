@@ -156,6 +156,12 @@ def test_sigint_cancels_the_live_run_and_exits_4(workdir: Workdir) -> None:
         while "wait started" not in seen:
             assert time.monotonic() < deadline, seen
             seen += process.stderr.readline()
+        # A resume from another process is refused while the run is live here: exit 2.
+        run_id = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"][0]["run_id"]
+        taken = ok(workdir.run("resume", run_id, *ALLOW), 2)
+        assert taken.err.startswith(
+            f"magistrate: error: run '{run_id}' is live elsewhere: owned by "
+        ), taken.err
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
