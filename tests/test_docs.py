@@ -11,6 +11,10 @@ The conventions, read by this test:
 - ```yaml and ```toml blocks without a file name are graph specs, each parsed; a
   ```yaml fragment block (a part of a graph: a node, a goal) is parsed as YAML only;
 - ```text and ```json blocks show output and are not run.
+
+The ports the docs' commands listen on (8765 for ``serve``, 9464 for a worker's metrics)
+are replaced by free ones in what runs, so that two runs of this test at once, or a
+server someone left on 8765, do not meet.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +54,17 @@ def blocks_of(text: str) -> list[tuple[str, dict[str, str], str, int]]:
         options = dict(part.split("=", 1) if "=" in part else (part, "") for part in info[1:])
         found.append((language, options, match.group(2), text.count("\n", 0, match.start()) + 1))
     return found
+
+
+#: The fixed ports the docs name, each replaced by a free one in the commands run.
+DOC_PORTS = re.compile(r"\b(8765|9464)\b")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _sh_script(body: str, where: str) -> str:
@@ -86,6 +102,7 @@ def test_every_code_block_runs(path: Path, tmp_path: Path) -> None:
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
     ran = 0
+    ports = {"8765": str(_free_port()), "9464": str(_free_port())}
     found = blocks(path)
     # Files first, so a block may use a file shown further down.
     for _, options, body, _ in found:
@@ -116,8 +133,9 @@ def test_every_code_block_runs(path: Path, tmp_path: Path) -> None:
             assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
             ran += 1
         elif language in ("sh", "bash", "shell"):
+            script = _sh_script(DOC_PORTS.sub(lambda m: ports[m.group(1)], body), where)
             done = subprocess.run(
-                ["bash", "-c", _sh_script(body, where)],
+                ["bash", "-c", script],
                 cwd=tmp_path,
                 env=env,
                 capture_output=True,
@@ -151,3 +169,24 @@ def test_the_readme_s_operating_recipe_is_the_one_operating_md_runs() -> None:
     assert commands
     for command in commands:
         assert any(command in line for line in run), command
+
+
+def test_every_option_of_every_command_is_in_the_documentation() -> None:
+    """Each ``--option`` a command's parser takes (``magistrate COMMAND --help``) is named
+    in docs/cli.md, or for ``serve`` in docs/server.md."""
+    from runtime.cli._app import build_parser
+    from runtime.cli._commands import COMMANDS
+
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    server = (ROOT / "docs" / "server.md").read_text()
+    missing = []
+    for name in COMMANDS:
+        [commands] = [a for a in build_parser(name)._actions if a.choices and a.dest == "command"]
+        parser = commands.choices[name]  # type: ignore[index]
+        text = cli + (server if name == "serve" else "")
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    if not re.search(rf"{re.escape(option)}(?![\w-])", text):
+                        missing.append(f"magistrate {name} {option}")
+    assert not missing, missing

@@ -38,7 +38,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="magistrate",
         description="Run judged agent graphs, and read, audit and steer their runs. Every "
-        "command takes --store (default: $MAGISTRATE_STORE, else magistrate.db).",
+        "command but graph takes --store (default: $MAGISTRATE_STORE, else magistrate.db).",
         epilog="exit codes: 0 completed (or the command succeeded), 1 failed, escalated or "
         "verification failed, 2 usage error or bad input, 3 paused, 4 cancelled",
     )
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import anyio
 
     from actors import MagistrateError
-    from eventstore import NotAStoreError, SchemaVersionError, StoreFileError
+    from eventstore import NotAStoreError, RunOwnedError, SchemaVersionError, StoreFileError
 
     from .. import RunChangedError, RunNotFoundError, RunStateError, SpecError
     from ._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, Handler, UsageError
@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SpecError,
         RunNotFoundError,
         RunStateError,
+        RunOwnedError,  # live in another process: pause or cancel it instead
         NotAStoreError,
         SchemaVersionError,
         StoreFileError,

@@ -35,7 +35,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "fork": (_RUN, "start a new run from a copy of a run's first SEQ events, then run it"),
     "pause": (_CONTROL, "pause a running run, here or in another process"),
-    "cancel": (_CONTROL, "cancel a paused or interrupted run"),
+    "cancel": (_CONTROL, "cancel a run: running here or in another process, paused or interrupted"),
     "runs": (_READ, "list runs, newest first"),
     "show": (_READ, "a run's status, owner, path, verdicts and chain check"),
     "timeline": (_READ, "a run's audit timeline, with its hash chain verified"),

@@ -24,7 +24,11 @@ def register(sub: Any) -> None:
 
     p = add_command(sub, "cancel")
     p.add_argument("run_id", metavar="RUN")
-    p.add_argument("--reason", default="cancelled from the command line")
+    p.add_argument(
+        "--reason",
+        default="cancelled from the command line",
+        help="why, recorded in the run.cancelled event (default: cancelled from the command line)",
+    )
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_cancel)

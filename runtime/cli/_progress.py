@@ -40,12 +40,15 @@ _ACTION_STYLE = {"accept": "green", "retry": "yellow", "escalate": "red"}
 class Progress:
     """Shows one run's progress on ``console``; use as a context manager around the run.
 
-    ``hook`` is the runtime commit hook (it only formats and prints, never blocks).
+    ``hook`` is the runtime commit hook (it only formats and prints, never blocks). Its
+    first line names the run and ``where`` (the store), before the run's first events.
     """
 
-    def __init__(self, console: Console, *, quiet: bool = False) -> None:
+    def __init__(self, console: Console, *, quiet: bool = False, where: str = "") -> None:
         self.console = console
         self.quiet = quiet
+        self.where = where
+        self.announced = False
         self.started = time.monotonic()
         self.node: str | None = None
         self.turn = 0
@@ -86,6 +89,9 @@ class Progress:
             self.console.print(markup, highlight=False, soft_wrap=True)
 
     def hook(self, run_id: str, last_seq: int, bodies: Sequence[EventBody]) -> None:
+        if not self.announced:
+            self.announced = True
+            self._line(f"run [bold]{run_id}[/] ({escape(self.where)})")
         for body in bodies:
             self._show(body)
         if self._live is not None:

@@ -53,10 +53,10 @@ from ._common import (
     emit_json,
     open_store,
     parse_inputs,
-    to_builtins,
 )
 from ._import_path import search_working_directory
 from ._progress import Progress
+from ._result import print_result
 from ._wiring import imports_named, make_provider, tools_from_modules
 
 __all__ = ["exit_code", "register"]
@@ -212,7 +212,7 @@ async def _execute(
     tools = tools_from_modules(args.tools)
     console = Console(stderr=True)
     began = time.monotonic()
-    with Progress(console, quiet=args.quiet) as progress:
+    with Progress(console, quiet=args.quiet, where=f"store {_store_name(store)}") as progress:
         async with Runtime(
             store, provider=provider, tools=tools, hooks=[progress.hook], allow_imports=allow
         ) as rt:
@@ -231,10 +231,8 @@ async def _execute(
                 if handle is None:
                     assert recorded is not None
                     return await _left(args, rt, graph, recorded)
-                if not args.quiet:
-                    console.print(f"run [bold]{handle.run_id}[/] (store {_store_name(store)})")
                 result = await _follow(rt, handle, signals)
-    _print_result(args, result, time.monotonic() - began)
+    print_result(args, result, time.monotonic() - began, allow)
     return exit_code(result)
 
 
@@ -289,47 +287,21 @@ async def _follow(
     return result
 
 
-def _print_result(args: argparse.Namespace, result: RunResult, elapsed: float) -> None:
-    if args.output == "json":
-        data = to_builtins(result)
-        data["elapsed_seconds"] = round(elapsed, 3)
-        emit_json(data)
-        return
-    quality = f", quality {result.quality}" if result.quality else ""
-    lines = [
-        f"run {result.run_id}: {result.status}{quality} after {result.steps} steps, "
-        f"{result.total_retries} retries, {elapsed:.1f}s"
-    ]
-    if result.error:
-        lines.append(f"error: {result.error}")
-    if result.status == "paused":
-        command = "approve" if result.paused_reason == "hitl" else "resume"
-        lines.append(
-            f"paused ({result.paused_reason}) before {', '.join(result.resume_at) or '-'}; "
-            f"continue with: magistrate {command} {result.run_id}"
-            + (" [--input KEY=VALUE]" if command == "approve" else "")
-        )
-    lines.append("memory:")
-    for key, value in result.memory.items():
-        lines.append(f"  {key}: {_show(value)}")
-    sys.stdout.write("\n".join(lines) + "\n")
-
-
-def _show(value: Any) -> str:
-    import msgspec
-
-    if isinstance(value, str):
-        return value if "\n" not in value else "\n    " + value.replace("\n", "\n    ")
-    return msgspec.json.encode(to_builtins(value)).decode()
-
-
 async def _run(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph_file)
     data = parse_inputs(args.input, args.input_file)
+    appended = {key.name for key in graph.memory if key.reducer == "append"}
+    entry = graph.node(graph.entry_node)
+    missing = [k for k in entry.input_keys if k not in data and k not in appended]
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args, create=True))
 
         async def start(rt: Runtime) -> RunHandle:
+            if missing:  # a warning: a node may do without a key it reads (inputs.get)
+                sys.stderr.write(
+                    f"magistrate: warning: the entry node '{entry.id}' reads "
+                    f"{', '.join(missing)}, which no --input gives (--input {missing[0]}=VALUE)\n"
+                )
             return await rt.start(graph, input=data)
 
         allow = allowed_imports(args)
@@ -381,16 +353,34 @@ async def _approve(args: argparse.Namespace) -> int:
                 return await rt.reject(args.run_id, by=by, reason=args.reject)
             return await rt.approve(args.run_id, input=data, by=by)
 
-        return await _execute(
-            args,
-            graph,
-            start,
-            store,
-            stack,
-            resume_at,
-            allow=allowed_imports(args) or [],
-            recorded=by,
-        )
+        try:
+            return await _execute(
+                args,
+                graph,
+                start,
+                store,
+                stack,
+                resume_at,
+                allow=allowed_imports(args) or [],
+                recorded=by,
+            )
+        except RunStateError as exc:
+            if type(exc) is RunStateError and exc.status == "running":
+                exc.add_note(await _going_on(store, args.run_id, imports_named(graph)))
+            raise
+
+
+async def _going_on(store: EventStore, run_id: str, modules: list[str]) -> str:
+    """What goes on with a running run an approval found at no gate (approved before,
+    most likely, by a process that could not execute it)."""
+    summary = await RunReader(store).summary(run_id)
+    if summary.owner:
+        return f"{summary.owner} executes it"
+    allow = f" --allow-imports {','.join(modules)}" if modules else ""
+    return (
+        f"nothing executes it now: magistrate resume {run_id}{allow} continues it here "
+        "(or a magistrate worker that may run it)"
+    )
 
 
 def _os_user() -> str | None:

@@ -2,8 +2,8 @@
 
 Runs started, approved or resumed from the API run in this process. The server binds to
 127.0.0.1 unless ``--host`` says otherwise; every request that changes something needs
-the token (``--token-file``, ``$MAGISTRATE_TOKEN``, ``--token``, or on loopback one
-generated and printed once). Beyond loopback a token of the user's is required and reads
+the token (``--token-file`` or ``--token``, else ``$MAGISTRATE_TOKEN``, or on loopback
+one generated and printed once). Beyond loopback a token of the user's is required and reads
 need it too.
 """
 
@@ -87,7 +87,7 @@ def register(sub: Any) -> None:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    """The token given, from --token, --token-file or $MAGISTRATE_TOKEN (in that order)."""
+    """The token given: --token-file's or --token's (not both), else $MAGISTRATE_TOKEN's."""
     if args.token is not None and args.token_file is not None:
         raise UsageError("give --token or --token-file, not both")
     if args.token_file is not None:

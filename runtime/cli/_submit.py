@@ -11,10 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from eventstore import ConcurrencyError
+
 from .. import Runtime, load_graph
 from ._commands import add_command
 from ._common import (
     EXIT_OK,
+    UsageError,
     add_output_option,
     add_store_option,
     emit_json,
@@ -52,7 +55,14 @@ async def _submit(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph_file)
     data = parse_inputs(args.input, args.input_file)
     async with open_store(args, create=True) as store, Runtime(store) as rt:
-        run_id = await rt.submit(graph, input=data, run_id=args.run_id)
+        try:
+            run_id = await rt.submit(graph, input=data, run_id=args.run_id)
+        except ConcurrencyError as exc:
+            if exc.expected_seq != 0:
+                raise
+            raise UsageError(
+                f"--run-id {args.run_id}: the store holds a run with that id already"
+            ) from exc
     if args.output == "json":
         emit_json({"run_id": run_id, "status": "running", "owner": None})
     else:

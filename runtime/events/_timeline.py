@@ -199,7 +199,8 @@ def render_timeline(events: Sequence[Event], report: VerifyReport | None) -> lis
     turns = sum(1 for e in events if isinstance(e.body, LlmTurn))
     summary = ", ".join(f"{n} {a}" for a, n in _count(v.action.upper() for v in verdicts))
     lines.append(
-        f"status: {state.status}   quality: {state.quality}   path: {' -> '.join(state.path)}"
+        f"status: {state.status}   quality: {state.quality or '-'}   "
+        f"path: {' -> '.join(state.path) or '-'}"
     )
     if state.judge_failures:
         counted = ", ".join(f"{n} {kind}" for kind, n in state.judge_failures.items())

@@ -136,6 +136,7 @@ def _untimed(value: Any) -> Any:
 
 def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
     lanes: dict[str, list[_Item]] = {}
+    unended: dict[str, NodeStarted] = {}  # a lane's node.started its attempt has not ended
     for seq, body in pairs:
         lane = _lane(body)
         if lane is None:
@@ -143,6 +144,12 @@ def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
         items = lanes.setdefault(lane, [])
         if isinstance(body, RunPaused) and items and items[-1].body == body:
             continue  # waiting at the same gate again (after a resume there, a fork)
+        if isinstance(body, NodeStarted):
+            if unended.get(lane) == body:
+                continue  # the attempt a cancel or a crash cut, started again: one execution
+            unended[lane] = body
+        elif isinstance(body, NodeCompleted | NodeFailed):
+            unended.pop(lane, None)
         items.append(_Item(seq, body))
     return lanes
 

@@ -18,7 +18,7 @@ import msgspec
 
 from eventstore import Event, EventBody
 
-from .._errors import RunNotFoundError, SpecError
+from .._errors import RunNotFoundError, RunStateError, SpecError
 from .._node_factory import NodeFactory
 from .._result import RunResult
 from .._run_logs import RunLogs
@@ -226,14 +226,20 @@ async def _drive(
         control = next(controls, None)
         if control is None:
             return
-        if control.kind == "approve":
-            handle = await rt.approve(run_id, by=control.by, input=control.input)
-        elif control.kind == "reject":
-            handle = await rt.reject(run_id, by=control.by, reason=control.reason)
-        elif control.kind == "resume":
-            handle = await rt.resume(run_id, input=control.input or None)
-        else:
-            await rt.cancel(run_id, reason=control.reason)
+        try:
+            if control.kind == "approve":
+                handle = await rt.approve(run_id, by=control.by, input=control.input)
+            elif control.kind == "reject":
+                handle = await rt.reject(run_id, by=control.by, reason=control.reason)
+            elif control.kind == "resume":
+                handle = await rt.resume(run_id, input=control.input or None)
+            else:
+                await rt.cancel(run_id, reason=control.reason)
+                return
+        except RunStateError as exc:  # today's graph refuses what the recorded run took
+            stop.stop(
+                f"the {control.kind} recorded at seq {control.seq} is refused now: {exc.reason}"
+            )
             return
 
 

@@ -37,6 +37,11 @@ def test_an_approval_that_cannot_run_here_is_recorded_and_a_worker_allowed_to_ru
     # Approving again is refused: the gate is no longer waiting.
     again = ok(workdir.run("approve", run_id, "--by", "eve", "--input", "approved_by=eve"), 2)
     assert "it waits at no gate" in again.err
+    # ... and says how it goes on: nothing executes it, a resume allowed its imports does.
+    assert again.err.splitlines()[1].strip() == (
+        f"nothing executes it now: magistrate resume {run_id} --allow-imports triage_funcs "
+        "continues it here (or a magistrate worker that may run it)"
+    )
     assert len(lines(ok(workdir.run("export", run_id)).out)) == len(events)
     # A worker that may import the graph's module takes the run up where it was left.
     worker = workdir.popen("worker", *ALLOW, "--provider", "scripted:script.yaml")

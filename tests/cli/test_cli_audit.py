@@ -111,7 +111,10 @@ def test_show_summarises_a_run(workdir: Workdir) -> None:
 
 
 def test_timeline_shows_turns_tools_verdicts_memory_edges_and_pauses(workdir: Workdir) -> None:
-    _, done = _paused_and_completed(workdir)
+    paused, done = _paused_and_completed(workdir)
+    # An unfinished run has no quality yet: shown as "-", not Python's None.
+    waiting = ok(workdir.run("timeline", paused)).out
+    assert "status: paused   quality: -   path: load -> classify\n" in waiting
     text = ok(workdir.run("timeline", done)).out
     assert "calls lookup(customer='ann')" in text
     assert 'lookup -> {"customer":"ann","tier":"gold"}' in text

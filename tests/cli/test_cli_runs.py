@@ -39,7 +39,14 @@ def test_run_pauses_then_approve_from_a_second_process_completes_it(workdir: Wor
     assert ": paused after 2 steps" in first.out
     assert "  category: billing" in first.out
     run_id = first.out.split()[1].rstrip(":")
-    assert f"magistrate approve {run_id}" in first.out
+    # The run is named before its first progress line.
+    assert first.err.splitlines()[0] == f"run {run_id} (store magistrate.db)"
+    # How to go on, whole: the graph comes back from the store, which imports only what
+    # --allow-imports names (without it, the approval is recorded and nothing runs).
+    assert (
+        f"continue with: magistrate approve {run_id} [--input KEY=VALUE] "
+        "--allow-imports triage_funcs\n"
+    ) in first.out
     assert (workdir.path / "magistrate.db").exists()  # the default store, in the cwd
 
     approved = ok(
@@ -98,6 +105,16 @@ def test_the_store_comes_from_the_option_or_the_environment(workdir: Workdir) ->
     assert len(listed) == 1 and listed[0]["status"] == "paused"
 
 
+def test_an_input_the_entry_node_reads_and_no_input_gives_is_warned_of(workdir: Workdir) -> None:
+    done = ok(workdir.run("run", "failing.yaml", "-q"), 1)  # load reads text: KeyError
+    assert done.err == (
+        "magistrate: warning: the entry node 'load' reads text, which no --input gives "
+        "(--input text=VALUE)\n"
+    )
+    assert "KeyError: 'text'" in done.out
+    assert "warning" not in ok(workdir.run("run", "failing.yaml", "-q", "--input", "text=x"), 1).err
+
+
 def test_a_failed_run_exits_1_and_records_its_retries(workdir: Workdir) -> None:
     done = ok(workdir.run("run", "failing.yaml", "--input", "text=x"), 1)
     assert "boom failed (will retry): RuntimeError: the ledger is on fire" in done.err
@@ -139,6 +156,12 @@ def test_sigint_cancels_the_live_run_and_exits_4(workdir: Workdir) -> None:
         while "wait started" not in seen:
             assert time.monotonic() < deadline, seen
             seen += process.stderr.readline()
+        # A resume from another process is refused while the run is live here: exit 2.
+        run_id = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"][0]["run_id"]
+        taken = ok(workdir.run("resume", run_id, *ALLOW), 2)
+        assert taken.err.startswith(
+            f"magistrate: error: run '{run_id}' is live elsewhere: owned by "
+        ), taken.err
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
@@ -270,6 +293,7 @@ def test_pause_a_run_live_in_another_process_then_resume_it(workdir: Workdir) ->
     assert (asked["status"], asked["pause_requested"]) == ("running", True)
     assert process.returncode == 3, (out, seen + err)  # the live run obeyed: paused
     assert ": paused" in out
+    assert f"continue with: magistrate resume {run_id} --allow-imports triage_funcs\n" in out
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "paused" and shown["pending"] == ["after"]
     assert shown["paused"]["reason"] == "user"

@@ -179,3 +179,16 @@ async def test_an_http_submit_is_executed_by_a_worker_process(workdir: Path) -> 
     assert detail["memory"]["greeting"] == "Hello, Bo!"
     assert code == 0, log
     assert (workdir / "imported.txt").read_text().split() == [str(worker.pid)]
+
+
+async def test_a_run_id_the_store_holds_already_is_refused_in_one_line(
+    store_url: str, workdir: Path
+) -> None:
+    submit = [*MAGISTRATE, "submit", "hello.yaml", "--store", store_url, "--run-id", "order-7"]
+    first = await anyio.run_process(submit, cwd=workdir)
+    assert first.stdout.decode() == "run order-7: submitted, waiting for a worker\n"
+    again = await anyio.run_process(submit, cwd=workdir, check=False)
+    assert again.returncode == 2, again.stderr
+    assert again.stderr.decode() == (
+        "magistrate: error: --run-id order-7: the store holds a run with that id already\n"
+    )

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from runtime import Runtime
-from runtime.events import EdgeTaken, NodeStarted, Verdict, VerificationRecorded
+from runtime.events import ApprovalGranted, EdgeTaken, NodeStarted, Verdict, VerificationRecorded
 from runtime.spec import ExpressionVerifier, LlmJudgeVerifier, SuccessCriterion
 from runtime.testing import ScriptedProvider, assert_replays
 
@@ -228,3 +228,24 @@ async def test_rejudge_asks_an_llm_judge_verifier_again(tmp_path: Path) -> None:
     assert today.calls_for("verify") == 1 and report.live_calls == 1
     first = report.divergences[0]
     assert (first.seq, first.reason) == (graded, "verifier `grade` now fails: curt")
+
+
+async def test_a_gate_that_now_needs_a_key_the_recorded_approval_lacks_stops_the_replay(
+    tmp_path: Path,
+) -> None:
+    """The recorded approval is made again at the gate; today's gated node reads a key it
+    did not carry, so today's gate stays closed: the replay stops there and says why
+    (before, the replay raised the approval's RunStateError, "run R is paused", about a
+    run that had completed)."""
+    store = tmp_path / "runs.db"
+    run_id = await record(store)
+    events = await _seqs(store, run_id)
+    [approved] = [seq for seq, body in events if isinstance(body, ApprovalGranted)]
+    graph = node(trip(), "book", input_keys=["hotel", "flight", "po_number"])
+    async with offline(store, Failing()) as rt:
+        report = await rt.replay(run_id, graph)
+    assert not report.equal and report.divergences == [], report.summary()
+    assert report.stopped == (
+        f"the approve recorded at seq {approved} is refused now: the gate 'book' stays "
+        "closed: its node needs po_number, which neither memory nor the approval's input holds"
+    )

@@ -11,6 +11,7 @@ import anyio
 import msgspec
 import pytest
 
+from eventstore import SqliteEventStore
 from runtime import (
     EdgeSpec,
     GraphSpec,
@@ -22,6 +23,7 @@ from runtime import (
     Usage,
     tool,
 )
+from runtime.events import NodeStarted
 from runtime.providers import ToolCall
 from runtime.spec import BranchJudgeSpec, BranchSpec, ParallelSpec
 from runtime.testing import ScriptedProvider, reply, tool_call
@@ -259,3 +261,66 @@ async def test_a_run_cancelled_midway_replays_up_to_where_its_record_ends(tmp_pa
     [warning] = report.warnings
     assert "ends at seq" in warning and "without finishing" in warning
     assert "function node `b` visit 1 attempt 1 has no recorded outcome" in warning
+
+
+async def test_a_node_cut_by_a_cancel_and_started_again_on_resume_replays_as_one_execution(
+    tmp_path: Path,
+) -> None:
+    """docs/replay.md: an interrupted run resumed is replayed as one execution. The node
+    the cancel cut logs ``node.started`` twice (the same visit and attempt); the replay
+    starts it once, and that is no divergence, for a function node and for an LLM node
+    cut while its tool ran (its recorded turn is served, not asked again)."""
+    held: list[str] = []  # each node holds (until cancelled) the first time only
+    entered = anyio.Event()
+
+    async def hold(node: str) -> None:
+        if node not in held:
+            held.append(node)
+            entered.set()
+            await anyio.sleep_forever()
+
+    async def slow(inputs: dict[str, Any]) -> dict[str, Any]:
+        await hold("b")
+        return {"n": 2}
+
+    @tool
+    async def look(city: str) -> str:
+        """Look a city up."""
+        await hold("c")
+        return "sunny"
+
+    graph = GraphSpec(
+        id="cut",
+        nodes=[
+            NodeSpec(id="a", function="done"),
+            NodeSpec(id="b", function="slow"),
+            NodeSpec(id="c", kind="llm", tools=["look"], output_keys=["plan"]),
+        ],
+        edges=[EdgeSpec(source="a", target="b"), EdgeSpec(source="b", target="c")],
+        entry_node="a",
+    )
+    model = ScriptedProvider(
+        [
+            reply("", tool_call("look", city="Lisbon")),
+            reply("", tool_call("set_output", key="plan", value="go")),
+            reply("done"),
+        ]
+    )
+    db = tmp_path / "run.db"
+    functions = {"done": FUNCTIONS["done"], "slow": slow}
+    async with Runtime(db, provider=model, functions=functions, tools=[look]) as rt:
+        handle = await rt.start(graph)
+        for node in ("b", "c"):  # cut each node once; resumed, it finishes
+            await entered.wait()
+            entered = anyio.Event()
+            await rt.cancel(handle.run_id, reason=f"cut {node}")
+            assert (await handle.result()).status == "cancelled"
+            handle = await rt.resume(handle.run_id)
+        assert (await handle.result()).status == "completed"
+    async with SqliteEventStore(db) as store:
+        events = await store.read_all(handle.run_id)
+    starts = [e.body.node_id for e in events if isinstance(e.body, NodeStarted)]
+    assert starts == ["a", "b", "b", "c", "c"]
+    async with offline(db, Failing()) as rt:
+        report = await rt.replay(handle.run_id)
+    assert report.equal and report.stopped is None, report.summary()
