@@ -103,6 +103,10 @@ class ActorSystem:
         self._entered = False
         self._live: dict[str, ActorRef] = {}
         self._closing = False
+        # Bound once: a bound method made per task (and per actor) is one more object
+        # each live run holds for the cyclic collector to walk.
+        self._on_task_done = self._task_done
+        self._on_ended = self._ended
 
     async def __aenter__(self) -> ActorSystem:
         if self._entered:
@@ -148,7 +152,7 @@ class ActorSystem:
         assert self._loop is not None
         task = self._loop.create_task(function(*args), name=name)
         (self._helpers if helper else self._tasks).add(task)
-        task.add_done_callback(self._task_done)
+        task.add_done_callback(self._on_task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -196,7 +200,7 @@ class ActorSystem:
         if watcher is not None:
             ref._watchers.append(watcher)
         self._live[name] = ref
-        self._start(False, ref._run, self._ended, name=f"actor:{name}")
+        self._start(False, ref._run, self._on_ended, name=f"actor:{name}")
         return ref
 
     def watch(self, ref: ActorRef, watcher: ActorRef) -> None:

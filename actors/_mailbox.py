@@ -126,7 +126,9 @@ class Mailbox(Generic[T]):
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.items: deque[T] = deque()
+        # Made by the first put that queues (a deque is ~600 bytes, and a mailbox whose
+        # actor takes messages synchronously, see Actor.receive_now, may never queue one).
+        self.items: deque[T] | tuple[()] = ()
         self.closed = False
         self._receiver: _Waiter | None = None
         # Producers parked on a full mailbox; made when the first one parks (a deque is
@@ -160,6 +162,8 @@ class Mailbox(Generic[T]):
         items = self.items
         if len(items) >= self.capacity:
             return False
+        if type(items) is not deque:
+            items = self.items = deque()
         items.append(item)
         receiver = self._receiver
         if receiver is not None:
@@ -195,6 +199,7 @@ class Mailbox(Generic[T]):
         items = self.items
         if not items or self.closed:
             return None
+        assert type(items) is deque
         item = items.popleft()
         senders = self._senders
         while senders:  # None or empty: nobody is parked
@@ -260,5 +265,5 @@ class Mailbox(Generic[T]):
     def drain(self) -> list[T]:
         """Remove and return every queued item (after :meth:`close`, what was never handled)."""
         remaining = list(self.items)
-        self.items.clear()
+        self.items = ()
         return remaining

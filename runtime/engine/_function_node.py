@@ -118,6 +118,7 @@ class FunctionNodeActor(Actor):
         "graph",
         "log",
         "node_timeout",
+        "on_expired",
         "resolve",
         "specs",
     )
@@ -141,6 +142,7 @@ class FunctionNodeActor(Actor):
         # timer into the loop's heap and out again) on every step.
         self.deadline = AttemptDeadline()
         self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
+        self.on_expired = self._expired  # bound once, not on every attempt
 
     async def receive(self, message: Any) -> Any:
         self.receive_now(message)
@@ -196,7 +198,7 @@ class FunctionNodeActor(Actor):
             try:
                 if deadline is not None:
                     assert attempt.timeout is not None
-                    deadline.start(attempt.timeout, self._expired)
+                    deadline.start(attempt.timeout, self.on_expired)
                 try:
                     result = await _call(plain, message, context, self.log)
                 finally:

@@ -57,7 +57,7 @@ from ._catalogue import (
 from ._conversation import Conversation
 from ._fanout import OpenFanOut, fanout_apply, fanout_opened
 from ._memory import owned, write_memory
-from ._node_visit import NodeVisit
+from ._node_visit import NO_INJECTED, NO_VERIFICATIONS, NodeVisit
 from ._run_facts import ForkOrigin, PauseInfo
 from ._state_copy import copy_state
 from ._verdicts import (
@@ -194,6 +194,8 @@ def _visit_started(s: RunState, node_id: str, number: int) -> None:
         visit=number,
         previous_node=previous,
         previous_outputs=dict(before.written) if before is not None else {},
+        injected=NO_INJECTED,
+        verifications=NO_VERIFICATIONS,
     )
     s.outputs[node_id] = {}
     s.iterations[node_id] = 0
@@ -337,7 +339,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case VerificationRecorded():
             visit = s.visits.get(body.node_id)
             if visit is not None and visit.visit == body.visit:
-                visit.verifications[body.attempt] = body
+                visit.verifications = {**visit.verifications, body.attempt: body}
         case GraphReplaced():  # the run goes on under another graph
             s.graph, s.graph_hash = body.graph, body.graph_hash
         case RunStarted():
@@ -353,7 +355,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             owned(s).difference_update(body.data)
             for visit in s.visits.values():
                 if visit.paused_for_input:
-                    visit.injected.update(body.data)
+                    visit.injected = {**visit.injected, **body.data}
         case PauseRequested():
             if s.status == "running":
                 s.pause_requested = True
@@ -367,7 +369,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 visit = s.visits.get(body.node_id)
                 if visit is not None:
                     visit.paused_for_input = True
-                    visit.injected = {}
+                    visit.injected = NO_INJECTED
         case ApprovalGranted():
             s.memory.update(body.input)
             owned(s).difference_update(body.input)
