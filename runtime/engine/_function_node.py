@@ -118,7 +118,6 @@ class FunctionNodeActor(Actor):
         "graph",
         "log",
         "node_timeout",
-        "on_expired",
         "resolve",
         "specs",
     )
@@ -142,7 +141,6 @@ class FunctionNodeActor(Actor):
         # timer into the loop's heap and out again) on every step.
         self.deadline = AttemptDeadline()
         self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
-        self.on_expired = self._expired  # bound once, not on every attempt
 
     async def receive(self, message: Any) -> Any:
         self.receive_now(message)
@@ -198,7 +196,7 @@ class FunctionNodeActor(Actor):
             try:
                 if deadline is not None:
                     assert attempt.timeout is not None
-                    deadline.start(attempt.timeout, self.on_expired)
+                    deadline.start(attempt.timeout, self._expired)
                 try:
                     result = await _call(plain, message, context, self.log)
                 finally:
