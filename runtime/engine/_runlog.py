@@ -345,7 +345,7 @@ class RunLog:
             if undo:
                 self._untake(state_seq)
             return False
-        self.pending = []
+        self.pending.clear()  # the batch is a copy: the list is reused, not replaced
         self.in_flight += 1
         self.last_seq += len(batch)
         self._track(bodies, self.last_seq - len(bodies) + 1)
