@@ -103,12 +103,12 @@ class ExecutorActor(Actor):
         self.resume_input = resume_input
         self.reducers = {key.name: key.reducer for key in graph.memory}
         self.specs = graph.node_map()
-        self.terminal_nodes = frozenset(graph.terminal_nodes)
+        self.terminal_nodes = graph.terminal_set()
         self.sync = graph.durability == "sync"
         self.nodes = NodeActors(owner=self, graph=graph, log=log, factory=node_factory)
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.pauses = PausePoints(frozenset(graph.pause_nodes), log)
+        self.pauses = PausePoints(graph.pause_set(), log)
         self.join = FanOutJoin(graph, log, self.reducers)
         self.outputs = OutputWrites(log, self.join, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers.

@@ -56,7 +56,7 @@ from ._catalogue import (
 )
 from ._conversation import Conversation
 from ._fanout import OpenFanOut, fanout_apply, fanout_opened
-from ._memory import owned, write_memory
+from ._memory import disown, write_memory
 from ._node_visit import NO_INJECTED, NO_VERIFICATIONS, NodeVisit
 from ._run_facts import ForkOrigin, PauseInfo
 from ._state_copy import copy_state
@@ -372,12 +372,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry
             s.goal, s.input = body.goal, body.input
             s.memory = dict(body.input)
-            owned(s).clear()
+            disown(s)
             s.conversation.apply(body)
             _due(s, body.entry)
         case InputInjected():
             s.memory.update(body.data)
-            owned(s).difference_update(body.data)
+            disown(s, body.data)
             for visit in s.visits.values():
                 if visit.paused_for_input:
                     visit.injected = {**visit.injected, **body.data}
@@ -397,7 +397,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                     visit.injected = NO_INJECTED
         case ApprovalGranted():
             s.memory.update(body.input)
-            owned(s).difference_update(body.input)
+            disown(s, body.input)
             s.status = "running"
             s.paused = None
             s.gate = None
