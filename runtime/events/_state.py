@@ -267,7 +267,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 approved.remove(node)
                 s.approved = approved
             _visit_started(s, node, body.visit)
-            s.conversation.apply(body)
+            s.conversation.started(body)
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
         case MemoryWritten():
