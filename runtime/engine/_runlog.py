@@ -22,8 +22,9 @@ from eventstore import (
     event_tag,
 )
 
+from ..events._new_state import new_state
 from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after
-from ..events._state import RunState, apply, fold, new_state
+from ..events._state import RunState, apply, fold
 from ._foreign import take_in_at
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]

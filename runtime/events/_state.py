@@ -73,7 +73,7 @@ from ._verdicts import (
     verdict_record,
 )
 
-__all__ = ["ForkOrigin", "PauseInfo", "RunState", "StateStatus", "apply", "fold", "new_state"]
+__all__ = ["ForkOrigin", "PauseInfo", "RunState", "StateStatus", "apply", "fold"]
 
 
 #: A run's status in its state: "new" before its first event, then as its events say.
@@ -167,30 +167,9 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     last_position: int = 0
 
 
-#: The one empty list a new live state's rarely filled lists start as (see new_state).
-_NONE: list[Any] = []
-
-
-def new_state(run_id: str = "", last_seq: int = 0) -> RunState:
-    """A new run's state whose rarely filled lists (``failed_nodes``,
-    ``judge_failure_reasons``, ``unrunnable``, ``approved``, ``rejected``) are one shared
-    empty list: ``apply`` replaces these lists when it adds to them or removes from them,
-    never changes them in place, so most runs never make them (five tracked containers
-    fewer per live run for the cyclic collector)."""
-    return RunState(
-        run_id=run_id,
-        last_seq=last_seq,
-        failed_nodes=_NONE,
-        judge_failure_reasons=_NONE,
-        unrunnable=_NONE,
-        approved=_NONE,
-        rejected=_NONE,
-    )
-
-
 def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: int) -> None:
     s.judge_failures[kind] = s.judge_failures.get(kind, 0) + 1
-    kept = list(s.judge_failure_reasons)  # replaced, not changed in place (new_state)
+    kept = list(s.judge_failure_reasons)  # replaced, not changed in place (_new_state.py)
     keep_failure(kept, seq, kind, node, reason)
     s.judge_failure_reasons = kept
 
@@ -263,7 +242,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.visit_counts[node] = body.visit
             s.running[node] = body.attempt
             if node in s.approved:  # the gate it opened is passed
-                approved = list(s.approved)  # replaced, not changed in place (new_state)
+                approved = list(s.approved)  # replaced, not changed in place (_new_state.py)
                 approved.remove(node)
                 s.approved = approved
             _visit_started(s, node, body.visit)
