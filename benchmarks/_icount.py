@@ -14,6 +14,10 @@ and the GC-tracked objects a step leaves behind (``gc.get_count()`` with the col
 over a round: allocations less deallocations); with ``--store`` also the gen-0 collections
 of three durable (c) rounds as ``executor`` runs them (a fresh SQLite file, nodes sleeping).
 
+``python -m benchmarks._icount --live`` holds 500 durable runs inside their sixth node (as
+``load`` holds its runs for the heap) and prints the GC-tracked objects each one adds, by
+type (what the cyclic collector walks per live run).
+
 ``python -m benchmarks._icount --rounds N`` (what the valgrind runs execute) runs N
 measured rounds and nothing else. ``--floor`` does the same with the floor program.
 """
@@ -28,6 +32,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from typing import Any
 
 from benchmarks._executor_ours import FUNCTIONS, linear_graph, step
@@ -126,6 +131,27 @@ def _gc_figures(args: argparse.Namespace) -> None:
         print(f"gen-0 collections per 1,000 steps (durable, nodes sleeping): {durable:.2f}")
 
 
+def _live_objects(floor: bool, runs: int = 500) -> None:
+    from benchmarks import load
+
+    gate = load._Gate()
+    before: set[int] = set()
+
+    async def probe() -> None:
+        gc.collect()
+        before.update(id(o) for o in gc.get_objects())
+        while gate.entered < runs:  # noqa: ASYNC110  (polls a plain counter)
+            await asyncio.sleep(0.01)
+        gc.collect()
+        new = Counter(type(o).__qualname__ for o in gc.get_objects() if id(o) not in before)
+        print(f"GC-tracked objects per live run: {sum(new.values()) / runs:.1f}")
+        for name, count in new.most_common(25):
+            print(f"  {count / runs:6.2f} {name}")
+        gate.opened.set()
+
+    asyncio.run((load._floor if floor else load._ours)(runs, gate.step, probe))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks._icount", description=__doc__)
     parser.add_argument("--runs", type=int, default=200)
@@ -134,6 +160,7 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help="the floor program instead of ours")
     parser.add_argument("--gc", action="store_true", help="gen-0 collections, tracked objects")
     parser.add_argument("--store", action="store_true", help="with --gc: durable rounds too")
+    parser.add_argument("--live", action="store_true", help="tracked objects per live run")
     parser.add_argument("--keep", default=tempfile.gettempdir(), help="where callgrind files go")
     args = parser.parse_args()
     if args.rounds is not None:
@@ -142,6 +169,9 @@ def main() -> None:
         return
     if args.gc:
         _gc_figures(args)
+        return
+    if args.live:
+        _live_objects(args.floor)
         return
     name = "floor" if args.floor else "ours"
     files = [os.path.join(args.keep, f"icount-{name}-{r}.{os.getpid()}.out") for r in (1, 3)]
