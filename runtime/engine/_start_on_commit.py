@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
+from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Waiter
 
 from ._messages import CommitFailed, ExecuteNode
 
-__all__ = ["StartOnCommit"]
+__all__ = ["FirstCommit", "StartOnCommit"]
 
 
 class StartOnCommit:
@@ -36,3 +36,18 @@ class StartOnCommit:
             pass  # the run (or the node's lane) stopped meanwhile: nothing is to run
         except MailboxFullError:  # a full executor mailbox: deliver it from a task
             self.executor.system.tell_later(target, note, 0)
+
+
+class FirstCommit:
+    """A run log's commit observer that wakes ``waiter`` at the run's first commit (what
+    ``Runtime.start`` waits for); later commits find it done. One slotted object per run,
+    not a closure with its cells."""
+
+    __slots__ = ("waiter",)
+
+    def __init__(self, waiter: Waiter) -> None:
+        self.waiter = waiter
+
+    def __call__(self, _run_id: str, _bodies: object, _elapsed: float | None) -> None:
+        if not self.waiter.done():
+            self.waiter.set_result(None)
