@@ -19,7 +19,9 @@ of three durable (c) rounds as ``executor`` runs them (a fresh SQLite file, node
 type (what the cyclic collector walks per live run).
 
 ``python -m benchmarks._icount --rounds N`` (what the valgrind runs execute) runs N
-measured rounds and nothing else. ``--floor`` does the same with the floor program.
+measured rounds and nothing else. ``--floor`` does the same with the floor program, and
+``--zero-sleep`` has every node await ``asyncio.sleep(0)`` once (a hop through the loop, as
+a sleeping node makes, with no time in it; without it the floor's step never suspends).
 """
 
 from __future__ import annotations
@@ -42,11 +44,23 @@ from benchmarks._floor_compare import floor_round, ours_round
 __all__ = ["main"]
 
 
+async def zero_sleep_step(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A node that awaits once (``asyncio.sleep(0)``), as a sleeping node does, with no time
+    in it: its run's step is a hop through the loop for ours and for the floor."""
+    await asyncio.sleep(0)
+    return {"x": inputs["x"] + 1}
+
+
+#: The node function (``--zero-sleep``: zero_sleep_step, else one that returns at once).
+_CHOSEN = {"step": step}
+
+
 async def _ours(rounds: int, runs: int, nodes: int, on_round: Any = None) -> None:
     from runtime._runtime import Runtime
 
-    graph = linear_graph(nodes, "step")
-    async with Runtime(None, functions=FUNCTIONS) as rt:
+    chosen = _CHOSEN["step"]
+    graph = linear_graph(nodes, chosen.__name__)
+    async with Runtime(None, functions={**FUNCTIONS, chosen.__name__: chosen}) as rt:
 
         async def one() -> None:
             result = await (await rt.start(graph, input={"x": 0})).result()
@@ -63,7 +77,7 @@ async def _ours(rounds: int, runs: int, nodes: int, on_round: Any = None) -> Non
 
 async def _floor(rounds: int, runs: int, nodes: int, on_round: Any = None) -> None:
     async def one() -> None:
-        memory = await floor_run(None, nodes, step, {"x": 0})
+        memory = await floor_run(None, nodes, _CHOSEN["step"], {"x": 0})
         if memory.get("x") != nodes:
             raise AssertionError(f"a floor run ended with x={memory.get('x')!r}")
 
@@ -89,7 +103,9 @@ def _instructions(args: argparse.Namespace, rounds: int, out: str) -> int:
         str(args.runs),
         "--nodes",
         str(args.nodes),
-    ] + (["--floor"] if args.floor else [])
+    ]
+    command += ["--floor"] if args.floor else []
+    command += ["--zero-sleep"] if args.zero_sleep else []
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -161,8 +177,11 @@ def main() -> None:
     parser.add_argument("--gc", action="store_true", help="gen-0 collections, tracked objects")
     parser.add_argument("--store", action="store_true", help="with --gc: durable rounds too")
     parser.add_argument("--live", action="store_true", help="tracked objects per live run")
+    parser.add_argument("--zero-sleep", action="store_true", help="nodes await asyncio.sleep(0)")
     parser.add_argument("--keep", default=tempfile.gettempdir(), help="where callgrind files go")
     args = parser.parse_args()
+    if args.zero_sleep:
+        _CHOSEN["step"] = zero_sleep_step
     if args.rounds is not None:
         side = _floor if args.floor else _ours
         asyncio.run(side(args.rounds, args.runs, args.nodes))
