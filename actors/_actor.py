@@ -103,6 +103,10 @@ class ActorSystem:
         self._entered = False
         self._live: dict[str, ActorRef] = {}
         self._closing = False
+        # One callback for every task, not a bound method per task (each one more object a
+        # live run holds for the cyclic collector); it holds the containers, not the system,
+        # so no cycle runs through it.
+        self._on_task_done = _TaskDone(self._tasks, self._helpers, self._errors)
 
     async def __aenter__(self) -> ActorSystem:
         if self._entered:
@@ -135,7 +139,8 @@ class ActorSystem:
                 for task in self._tasks | self._helpers:
                     task.cancel()
         if self._errors:
-            errors, self._errors = self._errors, []
+            errors = list(self._errors)  # the list _TaskDone holds stays the system's
+            self._errors.clear()
             raise BaseExceptionGroup("actor tasks failed", errors)
         if cancelled:
             raise asyncio.CancelledError
@@ -148,13 +153,7 @@ class ActorSystem:
         assert self._loop is not None
         task = self._loop.create_task(function(*args), name=name)
         (self._helpers if helper else self._tasks).add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._helpers.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._errors.append(task.exception())  # type: ignore[arg-type]
+        task.add_done_callback(self._on_task_done)
 
     @property
     def running(self) -> bool:
@@ -194,7 +193,7 @@ class ActorSystem:
         actor.ref = ref
         actor.system = self
         if watcher is not None:
-            ref._watchers.append(watcher)
+            ref._watchers = (*ref._watchers, watcher)
         self._live[name] = ref
         self._start(False, ref._run, self._ended, name=f"actor:{name}")
         return ref
@@ -205,7 +204,7 @@ class ActorSystem:
             error = None if ref.failure is None else f"{type(ref.failure).__name__}: {ref.failure}"
             self._notify(watcher, Terminated(actor=ref.name, error=error))
         else:
-            ref._watchers.append(watcher)
+            ref._watchers = (*ref._watchers, watcher)
 
     async def stop(self, ref: ActorRef) -> None:
         """Stop one actor and wait for it (see :meth:`ActorRef.stop`)."""
@@ -251,6 +250,28 @@ class ActorSystem:
                 self._start(True, _tell_ignoring_stopped, watcher, note, name="actor-notice")
         except ActorStoppedError:
             pass  # the watcher is gone; nobody is left to tell
+
+
+class _TaskDone:
+    """An ended task of the system: forgotten, its error kept for the system's exit."""
+
+    __slots__ = ("errors", "helpers", "tasks")
+
+    def __init__(
+        self,
+        tasks: set[asyncio.Task[None]],
+        helpers: set[asyncio.Task[None]],
+        errors: list[BaseException],
+    ) -> None:
+        self.tasks = tasks
+        self.helpers = helpers
+        self.errors = errors
+
+    def __call__(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self.helpers.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.errors.append(task.exception())  # type: ignore[arg-type]
 
 
 async def _tell_ignoring_stopped(watcher: ActorRef, note: Terminated) -> None:

@@ -2,7 +2,7 @@
 
 An actor's mailbox has many producers (anyone holding its ref) and exactly one consumer
 (the actor's own task). That is simpler than a general channel, and the actor hop is on
-every hot path (each node step is two of them), so the queue is a deque plus at most one
+every hot path (each node step is two of them), so the queue is a list plus at most one
 parked consumer: telling an idle actor is an append and one wake-up; telling a busy one is
 an append. anyio's memory object streams would also work, but each receive on an empty
 stream costs a scheduler round trip (its checkpoint) plus an Event, a receiver record and
@@ -126,7 +126,10 @@ class Mailbox(Generic[T]):
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.items: deque[T] = deque()
+        # A list, not a deque: a mailbox holds a message or two at a time, and a deque
+        # costs ~600 bytes a live actor (its first block), a short list ~90; popping the
+        # head of a full mailbox (at most ``capacity`` items) moves a few KiB at worst.
+        self.items: list[T] = []
         self.closed = False
         self._receiver: _Waiter | None = None
         # Producers parked on a full mailbox; made when the first one parks (a deque is
@@ -195,7 +198,7 @@ class Mailbox(Generic[T]):
         items = self.items
         if not items or self.closed:
             return None
-        item = items.popleft()
+        item = items.pop(0)
         senders = self._senders
         while senders:  # None or empty: nobody is parked
             # Room for one more: the longest-parked producer's item goes in now.
@@ -259,6 +262,5 @@ class Mailbox(Generic[T]):
 
     def drain(self) -> list[T]:
         """Remove and return every queued item (after :meth:`close`, what was never handled)."""
-        remaining = list(self.items)
-        self.items.clear()
+        remaining, self.items = self.items, []
         return remaining

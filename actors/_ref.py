@@ -109,7 +109,8 @@ class ActorRef:
         self._stop_requested = False
         self._stopped: anyio.Event | None = None  # made when someone waits for the stop
         self._is_stopped = False
-        self._watchers: list[ActorRef] = []
+        # Replaced when one is added (most actors have one watcher or none).
+        self._watchers: tuple[ActorRef, ...] = ()
         self._current: _Reply | None = None
         self._received = 0
         self._processed = 0

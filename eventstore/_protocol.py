@@ -57,8 +57,10 @@ class DurabilityConfig(msgspec.Struct, frozen=True, kw_only=True):
             )
 
 
-class AppendResult(msgspec.Struct, frozen=True):
-    """Where a committed batch landed: its seqs, the last global position and the last hash."""
+class AppendResult(msgspec.Struct, frozen=True, gc=False):
+    """Where a committed batch landed: its seqs, the last global position and the last hash.
+
+    ``gc=False``: numbers and a string, one per committed batch, never in a cycle."""
 
     first_seq: int
     last_seq: int

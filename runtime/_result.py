@@ -96,9 +96,15 @@ def _goal_outcome(data: dict[str, Any] | None) -> GoalOutcome | None:
 class RunOutcome:
     """Where the executor leaves its result; ``wait()`` blocks until it does."""
 
+    __slots__ = ("_callers", "_on_done", "_waiter", "error", "result")
+
     def __init__(self, on_done: Callable[[], None] | None = None) -> None:
         # A one-shot waiter (a bare future on asyncio), not an anyio.Event: one per run.
         self._waiter = new_waiter()
+        # On asyncio, each caller waiting in settled() has a future of its own (its
+        # cancellation cancels only that one), woken with the waiter: cheaper than a
+        # shield of the waiter (an outer future and two closures per caller).
+        self._callers: tuple[asyncio.Future[None], ...] = ()
         self._on_done = on_done
         self.result: RunResult | None = None
         self.error: BaseException | None = None
@@ -115,6 +121,10 @@ class RunOutcome:
 
     def _done(self) -> None:
         self._waiter.set_result(None)
+        callers, self._callers = self._callers, ()
+        for caller in callers:
+            if not caller.done():
+                caller.set_result(None)
         # Dropped once called: the callback usually refers back to this outcome, and a
         # cycle would keep every finished run alive until the cyclic collector runs.
         on_done, self._on_done = self._on_done, None
@@ -130,8 +140,15 @@ class RunOutcome:
         waiter = self._waiter
         if not waiter.done():
             if isinstance(waiter, asyncio.Future):
-                # Shielded: a cancelled waiter must not cancel the future others wait on.
-                await asyncio.shield(waiter)
+                # A future of this caller's own: a cancelled caller must not cancel the
+                # waiter others wait on.
+                own = asyncio.get_running_loop().create_future()
+                self._callers = (*self._callers, own)
+                try:
+                    await own
+                finally:
+                    if not own.done() or own.cancelled():
+                        self._callers = tuple(c for c in self._callers if c is not own)
             else:
                 await waiter
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from actors import ActorSystem, MailboxConfig, new_waiter
 from eventstore import (
     Event,
-    EventBody,
     EventStore,
     open_store,
 )
@@ -35,6 +34,7 @@ from .control._resume import resume_from_log
 from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook
+from .engine._start_on_commit import FirstCommit
 from .events._state import RunState
 from .events._values import check_input, check_run_id
 from .llm._tools import Tool, ToolRegistry
@@ -221,12 +221,7 @@ class Runtime:
             run_id = await control.ownership.claim_start(run_id, durable=graph.durability == "sync")
         run_id = run_id or uuid.uuid4().hex
         started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
-
-        def committed(_run_id: str, _bodies: Sequence[EventBody], _elapsed: float | None) -> None:
-            if not started.done():  # called on every commit of the run: set it once
-                started.set_result(None)
-
-        log = control.logs.create(run_id, observers=(committed,))
+        log = control.logs.create(run_id, observers=(FirstCommit(started),))
         handle = await launch(
             self._running,
             self.nodes,

@@ -16,7 +16,8 @@ is one append and one commit (the previous node's completion, its memory writes,
 taken and the next node's start). A crash re-runs only the node started and not completed.
 
 Collaborators, each with its own state: the node actors (:class:`NodeActors`), the pause
-points, the open fan-out (:class:`FanOutJoin`), a model's edge choices, the end (RunEnding).
+points, the open fan-out (:class:`FanOutJoin`), a node's output writes (:class:`OutputWrites`),
+a model's edge choices, the end (RunEnding).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from .._errors import ExpressionError
 from .._result import RunOutcome
 from ..events._catalogue import (
     InputInjected,
-    MemoryWritten,
     NodeCompleted,
     NodeStarted,
     RunCancelled,
@@ -40,7 +40,7 @@ from ..events._catalogue import (
     RunResumed,
     RunStarted,
 )
-from ..events._memory import disown_values, read_memory
+from ..events._memory import read_memory
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
@@ -64,6 +64,7 @@ from ._messages import (
     StartRun,
 )
 from ._node_actors import NodeActors, NodeFactory
+from ._outputs import OutputWrites
 from ._pause_points import PausePoints
 from ._runlog import RunLog
 from ._start_on_commit import StartOnCommit
@@ -100,13 +101,14 @@ class ExecutorActor(Actor):
         self.resume_input = resume_input
         self.reducers = {key.name: key.reducer for key in graph.memory}
         self.specs = graph.node_map()
-        self.terminal_nodes = frozenset(graph.terminal_nodes)
+        self.terminal_nodes = graph.terminal_set()
         self.sync = graph.durability == "sync"
         self.nodes = NodeActors(owner=self, graph=graph, log=log, factory=node_factory)
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.pauses = PausePoints(frozenset(graph.pause_nodes), log)
+        self.pauses = PausePoints(graph.pause_set(), log)
         self.join = FanOutJoin(graph, log, self.reducers)
+        self.outputs = OutputWrites(log, self.join, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers.
         self.choices = EdgeChoices(owner=self, graph=graph, provider=provider)
         self.end = RunEnding(
@@ -313,7 +315,7 @@ class ExecutorActor(Actor):
         if done.branch is not None and self.join.fan is not None:
             await self._follow(self.join.fail_run(done.branch, error))
             return
-        self._write_outputs(done)
+        self.outputs.node_outputs(done)
         self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
         await self.end.finish("failed", error)
 
@@ -333,7 +335,7 @@ class ExecutorActor(Actor):
         choice made) for a success; a failure, one found here too (a memory conflict),
         takes its on_failure and always edges, which no model chooses."""
         if done.success:
-            conflict = self._write_outputs(done)
+            conflict = self.outputs.node_outputs(done)
             if conflict is not None:
                 done = done.failed(conflict, "MemoryConflictError")
             else:
@@ -403,20 +405,6 @@ class ExecutorActor(Actor):
             case None:
                 pass
 
-    def _write_outputs(self, done: NodeDone) -> str | None:
-        """Emit the memory writes of a successful node; return an error on a conflict."""
-        # A returned list may be one the state grows in place (the node got it as input).
-        disown_values(self.state, done.outputs.values())
-        if done.branch is not None and self.join.fan is not None:
-            return self.join.write_outputs(done)
-        for key, value in done.outputs.items():
-            self._write(key, value, done.node_id, done.branch)
-        return None
-
-    def _write(self, key: str, value: Any, node_id: str, branch: str | None) -> None:
-        op = self.reducers.get(key, "replace")
-        self.emit(MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch))
-
     # ------------------------------------------------------------------ the run's end
 
     async def _maybe_pause(self) -> None:
@@ -439,7 +427,7 @@ class ExecutorActor(Actor):
             await self.nodes.stop(node_id)
             # Partial outputs survive: the node's accumulator goes into memory as events.
             for key, value in list(self.state.outputs.get(node_id, {}).items()):
-                self._write(key, value, node_id, branch)
+                self.outputs.write(key, value, node_id, branch)
         self.running.clear()
         self.choices.stop()
         await self.end.record(

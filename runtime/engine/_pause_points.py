@@ -10,6 +10,8 @@ from ._runlog import RunLog
 
 __all__ = ["PausePoints"]
 
+_NONE: frozenset[str] = frozenset()
+
 
 class PausePoints:
     """The nodes of one run held before they start (a pause node, a pause asked for, a
@@ -26,9 +28,11 @@ class PausePoints:
     def __init__(self, pause_nodes: frozenset[str], log: RunLog) -> None:
         self.pause_nodes = pause_nodes
         self.log = log
-        #: (node, branch, why), the first being the pause's resume point.
-        self.held: list[tuple[str, str | None, PauseReason]] = []
-        self.passed: set[str] = set()
+        #: (node, branch, why), the first being the pause's resume point. Tuples and a
+        #: frozenset, replaced when they change: most runs never hold or pass a node, and
+        #: then make no container of their own here.
+        self.held: tuple[tuple[str, str | None, PauseReason], ...] = ()
+        self.passed: frozenset[str] = _NONE
 
     def request(self) -> bool:
         """Record a pause asked for in this process (staged for the executor's commit);
@@ -42,12 +46,13 @@ class PausePoints:
         """Whether ``node_id``'s attempt is held instead of starting."""
         if attempt == 1 and node_id not in self.passed:
             if self.log.state.pause_requested:
-                self.held.append((node_id, branch, "user"))
+                self.held = (*self.held, (node_id, branch, "user"))
             elif node_id in self.pause_nodes:
-                self.held.append((node_id, branch, "hitl"))
+                self.held = (*self.held, (node_id, branch, "hitl"))
             if self.held and self.held[-1][0] == node_id:
                 return True
-        self.passed.discard(node_id)
+        if node_id in self.passed:
+            self.passed = self.passed - {node_id}
         return False
 
     def held_elsewhere(
@@ -61,7 +66,7 @@ class PausePoints:
 
     def wait_for_input(self, node_id: str, branch: str | None) -> None:
         """``node_id`` stopped to wait for input: the pause resumes it (it runs again)."""
-        self.held.insert(0, (node_id, branch, "input"))
+        self.held = ((node_id, branch, "input"), *self.held)
 
     def resume(
         self, due: Iterable[str], unfinished: set[str], state: RunState, *, fork: bool
@@ -75,4 +80,4 @@ class PausePoints:
         pending = set(due)
         passed = unfinished | (pending & set(state.approved)) if fork else pending
         closed = self.pause_nodes - unfinished - set(state.approved) - set(state.rejected)
-        self.passed = passed - closed
+        self.passed = frozenset(passed - closed)

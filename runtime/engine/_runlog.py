@@ -23,11 +23,15 @@ from eventstore import (
     event_tag,
 )
 
+from ..events._new_state import new_state
 from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
 from ._foreign import Rebase
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog"]
+
+#: A run log with a store keeps no in-memory log: its (never filled) stand-in.
+_NO_EVENTS: list[EventBody] = []
 
 _TAKEN = event_tag(SnapshotTaken)
 
@@ -111,14 +115,15 @@ class RunLog:
         observers: Sequence[CommitObserver] = (),
     ) -> None:
         self.run_id = run_id
-        self.state = RunState(run_id=run_id, last_seq=last_seq) if state is None else state
+        self.state = new_state(run_id, last_seq) if state is None else state
         self.store = store
         self.last_seq = last_seq
         self.write_behind = write_behind
         self.pending: list[EventBody] = []
-        self.hooks = list(hooks)
+        self.hooks = tuple(hooks)
         self.observers = tuple(observers)
-        self.memory_events: list[EventBody] = []
+        # The in-memory log (no store only; a store's run keeps none).
+        self.memory_events: list[EventBody] = [] if store is None else _NO_EVENTS
         #: A snapshot of the live state goes with the first batch, whatever path it takes,
         #: once this many events were handed over since the last (see runtime.events._snapshots).
         self.snapshot_every = SNAPSHOT_EVERY
@@ -365,7 +370,7 @@ class RunLog:
             if undo:
                 self._untake(state_seq)
             return False
-        self.pending = []
+        self.pending.clear()  # the batch is a copy: the list is reused, not replaced
         self.in_flight += 1
         self.last_seq += len(batch)
         self._track(bodies, self.last_seq - len(bodies) + 1)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Message
+from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Message, Waiter
 
 from ._foreign import StartHeld
 from ._messages import CommitFailed, ExecuteNode, NodeHeld
 
-__all__ = ["StartOnCommit"]
+__all__ = ["FirstCommit", "StartOnCommit"]
 
 
 class StartOnCommit:
@@ -46,3 +46,18 @@ class StartOnCommit:
 
     def held(self) -> NodeHeld:
         return NodeHeld(node_id=self.message.node_id, branch=self.message.branch)
+
+
+class FirstCommit:
+    """A run log's commit observer that wakes ``waiter`` at the run's first commit (what
+    ``Runtime.start`` waits for); later commits find it done. One slotted object per run,
+    not a closure with its cells."""
+
+    __slots__ = ("waiter",)
+
+    def __init__(self, waiter: Waiter) -> None:
+        self.waiter = waiter
+
+    def __call__(self, _run_id: str, _bodies: object, _elapsed: float | None) -> None:
+        if not self.waiter.done():
+            self.waiter.set_result(None)

@@ -6,6 +6,11 @@ listing's status: the store itself knows nothing of runs' meaning. A body's iden
 disk is its tag
 (``"node.started"``) and its schema version; when a body's shape changes, bump its
 ``schema_version`` and register an upcaster (:func:`eventstore.register_upcaster`).
+
+The bodies every step makes (``node.started``, ``memory.written``, ``node.completed``,
+``edge.taken``) are ``gc=False`` structs: a body holds names, numbers and a written value
+made before it, never itself or anything holding it, so it takes part in no reference
+cycle, and the cyclic collector need not count or track the four a step makes.
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ class GraphReplaced(EventBody, frozen=True, tag="graph.replaced"):
     divergences: int = 0
 
 
-class NodeStarted(EventBody, frozen=True, tag="node.started"):
+class NodeStarted(EventBody, frozen=True, gc=False, tag="node.started"):
     """The node_start checkpoint. ``visit`` is 1 for the node's first visit in the run."""
 
     node_id: str
@@ -189,7 +194,7 @@ class StallDetected(EventBody, frozen=True, tag="node.stalled"):
     signature: str
 
 
-class MemoryWritten(EventBody, frozen=True, tag="memory.written"):
+class MemoryWritten(EventBody, frozen=True, gc=False, tag="memory.written"):
     """A write to shared memory; ``op`` is replace, append or merge."""
 
     key: str
@@ -199,7 +204,7 @@ class MemoryWritten(EventBody, frozen=True, tag="memory.written"):
     branch: str | None = None
 
 
-class NodeCompleted(EventBody, frozen=True, tag="node.completed"):
+class NodeCompleted(EventBody, frozen=True, gc=False, tag="node.completed"):
     """The node_complete checkpoint."""
 
     node_id: str
@@ -215,7 +220,7 @@ class NodeFailed(EventBody, frozen=True, tag="node.failed"):
     branch: str | None = None
 
 
-class EdgeTaken(EventBody, frozen=True, tag="edge.taken"):
+class EdgeTaken(EventBody, frozen=True, gc=False, tag="edge.taken"):
     """An edge fired. ``judge_error``: an ``llm_decide`` choice whose model call failed
     or answered no candidate, so the fallback edge fired (the run is then at best
     degraded)."""

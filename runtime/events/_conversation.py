@@ -140,15 +140,7 @@ class Conversation(msgspec.Struct, kw_only=True):
         if isinstance(body, LlmTurn | ToolResult | MessageAdded):
             self._lane(body.node_id).append(entry_of(body))
         elif isinstance(body, NodeStarted):
-            node = body.node_id
-            if body.branch is not None:
-                self.lanes[node] = body.branch
-            else:
-                self.lanes.pop(node, None)
-            if self.visits.get(node) != body.visit:
-                # A rerun of the same visit (a resume, a retry) keeps the visit's start.
-                self.visits[node] = body.visit
-                self.starts[node] = len(self._lane(node))
+            self.started(body)
         elif isinstance(body, ConversationCompacted):
             self._compact(body.node_id, body.upto, body.summary)
         elif isinstance(body, BranchesForked):
@@ -162,6 +154,19 @@ class Conversation(msgspec.Struct, kw_only=True):
         else:
             return False
         return True
+
+    def started(self, body: NodeStarted) -> None:
+        """Apply a ``node.started`` (what :meth:`apply` does with one, called directly on
+        every step's path)."""
+        node = body.node_id
+        if body.branch is not None:
+            self.lanes[node] = body.branch
+        elif self.lanes:
+            self.lanes.pop(node, None)
+        if self.visits.get(node) != body.visit:
+            # A rerun of the same visit (a resume, a retry) keeps the visit's start.
+            self.visits[node] = body.visit
+            self.starts[node] = len(self._lane(node))
 
     def _join(self) -> None:
         entries = self.entries

@@ -111,13 +111,14 @@ def write_memory(state: HasMemory, body: MemoryWritten) -> None:
     """Apply one memory write to ``state.memory`` by its reducer (``body.op``)."""
     key, op, value = body.key, body.op, body.value
     memory = state.memory
-    keys_owned = owned(state)
+    # Made by the first append (a state without one owns nothing: no set per run).
+    keys_owned: set[str] | None = state.__dict__.get("_owned")
     if keys_owned and type(value) is list:
         # The written value is one of our lists (a node passed its input on): that list
         # is now also held elsewhere, so it is no longer ours to grow in place.
         disown_values(state, (value,))
     if op == "append":
-        _append(memory, keys_owned, key, value)
+        _append(memory, owned(state), key, value)
         return
     if op == "merge":
         old = memory.get(key)
@@ -127,4 +128,5 @@ def write_memory(state: HasMemory, body: MemoryWritten) -> None:
         memory[key] = merged
     else:
         memory[key] = value
-    keys_owned.discard(key)
+    if keys_owned:
+        keys_owned.discard(key)

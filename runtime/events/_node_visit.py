@@ -33,11 +33,21 @@ import msgspec
 from ._branch_round import BranchEvent, BranchRound
 from ._catalogue import LlmTurn, ToolCallRecord, Verdict, VerificationRecorded
 
-__all__ = ["NodeVisit"]
+__all__ = ["NO_INJECTED", "NO_VERIFICATIONS", "NodeVisit"]
+
+#: Shared empty values a new visit starts with (``apply`` makes one per NodeStarted): the
+#: fields holding them are replaced when they change, never changed in place, so a plain
+#: node's visit makes no dict of its own for them.
+NO_INJECTED: dict[str, Any] = {}
+NO_VERIFICATIONS: dict[int, VerificationRecorded] = {}
 
 
-class NodeVisit(msgspec.Struct, kw_only=True):
-    """One node's current visit (see the module docstring); changed by ``apply`` only."""
+class NodeVisit(msgspec.Struct, kw_only=True, gc=False):
+    """One node's current visit (see the module docstring); changed by ``apply`` only.
+
+    ``gc=False``: a visit holds dicts, tuples and events, never itself or its state, so it
+    takes part in no reference cycle; one is made per node start, and the collector need
+    not track it."""
 
     visit: int
     #: Memory the node wrote (MemoryWritten with its node_id) since it last started.
@@ -60,11 +70,12 @@ class NodeVisit(msgspec.Struct, kw_only=True):
     answered_since_verdict: bool = False
     #: Whether the node paused for input and has not been shown the answer yet.
     paused_for_input: bool = False
-    #: Data injected since that pause.
+    #: Data injected since that pause (replaced when it changes, never changed in place).
     injected: dict[str, Any] = {}
     #: The parallel round in progress (its branches' records), if any.
     branch_round: BranchRound | None = None
-    #: The verifier results recorded in this visit, by attempt.
+    #: The verifier results recorded in this visit, by attempt (replaced when it changes,
+    #: never changed in place).
     verifications: dict[int, VerificationRecorded] = {}
 
     def copy(self) -> NodeVisit:
@@ -81,9 +92,9 @@ class NodeVisit(msgspec.Struct, kw_only=True):
             last_verdict=self.last_verdict,
             answered_since_verdict=self.answered_since_verdict,
             paused_for_input=self.paused_for_input,
-            injected=dict(self.injected),
+            injected=self.injected,
             branch_round=None if self.branch_round is None else self.branch_round.copy(),
-            verifications=dict(self.verifications),
+            verifications=self.verifications,
         )
 
     def turn(self, body: LlmTurn) -> None:
@@ -114,7 +125,7 @@ class NodeVisit(msgspec.Struct, kw_only=True):
             self.turn_calls = ()
             self.answered_since_verdict = True
             self.paused_for_input = False
-            self.injected = {}
+            self.injected = NO_INJECTED
 
     def branch_event(self, body: BranchEvent) -> None:
         held = self.branch_round

@@ -56,8 +56,8 @@ from ._catalogue import (
 )
 from ._conversation import Conversation
 from ._fanout import OpenFanOut, fanout_apply, fanout_opened
-from ._memory import owned, write_memory
-from ._node_visit import NodeVisit
+from ._memory import disown, write_memory
+from ._node_visit import NO_INJECTED, NO_VERIFICATIONS, NodeVisit
 from ._run_facts import ForkOrigin, PauseInfo
 from ._state_copy import copy_state
 from ._verdicts import (
@@ -169,7 +169,9 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
 
 def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: int) -> None:
     s.judge_failures[kind] = s.judge_failures.get(kind, 0) + 1
-    keep_failure(s.judge_failure_reasons, seq, kind, node, reason)
+    kept = list(s.judge_failure_reasons)  # replaced, not changed in place (_new_state.py)
+    keep_failure(kept, seq, kind, node, reason)
+    s.judge_failure_reasons = kept
 
 
 def _finish_node(s: RunState, node_id: str) -> None:
@@ -194,6 +196,8 @@ def _visit_started(s: RunState, node_id: str, number: int) -> None:
         visit=number,
         previous_node=previous,
         previous_outputs=dict(before.written) if before is not None else {},
+        injected=NO_INJECTED,
+        verifications=NO_VERIFICATIONS,
     )
     s.outputs[node_id] = {}
     s.iterations[node_id] = 0
@@ -237,10 +241,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 s.steps += 1
             s.visit_counts[node] = body.visit
             s.running[node] = body.attempt
-            if node in s.approved:
-                s.approved.remove(node)  # the gate it opened is passed
+            if node in s.approved:  # the gate it opened is passed
+                approved = list(s.approved)  # replaced, not changed in place (_new_state.py)
+                approved.remove(node)
+                s.approved = approved
             _visit_started(s, node, body.visit)
-            s.conversation.apply(body)
+            s.conversation.started(body)
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
         case MemoryWritten():
@@ -307,7 +313,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 s.total_retries += 1  # still running: it waits for its next attempt
                 s.outputs[body.node_id] = {}  # the next attempt starts afresh
             else:
-                s.failed_nodes.append(body.node_id)
+                s.failed_nodes = [*s.failed_nodes, body.node_id]
                 _finish_node(s, body.node_id)
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
@@ -337,7 +343,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case VerificationRecorded():
             visit = s.visits.get(body.node_id)
             if visit is not None and visit.visit == body.visit:
-                visit.verifications[body.attempt] = body
+                visit.verifications = {**visit.verifications, body.attempt: body}
         case GraphReplaced():  # the run goes on under another graph
             s.graph, s.graph_hash = body.graph, body.graph_hash
         case RunStarted():
@@ -345,15 +351,15 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry
             s.goal, s.input = body.goal, body.input
             s.memory = dict(body.input)
-            owned(s).clear()
+            disown(s)
             s.conversation.apply(body)
             _due(s, body.entry)
         case InputInjected():
             s.memory.update(body.data)
-            owned(s).difference_update(body.data)
+            disown(s, body.data)
             for visit in s.visits.values():
                 if visit.paused_for_input:
-                    visit.injected.update(body.data)
+                    visit.injected = {**visit.injected, **body.data}
         case PauseRequested():
             if s.status == "running":
                 s.pause_requested = True
@@ -367,19 +373,19 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 visit = s.visits.get(body.node_id)
                 if visit is not None:
                     visit.paused_for_input = True
-                    visit.injected = {}
+                    visit.injected = NO_INJECTED
         case ApprovalGranted():
             s.memory.update(body.input)
-            owned(s).difference_update(body.input)
+            disown(s, body.input)
             s.status = "running"
             s.paused = None
             s.gate = None
-            s.approved.append(body.node_id)
+            s.approved = [*s.approved, body.node_id]
         case ApprovalRejected():
             s.status = "running"
             s.paused = None
             s.gate = None
-            s.rejected.append(body.node_id)
+            s.rejected = [*s.rejected, body.node_id]
         case RunResumed():
             s.status = "running"
             s.paused = None
@@ -392,7 +398,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             )
         case RunUnrunnable():
             if body.reason not in s.unrunnable:
-                s.unrunnable.append(body.reason)
+                s.unrunnable = [*s.unrunnable, body.reason]
         case RunCancelled():
             s.status = "cancelled"
             s.pause_requested = False

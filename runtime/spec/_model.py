@@ -170,7 +170,7 @@ _NO_EDGES = NodeEdges([])
 class _Index:
     """Lookups derived from a GraphSpec, built once per instance."""
 
-    __slots__ = ("builtins", "edges", "hash", "nodes", "outgoing", "valid")
+    __slots__ = ("builtins", "edges", "hash", "nodes", "outgoing", "pauses", "terminal", "valid")
 
     def __init__(self, graph: GraphSpec) -> None:
         self.hash: str | None = None  # graph_hash, once computed
@@ -183,6 +183,9 @@ class _Index:
         for index, edge in enumerate(graph.edges):
             self.outgoing.setdefault(edge.source, []).append((index, edge))
         self.edges: dict[str, NodeEdges] = {}  # filled as nodes are resolved
+        # Shared by every run of the graph (not a frozenset of each per run).
+        self.terminal = frozenset(graph.terminal_nodes)
+        self.pauses = frozenset(graph.pause_nodes)
 
 
 # Frozen structs cannot hold a cache attribute, so the index lives beside the instance,
@@ -260,6 +263,14 @@ class GraphSpec(_Spec, frozen=True, kw_only=True, weakref=True):
     def node_map(self) -> dict[str, NodeSpec]:
         """Node id -> spec (first of duplicates), shared: do not mutate it."""
         return self._index().nodes
+
+    def terminal_set(self) -> frozenset[str]:
+        """``terminal_nodes`` as a set, made once per instance."""
+        return self._index().terminal
+
+    def pause_set(self) -> frozenset[str]:
+        """``pause_nodes`` as a set, made once per instance."""
+        return self._index().pauses
 
 
 def graph_to_dict(graph: GraphSpec) -> dict[str, Any]:
