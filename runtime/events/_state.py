@@ -389,6 +389,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
         case RunResumed():
             s.status = "running"
             s.paused = None
+            s.error = None  # why it had stopped (a cancel's reason, a failure)
             s.gates_due = False
         case RunForked():
             s.gates_due = s.status == "running"

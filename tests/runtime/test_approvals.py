@@ -101,6 +101,8 @@ async def test_a_resume_after_a_cancel_at_a_gate_waits_at_the_gate_again(store: 
             ["send"],
         )
         assert "sent" not in result.memory
+        # The cancel's reason said why the run had stopped; waiting again, it has no error.
+        assert result.error is None and (await rt.get_state(run_id)).error is None
         handle = await rt.approve(run_id, by="ann", input={"approved_by": "ann"})
         assert handle is not None
         done = await handle.result()
