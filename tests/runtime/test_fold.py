@@ -44,7 +44,9 @@ from runtime.events import (
     VerificationRecorded,
     fold,
 )
+from runtime.events._new_state import new_state
 from runtime.events._snapshots import decode_state, encode_state
+from runtime.events._state import apply
 from runtime.events._verdicts import KEPT_PER_NODE
 
 from ..eventstore.strategies import as_log, logs
@@ -445,3 +447,17 @@ def test_a_state_keeps_each_nodes_newest_verdicts_and_stalls_and_counts_every_ev
     }
     # Folded on from a prefix that had not dropped any yet, and through snapshot bytes.
     assert fold(log[300:], decode_state(encode_state(fold(log[:300])))) == state
+
+
+@settings(max_examples=100, deadline=None)
+@given(logs)
+def test_a_live_state_s_shared_empty_lists_stay_empty(log: list[Event]) -> None:
+    # A new live state's rarely filled lists are one shared empty list that apply
+    # replaces, never changes in place: changed once, every later run would start with it.
+    state = new_state("run-1")
+    for event in log:
+        apply(state, event.body, event.seq)
+    assert new_state("run-2") == RunState(run_id="run-2")
+    folded = fold(log)
+    for name in ("failed_nodes", "judge_failure_reasons", "unrunnable", "approved", "rejected"):
+        assert getattr(state, name) == getattr(folded, name)
