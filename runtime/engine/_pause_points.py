@@ -62,7 +62,7 @@ class PausePoints:
         the node does not run, see _foreign.py): it waits here, as one held by
         :meth:`hold`; the run pauses once nothing else runs."""
         running.pop(node_id, None)
-        self.held.append((node_id, branch, "user"))
+        self.held = (*self.held, (node_id, branch, "user"))
 
     def wait_for_input(self, node_id: str, branch: str | None) -> None:
         """``node_id`` stopped to wait for input: the pause resumes it (it runs again)."""
