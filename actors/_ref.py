@@ -102,8 +102,9 @@ class ActorRef:
         # Whether the actor overrides on_start, on_stop, on_stopped: the default ones do
         # nothing, and skipping them spares a coroutine (and a shielded scope) per actor.
         self._hooks = hooks
-        # The actor's synchronous handler, if it has one (see Actor.receive_now).
-        self._now: Callable[[Any], bool] | None = actor.receive_now if now else None
+        # Whether the actor has a synchronous handler (see Actor.receive_now); a flag, not
+        # the bound method (one more object per live actor for the cyclic collector).
+        self._now = now
         self._mailbox: Mailbox[_Item] = Mailbox(capacity)
         self._scope: anyio.CancelScope | None = None
         self._stop_requested = False
@@ -139,7 +140,7 @@ class ActorRef:
         """
         if not isinstance(message, msgspec.Struct):
             raise NotAMessageError(self.name, message)
-        if self._now is not None and self._handled_now(message):
+        if self._now and self._handled_now(message):
             return
         try:
             # Enqueue without a scheduler round trip when there is room; wait otherwise.
@@ -152,7 +153,7 @@ class ActorRef:
     def tell_nowait(self, message: msgspec.Struct) -> None:
         """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
         self._check(message)
-        if self._now is not None and self._handled_now(message):
+        if self._now and self._handled_now(message):
             return
         try:
             queued = self._mailbox.put_nowait(message)
@@ -166,10 +167,10 @@ class ActorRef:
         """Hand ``message`` to the actor's synchronous handler, here and now, when that
         keeps every guarantee of the mailbox: the actor is parked on an empty mailbox (so
         nothing told before is unhandled, and no handler is running) and not stopping."""
-        if self._stop_requested or not self._mailbox.consumer_waiting:
+        actor = self._actor
+        if self._stop_requested or actor is None or not self._mailbox.consumer_waiting:
             return False
-        assert self._now is not None
-        if not self._now(message):
+        if not actor.receive_now(message):
             return False
         self._received += 1
         self._processed += 1
@@ -335,7 +336,7 @@ class ActorRef:
         # The actor and its ref point at each other; cut the cycle so a stopped actor's
         # state is freed at once by reference counting, not by the cyclic collector.
         self._actor = None
-        self._now = None
+        self._now = False
         error = None
         if self.failure is not None:
             error = f"{type(self.failure).__name__}: {self.failure}"
