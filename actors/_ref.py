@@ -3,7 +3,6 @@ the actor's task that handles its mailbox one message at a time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -17,6 +16,12 @@ from ._messages import Terminated
 __all__ = ["ActorRef", "Behaviour"]
 
 _ON_STOP_GRACE = 5.0
+
+
+class _System(Protocol):
+    """What an actor's task reports its end to (an :class:`actors.ActorSystem`)."""
+
+    def _ended(self, ref: ActorRef, note: Terminated) -> None: ...
 
 
 class Behaviour(Protocol):
@@ -253,16 +258,20 @@ class ActorRef:
             stopped=self._is_stopped,
         )
 
-    async def _run(self, ended: Callable[[ActorRef, Terminated], None]) -> None:
+    async def _run(self, system: _System) -> None:
         """The actor's task: ``on_start``, then one message at a time until it stops; then
-        :meth:`_shutdown`, which hands the :class:`Terminated` note to ``ended`` (the
-        system forgets the actor and tells its watchers)."""
+        :meth:`_shutdown`, which hands the :class:`Terminated` note to ``system._ended``
+        (the system forgets the actor and tells its watchers)."""
         actor = self._actor
         assert actor is not None
         mailbox = self._mailbox
+        # The cancel scope is entered and exited by hand, as ``with`` would: a ``with``
+        # keeps the bound ``__exit__`` on the suspended coroutine's stack, one more object
+        # per live actor for the cyclic collector.
+        scope = self._scope = anyio.CancelScope()
         try:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
+            scope.__enter__()
+            try:
                 try:
                     if not self._stop_requested and self._hooks[0]:
                         await actor.on_start()
@@ -303,10 +312,15 @@ class ActorRef:
                     pass  # stop() closed the mailbox of the idle actor
                 except Exception as exc:  # raised by on_start: same treatment
                     self.failure = exc
+            except BaseException as exc:
+                if not scope.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                scope.__exit__(None, None, None)
         finally:
-            await self._shutdown(ended)
+            await self._shutdown(system)
 
-    async def _shutdown(self, ended: Callable[[ActorRef, Terminated], None]) -> None:
+    async def _shutdown(self, system: _System) -> None:
         self._mailbox.close()
         unanswered = [item for item in self._mailbox.drain() if type(item) is _Reply]
         if self._current is not None:
@@ -340,4 +354,4 @@ class ActorRef:
         error = None
         if self.failure is not None:
             error = f"{type(self.failure).__name__}: {self.failure}"
-        ended(self, Terminated(actor=self.name, error=error))
+        system._ended(self, Terminated(actor=self.name, error=error))
