@@ -4,6 +4,7 @@ tasks are in actors._ref)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -107,6 +108,9 @@ class ActorSystem:
         # live run holds for the cyclic collector); it holds the containers, not the system,
         # so no cycle runs through it.
         self._on_task_done = _TaskDone(self._tasks, self._helpers, self._errors)
+        # The context it runs in: one empty context for every task, not a copy of the
+        # spawner's per task (add_done_callback's default; it sets no context variable).
+        self._done_context = contextvars.Context()
 
     async def __aenter__(self) -> ActorSystem:
         if self._entered:
@@ -153,7 +157,7 @@ class ActorSystem:
         assert self._loop is not None
         task = self._loop.create_task(function(*args), name=name)
         (self._helpers if helper else self._tasks).add(task)
-        task.add_done_callback(self._on_task_done)
+        task.add_done_callback(self._on_task_done, context=self._done_context)
 
     @property
     def running(self) -> bool:
@@ -195,7 +199,9 @@ class ActorSystem:
         if watcher is not None:
             ref._watchers = (*ref._watchers, watcher)
         self._live[name] = ref
-        self._start(False, ref._run, self._ended, name=f"actor:{name}")
+        # The task is handed the system, not the bound method ``self._ended`` (an object
+        # more per live actor).
+        self._start(False, ref._run, self, name=f"actor:{name}")
         return ref
 
     def watch(self, ref: ActorRef, watcher: ActorRef) -> None:

@@ -3,7 +3,6 @@ the actor's task that handles its mailbox one message at a time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -17,6 +16,12 @@ from ._messages import Terminated
 __all__ = ["ActorRef", "Behaviour"]
 
 _ON_STOP_GRACE = 5.0
+
+
+class _System(Protocol):
+    """What an actor's task reports its end to (an :class:`actors.ActorSystem`)."""
+
+    def _ended(self, ref: ActorRef, note: Terminated) -> None: ...
 
 
 class Behaviour(Protocol):
@@ -102,8 +107,9 @@ class ActorRef:
         # Whether the actor overrides on_start, on_stop, on_stopped: the default ones do
         # nothing, and skipping them spares a coroutine (and a shielded scope) per actor.
         self._hooks = hooks
-        # The actor's synchronous handler, if it has one (see Actor.receive_now).
-        self._now: Callable[[Any], bool] | None = actor.receive_now if now else None
+        # Whether the actor has a synchronous handler (see Actor.receive_now); a flag, not
+        # the bound method (one more object per live actor for the cyclic collector).
+        self._now = now
         self._mailbox: Mailbox[_Item] = Mailbox(capacity)
         self._scope: anyio.CancelScope | None = None
         self._stop_requested = False
@@ -139,7 +145,7 @@ class ActorRef:
         """
         if not isinstance(message, msgspec.Struct):
             raise NotAMessageError(self.name, message)
-        if self._now is not None and self._handled_now(message):
+        if self._now and self._handled_now(message):
             return
         try:
             # Enqueue without a scheduler round trip when there is room; wait otherwise.
@@ -152,7 +158,7 @@ class ActorRef:
     def tell_nowait(self, message: msgspec.Struct) -> None:
         """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
         self._check(message)
-        if self._now is not None and self._handled_now(message):
+        if self._now and self._handled_now(message):
             return
         try:
             queued = self._mailbox.put_nowait(message)
@@ -166,10 +172,10 @@ class ActorRef:
         """Hand ``message`` to the actor's synchronous handler, here and now, when that
         keeps every guarantee of the mailbox: the actor is parked on an empty mailbox (so
         nothing told before is unhandled, and no handler is running) and not stopping."""
-        if self._stop_requested or not self._mailbox.consumer_waiting:
+        actor = self._actor
+        if self._stop_requested or actor is None or not self._mailbox.consumer_waiting:
             return False
-        assert self._now is not None
-        if not self._now(message):
+        if not actor.receive_now(message):
             return False
         self._received += 1
         self._processed += 1
@@ -252,16 +258,20 @@ class ActorRef:
             stopped=self._is_stopped,
         )
 
-    async def _run(self, ended: Callable[[ActorRef, Terminated], None]) -> None:
+    async def _run(self, system: _System) -> None:
         """The actor's task: ``on_start``, then one message at a time until it stops; then
-        :meth:`_shutdown`, which hands the :class:`Terminated` note to ``ended`` (the
-        system forgets the actor and tells its watchers)."""
+        :meth:`_shutdown`, which hands the :class:`Terminated` note to ``system._ended``
+        (the system forgets the actor and tells its watchers)."""
         actor = self._actor
         assert actor is not None
         mailbox = self._mailbox
+        # The cancel scope is entered and exited by hand, as ``with`` would: a ``with``
+        # keeps the bound ``__exit__`` on the suspended coroutine's stack, one more object
+        # per live actor for the cyclic collector.
+        scope = self._scope = anyio.CancelScope()
         try:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
+            scope.__enter__()
+            try:
                 try:
                     if not self._stop_requested and self._hooks[0]:
                         await actor.on_start()
@@ -302,10 +312,15 @@ class ActorRef:
                     pass  # stop() closed the mailbox of the idle actor
                 except Exception as exc:  # raised by on_start: same treatment
                     self.failure = exc
+            except BaseException as exc:
+                if not scope.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                scope.__exit__(None, None, None)
         finally:
-            await self._shutdown(ended)
+            await self._shutdown(system)
 
-    async def _shutdown(self, ended: Callable[[ActorRef, Terminated], None]) -> None:
+    async def _shutdown(self, system: _System) -> None:
         self._mailbox.close()
         unanswered = [item for item in self._mailbox.drain() if type(item) is _Reply]
         if self._current is not None:
@@ -335,8 +350,8 @@ class ActorRef:
         # The actor and its ref point at each other; cut the cycle so a stopped actor's
         # state is freed at once by reference counting, not by the cyclic collector.
         self._actor = None
-        self._now = None
+        self._now = False
         error = None
         if self.failure is not None:
             error = f"{type(self.failure).__name__}: {self.failure}"
-        ended(self, Terminated(actor=self.name, error=error))
+        system._ended(self, Terminated(actor=self.name, error=error))

@@ -4,6 +4,7 @@ runner, every name it uses is known) and building the node actors."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from actors import Actor, ActorRef
@@ -12,6 +13,7 @@ from ._config import TimeoutConfig
 from ._errors import SpecError, SpecErrors
 from .engine._function_node import FunctionNodeActor, PlainFunction
 from .engine._runlog import RunLog
+from .llm._goals import score_goal
 from .llm._names import check_named_providers, check_parallel_names
 from .llm._node import LlmNodeActor
 from .llm._parallel import BranchRunner
@@ -67,7 +69,13 @@ class NodeFactory:
         self.allow_imports: tuple[str, ...] = tuple(allow_imports)
         self.timeouts = timeouts or TimeoutConfig()
         self.context_budget_tokens = context_budget_tokens
-        self._plain_cache: dict[str, PlainFunction] = {}
+        # What each run is handed, made once here rather than per run (a bound method or
+        # a partial per run is one more object a live run holds for the cyclic collector).
+        # None of them refers back to this factory, so no cycle runs through them.
+        self._resolve_plain = _PlainResolver(self.functions, self.allow_imports)
+        self._named = _NamedProviders(self.provider, self.providers)
+        #: The goal scorer a run's executor is given (providers by name from here).
+        self.score_goal = partial(score_goal, providers=self._named)
 
     def _import_tool(self, reference: str, path: str) -> None:
         """Register the tool a graph names by ``"module:attr"`` (a Tool, or a function
@@ -149,16 +157,9 @@ class NodeFactory:
         if errors:
             raise SpecErrors(errors)
 
-    def _resolve_plain(self, spec: NodeSpec) -> PlainFunction | None:
-        if spec.function is None:
-            return None
-        plain = self._plain_cache.get(spec.function)
-        if plain is None:
-            function = resolve_callable(
-                spec.function, self.functions, path=spec.id, allow_imports=self.allow_imports
-            )
-            plain = self._plain_cache[spec.function] = PlainFunction(function)
-        return plain
+    def __call__(self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog) -> Actor:
+        """:meth:`build`: the factory itself is what a run's executor is given."""
+        return self.build(graph, spec, executor, log)
 
     def build(self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog) -> Actor:
         """The actor that runs ``spec`` for the run of ``executor`` (SpecError for a kind
@@ -191,6 +192,42 @@ class NodeFactory:
 
     def provider_named(self, name: str | None) -> LlmProvider | None:
         """The provider registered as ``name`` (None: the runtime's ``provider``)."""
+        return self._named(name)
+
+
+class _PlainResolver:
+    """A function node's callable by its spec (None for a router without one), resolved
+    once per name and remembered."""
+
+    __slots__ = ("allow_imports", "cache", "functions")
+
+    def __init__(self, functions: dict[str, Callable[..., Any]], allow_imports: tuple[str, ...]):
+        self.functions = functions
+        self.allow_imports = allow_imports
+        self.cache: dict[str, PlainFunction] = {}
+
+    def __call__(self, spec: NodeSpec) -> PlainFunction | None:
+        if spec.function is None:
+            return None
+        plain = self.cache.get(spec.function)
+        if plain is None:
+            function = resolve_callable(
+                spec.function, self.functions, path=spec.id, allow_imports=self.allow_imports
+            )
+            plain = self.cache[spec.function] = PlainFunction(function)
+        return plain
+
+
+class _NamedProviders:
+    """The provider registered as a name (None: the runtime's own provider)."""
+
+    __slots__ = ("provider", "providers")
+
+    def __init__(self, provider: LlmProvider | None, providers: dict[str, LlmProvider]):
+        self.provider = provider
+        self.providers = providers
+
+    def __call__(self, name: str | None) -> LlmProvider | None:
         return self.provider if name is None else self.providers.get(name)
 
 

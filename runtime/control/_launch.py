@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from actors import Waiter
@@ -14,7 +13,6 @@ from ..engine._executor import ExecutorActor
 from ..engine._messages import StartRun
 from ..engine._runlog import RunLog
 from ..events._state import RunState
-from ..llm._goals import score_goal
 from ..spec._model import GraphSpec
 from ._live_runs import LiveRun
 from ._ownership import OwnedOutcome
@@ -63,13 +61,13 @@ async def launch(
         run_id=run_id,
         graph=graph,
         log=log,
-        node_factory=nodes.build,
+        node_factory=nodes,
         provider=nodes.provider,
         outcome=outcome,
         input=input,
         resume_from=resume_from,
         resume_input=resume_input,
-        score_goal=partial(score_goal, providers=nodes.provider_named),
+        score_goal=nodes.score_goal,
     )
     ref = control.live.system.spawn(executor, name=f"run:{run_id}")
     control.add_live(run_id, LiveRun(ref, outcome, log))

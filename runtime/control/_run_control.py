@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -37,6 +36,7 @@ from ._draining import DrainingRuns
 from ._elsewhere import first, partial_outputs
 from ._live_runs import LiveRun, LiveRuns
 from ._ownership import OwnedOutcome, RunOwnership
+from ._run_hooks import Conflict, Drain, Drained, Forget, Holds
 from ._unrunnable import Unrunnable
 
 __all__ = ["CLOSED", "RunControl"]
@@ -76,6 +76,7 @@ class RunControl:
         self.recover_concurrency = recover_concurrency
         self._resume = resume
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._spawn: Callable[..., object] | None = None  # a run log's spawn (see add_live)
         #: Runs this worker claimed and could not execute, and when to claim each again.
         self.unrunnable = None if ownership is None else Unrunnable(logs, ownership.owner)
         #: Runs that closing asked to cancel and whose executor did not report in time.
@@ -126,49 +127,53 @@ class RunControl:
     def add_live(self, run_id: str, live: LiveRun) -> None:
         """Count a run launched here as live; with ownership, its log appends only while
         this runtime holds the run's claim (a stalled process's lease may have run out)."""
-        live.log.drain = partial(self.draining.begin, run_id)
-        live.log.drained = partial(self.draining.wait_node, run_id)
+        live.log.drain = Drain(self.draining, run_id)
+        live.log.drained = Drained(self.draining, run_id)
         if self.ownership is not None:
-            live.log.holds = partial(self.ownership.holds, run_id)
+            live.log.holds = Holds(self.ownership, run_id)
             # Another process's pause requests are taken in, not settled (_foreign.py);
             # from the store's answer too, which runs outside any task.
-            live.log.spawn = self.live.system.start_task
+            if self._spawn is None:  # one bound method for every run
+                self._spawn = self.live.system.start_task
+            live.log.spawn = self._spawn
         self.live.add(run_id, live)
 
     def new_outcome(self, run_id: str, started: Waiter | None) -> RunOutcome:
         """The outcome of a run about to launch here. ``started`` (a start's) is set once
         the run stopped or met a conflict, in case its first commit never came."""
-
-        def forget() -> None:
-            if started is not None and not started.done():
-                started.set_result(None)
-            dropped = self.live.drop(run_id, outcome)
-            if not isinstance(outcome, OwnedOutcome):
-                return
-            # The claim is given up before anyone sees the result (OwnedOutcome.wait),
-            # unless an abandoned attempt still runs here: then it is kept until that
-            # ends (draining), so no other process runs the node meanwhile.
-            if dropped and self.ownership is not None and self._tasks is not None:
-                if not self.drains.keep(run_id, outcome, self._tasks.start_soon):
-                    self.ownership.release_soon(run_id, self._tasks, outcome.released)
-            else:
-                outcome.released()
-
+        forget = Forget(self, run_id, started)
         outcome: RunOutcome
         if self.logs.store is None:
             outcome = RunOutcome(on_done=forget)
-            return outcome
-
-        # A store another process may append to: a run whose append meets that process's
-        # events (ConcurrencyError) stops and obeys its log (_settle).
-        def conflict(error: BaseException) -> None:
-            if started is not None and not started.done():
-                started.set_result(None)
-            if self._tasks is not None:
-                self._tasks.start_soon(self._settle, run_id, error)
-
-        outcome = OwnedOutcome(forget, conflict)
+        else:
+            # A store another process may append to: a run whose append meets that
+            # process's events (ConcurrencyError) stops and obeys its log (_settle).
+            outcome = OwnedOutcome(forget, Conflict(self, run_id, started))
+        forget.outcome = outcome
         return outcome
+
+    def forget(self, run_id: str, started: Waiter | None, outcome: RunOutcome) -> None:
+        """A run launched here is done (its outcome's ``on_done``)."""
+        if started is not None and not started.done():
+            started.set_result(None)
+        dropped = self.live.drop(run_id, outcome)
+        if not isinstance(outcome, OwnedOutcome):
+            return
+        # The claim is given up before anyone sees the result (OwnedOutcome.wait), unless
+        # an abandoned attempt still runs here: then it is kept until that ends (draining),
+        # so no other process runs the node meanwhile.
+        if dropped and self.ownership is not None and self._tasks is not None:
+            if not self.drains.keep(run_id, outcome, self._tasks.start_soon):
+                self.ownership.release_soon(run_id, self._tasks, outcome.released)
+        else:
+            outcome.released()
+
+    def conflict(self, run_id: str, started: Waiter | None, error: BaseException) -> None:
+        """A run launched here met another writer's events (its outcome's ``on_conflict``)."""
+        if started is not None and not started.done():
+            started.set_result(None)
+        if self._tasks is not None:
+            self._tasks.start_soon(self._settle, run_id, error)
 
     async def ready_to_resume(self, run_id: str) -> None:
         """Before a resume here: an abandoned attempt of the run here ends first."""

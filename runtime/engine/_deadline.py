@@ -13,9 +13,15 @@ by :attr:`expired` and takes it back (``Task.uncancel``), as ``asyncio.timeout``
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 
 __all__ = ["AttemptDeadline"]
+
+#: The context every deadline's timer runs in: one empty context, not a copy of the
+#: arming task's per timer (``call_at``'s default; one more object per live attempt). The
+#: timer reads and sets no context variable.
+_TIMER_CONTEXT = contextvars.Context()
 
 
 class AttemptDeadline:
@@ -88,7 +94,7 @@ class AttemptDeadline:
 
     def _arm(self, when: float) -> None:
         assert self._loop is not None
-        self._handle = self._loop.call_at(when, self._fire)
+        self._handle = self._loop.call_at(when, self._fire, context=_TIMER_CONTEXT)
         self._armed_at = when
 
     def _fire(self) -> None:
