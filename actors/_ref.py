@@ -265,13 +265,9 @@ class ActorRef:
         actor = self._actor
         assert actor is not None
         mailbox = self._mailbox
-        # The cancel scope is entered and exited by hand, as ``with`` would: a ``with``
-        # keeps the bound ``__exit__`` on the suspended coroutine's stack, one more object
-        # per live actor for the cyclic collector.
-        scope = self._scope = anyio.CancelScope()
         try:
-            scope.__enter__()
-            try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
                 try:
                     if not self._stop_requested and self._hooks[0]:
                         await actor.on_start()
@@ -312,11 +308,6 @@ class ActorRef:
                     pass  # stop() closed the mailbox of the idle actor
                 except Exception as exc:  # raised by on_start: same treatment
                     self.failure = exc
-            except BaseException as exc:
-                if not scope.__exit__(type(exc), exc, exc.__traceback__):
-                    raise
-            else:
-                scope.__exit__(None, None, None)
         finally:
             await self._shutdown(system)
 
