@@ -16,7 +16,7 @@ import msgspec
 import yaml
 
 from actors import MagistrateError
-from eventstore import EventStore, StoreUnreachableError, heads_path_beside
+from eventstore import EventStore, StoreMissingError, StoreUnreachableError, heads_path_beside
 from eventstore import open_store as eventstore_open
 
 __all__ = [
@@ -160,9 +160,9 @@ async def open_store(
 ) -> AsyncIterator[EventStore]:
     """Open the command's store (:func:`eventstore.open_store` reads the URL) for the block.
 
-    ``create=False`` (read and control commands): a missing or empty SQLite file is a
-    usage error, so a mistyped path never leaves an empty store behind (SQLite would make
-    an empty file a database). Raises UsageError for a bad URL or a server that cannot be
+    ``create=False`` (read and control commands): a missing or empty SQLite file, or a
+    PostgreSQL schema that holds no store, is a usage error, so a mistyped path or schema
+    never leaves an empty store behind (SQLite would make an empty file a database). Raises UsageError for a bad URL or a server that cannot be
     connected to, NotAStoreError or SchemaVersionError for a file that is not ours (left
     unchanged).
     """
@@ -175,13 +175,14 @@ async def open_store(
         if await file.is_file() and (await file.stat()).st_size == 0:
             raise UsageError(f"no store at {path}: the file is empty")
     try:
-        store = eventstore_open(url, heads_file=heads_path(args))
+        store = eventstore_open(url, heads_file=heads_path(args), create=create)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     try:
         await store.open()
-    except StoreUnreachableError as exc:
-        # A server that does not answer is a bad --store, like a missing file.
+    except (StoreUnreachableError, StoreMissingError) as exc:
+        # A server that does not answer, or a schema that holds no store, is a bad
+        # --store, like a missing file.
         raise UsageError(str(exc)) from exc
     try:
         yield store

@@ -9,7 +9,10 @@ import socket
 import sqlite3
 from pathlib import Path
 
+import psycopg
+
 from eventstore import chain_hash
+from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 from .conftest import ALLOW, Workdir, lines, ok
 
@@ -329,6 +332,49 @@ def test_a_postgresql_server_nobody_answers_is_a_usage_error_naming_it_without_p
         assert line.startswith(f"magistrate: error: postgresql://127.0.0.1:{port}/test ")
         assert "cannot connect" in line and "StoreError" not in line
         assert "hunter2" not in line and "opsuser7" not in line
+
+
+def test_commands_that_need_a_store_create_no_postgresql_schema_and_name_the_missing_one(
+    workdir: Workdir,
+) -> None:
+    pg_url()
+    prefix = fresh_prefix()
+    store = f"{pg_url()}?schema={prefix}_typo"
+    try:
+        for command in (
+            ["runs"],
+            ["show", "abc"],
+            ["state", "abc"],
+            ["timeline", "abc"],
+            ["export", "abc"],
+            ["verify", "--all"],
+            ["heads"],
+            ["replay", "abc"],
+            ["resume", "abc"],
+            ["approve", "abc"],
+            ["fork", "abc", "--at", "1"],
+            ["pause", "abc"],
+            ["cancel", "abc"],
+        ):
+            done = ok(workdir.run(*command, "--store", store), 2)
+            (line,) = done.err.splitlines()  # one line, no traceback
+            assert f"schema {prefix}_typo: no event store there: no such schema" in line
+            assert "nothing was created" in line and "StoreMissingError" not in line
+            assert _schemas(prefix) == [], command
+        # A command that writes makes the store, as a first run into a SQLite file does.
+        ok(workdir.run("run", "failing.yaml", "--input", "text=hi", "-q", "--store", store), 1)
+        assert _schemas(prefix) == [f"{prefix}_typo"]
+        assert len(lines(ok(workdir.run("runs", "--store", store)).out)) == 2
+    finally:
+        drop_schemas(prefix)
+
+
+def _schemas(prefix: str) -> list[str]:
+    with psycopg.connect(pg_url()) as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (prefix + "%",)
+        ).fetchall()
+    return sorted(str(row[0]) for row in rows)
 
 
 def test_run_into_a_missing_directory_is_a_usage_error(workdir: Workdir) -> None:
