@@ -34,6 +34,7 @@ __all__ = [
     "add_output_option",
     "add_store_option",
     "allowed_imports",
+    "counted",
     "emit_json",
     "heads_path",
     "open_store",
@@ -162,9 +163,9 @@ async def open_store(
 
     ``create=False`` (read and control commands): a missing or empty SQLite file, or a
     PostgreSQL schema that holds no store, is a usage error, so a mistyped path or schema
-    never leaves an empty store behind (SQLite would make an empty file a database). Raises UsageError for a bad URL or a server that cannot be
-    connected to, NotAStoreError or SchemaVersionError for a file that is not ours (left
-    unchanged).
+    never leaves an empty store behind (SQLite would make an empty file a database).
+    Raises UsageError for a bad URL or a server that cannot be connected to,
+    NotAStoreError or SchemaVersionError for a file that is not ours (left unchanged).
     """
     url = store_url(args)
     path = _sqlite_path(url)
@@ -188,6 +189,11 @@ async def open_store(
         yield store
     finally:
         await store.close()
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with its noun in the number it needs: "1 step", "2 steps"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _value(text: str) -> Any:

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from .. import RunResult
-from ._common import emit_json, to_builtins
+from ._common import counted, emit_json, to_builtins
 
 __all__ = ["print_result"]
 
@@ -24,8 +24,8 @@ def print_result(
         return
     quality = f", quality {result.quality}" if result.quality else ""
     lines = [
-        f"run {result.run_id}: {result.status}{quality} after {result.steps} steps, "
-        f"{result.total_retries} retries, {elapsed:.1f}s"
+        f"run {result.run_id}: {result.status}{quality} after {counted(result.steps, 'step')}, "
+        f"{counted(result.total_retries, 'node retry', 'node retries')}, {elapsed:.1f}s"
     ]
     if result.error:
         lines.append(f"error: {result.error}")

@@ -200,7 +200,7 @@ def test_heads_and_verify_detect_a_lost_tail_that_the_chain_alone_cannot(
     assert {h["run_id"] for h in every} == {paused, done}
     (workdir.path / "heads.txt").write_text(finished)
     assert ok(workdir.run("verify", "--all", "--against", "heads.txt")).out.startswith("ok: 2 run")
-    assert ok(workdir.run("verify", done)).out.startswith("ok: 1 run(s)")
+    assert ok(workdir.run("verify", done)).out.startswith("ok: 1 run, ")
 
     # Roll the completed run back by its last commit, as a damaged WAL would: both the
     # events and the run's listing lose it. The chain that is left is intact.
@@ -236,7 +236,7 @@ def test_heads_and_verify_detect_a_lost_tail_that_the_chain_alone_cannot(
     # ended, catches it with nothing kept by hand.
     default = ok(workdir.run("verify", "--all"), 1).out
     assert f"FAILED {done} at seq {seq}: log lost its tail" in default
-    assert "magistrate.db.heads" in default and "1 problem(s): 2 run(s)" in default
+    assert "magistrate.db.heads" in default and "1 problem: 2 runs" in default
 
 
 def test_the_heads_file_beside_the_store_catches_a_rechained_log_and_its_own_edit(
@@ -249,7 +249,7 @@ def test_the_heads_file_beside_the_store_catches_a_rechained_log_and_its_own_edi
     report = json.loads(ok(workdir.run("verify", "--all", "--output", "json")).out)
     assert report["ok"] and report["recorded_heads"] == 2
     assert report["heads_file"] == "magistrate.db.heads"
-    assert "2 recorded head(s) present" in ok(workdir.run("verify", "--all")).out
+    assert "2 recorded heads present" in ok(workdir.run("verify", "--all")).out
     # A store rewritten with runs of the same ids whose chains are intact: another file
     # put in its place (the heads file stays).
     (workdir.path / "magistrate.db").rename(workdir.path / "old.db")
@@ -282,7 +282,7 @@ def test_verify_and_timeline_detect_an_edited_event(workdir: Workdir) -> None:
     broken = ok(workdir.run("verify", done), 1)
     assert f"FAILED {done} at seq 3: hash mismatch" in broken.out
     assert ok(workdir.run("verify", paused)).out.startswith("ok")
-    assert "1 problem(s): 2 run(s)" in ok(workdir.run("verify", "--all"), 1).out
+    assert "1 problem: 2 runs" in ok(workdir.run("verify", "--all"), 1).out
     timeline = ok(workdir.run("timeline", done), 1)
     assert "verify: FAILED at seq 3" in timeline.out
     assert "chain:     BROKEN at seq 3" in ok(workdir.run("show", done), 1).out
