@@ -100,7 +100,8 @@ class SqliteEventStore:
     async def _start(self) -> ThreadWriter:
         create = await anyio.to_thread.run_sync(check_file, self.path)
         if create and not self.create:
-            reason = "the file is empty" if os.path.exists(self.path) else "no such file"
+            there = await anyio.Path(self.path).exists()
+            reason = "the file is empty" if there else "no such file"
             raise StoreMissingError(self.path, reason)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
         try:
