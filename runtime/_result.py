@@ -25,8 +25,9 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     ``quality`` is "clean" (no node failed for good), "degraded" (some node failed but the
     graph reached its end by a fallback edge) or "failed"; None while paused or cancelled.
     ``resume_at`` lists the nodes a resume would run next. ``visits`` counts each node's
-    visits, ``iterations`` its LLM turns over the run and ``verdicts`` its judge verdicts
-    by action; ``goal_outcome`` is the goal scorecard of a finished run whose graph has a
+    visits, ``iterations`` its LLM turns over the run, ``verdicts`` its judged verdicts
+    by action and ``tool_turns`` its turns that called tools (not judged, so not
+    verdicts); ``goal_outcome`` is the goal scorecard of a finished run whose graph has a
     goal (measurement only: see docs/GOALS.md).
     """
 
@@ -43,6 +44,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     visits: dict[str, int] = {}
     iterations: dict[str, int] = {}
     verdicts: dict[str, dict[str, int]] = {}
+    tool_turns: dict[str, int] = {}
     goal_outcome: GoalOutcome | None = None
 
 
@@ -71,6 +73,7 @@ def result_of(state: RunState, run_id: str | None = None) -> RunResult:
         visits=dict(state.visit_counts),
         iterations=dict(state.turns),
         verdicts={node: dict(counts) for node, counts in state.verdict_counts.items()},
+        tool_turns=dict(state.tool_turns),
         goal_outcome=_goal_outcome(state.goal_outcome),
     )
 
