@@ -11,7 +11,7 @@ from typing import Any
 from .. import RunResult
 from ._common import counted, emit_json, to_builtins
 
-__all__ = ["print_result"]
+__all__ = ["continue_command", "print_result"]
 
 
 def print_result(
@@ -33,7 +33,7 @@ def print_result(
         command = "approve" if result.paused_reason == "hitl" else "resume"
         lines.append(
             f"paused ({result.paused_reason}) before {', '.join(result.resume_at) or '-'}; "
-            f"continue with: {_continue(args, command, result.run_id, allow)}"
+            f"continue with: {continue_command(args, command, result.run_id, allow)}"
         )
     lines.append("memory:")
     for key, value in result.memory.items():
@@ -41,7 +41,7 @@ def print_result(
     sys.stdout.write("\n".join(lines) + "\n")
 
 
-def _continue(args: argparse.Namespace, command: str, run_id: str, allow: list[str]) -> str:
+def continue_command(args: argparse.Namespace, command: str, run_id: str, allow: list[str]) -> str:
     """The command that continues a paused run: the graph comes back from the store, so it
     imports only what ``--allow-imports`` names (what this run was allowed), from the same
     store (a PostgreSQL URL is not repeated: it may hold a password)."""
