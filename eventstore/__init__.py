@@ -19,6 +19,7 @@ from ._errors import (
     StoreClosedError,
     StoreError,
     StoreFileError,
+    StoreMissingError,
     StoreUnreachableError,
     UnknownEventError,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreFileError",
+    "StoreMissingError",
     "StoreStatistics",
     "StoreUnreachableError",
     "UnknownEventError",

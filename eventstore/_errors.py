@@ -150,6 +150,16 @@ class StoreFileError(StoreError):
         super().__init__(f"{path}: cannot open or read the event store: {reason}")
 
 
+class StoreMissingError(StoreError):
+    """There is no store at ``where`` (no SQLite file, or a PostgreSQL schema without its
+    tables) and it was opened with ``create=False``; nothing was created."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: no event store there: {reason} (nothing was created)")
+
+
 class StoreUnreachableError(StoreError):
     """The store's server at ``where`` (its address, never a password) cannot be connected
     to: nothing listens there, it refused, or the login failed (``reason``, one line)."""

@@ -12,13 +12,19 @@ __all__ = ["heads_path_beside", "open_store"]
 
 
 def open_store(
-    url: str | os.PathLike[str], *, heads_file: str | os.PathLike[str] | None = None
+    url: str | os.PathLike[str],
+    *,
+    heads_file: str | os.PathLike[str] | None = None,
+    create: bool = True,
 ) -> EventStore:
     """The (unopened) store that ``url`` names; use it with ``async with``.
 
     ``heads_file`` is the path of the store's heads file (:class:`HeadsFile`), where the runs'
     owners record each run's head when it pauses or ends and ``verify`` looks for them;
-    None keeps none (:func:`heads_path_beside` names the usual one).
+    None keeps none (:func:`heads_path_beside` names the usual one). ``create=False`` makes
+    opening it create nothing: no SQLite file (or an empty one), or a PostgreSQL schema
+    without its tables, raises StoreMissingError (a store of an older layout is still
+    upgraded).
 
     - ``postgresql://user@host:port/dbname`` (or ``postgres://``): a
       :class:`PostgresEventStore`; a ``schema=NAME`` query parameter picks the schema that
@@ -40,19 +46,21 @@ def open_store(
         rest = urlencode([(key, value) for key, value in query if key != "schema"])
         plain = urlunsplit(parts._replace(query=rest))
         if schema:
-            return PostgresEventStore(plain, schema=schema[-1], heads_file=heads_file)
-        return PostgresEventStore(plain, heads_file=heads_file)
+            return PostgresEventStore(
+                plain, schema=schema[-1], heads_file=heads_file, create=create
+            )
+        return PostgresEventStore(plain, heads_file=heads_file, create=create)
     if scheme == "sqlite":
         path = text[len("sqlite:///") :] if text.lower().startswith("sqlite:///") else ""
         if not path:
             raise ValueError(f"a SQLite store URL is sqlite:///path.db, got {text!r}")
-        return SqliteEventStore(path, heads_file=heads_file)
+        return SqliteEventStore(path, heads_file=heads_file, create=create)
     if scheme:
         raise ValueError(
             f"unknown store URL scheme {scheme!r} in {text!r}: use a file path, "
             "sqlite:///path.db or postgresql://..."
         )
-    return SqliteEventStore(text, heads_file=heads_file)
+    return SqliteEventStore(text, heads_file=heads_file, create=create)
 
 
 def _sqlite_path(url: str | os.PathLike[str]) -> str | None:

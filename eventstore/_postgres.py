@@ -72,12 +72,14 @@ class PostgresEventStore:
         max_batch: int = 1000,
         pool_size: int = 4,
         heads_file: str | os.PathLike[str] | None = None,
+        create: bool = True,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.url = url
         self.schema = valid_schema_name(schema)
         self.max_batch = max_batch
+        self.create = create
         self._pool_size = pool_size
         self._front: StoreFront[PostgresWriter] = StoreFront(
             _prepare, None if heads_file is None else HeadsFile(heads_file)
@@ -144,7 +146,8 @@ class PostgresEventStore:
         await conn.execute(f"SET search_path TO {self.schema}")
 
     async def open(self) -> None:
-        """Connect, and create the store's tables if its schema holds none.
+        """Connect, and create the store's tables if its schema holds none (unless
+        ``create=False``, when StoreMissingError says so and nothing is created).
 
         Raises StoreUnreachableError if the server cannot be reached, NotAStoreError if the schema
         holds tables that are not a magistrate store's, SchemaVersionError if a newer
@@ -158,7 +161,7 @@ class PostgresEventStore:
         try:
             conn = await self._connect()
             try:
-                await ensure_schema(conn, self.schema, self.where)
+                await ensure_schema(conn, self.schema, self.where, create=self.create)
             finally:
                 await conn.close()
             writer = PostgresWriter(

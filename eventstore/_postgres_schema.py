@@ -13,7 +13,7 @@ import re
 import psycopg
 from psycopg import sql
 
-from ._errors import NotAStoreError, SchemaVersionError
+from ._errors import NotAStoreError, SchemaVersionError, StoreMissingError
 from ._postgres_runs import V2_DDL, V3_DDL, V4_DDL, fill_run_index
 
 __all__ = [
@@ -103,9 +103,16 @@ def valid_schema_name(name: str) -> str:
 
 
 async def ensure_schema(
-    conn: psycopg.AsyncConnection[tuple[object, ...]], schema: str, where: str
+    conn: psycopg.AsyncConnection[tuple[object, ...]],
+    schema: str,
+    where: str,
+    *,
+    create: bool = True,
 ) -> None:
     """Create the store's tables in ``schema`` if it holds none; check them otherwise.
+
+    ``create=False`` creates nothing: a schema that is missing or holds no tables raises
+    StoreMissingError instead.
 
     ``conn`` is in autocommit mode. An advisory lock keyed on the schema name makes
     concurrent first opens create the tables once. Raises NotAStoreError for a schema
@@ -119,6 +126,12 @@ async def ensure_schema(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
         )
         tables = {str(row[0]) for row in await cur.fetchall()}
+        if not tables and not create:
+            cur = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+            found = await cur.fetchone() is not None
+            raise StoreMissingError(
+                where, "the schema holds no tables" if found else "no such schema"
+            )
         if not tables:
             ident = sql.Identifier(schema)
             await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))

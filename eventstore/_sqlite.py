@@ -10,6 +10,7 @@ import anyio
 
 from ._claims import Claim
 from ._core import WriterCore
+from ._errors import StoreMissingError
 from ._events import Event, EventBody
 from ._front import StoreFront
 from ._heads import HeadsFile
@@ -60,8 +61,10 @@ class SqliteEventStore:
         *,
         config: DurabilityConfig = _DEFAULT_CONFIG,
         heads_file: str | os.PathLike[str] | None = None,
+        create: bool = True,
     ) -> None:
         self.path = os.fspath(path)
+        self.create = create
         self.config = config
         self._front: StoreFront[ThreadWriter] = StoreFront(
             _prepare, None if heads_file is None else HeadsFile(heads_file)
@@ -83,18 +86,23 @@ class SqliteEventStore:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open (creating it if absent) the store at ``path``.
+        """Open (creating it if absent, unless ``create=False``) the store at ``path``.
 
         Blocks on file I/O in a worker thread. Raises NotAStoreError if the file is not a
         magistrate store, SchemaVersionError if a newer release wrote it (in both cases the
         file is left byte-for-byte unchanged), StoreFileError if it cannot be created,
-        opened or read (a missing directory, a truncated file), StoreClosedError if the
+        opened or read (a missing directory, a truncated file), StoreMissingError if there
+        is none (no file, or an empty one) and ``create=False``, StoreClosedError if the
         store was already opened.
         """
         await self._front.open(self._start, on_failure="new")
 
     async def _start(self) -> ThreadWriter:
         create = await anyio.to_thread.run_sync(check_file, self.path)
+        if create and not self.create:
+            there = await anyio.Path(self.path).exists()
+            reason = "the file is empty" if there else "no such file"
+            raise StoreMissingError(self.path, reason)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
         try:
             await self._reader.connect()

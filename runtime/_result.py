@@ -25,9 +25,10 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     ``quality`` is "clean" (no node failed for good), "degraded" (some node failed but the
     graph reached its end by a fallback edge) or "failed"; None while paused or cancelled.
     ``resume_at`` lists the nodes a resume would run next. ``visits`` counts each node's
-    visits, ``iterations`` its LLM turns over the run and ``verdicts`` its judge verdicts
-    by action; ``goal_outcome`` is the goal scorecard of a finished run whose graph has a
-    goal (measurement only: see docs/GOALS.md).
+    visits, ``iterations`` its LLM turns over the run, ``verdicts`` its verdicts by action
+    (a turn that called tools counts as ``retry``, the bail-out, as docs/GOALS.md says)
+    and ``tool_turns`` those turns alone; ``goal_outcome`` is the goal scorecard of a
+    finished run whose graph has a goal (measurement only: see docs/GOALS.md).
     """
 
     run_id: str
@@ -43,6 +44,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     visits: dict[str, int] = {}
     iterations: dict[str, int] = {}
     verdicts: dict[str, dict[str, int]] = {}
+    tool_turns: dict[str, int] = {}
     goal_outcome: GoalOutcome | None = None
 
 
@@ -70,7 +72,8 @@ def result_of(state: RunState, run_id: str | None = None) -> RunResult:
         paused_reason=state.paused.reason if state.paused else None,
         visits=dict(state.visit_counts),
         iterations=dict(state.turns),
-        verdicts={node: dict(counts) for node, counts in state.verdict_counts.items()},
+        verdicts=_with_tool_turns(state.verdict_counts, state.tool_turns),
+        tool_turns=dict(state.tool_turns),
         goal_outcome=_goal_outcome(state.goal_outcome),
     )
 
@@ -158,3 +161,14 @@ class RunOutcome:
             raise self.error
         assert self.result is not None
         return self.result
+
+
+def _with_tool_turns(
+    judged: dict[str, dict[str, int]], tool_turns: dict[str, int]
+) -> dict[str, dict[str, int]]:
+    """The judged verdicts by action with each tool turn counted as a ``retry``."""
+    counts = {node: dict(by_action) for node, by_action in judged.items()}
+    for node, turns in tool_turns.items():
+        by_action = counts.setdefault(node, {})
+        by_action["retry"] = by_action.get("retry", 0) + turns
+    return counts

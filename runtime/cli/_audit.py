@@ -32,6 +32,7 @@ from ._common import (
     UsageError,
     add_output_option,
     add_store_option,
+    counted,
     emit_json,
     open_store,
 )
@@ -201,9 +202,12 @@ async def _verify(args: argparse.Namespace) -> int:
             at = f" at seq {problem.seq}" if problem.seq is not None else ""
             sys.stdout.write(f"FAILED {problem.run_id}{at}: {problem.reason}\n")
         events = sum(c["events"] for c in checked)
-        against = f", {len(heads)} kept heads present" if args.against and ok else ""
+        against = f", {counted(len(heads), 'kept head')} present" if args.against and ok else ""
         if recorded is not None and ok:
-            against += f", {kept} recorded head(s) present"
-        verdict = "ok" if ok else f"{len(problems)} problem(s)"
-        sys.stdout.write(f"{verdict}: {len(checked)} run(s), {events} events checked{against}\n")
+            against += f", {counted(kept, 'recorded head')} present"
+        verdict = "ok" if ok else counted(len(problems), "problem")
+        sys.stdout.write(
+            f"{verdict}: {counted(len(checked), 'run')}, {counted(events, 'event')} checked"
+            f"{against}\n"
+        )
     return EXIT_OK if ok else EXIT_FAILED

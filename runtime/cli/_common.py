@@ -16,7 +16,7 @@ import msgspec
 import yaml
 
 from actors import MagistrateError
-from eventstore import EventStore, StoreUnreachableError, heads_path_beside
+from eventstore import EventStore, StoreMissingError, StoreUnreachableError, heads_path_beside
 from eventstore import open_store as eventstore_open
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "add_output_option",
     "add_store_option",
     "allowed_imports",
+    "counted",
     "emit_json",
     "heads_path",
     "open_store",
@@ -160,11 +161,11 @@ async def open_store(
 ) -> AsyncIterator[EventStore]:
     """Open the command's store (:func:`eventstore.open_store` reads the URL) for the block.
 
-    ``create=False`` (read and control commands): a missing or empty SQLite file is a
-    usage error, so a mistyped path never leaves an empty store behind (SQLite would make
-    an empty file a database). Raises UsageError for a bad URL or a server that cannot be
-    connected to, NotAStoreError or SchemaVersionError for a file that is not ours (left
-    unchanged).
+    ``create=False`` (read and control commands): a missing or empty SQLite file, or a
+    PostgreSQL schema that holds no store, is a usage error, so a mistyped path or schema
+    never leaves an empty store behind (SQLite would make an empty file a database).
+    Raises UsageError for a bad URL or a server that cannot be connected to,
+    NotAStoreError or SchemaVersionError for a file that is not ours (left unchanged).
     """
     url = store_url(args)
     path = _sqlite_path(url)
@@ -175,18 +176,24 @@ async def open_store(
         if await file.is_file() and (await file.stat()).st_size == 0:
             raise UsageError(f"no store at {path}: the file is empty")
     try:
-        store = eventstore_open(url, heads_file=heads_path(args))
+        store = eventstore_open(url, heads_file=heads_path(args), create=create)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     try:
         await store.open()
-    except StoreUnreachableError as exc:
-        # A server that does not answer is a bad --store, like a missing file.
+    except (StoreUnreachableError, StoreMissingError) as exc:
+        # A server that does not answer, or a schema that holds no store, is a bad
+        # --store, like a missing file.
         raise UsageError(str(exc)) from exc
     try:
         yield store
     finally:
         await store.close()
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with its noun in the number it needs: "1 step", "2 steps"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _value(text: str) -> Any:

@@ -2,7 +2,8 @@
 
 Lines for what a person watches (nodes, turns, verdicts with their feedback, retries,
 stalls, pauses) go to stderr as the events are committed; on a terminal a status line
-below them shows the current node, its turn, the retries and the elapsed time.
+below them shows the current node, its turn, the judged verdicts, the node retries (failed
+attempts run again) and the elapsed time.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Progress:
         return Text.assemble(
             ("running ", "bold"),
             (node, "cyan"),
-            f"  turn {self.turn}  verdicts {self.verdicts}  retries {self.retries}"
+            f"  turn {self.turn}  verdicts {self.verdicts}  node retries {self.retries}"
             f"  elapsed {elapsed:.1f}s",
         )
 
@@ -114,9 +115,9 @@ class Progress:
                 tokens = f" [dim]{body.input_tokens}+{body.output_tokens} tokens[/dim]"
                 self._line(f"{elapsed}   turn {body.iteration}: {what}{tokens}")
             case Verdict():
-                self.verdicts += 1
                 if body.level == "bail_out":
                     return  # a tool-call turn: the judge waits for the node's answer
+                self.verdicts += 1
                 style = _ACTION_STYLE.get(body.action, "white")
                 level = LEVEL_NAMES.get(body.level, body.level)
                 text = f"{elapsed}   [{style}]{body.action.upper()}[/] [{escape(level)}]"

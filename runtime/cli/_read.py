@@ -29,6 +29,7 @@ from ._common import (
     UsageError,
     add_output_option,
     add_store_option,
+    counted,
     emit_json,
     open_store,
     to_builtins,
@@ -246,8 +247,8 @@ async def _show(args: argparse.Namespace) -> int:
     verdicts = ", ".join(f"{n} {a.upper()}" for a, n in sorted(data["verdicts"].items()))
     lines.append(
         f"turns:     {data['turns']} ({data['tokens']['input']} input + "
-        f"{data['tokens']['output']} output tokens), verdicts: {verdicts or 'none'}, "
-        f"retries: {data['total_retries']}"
+        f"{counted(data['tokens']['output'], 'output token')}), verdicts: {verdicts or 'none'}, "
+        f"node retries: {data['total_retries']}"
     )
     failures = data["judge_failures"]
     if failures:
@@ -263,7 +264,7 @@ async def _show(args: argparse.Namespace) -> int:
         lines.append(f"forked:    from run {src['run_id']} at seq {src['seq']}")
     chain = report.chain
     lines.append(
-        f"chain:     verified: {chain.to_seq} events intact"
+        f"chain:     verified: {counted(chain.to_seq, 'event')} intact"
         if chain.ok
         else f"chain:     BROKEN at seq {chain.broken_at}: {chain.reason}"
     )

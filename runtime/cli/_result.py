@@ -9,9 +9,9 @@ import sys
 from typing import Any
 
 from .. import RunResult
-from ._common import emit_json, to_builtins
+from ._common import counted, emit_json, to_builtins
 
-__all__ = ["print_result"]
+__all__ = ["continue_command", "print_result"]
 
 
 def print_result(
@@ -24,8 +24,8 @@ def print_result(
         return
     quality = f", quality {result.quality}" if result.quality else ""
     lines = [
-        f"run {result.run_id}: {result.status}{quality} after {result.steps} steps, "
-        f"{result.total_retries} retries, {elapsed:.1f}s"
+        f"run {result.run_id}: {result.status}{quality} after {counted(result.steps, 'step')}, "
+        f"{counted(result.total_retries, 'node retry', 'node retries')}, {elapsed:.1f}s"
     ]
     if result.error:
         lines.append(f"error: {result.error}")
@@ -33,7 +33,7 @@ def print_result(
         command = "approve" if result.paused_reason == "hitl" else "resume"
         lines.append(
             f"paused ({result.paused_reason}) before {', '.join(result.resume_at) or '-'}; "
-            f"continue with: {_continue(args, command, result.run_id, allow)}"
+            f"continue with: {continue_command(args, command, result.run_id, allow)}"
         )
     lines.append("memory:")
     for key, value in result.memory.items():
@@ -41,7 +41,7 @@ def print_result(
     sys.stdout.write("\n".join(lines) + "\n")
 
 
-def _continue(args: argparse.Namespace, command: str, run_id: str, allow: list[str]) -> str:
+def continue_command(args: argparse.Namespace, command: str, run_id: str, allow: list[str]) -> str:
     """The command that continues a paused run: the graph comes back from the store, so it
     imports only what ``--allow-imports`` names (what this run was allowed), from the same
     store (a PostgreSQL URL is not repeated: it may hold a password)."""

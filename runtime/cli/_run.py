@@ -50,11 +50,11 @@ from ._common import (
     add_store_option,
     add_tools_option,
     allowed_imports,
-    emit_json,
     open_store,
     parse_inputs,
 )
 from ._import_path import search_working_directory
+from ._left import left_elsewhere
 from ._progress import Progress
 from ._result import print_result
 from ._wiring import imports_named, make_provider, tools_from_modules
@@ -230,37 +230,10 @@ async def _execute(
                     raise
                 if handle is None:
                     assert recorded is not None
-                    return await _left(args, rt, graph, recorded)
+                    return await left_elsewhere(args, rt, graph, recorded, allow)
                 result = await _follow(rt, handle, signals)
     print_result(args, result, time.monotonic() - began, allow)
     return exit_code(result)
-
-
-async def _left(args: argparse.Namespace, rt: Runtime, graph: GraphSpec | None, by: str) -> int:
-    """A decision recorded and the run not executed here: say what happened and why, as
-    the run's log says (a rejection may have ended it, whether or not it could run here)."""
-    status = (await rt.get_state(args.run_id)).status
-    why = f"the decision ended the run ({status})"
-    if status == "running":
-        why = "its owner or a worker (magistrate worker) continues it"
-        if graph is not None:
-            try:
-                rt.nodes.check(graph)
-            except SpecError as exc:
-                why = f"not executed here ({exc}); {why}"
-    if args.output == "json":
-        emit_json(
-            {
-                "run_id": args.run_id,
-                "decided_by": by,
-                "executed": False,
-                "status": status,
-                "why": why,
-            }
-        )
-    else:
-        sys.stdout.write(f"run {args.run_id}: decision by {by} recorded; {why}\n")
-    return EXIT_OK
 
 
 def _store_name(store: EventStore) -> str:

@@ -65,7 +65,7 @@ SNAPSHOT_AT_REST = 100
 # Bumped by hand when apply's meaning changes with RunState's shape unchanged, or when what
 # makes a snapshot usable does (a revision's snapshots are all bound to a snapshot.taken
 # event); a change of the shape changes the fingerprint by itself.
-_APPLY_REVISION = 4  # 4: run.resumed clears the error of the stop it resumes
+_APPLY_REVISION = 5  # 5: verdict_counts leaves tool turns (bail_out) to tool_turns
 _SHAPE = msgspec.json.encode(msgspec.json.schema(RunState))
 
 #: Names the fold that made a snapshot: a snapshot made by another is ignored.

@@ -65,6 +65,7 @@ from ._verdicts import (
     StallEntry,
     VerdictEntry,
     VerdictRecord,
+    count_verdict,
     goal_failures,
     keep,
     keep_failure,
@@ -122,8 +123,10 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     outputs: dict[str, dict[str, Any]] = {}
     #: LLM turns of each node over the whole run (``iterations`` counts the current visit).
     turns: dict[str, int] = {}
-    #: Judge verdicts of each node over the run, by action (accept, retry, escalate).
+    #: Judged verdicts of each node over the run, by action (accept, retry, escalate), and
+    #: its tool turns (verdicts of level bail_out: the turn called tools, nobody judged it).
     verdict_counts: dict[str, dict[str, int]] = {}
+    tool_turns: dict[str, int] = {}
     #: The run's conversation: a sequence of ConversationEntry built by the projection the
     #: LLM node uses too (parallel branches' entries grouped per branch).
     conversation: Conversation = msgspec.field(default_factory=Conversation)
@@ -131,7 +134,8 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
     visits: dict[str, NodeVisit] = {}
     verdicts: dict[str, VerdictRecord] = {}
     #: Each node's newest judge verdicts, oldest first: at most KEPT_PER_NODE of them, so a
-    #: long run's state (and its snapshots) stays bounded; ``verdict_counts`` counts all.
+    #: long run's state (and its snapshots) stays bounded; ``verdict_counts`` and
+    #: ``tool_turns`` count all.
     verdict_history: dict[str, list[VerdictEntry]] = {}
     #: Each node's newest stall warnings, oldest first (at most KEPT_PER_NODE).
     stalls: dict[str, list[StallEntry]] = {}
@@ -303,8 +307,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             if visit is not None:
                 visit.verdict(body)
             s.verdicts[body.node_id] = verdict_record(body)
-            by_action = s.verdict_counts.setdefault(body.node_id, {})
-            by_action[body.action] = by_action.get(body.action, 0) + 1
+            count_verdict(s.verdict_counts, s.tool_turns, body)
             keep(s.verdict_history, body.node_id, verdict_entry(body, seq))
         case StallDetected():
             keep(s.stalls, body.node_id, stall_entry(body, seq))

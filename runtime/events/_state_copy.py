@@ -38,6 +38,7 @@ def copy_state(run_state: S) -> S:
         visits={node: visit.copy() for node, visit in state.visits.items()},
         turns=dict(state.turns),
         verdict_counts={node: dict(counts) for node, counts in state.verdict_counts.items()},
+        tool_turns=dict(state.tool_turns),
         verdicts=dict(state.verdicts),
         verdict_history={node: list(kept) for node, kept in state.verdict_history.items()},
         stalls={node: list(kept) for node, kept in state.stalls.items()},

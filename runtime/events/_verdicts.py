@@ -26,6 +26,7 @@ __all__ = [
     "StallEntry",
     "VerdictEntry",
     "VerdictRecord",
+    "count_verdict",
     "goal_failures",
     "keep",
     "keep_failure",
@@ -99,6 +100,18 @@ def verdict_entry(body: Verdict, seq: int) -> VerdictEntry:
         confidence=body.confidence,
         error=body.error,
     )
+
+
+def count_verdict(
+    counts: dict[str, dict[str, int]], tool_turns: dict[str, int], body: Verdict
+) -> None:
+    """Count ``body``: a tool turn (level ``bail_out``: it called tools and was not judged)
+    in ``tool_turns``, a judged verdict in ``counts`` by its action."""
+    if body.level == "bail_out":
+        tool_turns[body.node_id] = tool_turns.get(body.node_id, 0) + 1
+        return
+    by_action = counts.setdefault(body.node_id, {})
+    by_action[body.action] = by_action.get(body.action, 0) + 1
 
 
 def stall_entry(body: StallDetected, seq: int) -> StallEntry:

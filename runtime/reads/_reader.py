@@ -260,6 +260,7 @@ class RunReader:
                         for v in state.stalls.get(node_id, ())
                     ],
                     total_verdicts=sum(state.verdict_counts.get(node_id, {}).values()),
+                    tool_turns=state.tool_turns.get(node_id, 0),
                 )
                 for node_id in llm_ids
             ],

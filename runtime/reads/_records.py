@@ -198,12 +198,15 @@ class JudgeFailures(msgspec.Struct, frozen=True, kw_only=True):
 
 class NodeVerdicts(msgspec.Struct, frozen=True, kw_only=True):
     """An LLM node's judged history in log order: its verdicts and stall warnings (the
-    newest 500 of each) and how many verdicts it got in all."""
+    newest 500 of each; ``verdicts`` includes its tool turns, level ``bail_out``), how many
+    judged verdicts it got in all (``total_verdicts``) and how many tool turns (turns that
+    called tools, which nobody judges: ``tool_turns``)."""
 
     node_id: str
     verdicts: list[VerdictView]
     stalls: list[StallView]
     total_verdicts: int
+    tool_turns: int = 0
 
 
 class RunDetail(msgspec.Struct, frozen=True, kw_only=True):

@@ -26,8 +26,15 @@ def test_an_approval_that_cannot_run_here_is_recorded_and_a_worker_allowed_to_ru
     # recorded (exit 0, one approval.granted event, the last one), nothing is run here,
     # and the output says who goes on with it.
     recorded = ok(workdir.run("approve", run_id, "--by", "ops", "--input", "approved_by=ops"), 0)
-    assert f"run {run_id}: decision by ops recorded; not executed here" in recorded.out
-    assert "importing from module 'triage_funcs' is not allowed" in recorded.out
+    # In short: what it needs that may not be imported here, and the command that runs it
+    # here; the spec's every problem only under --debug.
+    assert recorded.out.splitlines() == [
+        f"run {run_id}: decision by ops recorded; not executed here; its owner or a worker "
+        "(magistrate worker) continues it",
+        "  it needs triage_funcs:load, triage_funcs:lookup, triage_funcs:act, and importing "
+        "from module 'triage_funcs' is not allowed here (allowed: none); to run it here: "
+        f"magistrate resume {run_id} --allow-imports triage_funcs",
+    ]
     events = [json.loads(line) for line in lines(ok(workdir.run("export", run_id)).out)]
     granted = [e for e in events if e["type"] == "approval.granted"]
     assert [e["body"]["by"] for e in granted] == ["ops"]
@@ -43,6 +50,10 @@ def test_an_approval_that_cannot_run_here_is_recorded_and_a_worker_allowed_to_ru
         "continues it here (or a magistrate worker that may run it)"
     )
     assert len(lines(ok(workdir.run("export", run_id)).out)) == len(events)
+    # --debug lists every problem of the graph spec, on stderr.
+    other = json.loads(ok(workdir.run(*RUN, "-q", "--output", "json"), 3).out)["run_id"]
+    debug = ok(workdir.run("--debug", "approve", other, "--input", "approved_by=ops"))
+    assert "  - nodes[1].tools[0]: 'triage_funcs:lookup' is not a registered tool" in debug.err
     # A worker that may import the graph's module takes the run up where it was left.
     worker = workdir.popen("worker", *ALLOW, "--provider", "scripted:script.yaml")
     try:

@@ -9,7 +9,10 @@ import socket
 import sqlite3
 from pathlib import Path
 
+import psycopg
+
 from eventstore import chain_hash
+from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 from .conftest import ALLOW, Workdir, lines, ok
 
@@ -197,7 +200,7 @@ def test_heads_and_verify_detect_a_lost_tail_that_the_chain_alone_cannot(
     assert {h["run_id"] for h in every} == {paused, done}
     (workdir.path / "heads.txt").write_text(finished)
     assert ok(workdir.run("verify", "--all", "--against", "heads.txt")).out.startswith("ok: 2 run")
-    assert ok(workdir.run("verify", done)).out.startswith("ok: 1 run(s)")
+    assert ok(workdir.run("verify", done)).out.startswith("ok: 1 run, ")
 
     # Roll the completed run back by its last commit, as a damaged WAL would: both the
     # events and the run's listing lose it. The chain that is left is intact.
@@ -233,7 +236,7 @@ def test_heads_and_verify_detect_a_lost_tail_that_the_chain_alone_cannot(
     # ended, catches it with nothing kept by hand.
     default = ok(workdir.run("verify", "--all"), 1).out
     assert f"FAILED {done} at seq {seq}: log lost its tail" in default
-    assert "magistrate.db.heads" in default and "1 problem(s): 2 run(s)" in default
+    assert "magistrate.db.heads" in default and "1 problem: 2 runs" in default
 
 
 def test_the_heads_file_beside_the_store_catches_a_rechained_log_and_its_own_edit(
@@ -246,7 +249,7 @@ def test_the_heads_file_beside_the_store_catches_a_rechained_log_and_its_own_edi
     report = json.loads(ok(workdir.run("verify", "--all", "--output", "json")).out)
     assert report["ok"] and report["recorded_heads"] == 2
     assert report["heads_file"] == "magistrate.db.heads"
-    assert "2 recorded head(s) present" in ok(workdir.run("verify", "--all")).out
+    assert "2 recorded heads present" in ok(workdir.run("verify", "--all")).out
     # A store rewritten with runs of the same ids whose chains are intact: another file
     # put in its place (the heads file stays).
     (workdir.path / "magistrate.db").rename(workdir.path / "old.db")
@@ -279,7 +282,7 @@ def test_verify_and_timeline_detect_an_edited_event(workdir: Workdir) -> None:
     broken = ok(workdir.run("verify", done), 1)
     assert f"FAILED {done} at seq 3: hash mismatch" in broken.out
     assert ok(workdir.run("verify", paused)).out.startswith("ok")
-    assert "1 problem(s): 2 run(s)" in ok(workdir.run("verify", "--all"), 1).out
+    assert "1 problem: 2 runs" in ok(workdir.run("verify", "--all"), 1).out
     timeline = ok(workdir.run("timeline", done), 1)
     assert "verify: FAILED at seq 3" in timeline.out
     assert "chain:     BROKEN at seq 3" in ok(workdir.run("show", done), 1).out
@@ -329,6 +332,49 @@ def test_a_postgresql_server_nobody_answers_is_a_usage_error_naming_it_without_p
         assert line.startswith(f"magistrate: error: postgresql://127.0.0.1:{port}/test ")
         assert "cannot connect" in line and "StoreError" not in line
         assert "hunter2" not in line and "opsuser7" not in line
+
+
+def test_commands_that_need_a_store_create_no_postgresql_schema_and_name_the_missing_one(
+    workdir: Workdir,
+) -> None:
+    pg_url()
+    prefix = fresh_prefix()
+    store = f"{pg_url()}?schema={prefix}_typo"
+    try:
+        for command in (
+            ["runs"],
+            ["show", "abc"],
+            ["state", "abc"],
+            ["timeline", "abc"],
+            ["export", "abc"],
+            ["verify", "--all"],
+            ["heads"],
+            ["replay", "abc"],
+            ["resume", "abc"],
+            ["approve", "abc"],
+            ["fork", "abc", "--at", "1"],
+            ["pause", "abc"],
+            ["cancel", "abc"],
+        ):
+            done = ok(workdir.run(*command, "--store", store), 2)
+            (line,) = done.err.splitlines()  # one line, no traceback
+            assert f"schema {prefix}_typo: no event store there: no such schema" in line
+            assert "nothing was created" in line and "StoreMissingError" not in line
+            assert _schemas(prefix) == [], command
+        # A command that writes makes the store, as a first run into a SQLite file does.
+        ok(workdir.run("run", "failing.yaml", "--input", "text=hi", "-q", "--store", store), 1)
+        assert _schemas(prefix) == [f"{prefix}_typo"]
+        assert len(lines(ok(workdir.run("runs", "--store", store)).out)) == 2
+    finally:
+        drop_schemas(prefix)
+
+
+def _schemas(prefix: str) -> list[str]:
+    with psycopg.connect(pg_url()) as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (prefix + "%",)
+        ).fetchall()
+    return sorted(str(row[0]) for row in rows)
 
 
 def test_run_into_a_missing_directory_is_a_usage_error(workdir: Workdir) -> None:

@@ -15,7 +15,7 @@ from .conftest import Workdir, ok
 def test_state_ignores_an_edited_snapshot_and_verify_reports_it(workdir: Workdir) -> None:
     store = str(workdir.path / "runs.db")
     run_id, snapshot = anyio.run(paused_payment, store)
-    assert "ok: 1 run(s)" in ok(workdir.run("verify", run_id, "--store", store)).out
+    assert "ok: 1 run, " in ok(workdir.run("verify", run_id, "--store", store)).out
     execute(
         store, "UPDATE snapshots SET data = ? WHERE seq = ?", (forged(snapshot.data), snapshot.seq)
     )

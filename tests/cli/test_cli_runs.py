@@ -119,7 +119,7 @@ def test_a_failed_run_exits_1_and_records_its_retries(workdir: Workdir) -> None:
     done = ok(workdir.run("run", "failing.yaml", "--input", "text=x"), 1)
     assert "boom failed (will retry): RuntimeError: the ledger is on fire" in done.err
     assert ": failed, quality failed" in done.out
-    assert "1 retries" in done.out
+    assert "after 2 steps, 1 node retry, " in done.out
     assert "Traceback" not in done.err
 
 
@@ -364,3 +364,22 @@ def test_a_rejection_where_the_graph_cannot_run_says_it_ended_the_run(workdir: W
     assert "already cancelled" in again.err
     shown = json.loads(ok(workdir.run("show", run_id, "--output", "json")).out)
     assert shown["status"] == "cancelled"
+
+
+def test_counts_read_in_the_number_they_need(workdir: Workdir) -> None:
+    workdir.write(
+        "one.yaml",
+        'id: one\nentry_node: n\nnodes:\n  - {id: n, function: "triage_funcs:noted", '
+        "output_keys: [noted]}\n",
+    )
+    one = ok(workdir.run("run", "one.yaml", "-q")).out.splitlines()[0]
+    assert ": completed, quality clean after 1 step, 0 node retries, " in one
+    failed = ok(workdir.run("run", "failing.yaml", "--input", "text=hi", "-q"), 1)
+    assert ": failed, quality failed after 2 steps, 1 node retry, " in failed.out
+    run_id = failed.out.split()[1].rstrip(":")
+    shown = ok(workdir.run("show", run_id)).out
+    assert "(0 input + 0 output tokens), verdicts: none, node retries: 1\n" in shown
+    checked = ok(workdir.run("verify", "--all")).out
+    assert checked.startswith("ok: 2 runs, 15 events checked, 2 recorded heads present")
+    first = ok(workdir.run("verify", one.split()[1].rstrip(":"))).out
+    assert first.startswith("ok: 1 run, 5 events checked, 1 recorded head present")

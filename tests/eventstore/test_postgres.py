@@ -25,6 +25,7 @@ from eventstore import (
     SchemaVersionError,
     SqliteEventStore,
     StoreError,
+    StoreMissingError,
     StoreUnreachableError,
     open_store,
 )
@@ -113,6 +114,41 @@ async def test_a_newer_schema_is_refused_and_left_unchanged(prefix: str) -> None
     with psycopg.connect(pg_url()) as conn:
         row = conn.execute(f"SELECT schema_version, next_position FROM {schema}.meta").fetchone()
     assert row == (PG_SCHEMA_VERSION + 1, 2)
+
+
+def _schemas(prefix: str) -> list[str]:
+    with psycopg.connect(pg_url()) as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (prefix + "%",)
+        ).fetchall()
+    return sorted(str(row[0]) for row in rows)
+
+
+async def test_create_false_creates_no_schema_and_names_the_missing_one(
+    prefix: str, tmp_path: Path
+) -> None:
+    for url in (f"{pg_url()}?schema={prefix}_typo", tmp_path / "typo.db"):
+        store = open_store(url, create=False)
+        with pytest.raises(StoreMissingError, match="nothing was created") as caught:
+            await store.open()
+        assert "\n" not in str(caught.value)
+    assert "typo.db: no event store there: no such file" in str(caught.value)
+    assert _schemas(prefix) == [] and not (tmp_path / "typo.db").exists()
+    with pytest.raises(
+        StoreMissingError, match=f"schema {prefix}_typo: no event store there: no such schema"
+    ):
+        await PostgresEventStore(pg_url(), schema=f"{prefix}_typo", create=False).open()
+    with psycopg.connect(pg_url(), autocommit=True) as conn:  # a schema, but no tables
+        conn.execute(f"CREATE SCHEMA {prefix}_empty")
+    with pytest.raises(StoreMissingError, match="the schema holds no tables"):
+        await PostgresEventStore(pg_url(), schema=f"{prefix}_empty", create=False).open()
+    assert _tables(f"{prefix}_empty") == []
+    # A store that exists opens as ever; create=True (the default) makes one.
+    async with PostgresEventStore(pg_url(), schema=f"{prefix}_real") as store:
+        await store.append("r1", [MemoryWritten(key="k", value=1)], expected_seq=0)
+    async with open_store(f"{pg_url()}?schema={prefix}_real", create=False) as store:
+        assert [e.seq async for e in store.read("r1")] == [1]
+    assert _schemas(prefix) == [f"{prefix}_empty", f"{prefix}_real"]
 
 
 def _sample_batches() -> list[list[EventBody]]:

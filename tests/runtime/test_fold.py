@@ -449,6 +449,25 @@ def test_a_state_keeps_each_nodes_newest_verdicts_and_stalls_and_counts_every_ev
     assert fold(log[300:], decode_state(encode_state(fold(log[:300])))) == state
 
 
+def test_tool_turns_are_counted_apart_from_the_judged_verdicts() -> None:
+    # A turn that called tools records a bail_out RETRY that nobody judged.
+    tool = Verdict(node_id="a", iteration=1, action="retry", level="bail_out")
+    judged = Verdict(node_id="a", iteration=2, action="retry", level="quality", feedback="f")
+    accept = Verdict(node_id="a", iteration=4, action="accept", level="quality")
+    log = as_log("r", [START, tool, judged, tool, accept])
+    state = fold(log)
+    assert state.verdict_counts == {"a": {"retry": 1, "accept": 1}}
+    assert state.tool_turns == {"a": 2}
+    assert [v.level for v in state.verdict_history["a"]] == [
+        "bail_out", "quality", "bail_out", "quality"
+    ]  # fmt: skip
+    live = new_state("r")
+    for event in log:
+        apply(live, event.body, event.seq)
+    assert (live.verdict_counts, live.tool_turns) == (state.verdict_counts, state.tool_turns)
+    assert fold(log[3:], decode_state(encode_state(fold(log[:3])))) == state
+
+
 @settings(max_examples=100, deadline=None)
 @given(logs)
 def test_a_live_state_s_shared_empty_lists_stay_empty(log: list[Event]) -> None:

@@ -141,10 +141,13 @@ async def test_the_result_carries_retries_visits_iterations_and_verdict_counts()
     assert result.total_retries == 1
     assert result.visits == {"log": 1, "summarise": 1}
     assert result.iterations == {"summarise": 3}
-    # Level 0 RETRY on the text turn, the bail-out RETRY on the tool turn, then ACCEPT.
+    # Level 0 RETRY on the text turn, the bail-out RETRY on the tool turn, then ACCEPT;
+    # the state counts the judged ones and the tool turn apart.
     assert result.verdicts == {"summarise": {"retry": 2, "accept": 1}}
+    assert result.tool_turns == {"summarise": 1}
     assert read_back.turns == result.iterations
-    assert read_back.verdict_counts == result.verdicts
+    assert read_back.verdict_counts == {"summarise": {"retry": 1, "accept": 1}}
+    assert read_back.tool_turns == result.tool_turns
     assert result.goal_outcome is None  # no goal, no scorecard
 
 

@@ -39,6 +39,8 @@ function fill(el, ...children) {
 
 const fmtTime = (t) => (t ? new Date(t * 1000).toLocaleString() : "");
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
+// "1 event", "2 events": a count with its noun in the number it needs.
+const plural = (n, one, many = `${one}s`) => `${fmtInt(n)} ${Number(n) === 1 ? one : many}`;
 // Who executes a run, from the store's claims (not the log): the owner of a live claim;
 // a running run that no live claim holds waits for a worker to claim it.
 const OWNERSHIP = { waiting: "waiting for a worker", unclaimed: "", unrecorded: "not recorded" };

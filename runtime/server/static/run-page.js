@@ -101,9 +101,9 @@ function describe(ev) {
       return `${body.action.toUpperCase()} (${body.level}${body.confidence !== null ? `, ${body.confidence}` : ""})${body.feedback ? ": " + short(body.feedback) : ""}`;
     case "node.stalled": return `stall warning at turn ${body.iteration}`;
     case "conversation.message": return `${body.role} (${body.kind}): ${short(body.content)}`;
-    case "conversation.compacted": return `compacted ${body.upto} entries: ${short(body.summary)}`;
+    case "conversation.compacted": return `compacted ${plural(body.upto, "entry", "entries")}: ${short(body.summary)}`;
     case "run.forked": return `forked from ${body.source_run_id} at seq ${body.source_seq}`;
-    case "graph.replaced": return `moved to graph ${body.graph.id ?? "?"} (${body.graph_hash.slice(0, 12)})${body.forced ? `, forced past ${body.divergences} divergence(s)` : ""}`;
+    case "graph.replaced": return `moved to graph ${body.graph.id ?? "?"} (${body.graph_hash.slice(0, 12)})${body.forced ? `, forced past ${plural(body.divergences, "divergence")}` : ""}`;
     case "run.pause_requested": return `pause requested${body.by ? ` by ${body.by}` : ""}`;
     case "output.set": return `output ${body.key} = ${short(body.value)}`;
     case "memory.written": return `${body.key} ${body.op === "replace" ? "=" : body.op} ${short(body.value)}`;
@@ -122,11 +122,19 @@ function tagClass(type) {
   return { llm: "t-llm", tool: "t-tool", judge: "t-judge", memory: "t-memory", output: "t-memory", edge: "t-edge", run: "t-run" }[head] || "";
 }
 
+// Judged verdicts and tool turns (turns that called tools: nobody judged them) apart; the
+// strip shows the newest of both.
+function verdictCount(node) {
+  const tools = node.tool_turns ? `, ${plural(node.tool_turns, "tool turn")}` : "";
+  const shown = node.total_verdicts + (node.tool_turns || 0) > node.verdicts.length ? ` (the last ${fmtInt(node.verdicts.length)} shown)` : "";
+  return `${plural(node.total_verdicts, "verdict")}${tools}${shown}`;
+}
+
 function verdictStrips(detail) {
   if (!detail.llm_nodes.length) return h("p", { class: "muted" }, "No LLM nodes.");
   return detail.llm_nodes.map((node) => h("div", { class: "strip-block", "data-node": node.node_id },
     h("h2", {}, node.node_id, " ", h("span", { class: "muted small" },
-      node.total_verdicts > node.verdicts.length ? `${node.total_verdicts} verdicts (the last ${node.verdicts.length} shown)` : `${node.total_verdicts} verdicts`)),
+      verdictCount(node))),
     h("div", { class: "strip" }, node.verdicts.map((v) => v.level === "bail_out"
       // A turn that called tools is not judged: shown as a tool turn, not as a RETRY.
       ? h("span", { class: "verdict v-tool", title: "called tools; not judged", "data-action": "TOOL" },
@@ -152,8 +160,8 @@ function judgeFailures(failures) {
 }
 
 function chainText(v) {
-  return v.ok ? `verified: ${fmtInt(v.checked)} events intact`
-    : `chain broken at seq ${v.broken_at ?? "?"}: ${v.reason} (${fmtInt(v.checked)} events check out before it)`;
+  return v.ok ? `verified: ${plural(v.checked, "event")} intact`
+    : `chain broken at seq ${v.broken_at ?? "?"}: ${v.reason} (${plural(v.checked, "event")} check${v.checked === 1 ? "s" : ""} out before it)`;
 }
 
 // The whole-chain check (verify) is read once per page and again when the run ends; each
@@ -190,7 +198,7 @@ function replayCard(enc) {
 
 function replayReport(r) {
   const count = r.divergences.length;
-  const served = `graph ${r.graph_id}; ${fmtInt(r.recorded_events)} events recorded, ${fmtInt(r.replayed_events)} replayed, ${fmtInt(r.model_calls)} model answers served from the log`;
+  const served = `graph ${r.graph_id}; ${plural(r.recorded_events, "event")} recorded, ${fmtInt(r.replayed_events)} replayed, ${plural(r.model_calls, "model answer")} served from the log`;
   return [
     h("p", { id: "replay-verdict", class: r.equal ? "chain-ok" : "chain-bad" },
       r.equal ? "No divergence" : (count ? `${count} divergence${count === 1 ? "" : "s"}` : "Not equal"),
@@ -277,7 +285,7 @@ async function runPage(runId) {
       behind = page.next_after === null && lastSeen > covered;
       lastSeen = Math.max(lastSeen, covered);
       timelineAfter = behind ? covered : page.next_after;
-      more.textContent = timelineAfter === null ? `${fmtInt(rows.children.length)} events shown` : `${fmtInt(rows.children.length)} events shown; scroll for more`;
+      more.textContent = timelineAfter === null ? `${plural(rows.children.length, "event")} shown` : `${plural(rows.children.length, "event")} shown; scroll for more`;
     } finally {
       loading = false;
       // A short page with more to read (filters that match few events): read on.
@@ -346,7 +354,7 @@ async function runPage(runId) {
         h("span", {}, badge("s", sum.status)), h("span", {}, badge("q", sum.quality)),
         sum.ownership === "unclaimed" ? "" : h("span", { id: "owner", class: `small o-${sum.ownership}` }, sum.ownership === "claimed" ? "owner " : "", h("b", {}, ownerText(sum))),
         h("span", {}, "graph ", h("b", {}, sum.graph_id || "?")),
-        h("span", { class: "muted" }, `${fmtInt(sum.last_seq)} events · started ${fmtTime(sum.created)} · updated ${fmtTime(sum.updated)}`),
+        h("span", { class: "muted" }, `${plural(sum.last_seq, "event")} · started ${fmtTime(sum.created)} · updated ${fmtTime(sum.updated)}`),
         sum.forked_from ? h("span", { id: "forked", class: "small" }, "fork of ",
           h("a", { href: `${ROOT}/runs/${encodeURIComponent(sum.forked_from.run_id)}`, class: "mono" }, sum.forked_from.run_id),
           ` at seq ${fmtInt(sum.forked_from.seq)}`) : "",

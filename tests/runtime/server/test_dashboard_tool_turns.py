@@ -34,6 +34,14 @@ async def test_tool_turns_are_shown_as_tool_turns_not_retry_verdicts(tmp_path: P
         await expect(pills).to_have_count(4)
         actions = await pills.evaluate_all("ps => ps.map(p => p.dataset.action)")
         assert actions == ["TOOL", "RETRY", "TOOL", "ACCEPT"]
+        # The heading counts the judged verdicts, and the tool turns apart.
+        await expect(strip.locator("h2 .muted")).to_have_text("2 verdicts, 2 tool turns")
+        detail = (await s.client.get(f"/api/runs/{run_id}")).json()
+        (draft,) = [n for n in detail["llm_nodes"] if n["node_id"] == "draft"]
+        assert (draft["total_verdicts"], draft["tool_turns"]) == (2, 2)
+        # Every count on the pages reads in the number it needs.
+        said = await page.evaluate("[plural(1, 'event'), plural(1200, 'entry', 'entries')]")
+        assert said == ["1 event", "1,200 entries"]
         await expect(strip.locator('.verdict[data-action="TOOL"]').first).to_have_text(
             "TOOL turn #1"
         )

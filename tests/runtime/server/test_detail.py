@@ -95,7 +95,8 @@ def expected_judging(events: Sequence[Event]) -> dict[str, Any]:
                 "node_id": node_id,
                 "verdicts": verdicts.get(node_id, [])[-KEPT_PER_NODE:],
                 "stalls": stalls.get(node_id, [])[-KEPT_PER_NODE:],
-                "total_verdicts": len(verdicts.get(node_id, [])),
+                "total_verdicts": sum(v["level"] != "bail_out" for v in verdicts.get(node_id, [])),
+                "tool_turns": sum(v["level"] == "bail_out" for v in verdicts.get(node_id, [])),
             }
             for node_id in order
         ],
@@ -255,7 +256,8 @@ async def test_a_long_judged_runs_detail_equals_the_fold_of_its_whole_log(
         detail = (await s.client.get(url)).json()
         assert shown(detail) == (expected_judging(events), folded(events))
         (draft,) = detail["llm_nodes"]
-        assert draft["total_verdicts"] > KEPT_PER_NODE == len(draft["verdicts"])
+        shown_all = draft["total_verdicts"] + draft["tool_turns"]
+        assert shown_all > KEPT_PER_NODE == len(draft["verdicts"])
         assert "round 139: be specific" in [v["feedback"] for v in draft["verdicts"]]
         assert [x["iteration"] for x in draft["stalls"]] == [3]
         assert detail["edges_taken"] == ["draft>tick", "tick>draft", "tick>done"]
