@@ -79,8 +79,8 @@ class ThreadWriter:
             raise StoreClosedError("append")
         if self._answers:
             self._deliver()  # batches the thread finished while the loop was busy
-        if self._in_flight + self._woken >= self._capacity:
-            return False
+        if self._in_flight + self._woken >= self._capacity and type(request) is AppendRequest:
+            return False  # an ownership request (a renewal) never waits behind appends
         if self._held and type(request) is AppendRequest:
             held = self._held.pop(request.run_id, None)
             if held is not None:
@@ -176,6 +176,11 @@ class ThreadWriter:
                     request.finish()
         if freed:
             self._wake_waiters(min(freed, self._capacity - self._in_flight - self._woken))
+        fence = self._core.fence
+        while fence.confirmed:  # leases the batches' appends extended (watch_leases)
+            claims, since = fence.confirmed.popleft()
+            for watcher in fence.watchers:
+                watcher(claims, since)
         if committed:
             self._on_commit()
 
