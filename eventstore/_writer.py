@@ -32,7 +32,8 @@ class ThreadWriter:
     Besides appends it takes the store's ownership requests (claims, renewals, releases;
     see eventstore._sqlite_claims) into the same queue and the same transactions, and
     holds a claim given to :meth:`hold` until its run's next append, which it queues just
-    before (so both go in one transaction).
+    before (so both go in one transaction). An ownership request is queued even when the
+    appends fill the queue (a renewal never waits behind their backpressure).
     ``on_commit`` is called on the event loop after each committed batch (the store wakes
     the followers of :meth:`SqliteEventStore.tail` with it). Waiting for space wakes one
     waiter per freed slot, in the order they began to wait.
