@@ -347,15 +347,17 @@ class RunOwnership:
                 _log.warning("run %s: releasing its claim failed (%s); it expires", run_id, exc)
 
     async def keep_leases(self, on_lost: Callable[[str], Awaitable[None]]) -> None:
-        """Renew every held claim each third of the lease, forever; ``on_lost`` for each
-        claim that was taken over."""
+        """Renew every held claim each third of the lease (from one renewal's asking to
+        the next's, however long the store took), forever; ``on_lost`` for each claim
+        that was taken over."""
+        asked = time.monotonic()
         while True:
-            await anyio.sleep(self.lease / 3)
+            await anyio.sleep(max(0.0, asked + self.lease / 3 - time.monotonic()))
             await self.give_up_expired(on_lost)
+            asked = time.monotonic()
             held = list(self.claims.values())
             if not held:
                 continue
-            asked = time.monotonic()
             try:
                 renewed = await self.store.renew(held, lease=self.lease)
             except StoreError as exc:
@@ -370,8 +372,7 @@ class RunOwnership:
                     _log.warning("run %s: its claim was lost; stopping it here", old.run_id)
                     await on_lost(old.run_id)
                 else:
-                    self.claims[old.run_id] = new
-                    # A commit may have confirmed it since the renewal was asked.
+                    self.claims[old.run_id] = new  # a commit may have confirmed it since:
                     if self.confirmed.get(old.run_id, asked) <= asked:
                         self.confirmed[old.run_id] = asked
 
