@@ -33,13 +33,11 @@ from benchmarks._common import figure, print_table
 from benchmarks._executor_ours import SLEEP_MS, _temp_db, linear_graph
 from benchmarks._floor import FloorStore, floor_run, temp_path
 from benchmarks._floor_compare import _cpu
-from runtime._config import OwnershipConfig
 from runtime._runtime import Runtime
 
 __all__ = ["main"]
 
 NODES = 10
-_LONG_LEASE = OwnershipConfig(lease_seconds=600.0)
 HELD_AT = 5  # the node (by x on entry) where the heap pass holds its runs
 HEAP_RUNS = 1000  # runs held live for the heap pass (tracemalloc slows everything)
 
@@ -69,10 +67,9 @@ Launch = Callable[[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]], Await
 async def _ours(runs: int, step: Callable[..., Awaitable[dict[str, Any]]], probe: Any) -> float:
     graph = linear_graph(NODES, "step")
     with _temp_db(True) as path:
-        # A lease long enough for the round: with 10,000 runs started at once on a busy
-        # 2-core machine the loop can lag past the default 15 s lease, and the runtime
-        # then stops its own runs as stalled (see docs/benchmarks.md).
-        async with Runtime(path, functions={"step": step}, ownership=_LONG_LEASE) as rt:
+        # The default 15 s lease: each run's commits confirm its claim, so the runs keep
+        # it while the renewals lag behind the loop (see docs/embedding.md).
+        async with Runtime(path, functions={"step": step}) as rt:
 
             async def one() -> None:
                 result = await (await rt.start(graph, input={"x": 0})).result()

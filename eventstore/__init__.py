@@ -8,7 +8,7 @@ runtime's lives in ``runtime``). Stores implement the :class:`EventStore` protoc
 
 import typing as _typing
 
-from ._claims import Claim, ClaimingStore, NotifyingStore
+from ._claims import Claim, ClaimingStore, LeaseConfirmingStore, NotifyingStore
 from ._errors import (
     ConcurrencyError,
     CorruptLogError,
@@ -91,6 +91,7 @@ __all__ = [
     "EventStore",
     "HeadsFile",
     "HeadsFileContents",
+    "LeaseConfirmingStore",
     "LeaseLostError",
     "NotAStoreError",
     "NotifyingStore",

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 import msgspec
 
-__all__ = ["Claim", "ClaimingStore", "NotifyingStore"]
+__all__ = ["Claim", "ClaimingStore", "LeaseConfirmingStore", "NotifyingStore"]
 
 
 class Claim(msgspec.Struct, frozen=True):
@@ -97,6 +97,25 @@ class ClaimingStore(Protocol):
         skipping the runs named in ``exclude`` (those the claimer is not ready to take
         again, such as runs it cannot execute). Concurrent claimers never get the same
         run."""
+        ...
+
+
+@runtime_checkable
+class LeaseConfirmingStore(Protocol):
+    """A store whose appends confirm the claims they are made under (both built-in stores).
+
+    The transaction that appends to a run under a claim this store holds (its epoch
+    checked in that transaction) also extends the claim's lease when a third of it or more
+    has gone since it last started, for all such runs at once: a run whose appends keep
+    coming keeps its claim without renewals. The store tells who watches when it did.
+    """
+
+    def watch_leases(self, confirmed: Callable[[Sequence[tuple[str, int]], float], None]) -> None:
+        """After each transaction that extended leases, call ``confirmed(claims, since)``
+        on the event loop: the claims named ``(run_id, epoch)`` run a whole lease from
+        ``since`` (``time.monotonic()`` of this process, no later than the transaction's
+        own clock reading). A store may report the leases its claims and renewals start
+        too. ``confirmed`` must be quick and must not raise."""
         ...
 
 

@@ -171,6 +171,7 @@ class PostgresEventStore:
                 self._capacity,
                 self._front.wake_followers,
             )
+            writer.lease_watchers = self._ownership.watchers
             await writer.start()
             pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
                 self.url,
@@ -393,6 +394,11 @@ class PostgresEventStore:
         is not open."""
         self._front.check_open("release")
         return False
+
+    def watch_leases(self, confirmed: Callable[[Sequence[tuple[str, int]], float], None]) -> None:
+        """See :class:`LeaseConfirmingStore`: the writer's transactions extend the leases
+        of the claims their appends are fenced on, a third of a lease after they started."""
+        self._ownership.watchers.append(confirmed)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
         """Extend the leases of ``claims`` (see :class:`ClaimingStore`)."""

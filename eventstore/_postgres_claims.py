@@ -7,7 +7,7 @@ machine. These run on a connection of their own, never queued behind appends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import psycopg
@@ -16,7 +16,16 @@ from ._claims import Claim
 from ._errors import RunOwnedError, StoreClosedError, StoreError
 from ._postgres_alive import spoke_unasked
 
-__all__ = ["LeaseConnection", "claim", "claim_runnable", "mark_draining", "release", "renew"]
+__all__ = [
+    "EXTEND",
+    "LeaseConnection",
+    "claim",
+    "claim_runnable",
+    "due_leases",
+    "mark_draining",
+    "release",
+    "renew",
+]
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -96,6 +105,14 @@ UPDATE runs r SET lease_expires = {_NOW} + %s
 FROM unnest(%s::text[], %s::bigint[]) AS v(run_id, epoch)
 WHERE r.run_id = v.run_id AND r.claim_epoch = v.epoch AND r.owner = %s
 RETURNING r.run_id, r.lease_expires
+"""
+
+#: The leases a writer's transaction confirms: the claims its appends were fenced on (the
+#: runs rows are locked, their epochs checked), from now on the server's clock.
+EXTEND = f"""
+UPDATE runs r SET lease_expires = {_NOW} + v.lease
+FROM unnest(%s::text[], %s::bigint[], %s::float8[]) AS v(run_id, epoch, lease)
+WHERE r.run_id = v.run_id AND r.claim_epoch = v.epoch AND r.owner IS NOT NULL
 """
 
 _RELEASE = (
@@ -181,3 +198,25 @@ async def mark_draining(conn: Connection, claim: Claim, nodes: str | None) -> bo
     """See ClaimingStore.mark_draining."""
     cur = await conn.execute(_DRAIN, (nodes, nodes, claim.run_id, claim.epoch, claim.owner))
     return await cur.fetchone() is not None
+
+
+def due_leases(
+    leases: dict[str, tuple[float, float]],
+    epochs: dict[str, int],
+    run_ids: Collection[str],
+    now: float,
+) -> tuple[list[str], list[int], list[float]] | None:
+    """The claims among ``run_ids`` (runs a transaction appends to under their claims)
+    whose lease an append is to extend: ``leases`` (run_id -> (lease, due on the monotonic
+    clock)) says it started a third of a lease ago or more. EXTEND's parameters, or None
+    when there is none (most transactions)."""
+    due: tuple[list[str], list[int], list[float]] | None = None
+    for run_id in run_ids:
+        held = leases.get(run_id)
+        if held is not None and now >= held[1]:
+            if due is None:
+                due = ([], [], [])
+            due[0].append(run_id)
+            due[1].append(epochs[run_id])
+            due[2].append(held[0])
+    return due

@@ -4,6 +4,7 @@ fences each append on."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ class PostgresOwnership:
     open), whose ``epochs`` fence the appends of the runs claimed here; ``fetch`` the
     store's one-query reads; ``runnable_channel`` the NOTIFY channel of a release."""
 
-    __slots__ = ("_fetch", "_runnable_channel", "_writer", "leases")
+    __slots__ = ("_fetch", "_runnable_channel", "_writer", "leases", "watchers")
 
     def __init__(
         self,
@@ -37,21 +38,27 @@ class PostgresOwnership:
         self._writer = writer
         self._fetch = fetch
         self._runnable_channel = runnable_channel
+        #: Told of the leases the writer's appends extend (LeaseConfirmingStore).
+        self.watchers: list[Callable[[Sequence[tuple[str, int]], float], None]] = []
 
-    def _fence(self, claims: Sequence[Claim]) -> None:
+    def _fence(self, claims: Sequence[Claim], lease: float, asked: float) -> None:
+        """The writer fences the appends of ``claims`` on their epochs, and its appends
+        extend their leases (asked at ``asked`` on this process's monotonic clock)."""
         writer = self._writer()
         if writer is not None:
             for claim in claims:
                 writer.epochs[claim.run_id] = claim.epoch
+                writer.leases[claim.run_id] = (lease, asked + lease / 3)
 
     async def claim(self, run_id: str, owner: str, *, lease: float) -> Claim:
         """See :meth:`PostgresEventStore.claim`."""
         check_text("claim", "the run id", run_id)
         check_text("claim", "the owner", owner)
+        asked = time.monotonic()
         claim: Claim = await self.leases.call(
             "claim", lambda conn: claims_sql.claim(conn, run_id, owner, lease)
         )
-        self._fence((claim,))
+        self._fence((claim,), lease, asked)
         return claim
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
@@ -59,6 +66,7 @@ class PostgresOwnership:
         if not claims:
             return []
         owners = {claim.owner for claim in claims}
+        asked = time.monotonic()
         answers: dict[tuple[str, int], Claim | None] = {}
         for owner in owners:
             mine = [claim for claim in claims if claim.owner == owner]
@@ -69,6 +77,14 @@ class PostgresOwnership:
             renewed: list[Claim | None] = await self.leases.call("renew", call, again=True)
             for claim, answer in zip(mine, renewed, strict=True):
                 answers[claim.run_id, claim.epoch] = answer
+        writer = self._writer()
+        if writer is not None:  # the writer's appends extend them from a third on
+            for claim in claims:
+                if (
+                    answers[claim.run_id, claim.epoch]
+                    and writer.epochs.get(claim.run_id) == claim.epoch
+                ):
+                    writer.leases[claim.run_id] = (lease, asked + lease / 3)
         return [answers[claim.run_id, claim.epoch] for claim in claims]
 
     async def release(self, claim: Claim) -> None:
@@ -82,6 +98,7 @@ class PostgresOwnership:
         writer = self._writer()
         if released and writer is not None and writer.epochs.get(claim.run_id) == claim.epoch:
             del writer.epochs[claim.run_id]
+            writer.leases.pop(claim.run_id, None)
 
     async def mark_draining(self, claim: Claim, nodes: str | None) -> bool:
         """See :meth:`PostgresEventStore.mark_draining`."""
@@ -102,10 +119,11 @@ class PostgresOwnership:
     ) -> list[Claim]:
         """See :meth:`PostgresEventStore.claim_runnable`."""
         check_text("claim_runnable", "the owner", owner)
+        asked = time.monotonic()
         got: list[Claim] = await self.leases.call(
             "claim_runnable",
             lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit, list(exclude)),
             again=True,
         )
-        self._fence(got)
+        self._fence(got, lease, asked)
         return got

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -26,6 +26,7 @@ from ._errors import ConcurrencyError, LeaseLostError, StoreClosedError, StoreEr
 from ._events import chain_digest
 from ._front import CommitCounters
 from ._postgres_alive import spoke_unasked
+from ._postgres_claims import EXTEND, due_leases
 from ._postgres_snapshots import SNAPSHOT_UPSERT
 from ._protocol import AppendResult, StoreStatistics
 from ._requests import AppendRequest
@@ -132,6 +133,12 @@ class PostgresWriter:
         self._task: asyncio.Task[None] | None = None
         #: run_id -> the claim epoch every append of that run must still find in the store.
         self.epochs: dict[str, int] = {}
+        #: run_id -> (lease, due): from ``due`` on (this process's monotonic clock, a third
+        #: of the lease after it last started at the latest) an append extends the claim.
+        self.leases: dict[str, tuple[float, float]] = {}
+        self._extended: tuple[list[str], list[int], list[float]] | None = None
+        #: Told of each committed extension (see eventstore.LeaseConfirmingStore).
+        self.lease_watchers: list[Callable[[Sequence[tuple[str, int]], float], None]] = []
 
     def statistics(self) -> StoreStatistics:
         """Counters of the group commits since the writer started."""
@@ -260,9 +267,17 @@ class PostgresWriter:
         for attempt in range(5):
             conn = await self._connection()
             try:
+                began = time.monotonic()
                 async with conn.pipeline():
                     async with conn.transaction():
-                        positions = await self._transaction(conn, batch)
+                        positions = await self._transaction(conn, batch, began)
+                if self._extended is not None:  # committed: they run a lease from began
+                    for run_id, epoch, lease in zip(*self._extended, strict=True):
+                        if self.epochs.get(run_id) == epoch:
+                            self.leases[run_id] = (lease, began + lease / 3)
+                    extended = list(zip(self._extended[0], self._extended[1], strict=True))
+                    for watcher in self.lease_watchers:
+                        watcher(extended, began)
                 # The pipeline sent the events, the positions and COMMIT in one go.
                 if positions is not None:
                     row = await positions.fetchone()
@@ -292,11 +307,14 @@ class PostgresWriter:
             )
 
     async def _transaction(
-        self, conn: Connection, batch: list[AppendRequest]
+        self, conn: Connection, batch: list[AppendRequest], began: float
     ) -> psycopg.AsyncCursor[Any] | None:
         """Queue the batch's writes; the cursor whose row is the first position (None if
-        nothing was accepted). The results are answered by :meth:`_answer` after COMMIT."""
+        nothing was accepted). The results are answered by :meth:`_answer` after COMMIT.
+        The claims its appends pass the fence of are confirmed (EXTEND) where due."""
         now = time.time()
+        self._extended = None
+        fenced: set[str] = set()
         run_ids = sorted({request.run_id for request in batch})
         cur = await conn.execute(_LOCK_RUNS, (run_ids,))
         # run_id -> [run key or None (new), last seq, last digest]
@@ -318,6 +336,7 @@ class PostgresWriter:
                 if found[0] != claimed:
                     request.error = LeaseLostError(run_id, claimed, found[0], found[1])
                     continue
+                fenced.add(run_id)
             head = heads.get(run_id)
             seq = 0 if head is None else head[1]
             if request.expected_seq is not None and request.expected_seq != seq:
@@ -343,6 +362,10 @@ class PostgresWriter:
             accepted.append((request, first, digests))
         if not accepted:
             return None
+        if fenced:
+            self._extended = due_leases(self.leases, self.epochs, fenced, began)
+            if self._extended is not None:
+                await conn.execute(EXTEND, self._extended)
         if new_runs:
             ids = list(new_runs)
             cur = await conn.execute(

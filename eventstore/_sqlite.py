@@ -191,6 +191,11 @@ class SqliteEventStore:
         """
         return self._front.submit(run_id, events, expected_seq, snapshot, on_done)
 
+    def watch_leases(self, confirmed: Callable[[Sequence[tuple[str, int]], float], None]) -> None:
+        """See :class:`LeaseConfirmingStore`: the writer's transactions extend the leases
+        of the claims their appends are fenced on, a third of a lease after they started."""
+        self._core.fence.watchers.append(confirmed)
+
     def statistics(self) -> StoreStatistics:
         """Counters of the writer since open (read by the Prometheus exporter)."""
         return self._front.statistics()

@@ -16,6 +16,12 @@ by this store, with or without an expected seq, until it claims the run again (r
 the lost claim does not lift the fence). This is the second fence beside the
 ``(run, seq)`` one. Leases are on this machine's clock (a SQLite file is shared by the
 processes of one machine).
+
+An append that passes the fence also confirms its claim: a transaction extends, in one
+statement, the lease of every such run whose lease started more than a third of it ago
+(what the store's own transactions wrote, which it keeps beside the epochs), so a
+committed append leaves its claim at least two thirds of a lease to run however far
+behind the renewals are. Most transactions extend nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Collection, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal, TypeGuard
 
 from ._claims import Claim
@@ -40,6 +47,8 @@ _SELECT = (
 )
 _UPSERT = "INSERT OR REPLACE INTO claims (run_id, owner, expires, epoch) VALUES (?, ?, ?, ?)"
 _RENEW = "UPDATE claims SET expires = ? WHERE run_id = ?"
+# The leases a transaction's appends confirm (their epochs were checked in it).
+_EXTEND = "UPDATE claims SET expires = ? WHERE run_id IN (SELECT value FROM json_each(?))"
 _RELEASE = (
     "UPDATE claims SET owner = NULL, expires = NULL, draining = NULL, draining_since = NULL "
     "WHERE run_id = ?"
@@ -106,15 +115,24 @@ Request = AppendRequest | OwnershipRequest
 
 class ClaimTurn:
     """The ownership part of one transaction: the appends that passed the epoch fence, the
-    answers of the other requests, and the store's epochs as they are once it commits."""
+    answers of the other requests, and the store's epochs and leases as they are once it
+    commits."""
 
-    __slots__ = ("answers", "appends", "epochs")
+    __slots__ = ("answers", "appends", "epochs", "leases", "since")
 
     def __init__(self) -> None:
         self.appends: list[AppendRequest] = []
         self.answers: list[tuple[Pending[Any], object, StoreError | None]] = []
         # run_id -> its new epoch, the error its appends raise, or None (no longer held).
         self.epochs: dict[str, int | StoreError | None] = {}
+        # run_id -> (lease, when an append is to extend it next) of the leases it wrote.
+        self.leases: dict[str, tuple[float, float]] = {}
+        # When its leases start on this process's monotonic clock (with ``now``).
+        self.since = time.monotonic()
+
+    def started(self, run_id: str, lease: float, now: float) -> None:
+        """The transaction gives ``run_id``'s claim a lease of ``lease`` from ``now``."""
+        self.leases[run_id] = (lease, now + lease / 3)
 
 
 class ClaimFence:
@@ -127,6 +145,16 @@ class ClaimFence:
         # run_id -> the epoch its appends must find in the claims table, or the error
         # they raise (a fenced claim that was refused).
         self.epochs: dict[str, int | StoreError] = {}
+        # run_id -> (lease, due) of each claim in ``epochs``: its lease as the store's own
+        # transactions last wrote it, to be extended by an append from ``due`` on (a third
+        # of the lease after it started, on the store's clock).
+        self.leases: dict[str, tuple[float, float]] = {}
+        #: (claims as (run_id, epoch), since) of each committed transaction that started
+        #: leases (claims, renewals, appends' extensions), for the event loop to hand to the
+        #: ``watchers`` (filled by the writer thread, emptied on the loop: deque ends are
+        #: atomic); see eventstore.LeaseConfirmingStore.
+        self.confirmed: deque[tuple[list[tuple[str, int]], float]] = deque()
+        self.watchers: list[Callable[[Sequence[tuple[str, int]], float], None]] = []
         # The file's data_version when the last transaction began: it changes when another
         # connection commits. While it stands still, the claims table holds what this
         # store's own transactions left there, which ``epochs`` follows.
@@ -153,6 +181,7 @@ class ClaimFence:
         trusted = version == self._version
         self._version = version
         rows = self._rows(conn, requests, appends=not trusted)
+        leases, extend = self.leases, None
         for request in requests:
             if type(request) is AppendRequest:
                 run_id = request.run_id
@@ -165,6 +194,13 @@ class ClaimFence:
                     row = rows.get(run_id)
                     if (row is None and trusted) or (row is not None and row[2] == expected):
                         turn.appends.append(request)
+                        held = turn.leases.get(run_id) or leases.get(run_id)
+                        if held is not None and now >= held[1]:  # confirmed by the append
+                            turn.started(run_id, held[0], now)
+                            if row is not None:
+                                row[1] = now + held[0]
+                            extend = extend or {}
+                            extend[run_id] = (held[0], expected)
                     else:
                         found, owner = (0, None) if row is None else (row[2], row[0])
                         lost = LeaseLostError(run_id, expected, found, owner)
@@ -187,21 +223,51 @@ class ClaimFence:
                 self._drain(conn, request, rows, turn, now)
             else:
                 self._claim_runnable(conn, request, rows, turn, now)
+        if extend is not None:
+            self._extend(conn, extend, turn, now)
         return turn
 
     def apply(self, turn: ClaimTurn) -> None:
         """After COMMIT: the store holds the new epochs; the requests get their answers."""
-        epochs = self.epochs
+        epochs, leases = self.epochs, self.leases
         for run_id, epoch in turn.epochs.items():
             if epoch is None:
                 epochs.pop(run_id, None)
             else:
                 epochs[run_id] = epoch
+            if type(epoch) is not int:
+                leases.pop(run_id, None)
+        started: list[tuple[str, int]] = []
+        for run_id, lease in turn.leases.items():
+            epoch = epochs.get(run_id)
+            if type(epoch) is int:
+                leases[run_id] = lease
+                started.append((run_id, epoch))
+        if started and self.watchers:
+            self.confirmed.append((started, turn.since))
         for request, result, error in turn.answers:
             request.result = result
             request.error = error
 
     # -- the operations, inside the transaction ---------------------------------------------
+
+    def _extend(
+        self,
+        conn: sqlite3.Connection,
+        extend: dict[str, tuple[float, int]],
+        turn: ClaimTurn,
+        now: float,
+    ) -> None:
+        """Extend the leases that the transaction's appends confirmed (run_id -> (lease,
+        the epoch the append found)), in one statement per lease length (one, usually),
+        but not a claim released or claimed anew later in the same transaction."""
+        by_lease: dict[float, list[str]] = {}
+        for run_id, (lease, epoch) in extend.items():
+            final = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
+            if final == epoch:
+                by_lease.setdefault(lease, []).append(run_id)
+        for lease, run_ids in by_lease.items():
+            conn.execute(_EXTEND, (now + lease, json.dumps(run_ids)))
 
     def _rows(
         self, conn: sqlite3.Connection, requests: Sequence[Request], *, appends: bool
@@ -246,6 +312,7 @@ class ClaimFence:
         rows[run_id] = [owner, expires, epoch]
         conn.execute(_UPSERT, (run_id, owner, expires, epoch))
         turn.epochs[run_id] = epoch
+        turn.started(run_id, request.lease, now)
         turn.answers.append((request, Claim(run_id, owner, epoch, expires), None))
 
     def _renew(
@@ -263,6 +330,7 @@ class ClaimFence:
             if _holds(row, claim):
                 row[1] = expires
                 conn.execute(_RENEW, (expires, claim.run_id))
+                turn.started(claim.run_id, request.lease, now)
                 answers.append(Claim(claim.run_id, claim.owner, claim.epoch, expires))
             else:
                 answers.append(None)
@@ -324,6 +392,7 @@ class ClaimFence:
         for claim in claims:
             rows[claim.run_id] = [claim.owner, claim.expires, claim.epoch]
             turn.epochs[claim.run_id] = claim.epoch
+            turn.started(claim.run_id, request.lease, now)
         turn.answers.append((request, claims, None))
 
 

@@ -33,7 +33,8 @@ class SqliteOwnership:
         self._reader = reader
 
     async def _own(self, request: OwnershipRequest) -> Any:
-        """Queue ``request`` (waiting for space), wait for its answer; raise its error."""
+        """Queue ``request`` (never refused for space: the writer takes ownership requests
+        beyond its appends' capacity), wait for its answer; raise its error."""
         operation = request.operation
         writer = self._open_writer(operation)
         while not writer.submit(request):

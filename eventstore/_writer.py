@@ -32,7 +32,8 @@ class ThreadWriter:
     Besides appends it takes the store's ownership requests (claims, renewals, releases;
     see eventstore._sqlite_claims) into the same queue and the same transactions, and
     holds a claim given to :meth:`hold` until its run's next append, which it queues just
-    before (so both go in one transaction).
+    before (so both go in one transaction). An ownership request is queued even when the
+    appends fill the queue (a renewal never waits behind their backpressure).
     ``on_commit`` is called on the event loop after each committed batch (the store wakes
     the followers of :meth:`SqliteEventStore.tail` with it). Waiting for space wakes one
     waiter per freed slot, in the order they began to wait.
@@ -79,8 +80,8 @@ class ThreadWriter:
             raise StoreClosedError("append")
         if self._answers:
             self._deliver()  # batches the thread finished while the loop was busy
-        if self._in_flight + self._woken >= self._capacity:
-            return False
+        if self._in_flight + self._woken >= self._capacity and type(request) is AppendRequest:
+            return False  # an ownership request (a renewal) never waits behind appends
         if self._held and type(request) is AppendRequest:
             held = self._held.pop(request.run_id, None)
             if held is not None:
@@ -176,6 +177,11 @@ class ThreadWriter:
                     request.finish()
         if freed:
             self._wake_waiters(min(freed, self._capacity - self._in_flight - self._woken))
+        fence = self._core.fence
+        while fence.confirmed:  # leases the batches' appends extended (watch_leases)
+            claims, since = fence.confirmed.popleft()
+            for watcher in fence.watchers:
+                watcher(claims, since)
         if committed:
             self._on_commit()
 

@@ -5,7 +5,11 @@ run before it executes anything of it, and holds the claim while the run is live
 loops run beside the runs, each on its own schedule:
 
 - renewal, every third of the lease: a run whose claim was lost (its lease expired and
-  another worker took it) is stopped at once;
+  another worker took it) is stopped at once. A run's commits confirm its claim too: on
+  a store that says so (:class:`eventstore.LeaseConfirmingStore`, both built-in stores),
+  the transaction that appends under a claim whose lease is a third gone extends it and
+  the store tells when, so a busy run keeps its claim however far the renewals fall
+  behind a long queue of appends or a saturated event loop;
 - expiry, before each renewal and each recovery round: a claim not confirmed for a whole
   lease on this process's clock (the process stalled: a GC pause, a frozen VM, SIGSTOP)
   may be another's by now, so its run's executor is stopped and the claim given up
@@ -28,14 +32,21 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Literal
 
 import anyio
 import anyio.abc
 
 from actors import new_waiter
-from eventstore import Claim, ClaimingStore, NotifyingStore, RunInfo, StoreError
+from eventstore import (
+    Claim,
+    ClaimingStore,
+    LeaseConfirmingStore,
+    NotifyingStore,
+    RunInfo,
+    StoreError,
+)
 
 from .._config import OwnershipConfig, RecoveryConfig
 from .._result import RunOutcome, RunResult
@@ -209,10 +220,23 @@ class RunOwnership:
         self.confirmed: dict[str, float] = {}
         #: New runs whose claim goes with their first append (claim_start).
         self._pending: set[str] = set()
+        if isinstance(store, LeaseConfirmingStore):
+            store.watch_leases(self._confirmed_by_commit)
 
     def _hold(self, claim: Claim, asked: float) -> None:
         self.claims[claim.run_id] = claim
         self.confirmed[claim.run_id] = asked
+
+    def _confirmed_by_commit(self, claims: Sequence[tuple[str, int]], since: float) -> None:
+        """A store's transaction started the leases of ``claims`` ((run_id, epoch): an
+        append under the claim extended it, or a claim or renewal) from ``since`` on this
+        process's monotonic clock: those held here are confirmed from then."""
+        held, confirmed = self.claims, self.confirmed
+        for run_id, epoch in claims:
+            asked = confirmed.get(run_id)
+            claim = held.get(run_id)
+            if asked is not None and since > asked and claim is not None and claim.epoch == epoch:
+                confirmed[run_id] = since
 
     def holds(self, run_id: str) -> bool:
         """True while this runtime holds ``run_id``'s claim and its lease has not run
@@ -323,15 +347,17 @@ class RunOwnership:
                 _log.warning("run %s: releasing its claim failed (%s); it expires", run_id, exc)
 
     async def keep_leases(self, on_lost: Callable[[str], Awaitable[None]]) -> None:
-        """Renew every held claim each third of the lease, forever; ``on_lost`` for each
-        claim that was taken over."""
+        """Renew every held claim each third of the lease (from one renewal's asking to
+        the next's, however long the store took), forever; ``on_lost`` for each claim
+        that was taken over."""
+        asked = time.monotonic()
         while True:
-            await anyio.sleep(self.lease / 3)
+            await anyio.sleep(max(0.0, asked + self.lease / 3 - time.monotonic()))
             await self.give_up_expired(on_lost)
+            asked = time.monotonic()
             held = list(self.claims.values())
             if not held:
                 continue
-            asked = time.monotonic()
             try:
                 renewed = await self.store.renew(held, lease=self.lease)
             except StoreError as exc:
@@ -346,7 +372,9 @@ class RunOwnership:
                     _log.warning("run %s: its claim was lost; stopping it here", old.run_id)
                     await on_lost(old.run_id)
                 else:
-                    self._hold(new, asked)
+                    self.claims[old.run_id] = new  # a commit may have confirmed it since:
+                    if self.confirmed.get(old.run_id, asked) <= asked:
+                        self.confirmed[old.run_id] = asked
 
     async def give_up_expired(self, on_lost: Callable[[str], Awaitable[None]]) -> None:
         """Stop the run of each claim whose lease ran out on this process's clock (it

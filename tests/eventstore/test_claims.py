@@ -257,3 +257,27 @@ async def test_a_claim_s_draining_mark_is_listed_and_cleared_with_the_claim(
         info = await a.get_run("r1")
         assert info is not None and (info.owner, info.draining) == ("worker-b", None)
         await b.release(again)
+
+
+async def test_appends_under_a_claim_keep_its_lease_without_renewals(
+    store_factory: StoreFactory,
+) -> None:
+    """Each append that passes the claim's epoch fence confirms the claim: appended to more
+    often than its lease, the run stays its owner's for several leases with no renewal;
+    once the appends stop, the lease runs out and another owner takes the run over."""
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        claim = await a.claim("r1", "worker-a", lease=1.5)
+        for seq in range(16):  # 3.2 s, over two leases
+            await a.append("r1", [MemoryWritten(key="k", value=seq)], expected_seq=seq)
+            await anyio.sleep(0.2)
+        with pytest.raises(RunOwnedError) as caught:
+            await b.claim("r1", "worker-b", lease=5)
+        assert caught.value.owner == "worker-a"
+        await anyio.sleep(1.6)  # no append and no renewal: the lease runs out
+        taken = await b.claim("r1", "worker-b", lease=5)
+        assert taken.epoch == claim.epoch + 1
+        with pytest.raises(LeaseLostError):  # an append confirms only a claim still held
+            await a.append("r1", [MemoryWritten(key="k", value=16)], expected_seq=16)
+        assert await a.renew([claim], lease=1.5) == [None]
+        assert len(await b.read_all("r1")) == 16
