@@ -67,7 +67,9 @@ class SpecErrors(SpecError):
         self.errors = list(errors)
         first = self.errors[0] if self.errors else SpecError("", "invalid spec")
         lines = "\n".join(f"  - {e}" for e in self.errors)
-        MagistrateError.__init__(self, f"{len(self.errors)} problem(s) in graph spec:\n{lines}")
+        count = len(self.errors)
+        problems = "1 problem" if count == 1 else f"{count} problems"
+        MagistrateError.__init__(self, f"{problems} in graph spec:\n{lines}")
         self.path = first.path
         self.reason = first.reason
 

@@ -265,7 +265,8 @@ class Compiler:
                 node,
                 f"{name}() takes {low}"
                 + (f" to {high}" if high != low else "")
-                + f" argument(s), got {len(node.args)}",
+                + (" argument" if high == 1 else " arguments")
+                + f", got {len(node.args)}",
             )
         args = [self.compile(a) for a in node.args]
         pos = self.column(node)

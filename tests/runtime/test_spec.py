@@ -463,7 +463,7 @@ def test_spec_errors_collect_every_problem() -> None:
     assert paths == ["edges[2].target", "edges[3].expression", "pause_nodes[0]", "max_steps"]
     assert isinstance(info.value, SpecError)
     assert info.value.path == "edges[2].target"
-    assert "4 problem(s)" in str(info.value)
+    assert "4 problems in graph spec" in str(info.value)
     assert "column" in info.value.errors[1].reason
 
 
