@@ -7,8 +7,6 @@ is recorded and left to another."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +15,6 @@ import pytest
 from runtime import EdgeSpec, GraphSpec, RunChangedError, RunStateError, Runtime
 from runtime.events import ApprovalGranted, ApprovalRejected, RunResumed
 from runtime.testing import function_node
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 pytestmark = pytest.mark.anyio
 
@@ -56,17 +53,6 @@ WITH_FALLBACK = GraphSpec(
     entry_node="draft",
     pause_nodes=["send"],
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_store"
-    drop_schemas(prefix)
 
 
 async def _at_gate(rt: Runtime, graph: GraphSpec = REFUND) -> str:

@@ -6,8 +6,6 @@ loses never returns a status it did not make."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,7 +13,6 @@ import pytest
 
 from runtime import EdgeSpec, GraphSpec, RunChangedError, RunStateError, Runtime
 from runtime.testing import function_node
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 pytestmark = pytest.mark.anyio
 
@@ -27,17 +24,6 @@ GRAPH = GraphSpec(
     edges=[EdgeSpec(source="a", target="b")],
     entry_node="a",
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_store"
-    drop_schemas(prefix)
 
 
 class Steps:

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -20,24 +19,12 @@ import pytest
 from runtime import Runtime
 from runtime.reads import RunReader
 from runtime.server import create_app
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 from tests.runtime.server.support import live_server
 from tests.runtime.test_draining import GRAPH, Blocking
 
 pytestmark = pytest.mark.anyio
 
 MAGISTRATE = Path(sys.executable).with_name("magistrate")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_store"
-    drop_schemas(prefix)
 
 
 def _cli(store: str, *args: str) -> str:

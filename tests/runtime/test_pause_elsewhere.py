@@ -5,8 +5,6 @@ the same as an in-process pause's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,7 +13,6 @@ import pytest
 from runtime import EdgeSpec, GraphSpec, NodeContext, OwnershipConfig, RunStateError, Runtime
 from runtime.events import NodeStarted, PauseRequested, RunPaused
 from runtime.testing import function_node
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 pytestmark = pytest.mark.anyio
 
@@ -35,17 +32,6 @@ THREE = GraphSpec(
     edges=[*GRAPH.edges, EdgeSpec(source="after", target="last")],
     entry_node="work",
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_store"
-    drop_schemas(prefix)
 
 
 class Work:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from runtime import EdgeSpec, GraphSpec, NodeContext, OwnershipConfig, Runtime
 from runtime.events import NodeCompleted, NodeStarted, PauseRequested, RunPaused, fold
 from runtime.server import create_app
 from runtime.testing import function_node
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 from tests.runtime.server.support import live_server
 
 pytestmark = pytest.mark.anyio
@@ -31,17 +29,6 @@ SLOW_WATCH = OwnershipConfig(control_interval=3600)
 CHAIN = [f"n{i}" for i in range(1, 6)]
 MAGISTRATE = Path(sys.executable).with_name("magistrate")
 TOKEN = "t" * 20
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_store"
-    drop_schemas(prefix)
 
 
 def _chain() -> GraphSpec:

@@ -7,8 +7,6 @@ RunChangedError itself (its handle's result never does), and no claim is left be
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,7 +14,6 @@ import pytest
 
 from runtime import EdgeSpec, GraphSpec, RunChangedError, RunStateError, Runtime
 from runtime.testing import function_node
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 pytestmark = pytest.mark.anyio
 
@@ -31,17 +28,6 @@ def _graph(durability: str) -> GraphSpec:
         entry_node="a",
         durability=durability,
     )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_store"
-    drop_schemas(prefix)
 
 
 def _tags(events: list[Any]) -> list[str]:
