@@ -1,4 +1,7 @@
-"""The append side of one run's event log, shared by the executor and the run's nodes."""
+"""The append side of one run's event log, shared by the executor and the run's nodes.
+
+Its batches carry the run's snapshots: every ``SNAPSHOT_EVERY`` events, and with a pause
+or end sooner when worth its bytes (``runtime.events._snapshots.worth_at_rest``)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from eventstore import (
 )
 
 from ..events._new_state import new_state
-from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after
+from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after, worth_at_rest
 from ..events._state import RunState, apply, fold
 from ._foreign import Rebase
 
@@ -128,6 +131,8 @@ class RunLog:
         #: once this many events were handed over since the last (see runtime.events._snapshots).
         self.snapshot_every = SNAPSHOT_EVERY
         self.snapshot_seq = self.state.last_seq
+        #: Bytes of the last snapshot this log handed over (0: none): what one at rest replaces.
+        self.snapshot_bytes = 0
         # The first store error of an append: the seqs numbered after it are wrong, so every
         # later append raises it too instead of landing on a head another writer moved.
         self.failed: BaseException | None = None
@@ -175,7 +180,8 @@ class RunLog:
         cancellation leaves the batch to the store, which still commits what it was
         handed, and the hooks are not called for it; it saves a cancel scope per append.
         ``at_rest=True``: the batch records the run's pause or end, and carries a snapshot
-        of the state after it once ``SNAPSHOT_AT_REST`` events passed since the last one,
+        of the state after it when worth its bytes (``worth_at_rest``: at least
+        ``SNAPSHOT_AT_REST`` events since the last one, the state small beside them),
         committed in the batch's transaction (so before the caller reports a result).
         """
         if self.rebase is not None:
@@ -272,24 +278,30 @@ class RunLog:
         The ``snapshot.taken`` event that binds the snapshot to the log is inserted into
         ``batch`` right after them, and the state's ``last_seq`` moves past it. It rides
         with the batch (the store saves it in the batch's transaction), so saving one
-        costs no write of its own and never waits; an unencodable state skips it.
+        costs no write of its own and never waits; an unencodable state skips it. Due
+        ``snapshot_every`` events after the last; at rest, sooner when ``worth_at_rest``.
         """
         state = self.state
         at = state.last_seq
+        since = at - self.snapshot_seq
         every = min(self.snapshot_every, SNAPSHOT_AT_REST) if at_rest else self.snapshot_every
-        if events == 0 or at - self.snapshot_seq < every:
+        if events == 0 or since < every:
             return None
         # The state through the taken event, which only counts in event_counts.
         state.last_seq = at + 1
         counts = state.event_counts
         counts[_TAKEN] = counts.get(_TAKEN, 0) + 1
         made = snapshot_after(state, events)
-        if made is None:
+        if made is None or (
+            since < self.snapshot_every
+            and not worth_at_rest(since, len(made[1].data), self.snapshot_bytes)
+        ):
             self._untake(at)
             return None
         taken, snapshot = made
         batch.insert(events, taken)
         self.snapshot_seq = at + 1
+        self.snapshot_bytes = len(snapshot.data)
         return snapshot
 
     def _untake(self, at: int) -> None:

@@ -22,9 +22,14 @@ running run's log (``runtime.engine._runlog.RunLog``) hands the store a snapshot
 ``SNAPSHOT_EVERY`` events, whichever way the batch goes (an awaited append, a write-behind
 flush, a submit that does not wait): the store saves it in the batch's own transaction, so
 a snapshot costs no write and no wait of its own. The batch that records a run's pause or
-end carries one too once ``SNAPSHOT_AT_REST`` events passed since the last, committed
-before the run's result is reported, so a run at rest is read as a snapshot and a short
-tail.
+end carries one too, committed before the run's result is reported, when it is worth its
+bytes (:func:`worth_at_rest`): ``SNAPSHOT_AT_REST`` events or more passed since the last,
+and it adds at most ``SNAPSHOT_AT_REST_BYTES`` per such event to what the run's snapshot
+takes in the store (a store keeps one per run: the new one replaces the last). A run at
+rest is then read as a snapshot and a short tail. A run whose state is about as large as
+its log (each step adds its payload to a memory list) gets none: the snapshot would double
+what the run stores to spare a read folding fewer than ``SNAPSHOT_EVERY`` events, which a
+read of a run that long does quickly; the periodic snapshot still bounds its reads.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ._state import RunState, fold
 __all__ = [
     "FOLD_VERSION",
     "SNAPSHOT_AT_REST",
+    "SNAPSHOT_AT_REST_BYTES",
     "SNAPSHOT_EVERY",
     "SnapshotOutcome",
     "check_snapshot",
@@ -50,6 +56,7 @@ __all__ = [
     "encode_state",
     "load_state",
     "snapshot_after",
+    "worth_at_rest",
 ]
 
 _log = logging.getLogger("magistrate.runtime")
@@ -57,10 +64,16 @@ _log = logging.getLogger("magistrate.runtime")
 #: Events between two snapshots of a run.
 SNAPSHOT_EVERY = 1000
 
-#: Events since its last snapshot from which a run that pauses or ends gets one with the
+#: Events since its last snapshot from which a run that pauses or ends may get one with the
 #: batch that records it (a run at rest is then read as that snapshot plus its few later
 #: events; a shorter tail is folded faster than a snapshot is written and read).
 SNAPSHOT_AT_REST = 100
+
+#: Bytes a snapshot at rest may add to what the run's snapshot takes in the store, per event
+#: since the last one (each a row a read need not fold). About what a small event takes in
+#: the log: a snapshot at rest at most about doubles the storage of the tail it spares, and
+#: a state as large as the log it folds (a memory list of each step's payload) gets none.
+SNAPSHOT_AT_REST_BYTES = 128
 
 # Bumped by hand when apply's meaning changes with RunState's shape unchanged, or when what
 # makes a snapshot usable does (a revision's snapshots are all bound to a snapshot.taken
@@ -102,6 +115,16 @@ def snapshot_after(state: RunState, events: int) -> tuple[SnapshotTaken, Snapsho
         return None
     taken = SnapshotTaken(digest=snapshot_digest(data), version=FOLD_VERSION)
     return taken, SnapshotAfter(events + 1, FOLD_VERSION, data)
+
+
+def worth_at_rest(events: int, size: int, replaced: int) -> bool:
+    """Whether a run coming to rest ``events`` events after its last snapshot gets one of
+    ``size`` bytes with the batch that records it, ``replaced`` the size of the snapshot it
+    replaces (0 when the run has none, or none its log knows of: a store keeps the newest
+    snapshot of a run only). True when ``events >= SNAPSHOT_AT_REST`` and the snapshot adds
+    at most ``SNAPSHOT_AT_REST_BYTES`` per event to the store: a long tail over a small
+    state, or a state grown little since the snapshot it replaces."""
+    return events >= SNAPSHOT_AT_REST and size - replaced <= events * SNAPSHOT_AT_REST_BYTES
 
 
 #: How a read used the run's snapshot: hit (used), miss (none, or one past a time-travel

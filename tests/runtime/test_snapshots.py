@@ -12,7 +12,14 @@ import pytest
 from eventstore import Snapshot, SqliteEventStore, event_tag
 from runtime import EdgeSpec, GraphSpec, MemoryKey, NodeContext, NodeSpec, Runtime
 from runtime.events import fold
-from runtime.events._snapshots import FOLD_VERSION, SNAPSHOT_AT_REST, SNAPSHOT_EVERY, encode_state
+from runtime.events._snapshots import (
+    FOLD_VERSION,
+    SNAPSHOT_AT_REST,
+    SNAPSHOT_AT_REST_BYTES,
+    SNAPSHOT_EVERY,
+    encode_state,
+    worth_at_rest,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -211,3 +218,75 @@ async def test_a_run_that_ends_has_its_snapshot_in_the_commit_that_ends_it(
         assert await rt.read_events(long.run_id) == at_result
         state = await rt.get_state(long.run_id)
         assert state == fold(at_result) and state.status == "completed"
+
+
+async def test_a_snapshot_at_rest_is_worth_its_bytes_only_beside_the_events_it_spares() -> None:
+    n, per = SNAPSHOT_AT_REST, SNAPSHOT_AT_REST_BYTES
+    assert worth_at_rest(n, n * per, 0)
+    assert not worth_at_rest(n - 1, 10, 0)  # a short tail is folded as fast
+    assert not worth_at_rest(n, n * per + 1, 0)
+    assert worth_at_rest(n, 10**6, 10**6 - n * per)  # replaces one about its size
+    assert not worth_at_rest(n, 10**6, 10**6 - n * per - 1)
+
+
+def payload_step(inputs: dict[str, Any]) -> dict[str, Any]:
+    # Each step adds 2 KB to the list: the state grows as fast as the log.
+    n = int(inputs.get("n", 0)) + 1
+    return {"n": n, "seen": f"{n:04d}" + "x" * 2044}
+
+
+def blob_step(inputs: dict[str, Any]) -> dict[str, Any]:
+    # One large value written once, then small steps: a large state, a long tail.
+    n = int(inputs.get("n", 0)) + 1
+    return {"n": n, "seen": n} if n > 1 else {"n": n, "seen": n, "blob": "b" * 131072}
+
+
+async def test_a_state_as_large_as_its_log_gets_no_snapshot_at_rest(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    functions = {"count": count, "payload": payload_step, "blob": blob_step}
+    async with Runtime(path, functions=functions) as rt:
+        assert rt.store is not None
+        ends = {}
+        for function in functions:
+            spec = short_loop(60, "sync")
+            node = msgspec.structs.replace(spec.nodes[0], function=function)
+            spec = msgspec.structs.replace(spec, nodes=[node])
+            ends[function] = await (await rt.start(spec)).result()
+            assert ends[function].status == "completed"
+        events = {f: await rt.read_events(r.run_id) for f, r in ends.items()}
+        snapshots = {f: await rt.store.load_snapshot(r.run_id) for f, r in ends.items()}
+        assert all(SNAPSHOT_AT_REST < len(e) < SNAPSHOT_EVERY for e in events.values())
+        # A long tail over a small state: read as its snapshot at rest and no tail.
+        small = snapshots["count"]
+        assert small is not None and small.seq == len(events["count"])
+        assert len(small.data) <= len(events["count"]) * SNAPSHOT_AT_REST_BYTES
+        # A state that grows with the log (each step's 2 KB in a memory list), or one
+        # large beside its tail: a snapshot would store it again, so the log is folded.
+        assert snapshots["payload"] is None and snapshots["blob"] is None
+        for function in ("payload", "blob"):
+            assert event_tag(type(events[function][-1].body)) == "run.finished"
+            state = await rt.get_state(ends[function].run_id)
+            assert state == fold(events[function]) and state.status == "completed"
+            assert len(encode_state(state)) > len(events[function]) * SNAPSHOT_AT_REST_BYTES
+        assert len((await rt.get_state(ends["payload"].run_id)).memory["seen"]) == 60
+
+
+async def test_a_large_state_gets_its_snapshot_at_rest_when_it_replaces_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    async with Runtime(path, functions={"count": blob_step}) as rt:
+        assert rt.store is not None
+        handle = await rt.start(graph())
+        paused = await handle.result()
+        assert paused.status == "paused"
+        events = await rt.read_events(handle.run_id)
+        snapshot = await rt.store.load_snapshot(handle.run_id)
+        # The state is large beside the tail since the periodic snapshot, but barely grew
+        # since it: the snapshot at rest replaces it and the paused run is read with no tail.
+        assert snapshot is not None and snapshot.seq == len(events) > SNAPSHOT_EVERY
+        assert [event_tag(type(e.body)) for e in events[-2:]] == ["run.paused", "snapshot.taken"]
+        taken = [e.seq for e in events if event_tag(type(e.body)) == "snapshot.taken"]
+        assert len(taken) == 2 and snapshot.seq - taken[0] >= SNAPSHOT_AT_REST
+        assert len(snapshot.data) > (snapshot.seq - taken[0]) * SNAPSHOT_AT_REST_BYTES
+        assert await rt.get_state(handle.run_id) == fold(events)
