@@ -86,12 +86,13 @@ class ActorSystem:
     Use as ``async with ActorSystem() as system``. Leaving the block stops every actor,
     cancelling in-flight work; no actor task outlives it.
 
-    On asyncio, actor tasks are plain asyncio tasks that the system tracks itself:
-    spawning one through an anyio task group costs several times what the actor's whole
-    start costs otherwise (a run spawns two), and the system needs none of what the group
-    adds, since an actor's task handles its own errors. Each actor still runs in an anyio
-    cancel scope of its own (how it is stopped), so anyio shields inside handlers hold.
-    On any other anyio backend the system uses a task group.
+    An actor's task starts with its first message; an actor with ``receive_now`` has
+    one only while it has work (see actors._ref). On asyncio, actor tasks are
+    plain asyncio tasks that the system tracks itself: spawning one through an anyio task
+    group costs several times what the task costs otherwise, and the system needs none of
+    what the group adds, since an actor's task handles its own errors. Each task of an
+    actor runs in an anyio cancel scope of its own (how a busy actor is stopped), so anyio
+    shields inside handlers hold. On any other anyio backend the system uses a task group.
     """
 
     def __init__(self, *, default_mailbox: MailboxConfig | None = None) -> None:
@@ -159,6 +160,16 @@ class ActorSystem:
         (self._helpers if helper else self._tasks).add(task)
         task.add_done_callback(self._on_task_done, context=self._done_context)
 
+    def _start_actor(self, ref: ActorRef) -> None:
+        """Start a task of ``ref``'s actor (it has a message, or is to start or stop)."""
+        if self._tg is not None:
+            self._tg.start_soon(ref._run, self, name=ref.name)
+            return
+        assert self._loop is not None
+        task = self._loop.create_task(ref._run(self), name=ref.name, context=ref._context)
+        self._tasks.add(task)
+        task.add_done_callback(self._on_task_done, context=self._done_context)
+
     @property
     def running(self) -> bool:
         return self._entered and not self._closing
@@ -193,15 +204,16 @@ class ActorSystem:
             cls.on_stopped is not Actor.on_stopped,
         )
         now = cls.receive_now is not Actor.receive_now
-        ref = ActorRef(name, actor, (mailbox or self._default_mailbox).capacity, hooks, now=now)
+        capacity = (mailbox or self._default_mailbox).capacity
+        context = contextvars.copy_context() if self._tg is None else None
+        ref = ActorRef(name, actor, capacity, hooks, self, context, now=now)
         actor.ref = ref
         actor.system = self
         if watcher is not None:
             ref._watchers = (*ref._watchers, watcher)
         self._live[name] = ref
-        # The task is handed the system, not the bound method ``self._ended`` (an object
-        # more per live actor).
-        self._start(False, ref._run, self, name=f"actor:{name}")
+        if hooks[0]:  # its first task runs on_start; otherwise a message starts it
+            ref._wake()
         return ref
 
     def watch(self, ref: ActorRef, watcher: ActorRef) -> None:
