@@ -86,8 +86,8 @@ class ActorSystem:
     Use as ``async with ActorSystem() as system``. Leaving the block stops every actor,
     cancelling in-flight work; no actor task outlives it.
 
-    An actor's task starts with its first message; an actor with ``receive_now`` has
-    one only while it has work (see actors._ref). On asyncio, actor tasks are
+    An actor's task starts when it is spawned; an actor with ``receive_now`` has one
+    only while it has work (see actors._ref). On asyncio, actor tasks are
     plain asyncio tasks that the system tracks itself: spawning one through an anyio task
     group costs several times what the task costs otherwise, and the system needs none of
     what the group adds, since an actor's task handles its own errors. Each task of an
@@ -166,7 +166,7 @@ class ActorSystem:
             self._tg.start_soon(ref._run, self, name=ref.name)
             return
         assert self._loop is not None
-        task = self._loop.create_task(ref._run(self), name=ref.name, context=ref._context)
+        task = self._loop.create_task(ref._run(self), name=ref.name)
         self._tasks.add(task)
         task.add_done_callback(self._on_task_done, context=self._done_context)
 
@@ -205,14 +205,13 @@ class ActorSystem:
         )
         now = cls.receive_now is not Actor.receive_now
         capacity = (mailbox or self._default_mailbox).capacity
-        context = contextvars.copy_context() if self._tg is None else None
-        ref = ActorRef(name, actor, capacity, hooks, self, context, now=now)
+        ref = ActorRef(name, actor, capacity, hooks, self, now=now)
         actor.ref = ref
         actor.system = self
         if watcher is not None:
             ref._watchers = (*ref._watchers, watcher)
         self._live[name] = ref
-        if hooks[0]:  # its first task runs on_start; otherwise a message starts it
+        if hooks[0] or not now:  # an actor with receive_now may wait for its first message
             ref._wake()
         return ref
 

@@ -1,10 +1,12 @@
 """Actor references: the handle through which an actor is told, asked and stopped, and
 the actor's task that handles its mailbox one message at a time.
 
-An actor's task starts with its first message (or with spawn, to run ``on_start``). An
-actor with a synchronous handler (``Actor.receive_now``) has a task only while it has
-work: an idle one takes its messages in the sender's task, so its own task ends once the
-mailbox is empty and the next queued message starts another. Such an idle actor holds no
+An actor's task starts when it is spawned. An actor with a synchronous handler
+(``Actor.receive_now``) has a task only while it has work: an idle one takes its messages
+in the sender's task, so its own task ends once the mailbox is empty and the next queued
+message starts another (in a copy of the context of the task that queued it, as
+``receive_now`` runs in the sender's); without ``on_start``, its first task waits for
+its first queued message. Such an idle actor holds no
 task, coroutine, wake-up future or cancel scope, only its state and its mailbox: what the
 cyclic collector walks, and what a process holds, per live actor. Any other actor's task
 parks on its empty mailbox instead: waking a parked task costs less than starting one,
@@ -89,7 +91,6 @@ class ActorRef:
 
     __slots__ = (
         "_actor",
-        "_context",
         "_current",
         "_hooks",
         "_is_stopped",
@@ -115,16 +116,12 @@ class ActorRef:
         capacity: int,
         hooks: tuple[bool, bool, bool],
         system: _System,
-        context: Any = None,
         *,
         now: bool = False,
     ) -> None:
         self.name = name
         self._actor: Behaviour | None = actor
         self._system = system
-        # The context every task of the actor runs in (a copy of its spawner's, as one
-        # long-lived task would have): what a handler sets stays for the next message.
-        self._context = context
         # Whether the actor overrides on_start, on_stop, on_stopped: the default ones do
         # nothing, and skipping them spares a coroutine (and a shielded scope) per actor.
         self._hooks = hooks

@@ -35,7 +35,8 @@ from ..events._catalogue import (
 from ._draining import DrainingRuns
 from ._elsewhere import first, partial_outputs
 from ._live_runs import LiveRun, LiveRuns
-from ._ownership import OwnedOutcome, RunOwnership
+from ._owned_outcome import OwnedOutcome
+from ._ownership import RunOwnership
 from ._run_hooks import Conflict, Drain, Drained, Forget, Holds
 from ._unrunnable import Unrunnable
 
