@@ -209,7 +209,7 @@ class ActorSystem:
         actor.ref = ref
         actor.system = self
         if watcher is not None:
-            ref._watchers = (*ref._watchers, watcher)
+            ref._watch(watcher)
         self._live[name] = ref
         if hooks[0] or not now:  # an actor with receive_now may wait for its first message
             ref._wake()
@@ -221,7 +221,7 @@ class ActorSystem:
             error = None if ref.failure is None else f"{type(ref.failure).__name__}: {ref.failure}"
             self._notify(watcher, Terminated(actor=ref.name, error=error))
         else:
-            ref._watchers = (*ref._watchers, watcher)
+            ref._watch(watcher)
 
     async def stop(self, ref: ActorRef) -> None:
         """Stop one actor and wait for it (see :meth:`ActorRef.stop`)."""
@@ -255,7 +255,10 @@ class ActorSystem:
         """Forget the stopped actor of ``ref``; tell its watchers ``note``."""
         if self._live.get(ref.name) is ref:
             del self._live[ref.name]
-        for watcher in ref._watchers:
+        watchers = ref._watchers
+        if watchers is None:
+            return
+        for watcher in watchers if isinstance(watchers, tuple) else (watchers,):
             self._notify(watcher, note)
 
     def _notify(self, watcher: ActorRef, note: Terminated) -> None:

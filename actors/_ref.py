@@ -139,8 +139,8 @@ class ActorRef:
         self._stop_requested = False
         self._stopped: anyio.Event | None = None  # made when someone waits for the stop
         self._is_stopped = False
-        # Replaced when one is added (most actors have one watcher or none).
-        self._watchers: tuple[ActorRef, ...] = ()
+        # None, the one watcher (most actors have one or none), or a tuple of them.
+        self._watchers: ActorRef | tuple[ActorRef, ...] | None = None
         self._current: _Reply | None = None
         self._received = 0
         self._processed = 0
@@ -155,6 +155,16 @@ class ActorRef:
     def stopped(self) -> bool:
         """True once the actor has stopped (cleanly or by failure)."""
         return self._is_stopped
+
+    def _watch(self, watcher: ActorRef) -> None:
+        """Have ``watcher`` told Terminated when this actor stops (see ActorSystem.watch)."""
+        watchers = self._watchers
+        if watchers is None:
+            self._watchers = watcher
+        elif isinstance(watchers, tuple):
+            self._watchers = (*watchers, watcher)
+        else:
+            self._watchers = (watchers, watcher)
 
     def _check(self, message: object) -> None:
         if not isinstance(message, msgspec.Struct):
