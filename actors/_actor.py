@@ -128,6 +128,8 @@ class ActorSystem:
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         self._closing = True
         if self._tg is not None:
+            for ref in list(self._live.values()):
+                ref.stop_nowait()  # an idle actor has no task to cancel: this starts one
             self._tg.cancel_scope.cancel()
             return await self._tg.__aexit__(*exc_info)
         for ref in list(self._live.values()):
