@@ -86,12 +86,13 @@ class ActorSystem:
     Use as ``async with ActorSystem() as system``. Leaving the block stops every actor,
     cancelling in-flight work; no actor task outlives it.
 
-    On asyncio, actor tasks are plain asyncio tasks that the system tracks itself:
-    spawning one through an anyio task group costs several times what the actor's whole
-    start costs otherwise (a run spawns two), and the system needs none of what the group
-    adds, since an actor's task handles its own errors. Each actor still runs in an anyio
-    cancel scope of its own (how it is stopped), so anyio shields inside handlers hold.
-    On any other anyio backend the system uses a task group.
+    An actor's task starts when it is spawned; an actor with ``receive_now`` has one
+    only while it has work (see actors._ref). On asyncio, actor tasks are
+    plain asyncio tasks that the system tracks itself: spawning one through an anyio task
+    group costs several times what the task costs otherwise, and the system needs none of
+    what the group adds, since an actor's task handles its own errors. Each task of an
+    actor runs in an anyio cancel scope of its own (how a busy actor is stopped), so anyio
+    shields inside handlers hold. On any other anyio backend the system uses a task group.
     """
 
     def __init__(self, *, default_mailbox: MailboxConfig | None = None) -> None:
@@ -127,6 +128,8 @@ class ActorSystem:
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         self._closing = True
         if self._tg is not None:
+            for ref in list(self._live.values()):
+                ref.stop_nowait()  # an idle actor has no task to cancel: this starts one
             self._tg.cancel_scope.cancel()
             return await self._tg.__aexit__(*exc_info)
         for ref in list(self._live.values()):
@@ -157,6 +160,16 @@ class ActorSystem:
         assert self._loop is not None
         task = self._loop.create_task(function(*args), name=name)
         (self._helpers if helper else self._tasks).add(task)
+        task.add_done_callback(self._on_task_done, context=self._done_context)
+
+    def _start_actor(self, ref: ActorRef) -> None:
+        """Start a task of ``ref``'s actor (it has a message, or is to start or stop)."""
+        if self._tg is not None:
+            self._tg.start_soon(ref._run, self, name=ref.name)
+            return
+        assert self._loop is not None
+        task = self._loop.create_task(ref._run(self), name=ref.name)
+        self._tasks.add(task)
         task.add_done_callback(self._on_task_done, context=self._done_context)
 
     @property
@@ -193,15 +206,15 @@ class ActorSystem:
             cls.on_stopped is not Actor.on_stopped,
         )
         now = cls.receive_now is not Actor.receive_now
-        ref = ActorRef(name, actor, (mailbox or self._default_mailbox).capacity, hooks, now=now)
+        capacity = (mailbox or self._default_mailbox).capacity
+        ref = ActorRef(name, actor, capacity, hooks, self, now=now)
         actor.ref = ref
         actor.system = self
         if watcher is not None:
-            ref._watchers = (*ref._watchers, watcher)
+            ref._watch(watcher)
         self._live[name] = ref
-        # The task is handed the system, not the bound method ``self._ended`` (an object
-        # more per live actor).
-        self._start(False, ref._run, self, name=f"actor:{name}")
+        if hooks[0] or not now:  # an actor with receive_now may wait for its first message
+            ref._wake()
         return ref
 
     def watch(self, ref: ActorRef, watcher: ActorRef) -> None:
@@ -210,7 +223,7 @@ class ActorSystem:
             error = None if ref.failure is None else f"{type(ref.failure).__name__}: {ref.failure}"
             self._notify(watcher, Terminated(actor=ref.name, error=error))
         else:
-            ref._watchers = (*ref._watchers, watcher)
+            ref._watch(watcher)
 
     async def stop(self, ref: ActorRef) -> None:
         """Stop one actor and wait for it (see :meth:`ActorRef.stop`)."""
@@ -244,7 +257,10 @@ class ActorSystem:
         """Forget the stopped actor of ``ref``; tell its watchers ``note``."""
         if self._live.get(ref.name) is ref:
             del self._live[ref.name]
-        for watcher in ref._watchers:
+        watchers = ref._watchers
+        if watchers is None:
+            return
+        for watcher in watchers if isinstance(watchers, tuple) else (watchers,):
             self._notify(watcher, note)
 
     def _notify(self, watcher: ActorRef, note: Terminated) -> None:

@@ -1,5 +1,16 @@
 """Actor references: the handle through which an actor is told, asked and stopped, and
-the actor's task that handles its mailbox one message at a time."""
+the actor's task that handles its mailbox one message at a time.
+
+An actor's task starts when it is spawned. An actor with a synchronous handler
+(``Actor.receive_now``) has a task only while it has work: an idle one takes its messages
+in the sender's task, so its own task ends once the mailbox is empty and the next queued
+message starts another (in a copy of the context of the task that queued it, as
+``receive_now`` runs in the sender's); without ``on_start``, its first task waits for
+its first queued message. Such an idle actor holds no
+task, coroutine, wake-up future or cancel scope, only its state and its mailbox: what the
+cyclic collector walks, and what a process holds, per live actor. Any other actor's task
+parks on its empty mailbox instead: waking a parked task costs less than starting one,
+for an actor told a message on every step of a run."""
 
 from __future__ import annotations
 
@@ -19,9 +30,11 @@ _ON_STOP_GRACE = 5.0
 
 
 class _System(Protocol):
-    """What an actor's task reports its end to (an :class:`actors.ActorSystem`)."""
+    """What runs an actor's tasks and hears of its end (an :class:`actors.ActorSystem`)."""
 
     def _ended(self, ref: ActorRef, note: Terminated) -> None: ...
+
+    def _start_actor(self, ref: ActorRef) -> None: ...
 
 
 class Behaviour(Protocol):
@@ -85,9 +98,12 @@ class ActorRef:
         "_now",
         "_processed",
         "_received",
+        "_running",
         "_scope",
+        "_starting",
         "_stop_requested",
         "_stopped",
+        "_system",
         "_watchers",
         "failure",
         "name",
@@ -99,24 +115,32 @@ class ActorRef:
         actor: Behaviour,
         capacity: int,
         hooks: tuple[bool, bool, bool],
+        system: _System,
         *,
         now: bool = False,
     ) -> None:
         self.name = name
         self._actor: Behaviour | None = actor
+        self._system = system
         # Whether the actor overrides on_start, on_stop, on_stopped: the default ones do
         # nothing, and skipping them spares a coroutine (and a shielded scope) per actor.
         self._hooks = hooks
         # Whether the actor has a synchronous handler (see Actor.receive_now); a flag, not
-        # the bound method (one more object per live actor for the cyclic collector).
+        # the bound method (one more object per live actor for the cyclic collector). Such
+        # an actor's task ends when its mailbox is empty (see the module docstring).
         self._now = now
         self._mailbox: Mailbox[_Item] = Mailbox(capacity)
-        self._scope: anyio.CancelScope | None = None
+        self._scope: anyio.CancelScope | None = None  # the running task's, once entered
+        # Whether the actor has a task (running, parked, or about to end with nothing left
+        # to do): while it has none, it is idle and the next message starts one.
+        self._running = False
+        # Whether its next task runs on_start first (the one spawn starts, if it has one).
+        self._starting = hooks[0]
         self._stop_requested = False
         self._stopped: anyio.Event | None = None  # made when someone waits for the stop
         self._is_stopped = False
-        # Replaced when one is added (most actors have one watcher or none).
-        self._watchers: tuple[ActorRef, ...] = ()
+        # None, the one watcher (most actors have one or none), or a tuple of them.
+        self._watchers: ActorRef | tuple[ActorRef, ...] | None = None
         self._current: _Reply | None = None
         self._received = 0
         self._processed = 0
@@ -131,6 +155,16 @@ class ActorRef:
     def stopped(self) -> bool:
         """True once the actor has stopped (cleanly or by failure)."""
         return self._is_stopped
+
+    def _watch(self, watcher: ActorRef) -> None:
+        """Have ``watcher`` told Terminated when this actor stops (see ActorSystem.watch)."""
+        watchers = self._watchers
+        if watchers is None:
+            self._watchers = watcher
+        elif isinstance(watchers, tuple):
+            self._watchers = (*watchers, watcher)
+        else:
+            self._watchers = (watchers, watcher)
 
     def _check(self, message: object) -> None:
         if not isinstance(message, msgspec.Struct):
@@ -154,6 +188,8 @@ class ActorRef:
         except MailboxClosed:
             raise ActorStoppedError(self.name) from None
         self._received += 1
+        if not self._running:
+            self._wake()
 
     def tell_nowait(self, message: msgspec.Struct) -> None:
         """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
@@ -167,18 +203,29 @@ class ActorRef:
         if not queued:
             raise MailboxFullError(self.name, self._mailbox.capacity)
         self._received += 1
+        if not self._running:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Start the task of an idle actor that has a message (or is to stop)."""
+        self._running = True
+        self._system._start_actor(self)
 
     def _handled_now(self, message: msgspec.Struct) -> bool:
         """Hand ``message`` to the actor's synchronous handler, here and now, when that
-        keeps every guarantee of the mailbox: the actor is parked on an empty mailbox (so
-        nothing told before is unhandled, and no handler is running) and not stopping."""
+        keeps every guarantee of the mailbox: the actor is idle (it has no task, so its
+        mailbox is empty: nothing told before is unhandled, and no handler is running) and
+        not stopping."""
         actor = self._actor
-        if self._stop_requested or actor is None or not self._mailbox.consumer_waiting:
+        if self._running or self._stop_requested or actor is None:
             return False
         if not actor.receive_now(message):
             return False
         self._received += 1
         self._processed += 1
+        if self._stop_requested:  # the handler called stop_self: a task stops the actor
+            self._mailbox.close()
+            self._wake()
         return True
 
     async def ask(self, message: msgspec.Struct, *, timeout: float | None = None) -> Any:
@@ -209,6 +256,8 @@ class ActorRef:
         except MailboxClosed:
             raise ActorStoppedError(self.name) from None
         self._received += 1
+        if not self._running:
+            self._wake()
         await reply.waiter
 
     async def stop(self) -> None:
@@ -229,11 +278,15 @@ class ActorRef:
         if self._is_stopped:
             return
         mailbox = self._mailbox
-        if mailbox.closed or mailbox.consumer_waiting or self._scope is None:
-            # Idle (parked on an empty mailbox), not started, or its mailbox closed by an
-            # earlier stop while idle (it has not run since): nothing is in flight, so
-            # closing the mailbox ends its loop without a cancellation (anyio's cancel
-            # delivery is far dearer than a wake-up).
+        if not self._running:
+            # Idle: nothing is in flight. Its mailbox refuses messages from now on, and a
+            # task of its own runs the stop (on_stop, watchers).
+            mailbox.close()
+            self._wake()
+        elif mailbox.closed or mailbox.consumer_waiting or self._scope is None:
+            # Parked on its empty mailbox, not started yet, or stopping already: nothing
+            # is in flight, so closing the mailbox ends its loop without a cancellation
+            # (anyio's cancel delivery is far dearer than a wake-up).
             mailbox.close()
         else:
             self._scope.cancel()
@@ -259,18 +312,24 @@ class ActorRef:
         )
 
     async def _run(self, system: _System) -> None:
-        """The actor's task: ``on_start``, then one message at a time until it stops; then
-        :meth:`_shutdown`, which hands the :class:`Terminated` note to ``system._ended``
-        (the system forgets the actor and tells its watchers)."""
+        """A task of the actor: ``on_start`` (the first one), then one message at a time
+        until the actor stops or, for an actor with ``receive_now``, until the mailbox is
+        empty (the task ends; the actor is idle);
+        then :meth:`_shutdown`, which hands the :class:`Terminated` note to
+        ``system._ended`` (the system forgets the actor and tells its watchers)."""
         actor = self._actor
         assert actor is not None
         mailbox = self._mailbox
         try:
+            # The actor's cancel scope, for this task: stop() cancels the handler in flight
+            # through it, so the anyio shields inside handlers hold.
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 try:
-                    if not self._stop_requested and self._hooks[0]:
-                        await actor.on_start()
+                    if self._starting:
+                        self._starting = False
+                        if not self._stop_requested:
+                            await actor.on_start()
                     streak = 0
                     while not self._stop_requested:
                         # Drain without a scheduler round trip while messages are queued,
@@ -280,6 +339,13 @@ class ActorRef:
                             await anyio.lowlevel.checkpoint()
                         item = mailbox.get_nowait()
                         if item is None:
+                            if mailbox.closed:
+                                break
+                            if self._now:
+                                # Idle: this task ends, and the next message starts one.
+                                # Nothing below awaits, so no message can slip in between.
+                                self._running = False
+                                break
                             streak = 0
                             # The wake-up itself (a future), not a get() coroutine: this
                             # is every message's path to an idle actor.
@@ -304,12 +370,12 @@ class ActorRef:
                         if reply is not None:
                             reply.set(result)
                         self._current = None
-                except MailboxClosed:
-                    pass  # stop() closed the mailbox of the idle actor
                 except Exception as exc:  # raised by on_start: same treatment
                     self.failure = exc
         finally:
-            await self._shutdown(system)
+            self._scope = None
+            if self._running:
+                await self._shutdown(system)
 
     async def _shutdown(self, system: _System) -> None:
         self._mailbox.close()

@@ -16,6 +16,8 @@ __all__ = ["RunHandle"]
 class RunHandle:
     """A started (or resumed) run in this process."""
 
+    __slots__ = ("_logs", "_outcome", "_since", "run_id")
+
     def __init__(self, run_id: str, outcome: RunOutcome, logs: RunLogs, since: int) -> None:
         self.run_id = run_id
         self._outcome = outcome
@@ -28,6 +30,7 @@ class RunHandle:
         Raises whatever stopped the executor itself (a store error, for instance).
         Cancelling the wait does not affect the run.
         """
+        # The outcome's own waiter, awaited here: no coroutine of the outcome's waits.
         return await self._outcome.wait()
 
     def events(self, *, from_seq: int = 1) -> AsyncIterator[Event]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import msgspec
 
-from actors import new_waiter
+from actors import Waiter, new_waiter
 
 from ._errors import RunStateError
 from .events._state import RunState
@@ -97,70 +97,119 @@ def _goal_outcome(data: dict[str, Any] | None) -> GoalOutcome | None:
 
 
 class RunOutcome:
-    """Where the executor leaves its result; ``wait()`` blocks until it does."""
+    """Where the executor leaves its result, and what hands it to whoever waits for it.
 
-    __slots__ = ("_callers", "_on_done", "_waiter", "error", "result")
+    Each wait is a one-shot waiter of the caller's own (a bare future on asyncio) that
+    receives the result itself: a caller's cancellation cancels only its own wait, and a
+    ``result()`` caller waits in no coroutine of the outcome's.
+    """
+
+    __slots__ = ("_callers", "_on_done", "_settlers", "done", "error", "result")
 
     def __init__(self, on_done: Callable[[], None] | None = None) -> None:
-        # A one-shot waiter (a bare future on asyncio), not an anyio.Event: one per run.
-        self._waiter = new_waiter()
-        # On asyncio, each caller waiting in settled() has a future of its own (its
-        # cancellation cancels only that one), woken with the waiter: cheaper than a
-        # shield of the waiter (an outer future and two closures per caller).
-        self._callers: tuple[asyncio.Future[None], ...] = ()
+        #: Whether the outcome is set or failed (it never changes after).
+        self.done = False
+        # wait()'s waiters, answered once the result is delivered: None, one waiter (the
+        # usual single caller), or a tuple of them.
+        self._callers: Any = None
+        self._settlers: tuple[Waiter, ...] = ()  # settled()'s, woken once done
         self._on_done = on_done
         self.result: RunResult | None = None
         self.error: BaseException | None = None
 
     def set(self, result: RunResult) -> None:
-        if not self._waiter.done():
+        if not self.done:
             self.result = result
             self._done()
 
     def fail(self, error: BaseException) -> None:
-        if not self._waiter.done():
+        if not self.done:
             self.error = error
             self._done()
 
     def _done(self) -> None:
-        self._waiter.set_result(None)
-        callers, self._callers = self._callers, ()
-        for caller in callers:
-            if not caller.done():
-                caller.set_result(None)
+        self.done = True
+        settlers, self._settlers = self._settlers, ()
+        for settler in settlers:
+            if not settler.done():
+                settler.set_result(None)
         # Dropped once called: the callback usually refers back to this outcome, and a
         # cycle would keep every finished run alive until the cyclic collector runs.
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done()
+        if self._deliverable():
+            self._deliver()
 
-    @property
-    def done(self) -> bool:
-        return self._waiter.done()
+    def _deliverable(self) -> bool:
+        """Whether a waiter may have the result now (once done, here)."""
+        return self.done
 
-    async def settled(self) -> None:
-        """Wait until the outcome is set or failed, without raising the failure."""
-        waiter = self._waiter
-        if not waiter.done():
-            if isinstance(waiter, asyncio.Future):
-                # A future of this caller's own: a cancelled caller must not cancel the
-                # waiter others wait on.
-                own = asyncio.get_running_loop().create_future()
-                self._callers = (*self._callers, own)
-                try:
-                    await own
-                finally:
-                    if not own.done() or own.cancelled():
-                        self._callers = tuple(c for c in self._callers if c is not own)
-            else:
-                await waiter
+    def _deliver(self) -> None:
+        callers, self._callers = self._callers, None
+        if callers is None:
+            return
+        for caller in callers if type(callers) is tuple else (callers,):
+            if not caller.done():  # done already: its caller gave up (cancelled)
+                self._answer(caller)
 
-    async def wait(self) -> RunResult:
-        await self.settled()
+    def _answer(self, caller: Waiter) -> None:
+        if not isinstance(caller, asyncio.Future):
+            caller.set_result(None)  # another backend's event: its wait reads the fields
+        elif self.error is not None:
+            caller.set_exception(self.error)
+        else:
+            caller.set_result(self.result)
+
+    def wait(self) -> Awaitable[RunResult]:
+        """An awaitable of the run's result; awaiting it raises whatever stopped the
+        executor instead. It blocks until the result is delivered (once the outcome is
+        done, here). Each call's wait is its own: cancelling it affects neither the run
+        nor anyone else's wait."""
+        waiter = new_waiter()
+        if not isinstance(waiter, asyncio.Future):
+            return self._wait_event(waiter)
+        if self._deliverable():
+            self._answer(waiter)
+        else:
+            callers = self._callers
+            if callers is None:
+                self._callers = waiter
+            else:  # callers that gave up are dropped here, so polling does not pile up
+                alive = (callers,) if type(callers) is not tuple else callers
+                self._callers = (*[c for c in alive if not c.done()], waiter)
+        return waiter
+
+    async def _wait_event(self, waiter: Waiter) -> RunResult:
+        """:meth:`wait` on an anyio backend other than asyncio."""
+        if not self._deliverable():
+            callers = self._callers
+            alive = () if callers is None else callers if type(callers) is tuple else (callers,)
+            self._callers = (*alive, waiter)
+            await waiter
         if self.error is not None:
             raise self.error
         assert self.result is not None
         return self.result
+
+    async def settled(self) -> None:
+        """Wait until the outcome is set or failed, without raising the failure.
+        Cancelling the wait affects nothing else."""
+        if self.done:
+            return
+        own = new_waiter()
+        self._settlers = (*self._settlers, own)
+        try:
+            await own
+        finally:
+            if not self.done:
+                self._settlers = _without(self._settlers, own)
+
+
+def _without(waiters: tuple[Waiter, ...], waiter: Waiter) -> tuple[Waiter, ...]:
+    """``waiters`` less ``waiter`` (a function of its own: a comprehension inside the
+    coroutine would keep ``waiter`` in a cell for the whole wait)."""
+    return tuple(w for w in waiters if w is not waiter)
 
 
 def _with_tool_turns(

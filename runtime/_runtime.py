@@ -221,18 +221,25 @@ class Runtime:
             run_id = await control.ownership.claim_start(run_id, durable=graph.durability == "sync")
         run_id = run_id or uuid.uuid4().hex
         started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
-        log = control.logs.create(run_id, observers=(FirstCommit(started),))
-        handle = await launch(
-            self._running,
-            self.nodes,
-            self.metrics,
-            run_id,
-            graph,
-            log,
-            input=dict(input or {}),
-            started=started,
-        )
-        await started
+        first = FirstCommit(started)
+        log = control.logs.create(run_id, observers=(first,))
+        try:
+            handle = await launch(
+                self._running,
+                self.nodes,
+                self.metrics,
+                run_id,
+                graph,
+                log,
+                input=dict(input or {}),
+                started=started,
+            )
+            await started
+        finally:
+            # Its work is done: the run's later commits need not call it, nor the run
+            # hold it and its waiter.
+            control.starting.pop(run_id, None)
+            log.observers = tuple(o for o in log.observers if o is not first)
         return handle
 
     async def submit(

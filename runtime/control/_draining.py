@@ -28,7 +28,8 @@ from eventstore import RunOwnedError
 from .._errors import RunDrainingError
 from .._run_logs import RunLogs
 from ._live_runs import LiveRuns
-from ._ownership import OwnedOutcome, RunOwnership
+from ._owned_outcome import OwnedOutcome
+from ._ownership import RunOwnership
 
 __all__ = ["DRAIN_WAIT", "Draining", "DrainingRuns", "claim_to_resume"]
 

@@ -15,7 +15,7 @@ from ..engine._runlog import RunLog
 from ..events._state import RunState
 from ..spec._model import GraphSpec
 from ._live_runs import LiveRun
-from ._ownership import OwnedOutcome
+from ._owned_outcome import OwnedOutcome
 from ._run_control import RunControl
 
 if TYPE_CHECKING:

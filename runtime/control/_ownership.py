@@ -26,7 +26,6 @@ loops run beside the runs, each on its own schedule:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -38,7 +37,6 @@ from typing import Literal
 import anyio
 import anyio.abc
 
-from actors import new_waiter
 from eventstore import (
     Claim,
     ClaimingStore,
@@ -49,9 +47,8 @@ from eventstore import (
 )
 
 from .._config import OwnershipConfig, RecoveryConfig
-from .._result import RunOutcome, RunResult
 
-__all__ = ["OwnedOutcome", "Ownership", "RunOwnership", "default_worker_id", "listed_ownership"]
+__all__ = ["Ownership", "RunOwnership", "default_worker_id", "listed_ownership"]
 
 #: How a listed run stands with the processes that execute runs (see listed_ownership).
 Ownership = Literal["claimed", "waiting", "unclaimed", "unrecorded"]
@@ -83,94 +80,6 @@ def listed_ownership(info: RunInfo, store: object) -> Ownership:
     if info.owner is not None:
         return "claimed"
     return "waiting" if info.status == "running" else "unclaimed"
-
-
-#: How long a run's result waits for its claim's release before it is delivered anyway.
-RELEASE_WAIT = 5.0
-
-
-class OwnedOutcome(RunOutcome):
-    """A run's outcome that lets the runtime settle store conflicts before anyone sees them.
-
-    When the executor fails on a store conflict (another process appended to the run, or
-    the claim was lost), ``on_conflict`` is called instead of failing the outcome: the
-    runtime stops the executor and continues from the log. While ``holding`` (the runtime
-    is stopping the executor on purpose), failures are ignored.
-    """
-
-    def __init__(
-        self,
-        on_done: Callable[[], None] | None,
-        on_conflict: Callable[[BaseException], None],
-    ) -> None:
-        super().__init__(on_done)
-        self.on_conflict = on_conflict
-        self.holding = False
-        #: Whether an executor of this outcome committed anything: a resume whose first
-        #: append met another writer's events did nothing, and says so (RunChangedError).
-        self.acted = False
-        # A bare one-shot waiter, not an anyio.Event (an Event and its deque per run).
-        self._released = new_waiter()
-        self._answered = new_waiter()  # set once it acted or is done (see answered)
-
-    def committed(self, _run_id: str, _bodies: object, _elapsed: float | None) -> None:
-        """A commit observer: this outcome's run has acted."""
-        self.acted = True
-        if not self._answered.done():
-            self._answered.set_result(None)
-
-    def _done(self) -> None:
-        if not self._answered.done():
-            self._answered.set_result(None)
-        super()._done()
-
-    async def answered(self) -> None:
-        """Wait until an executor of this outcome committed something (it acted) or the
-        outcome is done: a resume returns its handle only then, so a resume whose first
-        append lost to another writer raises instead of returning a stale handle."""
-        answered = self._answered
-        if not answered.done():
-            if isinstance(answered, asyncio.Future):
-                await asyncio.shield(answered)
-            else:
-                await answered
-
-    def fail(self, error: BaseException) -> None:
-        if self.done or self.holding:
-            return
-        from eventstore import ConcurrencyError, LeaseLostError
-
-        if isinstance(error, (ConcurrencyError, LeaseLostError)):
-            self.holding = True
-            self.on_conflict(error)
-            return
-        super().fail(error)
-
-    def fail_now(self, error: BaseException) -> None:
-        """Fail the outcome whatever it is holding for."""
-        self.holding = False
-        super().fail(error)
-
-    def released(self) -> None:
-        """The run's claim here is given up (or was not held): its result may be seen."""
-        if not self._released.done():
-            self._released.set_result(None)
-
-    async def wait(self) -> RunResult:
-        """The run's result, once its claim here is released: whoever sees it can act on
-        the run at once (resume it elsewhere, say) without meeting this runtime's claim."""
-        try:
-            return await super().wait()
-        finally:
-            # Bounded: a store that does not answer leaves the claim to expire.
-            released = self._released
-            if not released.done():
-                with anyio.move_on_after(RELEASE_WAIT, shield=True):
-                    if isinstance(released, asyncio.Future):
-                        # Shielded: a timed-out wait must not cancel the waiter itself.
-                        await asyncio.shield(released)
-                    else:
-                        await released
 
 
 class RunOwnership:

@@ -13,7 +13,7 @@ from .._result import RunOutcome
 from ..engine._runlog import RunLog
 from ._gates import check_resumable
 from ._launch import launch
-from ._ownership import OwnedOutcome
+from ._owned_outcome import OwnedOutcome
 from ._run_control import RunControl
 
 if TYPE_CHECKING:

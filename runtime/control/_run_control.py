@@ -35,8 +35,9 @@ from ..events._catalogue import (
 from ._draining import DrainingRuns
 from ._elsewhere import first, partial_outputs
 from ._live_runs import LiveRun, LiveRuns
-from ._ownership import OwnedOutcome, RunOwnership
-from ._run_hooks import Conflict, Drain, Drained, Forget, Holds
+from ._owned_outcome import OwnedOutcome
+from ._ownership import RunOwnership
+from ._run_hooks import Drain, Drained, Holds, OutcomeHooks
 from ._unrunnable import Unrunnable
 
 __all__ = ["CLOSED", "RunControl"]
@@ -85,6 +86,9 @@ class RunControl:
         #: is kept (marked draining) until they end (their executor stopped meanwhile).
         self.drains = DrainingRuns(live, logs, ownership)
         self.draining = self.drains.draining
+        #: The waiters of the starts waiting for their run's first commit, by run id:
+        #: held here, not by each run, and only until the start returns.
+        self.starting: dict[str, Waiter] = {}
 
     @property
     def worker(self) -> bool:
@@ -141,21 +145,28 @@ class RunControl:
     def new_outcome(self, run_id: str, started: Waiter | None) -> RunOutcome:
         """The outcome of a run about to launch here. ``started`` (a start's) is set once
         the run stopped or met a conflict, in case its first commit never came."""
-        forget = Forget(self, run_id, started)
+        if started is not None:
+            self.starting[run_id] = started
+        hooks = OutcomeHooks(self, run_id)
         outcome: RunOutcome
         if self.logs.store is None:
-            outcome = RunOutcome(on_done=forget)
+            outcome = RunOutcome(on_done=hooks)
         else:
             # A store another process may append to: a run whose append meets that
             # process's events (ConcurrencyError) stops and obeys its log (_settle).
-            outcome = OwnedOutcome(forget, Conflict(self, run_id, started))
-        forget.outcome = outcome
+            outcome = OwnedOutcome(hooks, hooks)
+        hooks.outcome = outcome
         return outcome
 
-    def forget(self, run_id: str, started: Waiter | None, outcome: RunOutcome) -> None:
-        """A run launched here is done (its outcome's ``on_done``)."""
+    def _start_answered(self, run_id: str) -> None:
+        """The start waiting for ``run_id``'s first commit returns now, if one still waits."""
+        started = self.starting.pop(run_id, None)
         if started is not None and not started.done():
             started.set_result(None)
+
+    def forget(self, run_id: str, outcome: RunOutcome) -> None:
+        """A run launched here is done (its outcome's ``on_done``)."""
+        self._start_answered(run_id)
         dropped = self.live.drop(run_id, outcome)
         if not isinstance(outcome, OwnedOutcome):
             return
@@ -168,10 +179,9 @@ class RunControl:
         else:
             outcome.released()
 
-    def conflict(self, run_id: str, started: Waiter | None, error: BaseException) -> None:
+    def conflict(self, run_id: str, error: BaseException) -> None:
         """A run launched here met another writer's events (its outcome's ``on_conflict``)."""
-        if started is not None and not started.done():
-            started.set_result(None)
+        self._start_answered(run_id)
         if self._tasks is not None:
             self._tasks.start_soon(self._settle, run_id, error)
 

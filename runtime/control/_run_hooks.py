@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from actors import Waiter
-
-__all__ = ["Conflict", "Drain", "Drained", "Forget", "Holds"]
+__all__ = ["Drain", "Drained", "Holds", "OutcomeHooks"]
 
 
 class Drain:
@@ -55,32 +53,22 @@ class Holds:
         return held
 
 
-class Forget:
-    """An outcome's ``on_done``: RunControl.forget(run_id, started, outcome). The outcome
-    drops it once called, which ends the cycle between them."""
+class OutcomeHooks:
+    """A run's outcome's ``on_done`` (called with no argument: RunControl.forget) and, for
+    an owned outcome, its ``on_conflict`` (called with the error: RunControl.conflict):
+    one object for both. It drops the outcome once the run is done, which ends the cycle
+    between them (a conflict comes only before)."""
 
-    __slots__ = ("control", "outcome", "run_id", "started")
+    __slots__ = ("control", "outcome", "run_id")
 
-    def __init__(self, control: Any, run_id: str, started: Waiter | None) -> None:
+    def __init__(self, control: Any, run_id: str) -> None:
         self.control = control
         self.run_id = run_id
-        self.started = started
         self.outcome: Any = None  # set once the outcome is made
 
-    def __call__(self) -> None:
-        self.control.forget(self.run_id, self.started, self.outcome)
-
-
-class Conflict:
-    """An owned outcome's ``on_conflict``: RunControl.conflict(run_id, started, error).
-    It holds no outcome, so no cycle outlives the run."""
-
-    __slots__ = ("control", "run_id", "started")
-
-    def __init__(self, control: Any, run_id: str, started: Waiter | None) -> None:
-        self.control = control
-        self.run_id = run_id
-        self.started = started
-
-    def __call__(self, error: BaseException) -> None:
-        self.control.conflict(self.run_id, self.started, error)
+    def __call__(self, error: BaseException | None = None) -> None:
+        if error is not None:
+            self.control.conflict(self.run_id, error)
+            return
+        outcome, self.outcome = self.outcome, None
+        self.control.forget(self.run_id, outcome)

@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from actors import Actor, ActorStoppedError, ActorSystem, Message
+from actors import Actor, ActorStoppedError, ActorSystem, Message, Terminated
 
 pytestmark = pytest.mark.anyio
 
@@ -92,3 +92,32 @@ async def test_a_stopped_actor_refuses_instead_of_handling_now() -> None:
         with pytest.raises(ActorStoppedError):
             ref.tell_nowait(Item(value=2))
     assert actor.log == []
+
+
+async def test_an_actor_that_stops_itself_in_receive_now_stops_at_once() -> None:
+    # Its handler ran in the sender's task and it has no message queued: it is still
+    # stopped (watchers told, further messages refused) without waiting for another.
+    class Quitter(Handoff):
+        def receive_now(self, message: Any) -> bool:
+            self.stop_self()
+            return True
+
+    class Watcher(Actor):
+        def __init__(self) -> None:
+            self.notes: list[Terminated] = []
+            self.got = anyio.Event()
+
+        async def receive(self, message: Any) -> Any:
+            self.notes.append(message)
+            self.got.set()
+
+    async with ActorSystem() as system:
+        watcher = Watcher()
+        ref = system.spawn(Quitter(), name="quitter", watcher=system.spawn(watcher))
+        ref.tell_nowait(Item(value=2))
+        with anyio.fail_after(5):
+            await ref.wait_stopped()
+            await watcher.got.wait()
+        assert watcher.notes == [Terminated(actor="quitter", error=None)]
+        with pytest.raises(ActorStoppedError):
+            ref.tell_nowait(Item(value=4))

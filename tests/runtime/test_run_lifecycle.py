@@ -80,6 +80,28 @@ async def test_a_cancelled_waiter_leaves_the_outcome_to_the_others() -> None:
     assert got == ["completed", "completed"]
 
 
+async def test_an_owned_outcome_is_delivered_once_its_claim_is_released() -> None:
+    # Whoever sees a claimed run's result may act on the run at once: the result waits
+    # for the claim's release (RunControl.forget starts it once the outcome is done).
+    from runtime.control._owned_outcome import OwnedOutcome
+
+    outcome = OwnedOutcome(None, lambda _error: None)
+    got: list[str] = []
+
+    async def waiter() -> None:
+        got.append((await outcome.wait()).status)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        outcome.set(RunResult(run_id="r", status="completed"))
+        await anyio.wait_all_tasks_blocked()
+        assert outcome.done and got == []
+        outcome.released()
+    assert got == ["completed"]
+    assert (await outcome.wait()).status == "completed"  # a later wait: at once
+
+
 async def test_every_run_records_the_whole_graph(tmp_path: Path) -> None:
     # RunStarted's graph dict is computed once per GraphSpec and shared by its runs: each
     # run's log must still hold the whole graph, in its compact form (defaults left out),
