@@ -11,7 +11,7 @@ from eventstore import Event, EventStore
 from ._errors import RunNotFoundError, RunStateError
 from ._result import FINAL
 from .engine._runlog import CommitHook, CommitObserver, RunLog
-from .events._snapshots import SnapshotOutcome, load_state
+from .events._snapshots import SnapshotOutcome, SnapshotRead, load_state
 from .events._state import RunState, fold
 from .spec._load import graph_from_dict
 from .spec._model import GraphSpec, graph_hash
@@ -49,14 +49,18 @@ class RunLogs:
             self._memory[run_id] = log
         return log
 
-    def reopen(self, run_id: str, last_seq: int) -> RunLog:
+    def reopen(self, run_id: str, last_seq: int, snapshot: SnapshotRead | None = None) -> RunLog:
         """The log to append to ``run_id`` after its event ``last_seq``: the in-memory log
-        itself without a store."""
+        itself without a store. ``snapshot``: the run's snapshot as the read of its state
+        found it (:meth:`read_resumable`); the log's next snapshot counts from it and
+        replaces it (without: from ``last_seq``, replacing none)."""
         log = self._memory.get(run_id)
         if log is None:
             log = RunLog(
                 run_id, self.store, last_seq=last_seq, hooks=self.hooks, observers=self.observers
             )
+            if snapshot is not None:
+                log.snapshot_seq, log.snapshot_bytes = snapshot.seq, snapshot.size
             if self.store is None:
                 self._memory[run_id] = log
         return log
@@ -77,35 +81,37 @@ class RunLogs:
 
     async def read_state(
         self, run_id: str, *, to_seq: int | None = None
-    ) -> tuple[RunState, list[Event]]:
-        """The fold of the run's log (through a snapshot where one matches) and the events
-        folded after it; RunNotFoundError for a run without events."""
+    ) -> tuple[RunState, list[Event], SnapshotRead]:
+        """The fold of the run's log (through a snapshot where one matches), the events
+        folded after it and what the read found of the run's snapshot; RunNotFoundError
+        for a run without events."""
         if self.store is not None:
-            state, events = await load_state(
+            state, events, snapshot = await load_state(
                 self.store, run_id, to_seq=to_seq, observe=self._snapshot_read
             )
         else:
             events = await self.read_events(run_id, to_seq=to_seq)
-            state = fold(events)
+            state, snapshot = fold(events), SnapshotRead(0, 0)
         if state.last_seq == 0:
             raise RunNotFoundError(run_id)
-        return state, events
+        return state, events, snapshot
 
     async def get_state(self, run_id: str, *, at_seq: int | None = None) -> RunState:
         """The run's state as the fold of its log, up to ``at_seq`` if given (see
         :meth:`runtime.Runtime.get_state`)."""
         if at_seq is not None and at_seq < 1:
             raise ValueError(f"at_seq must be 1 or more (seqs start at 1), got {at_seq}")
-        state, _events = await self.read_state(run_id, to_seq=at_seq)
+        state, _events, _snapshot = await self.read_state(run_id, to_seq=at_seq)
         if at_seq is not None and at_seq > state.last_seq:
             raise ValueError(f"at_seq {at_seq} is past the run's last event (seq {state.last_seq})")
         return state
 
-    async def read_resumable(self, run_id: str) -> tuple[RunState, GraphSpec]:
+    async def read_resumable(self, run_id: str) -> tuple[RunState, GraphSpec, SnapshotRead]:
         """What resuming ``run_id`` starts from: its state (an open fan-out included, read
-        through its snapshot like the rest) and its graph. Raises RunNotFoundError, or
-        RunStateError for a finished run."""
-        state, _events = await self.read_state(run_id)
+        through its snapshot like the rest), its graph, and its snapshot as the read found
+        it (for :meth:`reopen`). Raises RunNotFoundError, or RunStateError for a finished
+        run."""
+        state, _events, snapshot = await self.read_state(run_id)
         if state.status in FINAL:
             raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
         if state.graph is None:
@@ -121,4 +127,4 @@ class RunLogs:
                 graph_hash(graph),
                 state.graph_hash,
             )
-        return state, graph
+        return state, graph, snapshot

@@ -97,7 +97,7 @@ async def decide_gate(
     worker takes it meanwhile. None: the decision ended the run, or it is left to its
     owner or a worker."""
     try:
-        state, graph = await control.logs.read_resumable(run_id)
+        state, graph, _snapshot = await control.logs.read_resumable(run_id)
     except RunStateError as exc:  # a finished run
         raise RunChangedError(run_id, exc.status, "it waits at no gate") from None
     try:

@@ -67,7 +67,8 @@ async def replace_graph(
     nothing."""
     validate_graph(graph)
     nodes.check(graph)
-    state, _recorded = await logs.read_resumable(run_id)  # a finished run: RunStateError
+    # A finished run: RunStateError.
+    state, _recorded, _snapshot = await logs.read_resumable(run_id)
     check_resumable(run_id, state)
     new_hash = graph_hash(graph)
     report = await replay(run_id, graph, allow_imports=nodes.allow_imports)

@@ -41,7 +41,7 @@ async def resume_from_log(
     logs = control.logs
     moved = "another writer moved it after the decision"
     try:
-        state, graph = await logs.read_resumable(run_id)
+        state, graph, snapshot = await logs.read_resumable(run_id)
     except RunStateError as exc:
         if at_seq is None:
             raise
@@ -51,7 +51,7 @@ async def resume_from_log(
     if gated:
         check_resumable(run_id, state)
     nodes.check(graph)
-    log = logs.reopen(run_id, state.last_seq)
+    log = logs.reopen(run_id, state.last_seq, snapshot)
     first: OwnedOutcome | None = None
     if outcome is None and at_seq is None:
         outcome = control.new_outcome(run_id, None)

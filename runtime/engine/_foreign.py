@@ -81,7 +81,7 @@ async def refold(log: RunLog, through: int, *, unchanged: int | None = None) -> 
     read is done (else False, nothing changed: a batch handed over meanwhile meets the
     foreign events, and the rebase that follows refolds)."""
     assert log.store is not None
-    folded, _events = await load_state(log.store, log.run_id, to_seq=through)
+    folded, _events, _snapshot = await load_state(log.store, log.run_id, to_seq=through)
     if unchanged is not None and (
         log.last_seq != unchanged or log.in_flight or log.rebase is not None
     ):

@@ -131,7 +131,7 @@ class RunLog:
         #: once this many events were handed over since the last (see runtime.events._snapshots).
         self.snapshot_every = SNAPSHOT_EVERY
         self.snapshot_seq = self.state.last_seq
-        #: Bytes of the last snapshot this log handed over (0: none): what one at rest replaces.
+        #: Bytes of the run's last snapshot (0: none this log knows of): what one at rest replaces.
         self.snapshot_bytes = 0
         # The first store error of an append: the seqs numbered after it are wrong, so every
         # later append raises it too instead of landing on a head another writer moved.

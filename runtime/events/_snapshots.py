@@ -29,7 +29,10 @@ takes in the store (a store keeps one per run: the new one replaces the last). A
 rest is then read as a snapshot and a short tail. A run whose state is about as large as
 its log (each step adds its payload to a memory list) gets none: the snapshot would double
 what the run stores to spare a read folding fewer than ``SNAPSHOT_EVERY`` events, which a
-read of a run that long does quickly; the periodic snapshot still bounds its reads.
+read of a run that long does quickly; the periodic snapshot still bounds its reads. A
+resumed run's log counts from the snapshot its state was read through and weighs one at
+rest against it (:class:`SnapshotRead`), so a run paused every few hundred events gets its
+snapshots as one that never pauses does.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ __all__ = [
     "SNAPSHOT_AT_REST_BYTES",
     "SNAPSHOT_EVERY",
     "SnapshotOutcome",
+    "SnapshotRead",
     "check_snapshot",
     "decode_state",
     "encode_state",
@@ -132,14 +136,29 @@ def worth_at_rest(events: int, size: int, replaced: int) -> bool:
 SnapshotOutcome = Literal["hit", "miss", "stale"]
 
 
+class SnapshotRead(msgspec.Struct, frozen=True):
+    """The run's stored snapshot as a state read met it: what a log that goes on from the
+    read counts its next snapshot from (``runtime.engine._runlog.RunLog``), so a run
+    resumed again and again still gets one every ``SNAPSHOT_EVERY`` events, and one at
+    rest is weighed against the snapshot it replaces."""
+
+    #: The snapshot's event when the read went through it (the read folded only what
+    #: follows); 0 when it folded the whole log.
+    seq: int
+    #: Bytes of the run's snapshot in the store, used or not (0: it has none): what its
+    #: next one replaces.
+    size: int
+
+
 async def load_state(
     store: EventStore,
     run_id: str,
     *,
     to_seq: int | None = None,
     observe: Callable[[SnapshotOutcome], None] | None = None,
-) -> tuple[RunState, list[Event]]:
-    """The run's state (up to ``to_seq``) and the events folded onto the snapshot used.
+) -> tuple[RunState, list[Event], SnapshotRead]:
+    """The run's state (up to ``to_seq``), the events folded onto the snapshot used, and
+    what the read found of the run's snapshot.
 
     Reads the newest usable snapshot and the events after it; without one, the whole log
     (the events returned are then all of them). A snapshot is usable when it is this
@@ -174,7 +193,7 @@ async def load_state(
                 observe("hit")
             _envelope(base, events[0])
             tail = events[1:]
-            return fold(tail, base), tail
+            return fold(tail, base), tail, SnapshotRead(snapshot.seq, len(snapshot.data))
         outcome = "stale"
         _log.warning(
             "run %s: its snapshot at seq %d is not bound to the log; it is ignored",
@@ -184,7 +203,7 @@ async def load_state(
     if observe is not None:
         observe(outcome)
     events = await store.read_all(run_id, to_seq=to_seq, verify=True)
-    return fold(events), events
+    return fold(events), events, SnapshotRead(0, 0 if snapshot is None else len(snapshot.data))
 
 
 def _envelope(state: RunState, event: Event) -> None:

@@ -190,19 +190,18 @@ class RunReader:
         if at_seq is not None and at_seq < 1:
             raise ValueError(f"at_seq must be 1 or more (seqs start at 1), got {at_seq}")
         try:
-            state, folded = await load_state(self.store, run_id, to_seq=at_seq)
+            state, _folded, snapshot = await load_state(self.store, run_id, to_seq=at_seq)
         except _LOG_ERRORS as exc:
             state = fold(await self.store.read_all(run_id, to_seq=at_seq))
             self._found(run_id, state, at_seq)
             return StateView(state=state, chain=broken_chain(exc, "full", 1, state.last_seq))
         self._found(run_id, state, at_seq)
-        # What load_state folded after its snapshot (all of the log without one); it read
-        # and checked the chain from the snapshot's own event on.
-        snapshot_seq = state.last_seq - len(folded)
+        # load_state read and checked the chain from the snapshot's own event on (from the
+        # first without one).
         chain = ChainStatus(
             ok=True,
-            scope="full" if snapshot_seq == 0 else "tail",
-            from_seq=max(1, snapshot_seq),
+            scope="full" if snapshot.seq == 0 else "tail",
+            from_seq=max(1, snapshot.seq),
             to_seq=state.last_seq,
         )
         return StateView(state=state, chain=chain)

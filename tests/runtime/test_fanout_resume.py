@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from eventstore import event_tag
 from runtime import EdgeSpec, GraphSpec, NodeSpec, RunResult, Runtime
 from runtime.events import fold
 from runtime.events._fanout import BranchWrite
@@ -79,14 +80,19 @@ async def paused_run(path: Path) -> str:
     return result.run_id
 
 
-async def resume(path: Path, run_id: str) -> tuple[RunResult, int]:
+async def resume(path: Path, run_id: str) -> tuple[RunResult, list[str], int | None]:
+    """The run approved and resumed to its end: its result, the tags of its events but
+    ``snapshot.taken``, and its snapshot's seq (None: it has none)."""
     async with Runtime(path, functions=FUNCTIONS) as rt:
+        assert rt.store is not None
         approved = await rt.approve(run_id, by="ann")
         assert approved is not None
         result = await approved.result()
         events = await rt.read_events(run_id)
+        snapshot = await rt.store.load_snapshot(run_id)
     assert fold(events).fanout is None  # joined
-    return result, len(events)
+    tags = [event_tag(type(e.body)) for e in events]
+    return result, [t for t in tags if t != "snapshot.taken"], snapshot and snapshot.seq
 
 
 async def test_a_run_paused_inside_a_fan_out_resumes_through_its_snapshot(
@@ -119,14 +125,18 @@ async def test_a_run_paused_inside_a_fan_out_resumes_through_its_snapshot(
     # Resumed through the snapshot, and with every snapshot gone (the whole log folded).
     copy = tmp_path / "copy.db"
     copy.write_bytes(path.read_bytes())
-    with_snapshot, length = await resume(path, run_id)
+    with_snapshot, logged, kept = await resume(path, run_id)
     async with Runtime(copy, functions=FUNCTIONS) as rt:
         assert rt.store is not None
         await rt.store.delete_snapshots(run_id)
-    without, length_without = await resume(copy, run_id)
+    without, logged_without, seq = await resume(copy, run_id)
     assert with_snapshot.status == without.status == "completed"
     # first_wins: branch a reached the join first, so b2's later write of winner is dropped.
     assert with_snapshot.memory["winner"] == "a" and with_snapshot.memory["joined"] == "a"
     assert with_snapshot.memory == without.memory
     assert with_snapshot.path == without.path and with_snapshot.path[-2:] == ["b2", "join"]
-    assert length == length_without
+    # The same events but the snapshots: the run whose snapshot was deleted gets another
+    # with its first batch, past SNAPSHOT_EVERY events since its start.
+    assert logged == logged_without
+    assert kept == snapshot.seq  # a few events after it: the resumed run took none
+    assert seq is not None and seq > len(events) > SNAPSHOT_EVERY

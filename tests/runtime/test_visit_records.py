@@ -220,7 +220,7 @@ async def test_a_cancelled_round_resumes_from_its_records_without_asking_again(
     if through == "a snapshot":
         async with SqliteEventStore(db) as store:
             await save_bound_snapshot(store, fold(events))
-            loaded, tail = await load_state(store, events[0].run_id)
+            loaded, tail, _snapshot = await load_state(store, events[0].run_id)
             logged = await store.read_all(events[0].run_id)
         assert tail == [] and same_state(loaded, fold(logged))  # the resume reads it
 

@@ -164,7 +164,7 @@ async def test_the_first_detail_of_a_long_run_reads_only_the_events_after_its_sn
             batch = body[start : start + 500]
             seq = (await store.append("long", batch, expected_seq=seq)).last_seq
         # The snapshot a run of this length has, saved as its owner saves one.
-        state, _ = await load_state(store, "long")
+        state, _, _snapshot = await load_state(store, "long")
         snapshot = await save_bound_snapshot(store, state)
         seq = snapshot.seq
         finished = RunFinished(status="completed", quality="clean")
