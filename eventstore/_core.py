@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
-from ._events import UNCHANGED_INDEX, chain_digest
+from ._events import UNCHANGED_INDEX, chain_digests
 from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
@@ -230,7 +230,7 @@ class WriterCore:
         cache = self._runs
         touched = plan.touched
         add_row = plan.rows.append
-        outcomes = plan.outcomes
+        add_outcome = plan.outcomes.append
         # run_id -> [key, status, graph_hash, graph_id, quality, origin] of a new run
         new_runs: dict[str, list[Any]] = {}
         # run key -> [status, graph_hash, graph_id, quality, origin]
@@ -243,42 +243,45 @@ class WriterCore:
         loaded = self._load_runs(missing) if missing else {}
         for request in requests:
             run_id = request.run_id
+            expected = request.expected_seq
             state = touched.get(run_id) or cache.get(run_id) or loaded.get(run_id)
             seq = 0 if state is None else state[1]
-            if (
-                request.expected_seq is not None
-                and request.expected_seq != seq
-                and run_id not in touched
-                and run_id in cache
-            ):
-                # The cache may be behind the file (another store on it appended since):
-                # only the file's last seq answers a conflict.
-                del cache[run_id]
-                state = self._load_runs({run_id}).get(run_id)
-                seq = 0 if state is None else state[1]
-            if request.expected_seq is not None and request.expected_seq != seq:
-                outcomes.append(ConcurrencyError(run_id, request.expected_seq, seq))
-                continue
+            if expected is not None and expected != seq:
+                if run_id not in touched and run_id in cache:
+                    # The cache may be behind the file (another store on it appended
+                    # since): only the file's last seq answers a conflict.
+                    del cache[run_id]
+                    state = self._load_runs({run_id}).get(run_id)
+                    seq = 0 if state is None else state[1]
+                if expected != seq:
+                    add_outcome(ConcurrencyError(run_id, expected, seq))
+                    continue
             if state is None:
-                state = (next_run, 0, b"")
+                key, prev = next_run, b""
                 new_runs[run_id] = [next_run, "new", None, None, None, None]
                 next_run += 1
-            key, seq, prev = state
+            else:
+                key, seq, prev = state
             first = seq + 1
-            digests: list[bytes] = []
-            for tag, version, body in zip(
-                request.tags, request.versions, request.bodies, strict=True
-            ):
-                seq += 1
-                prev = chain_digest(prev, run_id, seq, tag, version, body)
-                digests.append(prev)
-            row_seq = first
-            for count, row_type, row_version, stored in request.stored_rows():
-                done = row_seq - first
-                hashes = digests[done] if count == 1 else b"".join(digests[done : done + count])
-                add_row((position, key, row_seq, now, row_type, row_version, hashes, stored))
+            digests = chain_digests(
+                prev, run_id, first, request.tags, request.versions, request.bodies
+            )
+            seq += len(digests)
+            prev = digests[-1]  # a batch holds at least one event (the front checks)
+            rows = request.stored_rows()
+            if len(rows) == 1:  # one frame (or one event): the batch's hashes side by side
+                count, row_type, row_version, stored = rows[0]
+                hashes = b"".join(digests)
+                add_row((position, key, first, now, row_type, row_version, hashes, stored))
                 position += count
-                row_seq += count
+            else:
+                row_seq = first
+                for count, row_type, row_version, stored in rows:
+                    done = row_seq - first
+                    hashes = b"".join(digests[done : done + count])
+                    add_row((position, key, row_seq, now, row_type, row_version, hashes, stored))
+                    position += count
+                    row_seq += count
             touched[run_id] = (key, seq, prev)
             snapshot = request.snapshot
             if snapshot is not None:
@@ -291,23 +294,26 @@ class WriterCore:
                     snapshot.data,
                 )
             index = request.index
-            created = new_runs.get(run_id)
-            if created is not None:
-                for i, value in enumerate(index, 1):
-                    if value is not None:
-                        created[i] = value or None
-            elif index is not UNCHANGED_INDEX and index != UNCHANGED_INDEX:
-                change = changed.setdefault(key, [None, None, None, None, None])
-                for i, value in enumerate(index):
-                    if value is not None:
-                        change[i] = value
-            outcomes.append(AppendResult(first, seq, position - 1, prev.hex()))
+            if index is not UNCHANGED_INDEX:
+                created = new_runs.get(run_id)
+                if created is not None:
+                    for i, value in enumerate(index, 1):
+                        if value is not None:
+                            created[i] = value or None
+                elif index != UNCHANGED_INDEX:
+                    change = changed.setdefault(key, [None, None, None, None, None])
+                    for i, value in enumerate(index):
+                        if value is not None:
+                            change[i] = value
+            add_outcome(AppendResult(first, seq, position - 1, prev.hex()))
         # A new run's row starts at seq 0; the trigger advances it with each events row.
-        plan.new_runs = [
-            (key, rid, st or "new", now, now, 0, gh, gid, q, o)
-            for rid, (key, st, gh, gid, q, o) in new_runs.items()
-        ]
-        plan.changed = [(*change, k) for k, change in changed.items()]
+        if new_runs:
+            plan.new_runs = [
+                (key, rid, st or "new", now, now, 0, gh, gid, q, o)
+                for rid, (key, st, gh, gid, q, o) in new_runs.items()
+            ]
+        if changed:
+            plan.changed = [(*change, k) for k, change in changed.items()]
         plan.next_position = position
         plan.next_run = next_run
         return plan
