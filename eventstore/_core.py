@@ -327,7 +327,11 @@ class WriterCore:
         try:
             if plan.new_runs:  # before their events: the fence checks each runs row
                 conn.executemany(INSERT_RUN, plan.new_runs)
-            conn.executemany(INSERT_EVENT, plan.rows)
+            rows = plan.rows
+            if len(rows) == 1:  # the common batch of one append: no executemany loop
+                conn.execute(INSERT_EVENT, rows[0])
+            elif rows:
+                conn.executemany(INSERT_EVENT, rows)
             if plan.changed:
                 conn.executemany(UPDATE_RUN, plan.changed)
             if plan.snapshots:
@@ -350,10 +354,10 @@ class WriterCore:
             cache.clear()
         cache.update(plan.touched)
         for request, outcome in zip(requests, plan.outcomes, strict=True):
-            if isinstance(outcome, AppendResult):
+            if type(outcome) is AppendResult:
                 request.result = outcome
             else:
-                request.error = outcome
+                request.error = cast(StoreError, outcome)
 
     def _connection(self) -> sqlite3.Connection:
         if self.conn is None:
