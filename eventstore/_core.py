@@ -42,6 +42,9 @@ _RUN_CACHE_LIMIT = 50_000
 
 _RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
 
+_BLOB = bytearray()  # joins digests into a bytearray (never changed itself)
+_blob = bytearray
+
 
 class _Plan:
     """One transaction worked out before it is written: rows, run changes, outcomes."""
@@ -81,6 +84,9 @@ class WriterCore:
         self.path = path
         self.synchronous = synchronous
         self.conn: sqlite3.Connection | None = None
+        # One cursor for the statements of every transaction (BEGIN, the writes, COMMIT):
+        # Connection.execute would make and drop a cursor for each.
+        self._db: sqlite3.Cursor | None = None
         # run_id -> (run key, last seq, last digest), as this writer last wrote or read them.
         self._runs: dict[str, _RunState] = {}
         self._next_position: int | None = None
@@ -113,9 +119,11 @@ class WriterCore:
             conn.close()
             raise
         self.conn = conn
+        self._db = conn.cursor()
 
     def close(self) -> None:
         conn, self.conn = self.conn, None
+        self._db = None
         if conn is None:
             return
         try:
@@ -160,19 +168,19 @@ class WriterCore:
         """The transaction of a batch that touches ownership: claims first walked in batch
         order (epoch fence included), then the appends that passed it, all in one
         transaction (planned again from the file if the caches were stale)."""
-        conn = self._connection()
+        db = self._cursor()
         assume_new = True
         while True:
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE")
                 try:
-                    turn: ClaimTurn = self.fence.walk(conn, batch)
+                    turn: ClaimTurn = self.fence.walk(db, batch)
                     plan = self.plan(turn.appends, assume_new=assume_new)
                     self.write(plan, in_transaction=True)
-                    conn.execute("COMMIT")
+                    db.execute("COMMIT")
                 except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                    if db.connection.in_transaction:
+                        db.execute("ROLLBACK")
                     raise
             except sqlite3.IntegrityError:
                 self.invalidate()
@@ -188,16 +196,16 @@ class WriterCore:
         self.apply(turn.appends, plan)
 
     def _commit_from_file(self, requests: Sequence[AppendRequest]) -> _Plan:
-        conn = self._connection()
+        db = self._cursor()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
             try:
                 plan = self.plan(requests)
                 self.write(plan, in_transaction=True)
-                conn.execute("COMMIT")
+                db.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                if db.connection.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
         except BaseException:
             self.invalidate()
@@ -268,18 +276,22 @@ class WriterCore:
             )
             seq += len(digests)
             prev = digests[-1]  # a batch holds at least one event (the front checks)
+            # The blobs go to SQLite as bytearrays: Python's sqlite3 binds a bytearray as
+            # it is, while it first looks for an adapter (in vain) for each bytes value.
             rows = request.stored_rows()
             if len(rows) == 1:  # one frame (or one event): the batch's hashes side by side
                 count, row_type, row_version, stored = rows[0]
-                hashes = b"".join(digests)
-                add_row((position, key, first, now, row_type, row_version, hashes, stored))
+                hashes = _BLOB.join(digests)
+                add_row((position, key, first, now, row_type, row_version, hashes, _blob(stored)))
                 position += count
             else:
                 row_seq = first
                 for count, row_type, row_version, stored in rows:
                     done = row_seq - first
-                    hashes = b"".join(digests[done : done + count])
-                    add_row((position, key, row_seq, now, row_type, row_version, hashes, stored))
+                    hashes = _BLOB.join(digests[done : done + count])
+                    add_row(
+                        (position, key, row_seq, now, row_type, row_version, hashes, _blob(stored))
+                    )
                     position += count
                     row_seq += count
             touched[run_id] = (key, seq, prev)
@@ -321,28 +333,25 @@ class WriterCore:
     def write(self, plan: _Plan, *, in_transaction: bool = False) -> None:
         """Run ``plan``'s statements, in a transaction of their own unless
         ``in_transaction``. Rolls back (its own transaction) and raises on any error."""
-        conn = self._connection()
+        db = self._cursor()
         if not in_transaction:
-            conn.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
         try:
             if plan.new_runs:  # before their events: the fence checks each runs row
-                conn.executemany(INSERT_RUN, plan.new_runs)
-            rows = plan.rows
-            if len(rows) == 1:  # the common batch of one append: no executemany loop
-                conn.execute(INSERT_EVENT, rows[0])
-            elif rows:
-                conn.executemany(INSERT_EVENT, rows)
+                db.executemany(INSERT_RUN, plan.new_runs)
+            if plan.rows:
+                db.executemany(INSERT_EVENT, plan.rows)
             if plan.changed:
-                conn.executemany(UPDATE_RUN, plan.changed)
+                db.executemany(UPDATE_RUN, plan.changed)
             if plan.snapshots:
                 snapshots = list(plan.snapshots.values())
-                conn.executemany(INSERT_SNAPSHOT, snapshots)
-                conn.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
+                db.executemany(INSERT_SNAPSHOT, snapshots)
+                db.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
             if not in_transaction:
-                conn.execute("COMMIT")
+                db.execute("COMMIT")
         except BaseException:
-            if not in_transaction and conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if not in_transaction and db.connection.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     def apply(self, requests: Sequence[AppendRequest], plan: _Plan) -> None:
@@ -363,6 +372,11 @@ class WriterCore:
         if self.conn is None:
             raise StoreClosedError("append")
         return self.conn
+
+    def _cursor(self) -> sqlite3.Cursor:
+        if self._db is None:
+            raise StoreClosedError("append")
+        return self._db
 
     def _load_runs(self, run_ids: set[str]) -> dict[str, _RunState]:
         """The (run key, last seq, last digest) the file records for those of ``run_ids``
