@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
-from ._events import UNCHANGED_INDEX, chain_digest
+from ._events import UNCHANGED_INDEX, chain_digests
 from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
@@ -41,6 +41,9 @@ __all__ = ["WriterCore"]
 _RUN_CACHE_LIMIT = 50_000
 
 _RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
+
+_BLOB = bytearray()  # joins digests into a bytearray (never changed itself)
+_blob = bytearray
 
 
 class _Plan:
@@ -81,6 +84,9 @@ class WriterCore:
         self.path = path
         self.synchronous = synchronous
         self.conn: sqlite3.Connection | None = None
+        # One cursor for the statements of every transaction (BEGIN, the writes, COMMIT):
+        # Connection.execute would make and drop a cursor for each.
+        self._db: sqlite3.Cursor | None = None
         # run_id -> (run key, last seq, last digest), as this writer last wrote or read them.
         self._runs: dict[str, _RunState] = {}
         self._next_position: int | None = None
@@ -113,9 +119,11 @@ class WriterCore:
             conn.close()
             raise
         self.conn = conn
+        self._db = conn.cursor()
 
     def close(self) -> None:
         conn, self.conn = self.conn, None
+        self._db = None
         if conn is None:
             return
         try:
@@ -160,19 +168,19 @@ class WriterCore:
         """The transaction of a batch that touches ownership: claims first walked in batch
         order (epoch fence included), then the appends that passed it, all in one
         transaction (planned again from the file if the caches were stale)."""
-        conn = self._connection()
+        db = self._cursor()
         assume_new = True
         while True:
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE")
                 try:
-                    turn: ClaimTurn = self.fence.walk(conn, batch)
+                    turn: ClaimTurn = self.fence.walk(db, batch)
                     plan = self.plan(turn.appends, assume_new=assume_new)
                     self.write(plan, in_transaction=True)
-                    conn.execute("COMMIT")
+                    db.execute("COMMIT")
                 except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                    if db.connection.in_transaction:
+                        db.execute("ROLLBACK")
                     raise
             except sqlite3.IntegrityError:
                 self.invalidate()
@@ -188,16 +196,16 @@ class WriterCore:
         self.apply(turn.appends, plan)
 
     def _commit_from_file(self, requests: Sequence[AppendRequest]) -> _Plan:
-        conn = self._connection()
+        db = self._cursor()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
             try:
                 plan = self.plan(requests)
                 self.write(plan, in_transaction=True)
-                conn.execute("COMMIT")
+                db.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                if db.connection.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
         except BaseException:
             self.invalidate()
@@ -230,7 +238,7 @@ class WriterCore:
         cache = self._runs
         touched = plan.touched
         add_row = plan.rows.append
-        outcomes = plan.outcomes
+        add_outcome = plan.outcomes.append
         # run_id -> [key, status, graph_hash, graph_id, quality, origin] of a new run
         new_runs: dict[str, list[Any]] = {}
         # run key -> [status, graph_hash, graph_id, quality, origin]
@@ -243,42 +251,49 @@ class WriterCore:
         loaded = self._load_runs(missing) if missing else {}
         for request in requests:
             run_id = request.run_id
+            expected = request.expected_seq
             state = touched.get(run_id) or cache.get(run_id) or loaded.get(run_id)
             seq = 0 if state is None else state[1]
-            if (
-                request.expected_seq is not None
-                and request.expected_seq != seq
-                and run_id not in touched
-                and run_id in cache
-            ):
-                # The cache may be behind the file (another store on it appended since):
-                # only the file's last seq answers a conflict.
-                del cache[run_id]
-                state = self._load_runs({run_id}).get(run_id)
-                seq = 0 if state is None else state[1]
-            if request.expected_seq is not None and request.expected_seq != seq:
-                outcomes.append(ConcurrencyError(run_id, request.expected_seq, seq))
-                continue
+            if expected is not None and expected != seq:
+                if run_id not in touched and run_id in cache:
+                    # The cache may be behind the file (another store on it appended
+                    # since): only the file's last seq answers a conflict.
+                    del cache[run_id]
+                    state = self._load_runs({run_id}).get(run_id)
+                    seq = 0 if state is None else state[1]
+                if expected != seq:
+                    add_outcome(ConcurrencyError(run_id, expected, seq))
+                    continue
             if state is None:
-                state = (next_run, 0, b"")
+                key, prev = next_run, b""
                 new_runs[run_id] = [next_run, "new", None, None, None, None]
                 next_run += 1
-            key, seq, prev = state
+            else:
+                key, seq, prev = state
             first = seq + 1
-            digests: list[bytes] = []
-            for tag, version, body in zip(
-                request.tags, request.versions, request.bodies, strict=True
-            ):
-                seq += 1
-                prev = chain_digest(prev, run_id, seq, tag, version, body)
-                digests.append(prev)
-            row_seq = first
-            for count, row_type, row_version, stored in request.stored_rows():
-                done = row_seq - first
-                hashes = digests[done] if count == 1 else b"".join(digests[done : done + count])
-                add_row((position, key, row_seq, now, row_type, row_version, hashes, stored))
+            digests = chain_digests(
+                prev, run_id, first, request.tags, request.versions, request.bodies
+            )
+            seq += len(digests)
+            prev = digests[-1]  # a batch holds at least one event (the front checks)
+            # The blobs go to SQLite as bytearrays: Python's sqlite3 binds a bytearray as
+            # it is, while it first looks for an adapter (in vain) for each bytes value.
+            rows = request.stored_rows()
+            if len(rows) == 1:  # one frame (or one event): the batch's hashes side by side
+                count, row_type, row_version, stored = rows[0]
+                hashes = _BLOB.join(digests)
+                add_row((position, key, first, now, row_type, row_version, hashes, _blob(stored)))
                 position += count
-                row_seq += count
+            else:
+                row_seq = first
+                for count, row_type, row_version, stored in rows:
+                    done = row_seq - first
+                    hashes = _BLOB.join(digests[done : done + count])
+                    add_row(
+                        (position, key, row_seq, now, row_type, row_version, hashes, _blob(stored))
+                    )
+                    position += count
+                    row_seq += count
             touched[run_id] = (key, seq, prev)
             snapshot = request.snapshot
             if snapshot is not None:
@@ -291,23 +306,26 @@ class WriterCore:
                     snapshot.data,
                 )
             index = request.index
-            created = new_runs.get(run_id)
-            if created is not None:
-                for i, value in enumerate(index, 1):
-                    if value is not None:
-                        created[i] = value or None
-            elif index is not UNCHANGED_INDEX and index != UNCHANGED_INDEX:
-                change = changed.setdefault(key, [None, None, None, None, None])
-                for i, value in enumerate(index):
-                    if value is not None:
-                        change[i] = value
-            outcomes.append(AppendResult(first, seq, position - 1, prev.hex()))
+            if index is not UNCHANGED_INDEX:
+                created = new_runs.get(run_id)
+                if created is not None:
+                    for i, value in enumerate(index, 1):
+                        if value is not None:
+                            created[i] = value or None
+                elif index != UNCHANGED_INDEX:
+                    change = changed.setdefault(key, [None, None, None, None, None])
+                    for i, value in enumerate(index):
+                        if value is not None:
+                            change[i] = value
+            add_outcome(AppendResult(first, seq, position - 1, prev.hex()))
         # A new run's row starts at seq 0; the trigger advances it with each events row.
-        plan.new_runs = [
-            (key, rid, st or "new", now, now, 0, gh, gid, q, o)
-            for rid, (key, st, gh, gid, q, o) in new_runs.items()
-        ]
-        plan.changed = [(*change, k) for k, change in changed.items()]
+        if new_runs:
+            plan.new_runs = [
+                (key, rid, st or "new", now, now, 0, gh, gid, q, o)
+                for rid, (key, st, gh, gid, q, o) in new_runs.items()
+            ]
+        if changed:
+            plan.changed = [(*change, k) for k, change in changed.items()]
         plan.next_position = position
         plan.next_run = next_run
         return plan
@@ -315,24 +333,25 @@ class WriterCore:
     def write(self, plan: _Plan, *, in_transaction: bool = False) -> None:
         """Run ``plan``'s statements, in a transaction of their own unless
         ``in_transaction``. Rolls back (its own transaction) and raises on any error."""
-        conn = self._connection()
+        db = self._cursor()
         if not in_transaction:
-            conn.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
         try:
             if plan.new_runs:  # before their events: the fence checks each runs row
-                conn.executemany(INSERT_RUN, plan.new_runs)
-            conn.executemany(INSERT_EVENT, plan.rows)
+                db.executemany(INSERT_RUN, plan.new_runs)
+            if plan.rows:
+                db.executemany(INSERT_EVENT, plan.rows)
             if plan.changed:
-                conn.executemany(UPDATE_RUN, plan.changed)
+                db.executemany(UPDATE_RUN, plan.changed)
             if plan.snapshots:
                 snapshots = list(plan.snapshots.values())
-                conn.executemany(INSERT_SNAPSHOT, snapshots)
-                conn.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
+                db.executemany(INSERT_SNAPSHOT, snapshots)
+                db.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
             if not in_transaction:
-                conn.execute("COMMIT")
+                db.execute("COMMIT")
         except BaseException:
-            if not in_transaction and conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if not in_transaction and db.connection.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     def apply(self, requests: Sequence[AppendRequest], plan: _Plan) -> None:
@@ -344,15 +363,20 @@ class WriterCore:
             cache.clear()
         cache.update(plan.touched)
         for request, outcome in zip(requests, plan.outcomes, strict=True):
-            if isinstance(outcome, AppendResult):
+            if type(outcome) is AppendResult:
                 request.result = outcome
             else:
-                request.error = outcome
+                request.error = cast(StoreError, outcome)
 
     def _connection(self) -> sqlite3.Connection:
         if self.conn is None:
             raise StoreClosedError("append")
         return self.conn
+
+    def _cursor(self) -> sqlite3.Cursor:
+        if self._db is None:
+            raise StoreClosedError("append")
+        return self._db
 
     def _load_runs(self, run_ids: set[str]) -> dict[str, _RunState]:
         """The (run key, last seq, last digest) the file records for those of ``run_ids``

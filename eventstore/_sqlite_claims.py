@@ -168,19 +168,20 @@ class ClaimFence:
                 return True
         return False
 
-    def walk(self, conn: sqlite3.Connection, requests: Sequence[Request]) -> ClaimTurn:
-        """Inside the transaction: do the ownership requests and check the fenced appends,
-        in the order of ``requests``. Writes the claims rows; answers nothing (see apply)."""
+    def walk(self, db: sqlite3.Cursor, requests: Sequence[Request]) -> ClaimTurn:
+        """Inside the transaction (on ``db``, the writer's cursor): do the ownership requests
+        and check the fenced appends, in the order of ``requests``. Writes the claims rows;
+        answers nothing (see apply)."""
         now = time.time()
         epochs = self.epochs
         turn = ClaimTurn()
         changes = turn.epochs
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        version = db.execute("PRAGMA data_version").fetchone()[0]
         # Nobody else committed since this store's last transaction: the epochs it holds
         # are the file's, and its appends need no reading of their claims rows.
         trusted = version == self._version
         self._version = version
-        rows = self._rows(conn, requests, appends=not trusted)
+        rows = self._rows(db, requests, appends=not trusted)
         leases, extend = self.leases, None
         for request in requests:
             if type(request) is AppendRequest:
@@ -214,17 +215,17 @@ class ClaimFence:
             assert isinstance(request, OwnershipRequest)
             operation = request.operation
             if operation == "claim":
-                self._claim(conn, request, rows, turn, now)
+                self._claim(db, request, rows, turn, now)
             elif operation == "renew":
-                self._renew(conn, request, rows, turn, now)
+                self._renew(db, request, rows, turn, now)
             elif operation == "release":
-                self._release(conn, request, rows, turn)
+                self._release(db, request, rows, turn)
             elif operation == "drain":
-                self._drain(conn, request, rows, turn, now)
+                self._drain(db, request, rows, turn, now)
             else:
-                self._claim_runnable(conn, request, rows, turn, now)
+                self._claim_runnable(db, request, rows, turn, now)
         if extend is not None:
-            self._extend(conn, extend, turn, now)
+            self._extend(db, extend, turn, now)
         return turn
 
     def apply(self, turn: ClaimTurn) -> None:
@@ -253,7 +254,7 @@ class ClaimFence:
 
     def _extend(
         self,
-        conn: sqlite3.Connection,
+        db: sqlite3.Cursor,
         extend: dict[str, tuple[float, int]],
         turn: ClaimTurn,
         now: float,
@@ -267,10 +268,10 @@ class ClaimFence:
             if final == epoch:
                 by_lease.setdefault(lease, []).append(run_id)
         for lease, run_ids in by_lease.items():
-            conn.execute(_EXTEND, (now + lease, json.dumps(run_ids)))
+            db.execute(_EXTEND, (now + lease, json.dumps(run_ids)))
 
     def _rows(
-        self, conn: sqlite3.Connection, requests: Sequence[Request], *, appends: bool
+        self, db: sqlite3.Cursor, requests: Sequence[Request], *, appends: bool
     ) -> dict[str, list[Any]]:
         """The claims rows the batch's requests name (those of its fenced appends only if
         ``appends``): run_id -> [owner, expires, epoch]."""
@@ -287,13 +288,13 @@ class ClaimFence:
                     ids.add(request.run_id)
         rows: dict[str, list[Any]] = {}
         if ids:
-            for run_id, owner, expires, epoch in conn.execute(_SELECT, (json.dumps(list(ids)),)):
+            for run_id, owner, expires, epoch in db.execute(_SELECT, (json.dumps(list(ids)),)):
                 rows[run_id] = [owner, expires, epoch]
         return rows
 
     def _claim(
         self,
-        conn: sqlite3.Connection,
+        db: sqlite3.Cursor,
         request: OwnershipRequest,
         rows: dict[str, list[Any]],
         turn: ClaimTurn,
@@ -310,14 +311,14 @@ class ClaimFence:
         epoch = 1 if row is None else row[2] + 1
         expires = now + request.lease
         rows[run_id] = [owner, expires, epoch]
-        conn.execute(_UPSERT, (run_id, owner, expires, epoch))
+        db.execute(_UPSERT, (run_id, owner, expires, epoch))
         turn.epochs[run_id] = epoch
         turn.started(run_id, request.lease, now)
         turn.answers.append((request, Claim(run_id, owner, epoch, expires), None))
 
     def _renew(
         self,
-        conn: sqlite3.Connection,
+        db: sqlite3.Cursor,
         request: OwnershipRequest,
         rows: dict[str, list[Any]],
         turn: ClaimTurn,
@@ -329,7 +330,7 @@ class ClaimFence:
             row = rows.get(claim.run_id)
             if _holds(row, claim):
                 row[1] = expires
-                conn.execute(_RENEW, (expires, claim.run_id))
+                db.execute(_RENEW, (expires, claim.run_id))
                 turn.started(claim.run_id, request.lease, now)
                 answers.append(Claim(claim.run_id, claim.owner, claim.epoch, expires))
             else:
@@ -338,7 +339,7 @@ class ClaimFence:
 
     def _release(
         self,
-        conn: sqlite3.Connection,
+        db: sqlite3.Cursor,
         request: OwnershipRequest,
         rows: dict[str, list[Any]],
         turn: ClaimTurn,
@@ -349,7 +350,7 @@ class ClaimFence:
         held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
         if _holds(row, claim):
             row[0] = row[1] = None
-            conn.execute(_RELEASE, (run_id,))
+            db.execute(_RELEASE, (run_id,))
             if held == claim.epoch:
                 turn.epochs[run_id] = None  # the store no longer holds it: no fence
         elif held == claim.epoch:
@@ -360,7 +361,7 @@ class ClaimFence:
 
     def _drain(
         self,
-        conn: sqlite3.Connection,
+        db: sqlite3.Cursor,
         request: OwnershipRequest,
         rows: dict[str, list[Any]],
         turn: ClaimTurn,
@@ -370,12 +371,12 @@ class ClaimFence:
         marked = _holds(rows.get(claim.run_id), claim)
         if marked:
             since = None if request.draining is None else now
-            conn.execute(_DRAIN, (request.draining, since, claim.run_id))
+            db.execute(_DRAIN, (request.draining, since, claim.run_id))
         turn.answers.append((request, marked, None))
 
     def _claim_runnable(
         self,
-        conn: sqlite3.Connection,
+        db: sqlite3.Cursor,
         request: OwnershipRequest,
         rows: dict[str, list[Any]],
         turn: ClaimTurn,
@@ -384,11 +385,11 @@ class ClaimFence:
         expires = now + request.lease
         claims = [
             Claim(run_id, request.owner, epoch + 1, expires)
-            for run_id, epoch in conn.execute(
+            for run_id, epoch in db.execute(
                 _RUNNABLE, (now, request.exclude, request.limit)
             ).fetchall()
         ]
-        conn.executemany(_UPSERT, [(c.run_id, c.owner, c.expires, c.epoch) for c in claims])
+        db.executemany(_UPSERT, [(c.run_id, c.owner, c.expires, c.epoch) for c in claims])
         for claim in claims:
             rows[claim.run_id] = [claim.owner, claim.expires, claim.epoch]
             turn.epochs[claim.run_id] = claim.epoch

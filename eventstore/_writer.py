@@ -2,7 +2,7 @@
 
 A store hands every append to one writer (eventstore._front.Writer). The SQLite store's is
 a :class:`ThreadWriter`: a plain thread that owns the write connection and, whenever it is
-free, takes what is queued at that moment (at most ``max_batch`` requests, and at most half
+free, takes what is queued at that moment (at most ``max_batch`` appends, and at most half
 of the appends in flight) into ONE write transaction, so a batch costs one fsync and one
 hand-back to the event loop whatever its size. While a batch commits the next one gathers.
 """
@@ -220,14 +220,17 @@ class ThreadWriter:
             first = get()
             if first is None:
                 return
-            # At most half of the requests in flight: their callers then form two groups
+            # At most half of the appends in flight: their callers then form two groups
             # that take turns, one group's batch committing while the event loop serves the
             # other's callers, instead of all callers waiting on one batch and the thread
-            # idling while the loop serves them all.
+            # idling while the loop serves them all. Ownership requests ride along
+            # uncounted: a claim held for a run's first append is queued just before it
+            # and goes in its transaction.
             limit = min(self._max_batch, (self._in_flight + 1) // 2)
             batch = [first]
+            appends = 1 if type(first) is AppendRequest else 0
             stop = False
-            while len(batch) < limit:
+            while appends < limit:
                 try:
                     request = get_nowait()
                 except Empty:
@@ -236,6 +239,8 @@ class ThreadWriter:
                     stop = True  # commit what was taken, then stop
                     break
                 batch.append(request)
+                if type(request) is AppendRequest:
+                    appends += 1
             error: StoreError | None = None
             started = time.perf_counter()
             try:

@@ -179,6 +179,25 @@ def test_chain_digest_is_sha256_of_header_and_body_whatever_the_size(size: int) 
     assert chain_digest(b"\x01" * 32, "run-1", 7, "memory.written", 2, body) == expected
 
 
+def test_a_batchs_digests_chain_each_event_to_the_one_before() -> None:
+    # chain_digests (the writer's, one call per batch) gives what chain_digest gives
+    # event by event, from the digest before the batch and the batch's first seq.
+    from eventstore._events import chain_digest, chain_digests
+
+    tags = ["node.started", "memory.written", "node.completed"]
+    versions = [1, 2, 1]
+    bodies = [b'{"a":1}', b"", b"x" * 3000]
+    prev = b"\x07" * 32
+    expected = []
+    for offset, (tag, version, body) in enumerate(zip(tags, versions, bodies, strict=True)):
+        prev = chain_digest(prev, "run-1", 5 + offset, tag, version, body)
+        expected.append(prev)
+    assert chain_digests(b"\x07" * 32, "run-1", 5, tags, versions, bodies) == expected
+    assert chain_digests(b"", "run-1", 1, tags[:1], versions[:1], bodies[:1]) == [
+        chain_digest(b"", "run-1", 1, tags[0], versions[0], bodies[0])
+    ]
+
+
 class Opened(EventBody, frozen=True, tag="test.opened"):
     """An application's own lifecycle event: the store learns its listing effect by hook."""
 

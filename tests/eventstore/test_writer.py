@@ -183,3 +183,43 @@ async def test_a_held_claim_goes_with_its_runs_append_only_when_both_fit(tmp_pat
     finally:
         await writer.close()
         core.close()
+
+
+async def test_a_held_claim_commits_in_the_transaction_of_its_runs_append(
+    tmp_path: Path,
+) -> None:
+    # Ownership requests do not count against the appends a transaction may take: a claim
+    # held for a run's append is taken with it, even where the writer takes one append
+    # per transaction.
+    import threading
+    from collections.abc import Sequence
+
+    from eventstore._sqlite_claims import OwnershipRequest, Request
+
+    class GatedCore(WriterCore):
+        def __init__(self, path: str) -> None:
+            super().__init__(path, "OFF")
+            self.gate = threading.Event()
+            self.batches: list[list[str]] = []
+
+        def commit(self, batch: Sequence[Request]) -> None:
+            self.gate.wait(10)
+            self.batches.append([type(request).__name__ for request in batch])
+            super().commit(batch)
+
+    core = GatedCore(str(tmp_path / "s.db"))
+    core.connect(True, 1024)
+    writer = ThreadWriter(core, max_batch=1, capacity=10, on_commit=lambda: None)
+    try:
+        other = prepare("r0", [started()], 0)
+        assert writer.submit(other)  # the thread takes it and waits at the gate
+        writer.hold(OwnershipRequest("claim", run_id="r1", owner="w", lease=5, fence=True))
+        append = prepare("r1", [started()], 0)
+        assert writer.submit(append)  # queued after its claim, behind r0's transaction
+        core.gate.set()
+        await append.wait()
+        assert append.error is None
+        assert core.batches == [["AppendRequest"], ["OwnershipRequest", "AppendRequest"]]
+    finally:
+        await writer.close()
+        core.close()
