@@ -31,7 +31,7 @@ from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after
 from ..events._state import RunState, apply, fold
 from ._foreign import Rebase
 
-__all__ = ["CommitHook", "CommitObserver", "RunLog"]
+__all__ = ["CommitHook", "CommitObserver", "RunLog", "Submission"]
 
 #: A run log with a store keeps no in-memory log: its (never filled) stand-in.
 _NO_EVENTS: list[EventBody] = []
@@ -47,25 +47,28 @@ CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
 CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
 
 
-class _Submitted:
+class Submission:
     """The store's answer to a :meth:`RunLog.submit` batch: records a store failure, tells
-    the observers of a commit, then calls the caller's ``on_done``. One object per step
-    (not a closure, its cells and a bound method: fewer objects for the cyclic GC)."""
+    the observers of a commit, then calls :meth:`on_done`, which a subclass gives (the
+    executor's node start, engine/_start_on_commit.py). One object per step (the caller's
+    continuation and the log's bookkeeping in one, not a closure, its cells and a bound
+    method: fewer objects for the cyclic GC). Filled in by ``submit``."""
 
-    __slots__ = ("batch", "began", "expected", "log", "on_done")
+    __slots__ = ("batch", "began", "expected", "log")
 
-    def __init__(
-        self,
-        log: RunLog,
-        batch: list[EventBody],
-        expected: int,
-        on_done: Callable[[AppendResult | None, BaseException | None], None],
-    ) -> None:
-        self.log = log
-        self.batch = batch
-        self.expected = expected
-        self.on_done = on_done
-        self.began = perf_counter()
+    #: Whether the batch's last event is a node start that a pause from another process
+    #: may hold (_foreign.py): then ``on_done`` gets a StartHeld error for it.
+    holds_starts = False
+
+    log: RunLog
+    batch: list[EventBody]
+    expected: int
+    began: float
+
+    def on_done(self, result: AppendResult | None, error: BaseException | None) -> None:
+        """The batch committed (``result``) or failed (``error``); runs on the event loop
+        and must not raise."""
+        raise NotImplementedError
 
     def __call__(self, result: AppendResult | None, error: BaseException | None) -> None:
         log = self.log
@@ -81,9 +84,10 @@ class _Submitted:
             log.failed = error
         elif error is None:
             log.committed(result)
-            if log.observers:
+            observers = log.observers
+            if observers:
                 elapsed = perf_counter() - self.began
-                for observer in log.observers:
+                for observer in observers:
                     observer(log.run_id, self.batch, elapsed)
         self.on_done(result, error)
 
@@ -332,19 +336,15 @@ class RunLog:
         for seq, body in enumerate(bodies, first_seq):
             apply(state, body, seq)
 
-    def submit(
-        self,
-        bodies: Sequence[EventBody],
-        on_done: Callable[[AppendResult | None, BaseException | None], None],
-    ) -> bool:
-        """A durable :meth:`append` that does not wait: ``on_done`` runs at the end.
+    def submit(self, bodies: Sequence[EventBody], answer: Submission) -> bool:
+        """A durable :meth:`append` that does not wait: ``answer`` runs at the end.
 
         For a caller with nothing to do until the commit (the executor starting a node):
         it is not woken for the commit, its continuation runs from the store's answer. The
         bodies (and any queued write-behind bodies) go in one batch, in call order with
-        every other append, as with ``append``. ``on_done(result, None)`` once committed,
-        ``on_done(None, error)`` if the batch failed; it runs on the event loop and must not
-        raise. Returns False, doing nothing, where this cannot be done (no store, commit
+        every other append, as with ``append``. ``answer.on_done(result, None)`` once
+        committed, ``answer.on_done(None, error)`` if the batch failed; it runs on the event
+        loop and must not raise. Returns False, doing nothing, where this cannot be done (no store, commit
         hooks to await, or a store whose queue is full): then use ``append``.
         """
         store = self.store
@@ -359,10 +359,13 @@ class RunLog:
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
         snapshot = self._snapshot(batch, len(self.pending))
         undo = snapshot is not None
-        done = _Submitted(self, batch, self.last_seq, on_done)
+        answer.log = self
+        answer.batch = batch
+        answer.expected = self.last_seq
+        answer.began = perf_counter()
         try:
             queued = store.submit(
-                self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
+                self.run_id, batch, expected_seq=self.last_seq, on_done=answer, snapshot=snapshot
             )
         except StoreError as exc:  # a closed store: as append
             self.failed = exc
@@ -404,7 +407,7 @@ class RunLog:
         batch: list[EventBody],
         expected: int,
         error: ConcurrencyError,
-        submitted: _Submitted | None,
+        submitted: Submission | None,
     ) -> Any:
         """``batch``, appended at ``expected``, met another writer's events: it waits for
         the rebase of the log (made by the first such batch), which runs once no batch
