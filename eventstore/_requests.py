@@ -146,7 +146,9 @@ _TYPE_INFO: dict[type[EventBody], tuple[str, int, RunIndexHook | None, int]] = {
 #: A batch's shape, learnt once per sequence of body classes: its tags and versions (tuples
 #: the requests share, never changed), the bodies that change the run listing (position,
 #: hook), and each body's tag prefix length. A run's steps append a handful of shapes.
-_Shape = tuple[tuple[str, ...], tuple[int, ...], tuple[tuple[int, RunIndexHook], ...], tuple[int, ...]]
+_Shape = tuple[
+    tuple[str, ...], tuple[int, ...], tuple[tuple[int, RunIndexHook], ...], tuple[int, ...]
+]
 _SHAPES: dict[tuple[type[EventBody], ...], _Shape] = {}
 #: Batches of up to this many events have their shape kept, and at most _SHAPES_KEPT shapes.
 _SHAPE_EVENTS = 8
@@ -166,7 +168,10 @@ def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, RunIndexHoo
 
 def _shape(classes: tuple[type[EventBody], ...], datas: list[bytes]) -> _Shape:
     """The shape of a batch of bodies of ``classes`` encoded as ``datas``."""
-    infos = [_TYPE_INFO.get(cls) or _type_info(cls, data) for cls, data in zip(classes, datas)]
+    infos = [
+        _TYPE_INFO.get(cls) or _type_info(cls, data)
+        for cls, data in zip(classes, datas, strict=True)
+    ]
     shape = (
         tuple(info[0] for info in infos),
         tuple(info[1] for info in infos),
@@ -207,7 +212,7 @@ def prepare(
     request.snapshot = snapshot
     if rows:
         stored: list[bytes] = []
-        for data, cut in zip(datas, cuts):
+        for data, cut in zip(datas, cuts, strict=True):
             if len(data) >= COMPRESS_AT:
                 break  # compressed by the writer thread, with the rest of the batch
             # What store_body does for a small body, without checking the tag again.

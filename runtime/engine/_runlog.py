@@ -344,8 +344,8 @@ class RunLog:
         bodies (and any queued write-behind bodies) go in one batch, in call order with
         every other append, as with ``append``. ``answer.on_done(result, None)`` once
         committed, ``answer.on_done(None, error)`` if the batch failed; it runs on the event
-        loop and must not raise. Returns False, doing nothing, where this cannot be done (no store, commit
-        hooks to await, or a store whose queue is full): then use ``append``.
+        loop and must not raise. Returns False, doing nothing, where this cannot be done (no
+        store, commit hooks to await, or a store whose queue is full): then use ``append``.
         """
         store = self.store
         if store is None or self.hooks or not bodies or self.failed is not None:
