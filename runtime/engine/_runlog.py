@@ -28,7 +28,7 @@ from eventstore import (
 
 from ..events._new_state import new_state
 from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after, worth_at_rest
-from ..events._state import RunState, apply, fold
+from ..events._state import RunState, apply
 from ._foreign import Rebase
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog", "Submission"]
@@ -330,6 +330,21 @@ class RunLog:
         apply(state, body, seq)
         state.last_seq = seq
 
+    def append_now(self, bodies: Sequence[EventBody]) -> bool:
+        """:meth:`append`, durably, where nothing is to wait for (an in-memory log without
+        commit hooks); False, doing nothing, elsewhere."""
+        if self.store is not None or self.hooks or self.failed is not None:
+            return False
+        pending = self.pending
+        pending.extend(bodies)
+        self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
+        batch, self.pending = pending, []
+        self.last_seq = self.state.last_seq = self.last_seq + len(batch)
+        self.memory_events.extend(batch)
+        for observer in self.observers:
+            observer(self.run_id, batch, None)
+        return True
+
     def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
         """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
         state = self.state
@@ -432,16 +447,6 @@ class RunLog:
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""
         return await self.append((), durable=True)
-
-    async def read_events(self) -> list[Event]:
-        """Every committed event of the run, in order (reads the store)."""
-        if self.store is None:
-            return self.events()
-        return await self.store.read_all(self.run_id)
-
-    async def read_state(self) -> RunState:
-        """The run's state as the fold of its committed log."""
-        return fold(await self.read_events())
 
     def events(self, *, to_seq: int | None = None) -> list[Event]:
         """The in-memory log (``store=None``) as envelopes, for folding; no hash chain."""

@@ -114,8 +114,7 @@ class StepNow:
         log = self.log
         state = log.state
         if (
-            log.store is None
-            or log.hooks
+            log.hooks
             or log.failed is not None
             or log.rebase is not None
             or state.pause_requested
@@ -141,7 +140,10 @@ class StepNow:
             log.stage(edge_taken(node_id, route))
             self.pauses.hold(target, None, 1)  # False: a pass through a resumed gate is used
             started, ref, message = self.starting(target, None, 1, False)
-            if not log.submit((started,), StartOnCommit(executor, ref, message)):
+            start = StartOnCommit(executor, ref, message)
+            if log.append_now((started,)):  # an in-memory log: the node starts now
+                start.on_done(None, None)
+            elif not log.submit((started,), start):
                 # The store's queue is full (or the claim is lost): receive appends it.
                 executor.ref.tell_nowait(StartStaged(started=started, execute=message))
         except Exception as exc:
