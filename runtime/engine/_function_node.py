@@ -390,15 +390,18 @@ def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
             "a node returns a mapping of output keys (or None)"
         )
     outputs = dict(result)
+    declared = spec.output_keys
+    undeclared = False
     for key, value in outputs.items():
         if type(key) is not str:
             raise TypeError(f"node {spec.id!r} returned a {type(key).__name__} output key {key!r}")
         check_memory_value(key, value)
-    declared = spec.output_keys
-    if declared:
+        if declared and key not in declared:
+            undeclared = True
+    if undeclared:
         extra = sorted(set(outputs) - set(declared))
-        if extra:
-            raise OutputKeysError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+        raise OutputKeysError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+    if len(outputs) < len(declared):  # only declared keys: some are missing
         missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
         if missing:
             raise OutputKeysError(f"node {spec.id!r} did not return output keys: {missing}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from actors import Actor, ActorRef
 
 from .._errors import ExpressionError
-from ..events._catalogue import NodeCompleted, NodeStarted
+from ..events._catalogue import EdgeTaken, NodeCompleted, NodeStarted
 from ..events._memory import read_memory
 from ..spec._model import GraphSpec, NodeSpec
 from ._edges import edge_taken, resolve_edges
@@ -121,23 +121,30 @@ class StepNow:
             or state.steps >= self.graph.max_steps
         ):
             return False
-        try:
-            routes = resolve_edges(
-                self.graph, node_id, success=True, memory=state.memory, outputs=done.outputs
+        single = self.graph.node_edges(node_id).single
+        if single is not None:  # what resolve_edges returns for it, without asking it
+            index, edge = single
+            taken = EdgeTaken(
+                source=node_id, target=edge.target, edge_index=index, condition=edge.condition
             )
-        except ExpressionError:
-            return False  # receive fails the run with it
-        if routes is None or len(routes) != 1:
-            return False
-        route = routes[0]
-        target = route.target
+        else:
+            try:
+                routes = resolve_edges(
+                    self.graph, node_id, success=True, memory=state.memory, outputs=done.outputs
+                )
+            except ExpressionError:
+                return False  # receive fails the run with it
+            if routes is None or len(routes) != 1:
+                return False
+            taken = edge_taken(node_id, routes[0])
+        target = taken.target
         if target in state.rejected or target in self.pauses.pause_nodes:
             return False
         try:
             del self.running[node_id]
             self.outputs.node_outputs(done)  # no conflict outside a fan-out
             log.stage(NodeCompleted(node_id=node_id, branch=None))
-            log.stage(edge_taken(node_id, route))
+            log.stage(taken)
             self.pauses.hold(target, None, 1)  # False: a pass through a resumed gate is used
             started, ref, message = self.starting(target, None, 1, False)
             start = StartOnCommit(executor, ref, message)

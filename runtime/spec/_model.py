@@ -154,7 +154,7 @@ class NodeEdges:
     on_success and always edges.
     """
 
-    __slots__ = ("conditional", "llm_decide", "on_failure", "on_success")
+    __slots__ = ("conditional", "llm_decide", "on_failure", "on_success", "single")
 
     def __init__(self, edges: list[tuple[int, EdgeSpec]]) -> None:
         ordered = sorted(edges, key=lambda pair: (-pair[1].priority, pair[0]))
@@ -162,6 +162,13 @@ class NodeEdges:
         self.llm_decide = tuple(p for p in ordered if p[1].condition == "llm_decide")
         self.on_success = tuple(p for p in ordered if p[1].condition in ("on_success", "always"))
         self.on_failure = tuple(p for p in ordered if p[1].condition in ("on_failure", "always"))
+        #: The one edge a success takes whatever memory holds (no conditional or
+        #: llm_decide edge, one on_success or always edge), else None: most steps' edge.
+        self.single = (
+            self.on_success[0]
+            if len(self.on_success) == 1 and not self.conditional and not self.llm_decide
+            else None
+        )
 
 
 _NO_EDGES = NodeEdges([])
