@@ -7,6 +7,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from types import CoroutineType
 from typing import Any, Final
 
 import anyio
@@ -197,7 +198,7 @@ class FunctionNodeActor(Actor):
             try:
                 if deadline is not None:
                     assert attempt.timeout is not None
-                    deadline.start(attempt.timeout, self._expired)
+                    deadline.start(attempt.timeout, self._expired, attempt.task)
                 try:
                     result = await _call(plain, message, context, self.log)
                 finally:
@@ -341,7 +342,7 @@ def _call(
         args += (context,)
     if plain.is_async:
         result: Any = plain.function(*args)
-        if inspect.isawaitable(result):
+        if type(result) is CoroutineType or inspect.isawaitable(result):
             return result
         return _ready(result)  # an "async" callable object that returned a value
     return _in_thread(functools.partial(plain.function, *args), log, message)
