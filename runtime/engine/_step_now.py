@@ -46,6 +46,7 @@ class StepNow:
         "outputs",
         "pauses",
         "running",
+        "single",
         "specs",
         "terminal_nodes",
     )
@@ -71,6 +72,7 @@ class StepNow:
         self.end = end
         self.running = running
         self.specs: dict[str, NodeSpec] = graph.node_map()
+        self.single = graph.single_edges()
         self.terminal_nodes = graph.terminal_set()
 
     def starting(
@@ -121,7 +123,7 @@ class StepNow:
             or state.steps >= self.graph.max_steps
         ):
             return False
-        single = self.graph.node_edges(node_id).single
+        single = self.single.get(node_id)
         if single is not None:  # what resolve_edges returns for it, without asking it
             index, edge = single
             taken = EdgeTaken(

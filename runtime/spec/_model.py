@@ -177,7 +177,17 @@ _NO_EDGES = NodeEdges([])
 class _Index:
     """Lookups derived from a GraphSpec, built once per instance."""
 
-    __slots__ = ("builtins", "edges", "hash", "nodes", "outgoing", "pauses", "terminal", "valid")
+    __slots__ = (
+        "builtins",
+        "edges",
+        "hash",
+        "nodes",
+        "outgoing",
+        "pauses",
+        "single",
+        "terminal",
+        "valid",
+    )
 
     def __init__(self, graph: GraphSpec) -> None:
         self.hash: str | None = None  # graph_hash, once computed
@@ -190,6 +200,7 @@ class _Index:
         for index, edge in enumerate(graph.edges):
             self.outgoing.setdefault(edge.source, []).append((index, edge))
         self.edges: dict[str, NodeEdges] = {}  # filled as nodes are resolved
+        self.single: dict[str, tuple[int, EdgeSpec]] | None = None  # single_edges, once made
         # Shared by every run of the graph (not a frozenset of each per run).
         self.terminal = frozenset(graph.terminal_nodes)
         self.pauses = frozenset(graph.pause_nodes)
@@ -266,6 +277,15 @@ class GraphSpec(_Spec, frozen=True, kw_only=True, weakref=True):
             pairs = index.outgoing.get(node_id)
             edges = index.edges[node_id] = NodeEdges(pairs) if pairs else _NO_EDGES
         return edges
+
+    def single_edges(self) -> dict[str, tuple[int, EdgeSpec]]:
+        """Node id -> its ``NodeEdges.single`` edge, for the nodes that have one; made once
+        per instance, shared: do not mutate it."""
+        index = self._index()
+        if index.single is None:
+            single = {node: self.node_edges(node).single for node in index.nodes}
+            index.single = {node: pair for node, pair in single.items() if pair is not None}
+        return index.single
 
     def node_map(self) -> dict[str, NodeSpec]:
         """Node id -> spec (first of duplicates), shared: do not mutate it."""
