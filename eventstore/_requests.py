@@ -114,7 +114,12 @@ class AppendRequest(Pending[AppendResult]):
         index: RunIndex,
         expected_seq: int | None,
     ) -> None:
-        super().__init__()
+        # Pending's fields, set here (one call fewer per append).
+        self.future = None
+        self.done = False
+        self.result = None
+        self.error = None
+        self.on_done = None
         self.run_id = run_id
         self.tags = tags
         self.versions = versions
