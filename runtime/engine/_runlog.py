@@ -48,16 +48,13 @@ CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
 
 
 class Submission:
-    """The store's answer to a :meth:`RunLog.submit` batch: records a store failure, tells
-    the observers of a commit, then calls :meth:`on_done`, which a subclass gives (the
-    executor's node start, engine/_start_on_commit.py). One object per step (the caller's
-    continuation and the log's bookkeeping in one, not a closure, its cells and a bound
-    method: fewer objects for the cyclic GC). Filled in by ``submit``."""
+    """The store's answer to a :meth:`RunLog.submit` batch (filled in by ``submit``): records
+    a store failure, tells the observers of a commit, then calls a subclass's :meth:`on_done`
+    (engine/_start_on_commit.py). One object per step for the cyclic GC, not two."""
 
     __slots__ = ("batch", "began", "expected", "log")
 
-    #: Whether the batch's last event is a node start that a pause from another process
-    #: may hold (_foreign.py): then ``on_done`` gets a StartHeld error for it.
+    #: Whether its last event is a node start a foreign pause may hold (_foreign.py).
     holds_starts = False
 
     log: RunLog
@@ -66,8 +63,7 @@ class Submission:
     began: float
 
     def on_done(self, result: AppendResult | None, error: BaseException | None) -> None:
-        """The batch committed (``result``) or failed (``error``); runs on the event loop
-        and must not raise."""
+        """The batch committed (``result``) or failed (``error``); on the loop, never raises."""
         raise NotImplementedError
 
     def __call__(self, result: AppendResult | None, error: BaseException | None) -> None:
@@ -374,9 +370,7 @@ class RunLog:
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
         snapshot = self._snapshot(batch, len(self.pending))
         undo = snapshot is not None
-        answer.log = self
-        answer.batch = batch
-        answer.expected = self.last_seq
+        answer.log, answer.batch, answer.expected = self, batch, self.last_seq
         answer.began = perf_counter()
         try:
             queued = store.submit(
