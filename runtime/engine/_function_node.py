@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import logging
@@ -114,6 +115,7 @@ class FunctionNodeActor(Actor):
 
     __slots__ = (
         "attempt",
+        "context",
         "deadline",
         "executor",
         "graph",
@@ -142,6 +144,10 @@ class FunctionNodeActor(Actor):
         # timer into the loop's heap and out again) on every step.
         self.deadline = AttemptDeadline()
         self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
+        # What each attempt's task starts from (a copy of it): the context the lane was
+        # made in, whichever task or callback hands it the attempt (the executor's, the
+        # store's answer, the attempt before's), so no attempt sees what another set.
+        self.context = contextvars.copy_context()
 
     async def receive(self, message: Any) -> Any:
         self.receive_now(message)
@@ -167,7 +173,9 @@ class FunctionNodeActor(Actor):
             context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
         timeout = spec.timeout if spec.timeout is not None else self.node_timeout
         attempt = self.attempt = Attempt(spec, message, context, timeout)
-        attempt.task = asyncio.get_running_loop().create_task(self._run(attempt, plain))
+        attempt.task = asyncio.get_running_loop().create_task(
+            self._run(attempt, plain), context=self.context.copy()
+        )
         return True
 
     async def on_stop(self) -> None:

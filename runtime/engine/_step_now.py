@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from actors import Actor, ActorRef
 
-from .._errors import ExpressionError
 from ..events._catalogue import EdgeTaken, NodeCompleted, NodeStarted
 from ..events._memory import read_memory
 from ..spec._model import GraphSpec, NodeSpec
@@ -134,8 +133,8 @@ class StepNow:
                 routes = resolve_edges(
                     self.graph, node_id, success=True, memory=state.memory, outputs=done.outputs
                 )
-            except ExpressionError:
-                return False  # receive fails the run with it
+            except Exception:  # an ExpressionError, say: receive fails the run with it
+                return False
             if routes is None or len(routes) != 1:
                 return False
             taken = edge_taken(node_id, routes[0])
