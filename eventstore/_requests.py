@@ -16,7 +16,18 @@ from ._events import (
     event_tag,
     run_index_hook,
 )
-from ._format import COMPRESS_AT, STORED_TAGLESS, STORED_WHOLE, encode_rows, frame_rows, tagless_cut
+from ._format import (
+    COMPRESS_AT,
+    FRAME_EVENTS,
+    FRAME_TYPE,
+    STORED_TAGLESS,
+    STORED_WHOLE,
+    Row,
+    encode_rows,
+    frame_rows,
+    pack_frame,
+    tagless_cut,
+)
 from ._protocol import AppendResult, SnapshotAfter
 
 __all__ = ["AppendRequest", "Pending", "prepare"]
@@ -97,13 +108,18 @@ class AppendRequest(Pending[AppendResult]):
     def __init__(
         self,
         run_id: str,
-        tags: list[str],
-        versions: list[int],
+        tags: Sequence[str],
+        versions: Sequence[int],
         bodies: list[bytes],
         index: RunIndex,
         expected_seq: int | None,
     ) -> None:
-        super().__init__()
+        # Pending's fields, set here (one call fewer per append).
+        self.future = None
+        self.done = False
+        self.result = None
+        self.error = None
+        self.on_done = None
         self.run_id = run_id
         self.tags = tags
         self.versions = versions
@@ -125,12 +141,23 @@ class AppendRequest(Pending[AppendResult]):
     def stored_rows(self) -> list[tuple[int, str, int, bytes]]:
         """The rows to write (computed once, in the writer thread if prepare left them)."""
         if self.rows is None:
-            self.rows = encode_rows(self.tags, self.versions, self.bodies)
+            self.rows = encode_rows(list(self.tags), list(self.versions), self.bodies)
         return self.rows
 
 
 #: Per event class: (tag, schema version, run listing hook or None, tag prefix length).
 _TYPE_INFO: dict[type[EventBody], tuple[str, int, RunIndexHook | None, int]] = {}
+
+#: A batch's shape, learnt once per sequence of body classes: its tags and versions (tuples
+#: the requests share, never changed), the bodies that change the run listing (position,
+#: hook), and each body's tag prefix length. A run's steps append a handful of shapes.
+_Shape = tuple[
+    tuple[str, ...], tuple[int, ...], tuple[tuple[int, RunIndexHook], ...], tuple[int, ...]
+]
+_SHAPES: dict[tuple[type[EventBody], ...], _Shape] = {}
+#: Batches of up to this many events have their shape kept, and at most _SHAPES_KEPT shapes.
+_SHAPE_EVENTS = 8
+_SHAPES_KEPT = 1024
 
 
 def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, RunIndexHook | None, int]:
@@ -142,6 +169,23 @@ def _type_info(cls: type[EventBody], data: bytes) -> tuple[str, int, RunIndexHoo
     info = (tag, cls.schema_version, run_index_hook(cls), cut)
     _TYPE_INFO[cls] = info
     return info
+
+
+def _shape(classes: tuple[type[EventBody], ...], datas: list[bytes]) -> _Shape:
+    """The shape of a batch of bodies of ``classes`` encoded as ``datas``."""
+    infos = [
+        _TYPE_INFO.get(cls) or _type_info(cls, data)
+        for cls, data in zip(classes, datas, strict=True)
+    ]
+    shape = (
+        tuple(info[0] for info in infos),
+        tuple(info[1] for info in infos),
+        tuple((i, info[2]) for i, info in enumerate(infos) if info[2] is not None),
+        tuple(info[3] for info in infos),
+    )
+    if len(classes) <= _SHAPE_EVENTS and len(_SHAPES) < _SHAPES_KEPT:
+        _SHAPES[classes] = shape
+    return shape
 
 
 def prepare(
@@ -162,34 +206,35 @@ def prepare(
     """
     encode = encode_body
     datas = [encode(body) for body in events]
-    infos = _TYPE_INFO
-    tags: list[str] = []
-    versions: list[int] = []
-    stored: list[bytes] = []
+    classes = tuple(map(type, events))
+    tags, versions, hooks, cuts = _SHAPES.get(classes) or _shape(classes, datas)
     index: RunIndex | None = None
-    large = False
-    for body, data in zip(events, datas, strict=True):
-        cls = type(body)
-        info = infos.get(cls) or _type_info(cls, data)
-        tags.append(info[0])
-        versions.append(info[1])
-        if info[2] is not None:
-            index = _merge_index(index, info[2](body))
-        if rows:
-            if len(data) < COMPRESS_AT:
-                # What store_body does for a small body, without checking the tag again
-                # (every event takes this path).
-                cut = info[3]
-                stored.append(STORED_TAGLESS + data[cut:] if cut else STORED_WHOLE + data)
-            else:
-                large = True
+    for i, hook in hooks:
+        index = _merge_index(index, hook(events[i]))
     request = AppendRequest(
         run_id, tags, versions, datas, UNCHANGED_INDEX if index is None else index, expected_seq
     )
     request.snapshot = snapshot
-    if rows and not large:
-        request.rows = frame_rows(tags, versions, stored)
+    if rows:
+        stored: list[bytes] = []
+        for data, cut in zip(datas, cuts, strict=True):
+            if len(data) >= COMPRESS_AT:
+                break  # compressed by the writer thread, with the rest of the batch
+            # What store_body does for a small body, without checking the tag again.
+            stored.append(STORED_TAGLESS + data[cut:] if cut else STORED_WHOLE + data)
+        else:
+            request.rows = _framed(tags, versions, stored)
     return request
+
+
+def _framed(tags: Sequence[str], versions: Sequence[int], stored: list[bytes]) -> list[Row]:
+    """frame_rows for the common batch: one event, or one frame."""
+    count = len(stored)
+    if count == 1:
+        return [(1, tags[0], versions[0], stored[0])]
+    if count <= FRAME_EVENTS:
+        return [(count, FRAME_TYPE, 0, pack_frame(tags, versions, stored))]
+    return frame_rows(list(tags), list(versions), stored)
 
 
 def _merge_index(

@@ -56,13 +56,19 @@ class AttemptDeadline:
         #: The time limit of the running (or last) attempt, in seconds.
         self.limit = 0.0
 
-    def start(self, timeout: float, on_expiry: Callable[[], None] | None = None) -> None:
+    def start(
+        self,
+        timeout: float,
+        on_expiry: Callable[[], None] | None = None,
+        task: asyncio.Task[object] | None = None,
+    ) -> None:
         """The current task's attempt starting now may take ``timeout`` seconds;
-        ``on_expiry`` is called (on the loop) just after the deadline cancels the task."""
+        ``on_expiry`` is called (on the loop) just after the deadline cancels the task.
+        ``task``: the current task, if the caller has it at hand."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
+        self._task = task if task is not None else asyncio.current_task()
         self.limit = timeout
         self._on_expiry = on_expiry
         self._deadline = deadline = loop.time() + timeout

@@ -34,13 +34,11 @@ from .._result import RunOutcome
 from ..events._catalogue import (
     InputInjected,
     NodeCompleted,
-    NodeStarted,
     RunCancelled,
     RunPaused,
     RunResumed,
     RunStarted,
 )
-from ..events._memory import read_memory
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
@@ -54,7 +52,6 @@ from ._messages import (
     CancelRun,
     CommitFailed,
     EdgeDecided,
-    ExecuteNode,
     GoalScored,
     InjectInput,
     NodeDone,
@@ -62,12 +59,14 @@ from ._messages import (
     PauseRun,
     RetryNode,
     StartRun,
+    StartStaged,
 )
 from ._node_actors import NodeActors, NodeFactory
 from ._outputs import OutputWrites
 from ._pause_points import PausePoints
 from ._runlog import RunLog
 from ._start_on_commit import StartOnCommit
+from ._step_now import StepNow
 
 __all__ = ["ExecutorActor"]
 
@@ -114,8 +113,23 @@ class ExecutorActor(Actor):
         self.end = RunEnding(
             owner=self, run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
         )
+        self.steps = StepNow(
+            graph=graph,
+            log=log,
+            nodes=self.nodes,
+            pauses=self.pauses,
+            join=self.join,
+            outputs=self.outputs,
+            end=self.end,
+            running=self.running,
+        )
 
     # ------------------------------------------------------------------ messages
+
+    def receive_now(self, message: Any) -> bool:
+        # A node's NodeDone while this actor is idle: a common step is taken in the node's
+        # task (engine/_step_now.py), with no wake-up of this one.
+        return type(message) is NodeDone and self.sync and self.steps.take(self, message)
 
     async def receive(self, message: Any) -> Any:
         end = self.end
@@ -164,6 +178,10 @@ class ExecutorActor(Actor):
                     await self._on_node_done(crashed)
             case CommitFailed():
                 raise message.error
+            case StartStaged():  # a step taken in a node's task could not hand it over
+                await self.log.append((message.started,), shield=False)
+                spec = self.specs[message.started.node_id]
+                await self.nodes.actor_for(spec, None).tell(message.execute)
             case NodeHeld():  # a pause from another process held its start (_foreign.py)
                 self.pauses.held_elsewhere(message.node_id, message.branch, self.running)
             case InjectInput():
@@ -245,23 +263,12 @@ class ExecutorActor(Actor):
             error = f"node {node_id!r} is already running in branch {other!r}"
             await self._follow(self.join.branch_failed(branch, error))
             return
-        state = self.state
-        visit = state.visit_counts.get(node_id, 0)
-        if attempt == 1 and not rerun:
-            if state.steps >= self.graph.max_steps:
-                await self.end.finish(
-                    "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
-                )
-                return
-            visit += 1
-        started = NodeStarted(node_id=node_id, visit=visit or 1, attempt=attempt, branch=branch)
-        spec = self.specs[node_id]
-        inputs = read_memory(state, spec.input_keys, shared=branch is not None)
-        self.running[node_id] = (attempt, branch)
-        ref = self.nodes.actor_for(spec, branch)
-        message = ExecuteNode(
-            node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
-        )
+        if attempt == 1 and not rerun and self.state.steps >= self.graph.max_steps:
+            await self.end.finish(
+                "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
+            )
+            return
+        started, ref, message = self.steps.starting(node_id, branch, attempt, rerun)
         # The node starts once this step's events are committed; durably, the store's answer
         # tells the node (StartOnCommit), not waking the executor on every step's path.
         if self.sync and self.log.submit((started,), StartOnCommit(self, ref, message)):

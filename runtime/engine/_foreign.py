@@ -121,7 +121,7 @@ async def take_in_foreign(log: RunLog) -> Literal["taken", "busy", "other"]:
 
 class _Failed:
     """A batch that met another writer's events, and how to answer it: ``submitted``
-    (a non-waiting batch's answer, ``_runlog._Submitted``) or the waiting appender's slot."""
+    (a non-waiting batch's answer, ``_runlog.Submission``) or the waiting appender's slot."""
 
     __slots__ = ("batch", "error", "expected", "held", "kept", "submitted", "waiting")
 
@@ -175,7 +175,7 @@ class Rebase:
         renumbered), nor a first start the pause holds (a non-waiting start's)."""
         bodies = [b for b in failed.batch if type(b) is not SnapshotTaken]
         start = bodies[-1] if bodies else None
-        holds = getattr(getattr(failed.submitted, "on_done", None), "holds_starts", False)
+        holds = getattr(failed.submitted, "holds_starts", False)
         if type(start) is NodeStarted and start.attempt == 1 and holds:
             failed.held = True
             bodies.pop()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from types import CoroutineType
 from typing import Any, Final
 
 import anyio
@@ -113,6 +115,7 @@ class FunctionNodeActor(Actor):
 
     __slots__ = (
         "attempt",
+        "context",
         "deadline",
         "executor",
         "graph",
@@ -141,6 +144,10 @@ class FunctionNodeActor(Actor):
         # timer into the loop's heap and out again) on every step.
         self.deadline = AttemptDeadline()
         self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
+        # What each attempt's task starts from (a copy of it): the context the lane was
+        # made in, whichever task or callback hands it the attempt (the executor's, the
+        # store's answer, the attempt before's), so no attempt sees what another set.
+        self.context = contextvars.copy_context()
 
     async def receive(self, message: Any) -> Any:
         self.receive_now(message)
@@ -166,7 +173,9 @@ class FunctionNodeActor(Actor):
             context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
         timeout = spec.timeout if spec.timeout is not None else self.node_timeout
         attempt = self.attempt = Attempt(spec, message, context, timeout)
-        attempt.task = asyncio.get_running_loop().create_task(self._run(attempt, plain))
+        attempt.task = asyncio.get_running_loop().create_task(
+            self._run(attempt, plain), context=self.context.copy()
+        )
         return True
 
     async def on_stop(self) -> None:
@@ -197,7 +206,7 @@ class FunctionNodeActor(Actor):
             try:
                 if deadline is not None:
                     assert attempt.timeout is not None
-                    deadline.start(attempt.timeout, self._expired)
+                    deadline.start(attempt.timeout, self._expired, attempt.task)
                 try:
                     result = await _call(plain, message, context, self.log)
                 finally:
@@ -341,7 +350,7 @@ def _call(
         args += (context,)
     if plain.is_async:
         result: Any = plain.function(*args)
-        if inspect.isawaitable(result):
+        if type(result) is CoroutineType or inspect.isawaitable(result):
             return result
         return _ready(result)  # an "async" callable object that returned a value
     return _in_thread(functools.partial(plain.function, *args), log, message)
@@ -390,15 +399,18 @@ def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
             "a node returns a mapping of output keys (or None)"
         )
     outputs = dict(result)
+    declared = spec.output_keys
+    undeclared = False
     for key, value in outputs.items():
         if type(key) is not str:
             raise TypeError(f"node {spec.id!r} returned a {type(key).__name__} output key {key!r}")
         check_memory_value(key, value)
-    declared = spec.output_keys
-    if declared:
+        if declared and key not in declared:
+            undeclared = True
+    if undeclared:
         extra = sorted(set(outputs) - set(declared))
-        if extra:
-            raise OutputKeysError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+        raise OutputKeysError(f"node {spec.id!r} returned undeclared output keys: {extra}")
+    if len(outputs) < len(declared):  # only declared keys: some are missing
         missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
         if missing:
             raise OutputKeysError(f"node {spec.id!r} did not return output keys: {missing}")

@@ -12,6 +12,7 @@ from typing import Any
 
 from actors import Message
 
+from ..events._catalogue import NodeStarted
 from ._edges import Route
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "PauseRun",
     "RetryNode",
     "StartRun",
+    "StartStaged",
 ]
 
 
@@ -97,6 +99,15 @@ class InjectInput(Message, frozen=True, kw_only=True, gc=False, tag="executor.in
     """Merge data into the run's memory (recorded as an event)."""
 
     data: dict[str, Any]
+
+
+class StartStaged(Message, frozen=True, kw_only=True, gc=False, tag="executor.start_staged"):
+    """Executor -> itself: a step taken without waking it (engine/_step_now.py) staged its
+    events but could not hand them over without waiting: append them with ``started``,
+    then tell the node ``execute``."""
+
+    started: NodeStarted
+    execute: ExecuteNode
 
 
 class CommitFailed(Message, frozen=True, kw_only=True, tag="executor.commit_failed"):

@@ -28,10 +28,10 @@ from eventstore import (
 
 from ..events._new_state import new_state
 from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after, worth_at_rest
-from ..events._state import RunState, apply, fold
+from ..events._state import RunState, apply
 from ._foreign import Rebase
 
-__all__ = ["CommitHook", "CommitObserver", "RunLog"]
+__all__ = ["CommitHook", "CommitObserver", "RunLog", "Submission"]
 
 #: A run log with a store keeps no in-memory log: its (never filled) stand-in.
 _NO_EVENTS: list[EventBody] = []
@@ -47,25 +47,24 @@ CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
 CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
 
 
-class _Submitted:
-    """The store's answer to a :meth:`RunLog.submit` batch: records a store failure, tells
-    the observers of a commit, then calls the caller's ``on_done``. One object per step
-    (not a closure, its cells and a bound method: fewer objects for the cyclic GC)."""
+class Submission:
+    """The store's answer to a :meth:`RunLog.submit` batch (filled in by ``submit``): records
+    a store failure, tells the observers of a commit, then calls a subclass's :meth:`on_done`
+    (engine/_start_on_commit.py). One object per step for the cyclic GC, not two."""
 
-    __slots__ = ("batch", "began", "expected", "log", "on_done")
+    __slots__ = ("batch", "began", "expected", "log")
 
-    def __init__(
-        self,
-        log: RunLog,
-        batch: list[EventBody],
-        expected: int,
-        on_done: Callable[[AppendResult | None, BaseException | None], None],
-    ) -> None:
-        self.log = log
-        self.batch = batch
-        self.expected = expected
-        self.on_done = on_done
-        self.began = perf_counter()
+    #: Whether its last event is a node start a foreign pause may hold (_foreign.py).
+    holds_starts = False
+
+    log: RunLog
+    batch: list[EventBody]
+    expected: int
+    began: float
+
+    def on_done(self, result: AppendResult | None, error: BaseException | None) -> None:
+        """The batch committed (``result``) or failed (``error``); on the loop, never raises."""
+        raise NotImplementedError
 
     def __call__(self, result: AppendResult | None, error: BaseException | None) -> None:
         log = self.log
@@ -81,9 +80,10 @@ class _Submitted:
             log.failed = error
         elif error is None:
             log.committed(result)
-            if log.observers:
+            observers = log.observers
+            if observers:
                 elapsed = perf_counter() - self.began
-                for observer in log.observers:
+                for observer in observers:
                     observer(log.run_id, self.batch, elapsed)
         self.on_done(result, error)
 
@@ -326,26 +326,37 @@ class RunLog:
         apply(state, body, seq)
         state.last_seq = seq
 
+    def append_now(self, bodies: Sequence[EventBody]) -> bool:
+        """:meth:`append`, durably, where nothing is to wait for (an in-memory log without
+        commit hooks); False, doing nothing, elsewhere."""
+        if self.store is not None or self.hooks or self.failed is not None:
+            return False
+        pending = self.pending
+        pending.extend(bodies)
+        self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
+        batch, self.pending = pending, []
+        self.last_seq = self.state.last_seq = self.last_seq + len(batch)
+        self.memory_events.extend(batch)
+        for observer in self.observers:
+            observer(self.run_id, batch, None)
+        return True
+
     def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
         """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
         state = self.state
         for seq, body in enumerate(bodies, first_seq):
             apply(state, body, seq)
 
-    def submit(
-        self,
-        bodies: Sequence[EventBody],
-        on_done: Callable[[AppendResult | None, BaseException | None], None],
-    ) -> bool:
-        """A durable :meth:`append` that does not wait: ``on_done`` runs at the end.
+    def submit(self, bodies: Sequence[EventBody], answer: Submission) -> bool:
+        """A durable :meth:`append` that does not wait: ``answer`` runs at the end.
 
         For a caller with nothing to do until the commit (the executor starting a node):
         it is not woken for the commit, its continuation runs from the store's answer. The
         bodies (and any queued write-behind bodies) go in one batch, in call order with
-        every other append, as with ``append``. ``on_done(result, None)`` once committed,
-        ``on_done(None, error)`` if the batch failed; it runs on the event loop and must not
-        raise. Returns False, doing nothing, where this cannot be done (no store, commit
-        hooks to await, or a store whose queue is full): then use ``append``.
+        every other append, as with ``append``. ``answer.on_done(result, None)`` once
+        committed, ``answer.on_done(None, error)`` if the batch failed; it runs on the event
+        loop and must not raise. Returns False, doing nothing, where this cannot be done (no
+        store, commit hooks to await, or a store whose queue is full): then use ``append``.
         """
         store = self.store
         if store is None or self.hooks or not bodies or self.failed is not None:
@@ -359,10 +370,11 @@ class RunLog:
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
         snapshot = self._snapshot(batch, len(self.pending))
         undo = snapshot is not None
-        done = _Submitted(self, batch, self.last_seq, on_done)
+        answer.log, answer.batch, answer.expected = self, batch, self.last_seq
+        answer.began = perf_counter()
         try:
             queued = store.submit(
-                self.run_id, batch, expected_seq=self.last_seq, on_done=done, snapshot=snapshot
+                self.run_id, batch, expected_seq=self.last_seq, on_done=answer, snapshot=snapshot
             )
         except StoreError as exc:  # a closed store: as append
             self.failed = exc
@@ -404,7 +416,7 @@ class RunLog:
         batch: list[EventBody],
         expected: int,
         error: ConcurrencyError,
-        submitted: _Submitted | None,
+        submitted: Submission | None,
     ) -> Any:
         """``batch``, appended at ``expected``, met another writer's events: it waits for
         the rebase of the log (made by the first such batch), which runs once no batch
@@ -429,16 +441,6 @@ class RunLog:
     async def flush(self) -> int:
         """Commit every queued body as one batch (no-op when none); return the last seq."""
         return await self.append((), durable=True)
-
-    async def read_events(self) -> list[Event]:
-        """Every committed event of the run, in order (reads the store)."""
-        if self.store is None:
-            return self.events()
-        return await self.store.read_all(self.run_id)
-
-    async def read_state(self) -> RunState:
-        """The run's state as the fold of its committed log."""
-        return fold(await self.read_events())
 
     def events(self, *, to_seq: int | None = None) -> list[Event]:
         """The in-memory log (``store=None``) as envelopes, for folding; no hash chain."""

@@ -8,14 +8,15 @@ from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError, Message
 
 from ._foreign import StartHeld
 from ._messages import CommitFailed, ExecuteNode, NodeHeld
+from ._runlog import Submission
 
 __all__ = ["FirstCommit", "StartOnCommit"]
 
 
-class StartOnCommit:
+class StartOnCommit(Submission):
     """The store's answer to a node start's batch (on the loop, outside any task): the
     node runs once its start is committed; a failed commit goes to the executor. One
-    object per step, not a partial and a bound method (fewer objects for the cyclic GC).
+    object per step, the run log's bookkeeping of the batch included (Submission).
     """
 
     __slots__ = ("executor", "message", "ref")
@@ -28,7 +29,7 @@ class StartOnCommit:
         self.ref = ref
         self.message = message
 
-    def __call__(self, result: Any, error: BaseException | None) -> None:
+    def on_done(self, result: Any, error: BaseException | None) -> None:
         note: Message
         target, note = (
             (self.ref, self.message)

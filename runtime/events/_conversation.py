@@ -163,10 +163,12 @@ class Conversation(msgspec.Struct, kw_only=True):
             self.lanes[node] = body.branch
         elif self.lanes:
             self.lanes.pop(node, None)
-        if self.visits.get(node) != body.visit:
+        visits = self.visits
+        if visits.get(node) != body.visit:
             # A rerun of the same visit (a resume, a retry) keeps the visit's start.
-            self.visits[node] = body.visit
-            self.starts[node] = len(self._lane(node))
+            visits[node] = body.visit
+            lane = self.entries if body.branch is None else self._lane(node)  # as _lane
+            self.starts[node] = len(lane)
 
     def _join(self) -> None:
         entries = self.entries

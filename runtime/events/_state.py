@@ -181,8 +181,9 @@ def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: in
 def _finish_node(s: RunState, node_id: str) -> None:
     s.running.pop(node_id, None)
     s.path.append(node_id)
-    if node_id in s.pending:
-        s.pending.remove(node_id)
+    pending = s.pending
+    if node_id in pending:
+        pending.remove(node_id)
     s.outputs.pop(node_id, None)
 
 
@@ -241,11 +242,12 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
     match body:
         case NodeStarted():
             node = body.node_id
-            if body.visit > s.visit_counts.get(node, 0):
+            visit_counts = s.visit_counts
+            if body.visit > visit_counts.get(node, 0):
                 s.steps += 1
-            s.visit_counts[node] = body.visit
+            visit_counts[node] = body.visit
             s.running[node] = body.attempt
-            if node in s.approved:  # the gate it opened is passed
+            if s.approved and node in s.approved:  # the gate it opened is passed
                 approved = list(s.approved)  # replaced, not changed in place (_new_state.py)
                 approved.remove(node)
                 s.approved = approved
@@ -257,20 +259,24 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             write_memory(s, body)
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
-            if body.node_id is not None:
-                visit = s.visits.get(body.node_id)
+            writer = body.node_id
+            if writer is not None:
+                visit = s.visits.get(writer)
                 if visit is not None:
                     visit.written[body.key] = body.value
         case NodeCompleted():
             _finish_node(s, body.node_id)
         case EdgeTaken():
-            edge = f"{body.source}>{body.target}"
-            s.edges_taken[edge] = s.edges_taken.get(edge, 0) + 1
+            target = body.target
+            edge = f"{body.source}>{target}"
+            edges_taken = s.edges_taken
+            edges_taken[edge] = edges_taken.get(edge, 0) + 1
             if body.judge_error is not None:
                 _judge_failed(s, "route", body.source, body.judge_error, seq)
             fan = s.fanout
             if fan is None:
-                _due(s, body.target)
+                if target not in s.pending:  # _due, inline on every step's path
+                    s.pending.append(target)
             else:
                 if body.target != fan.join:  # the join is due once the branches joined
                     _due(s, body.target)

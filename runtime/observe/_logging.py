@@ -39,9 +39,13 @@ _judge = logging.getLogger("magistrate.judge")
 
 def log_run_events(run_id: str, bodies: Sequence[EventBody], seconds: float | None) -> None:
     """A commit observer (see ``RunLog``): log the batch's run-level events."""
-    info = _runs.isEnabledFor(logging.INFO)
-    debug = _runs.isEnabledFor(logging.DEBUG) or _judge.isEnabledFor(logging.DEBUG)
-    if not (info or debug):
+    for body in bodies:
+        if type(body) in _LOGGED:
+            break
+    else:
+        return  # a plain step's batch (called on every commit): nothing to log
+    # DEBUG on magistrate.runs implies INFO.
+    if not (_runs.isEnabledFor(logging.INFO) or _judge.isEnabledFor(logging.DEBUG)):
         return
     for index, body in enumerate(bodies):
         if type(body) is RunForked:
@@ -49,6 +53,24 @@ def log_run_events(run_id: str, bodies: Sequence[EventBody], seconds: float | No
             break
     for event in bodies:
         _log(run_id, event)
+
+
+#: The event types :func:`_log` logs.
+_LOGGED = frozenset(
+    {
+        ApprovalGranted,
+        ApprovalRejected,
+        NodeFailed,
+        RunCancelled,
+        RunFinished,
+        RunForked,
+        RunPaused,
+        RunResumed,
+        RunStarted,
+        StallDetected,
+        Verdict,
+    }
+)
 
 
 def _log(run_id: str, event: EventBody) -> None:

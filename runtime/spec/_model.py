@@ -154,7 +154,7 @@ class NodeEdges:
     on_success and always edges.
     """
 
-    __slots__ = ("conditional", "llm_decide", "on_failure", "on_success")
+    __slots__ = ("conditional", "llm_decide", "on_failure", "on_success", "single")
 
     def __init__(self, edges: list[tuple[int, EdgeSpec]]) -> None:
         ordered = sorted(edges, key=lambda pair: (-pair[1].priority, pair[0]))
@@ -162,6 +162,13 @@ class NodeEdges:
         self.llm_decide = tuple(p for p in ordered if p[1].condition == "llm_decide")
         self.on_success = tuple(p for p in ordered if p[1].condition in ("on_success", "always"))
         self.on_failure = tuple(p for p in ordered if p[1].condition in ("on_failure", "always"))
+        #: The one edge a success takes whatever memory holds (no conditional or
+        #: llm_decide edge, one on_success or always edge), else None: most steps' edge.
+        self.single = (
+            self.on_success[0]
+            if len(self.on_success) == 1 and not self.conditional and not self.llm_decide
+            else None
+        )
 
 
 _NO_EDGES = NodeEdges([])
@@ -170,7 +177,17 @@ _NO_EDGES = NodeEdges([])
 class _Index:
     """Lookups derived from a GraphSpec, built once per instance."""
 
-    __slots__ = ("builtins", "edges", "hash", "nodes", "outgoing", "pauses", "terminal", "valid")
+    __slots__ = (
+        "builtins",
+        "edges",
+        "hash",
+        "nodes",
+        "outgoing",
+        "pauses",
+        "single",
+        "terminal",
+        "valid",
+    )
 
     def __init__(self, graph: GraphSpec) -> None:
         self.hash: str | None = None  # graph_hash, once computed
@@ -183,6 +200,7 @@ class _Index:
         for index, edge in enumerate(graph.edges):
             self.outgoing.setdefault(edge.source, []).append((index, edge))
         self.edges: dict[str, NodeEdges] = {}  # filled as nodes are resolved
+        self.single: dict[str, tuple[int, EdgeSpec]] | None = None  # single_edges, once made
         # Shared by every run of the graph (not a frozenset of each per run).
         self.terminal = frozenset(graph.terminal_nodes)
         self.pauses = frozenset(graph.pause_nodes)
@@ -259,6 +277,15 @@ class GraphSpec(_Spec, frozen=True, kw_only=True, weakref=True):
             pairs = index.outgoing.get(node_id)
             edges = index.edges[node_id] = NodeEdges(pairs) if pairs else _NO_EDGES
         return edges
+
+    def single_edges(self) -> dict[str, tuple[int, EdgeSpec]]:
+        """Node id -> its ``NodeEdges.single`` edge, for the nodes that have one; made once
+        per instance, shared: do not mutate it."""
+        index = self._index()
+        if index.single is None:
+            single = {node: self.node_edges(node).single for node in index.nodes}
+            index.single = {node: pair for node, pair in single.items() if pair is not None}
+        return index.single
 
     def node_map(self) -> dict[str, NodeSpec]:
         """Node id -> spec (first of duplicates), shared: do not mutate it."""

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from eventstore import AppendResult, EventBody, LeaseLostError, SnapshotAfter, SqliteEventStore
-from runtime.engine._runlog import RunLog
+from runtime.engine._runlog import RunLog, Submission
 from runtime.events import NodeFailed, NodeStarted, OutputSet, fold
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +101,13 @@ async def test_outputs_follow_output_sets_for_the_visit_in_the_live_state() -> N
     assert fold(log.events()).outputs == log.state.outputs
 
 
+class _Ignored(Submission):
+    __slots__ = ()
+
+    def on_done(self, result: AppendResult | None, error: BaseException | None) -> None:
+        pass
+
+
 async def test_a_log_whose_claim_is_not_held_hands_nothing_to_the_store(tmp_path: Any) -> None:
     held = True
     async with SqliteEventStore(tmp_path / "runs.db") as store:
@@ -108,7 +115,7 @@ async def test_a_log_whose_claim_is_not_held_hands_nothing_to_the_store(tmp_path
         log.holds = lambda: held
         await log.append([NodeStarted(node_id="a", visit=1)])
         held = False
-        submitted = log.submit([NodeStarted(node_id="b", visit=1)], lambda *_: None)
+        submitted = log.submit([NodeStarted(node_id="b", visit=1)], _Ignored())
         with pytest.raises(LeaseLostError):
             await log.append(
                 [NodeFailed(node_id="a", error="x", error_type="E", attempt=1, will_retry=False)]

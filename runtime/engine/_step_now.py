@@ -1,0 +1,159 @@
+"""The common step of a run, taken without waking its executor.
+
+A node finished, one edge leads on, and the next node starts once the step's events are
+committed: that is most steps of most runs. When the executor is idle (parked on an empty
+mailbox), the actor system hands it the node's ``NodeDone`` synchronously
+(``Actor.receive_now``), and :meth:`StepNow.take` records the step there, in the node's
+task, with what the executor's ``receive`` would record: no wake-up of the executor's task
+and none of its coroutines per step. Anything else (a failure, a fan-out, a pause, the
+run's end, a model choosing the edge, a step whose commit cannot be handed over without
+waiting) is declined before anything is recorded, and goes through ``receive``.
+"""
+
+from __future__ import annotations
+
+from actors import Actor, ActorRef
+
+from ..events._catalogue import EdgeTaken, NodeCompleted, NodeStarted
+from ..events._memory import read_memory
+from ..spec._model import GraphSpec, NodeSpec
+from ._edges import edge_taken, resolve_edges
+from ._ending import RunEnding
+from ._join import FanOutJoin
+from ._messages import CommitFailed, ExecuteNode, NodeDone, StartStaged
+from ._node_actors import NodeActors
+from ._outputs import OutputWrites
+from ._pause_points import PausePoints
+from ._runlog import RunLog
+from ._start_on_commit import StartOnCommit
+
+__all__ = ["StepNow"]
+
+
+class StepNow:
+    """Starts a run's nodes (for the executor's every start) and takes its common steps.
+
+    Shares the executor's collaborators and its ``running`` map (node -> (attempt,
+    branch)), never replaced, only changed in place."""
+
+    __slots__ = (
+        "end",
+        "graph",
+        "join",
+        "log",
+        "nodes",
+        "outputs",
+        "pauses",
+        "running",
+        "single",
+        "specs",
+        "terminal_nodes",
+    )
+
+    def __init__(
+        self,
+        *,
+        graph: GraphSpec,
+        log: RunLog,
+        nodes: NodeActors,
+        pauses: PausePoints,
+        join: FanOutJoin,
+        outputs: OutputWrites,
+        end: RunEnding,
+        running: dict[str, tuple[int, str | None]],
+    ) -> None:
+        self.graph = graph
+        self.log = log
+        self.nodes = nodes
+        self.pauses = pauses
+        self.join = join
+        self.outputs = outputs
+        self.end = end
+        self.running = running
+        self.specs: dict[str, NodeSpec] = graph.node_map()
+        self.single = graph.single_edges()
+        self.terminal_nodes = graph.terminal_set()
+
+    def starting(
+        self, node_id: str, branch: str | None, attempt: int, rerun: bool
+    ) -> tuple[NodeStarted, ActorRef, ExecuteNode]:
+        """Mark ``node_id`` running: its start event, its actor and the message to tell it
+        (once the event is committed). Its visit is a new one unless this is a retry or
+        a rerun."""
+        state = self.log.state
+        visit = state.visit_counts.get(node_id, 0)
+        if attempt == 1 and not rerun:
+            visit += 1
+        started = NodeStarted(node_id=node_id, visit=visit or 1, attempt=attempt, branch=branch)
+        spec = self.specs[node_id]
+        inputs = read_memory(state, spec.input_keys, shared=branch is not None)
+        self.running[node_id] = (attempt, branch)
+        ref = self.nodes.actor_for(spec, branch)
+        message = ExecuteNode(
+            node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
+        )
+        return started, ref, message
+
+    def take(self, executor: Actor, done: NodeDone) -> bool:
+        """Take ``done``'s step here if it is a common one (see the module docstring); False,
+        having recorded nothing, if it is not. Never raises: a failure after the step began
+        goes to the executor as CommitFailed, as a failed commit does."""
+        node_id = done.node_id
+        running = self.running.get(node_id)
+        if (
+            not done.success
+            or done.branch is not None
+            or done.needs_input
+            or running is None
+            or running[0] != done.attempt
+            or self.end.stopping
+            or self.pauses.held
+            or self.join.fan is not None
+            or node_id in self.terminal_nodes
+        ):
+            return False
+        log = self.log
+        state = log.state
+        if (
+            log.hooks
+            or log.failed is not None
+            or log.rebase is not None
+            or state.pause_requested
+            or state.steps >= self.graph.max_steps
+        ):
+            return False
+        single = self.single.get(node_id)
+        if single is not None:  # what resolve_edges returns for it, without asking it
+            index, edge = single
+            taken = EdgeTaken(
+                source=node_id, target=edge.target, edge_index=index, condition=edge.condition
+            )
+        else:
+            try:
+                routes = resolve_edges(
+                    self.graph, node_id, success=True, memory=state.memory, outputs=done.outputs
+                )
+            except Exception:  # an ExpressionError, say: receive fails the run with it
+                return False
+            if routes is None or len(routes) != 1:
+                return False
+            taken = edge_taken(node_id, routes[0])
+        target = taken.target
+        if target in state.rejected or target in self.pauses.pause_nodes:
+            return False
+        try:
+            del self.running[node_id]
+            self.outputs.node_outputs(done)  # no conflict outside a fan-out
+            log.stage(NodeCompleted(node_id=node_id, branch=None))
+            log.stage(taken)
+            self.pauses.hold(target, None, 1)  # False: a pass through a resumed gate is used
+            started, ref, message = self.starting(target, None, 1, False)
+            start = StartOnCommit(executor, ref, message)
+            if log.append_now((started,)):  # an in-memory log: the node starts now
+                start.on_done(None, None)
+            elif not log.submit((started,), start):
+                # The store's queue is full (or the claim is lost): receive appends it.
+                executor.ref.tell_nowait(StartStaged(started=started, execute=message))
+        except Exception as exc:
+            executor.ref.tell_nowait(CommitFailed(error=exc))
+        return True
