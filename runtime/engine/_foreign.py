@@ -38,7 +38,7 @@ from ..events._catalogue import NodeStarted, PauseRequested
 from ..events._snapshots import load_state
 from ..events._state import RunState, apply
 
-__all__ = ["Rebase", "StartHeld", "refold", "take_in_foreign"]
+__all__ = ["FailedBatch", "Rebase", "StartHeld", "refold", "take_in_foreign"]
 
 
 class RunLog(Protocol):
@@ -119,7 +119,7 @@ async def take_in_foreign(log: RunLog) -> Literal["taken", "busy", "other"]:
     return "taken" if await refold(log, at + len(events), unchanged=at) else "busy"
 
 
-class _Failed:
+class FailedBatch:
     """A batch that met another writer's events, and how to answer it: ``submitted``
     (a non-waiting batch's answer, ``_runlog.Submission``) or the waiting appender's slot."""
 
@@ -142,7 +142,7 @@ class Rebase:
     def __init__(self, log: RunLog, error: ConcurrencyError) -> None:
         self.log = log
         self.error: BaseException = error
-        self.failed: list[_Failed] = []
+        self.failed: list[FailedBatch] = []
         self.broken = False  # a batch of the run failed otherwise: the conflict stands
         #: The seqs of batches that committed after the conflict anyway (their expected
         #: seq was the head the foreign events made): they stay where they landed.
@@ -150,8 +150,8 @@ class Rebase:
         self.started = False
         self.done = anyio.Event()
 
-    def add(self, batch: list[EventBody], expected: int, submitted: Any) -> _Failed:
-        failed = _Failed(batch, expected, submitted)
+    def add(self, batch: list[EventBody], expected: int, submitted: Any) -> FailedBatch:
+        failed = FailedBatch(batch, expected, submitted)
         self.failed.append(failed)
         return failed
 
@@ -170,7 +170,7 @@ class Rebase:
         self.started = True
         return True
 
-    def _kept(self, failed: _Failed) -> list[EventBody]:
+    def _kept(self, failed: FailedBatch) -> list[EventBody]:
         """What of ``failed`` is appended again: not its snapshot (the state it holds is
         renumbered), nor a first start the pause holds (a non-waiting start's)."""
         bodies = [b for b in failed.batch if type(b) is not SnapshotTaken]
@@ -243,7 +243,7 @@ class Rebase:
         self.done.set()
 
     def _answer(
-        self, failed: list[_Failed], result: AppendResult | None, failure: BaseException | None
+        self, failed: list[FailedBatch], result: AppendResult | None, failure: BaseException | None
     ) -> None:
         log = self.log
         for f in failed:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from time import perf_counter
-from typing import Any
 
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
@@ -29,7 +28,7 @@ from eventstore import (
 from ..events._new_state import new_state
 from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after, worth_at_rest
 from ..events._state import RunState, apply
-from ._foreign import Rebase
+from ._foreign import FailedBatch, Rebase
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog", "Submission"]
 
@@ -417,7 +416,7 @@ class RunLog:
         expected: int,
         error: ConcurrencyError,
         submitted: Submission | None,
-    ) -> Any:
+    ) -> FailedBatch:
         """``batch``, appended at ``expected``, met another writer's events: it waits for
         the rebase of the log (made by the first such batch), which runs once no batch
         of the run is in flight (_foreign.py); the rebase answers it."""
