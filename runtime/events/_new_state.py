@@ -22,7 +22,13 @@ def new_state(run_id: str = "", last_seq: int = 0) -> RunState:
     maps that only judges, LLM turns and parallel branches fill (and its conversation's
     entries, branches and lanes) are likewise one shared empty value (:mod:`._shared_empty`)
     that ``apply`` replaces by one of their own when it first fills them. The encoded state,
-    and so a snapshot of it, is the same as a fresh ``RunState``'s."""
+    and so a snapshot of it, is the same as a fresh ``RunState``'s.
+
+    ``visit_counts`` and ``conversation.visits`` are one map: both hold each started node's
+    last visit number, written by ``node.started`` only (the conversation first, see
+    apply), so they are equal in every state apply makes; a copy or a decoded snapshot
+    holds two."""
+    visits: dict[str, int] = {}
     return RunState(
         run_id=run_id,
         last_seq=last_seq,
@@ -32,7 +38,10 @@ def new_state(run_id: str = "", last_seq: int = 0) -> RunState:
         turns=NO_ITEMS,
         verdict_counts=NO_ITEMS,
         tool_turns=NO_ITEMS,
-        conversation=Conversation(entries=NO_ENTRIES, branches=NO_ITEMS, lanes=NO_ITEMS),
+        visit_counts=visits,
+        conversation=Conversation(
+            entries=NO_ENTRIES, branches=NO_ITEMS, lanes=NO_ITEMS, visits=visits
+        ),
         verdicts=NO_ITEMS,
         verdict_history=NO_ITEMS,
         stalls=NO_ITEMS,

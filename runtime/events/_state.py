@@ -227,14 +227,16 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit_counts = s.visit_counts
             if body.visit > visit_counts.get(node, 0):
                 s.steps += 1
-            visit_counts[node] = body.visit
             s.running[node] = body.attempt
             if s.approved and node in s.approved:  # the gate it opened is passed
                 approved = list(s.approved)  # replaced, not changed in place (_new_state.py)
                 approved.remove(node)
                 s.approved = approved
             visit_started(s, node, body.visit)
+            # Before visit_counts: a new live state's conversation records its visits in
+            # that same map (_new_state.py), and tells a new visit by the number it holds.
             s.conversation.started(body)
+            visit_counts[node] = body.visit
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
         case MemoryWritten():
