@@ -90,7 +90,7 @@ def summary_entry(node_id: str, summary: str) -> ConversationEntry:
     return ConversationEntry(role="system", content=summary, node_id=node_id, kind="summary")
 
 
-class Conversation(msgspec.Struct, kw_only=True):
+class Conversation(msgspec.Struct, kw_only=True, gc=False):
     """A run's conversation, built by :meth:`apply` from its events (see module docs).
 
     ``entries`` is the conversation in order, joined branches included. ``branches``
@@ -102,6 +102,10 @@ class Conversation(msgspec.Struct, kw_only=True):
     ``entries``, ``branches`` and ``lanes`` may be the shared empty values of
     :mod:`._shared_empty` (a new live state's): they are replaced, never changed in place,
     when first filled.
+
+    ``gc=False``: it holds lists and maps of strings, numbers and frozen entries, never
+    itself or what holds it, so it takes part in no reference cycle and the collector need
+    not track one per live run.
     """
 
     isolated: bool = False
