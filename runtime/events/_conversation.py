@@ -39,6 +39,7 @@ from ._catalogue import (
     RunStarted,
     ToolResult,
 )
+from ._shared_empty import NO_ENTRIES, NO_ITEMS
 
 __all__ = ["Conversation", "ConversationEntry", "entry_of", "summary_entry"]
 
@@ -89,7 +90,7 @@ def summary_entry(node_id: str, summary: str) -> ConversationEntry:
     return ConversationEntry(role="system", content=summary, node_id=node_id, kind="summary")
 
 
-class Conversation(msgspec.Struct, kw_only=True):
+class Conversation(msgspec.Struct, kw_only=True, gc=False):
     """A run's conversation, built by :meth:`apply` from its events (see module docs).
 
     ``entries`` is the conversation in order, joined branches included. ``branches``
@@ -97,6 +98,14 @@ class Conversation(msgspec.Struct, kw_only=True):
     started inside a branch to that branch; ``visits`` / ``starts`` record, per node, the
     visit whose start is known and where that visit's entries begin in its lane (the
     isolated-mode scope). It is a sequence of its ``entries``.
+
+    ``entries``, ``branches`` and ``lanes`` may be the shared empty values of
+    :mod:`._shared_empty` (a new live state's): they are replaced, never changed in place,
+    when first filled.
+
+    ``gc=False``: it holds lists and maps of strings, numbers and frozen entries, never
+    itself or what holds it, so it takes part in no reference cycle and the collector need
+    not track one per live run.
     """
 
     isolated: bool = False
@@ -127,18 +136,32 @@ class Conversation(msgspec.Struct, kw_only=True):
         )
 
     def _lane(self, node_id: str | None) -> list[ConversationEntry]:
+        """The lane ``node_id``'s entries go to (may be a shared empty list: read only)."""
         branch = self.lanes.get(node_id) if node_id is not None else None
         if branch is None:
             return self.entries
         segment = self.branches.get(branch)
         if segment is None:
-            segment = self.branches[branch] = []
+            segment = self._branches()[branch] = []
         return segment
+
+    def _own_lane(self, node_id: str | None) -> list[ConversationEntry]:
+        """The lane ``node_id``'s entries go to, ours to change in place."""
+        lane = self._lane(node_id)
+        if lane is NO_ENTRIES:
+            lane = self.entries = []
+        return lane
+
+    def _branches(self) -> dict[str, list[ConversationEntry]]:
+        branches = self.branches
+        if branches is NO_ITEMS:
+            branches = self.branches = {}
+        return branches
 
     def apply(self, body: object) -> bool:
         """Apply one event body; return whether it concerned the conversation."""
         if isinstance(body, LlmTurn | ToolResult | MessageAdded):
-            self._lane(body.node_id).append(entry_of(body))
+            self._own_lane(body.node_id).append(entry_of(body))
         elif isinstance(body, NodeStarted):
             self.started(body)
         elif isinstance(body, ConversationCompacted):
@@ -146,7 +169,7 @@ class Conversation(msgspec.Struct, kw_only=True):
         elif isinstance(body, BranchesForked):
             for target in body.targets:
                 if target != body.join:
-                    self.branches.setdefault(target, [])
+                    self._branches().setdefault(target, [])
         elif isinstance(body, BranchesJoined):
             self._join()
         elif isinstance(body, RunStarted):
@@ -160,7 +183,10 @@ class Conversation(msgspec.Struct, kw_only=True):
         every step's path)."""
         node = body.node_id
         if body.branch is not None:
-            self.lanes[node] = body.branch
+            lanes = self.lanes
+            if lanes is NO_ITEMS:
+                lanes = self.lanes = {}
+            lanes[node] = body.branch
         elif self.lanes:
             self.lanes.pop(node, None)
         visits = self.visits
@@ -171,7 +197,10 @@ class Conversation(msgspec.Struct, kw_only=True):
             self.starts[node] = len(lane)
 
     def _join(self) -> None:
-        entries = self.entries
+        if not self.branches:
+            self.branches = {}
+            return
+        entries = self._own_lane(None)
         for branch, segment in self.branches.items():
             offset = len(entries)
             for node, lane in list(self.lanes.items()):
@@ -189,7 +218,7 @@ class Conversation(msgspec.Struct, kw_only=True):
         return [i for i in range(start, len(lane)) if lane[i].node_id == node_id]
 
     def _compact(self, node_id: str, upto: int, summary: str) -> None:
-        lane = self._lane(node_id)
+        lane = self._own_lane(node_id)
         scope = self._scope_indices(node_id, lane)
         removed = list(scope[: max(0, upto)])
         at = removed[0] if removed else (scope[0] if scope else len(lane))

@@ -26,14 +26,22 @@ Events of another visit than the current one change nothing here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from ._branch_round import BranchEvent, BranchRound
 from ._catalogue import LlmTurn, ToolCallRecord, Verdict, VerificationRecorded
+from ._shared_empty import NO_ITEMS
 
-__all__ = ["NO_INJECTED", "NO_VERIFICATIONS", "NodeVisit"]
+__all__ = [
+    "NO_INJECTED",
+    "NO_VERIFICATIONS",
+    "NodeVisit",
+    "VisitHolder",
+    "visit_started",
+    "visit_written",
+]
 
 #: Shared empty values a new visit starts with (``apply`` makes one per NodeStarted): the
 #: fields holding them are replaced when they change, never changed in place, so a plain
@@ -50,9 +58,11 @@ class NodeVisit(msgspec.Struct, kw_only=True, gc=False):
     not track it."""
 
     visit: int
-    #: Memory the node wrote (MemoryWritten with its node_id) since it last started.
+    #: Memory the node wrote (MemoryWritten with its node_id) since it last started. Never
+    #: changed in place but by :func:`visit_written` while its node runs (see there).
     written: dict[str, Any] = {}
-    #: The node that finished last before this visit began, and the memory it wrote.
+    #: The node that finished last before this visit began, and the memory it wrote (that
+    #: node's ``written``, shared: never changed in place).
     previous_node: str | None = None
     previous_outputs: dict[str, Any] = {}
     #: Whether the node recorded anything in this visit yet (transition, inputs, turns).
@@ -132,3 +142,61 @@ class NodeVisit(msgspec.Struct, kw_only=True, gc=False):
         if held is None or held.round != body.round:
             held = self.branch_round = BranchRound(round=body.round)
         held.record(body)
+
+
+class VisitHolder(Protocol):
+    """What a visit's start and writes change in a run's state (``RunState``; a protocol so
+    this module needs no import of it)."""
+
+    path: list[str]
+    running: dict[str, int]
+    outputs: dict[str, dict[str, Any]]
+    iterations: dict[str, int]
+    visits: dict[str, NodeVisit]
+
+
+def visit_started(s: VisitHolder, node_id: str, number: int) -> None:
+    """Apply a ``node.started`` of ``node_id``'s visit ``number`` to its visit. A visit's
+    ``written`` and a running node's ``outputs`` start as the shared empty map, replaced by
+    one of their own at the first write (see :func:`visit_written`, and OutputSet in apply).
+    """
+    visit = s.visits.get(node_id)
+    if visit is not None and visit.visit == number:
+        # A rerun of the same visit (a resume, a retry): it goes on where it left off.
+        visit.written = NO_ITEMS
+        if node_id not in s.outputs:
+            s.outputs[node_id] = NO_ITEMS
+        return
+    previous = s.path[-1] if s.path else None
+    before = s.visits.get(previous) if previous is not None else None
+    if before is None:
+        previous_outputs: dict[str, Any] = NO_ITEMS
+    elif previous in s.running:  # it still writes to its map in place: a copy of it now
+        previous_outputs = dict(before.written)
+    else:  # it writes no more in place (see visit_written): its map is shared, not copied
+        previous_outputs = before.written
+    s.visits[node_id] = NodeVisit(
+        visit=number,
+        written=NO_ITEMS,
+        previous_node=previous,
+        previous_outputs=previous_outputs,
+        injected=NO_INJECTED,
+        verifications=NO_VERIFICATIONS,
+    )
+    s.outputs[node_id] = NO_ITEMS
+    s.iterations[node_id] = 0
+
+
+def visit_written(s: VisitHolder, writer: str, key: str, value: Any) -> None:
+    """Record a memory write in its node's visit. Only a running node's own map changes in
+    place: it made that map after its (re)start, and a map is shared as a later visit's
+    ``previous_outputs`` only once its node is not running; a write that comes while the
+    node is not running replaces its map, so a visit that shares it sees no change."""
+    visit = s.visits.get(writer)
+    if visit is None:
+        return
+    held = visit.written
+    if held is NO_ITEMS or writer not in s.running:
+        visit.written = {**held, key: value}
+    else:
+        held[key] = value

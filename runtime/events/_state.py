@@ -12,6 +12,7 @@ are kept as :mod:`._verdicts` says.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -57,8 +58,9 @@ from ._catalogue import (
 from ._conversation import Conversation
 from ._fanout import OpenFanOut, fanout_apply, fanout_opened
 from ._memory import disown, write_memory
-from ._node_visit import NO_INJECTED, NO_VERIFICATIONS, NodeVisit
+from ._node_visit import NO_INJECTED, NodeVisit, visit_started, visit_written
 from ._run_facts import ForkOrigin, PauseInfo
+from ._shared_empty import NO_ITEMS
 from ._state_copy import copy_state
 from ._verdicts import (
     JudgeFailure,
@@ -172,8 +174,9 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
 
 
 def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: int) -> None:
-    s.judge_failures[kind] = s.judge_failures.get(kind, 0) + 1
-    kept = list(s.judge_failure_reasons)  # replaced, not changed in place (_new_state.py)
+    # Both replaced, not changed in place (shared empty values of a new state, _new_state.py).
+    s.judge_failures = {**s.judge_failures, kind: s.judge_failures.get(kind, 0) + 1}
+    kept = list(s.judge_failure_reasons)
     keep_failure(kept, seq, kind, node, reason)
     s.judge_failure_reasons = kept
 
@@ -185,27 +188,6 @@ def _finish_node(s: RunState, node_id: str) -> None:
     if node_id in pending:
         pending.remove(node_id)
     s.outputs.pop(node_id, None)
-
-
-def _visit_started(s: RunState, node_id: str, number: int) -> None:
-    visit = s.visits.get(node_id)
-    if visit is not None and visit.visit == number:
-        # A rerun of the same visit (a resume, a retry): it goes on where it left off.
-        visit.written = {}
-        if node_id not in s.outputs:
-            s.outputs[node_id] = {}
-        return
-    previous = s.path[-1] if s.path else None
-    before = s.visits.get(previous) if previous is not None else None
-    s.visits[node_id] = NodeVisit(
-        visit=number,
-        previous_node=previous,
-        previous_outputs=dict(before.written) if before is not None else {},
-        injected=NO_INJECTED,
-        verifications=NO_VERIFICATIONS,
-    )
-    s.outputs[node_id] = {}
-    s.iterations[node_id] = 0
 
 
 def _due(s: RunState, node_id: str) -> None:
@@ -245,30 +227,30 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit_counts = s.visit_counts
             if body.visit > visit_counts.get(node, 0):
                 s.steps += 1
-            visit_counts[node] = body.visit
             s.running[node] = body.attempt
             if s.approved and node in s.approved:  # the gate it opened is passed
                 approved = list(s.approved)  # replaced, not changed in place (_new_state.py)
                 approved.remove(node)
                 s.approved = approved
-            _visit_started(s, node, body.visit)
+            visit_started(s, node, body.visit)
+            # Before visit_counts: a new live state's conversation records its visits in
+            # that same map (_new_state.py), and tells a new visit by the number it holds.
             s.conversation.started(body)
+            visit_counts[node] = body.visit
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
         case MemoryWritten():
             write_memory(s, body)
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
-            writer = body.node_id
-            if writer is not None:
-                visit = s.visits.get(writer)
-                if visit is not None:
-                    visit.written[body.key] = body.value
+            if body.node_id is not None:
+                visit_written(s, body.node_id, body.key, body.value)
         case NodeCompleted():
             _finish_node(s, body.node_id)
         case EdgeTaken():
             target = body.target
-            edge = f"{body.source}>{target}"
+            # Interned: every run of a graph keys its counts by the same strings.
+            edge = sys.intern(f"{body.source}>{target}")
             edges_taken = s.edges_taken
             edges_taken[edge] = edges_taken.get(edge, 0) + 1
             if body.judge_error is not None:
@@ -283,14 +265,17 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 fanout_apply(fan, body)
         case OutputSet():
             values = s.outputs.get(body.node_id)
-            if values is None:
+            if values is None or values is NO_ITEMS:
                 values = s.outputs[body.node_id] = {}
             values[body.key] = body.value
         case LlmTurn():
             node = body.node_id
             s.conversation.apply(body)
             s.iterations[node] = body.iteration
-            s.turns[node] = s.turns.get(node, 0) + 1
+            turns = s.turns
+            if turns is NO_ITEMS:
+                turns = s.turns = {}
+            turns[node] = turns.get(node, 0) + 1
             visit = s.visits.get(node)
             if visit is not None:
                 visit.turn(body)
@@ -312,15 +297,25 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit = s.visits.get(body.node_id)
             if visit is not None:
                 visit.verdict(body)
+            if s.verdicts is NO_ITEMS:  # shared empty values of a new state: replaced
+                s.verdicts = {}
+            if s.verdict_history is NO_ITEMS:
+                s.verdict_history = {}
+            if s.verdict_counts is NO_ITEMS:
+                s.verdict_counts = {}
+            if s.tool_turns is NO_ITEMS:
+                s.tool_turns = {}
             s.verdicts[body.node_id] = verdict_record(body)
             count_verdict(s.verdict_counts, s.tool_turns, body)
             keep(s.verdict_history, body.node_id, verdict_entry(body, seq))
         case StallDetected():
+            if s.stalls is NO_ITEMS:
+                s.stalls = {}
             keep(s.stalls, body.node_id, stall_entry(body, seq))
         case NodeFailed():
             if body.will_retry:
                 s.total_retries += 1  # still running: it waits for its next attempt
-                s.outputs[body.node_id] = {}  # the next attempt starts afresh
+                s.outputs[body.node_id] = NO_ITEMS  # the next attempt starts afresh
             else:
                 s.failed_nodes = [*s.failed_nodes, body.node_id]
                 _finish_node(s, body.node_id)

@@ -45,6 +45,8 @@ from runtime.events import (
     fold,
 )
 from runtime.events._new_state import new_state
+from runtime.events._node_visit import NO_INJECTED, NO_VERIFICATIONS
+from runtime.events._shared_empty import NO_ENTRIES, NO_ITEMS
 from runtime.events._snapshots import decode_state, encode_state
 from runtime.events._state import apply
 from runtime.events._verdicts import KEPT_PER_NODE
@@ -477,6 +479,98 @@ def test_a_live_state_s_shared_empty_lists_stay_empty(log: list[Event]) -> None:
     for event in log:
         apply(state, event.body, event.seq)
     assert new_state("run-2") == RunState(run_id="run-2")
+    # The shared empty maps and lists (a new state's, a new visit's) stay empty too.
+    assert (NO_ITEMS, NO_ENTRIES, NO_INJECTED, NO_VERIFICATIONS) == ({}, [], {}, {})
     folded = fold(log)
-    for name in ("failed_nodes", "judge_failure_reasons", "unrunnable", "approved", "rejected"):
-        assert getattr(state, name) == getattr(folded, name)
+    for name in RunState.__struct_fields__:
+        if name not in ("run_id", "last_seq", "last_hash", "last_position"):
+            assert getattr(state, name) == getattr(folded, name)
+
+
+_writes = st.builds(
+    MemoryWritten,
+    key=st.sampled_from(["k", "j"]),
+    value=st.integers(0, 3),
+    node_id=st.none() | _node,
+    branch=st.none() | st.just("b"),
+)
+_visit_steps = st.lists(
+    st.one_of(
+        st.builds(
+            NodeStarted,
+            node_id=_node,
+            visit=_visit,
+            attempt=st.integers(1, 2),
+            branch=st.none() | st.just("b"),
+        ),
+        st.builds(NodeCompleted, node_id=_node),
+        st.builds(
+            NodeFailed,
+            node_id=_node,
+            error=st.just("e"),
+            error_type=st.just("E"),
+            attempt=st.just(1),
+            will_retry=st.booleans(),
+        ),
+        _writes,
+        _writes,
+        st.just(RunFinished(status="failed", quality="failed")),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_visit_steps)
+def test_a_visit_s_previous_outputs_stay_what_was_written_when_it_began(
+    bodies: list[EventBody],
+) -> None:
+    # A visit begins with the memory the node before it wrote, as it was then: later writes
+    # (by that node running again beside it, or after it finished) do not change it.
+    state = new_state("r")
+    began: list[tuple[object, dict[str, object]]] = []
+    for seq, body in enumerate(bodies, 1):
+        before = state.visits.get(state.path[-1]) if state.path else None
+        expected = dict(before.written) if before is not None else {}
+        visits = dict(state.visits)
+        apply(state, body, seq)
+        if isinstance(body, NodeStarted):
+            visit = state.visits[body.node_id]
+            if visit is not visits.get(body.node_id):
+                assert visit.previous_outputs == expected
+                began.append((visit, expected))
+        for visit, outputs in began:
+            assert visit.previous_outputs == outputs  # type: ignore[attr-defined]
+    folded = fold(as_log("r", bodies))
+    assert (state.visits, state.outputs, state.memory) == (
+        folded.visits,
+        folded.outputs,
+        folded.memory,
+    )
+
+
+def test_a_visit_s_previous_outputs_do_not_follow_its_predecessor_s_later_writes() -> None:
+    def write(node: str, key: str, value: int) -> MemoryWritten:
+        return MemoryWritten(key=key, value=value, node_id=node)
+
+    # "a" runs again (the same visit) and writes while "b", begun after it, runs beside it;
+    # then "a" finishes and a write in its name comes after.
+    bodies: list[EventBody] = [
+        NodeStarted(node_id="a", visit=1, attempt=1),
+        write("a", "k", 1),
+        NodeCompleted(node_id="a"),
+        NodeStarted(node_id="a", visit=1, attempt=2),
+        write("a", "k", 2),
+        NodeStarted(node_id="b", visit=1, attempt=1),
+        write("a", "j", 3),
+        NodeCompleted(node_id="a"),
+        NodeStarted(node_id="c", visit=1, attempt=1),
+        write("a", "k", 4),
+    ]
+    state = new_state("r")
+    for seq, body in enumerate(bodies, 1):
+        apply(state, body, seq)
+    assert state.visits["b"].previous_outputs == {"k": 2}
+    assert state.visits["c"].previous_outputs == {"k": 2, "j": 3}
+    assert state.visits["a"].written == {"k": 4, "j": 3}
+    assert state.visits == fold(as_log("r", bodies)).visits
