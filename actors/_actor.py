@@ -268,7 +268,10 @@ class ActorSystem:
         if watchers is None:
             return
         for watcher in watchers if isinstance(watchers, tuple) else (watchers,):
-            self._notify(watcher, note)
+            # A stopping watcher handles no further message (its mailbox is dropped): a
+            # run's executor stopping its node actors hears of none of them.
+            if not watcher._stop_requested:
+                self._notify(watcher, note)
 
     def _notify(self, watcher: ActorRef, note: Terminated) -> None:
         try:

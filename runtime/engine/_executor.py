@@ -42,7 +42,7 @@ from ..events._catalogue import (
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
-from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
+from ..spec._model import GraphSpec, graph_hash, memory_reducers, shared_graph_dict
 from ._choices import EdgeChoices
 from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
@@ -92,13 +92,13 @@ class ExecutorActor(Actor):
         self.graph = graph
         self.log = log
         self.outcome = outcome
-        self.input = dict(input or {})
+        self.input = input if input is not None else {}  # the launcher's own copy
         if resume_from is not None:
             log.state = resume_from  # continue with the fold of the stored log
         self.resuming = resume_from is not None
         self.state: RunState = log.state
         self.resume_input = resume_input
-        self.reducers = {key.name: key.reducer for key in graph.memory}
+        self.reducers = graph.derived(memory_reducers)  # shared by the graph's runs
         self.specs = graph.node_map()
         self.terminal_nodes = graph.terminal_set()
         self.sync = graph.durability == "sync"
@@ -151,9 +151,9 @@ class ExecutorActor(Actor):
                 self.outcome.fail(exc)
                 raise
         if end.stopping:
-            self._stop_nodes()
             if end.scoring is None:
-                self.stop_self()
+                self.stop_self()  # first: its node actors' ends need not be told it
+            self._stop_nodes()
         return None
 
     async def _dispatch(self, message: Any) -> None:
