@@ -15,9 +15,8 @@ Durability: events are staged and committed as one batch at each node start, so 
 is one append and one commit (the previous node's completion, its memory writes, the edge
 taken and the next node's start). A crash re-runs only the node started and not completed.
 
-Collaborators, each with its own state: the node actors (:class:`NodeActors`), the pause
-points, the open fan-out (:class:`FanOutJoin`), a node's output writes (:class:`OutputWrites`),
-a model's edge choices, the end (RunEnding).
+Collaborators, each with its own state: the node actors, the pause points, the open
+fan-out (FanOutJoin), a node's output writes, a model's edge choices, the end (RunEnding).
 """
 
 from __future__ import annotations
@@ -74,6 +73,8 @@ __all__ = ["ExecutorActor"]
 class ExecutorActor(Actor):
     """Walks one run of a graph. See the module docstring for the protocol."""
 
+    choices: EdgeChoices | None
+
     def __init__(
         self,
         *,
@@ -108,8 +109,8 @@ class ExecutorActor(Actor):
         self.pauses = PausePoints(graph.pause_set(), log)
         self.join = FanOutJoin(graph, log, self.reducers)
         self.outputs = OutputWrites(log, self.join, self.reducers)
-        # A node whose llm_decide edge a model is choosing counts as running till it answers.
-        self.choices = EdgeChoices(owner=self, graph=graph, provider=provider)
+        # A node whose llm_decide edge a model is choosing counts as running till it answers
+        self.provider, self.choices = provider, None  # made at a run's first choice
         self.end = RunEnding(
             owner=self, run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
         )
@@ -309,6 +310,8 @@ class ExecutorActor(Actor):
             # end is recorded until it answers; meanwhile the node counts as running, so a
             # cancel records it as the resume point and a resume asks again.
             self.running[done.node_id] = running
+            if self.choices is None:
+                self.choices = EdgeChoices(owner=self, graph=self.graph, provider=self.provider)
             self.choices.ask(done)
             return
         await self._node_finished(done, routes)
@@ -328,6 +331,7 @@ class ExecutorActor(Actor):
 
     async def _on_edge_decided(self, message: EdgeDecided) -> None:
         done = message.done
+        assert self.choices is not None  # it asked for this choice
         self.choices.answered(done.node_id)
         running = self.running.get(done.node_id)
         if running is None or running[0] != done.attempt:
@@ -436,14 +440,15 @@ class ExecutorActor(Actor):
             for key, value in list(self.state.outputs.get(node_id, {}).items()):
                 self.outputs.write(key, value, node_id, branch)
         self.running.clear()
-        self.choices.stop()
-        await self.end.record(
-            RunCancelled(node_id=resume_at[0] if resume_at else None, reason=reason)
-        )
+        if self.choices is not None:
+            self.choices.stop()
+        resume = resume_at[0] if resume_at else None
+        await self.end.record(RunCancelled(node_id=resume, reason=reason))
 
     def _stop_nodes(self) -> None:
         # The run's walk is over: nothing waits for the node actors to be gone.
-        self.choices.stop()
+        if self.choices is not None:
+            self.choices.stop()
         self.nodes.stop_all()
 
     def on_stopped(self) -> None:
