@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from actors import Actor, Terminated
 from eventstore import EventBody
 
@@ -36,12 +34,11 @@ from ..events._catalogue import (
     RunCancelled,
     RunPaused,
     RunResumed,
-    RunStarted,
 )
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
-from ..spec._model import GraphSpec, graph_hash, memory_reducers, shared_graph_dict
+from ..spec._model import GraphSpec, memory_reducers
 from ._choices import EdgeChoices
 from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
@@ -64,6 +61,7 @@ from ._node_actors import NodeActors, NodeFactory
 from ._outputs import OutputWrites
 from ._pause_points import PausePoints
 from ._runlog import RunLog
+from ._start_now import run_started, start_now
 from ._start_on_commit import StartOnCommit
 from ._step_now import StepNow
 
@@ -129,8 +127,17 @@ class ExecutorActor(Actor):
 
     def receive_now(self, message: Any) -> bool:
         # A node's NodeDone while this actor is idle: a common step is taken in the node's
-        # task (engine/_step_now.py), with no wake-up of this one.
-        return type(message) is NodeDone and self.sync and self.steps.take(self, message)
+        # task (engine/_step_now.py), with no wake-up of this one; a new run's start, in
+        # the task launching it (engine/_start_now.py).
+        kind = type(message)
+        if kind is NodeDone:
+            return self.sync and self.steps.take(self, message)
+        return (
+            kind is StartRun
+            and self.sync
+            and not self.resuming
+            and start_now(self, self.steps, self.input)
+        )
 
     async def receive(self, message: Any) -> Any:
         end = self.end
@@ -212,15 +219,7 @@ class ExecutorActor(Actor):
     async def _on_start(self) -> None:
         state = self.state
         if not self.resuming:
-            self.emit(
-                RunStarted(
-                    graph=shared_graph_dict(self.graph),
-                    graph_hash=graph_hash(self.graph),
-                    entry=self.graph.entry_node,
-                    goal=None if self.graph.goal is None else msgspec.to_builtins(self.graph.goal),
-                    input=dict(self.input),
-                )
-            )
+            self.emit(run_started(self.graph, self.input))
             await self._start_node(self.graph.entry_node, None)
             return
         pending = list(state.pending)
