@@ -96,8 +96,13 @@ class NodeFactory:
         allowed imports, unknown tools, LLM nodes without a provider, unknown named
         providers and branch strategies."""
         names = graph.derived(_plain_functions)
-        if names is not None and all(name in self.functions for name in names):
-            return  # function and router nodes only, each naming a registered function
+        if names is not None:
+            functions = self.functions
+            for name in names:
+                if name not in functions:
+                    break
+            else:
+                return  # function and router nodes only, each naming a registered function
         errors: list[SpecError] = []
         for index, node in enumerate(graph.nodes):
             where = f"nodes[{index}]"

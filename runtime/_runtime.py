@@ -240,8 +240,8 @@ class Runtime:
             # hold it and its waiter.
             control.starting.pop(run_id, None)
             observers = log.observers
-            if len(observers) == 1 and observers[0] is first:
-                log.observers = ()
+            if observers and observers[-1] is first:  # the last, as logs.create adds it
+                log.observers = observers[:-1]
             else:
                 log.observers = tuple(o for o in observers if o is not first)
         return handle

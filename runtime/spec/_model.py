@@ -239,13 +239,13 @@ class GraphSpec(_Spec, frozen=True, kw_only=True, weakref=True):
     durability: Literal["sync", "async"] = "sync"
 
     def _index(self) -> _Index:
-        key = id(self)
-        index = _INDEXES.get(key)
-        if index is None:
-            index = _Index(self)
-            _INDEXES[key] = index
+        try:
+            return _INDEXES[id(self)]
+        except KeyError:
+            key = id(self)
+            index = _INDEXES[key] = _Index(self)
             weakref.finalize(self, _INDEXES.pop, key, None)
-        return index
+            return index
 
     def _adopt(self, known: _Index) -> None:
         """Take what ``known``, the index of an equal valid spec (same graph hash), derived
