@@ -225,7 +225,7 @@ class ActorRef:
             return False
         self._received += 1
         self._processed += 1
-        if self._stop_requested:  # the handler called stop_self: a task stops the actor
+        if self._stop_requested and not self._running:  # stop_self: a task stops the actor
             self._mailbox.close()
             self._wake()
         return True
