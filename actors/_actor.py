@@ -61,6 +61,13 @@ class Actor:
     async def on_stop(self) -> None:
         """Runs once when the actor stops, shielded from cancellation for a few seconds."""
 
+    def stop_waits(self) -> bool:
+        """Whether an overridden ``on_stop`` has anything to do now (asked, synchronously,
+        when the actor is stopped while idle). False lets the stop skip ``on_stop`` and
+        complete at once, in the stopper's task, with no task of the actor's own. The
+        default is True: ``on_stop``, when overridden, always runs."""
+        return True
+
     def on_stopped(self) -> None:
         """Runs once, synchronously, after ``on_stop``, as the actor is marked stopped.
 
@@ -261,7 +268,10 @@ class ActorSystem:
         if watchers is None:
             return
         for watcher in watchers if isinstance(watchers, tuple) else (watchers,):
-            self._notify(watcher, note)
+            # A stopping watcher handles no further message (its mailbox is dropped): a
+            # run's executor stopping its node actors hears of none of them.
+            if not watcher._stop_requested:
+                self._notify(watcher, note)
 
     def _notify(self, watcher: ActorRef, note: Terminated) -> None:
         try:

@@ -48,6 +48,8 @@ class Behaviour(Protocol):
 
     async def on_stop(self) -> None: ...
 
+    def stop_waits(self) -> bool: ...
+
     def on_stopped(self) -> None: ...
 
 
@@ -223,7 +225,7 @@ class ActorRef:
             return False
         self._received += 1
         self._processed += 1
-        if self._stop_requested:  # the handler called stop_self: a task stops the actor
+        if self._stop_requested and not self._running:  # stop_self: a task stops the actor
             self._mailbox.close()
             self._wake()
         return True
@@ -279,10 +281,15 @@ class ActorRef:
             return
         mailbox = self._mailbox
         if not self._running:
-            # Idle: nothing is in flight. Its mailbox refuses messages from now on, and a
-            # task of its own runs the stop (on_stop, watchers).
+            # Idle: nothing is in flight. Its mailbox refuses messages from now on, and the
+            # stop (on_stop, watchers) completes here when on_stop has nothing to wait for,
+            # else in a task of its own.
             mailbox.close()
-            self._wake()
+            actor = self._actor
+            if actor is not None and self._hooks[1] and actor.stop_waits():
+                self._wake()
+            else:
+                self._stopped_now()
         elif mailbox.closed or mailbox.consumer_waiting or self._scope is None:
             # Parked on its empty mailbox, not started yet, or stopping already: nothing
             # is in flight, so closing the mailbox ends its loop without a cancellation
@@ -377,7 +384,14 @@ class ActorRef:
             if self._running:
                 await self._shutdown(system)
 
-    async def _shutdown(self, system: _System) -> None:
+    def _stopped_now(self) -> None:
+        """Stop an idle actor whose ``on_stop`` has nothing to wait for, in the caller's
+        task: no task, cancel scope or coroutine of its own (one a run's node actors spare)."""
+        self._running = True  # no task may start for it from now on
+        self._fail_unanswered()
+        self._stopped_hooks(self._system)
+
+    def _fail_unanswered(self) -> None:
         self._mailbox.close()
         unanswered = [item for item in self._mailbox.drain() if type(item) is _Reply]
         if self._current is not None:
@@ -386,6 +400,9 @@ class ActorRef:
             stopped = ActorStoppedError(self.name, reason="stopped before answering")
             for reply in unanswered:
                 reply.fail(stopped)
+
+    async def _shutdown(self, system: _System) -> None:
+        self._fail_unanswered()
         actor = self._actor
         assert actor is not None
         if self._hooks[1]:
@@ -395,6 +412,12 @@ class ActorRef:
                 except Exception as exc:
                     if self.failure is None:
                         self.failure = exc
+        self._stopped_hooks(system)
+
+    def _stopped_hooks(self, system: _System) -> None:
+        """The stop's synchronous end: ``on_stopped``, the stopped mark, the watchers."""
+        actor = self._actor
+        assert actor is not None
         if self._hooks[2]:
             try:
                 actor.on_stopped()

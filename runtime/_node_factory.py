@@ -95,6 +95,14 @@ class NodeFactory:
         node: kinds without a runner, functions and judges that are neither registered nor
         allowed imports, unknown tools, LLM nodes without a provider, unknown named
         providers and branch strategies."""
+        names = graph.derived(_plain_functions)
+        if names is not None:
+            functions = self.functions
+            for name in names:
+                if name not in functions:
+                    break
+            else:
+                return  # function and router nodes only, each naming a registered function
         errors: list[SpecError] = []
         for index, node in enumerate(graph.nodes):
             where = f"nodes[{index}]"
@@ -193,6 +201,25 @@ class NodeFactory:
     def provider_named(self, name: str | None) -> LlmProvider | None:
         """The provider registered as ``name`` (None: the runtime's ``provider``)."""
         return self._named(name)
+
+
+def _plain_functions(graph: GraphSpec) -> tuple[str, ...] | None:
+    """The functions a graph of function and router nodes alone names, when nothing else
+    in it needs checking against a runtime (no verifier, parallel branches or goal
+    evaluator); None for any other graph (NodeFactory.check looks at every node)."""
+    goal = graph.goal
+    if goal is not None and goal.evaluator is not None:
+        return None
+    names: list[str] = []
+    for node in graph.nodes:
+        if node.kind not in _PLAIN or node.verifier is not None or node.parallel is not None:
+            return None
+        if node.function is not None:
+            names.append(node.function)
+    return tuple(dict.fromkeys(names))
+
+
+_PLAIN = ("function", "router")
 
 
 class _PlainResolver:

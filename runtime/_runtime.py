@@ -239,7 +239,11 @@ class Runtime:
             # Its work is done: the run's later commits need not call it, nor the run
             # hold it and its waiter.
             control.starting.pop(run_id, None)
-            log.observers = tuple(o for o in log.observers if o is not first)
+            observers = log.observers
+            if observers and observers[-1] is first:  # the last, as logs.create adds it
+                log.observers = observers[:-1]
+            else:
+                log.observers = tuple(o for o in observers if o is not first)
         return handle
 
     async def submit(

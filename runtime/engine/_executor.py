@@ -15,16 +15,13 @@ Durability: events are staged and committed as one batch at each node start, so 
 is one append and one commit (the previous node's completion, its memory writes, the edge
 taken and the next node's start). A crash re-runs only the node started and not completed.
 
-Collaborators, each with its own state: the node actors (:class:`NodeActors`), the pause
-points, the open fan-out (:class:`FanOutJoin`), a node's output writes (:class:`OutputWrites`),
-a model's edge choices, the end (RunEnding).
+Collaborators, each with its own state: the node actors, the pause points, the open
+fan-out (FanOutJoin), a node's output writes, a model's edge choices, the end (RunEnding).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import msgspec
 
 from actors import Actor, Terminated
 from eventstore import EventBody
@@ -37,12 +34,11 @@ from ..events._catalogue import (
     RunCancelled,
     RunPaused,
     RunResumed,
-    RunStarted,
 )
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
-from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
+from ..spec._model import GraphSpec, memory_reducers
 from ._choices import EdgeChoices
 from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
@@ -65,6 +61,7 @@ from ._node_actors import NodeActors, NodeFactory
 from ._outputs import OutputWrites
 from ._pause_points import PausePoints
 from ._runlog import RunLog
+from ._start_now import run_started, start_now
 from ._start_on_commit import StartOnCommit
 from ._step_now import StepNow
 
@@ -73,6 +70,8 @@ __all__ = ["ExecutorActor"]
 
 class ExecutorActor(Actor):
     """Walks one run of a graph. See the module docstring for the protocol."""
+
+    choices: EdgeChoices | None
 
     def __init__(
         self,
@@ -92,13 +91,13 @@ class ExecutorActor(Actor):
         self.graph = graph
         self.log = log
         self.outcome = outcome
-        self.input = dict(input or {})
+        self.input = input if input is not None else {}  # the launcher's own copy
         if resume_from is not None:
             log.state = resume_from  # continue with the fold of the stored log
         self.resuming = resume_from is not None
         self.state: RunState = log.state
         self.resume_input = resume_input
-        self.reducers = {key.name: key.reducer for key in graph.memory}
+        self.reducers = graph.derived(memory_reducers)  # shared by the graph's runs
         self.specs = graph.node_map()
         self.terminal_nodes = graph.terminal_set()
         self.sync = graph.durability == "sync"
@@ -108,8 +107,8 @@ class ExecutorActor(Actor):
         self.pauses = PausePoints(graph.pause_set(), log)
         self.join = FanOutJoin(graph, log, self.reducers)
         self.outputs = OutputWrites(log, self.join, self.reducers)
-        # A node whose llm_decide edge a model is choosing counts as running till it answers.
-        self.choices = EdgeChoices(owner=self, graph=graph, provider=provider)
+        # A node whose llm_decide edge a model is choosing counts as running till it answers
+        self.provider, self.choices = provider, None  # made at a run's first choice
         self.end = RunEnding(
             owner=self, run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
         )
@@ -128,8 +127,17 @@ class ExecutorActor(Actor):
 
     def receive_now(self, message: Any) -> bool:
         # A node's NodeDone while this actor is idle: a common step is taken in the node's
-        # task (engine/_step_now.py), with no wake-up of this one.
-        return type(message) is NodeDone and self.sync and self.steps.take(self, message)
+        # task (engine/_step_now.py), with no wake-up of this one; a new run's start, in
+        # the task launching it (engine/_start_now.py).
+        kind = type(message)
+        if kind is NodeDone:
+            return self.sync and self.steps.take(self, message)
+        return (
+            kind is StartRun
+            and self.sync
+            and not self.resuming
+            and start_now(self, self.steps, self.input)
+        )
 
     async def receive(self, message: Any) -> Any:
         end = self.end
@@ -151,9 +159,9 @@ class ExecutorActor(Actor):
                 self.outcome.fail(exc)
                 raise
         if end.stopping:
-            self._stop_nodes()
             if end.scoring is None:
-                self.stop_self()
+                self.stop_self()  # first: its node actors' ends need not be told it
+            self._stop_nodes()
         return None
 
     async def _dispatch(self, message: Any) -> None:
@@ -211,15 +219,7 @@ class ExecutorActor(Actor):
     async def _on_start(self) -> None:
         state = self.state
         if not self.resuming:
-            self.emit(
-                RunStarted(
-                    graph=shared_graph_dict(self.graph),
-                    graph_hash=graph_hash(self.graph),
-                    entry=self.graph.entry_node,
-                    goal=None if self.graph.goal is None else msgspec.to_builtins(self.graph.goal),
-                    input=dict(self.input),
-                )
-            )
+            self.emit(run_started(self.graph, self.input))
             await self._start_node(self.graph.entry_node, None)
             return
         pending = list(state.pending)
@@ -309,6 +309,8 @@ class ExecutorActor(Actor):
             # end is recorded until it answers; meanwhile the node counts as running, so a
             # cancel records it as the resume point and a resume asks again.
             self.running[done.node_id] = running
+            if self.choices is None:
+                self.choices = EdgeChoices(owner=self, graph=self.graph, provider=self.provider)
             self.choices.ask(done)
             return
         await self._node_finished(done, routes)
@@ -328,6 +330,7 @@ class ExecutorActor(Actor):
 
     async def _on_edge_decided(self, message: EdgeDecided) -> None:
         done = message.done
+        assert self.choices is not None  # it asked for this choice
         self.choices.answered(done.node_id)
         running = self.running.get(done.node_id)
         if running is None or running[0] != done.attempt:
@@ -436,14 +439,15 @@ class ExecutorActor(Actor):
             for key, value in list(self.state.outputs.get(node_id, {}).items()):
                 self.outputs.write(key, value, node_id, branch)
         self.running.clear()
-        self.choices.stop()
-        await self.end.record(
-            RunCancelled(node_id=resume_at[0] if resume_at else None, reason=reason)
-        )
+        if self.choices is not None:
+            self.choices.stop()
+        resume = resume_at[0] if resume_at else None
+        await self.end.record(RunCancelled(node_id=resume, reason=reason))
 
     def _stop_nodes(self) -> None:
         # The run's walk is over: nothing waits for the node actors to be gone.
-        self.choices.stop()
+        if self.choices is not None:
+            self.choices.stop()
         self.nodes.stop_all()
 
     def on_stopped(self) -> None:

@@ -178,6 +178,13 @@ class FunctionNodeActor(Actor):
         )
         return True
 
+    def stop_waits(self) -> bool:
+        # Only an attempt in flight gives on_stop anything to do.
+        attempt = self.attempt
+        return not (
+            attempt is None or attempt.task is None or attempt.task.done() or attempt.abandoned
+        )
+
     async def on_stop(self) -> None:
         """The lane stops (the run is cancelled or paused, or the runtime closes): the
         attempt in flight is cancelled and given ABANDON_GRACE seconds to unwind (its

@@ -38,6 +38,7 @@ __all__ = [
     "function_ref",
     "graph_hash",
     "graph_to_dict",
+    "memory_reducers",
 ]
 
 NodeKind = Literal["function", "router", "llm", "verifier"]
@@ -179,6 +180,7 @@ class _Index:
 
     __slots__ = (
         "builtins",
+        "derived",
         "edges",
         "hash",
         "nodes",
@@ -193,6 +195,7 @@ class _Index:
         self.hash: str | None = None  # graph_hash, once computed
         self.builtins: dict[str, Any] | None = None  # shared_graph_dict, once computed
         self.valid = False  # validate_graph found no problem
+        self.derived: dict[Callable[[GraphSpec], Any], Any] = {}  # GraphSpec.derived's
         self.nodes: dict[str, NodeSpec] = {}
         for node in graph.nodes:
             self.nodes.setdefault(node.id, node)  # the first wins; validation flags dupes
@@ -236,13 +239,13 @@ class GraphSpec(_Spec, frozen=True, kw_only=True, weakref=True):
     durability: Literal["sync", "async"] = "sync"
 
     def _index(self) -> _Index:
-        key = id(self)
-        index = _INDEXES.get(key)
-        if index is None:
-            index = _Index(self)
-            _INDEXES[key] = index
+        try:
+            return _INDEXES[id(self)]
+        except KeyError:
+            key = id(self)
+            index = _INDEXES[key] = _Index(self)
             weakref.finalize(self, _INDEXES.pop, key, None)
-        return index
+            return index
 
     def _adopt(self, known: _Index) -> None:
         """Take what ``known``, the index of an equal valid spec (same graph hash), derived
@@ -295,9 +298,24 @@ class GraphSpec(_Spec, frozen=True, kw_only=True, weakref=True):
         """``terminal_nodes`` as a set, made once per instance."""
         return self._index().terminal
 
+    def derived(self, make: Callable[[GraphSpec], Any]) -> Any:
+        """``make(self)``, made once per instance and kept beside it: for what a run derives
+        from the spec's content alone (``make`` is a module-level function)."""
+        memo = self._index().derived
+        try:
+            return memo[make]
+        except KeyError:
+            value = memo[make] = make(self)
+            return value
+
     def pause_set(self) -> frozenset[str]:
         """``pause_nodes`` as a set, made once per instance."""
         return self._index().pauses
+
+
+def memory_reducers(graph: GraphSpec) -> dict[str, str]:
+    """Memory key -> its declared reducer (for ``GraphSpec.derived``: shared, read only)."""
+    return {key.name: key.reducer for key in graph.memory}
 
 
 def graph_to_dict(graph: GraphSpec) -> dict[str, Any]:

@@ -121,3 +121,66 @@ async def test_an_actor_that_stops_itself_in_receive_now_stops_at_once() -> None
         assert watcher.notes == [Terminated(actor="quitter", error=None)]
         with pytest.raises(ActorStoppedError):
             ref.tell_nowait(Item(value=4))
+
+
+class Lane(Actor):
+    """An actor whose on_stop has work only while ``in_flight`` (Actor.stop_waits)."""
+
+    def __init__(self, in_flight: bool) -> None:
+        self.in_flight = in_flight
+        self.calls: list[str] = []
+
+    def receive_now(self, message: Any) -> bool:
+        return True
+
+    def stop_waits(self) -> bool:
+        return self.in_flight
+
+    async def on_stop(self) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.calls.append("on_stop")
+
+    def on_stopped(self) -> None:
+        self.calls.append("on_stopped")
+
+
+class Notes(Actor):
+    def __init__(self) -> None:
+        self.notes: list[Terminated] = []
+
+    async def receive(self, message: Any) -> Any:
+        self.notes.append(message)
+
+
+@pytest.mark.parametrize("in_flight", [False, True])
+async def test_an_idle_actor_whose_on_stop_has_nothing_to_wait_for_stops_at_once(
+    in_flight: bool,
+) -> None:
+    async with ActorSystem() as system:
+        notes = Notes()
+        watcher = system.spawn(notes)
+        actor = Lane(in_flight)
+        ref = system.spawn(actor, watcher=watcher)
+        await ref.tell(Item(value=2))  # handled now: the actor never had a task
+        ref.stop_nowait()
+        # Without work for on_stop, the stop is complete on return: on_stop skipped,
+        # on_stopped run, the watcher told. With work, a task of its own runs on_stop.
+        assert ref.stopped is not in_flight
+        with anyio.fail_after(5):
+            await ref.wait_stopped()
+            while not notes.notes:
+                await anyio.lowlevel.checkpoint()
+        assert actor.calls == (["on_stop", "on_stopped"] if in_flight else ["on_stopped"])
+        assert notes.notes == [Terminated(actor=ref.name, error=None)]
+        with pytest.raises(ActorStoppedError):
+            await ref.tell(Item(value=4))
+
+
+async def test_a_stopping_watcher_is_told_no_termination() -> None:
+    async with ActorSystem() as system:
+        notes = Notes()
+        watcher = system.spawn(notes)
+        ref = system.spawn(Lane(False), watcher=watcher)
+        watcher._stop_requested = True  # as stop_self sets it, in the watcher's handler
+        ref.stop_nowait()
+        assert ref.stopped and len(watcher._mailbox) == 0
