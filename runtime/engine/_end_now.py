@@ -1,7 +1,7 @@
 """The common end of a run, recorded without waking its executor.
 
 A run's last node finished (a terminal node, or one with no edge on) and the run completes
-with nothing else to do: no goal to score (a model may score it: that stays in the
+with nothing else to do, on a store: no goal to score (a model may score it: that stays in the
 executor's ``receive``), no fan-out, no pause, no commit hook. When the executor is idle,
 :func:`end_now` records that end in the node's task, as :meth:`StepNow.take
 <runtime.engine._step_now.StepNow.take>` records a common step: ``node.completed`` and
@@ -65,8 +65,10 @@ def end_now(
     step made: StepNow.take) here; False, having recorded nothing, where the executor's
     ``receive`` is to. Never raises: a failure after the end began goes to the executor
     as CommitFailed."""
-    if (end.score_goal is not None and graph.goal is not None) or (
-        not terminal and graph.terminal_nodes  # a dead end: the run fails (dead_end)
+    if (
+        log.store is None  # in memory: receive records it (measured: fewer gen-0 collections)
+        or (end.score_goal is not None and graph.goal is not None)
+        or (not terminal and graph.terminal_nodes)  # a dead end: the run fails (dead_end)
     ):
         return False
     try:
@@ -74,12 +76,7 @@ def end_now(
         outputs.node_outputs(done)  # no conflict outside a fan-out
         log.stage(NodeCompleted(node_id=done.node_id, branch=None))
         log.stage(end.finished("completed", None))
-        if log.append_now(()):  # an in-memory log: the end is recorded now
-            end.report()
-            # Stopped by a task of its own once this returns: stopped here, it would stop
-            # the node actor whose task this is, still handling its message (a cancel).
-            executor.stop_self()
-        elif log.submit((), EndOnCommit(executor, end)):
+        if log.submit((), EndOnCommit(executor, end)):
             end.stopping = True  # late messages are ignored, as while receive records it
         else:
             # The store's queue is full (or the claim is lost): receive appends it.
