@@ -79,17 +79,7 @@ class RunEnding:
         """End the run with ``status``: recorded now, or once its goal is scored."""
         if self.stopping:
             return  # the run's end is already being recorded
-        state = self.log.state
-        quality: Quality
-        if status == "completed":
-            # A judge or router whose call failed checked nothing: never "clean".
-            failed = state.failed_nodes or state.judge_failures
-            quality = "degraded" if failed else "clean"
-        else:
-            quality = "failed"
-        finished = RunFinished(
-            status=status, quality=quality, total_retries=state.total_retries, error=error
-        )
+        finished = self.finished(status, error)
         goal = self.graph.goal
         if self.score_goal is None or goal is None:
             await self.record(finished)
@@ -102,6 +92,20 @@ class RunEnding:
         owner.system.start_task(self._score, self.score_goal, goal, finished, scope)
         self.scoring, self.ending = scope, finished
         self.stopping = True
+
+    def finished(self, status: FinishedStatus, error: str | None) -> RunFinished:
+        """The event ending the run with ``status``, unscored."""
+        state = self.log.state
+        quality: Quality
+        if status == "completed":
+            # A judge or router whose call failed checked nothing: never "clean".
+            failed = state.failed_nodes or state.judge_failures
+            quality = "degraded" if failed else "clean"
+        else:
+            quality = "failed"
+        return RunFinished(
+            status=status, quality=quality, total_retries=state.total_retries, error=error
+        )
 
     async def _score(
         self, scorer: GoalScorer, goal: Goal, finished: RunFinished, scope: anyio.CancelScope

@@ -48,6 +48,7 @@ from ._messages import (
     CancelRun,
     CommitFailed,
     EdgeDecided,
+    EndStaged,
     GoalScored,
     InjectInput,
     NodeDone,
@@ -186,10 +187,8 @@ class ExecutorActor(Actor):
                     await self._on_node_done(crashed)
             case CommitFailed():
                 raise message.error
-            case StartStaged():  # a step taken in a node's task could not hand it over
-                await self.log.append((message.started,), shield=False)
-                spec = self.specs[message.started.node_id]
-                await self.nodes.actor_for(spec, None).tell(message.execute)
+            case StartStaged() | EndStaged():  # a step or end taken in a node's task
+                await self.steps.staged(message)  # could not hand its batch over
             case NodeHeld():  # a pause from another process held its start (_foreign.py)
                 self.pauses.held_elsewhere(message.node_id, message.branch, self.running)
             case InjectInput():

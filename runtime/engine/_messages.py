@@ -19,6 +19,7 @@ __all__ = [
     "CancelRun",
     "CommitFailed",
     "EdgeDecided",
+    "EndStaged",
     "ExecuteNode",
     "GoalScored",
     "InjectInput",
@@ -108,6 +109,12 @@ class StartStaged(Message, frozen=True, kw_only=True, gc=False, tag="executor.st
 
     started: NodeStarted
     execute: ExecuteNode
+
+
+class EndStaged(Message, frozen=True, kw_only=True, gc=False, tag="executor.end_staged"):
+    """Executor -> itself: a run's end recorded without waking it (engine/_end_now.py)
+    staged its events but could not hand them over without waiting: append them (at rest)
+    and report the result."""
 
 
 class CommitFailed(Message, frozen=True, kw_only=True, tag="executor.commit_failed"):

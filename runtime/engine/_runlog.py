@@ -53,8 +53,9 @@ class Submission:
 
     __slots__ = ("batch", "began", "expected", "log")
 
-    #: Whether its last event is a node start a foreign pause may hold (_foreign.py).
-    holds_starts = False
+    #: Whether its last event is a node start a foreign pause may hold (_foreign.py); whether
+    #: the batch records the run's end (its bodies staged), with a snapshot at rest when due.
+    holds_starts = at_rest = False
 
     log: RunLog
     batch: list[EventBody]
@@ -358,7 +359,7 @@ class RunLog:
         store, commit hooks to await, or a store whose queue is full): then use ``append``.
         """
         store = self.store
-        if store is None or self.hooks or not bodies or self.failed is not None:
+        if store is None or self.hooks or not (bodies or answer.at_rest) or self.failed:
             return False
         if self.rebase is not None:
             return False  # append waits for it
@@ -367,7 +368,7 @@ class RunLog:
         batch = [*self.pending, *bodies]
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
-        snapshot = self._snapshot(batch, len(self.pending))
+        snapshot = self._snapshot(batch, len(self.pending), answer.at_rest)
         undo = snapshot is not None
         answer.log, answer.batch, answer.expected = self, batch, self.last_seq
         answer.began = perf_counter()

@@ -5,9 +5,10 @@ committed: that is most steps of most runs. When the executor is idle (parked on
 mailbox), the actor system hands it the node's ``NodeDone`` synchronously
 (``Actor.receive_now``), and :meth:`StepNow.take` records the step there, in the node's
 task, with what the executor's ``receive`` would record: no wake-up of the executor's task
-and none of its coroutines per step. Anything else (a failure, a fan-out, a pause, the
-run's end, a model choosing the edge, a step whose commit cannot be handed over without
-waiting) is declined before anything is recorded, and goes through ``receive``.
+and none of its coroutines per step; the run's common end likewise (engine/_end_now.py).
+Anything else (a failure, a fan-out, a pause, a model choosing the edge, a step whose
+commit cannot be handed over without waiting) is declined before anything is recorded,
+and goes through ``receive``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from ..events._catalogue import EdgeTaken, NodeCompleted, NodeStarted
 from ..events._memory import read_memory
 from ..spec._model import GraphSpec, NodeSpec
 from ._edges import edge_taken, resolve_edges
+from ._end_now import end_now
 from ._ending import RunEnding
 from ._join import FanOutJoin
-from ._messages import CommitFailed, ExecuteNode, NodeDone, StartStaged
+from ._messages import CommitFailed, EndStaged, ExecuteNode, NodeDone, StartStaged
 from ._node_actors import NodeActors
 from ._outputs import OutputWrites
 from ._pause_points import PausePoints
@@ -94,6 +96,18 @@ class StepNow:
         )
         return started, ref, message
 
+    async def staged(self, message: StartStaged | EndStaged) -> None:
+        """Append what a step (or the run's end) taken without waking the executor staged
+        and could not hand over without waiting; then start its node (report the result)."""
+        if type(message) is EndStaged:
+            await self.log.append((), durable=True, shield=False, at_rest=True)
+            self.end.report()
+            return
+        assert isinstance(message, StartStaged)
+        await self.log.append((message.started,), shield=False)
+        spec = self.specs[message.started.node_id]
+        await self.nodes.actor_for(spec, None).tell(message.execute)
+
     def take(self, executor: Actor, done: NodeDone) -> bool:
         """Take ``done``'s step here if it is a common one (see the module docstring); False,
         having recorded nothing, if it is not. Never raises: a failure after the step began
@@ -109,7 +123,6 @@ class StepNow:
             or self.end.stopping
             or self.pauses.held
             or self.join.fan is not None
-            or node_id in self.terminal_nodes
         ):
             return False
         log = self.log
@@ -122,7 +135,8 @@ class StepNow:
             or state.steps >= self.graph.max_steps
         ):
             return False
-        single = self.single.get(node_id)
+        terminal = node_id in self.terminal_nodes
+        single = None if terminal else self.single.get(node_id)
         if single is not None:  # what resolve_edges returns for it, without asking it
             index, edge = single
             taken = EdgeTaken(
@@ -135,7 +149,20 @@ class StepNow:
                 )
             except Exception:  # an ExpressionError, say: receive fails the run with it
                 return False
-            if routes is None or len(routes) != 1:
+            if routes is None:
+                return False
+            if terminal or not routes:  # the run's end (engine/_end_now.py)
+                return end_now(
+                    executor,
+                    done,
+                    terminal,
+                    graph=self.graph,
+                    log=log,
+                    end=self.end,
+                    outputs=self.outputs,
+                    running=self.running,
+                )
+            if len(routes) != 1:
                 return False
             taken = edge_taken(node_id, routes[0])
         target = taken.target
