@@ -20,8 +20,7 @@ from actors import Actor
 
 from ..events._catalogue import RunStarted
 from ..spec._model import GraphSpec, graph_hash, shared_graph_dict
-from ._messages import CommitFailed, StartStaged
-from ._start_on_commit import StartOnCommit
+from ._messages import CommitFailed
 from ._step_now import StepNow
 
 __all__ = ["run_started", "start_now"]
@@ -58,13 +57,7 @@ def start_now(executor: Actor, steps: StepNow, input: dict[str, Any]) -> bool:
         return False
     try:
         log.stage(run_started(graph, input))
-        started, ref, message = steps.starting(entry, None, 1, False)
-        start = StartOnCommit(executor, ref, message)
-        if log.append_now((started,)):  # an in-memory log: the node starts now
-            start.on_done(None, None)
-        elif not log.submit((started,), start):
-            # The store's queue is full (or the claim is lost): receive appends it.
-            executor.ref.tell_nowait(StartStaged(started=started, execute=message))
+        steps.start_on_commit(executor, entry)
     except Exception as exc:
         executor.ref.tell_nowait(CommitFailed(error=exc))
     return True

@@ -108,6 +108,19 @@ class StepNow:
         spec = self.specs[message.started.node_id]
         await self.nodes.actor_for(spec, None).tell(message.execute)
 
+    def start_on_commit(self, executor: Actor, node_id: str) -> None:
+        """Start ``node_id`` (a first attempt on the main path) once the step staged with
+        its start is committed: at once in memory, from the store's answer durably, or
+        through the executor's ``receive`` (``StartStaged``) when the store's queue is full
+        or the claim is lost."""
+        started, ref, message = self.starting(node_id, None, 1, False)
+        log = self.log
+        start = StartOnCommit(executor, ref, message)
+        if log.append_now((started,)):
+            start.on_done(None, None)
+        elif not log.submit((started,), start):
+            executor.ref.tell_nowait(StartStaged(started=started, execute=message))
+
     def take(self, executor: Actor, done: NodeDone) -> bool:
         """Take ``done``'s step here if it is a common one (see the module docstring); False,
         having recorded nothing, if it is not. Never raises: a failure after the step began
@@ -174,13 +187,7 @@ class StepNow:
             log.stage(NodeCompleted(node_id=node_id, branch=None))
             log.stage(taken)
             self.pauses.hold(target, None, 1)  # False: a pass through a resumed gate is used
-            started, ref, message = self.starting(target, None, 1, False)
-            start = StartOnCommit(executor, ref, message)
-            if log.append_now((started,)):  # an in-memory log: the node starts now
-                start.on_done(None, None)
-            elif not log.submit((started,), start):
-                # The store's queue is full (or the claim is lost): receive appends it.
-                executor.ref.tell_nowait(StartStaged(started=started, execute=message))
+            self.start_on_commit(executor, target)
         except Exception as exc:
             executor.ref.tell_nowait(CommitFailed(error=exc))
         return True
