@@ -12,7 +12,7 @@ these records never reach.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventstore import EventBody
@@ -55,97 +55,117 @@ def log_run_events(run_id: str, bodies: Sequence[EventBody], seconds: float | No
         _log(run_id, event)
 
 
-#: The event types :func:`_log` logs.
-_LOGGED = frozenset(
-    {
-        ApprovalGranted,
-        ApprovalRejected,
-        NodeFailed,
-        RunCancelled,
-        RunFinished,
-        RunForked,
-        RunPaused,
-        RunResumed,
-        RunStarted,
-        StallDetected,
-        Verdict,
-    }
-)
+def _started(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    graph = body.graph.get("id")
+    _runs.info("run %s started: graph %s", run_id, graph, extra={**extra, "graph_id": graph})
+
+
+def _forked(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    _runs.info(
+        "run %s forked from run %s at seq %d",
+        run_id,
+        body.source_run_id,
+        body.source_seq,
+        extra={**extra, "source_run_id": body.source_run_id},
+    )
+
+
+def _finished(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    _runs.info(
+        "run %s finished: %s, quality %s",
+        run_id,
+        body.status,
+        body.quality,
+        extra={**extra, "status": body.status, "quality": body.quality},
+    )
+
+
+def _paused(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    _runs.info("run %s paused (%s) before %s", run_id, body.reason, body.node_id, extra=extra)
+
+
+def _resumed(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    _runs.info("run %s resumed", run_id, extra=extra)
+
+
+def _approved(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    who = {**extra, "by": body.by}
+    _runs.info("run %s: approved by %s at gate %s", run_id, body.by, body.node_id, extra=who)
+
+
+def _rejected(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    who = {**extra, "by": body.by}
+    _runs.info(
+        "run %s: rejected by %s at gate %s: %s",
+        run_id,
+        body.by,
+        body.node_id,
+        body.reason,
+        extra=who,
+    )
+
+
+def _cancelled(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    _runs.info("run %s cancelled at %s: %s", run_id, body.node_id, body.reason, extra=extra)
+
+
+def _failed(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    if body.will_retry:
+        _runs.debug(
+            "run %s: node %s failed (attempt %d), will retry: %s",
+            run_id,
+            body.node_id,
+            body.attempt,
+            body.error,
+            extra=extra,
+        )
+    else:
+        _runs.info(
+            "run %s: node %s failed: %s: %s",
+            run_id,
+            body.node_id,
+            body.error_type,
+            body.error,
+            extra=extra,
+        )
+
+
+def _stalled(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    _runs.info(
+        "run %s: node %s stalled at turn %d", run_id, body.node_id, body.iteration, extra=extra
+    )
+
+
+def _verdict(run_id: str, body: Any, extra: dict[str, Any]) -> None:
+    _judge.debug(
+        "run %s: node %s turn %d: %s [%s]%s",
+        run_id,
+        body.node_id,
+        body.iteration,
+        body.action.upper(),
+        body.level,
+        f": {body.feedback}" if body.feedback else "",
+        extra={**extra, "verdict": body.action, "level": body.level},
+    )
+
+
+#: How each logged event type is logged; a batch with none of them logs nothing.
+_LOGGED: dict[type, Callable[[str, Any, dict[str, Any]], None]] = {
+    RunStarted: _started,
+    RunForked: _forked,
+    RunFinished: _finished,
+    RunPaused: _paused,
+    RunResumed: _resumed,
+    ApprovalGranted: _approved,
+    ApprovalRejected: _rejected,
+    RunCancelled: _cancelled,
+    NodeFailed: _failed,
+    StallDetected: _stalled,
+    Verdict: _verdict,
+}
 
 
 def _log(run_id: str, event: EventBody) -> None:
-    body: Any = event
-    extra: dict[str, Any] = {"run_id": run_id, "node_id": getattr(body, "node_id", None)}
-    kind = type(event)
-    if kind is RunStarted:
-        graph = body.graph.get("id")
-        _runs.info("run %s started: graph %s", run_id, graph, extra={**extra, "graph_id": graph})
-    elif kind is RunForked:
-        _runs.info(
-            "run %s forked from run %s at seq %d",
-            run_id,
-            body.source_run_id,
-            body.source_seq,
-            extra={**extra, "source_run_id": body.source_run_id},
-        )
-    elif kind is RunFinished:
-        _runs.info(
-            "run %s finished: %s, quality %s",
-            run_id,
-            body.status,
-            body.quality,
-            extra={**extra, "status": body.status, "quality": body.quality},
-        )
-    elif kind is RunPaused:
-        _runs.info("run %s paused (%s) before %s", run_id, body.reason, body.node_id, extra=extra)
-    elif kind is RunResumed:
-        _runs.info("run %s resumed", run_id, extra=extra)
-    elif kind is ApprovalGranted:
-        who = {**extra, "by": body.by}
-        _runs.info("run %s: approved by %s at gate %s", run_id, body.by, body.node_id, extra=who)
-    elif kind is ApprovalRejected:
-        who = {**extra, "by": body.by}
-        _runs.info(
-            "run %s: rejected by %s at gate %s: %s",
-            run_id,
-            body.by,
-            body.node_id,
-            body.reason,
-            extra=who,
-        )
-    elif kind is RunCancelled:
-        _runs.info("run %s cancelled at %s: %s", run_id, body.node_id, body.reason, extra=extra)
-    elif kind is NodeFailed:
-        if body.will_retry:
-            _runs.debug(
-                "run %s: node %s failed (attempt %d), will retry: %s",
-                run_id,
-                body.node_id,
-                body.attempt,
-                body.error,
-                extra=extra,
-            )
-        else:
-            _runs.info(
-                "run %s: node %s failed: %s: %s",
-                run_id,
-                body.node_id,
-                body.error_type,
-                body.error,
-                extra=extra,
-            )
-    elif kind is StallDetected:
-        _runs.info(
-            "run %s: node %s stalled at turn %d", run_id, body.node_id, body.iteration, extra=extra
-        )
-    elif kind is Verdict:
-        _judge.debug(
-            "run %s: node %s turn %d: %s [%s]%s",
-            run_id,
-            body.node_id,
-            body.iteration,
-            body.action.upper(),
-            body.level,
-            f": {body.feedback}" if body.feedback else "",
-            extra={**extra, "verdict": body.action, "level": body.level},
-        )
+    write = _LOGGED.get(type(event))
+    if write is not None:
+        write(run_id, event, {"run_id": run_id, "node_id": getattr(event, "node_id", None)})
