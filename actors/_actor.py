@@ -34,8 +34,11 @@ class Actor:
     task group, so siblings keep running.
 
     ``self.ref`` and ``self.system`` are set by :meth:`ActorSystem.spawn` before
-    ``on_start`` runs.
+    ``on_start`` runs. They are slots: a subclass that declares ``__slots__`` of its own
+    has no ``__dict__`` (a live run holds its actors, and a dict's values are ~280 bytes).
     """
+
+    __slots__ = ("ref", "system")
 
     ref: ActorRef
     system: ActorSystem
