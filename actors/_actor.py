@@ -16,7 +16,8 @@ from anyio.abc import TaskGroup
 from ._errors import ActorError, ActorStoppedError, MailboxFullError
 from ._mailbox import MailboxConfig
 from ._messages import Terminated
-from ._ref import ActorRef
+from ._ref import ON_START, ON_STOP, ON_STOPPED, ActorRef
+from ._task import run_actor
 
 __all__ = ["Actor", "ActorSystem"]
 
@@ -33,8 +34,11 @@ class Actor:
     task group, so siblings keep running.
 
     ``self.ref`` and ``self.system`` are set by :meth:`ActorSystem.spawn` before
-    ``on_start`` runs.
+    ``on_start`` runs. They are slots: a subclass that declares ``__slots__`` of its own
+    has no ``__dict__`` (a live run holds its actors, and a dict's values are ~280 bytes).
     """
+
+    __slots__ = ("ref", "system")
 
     ref: ActorRef
     system: ActorSystem
@@ -172,10 +176,10 @@ class ActorSystem:
     def _start_actor(self, ref: ActorRef) -> None:
         """Start a task of ``ref``'s actor (it has a message, or is to start or stop)."""
         if self._tg is not None:
-            self._tg.start_soon(ref._run, self, name=ref.name)
+            self._tg.start_soon(run_actor, ref, self, name=ref.name)
             return
         assert self._loop is not None
-        task = self._loop.create_task(ref._run(self), name=ref.name)
+        task = self._loop.create_task(run_actor(ref, self), name=ref.name)
         self._tasks.add(task)
         task.add_done_callback(self._on_task_done, context=self._done_context)
 
@@ -207,10 +211,10 @@ class ActorSystem:
         elif name in self._live:
             raise ActorError(f"an actor named {name!r} is already running")
         cls = type(actor)
-        hooks = (
-            cls.on_start is not Actor.on_start,
-            cls.on_stop is not Actor.on_stop,
-            cls.on_stopped is not Actor.on_stopped,
+        hooks = (  # flags (small ints), not a tuple: no object per actor
+            (ON_START if cls.on_start is not Actor.on_start else 0)
+            | (ON_STOP if cls.on_stop is not Actor.on_stop else 0)
+            | (ON_STOPPED if cls.on_stopped is not Actor.on_stopped else 0)
         )
         now = cls.receive_now is not Actor.receive_now
         capacity = (mailbox or self._default_mailbox).capacity
@@ -220,7 +224,7 @@ class ActorSystem:
         if watcher is not None:
             ref._watch(watcher)
         self._live[name] = ref
-        if hooks[0] or not now:  # an actor with receive_now may wait for its first message
+        if hooks & ON_START or not now:  # with receive_now, it may wait for its first message
             ref._wake()
         return ref
 
@@ -267,9 +271,13 @@ class ActorSystem:
         watchers = ref._watchers
         if watchers is None:
             return
-        for watcher in watchers if isinstance(watchers, tuple) else (watchers,):
-            # A stopping watcher handles no further message (its mailbox is dropped): a
-            # run's executor stopping its node actors hears of none of them.
+        # A stopping watcher handles no further message (its mailbox is dropped): a run's
+        # executor stopping its node actors hears of none of them.
+        if not isinstance(watchers, tuple):  # the one watcher: no tuple made for it
+            if not watchers._stop_requested:
+                self._notify(watchers, note)
+            return
+        for watcher in watchers:
             if not watcher._stop_requested:
                 self._notify(watcher, note)
 

@@ -1,4 +1,4 @@
-"""Mailboxes: their configuration, statistics, and the bounded queue itself.
+"""Mailboxes: their configuration and statistics, what they hold, and how one waits on them.
 
 An actor's mailbox has many producers (anyone holding its ref) and exactly one consumer
 (the actor's own task). That is simpler than a general channel, and the actor hop is on
@@ -7,6 +7,13 @@ parked consumer: telling an idle actor is an append and one wake-up; telling a b
 an append. anyio's memory object streams would also work, but each receive on an empty
 stream costs a scheduler round trip (its checkpoint) plus an Event, a receiver record and
 two dict updates, several times what the hop itself needs.
+
+The queue's state lives in the actor's reference (actors._ref), not in an object of its
+own: a run holds two actors for its whole life, and a mailbox object and its list were
+two more objects each for the cyclic collector to walk. The list is made at the first
+queued message (an actor handled in its senders' tasks, with ``receive_now``, may never
+queue one); what is here are the queue's parts: the reply slot of an ``ask``, the
+producers parked on a full mailbox (made when the first one parks), and the wake-ups.
 
 Waiting uses the running asyncio loop's futures when there is one (the cheapest wake-up
 there; anyio's cancel scopes cancel such a wait like any other) and an ``anyio.Event``
@@ -24,10 +31,11 @@ import anyio
 import msgspec
 
 __all__ = [
-    "Mailbox",
     "MailboxClosed",
     "MailboxConfig",
     "MailboxStatistics",
+    "ParkedSenders",
+    "Reply",
     "Waiter",
     "new_waiter",
 ]
@@ -101,6 +109,37 @@ def new_waiter() -> _Waiter:
     return loop.create_future()
 
 
+class Reply:
+    """An asked message with its one-shot reply slot (the handler's value or exception).
+
+    It is what the mailbox holds for an ``ask``; a ``tell`` puts the bare message, so the
+    common case allocates no envelope.
+    """
+
+    __slots__ = ("done", "error", "message", "value", "waiter")
+
+    def __init__(self, message: msgspec.Struct) -> None:
+        self.message = message
+        self.waiter = new_waiter()
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def set(self, value: Any) -> None:
+        if not self.done:
+            self.done = True
+            self.value = value
+            if not self.waiter.done():  # done already: the asker gave up (cancelled)
+                self.waiter.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done:
+            self.done = True
+            self.error = error
+            if not self.waiter.done():
+                self.waiter.set_result(None)
+
+
 class _Sender(Generic[T]):
     """A producer parked on a full mailbox, with the item it wants to put."""
 
@@ -113,154 +152,55 @@ class _Sender(Generic[T]):
         self.refused = False
 
 
-class Mailbox(Generic[T]):
-    """A bounded FIFO queue with one consumer; producers wait only while it is full.
+class ParkedSenders(Generic[T]):
+    """The producers parked on one full mailbox, in the order they parked.
 
-    Items put by producers parked on a full mailbox enter it in the order they parked,
-    before anything put later. ``close`` refuses further puts and gets (parked producers
-    get MailboxClosed) and ``drain`` hands back what was still queued. Not thread-safe: one
-    event loop.
+    Made when the first one parks (a deque is ~600 bytes, and most mailboxes never fill).
+    Their items enter the mailbox in that order, one per item the consumer takes, before
+    anything put later. Not thread-safe: one event loop.
     """
 
-    __slots__ = ("_loop", "_receiver", "_senders", "capacity", "closed", "items")
+    __slots__ = ("_queue",)
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        # A list, not a deque: a mailbox holds a message or two at a time, and a deque
-        # costs ~600 bytes a live actor (its first block), a short list ~90; popping the
-        # head of a full mailbox (at most ``capacity`` items) moves a few KiB at worst.
-        self.items: list[T] = []
-        self.closed = False
-        self._receiver: _Waiter | None = None
-        # Producers parked on a full mailbox; made when the first one parks (a deque is
-        # ~600 bytes, and most mailboxes never fill).
-        self._senders: deque[_Sender[T]] | None = None
-        try:
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None
+    def __init__(self) -> None:
+        self._queue: deque[_Sender[T]] = deque()
 
-    def _waiter(self) -> _Waiter:
-        if self._loop is not None:
-            return self._loop.create_future()
-        return _EventWaiter()
+    async def wait(self, item: T) -> None:
+        """Park until ``item`` is taken into the mailbox (:meth:`admit`).
 
-    def __len__(self) -> int:
-        return len(self.items)
-
-    @property
-    def consumer_waiting(self) -> bool:
-        """True while the consumer is parked in :meth:`get` (the mailbox is empty)."""
-        return self._receiver is not None
-
-    def put_nowait(self, item: T) -> bool:
-        """Queue ``item`` and wake the consumer; False (nothing queued) if the mailbox is full.
-
-        Raises MailboxClosed if the mailbox is closed.
+        Raises MailboxClosed if the mailbox closes first (:meth:`refuse`). Cancellation
+        leaves the item out, unless it was taken in already (then the cancellation still
+        propagates).
         """
-        if self.closed:
-            raise MailboxClosed
-        items = self.items
-        if len(items) >= self.capacity:
-            return False
-        items.append(item)
-        receiver = self._receiver
-        if receiver is not None:
-            self._receiver = None
-            if not receiver.done():
-                receiver.set_result(None)
-        return True
-
-    async def put(self, item: T) -> None:
-        """Queue ``item``, waiting while the mailbox is full.
-
-        Raises MailboxClosed if the mailbox is closed, or closes while this waits.
-        Cancellation while waiting leaves the item unqueued, unless the consumer already
-        took it in (then the cancellation still propagates).
-        """
-        if self.put_nowait(item):
-            return
-        sender = _Sender(self._waiter(), item)
-        if self._senders is None:
-            self._senders = deque()
-        self._senders.append(sender)
+        sender = _Sender(new_waiter(), item)
+        self._queue.append(sender)
         try:
             await sender.waiter
         except BaseException:
             if not sender.taken and not sender.refused:
-                sender.refused = True  # withdrawn: the consumer skips it
+                sender.refused = True  # withdrawn: admit skips it
             raise
         if sender.refused:
             raise MailboxClosed
 
-    def get_nowait(self) -> T | None:
-        """The next item, or None when the mailbox is empty or closed (items are never None)."""
-        items = self.items
-        if not items or self.closed:
-            return None
-        item = items.pop(0)
-        senders = self._senders
-        while senders:  # None or empty: nobody is parked
-            # Room for one more: the longest-parked producer's item goes in now.
-            sender = senders.popleft()
+    def admit(self, items: list[T]) -> None:
+        """The consumer took an item out of ``items``: the longest-parked producer's item
+        (if any is still waiting) goes in now."""
+        queue = self._queue
+        while queue:
+            sender = queue.popleft()
             if sender.refused or sender.waiter.done():
                 continue  # withdrawn (its wait was cancelled)
             sender.taken = True
             items.append(sender.item)
             sender.waiter.set_result(None)
-            break
-        return item
+            return
 
-    def arrival(self) -> _Waiter:
-        """An awaitable that completes when an item arrives or the mailbox closes.
-
-        For the one consumer, when :meth:`get_nowait` found nothing: await it, then call
-        :meth:`get_nowait` again. Raises MailboxClosed if the mailbox is closed (and so
-        stays empty for good).
-        """
-        if self.closed:
-            raise MailboxClosed
-        receiver = self._receiver
-        if receiver is None or receiver.done():
-            receiver = self._receiver = self._waiter()
-        return receiver
-
-    async def get(self) -> T:
-        """The next item, waiting while the mailbox is empty (one consumer only).
-
-        Raises MailboxClosed if the mailbox is closed and empty. Cancellation while
-        waiting takes nothing.
-        """
-        while True:
-            item = self.get_nowait()
-            if item is not None:
-                return item
-            if self.closed:
-                raise MailboxClosed
-            waiter = self._receiver = self._waiter()
-            try:
-                await waiter
-            finally:
-                if self._receiver is waiter:
-                    self._receiver = None
-
-    def close(self) -> None:
-        """Refuse every further put and get (parked puts fail; a parked get wakes and fails).
-
-        What was queued stays queued for :meth:`drain`. Idempotent.
-        """
-        self.closed = True
-        senders = self._senders
-        while senders:
-            sender = senders.popleft()
+    def refuse(self) -> None:
+        """The mailbox closed: every parked producer wakes and raises MailboxClosed."""
+        queue = self._queue
+        while queue:
+            sender = queue.popleft()
             if not sender.refused and not sender.waiter.done():
                 sender.refused = True
                 sender.waiter.set_result(None)
-        receiver, self._receiver = self._receiver, None
-        if receiver is not None and not receiver.done():
-            receiver.set_result(None)
-
-    def drain(self) -> list[T]:
-        """Remove and return every queued item (after :meth:`close`, what was never handled)."""
-        remaining, self.items = self.items, []
-        return remaining

@@ -1,5 +1,6 @@
-"""Actor references: the handle through which an actor is told, asked and stopped, and
-the actor's task that handles its mailbox one message at a time.
+"""Actor references: the handle through which an actor is told, asked and stopped, which
+also holds its mailbox (the one consumer of that mailbox is the actor's task, in
+actors._task).
 
 An actor's task starts when it is spawned. An actor with a synchronous handler
 (``Actor.receive_now``) has a task only while it has work: an idle one takes its messages
@@ -17,19 +18,27 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import anyio
-import anyio.lowlevel
 import msgspec
 
 from ._errors import ActorStoppedError, AskTimeoutError, MailboxFullError, NotAMessageError
-from ._mailbox import Mailbox, MailboxClosed, MailboxStatistics, new_waiter
+from ._mailbox import (
+    MailboxClosed,
+    MailboxStatistics,
+    ParkedSenders,
+    Reply,
+    Waiter,
+    new_waiter,
+)
 from ._messages import Terminated
 
-__all__ = ["ActorRef", "Behaviour"]
+__all__ = ["ON_START", "ON_STOP", "ON_STOPPED", "ActorRef", "Behaviour", "System"]
 
-_ON_STOP_GRACE = 5.0
+#: The hooks an actor overrides (ActorRef's ``hooks`` flags): the default ones do nothing,
+#: and skipping them spares a coroutine (and a shielded scope) per actor.
+ON_START, ON_STOP, ON_STOPPED = 1, 2, 4
 
 
-class _System(Protocol):
+class System(Protocol):
     """What runs an actor's tasks and hears of its end (an :class:`actors.ActorSystem`)."""
 
     def _ended(self, ref: ActorRef, note: Terminated) -> None: ...
@@ -53,55 +62,32 @@ class Behaviour(Protocol):
     def on_stopped(self) -> None: ...
 
 
-class _Reply:
-    """An asked message with its one-shot reply slot (the handler's value or exception).
-
-    It is what the mailbox holds for an ``ask``; a ``tell`` puts the bare message, so the
-    common case allocates no envelope.
-    """
-
-    __slots__ = ("done", "error", "message", "value", "waiter")
-
-    def __init__(self, message: msgspec.Struct) -> None:
-        self.message = message
-        self.waiter = new_waiter()
-        self.done = False
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-    def set(self, value: Any) -> None:
-        if not self.done:
-            self.done = True
-            self.value = value
-            if not self.waiter.done():  # done already: the asker gave up (cancelled)
-                self.waiter.set_result(None)
-
-    def fail(self, error: BaseException) -> None:
-        if not self.done:
-            self.done = True
-            self.error = error
-            if not self.waiter.done():
-                self.waiter.set_result(None)
-
-
-#: A mailbox item: a told message, or a _Reply that carries an asked one.
-_Item = msgspec.Struct | _Reply
+#: A mailbox item: a told message, or a Reply that carries an asked one.
+_Item = msgspec.Struct | Reply
 
 
 class ActorRef:
-    """The only handle to an actor. Cheap to copy around; safe to use from any task."""
+    """The only handle to an actor. Cheap to copy around; safe to use from any task.
+
+    It also holds the actor's mailbox (see actors._mailbox): one object per actor, not
+    three, for the cyclic collector to walk.
+    """
 
     __slots__ = (
         "_actor",
+        "_capacity",
+        "_closed",
         "_current",
         "_hooks",
         "_is_stopped",
-        "_mailbox",
+        "_items",
         "_now",
         "_processed",
         "_received",
+        "_receiver",
         "_running",
         "_scope",
+        "_senders",
         "_starting",
         "_stop_requested",
         "_stopped",
@@ -116,34 +102,39 @@ class ActorRef:
         name: str,
         actor: Behaviour,
         capacity: int,
-        hooks: tuple[bool, bool, bool],
-        system: _System,
+        hooks: int,
+        system: System,
         *,
         now: bool = False,
     ) -> None:
         self.name = name
         self._actor: Behaviour | None = actor
         self._system = system
-        # Whether the actor overrides on_start, on_stop, on_stopped: the default ones do
-        # nothing, and skipping them spares a coroutine (and a shielded scope) per actor.
-        self._hooks = hooks
+        self._hooks = hooks  # ON_START | ON_STOP | ON_STOPPED: the ones it overrides
         # Whether the actor has a synchronous handler (see Actor.receive_now); a flag, not
         # the bound method (one more object per live actor for the cyclic collector). Such
         # an actor's task ends when its mailbox is empty (see the module docstring).
         self._now = now
-        self._mailbox: Mailbox[_Item] = Mailbox(capacity)
+        # The mailbox: its queue (made at the first queued message; never a shared empty
+        # list, since it is appended to), its parked consumer and producers, and whether
+        # it is closed (the actor stops: no further put or get).
+        self._capacity = capacity
+        self._items: list[_Item] | None = None
+        self._receiver: Waiter | None = None
+        self._senders: ParkedSenders[_Item] | None = None
+        self._closed = False
         self._scope: anyio.CancelScope | None = None  # the running task's, once entered
         # Whether the actor has a task (running, parked, or about to end with nothing left
         # to do): while it has none, it is idle and the next message starts one.
         self._running = False
         # Whether its next task runs on_start first (the one spawn starts, if it has one).
-        self._starting = hooks[0]
+        self._starting = bool(hooks & ON_START)
         self._stop_requested = False
         self._stopped: anyio.Event | None = None  # made when someone waits for the stop
         self._is_stopped = False
         # None, the one watcher (most actors have one or none), or a tuple of them.
         self._watchers: ActorRef | tuple[ActorRef, ...] | None = None
-        self._current: _Reply | None = None
+        self._current: Reply | None = None
         self._received = 0
         self._processed = 0
         #: The exception that stopped the actor, or ``None``.
@@ -185,8 +176,8 @@ class ActorRef:
             return
         try:
             # Enqueue without a scheduler round trip when there is room; wait otherwise.
-            if not self._mailbox.put_nowait(message):
-                await self._mailbox.put(message)
+            if not self._put_nowait(message):
+                await self._put(message)
         except MailboxClosed:
             raise ActorStoppedError(self.name) from None
         self._received += 1
@@ -199,11 +190,11 @@ class ActorRef:
         if self._now and self._handled_now(message):
             return
         try:
-            queued = self._mailbox.put_nowait(message)
+            queued = self._put_nowait(message)
         except MailboxClosed:
             raise ActorStoppedError(self.name) from None
         if not queued:
-            raise MailboxFullError(self.name, self._mailbox.capacity)
+            raise MailboxFullError(self.name, self._capacity)
         self._received += 1
         if not self._running:
             self._wake()
@@ -226,7 +217,7 @@ class ActorRef:
         self._received += 1
         self._processed += 1
         if self._stop_requested and not self._running:  # stop_self: a task stops the actor
-            self._mailbox.close()
+            self._close()
             self._wake()
         return True
 
@@ -239,7 +230,7 @@ class ActorRef:
         abandons the reply; the actor still handles the message.
         """
         self._check(message)
-        reply = _Reply(message)
+        reply = Reply(message)
         if timeout is None:
             await self._ask(reply)
         else:
@@ -251,10 +242,10 @@ class ActorRef:
             raise reply.error
         return reply.value
 
-    async def _ask(self, reply: _Reply) -> None:
+    async def _ask(self, reply: Reply) -> None:
         try:
-            if not self._mailbox.put_nowait(reply):
-                await self._mailbox.put(reply)
+            if not self._put_nowait(reply):
+                await self._put(reply)
         except MailboxClosed:
             raise ActorStoppedError(self.name) from None
         self._received += 1
@@ -279,22 +270,21 @@ class ActorRef:
         self._stop_requested = True
         if self._is_stopped:
             return
-        mailbox = self._mailbox
         if not self._running:
             # Idle: nothing is in flight. Its mailbox refuses messages from now on, and the
             # stop (on_stop, watchers) completes here when on_stop has nothing to wait for,
             # else in a task of its own.
-            mailbox.close()
+            self._close()
             actor = self._actor
-            if actor is not None and self._hooks[1] and actor.stop_waits():
+            if actor is not None and self._hooks & ON_STOP and actor.stop_waits():
                 self._wake()
             else:
                 self._stopped_now()
-        elif mailbox.closed or mailbox.consumer_waiting or self._scope is None:
+        elif self._closed or self._receiver is not None or self._scope is None:
             # Parked on its empty mailbox, not started yet, or stopping already: nothing
             # is in flight, so closing the mailbox ends its loop without a cancellation
             # (anyio's cancel delivery is far dearer than a wake-up).
-            mailbox.close()
+            self._close()
         else:
             self._scope.cancel()
 
@@ -310,79 +300,73 @@ class ActorRef:
         """A snapshot of this actor's mailbox and counters."""
         return MailboxStatistics(
             actor=self.name,
-            capacity=self._mailbox.capacity,
-            queued=len(self._mailbox),
+            capacity=self._capacity,
+            queued=len(self._items) if self._items else 0,
             received=self._received,
             processed=self._processed,
             failed=self.failure is not None,
             stopped=self._is_stopped,
         )
 
-    async def _run(self, system: _System) -> None:
-        """A task of the actor: ``on_start`` (the first one), then one message at a time
-        until the actor stops or, for an actor with ``receive_now``, until the mailbox is
-        empty (the task ends; the actor is idle);
-        then :meth:`_shutdown`, which hands the :class:`Terminated` note to
-        ``system._ended`` (the system forgets the actor and tells its watchers)."""
-        actor = self._actor
-        assert actor is not None
-        mailbox = self._mailbox
-        try:
-            # The actor's cancel scope, for this task: stop() cancels the handler in flight
-            # through it, so the anyio shields inside handlers hold.
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                try:
-                    if self._starting:
-                        self._starting = False
-                        if not self._stop_requested:
-                            await actor.on_start()
-                    streak = 0
-                    while not self._stop_requested:
-                        # Drain without a scheduler round trip while messages are queued,
-                        # but yield now and then so a busy actor cannot starve the others.
-                        streak += 1
-                        if streak % 64 == 0:
-                            await anyio.lowlevel.checkpoint()
-                        item = mailbox.get_nowait()
-                        if item is None:
-                            if mailbox.closed:
-                                break
-                            if self._now:
-                                # Idle: this task ends, and the next message starts one.
-                                # Nothing below awaits, so no message can slip in between.
-                                self._running = False
-                                break
-                            streak = 0
-                            # The wake-up itself (a future), not a get() coroutine: this
-                            # is every message's path to an idle actor.
-                            await mailbox.arrival()
-                            continue
-                        if type(item) is _Reply:
-                            reply: _Reply | None = item
-                            message: Any = item.message
-                        else:
-                            reply, message = None, item
-                        self._current = reply
-                        try:
-                            result = await actor.receive(message)
-                        except Exception as exc:
-                            # The actor is stopped; the exception goes to the asker and
-                            # the watchers, never to the task group.
-                            self.failure = exc
-                            if reply is not None:
-                                reply.fail(exc)
-                            break
-                        self._processed += 1
-                        if reply is not None:
-                            reply.set(result)
-                        self._current = None
-                except Exception as exc:  # raised by on_start: same treatment
-                    self.failure = exc
-        finally:
-            self._scope = None
-            if self._running:
-                await self._shutdown(system)
+    # The mailbox. Many producers, one consumer (the actor's task); one event loop.
+
+    def _put_nowait(self, item: _Item) -> bool:
+        """Queue ``item`` and wake the consumer; False (nothing queued) if the mailbox is
+        full. Raises MailboxClosed if it is closed."""
+        if self._closed:
+            raise MailboxClosed
+        items = self._items
+        if items is None:
+            self._items = [item]
+        elif len(items) < self._capacity:
+            items.append(item)
+        else:
+            return False
+        receiver = self._receiver
+        if receiver is not None:
+            self._receiver = None
+            if not receiver.done():
+                receiver.set_result(None)
+        return True
+
+    async def _put(self, item: _Item) -> None:
+        """Queue ``item``, waiting while the mailbox is full; its producers get in in the
+        order they parked. Raises MailboxClosed if it is closed, or closes meanwhile."""
+        if self._put_nowait(item):
+            return
+        if self._senders is None:
+            self._senders = ParkedSenders()
+        await self._senders.wait(item)
+
+    def _take(self) -> _Item | None:
+        """The next item, or None when the mailbox is empty or closed."""
+        items = self._items
+        if not items or self._closed:
+            return None
+        item = items.pop(0)  # a list, not a deque: it holds a message or two at a time
+        if self._senders is not None:
+            self._senders.admit(items)
+        return item
+
+    def _arrival(self) -> Waiter:
+        """What the consumer awaits when :meth:`_take` found nothing: done when an item
+        arrives or the mailbox closes. Raises MailboxClosed if it is closed."""
+        if self._closed:
+            raise MailboxClosed
+        receiver = self._receiver
+        if receiver is None or receiver.done():
+            receiver = self._receiver = new_waiter()
+        return receiver
+
+    def _close(self) -> None:
+        """Refuse every further put and get (parked producers fail; a parked consumer
+        wakes). What was queued stays queued. Idempotent."""
+        self._closed = True
+        if self._senders is not None:
+            self._senders.refuse()
+        receiver, self._receiver = self._receiver, None
+        if receiver is not None and not receiver.done():
+            receiver.set_result(None)
 
     def _stopped_now(self) -> None:
         """Stop an idle actor whose ``on_stop`` has nothing to wait for, in the caller's
@@ -392,8 +376,11 @@ class ActorRef:
         self._stopped_hooks(self._system)
 
     def _fail_unanswered(self) -> None:
-        self._mailbox.close()
-        unanswered = [item for item in self._mailbox.drain() if type(item) is _Reply]
+        """Close the mailbox and drop what it holds: askers of the message in flight and
+        of the queued ones get ActorStoppedError."""
+        self._close()
+        items, self._items = self._items, None
+        unanswered = [item for item in items if type(item) is Reply] if items else []
         if self._current is not None:
             unanswered.append(self._current)
         if unanswered:
@@ -401,24 +388,11 @@ class ActorRef:
             for reply in unanswered:
                 reply.fail(stopped)
 
-    async def _shutdown(self, system: _System) -> None:
-        self._fail_unanswered()
-        actor = self._actor
-        assert actor is not None
-        if self._hooks[1]:
-            with anyio.move_on_after(_ON_STOP_GRACE, shield=True):
-                try:
-                    await actor.on_stop()
-                except Exception as exc:
-                    if self.failure is None:
-                        self.failure = exc
-        self._stopped_hooks(system)
-
-    def _stopped_hooks(self, system: _System) -> None:
+    def _stopped_hooks(self, system: System) -> None:
         """The stop's synchronous end: ``on_stopped``, the stopped mark, the watchers."""
         actor = self._actor
         assert actor is not None
-        if self._hooks[2]:
+        if self._hooks & ON_STOPPED:
             try:
                 actor.on_stopped()
             except Exception as exc:

@@ -323,3 +323,24 @@ async def test_on_stopped_runs_after_on_stop_and_its_error_is_the_failure() -> N
     assert tidy.failure is None
     assert isinstance(faulty.failure, RuntimeError)
     assert watcher.notes[0].error == "RuntimeError: tidy-up failed"
+
+
+class Slotted(Actor):
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    async def receive(self, message: Any) -> Any:
+        self.seen.append(message.value)
+        return self.ref.name
+
+
+async def test_an_actor_that_declares_slots_has_no_dict_and_still_knows_its_ref() -> None:
+    # The base class's ref and system are slots: a live actor need not carry a __dict__.
+    actor = Slotted()
+    assert not hasattr(actor, "__dict__")
+    async with ActorSystem() as system:
+        ref = system.spawn(actor, name="slotted")
+        assert await ref.ask(Item(value=1)) == "slotted"
+        assert actor.ref is ref and actor.system is system and actor.seen == [1]

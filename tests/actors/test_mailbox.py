@@ -12,13 +12,14 @@ import pytest
 
 from actors import (
     Actor,
+    ActorRef,
     ActorStoppedError,
     ActorSystem,
     MailboxConfig,
     Message,
     Terminated,
 )
-from actors._mailbox import Mailbox, MailboxClosed
+from actors._mailbox import MailboxClosed, ParkedSenders, _EventWaiter
 
 pytestmark = pytest.mark.anyio
 
@@ -196,67 +197,126 @@ async def test_a_stopped_actor_is_freed_without_the_cyclic_collector() -> None:
             gc.enable()
 
 
-async def test_a_mailbox_made_outside_an_event_loop_waits_on_anyio_events() -> None:
-    mailbox: Mailbox[Item] = await anyio.to_thread.run_sync(Mailbox, 1)  # no loop there
-    got: list[Item] = []
+async def test_a_sender_parked_on_a_full_mailbox_is_refused_when_the_actor_stops() -> None:
+    async with ActorSystem() as system:
+        actor = Worker()
+        ref = system.spawn(actor, mailbox=MailboxConfig(capacity=1))
+        await ref.tell(Hold())
+        await anyio.wait_all_tasks_blocked()
+        await ref.tell(Item(value=0))  # fills the mailbox
+        refused: list[BaseException] = []
 
-    async def consume() -> None:
-        got.append(await mailbox.get())
+        async def parked() -> None:
+            try:
+                await ref.tell(Item(value=1))
+            except ActorStoppedError as exc:
+                refused.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(parked)
+            await anyio.wait_all_tasks_blocked()  # parked: the mailbox is full
+            await ref.stop()
+        assert len(refused) == 1 and ref.stopped
+        assert actor.seen == []  # Hold was cancelled; the queued and parked items dropped
+
+
+class Lazy(Actor):
+    """An actor handled in its senders' tasks, which never queues a message while idle."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def receive_now(self, message: Any) -> bool:
+        self.seen.append(message.value)
+        return True
+
+
+async def test_an_actor_s_reference_is_its_mailbox_and_holds_no_container_until_one_queues() -> (
+    None
+):
+    # What the cyclic collector walks per live actor: the reference holds the mailbox
+    # itself, and its queue is made only when a message is queued.
+    async with ActorSystem() as system:
+        watcher = system.spawn(Watcher())
+        actor = Lazy()
+        ref = system.spawn(actor, watcher=watcher)
+        await ref.tell(Item(value=1))
+        ref.tell_nowait(Item(value=2))
+        assert actor.seen == [1, 2]
+        held = [o for o in gc.get_referents(ref) if gc.is_tracked(o) and o is not ActorRef]
+        assert sorted(map(id, held)) == sorted(map(id, [actor, system, watcher]))
+        assert ref.statistics().queued == 0
+
+
+async def test_the_mailbox_wakes_its_one_consumer_once_per_wait_and_when_it_closes() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Lazy())  # idle and taskless: the test is its mailbox's consumer
+        waiter = ref._arrival()
+        assert ref._arrival() is waiter  # one wake-up while nothing has arrived
+        assert not waiter.done()
+        assert ref._put_nowait(Item(value=7))
+        assert waiter.done()
+        await waiter
+        assert ref._take() == Item(value=7)
+        assert ref._take() is None
+
+        with anyio.move_on_after(0.01):
+            await ref._arrival()  # a cancelled wait leaves a fresh one for the next
+        second = ref._arrival()
+        assert second is not waiter and not second.done()
+        assert ref._put_nowait(Item(value=8))
+        ref._close()
+        await second
+        assert ref._take() is None  # closed: nothing more is handed out, ever
+        with pytest.raises(MailboxClosed):
+            ref._arrival()
+        with pytest.raises(MailboxClosed):
+            ref._put_nowait(Item(value=9))
+        ref._fail_unanswered()  # what the stop does with what stayed queued
+        assert ref.statistics().queued == 0
+
+
+async def test_parked_senders_get_in_in_order_skipping_withdrawn_ones_until_refused() -> None:
+    senders: ParkedSenders[int] = ParkedSenders()
+    items: list[int] = []
+    outcome: dict[int, str] = {}
+
+    async def park(value: int) -> None:
+        try:
+            await senders.wait(value)
+            outcome[value] = "in"
+        except MailboxClosed:
+            outcome[value] = "refused"
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(consume)
-        await anyio.wait_all_tasks_blocked()  # parked on an empty mailbox
-        assert mailbox.consumer_waiting
-        assert mailbox.put_nowait(Item(value=1))
+        for value in (1, 2, 3, 4):
+            tg.start_soon(park, value)
+            await anyio.wait_all_tasks_blocked()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await senders.wait(5)  # cancelled: withdrawn
+        senders.admit(items)
         await anyio.wait_all_tasks_blocked()
-        assert mailbox.put_nowait(Item(value=2))
-        assert not mailbox.put_nowait(Item(value=3))  # full
-        parked_result: list[BaseException] = []
-
-        async def parked_put() -> None:
-            try:
-                await mailbox.put(Item(value=4))
-            except MailboxClosed as exc:
-                parked_result.append(exc)
-
-        tg.start_soon(parked_put)
+        senders.admit(items)
         await anyio.wait_all_tasks_blocked()
-        mailbox.close()
-    assert got == [Item(value=1)]
-    assert len(parked_result) == 1  # refused by close
-    with pytest.raises(MailboxClosed):
-        await mailbox.get()  # closed: nothing more is handed out
-    assert mailbox.drain() == [Item(value=2)]
+        senders.refuse()
+    assert items == [1, 2]
+    assert outcome == {1: "in", 2: "in", 3: "refused", 4: "refused"}
+    senders.admit(items)  # nobody is left parked
+    assert items == [1, 2]
 
 
-async def test_arrival_completes_when_an_item_is_put_or_the_mailbox_closes() -> None:
-    box: Mailbox[int] = Mailbox(4)
-    waiter = box.arrival()
-    assert box.consumer_waiting
-    assert box.arrival() is waiter  # one wake-up while nothing has arrived
-    assert not waiter.done()
-    assert box.put_nowait(7)
-    assert waiter.done() and not box.consumer_waiting
-    await waiter
-    assert box.get_nowait() == 7
-    assert box.get_nowait() is None
+async def test_an_event_waiter_is_a_one_shot_wake_up_for_other_anyio_backends() -> None:
+    waiter = _EventWaiter()  # what new_waiter gives when no asyncio loop runs
+    woken: list[bool] = []
 
-    second = box.arrival()
-    assert second is not waiter and not second.done()
-    box.close()
-    assert second.done()
-    await second
-    assert box.get_nowait() is None  # closed: nothing more, ever
-    with pytest.raises(MailboxClosed):
-        box.arrival()
+    async def wait() -> None:
+        await waiter
+        woken.append(True)
 
-
-async def test_a_cancelled_arrival_wait_leaves_a_fresh_one_for_the_next_wait() -> None:
-    box: Mailbox[int] = Mailbox(4)
-    with anyio.move_on_after(0.01):
-        await box.arrival()
-    waiter = box.arrival()
-    assert not waiter.done()
-    assert box.put_nowait(1)
-    await waiter
-    assert box.get_nowait() == 1
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        assert not waiter.done() and woken == []
+        waiter.set_result(None)
+    assert waiter.done() and woken == [True]

@@ -183,4 +183,4 @@ async def test_a_stopping_watcher_is_told_no_termination() -> None:
         ref = system.spawn(Lane(False), watcher=watcher)
         watcher._stop_requested = True  # as stop_self sets it, in the watcher's handler
         ref.stop_nowait()
-        assert ref.stopped and len(watcher._mailbox) == 0
+        assert ref.stopped and watcher.statistics().queued == 0
