@@ -33,7 +33,6 @@ from ..events._catalogue import (
     NodeCompleted,
     RunCancelled,
     RunPaused,
-    RunResumed,
 )
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
@@ -61,6 +60,7 @@ from ._messages import (
 from ._node_actors import NodeActors, NodeFactory
 from ._outputs import OutputWrites
 from ._pause_points import PausePoints
+from ._resume_walk import resume_walk
 from ._runlog import RunLog
 from ._start_now import run_started, start_now
 from ._start_on_commit import StartOnCommit
@@ -216,20 +216,12 @@ class ExecutorActor(Actor):
     # ------------------------------------------------------------------ start / resume
 
     async def _on_start(self) -> None:
-        state = self.state
         if not self.resuming:
             self.emit(run_started(self.graph, self.input))
             await self._start_node(self.graph.entry_node, None)
             return
-        pending = list(state.pending)
         # Nodes that started and did not finish run again, as the same visit.
-        unfinished = set(state.running)
-        gates_due = state.gates_due  # read before RunResumed clears it
-        self.emit(RunResumed())
-        if self.resume_input:
-            self.emit(InputInjected(data=dict(self.resume_input)))
-        self.pauses.resume(pending, unfinished, state, fork=gates_due)
-        starts = self.join.resume(pending)
+        starts, unfinished = resume_walk(self.log, self.pauses, self.join, self.resume_input)
         for node, branch in starts:
             await self._start_node(node, branch, rerun=node in unfinished)
         if self.join.fan is not None:

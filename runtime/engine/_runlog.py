@@ -20,22 +20,19 @@ from eventstore import (
     EventStore,
     LeaseLostError,
     SnapshotAfter,
-    SnapshotTaken,
     StoreError,
-    event_tag,
 )
 
 from ..events._new_state import new_state
-from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after, worth_at_rest
+from ..events._snapshots import SNAPSHOT_EVERY
 from ..events._state import RunState, apply
 from ._foreign import FailedBatch, Rebase
+from ._log_snapshot import snapshot_due, untake
 
 __all__ = ["CommitHook", "CommitObserver", "RunLog", "Submission"]
 
 #: A run log with a store keeps no in-memory log: its (never filled) stand-in.
 _NO_EVENTS: list[EventBody] = []
-
-_TAKEN = event_tag(SnapshotTaken)
 
 #: Called after each commit with (run_id, last committed seq, the bodies just committed).
 CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
@@ -272,46 +269,23 @@ class RunLog:
     def _snapshot(
         self, batch: list[EventBody], events: int, at_rest: bool = False
     ) -> SnapshotAfter | None:
-        """The live state as a snapshot after the first ``events`` of ``batch``, when due.
-
-        The state must be the fold of the log through that event at the time of the call.
-        The ``snapshot.taken`` event that binds the snapshot to the log is inserted into
-        ``batch`` right after them, and the state's ``last_seq`` moves past it. It rides
-        with the batch (the store saves it in the batch's transaction), so saving one
-        costs no write of its own and never waits; an unencodable state skips it. Due
-        ``snapshot_every`` events after the last; at rest, sooner when ``worth_at_rest``.
-        """
-        state = self.state
-        at = state.last_seq
-        since = at - self.snapshot_seq
-        every = min(self.snapshot_every, SNAPSHOT_AT_REST) if at_rest else self.snapshot_every
-        if events == 0 or since < every:
-            return None
-        # The state through the taken event, which only counts in event_counts.
-        state.last_seq = at + 1
-        counts = state.event_counts
-        counts[_TAKEN] = counts.get(_TAKEN, 0) + 1
-        made = snapshot_after(state, events)
-        if made is None or (
-            since < self.snapshot_every
-            and not worth_at_rest(since, len(made[1].data), self.snapshot_bytes)
-        ):
-            self._untake(at)
-            return None
-        taken, snapshot = made
-        batch.insert(events, taken)
-        self.snapshot_seq = at + 1
-        self.snapshot_bytes = len(snapshot.data)
+        """A snapshot of the live state after the first ``events`` of ``batch``, its taken
+        event inserted after them, when due (_log_snapshot.py); it rides with the batch (the
+        store saves it in the batch's transaction), so it costs no write and never waits.
+        Due ``snapshot_every`` events after the last; at rest, sooner when worth it."""
+        snapshot = snapshot_due(
+            self.state,
+            batch,
+            events,
+            at_rest,
+            since_seq=self.snapshot_seq,
+            every=self.snapshot_every,
+            last_bytes=self.snapshot_bytes,
+        )
+        if snapshot is not None:
+            self.snapshot_seq = self.state.last_seq
+            self.snapshot_bytes = len(snapshot.data)
         return snapshot
-
-    def _untake(self, at: int) -> None:
-        """Undo what :meth:`_snapshot` did to the state (its event was not handed over)."""
-        state = self.state
-        state.last_seq = at
-        counts = state.event_counts
-        counts[_TAKEN] -= 1
-        if not counts[_TAKEN]:
-            del counts[_TAKEN]
 
     def stage(self, body: EventBody) -> None:
         """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
@@ -386,13 +360,13 @@ class RunLog:
             self.pending = []
             self.snapshot_seq = snapshot_seq
             if undo:
-                self._untake(state_seq)
+                untake(self.state, state_seq)
             raise
         if not queued:
             # Due again with the next batch (its taken event was not handed over).
             self.snapshot_seq = snapshot_seq
             if undo:
-                self._untake(state_seq)
+                untake(self.state, state_seq)
             return False
         self.pending.clear()  # the batch is a copy: the list is reused, not replaced
         self.in_flight += 1
