@@ -208,7 +208,7 @@ class FunctionNodeActor(Actor):
         spec, message, context = attempt.spec, attempt.message, attempt.context
         deadline = self.deadline if attempt.timeout is not None else None
         try:
-            if message.attempt > 1 and self.log.drained is not None:
+            if message.attempt > 1 and self.log.run_hooks is not None:
                 await self._after_abandoned(message, attempt.timeout)  # before its deadline
             try:
                 if deadline is not None:
@@ -260,10 +260,10 @@ class FunctionNodeActor(Actor):
     def _drains(self, attempt: Attempt) -> None:
         """Count the attempt's task as running (the run draining) until it ends, as a
         plain def's thread is: an async node that swallows its cancellation runs on."""
-        drain, task = self.log.drain, attempt.task
-        if drain is not None and task is not None and not attempt.drains:
+        hooks, task = self.log.run_hooks, attempt.task
+        if hooks is not None and task is not None and not attempt.drains:
             attempt.drains = True
-            end = drain(attempt.spec.id)
+            end = hooks.drain(attempt.spec.id)
             task.add_done_callback(lambda _task: end())
 
     def _abandon(self, attempt: Attempt) -> None:
@@ -318,8 +318,8 @@ class FunctionNodeActor(Actor):
         """A retry starts once the attempt before, if it was abandoned at its deadline and
         its thread runs on, has ended, waiting at most the node's time limit (NodeError if
         it has not), so two attempts of a node never run at once."""
-        assert self.log.drained is not None
-        if not await self.log.drained(message.node_id, limit):
+        assert self.log.run_hooks is not None
+        if not await self.log.run_hooks.drained(message.node_id, limit):
             reason = f"attempt {message.attempt - 1} still runs (abandoned, its thread goes on)"
             raise NodeError(self.log.run_id, message.node_id, reason)
 
@@ -380,8 +380,8 @@ def _drop_result(task: asyncio.Future[Any]) -> None:
 
 
 async def _in_thread(call: Callable[[], Any], log: RunLog, message: ExecuteNode) -> Any:
-    drain = log.drain
-    result = await run_in_thread(call, None if drain is None else drain(message.node_id))
+    hooks = log.run_hooks
+    result = await run_in_thread(call, None if hooks is None else hooks.drain(message.node_id))
     if type(result) is not dict and inspect.isawaitable(result):
         result = await result  # a plain def that returned an awaitable
     return result

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from time import perf_counter
+from typing import Protocol
 
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
@@ -29,7 +30,7 @@ from ..events._state import RunState, apply
 from ._foreign import FailedBatch, Rebase
 from ._log_snapshot import snapshot_due, untake
 
-__all__ = ["CommitHook", "CommitObserver", "RunLog", "Submission"]
+__all__ = ["CommitHook", "CommitObserver", "RunHooks", "RunLog", "Submission"]
 
 #: A run log with a store keeps no in-memory log: its (never filled) stand-in.
 _NO_EVENTS: list[EventBody] = []
@@ -41,6 +42,24 @@ CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
 #: commit, None for an in-memory log). Must not block or raise: metrics and logs use it,
 #: and unlike a CommitHook it keeps the executor's non-waiting submit path.
 CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
+
+
+class RunHooks(Protocol):
+    """A live run's hooks into its runtime (control/_run_hooks.py), one object per run."""
+
+    def holds(self) -> bool:
+        """Whether the run's claim is still held here (always, without claims)."""
+        ...
+
+    def drain(self, node_id: str) -> Callable[[], None]:
+        """A plain-def thread of ``node_id`` starts (a run whose executor stopped while one
+        runs is draining): returns what to call once it ends (control/_draining.py)."""
+        ...
+
+    def drained(self, node_id: str, timeout: float | None) -> Awaitable[bool]:
+        """Wait until no thread of ``node_id`` runs (at most ``timeout`` seconds, or a
+        default for None); False if one still does."""
+        ...
 
 
 class Submission:
@@ -133,9 +152,10 @@ class RunLog:
         # The first store error of an append: the seqs numbered after it are wrong, so every
         # later append raises it too instead of landing on a head another writer moved.
         self.failed: BaseException | None = None
-        #: Whether the run's claim is still held here (None: no claims): a batch is
-        #: never handed to the store without it, and the log fails with LeaseLostError.
-        self.holds: Callable[[], bool] | None = None
+        #: The run's hooks into its runtime (None: none, no claims): a batch is never
+        #: handed to the store unless ``holds()`` (the run's claim is still held here),
+        #: else the log fails with LeaseLostError; ``drain``/``drained`` count its threads.
+        self.run_hooks: RunHooks | None = None
         #: Batches handed to the store and not answered yet.
         self.in_flight = 0
         #: Starts a task (a runtime's, on a store other processes append to): then a
@@ -145,13 +165,6 @@ class RunLog:
         #: The batches that met another process's pause requests, appended again once
         #: every batch in flight was answered (_foreign.py); none is handed over meanwhile.
         self.rebase: Rebase | None = None
-        #: Counts the run's plain-def threads by node (a run whose executor stopped while
-        #: one runs is draining): called with the node as one starts, it returns what to
-        #: call once it ends; ``drained(node, seconds)`` waits until none of the node's
-        #: runs (at most that long, or a default for None), False if one still does
-        #: (control/_draining.py).
-        self.drain: Callable[[str], Callable[[], None]] | None = None
-        self.drained: Callable[[str, float | None], Awaitable[bool]] | None = None
 
     async def append(
         self,
@@ -210,7 +223,7 @@ class RunLog:
         if self.store is None:
             self.memory_events.extend(batch)
         else:
-            if self.holds is not None and not self.holds():
+            if self.run_hooks is not None and not self.run_hooks.holds():
                 self.failed = LeaseLostError(self.run_id, None, None, None)
                 raise self.failed
             self.in_flight += 1
@@ -337,7 +350,7 @@ class RunLog:
             return False
         if self.rebase is not None:
             return False  # append waits for it
-        if self.holds is not None and not self.holds():
+        if self.run_hooks is not None and not self.run_hooks.holds():
             return False  # append refuses it
         batch = [*self.pending, *bodies]
         # Before the bodies are applied: the state then ends with the queued bodies.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -108,11 +108,24 @@ class _Ignored(Submission):
         pass
 
 
+class _Claim:
+    """Run hooks whose claim is held while ``held()``; no threads are counted."""
+
+    def __init__(self, held: Callable[[], bool]) -> None:
+        self.holds = held
+
+    def drain(self, node_id: str) -> Callable[[], None]:
+        return lambda: None
+
+    async def drained(self, node_id: str, timeout: float | None) -> bool:
+        return True
+
+
 async def test_a_log_whose_claim_is_not_held_hands_nothing_to_the_store(tmp_path: Any) -> None:
     held = True
     async with SqliteEventStore(tmp_path / "runs.db") as store:
         log = RunLog("r", store)
-        log.holds = lambda: held
+        log.run_hooks = _Claim(lambda: held)
         await log.append([NodeStarted(node_id="a", visit=1)])
         held = False
         submitted = log.submit([NodeStarted(node_id="b", visit=1)], _Ignored())
