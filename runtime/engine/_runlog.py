@@ -34,6 +34,8 @@ __all__ = ["CommitHook", "CommitObserver", "RunHooks", "RunLog", "Submission"]
 
 #: A run log with a store keeps no in-memory log: its (never filled) stand-in.
 _NO_EVENTS: list[EventBody] = []
+#: An empty queue (never filled: a log queues into a list of its own, see RunLog.pending).
+_NO_PENDING: list[EventBody] = []
 
 #: Called after each commit with (run_id, last committed seq, the bodies just committed).
 CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
@@ -45,21 +47,17 @@ CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
 
 
 class RunHooks(Protocol):
-    """A live run's hooks into its runtime (control/_run_hooks.py), one object per run."""
+    """A live run's hooks into its runtime, one object per run (control/_run_hooks.py):
+    whether the run's claim is still held here (always, without claims); ``drain(node)``
+    as a plain-def thread of the node starts, returning what to call once it ends (a run
+    whose executor stopped while one runs is draining); ``drained(node, seconds)`` waits
+    until none runs (at most that long, a default for None), False if one still does."""
 
-    def holds(self) -> bool:
-        """Whether the run's claim is still held here (always, without claims)."""
-        ...
+    def holds(self) -> bool: ...
 
-    def drain(self, node_id: str) -> Callable[[], None]:
-        """A plain-def thread of ``node_id`` starts (a run whose executor stopped while one
-        runs is draining): returns what to call once it ends (control/_draining.py)."""
-        ...
+    def drain(self, node_id: str) -> Callable[[], None]: ...
 
-    def drained(self, node_id: str, timeout: float | None) -> Awaitable[bool]:
-        """Wait until no thread of ``node_id`` runs (at most ``timeout`` seconds, or a
-        default for None); False if one still does."""
-        ...
+    def drained(self, node_id: str, timeout: float | None) -> Awaitable[bool]: ...
 
 
 class Submission:
@@ -138,7 +136,9 @@ class RunLog:
         self.store = store
         self.last_seq = last_seq
         self.write_behind = write_behind
-        self.pending: list[EventBody] = []
+        #: Bodies queued for the next commit: the shared empty list while none is (most
+        #: of a run's life: one tracked list fewer per live run), never changed in place.
+        self.pending: list[EventBody] = _NO_PENDING
         self.hooks = tuple(hooks)
         self.observers = tuple(observers)
         # The in-memory log (no store only; a store's run keeps none).
@@ -205,8 +205,7 @@ class RunLog:
             # hides it during a commit, and the in-memory log never suspends at all. Taken
             # before anything is handed over, so a submitted batch is still answered.
             await _checkpoint()
-        pending = self.pending
-        pending.extend(bodies)
+        pending = self._queue(bodies)
         self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
         self.state.last_seq = self.last_seq + len(pending)
         if not durable and len(pending) < self.write_behind:
@@ -214,7 +213,7 @@ class RunLog:
         # The commit itself, here rather than in flush(): one coroutine fewer per append.
         if not pending:
             return self.last_seq
-        batch, self.pending = pending, []
+        batch, self.pending = pending, _NO_PENDING
         expected = self.last_seq
         # The state is the fold of the log through this batch's last event.
         snapshot = None if self.store is None else self._snapshot(batch, len(batch), at_rest)
@@ -307,7 +306,10 @@ class RunLog:
         commits one batch per step). Nothing is written until an append or submit.
         """
         pending = self.pending
-        pending.append(body)
+        if pending is _NO_PENDING:
+            pending = self.pending = [body]
+        else:
+            pending.append(body)
         seq = self.last_seq + len(pending)
         state = self.state
         apply(state, body, seq)
@@ -318,15 +320,24 @@ class RunLog:
         commit hooks); False, doing nothing, elsewhere."""
         if self.store is not None or self.hooks or self.failed is not None:
             return False
-        pending = self.pending
-        pending.extend(bodies)
+        pending = self._queue(bodies)
         self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
-        batch, self.pending = pending, []
+        batch, self.pending = pending, _NO_PENDING
         self.last_seq = self.state.last_seq = self.last_seq + len(batch)
         self.memory_events.extend(batch)
         for observer in self.observers:
             observer(self.run_id, batch, None)
         return True
+
+    def _queue(self, bodies: Sequence[EventBody]) -> list[EventBody]:
+        """The queue with ``bodies`` added: a list of its own once anything is queued."""
+        pending = self.pending
+        if pending is _NO_PENDING:
+            if bodies:
+                pending = self.pending = list(bodies)
+        else:
+            pending.extend(bodies)
+        return pending
 
     def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
         """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
@@ -370,7 +381,7 @@ class RunLog:
             # Refused before it reached the store (a body it cannot encode), as append
             # does: nothing was written and this batch is lost, queued bodies included,
             # so the next append (the run's failure) goes at the same seq.
-            self.pending = []
+            self.pending = _NO_PENDING
             self.snapshot_seq = snapshot_seq
             if undo:
                 untake(self.state, state_seq)
@@ -381,7 +392,7 @@ class RunLog:
             if undo:
                 untake(self.state, state_seq)
             return False
-        self.pending.clear()  # the batch is a copy: the list is reused, not replaced
+        self.pending = _NO_PENDING  # the batch is a copy
         self.in_flight += 1
         self.last_seq += len(batch)
         self._track(bodies, self.last_seq - len(bodies) + 1)
