@@ -213,7 +213,7 @@ class FunctionNodeActor(Actor):
             try:
                 if deadline is not None:
                     assert attempt.timeout is not None
-                    deadline.start(attempt.timeout, self._expired, attempt.task)
+                    deadline.start(attempt.timeout, self, attempt.task)
                 try:
                     result = await _call(plain, message, context, self.log)
                 finally:
@@ -243,7 +243,7 @@ class FunctionNodeActor(Actor):
                 return
             self._tell(message, outputs, None)
 
-    def _expired(self) -> None:
+    def attempt_expired(self) -> None:
         """The deadline cancelled the attempt's task: abandon it if it has not ended
         ABANDON_GRACE seconds later (it swallows its cancellation)."""
         attempt = self.attempt
