@@ -16,7 +16,7 @@ is one append and one commit (the previous node's completion, its memory writes,
 taken and the next node's start). A crash re-runs only the node started and not completed.
 
 Collaborators, each with its own state: the node actors, the pause points, the open
-fan-out (FanOutJoin), a node's output writes, a model's edge choices, the end (RunEnding).
+fan-out and a node's output writes (FanOutJoin), a model's edge choices, the end (RunEnding).
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ from ._messages import (
     StartStaged,
 )
 from ._node_actors import NodeActors, NodeFactory
-from ._outputs import OutputWrites
 from ._pause_points import PausePoints
 from ._resume_walk import resume_walk
 from ._runlog import RunLog
@@ -107,7 +106,6 @@ class ExecutorActor(Actor):
         self.retry_timers = 0
         self.pauses = PausePoints(graph.pause_set(), log)
         self.join = FanOutJoin(graph, log, self.reducers)
-        self.outputs = OutputWrites(log, self.join, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers
         self.provider, self.choices = provider, None  # made at a run's first choice
         self.end = RunEnding(
@@ -119,7 +117,6 @@ class ExecutorActor(Actor):
             nodes=self.nodes,
             pauses=self.pauses,
             join=self.join,
-            outputs=self.outputs,
             end=self.end,
             running=self.running,
         )
@@ -315,7 +312,7 @@ class ExecutorActor(Actor):
         if done.branch is not None and self.join.fan is not None:
             await self._follow(self.join.fail_run(done.branch, error))
             return
-        self.outputs.node_outputs(done)
+        self.join.node_outputs(done)
         self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
         await self.end.finish("failed", error)
 
@@ -336,7 +333,7 @@ class ExecutorActor(Actor):
         choice made) for a success; a failure, one found here too (a memory conflict),
         takes its on_failure and always edges, which no model chooses."""
         if done.success:
-            conflict = self.outputs.node_outputs(done)
+            conflict = self.join.node_outputs(done)
             if conflict is not None:
                 done = done.failed(conflict, "MemoryConflictError")
             else:
@@ -428,7 +425,7 @@ class ExecutorActor(Actor):
             await self.nodes.stop(node_id)
             # Partial outputs survive: the node's accumulator goes into memory as events.
             for key, value in list(self.state.outputs.get(node_id, {}).items()):
-                self.outputs.write(key, value, node_id, branch)
+                self.join.write(key, value, node_id, branch)
         self.running.clear()
         if self.choices is not None:
             self.choices.stop()

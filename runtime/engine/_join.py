@@ -11,11 +11,13 @@ executor acts on: start a node, end the run, stop the other branches, or nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
 from ..events._catalogue import BranchesForked, BranchesJoined, FinishedStatus, MemoryWritten
 from ..events._fanout import OpenFanOut
+from ..events._memory import disown_values
 from ..events._state import RunState
 from ..spec._model import GraphSpec
 from ._edges import Route, edge_taken
@@ -52,7 +54,8 @@ JoinOutcome = StartNode | EndRun | StopBranches | None
 
 
 class FanOutJoin:
-    """The open fan-out of one run, if any (at most one is open at a time)."""
+    """The open fan-out of one run, if any (at most one is open at a time), and where a
+    finished node's outputs become the run's memory writes, in a fan-out or not."""
 
     __slots__ = ("fan", "graph", "log", "reducers", "state")
 
@@ -99,6 +102,23 @@ class FanOutJoin:
             if status == "running" and branch not in live:
                 fan.branches[branch] = "done"  # it ended without reaching the join
         return starts
+
+    def node_outputs(self, done: NodeDone) -> str | None:
+        """Stage the memory writes of a successful node (each with its key's reducer), on
+        the main path here, inside an open fan-out settling the branches' conflicts;
+        return an error on a conflict."""
+        # A returned list may be one the state grows in place (the node got it as input).
+        disown_values(self.log.state, done.outputs.values())
+        if done.branch is not None and self.fan is not None:
+            return self.write_outputs(done)
+        for key, value in done.outputs.items():
+            self.write(key, value, done.node_id, done.branch)
+        return None
+
+    def write(self, key: str, value: Any, node_id: str, branch: str | None) -> None:
+        """Stage one write of ``key`` by ``node_id``."""
+        op = self.reducers.get(key, "replace")
+        self.log.stage(MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch))
 
     def write_outputs(self, done: NodeDone) -> str | None:
         """Record the memory writes of a branch's node; return an error on a conflict."""

@@ -24,7 +24,6 @@ from ._ending import RunEnding
 from ._join import FanOutJoin
 from ._messages import CommitFailed, EndStaged, ExecuteNode, NodeDone, StartStaged
 from ._node_actors import NodeActors
-from ._outputs import OutputWrites
 from ._pause_points import PausePoints
 from ._runlog import RunLog
 from ._start_on_commit import StartOnCommit
@@ -44,7 +43,6 @@ class StepNow:
         "join",
         "log",
         "nodes",
-        "outputs",
         "pauses",
         "running",
         "single",
@@ -60,7 +58,6 @@ class StepNow:
         nodes: NodeActors,
         pauses: PausePoints,
         join: FanOutJoin,
-        outputs: OutputWrites,
         end: RunEnding,
         running: dict[str, tuple[int, str | None]],
     ) -> None:
@@ -69,7 +66,6 @@ class StepNow:
         self.nodes = nodes
         self.pauses = pauses
         self.join = join
-        self.outputs = outputs
         self.end = end
         self.running = running
         self.specs: dict[str, NodeSpec] = graph.node_map()
@@ -172,7 +168,7 @@ class StepNow:
                     graph=self.graph,
                     log=log,
                     end=self.end,
-                    outputs=self.outputs,
+                    join=self.join,
                     running=self.running,
                 )
             if len(routes) != 1:
@@ -183,7 +179,7 @@ class StepNow:
             return False
         try:
             del self.running[node_id]
-            self.outputs.node_outputs(done)  # no conflict outside a fan-out
+            self.join.node_outputs(done)  # no conflict outside a fan-out
             log.stage(NodeCompleted(node_id=node_id, branch=None))
             log.stage(taken)
             self.pauses.hold(target, None, 1)  # False: a pass through a resumed gate is used
