@@ -104,7 +104,7 @@ class ExecutorActor(Actor):
         self.nodes = NodeActors(owner=self, graph=graph, log=log, factory=node_factory)
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.pauses = PausePoints(graph.pause_set(), log)
+        self.pauses = PausePoints(graph.pause_set())
         self.join = FanOutJoin(graph, log, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers
         self.provider, self.choices = provider, None  # made at a run's first choice
@@ -170,7 +170,7 @@ class ExecutorActor(Actor):
             case StartRun():
                 await self._on_start()
             case PauseRun():  # recorded, then obeyed at the next node boundary
-                if self.pauses.request():
+                if self.pauses.request(self.log):
                     await self.commit()
             case EdgeDecided():
                 await self._on_edge_decided(message)
@@ -243,7 +243,7 @@ class ExecutorActor(Actor):
             else:
                 await self.end.record(RunCancelled(node_id=node_id, reason=failed.error))
             return
-        if self.pauses.hold(node_id, branch, attempt):
+        if self.pauses.hold(self.state, node_id, branch, attempt):
             await self._maybe_pause()
             return
         if node_id in self.running and branch is not None and self.join.fan is not None:

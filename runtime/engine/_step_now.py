@@ -182,7 +182,7 @@ class StepNow:
             self.join.node_outputs(done)  # no conflict outside a fan-out
             log.stage(NodeCompleted(node_id=node_id, branch=None))
             log.stage(taken)
-            self.pauses.hold(target, None, 1)  # False: a pass through a resumed gate is used
+            self.pauses.hold(state, target, None, 1)  # False: a pass through a resumed gate is used
             self.start_on_commit(executor, target)
         except Exception as exc:
             executor.ref.tell_nowait(CommitFailed(error=exc))
