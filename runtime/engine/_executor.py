@@ -57,7 +57,7 @@ from ._messages import (
     StartRun,
     StartStaged,
 )
-from ._node_actors import NodeActors, NodeFactory
+from ._node_actors import NodeFactory
 from ._pause_points import PausePoints
 from ._resume_walk import resume_walk
 from ._runlog import RunLog
@@ -101,7 +101,6 @@ class ExecutorActor(Actor):
         self.specs = graph.node_map()
         self.terminal_nodes = graph.terminal_set()
         self.sync = graph.durability == "sync"
-        self.nodes = NodeActors(owner=self, graph=graph, log=log, factory=node_factory)
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
         self.pauses = PausePoints(graph.pause_set())
@@ -111,10 +110,11 @@ class ExecutorActor(Actor):
         self.end = RunEnding(
             owner=self, run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
         )
-        self.steps = StepNow(
+        self.steps = StepNow(  # the run's node actors too
+            owner=self,
             graph=graph,
             log=log,
-            nodes=self.nodes,
+            factory=node_factory,
             pauses=self.pauses,
             join=self.join,
             end=self.end,
@@ -179,7 +179,7 @@ class ExecutorActor(Actor):
             case CancelRun():
                 await self._cancel(message.reason)
             case Terminated():  # a node actor died outside its own error handling
-                crashed = self.nodes.crashed(message, self.running)
+                crashed = self.steps.crashed(message, self.running)
                 if crashed is not None:
                     await self._on_node_done(crashed)
             case CommitFailed():
@@ -396,7 +396,7 @@ class ExecutorActor(Actor):
                 stopped: list[str] = []
                 for node_id, (_attempt, branch) in list(self.running.items()):
                     if branch is not None:
-                        await self.nodes.stop(node_id)
+                        await self.steps.stop(node_id)
                         del self.running[node_id]
                         stopped.append(branch)
                 await self._follow(self.join.cancel(stopped, outcome))
@@ -422,7 +422,7 @@ class ExecutorActor(Actor):
         # The cancel's resume point: a running node, a node held at a pause point, a retry.
         resume_at = list(self.running) + [n for n, _, _ in self.pauses.held] + self.state.pending
         for node_id, (_attempt, branch) in list(self.running.items()):
-            await self.nodes.stop(node_id)
+            await self.steps.stop(node_id)
             # Partial outputs survive: the node's accumulator goes into memory as events.
             for key, value in list(self.state.outputs.get(node_id, {}).items()):
                 self.join.write(key, value, node_id, branch)
@@ -436,7 +436,7 @@ class ExecutorActor(Actor):
         # The run's walk is over: nothing waits for the node actors to be gone.
         if self.choices is not None:
             self.choices.stop()
-        self.nodes.stop_all()
+        self.steps.stop_all()
 
     def on_stopped(self) -> None:
         # Stopped from outside too (the runtime stops a run whose claim was lost): its

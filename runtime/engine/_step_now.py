@@ -23,7 +23,7 @@ from ._end_now import end_now
 from ._ending import RunEnding
 from ._join import FanOutJoin
 from ._messages import CommitFailed, EndStaged, ExecuteNode, NodeDone, StartStaged
-from ._node_actors import NodeActors
+from ._node_actors import NodeActors, NodeFactory
 from ._pause_points import PausePoints
 from ._runlog import RunLog
 from ._start_on_commit import StartOnCommit
@@ -31,18 +31,16 @@ from ._start_on_commit import StartOnCommit
 __all__ = ["StepNow"]
 
 
-class StepNow:
-    """Starts a run's nodes (for the executor's every start) and takes its common steps.
+class StepNow(NodeActors):
+    """The run's node actors (:class:`NodeActors`: one object per run, not two), which it
+    starts the run's nodes on (for the executor's every start), and its common steps.
 
     Shares the executor's collaborators and its ``running`` map (node -> (attempt,
     branch)), never replaced, only changed in place."""
 
     __slots__ = (
         "end",
-        "graph",
         "join",
-        "log",
-        "nodes",
         "pauses",
         "running",
         "single",
@@ -53,17 +51,16 @@ class StepNow:
     def __init__(
         self,
         *,
+        owner: Actor,
         graph: GraphSpec,
         log: RunLog,
-        nodes: NodeActors,
+        factory: NodeFactory,
         pauses: PausePoints,
         join: FanOutJoin,
         end: RunEnding,
         running: dict[str, tuple[int, str | None]],
     ) -> None:
-        self.graph = graph
-        self.log = log
-        self.nodes = nodes
+        super().__init__(owner=owner, graph=graph, log=log, factory=factory)
         self.pauses = pauses
         self.join = join
         self.end = end
@@ -86,7 +83,7 @@ class StepNow:
         spec = self.specs[node_id]
         inputs = read_memory(state, spec.input_keys, shared=branch is not None)
         self.running[node_id] = (attempt, branch)
-        ref = self.nodes.actor_for(spec, branch)
+        ref = self.actor_for(spec, branch)
         message = ExecuteNode(
             node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
         )
@@ -102,7 +99,7 @@ class StepNow:
         assert isinstance(message, StartStaged)
         await self.log.append((message.started,), shield=False)
         spec = self.specs[message.started.node_id]
-        await self.nodes.actor_for(spec, None).tell(message.execute)
+        await self.actor_for(spec, None).tell(message.execute)
 
     def start_on_commit(self, executor: Actor, node_id: str) -> None:
         """Start ``node_id`` (a first attempt on the main path) once the step staged with
