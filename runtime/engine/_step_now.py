@@ -30,6 +30,9 @@ from ._start_on_commit import StartOnCommit
 
 __all__ = ["StepNow"]
 
+#: A first attempt on the main path in the ``running`` map: one shared tuple, not one a step.
+_FIRST: tuple[int, str | None] = (1, None)
+
 
 class StepNow(NodeActors):
     """The run's node actors (:class:`NodeActors`: one object per run, not two), which it
@@ -82,7 +85,7 @@ class StepNow(NodeActors):
         started = NodeStarted(node_id=node_id, visit=visit or 1, attempt=attempt, branch=branch)
         spec = self.specs[node_id]
         inputs = read_memory(state, spec.input_keys, shared=branch is not None)
-        self.running[node_id] = (attempt, branch)
+        self.running[node_id] = _FIRST if attempt == 1 and branch is None else (attempt, branch)
         ref = self.actor_for(spec, branch)
         message = ExecuteNode(
             node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
