@@ -5,9 +5,8 @@ or end sooner when worth its bytes (``runtime.events._snapshots.worth_at_rest``)
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter
-from typing import Protocol
 
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
@@ -28,6 +27,7 @@ from ..events._new_state import new_state
 from ..events._snapshots import SNAPSHOT_EVERY
 from ..events._state import RunState, apply
 from ._foreign import FailedBatch, Rebase
+from ._log_hooks import CommitHook, CommitObserver, RunHooks
 from ._log_snapshot import snapshot_due, untake
 
 __all__ = ["CommitHook", "CommitObserver", "RunHooks", "RunLog", "Submission"]
@@ -36,28 +36,6 @@ __all__ = ["CommitHook", "CommitObserver", "RunHooks", "RunLog", "Submission"]
 _NO_EVENTS: list[EventBody] = []
 #: An empty queue (never filled: a log queues into a list of its own, see RunLog.pending).
 _NO_PENDING: list[EventBody] = []
-
-#: Called after each commit with (run_id, last committed seq, the bodies just committed).
-CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
-
-#: Told synchronously of each committed batch: (run_id, the bodies, seconds from append to
-#: commit, None for an in-memory log). Must not block or raise: metrics and logs use it,
-#: and unlike a CommitHook it keeps the executor's non-waiting submit path.
-CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
-
-
-class RunHooks(Protocol):
-    """A live run's hooks into its runtime, one object per run (control/_run_hooks.py):
-    whether the run's claim is still held here (always, without claims); ``drain(node)``
-    as a plain-def thread of the node starts, returning what to call once it ends (a run
-    whose executor stopped while one runs is draining); ``drained(node, seconds)`` waits
-    until none runs (at most that long, a default for None), False if one still does."""
-
-    def holds(self) -> bool: ...
-
-    def drain(self, node_id: str) -> Callable[[], None]: ...
-
-    def drained(self, node_id: str, timeout: float | None) -> Awaitable[bool]: ...
 
 
 class Submission:
@@ -339,6 +317,11 @@ class RunLog:
             pending.extend(bodies)
         return pending
 
+    def _requeue(self, batch: list[EventBody], queued: int) -> None:
+        """Put back the first ``queued`` bodies of a batch the store did not take."""
+        del batch[queued:]
+        self.pending = batch if queued else _NO_PENDING
+
     def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
         """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
         state = self.state
@@ -363,36 +346,42 @@ class RunLog:
             return False  # append waits for it
         if self.run_hooks is not None and not self.run_hooks.holds():
             return False  # append refuses it
-        batch = [*self.pending, *bodies]
+        # The queue itself becomes the batch (no copy a step), handed over or put back.
+        batch, queued = self.pending, len(self.pending)
+        if batch is _NO_PENDING:
+            batch = list(bodies)
+        else:
+            batch.extend(bodies)
+        self.pending = _NO_PENDING
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
-        snapshot = self._snapshot(batch, len(self.pending), answer.at_rest)
+        snapshot = self._snapshot(batch, queued, answer.at_rest)
         undo = snapshot is not None
         answer.log, answer.batch, answer.expected = self, batch, self.last_seq
         answer.began = perf_counter()
         try:
-            queued = store.submit(
+            handed = store.submit(
                 self.run_id, batch, expected_seq=self.last_seq, on_done=answer, snapshot=snapshot
             )
         except StoreError as exc:  # a closed store: as append
+            self._requeue(batch, queued)
             self.failed = exc
             raise
         except Exception:
             # Refused before it reached the store (a body it cannot encode), as append
             # does: nothing was written and this batch is lost, queued bodies included,
             # so the next append (the run's failure) goes at the same seq.
-            self.pending = _NO_PENDING
             self.snapshot_seq = snapshot_seq
             if undo:
                 untake(self.state, state_seq)
             raise
-        if not queued:
+        if not handed:
             # Due again with the next batch (its taken event was not handed over).
+            self._requeue(batch, queued)
             self.snapshot_seq = snapshot_seq
             if undo:
                 untake(self.state, state_seq)
             return False
-        self.pending = _NO_PENDING  # the batch is a copy
         self.in_flight += 1
         self.last_seq += len(batch)
         self._track(bodies, self.last_seq - len(bodies) + 1)
