@@ -73,7 +73,7 @@ def end_now(
         return False
     try:
         del running[done.node_id]
-        join.node_outputs(done)  # no conflict outside a fan-out
+        join.node_outputs(log, done)  # no conflict outside a fan-out
         log.stage(NodeCompleted(node_id=done.node_id, branch=None))
         log.stage(end.finished("completed", None))
         if log.submit((), EndOnCommit(executor, end)):

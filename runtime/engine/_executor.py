@@ -104,7 +104,7 @@ class ExecutorActor(Actor):
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
         self.pauses = PausePoints(graph.pause_set())
-        self.join = FanOutJoin(graph, log, self.reducers)
+        self.join = FanOutJoin(graph, log.state, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers
         self.provider, self.choices = provider, None  # made at a run's first choice
         self.end = RunEnding(
@@ -222,7 +222,7 @@ class ExecutorActor(Actor):
         for node, branch in starts:
             await self._start_node(node, branch, rerun=node in unfinished)
         if self.join.fan is not None:
-            await self._follow(self.join.maybe_join())
+            await self._follow(self.join.maybe_join(self.log))
         elif not starts:
             await self.end.finish("completed", None)
 
@@ -249,7 +249,7 @@ class ExecutorActor(Actor):
         if node_id in self.running and branch is not None and self.join.fan is not None:
             other = self.running[node_id][1]
             error = f"node {node_id!r} is already running in branch {other!r}"
-            await self._follow(self.join.branch_failed(branch, error))
+            await self._follow(self.join.branch_failed(self.log, branch, error))
             return
         if attempt == 1 and not rerun and self.state.steps >= self.graph.max_steps:
             await self.end.finish(
@@ -312,7 +312,7 @@ class ExecutorActor(Actor):
         if done.branch is not None and self.join.fan is not None:
             await self._follow(self.join.fail_run(done.branch, error))
             return
-        self.join.node_outputs(done)
+        self.join.node_outputs(self.log, done)
         self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
         await self.end.finish("failed", error)
 
@@ -333,7 +333,7 @@ class ExecutorActor(Actor):
         choice made) for a success; a failure, one found here too (a memory conflict),
         takes its on_failure and always edges, which no model chooses."""
         if done.success:
-            conflict = self.join.node_outputs(done)
+            conflict = self.join.node_outputs(self.log, done)
             if conflict is not None:
                 done = done.failed(conflict, "MemoryConflictError")
             else:
@@ -367,7 +367,7 @@ class ExecutorActor(Actor):
         or into a fan-out of branches."""
         node_id = done.node_id
         if done.branch is not None and self.join.fan is not None:
-            await self._follow(self.join.advance(done, routes))
+            await self._follow(self.join.advance(self.log, done, routes))
             return
         if done.success and node_id in self.terminal_nodes:
             await self.end.finish("completed", None)
@@ -381,9 +381,11 @@ class ExecutorActor(Actor):
             if len(targets) == 1:
                 await self._start_node(targets[0], None)
                 return
-            for branch in self.join.fork(node_id, targets):
+            for branch in self.join.fork(self.log, node_id, targets):
                 await self._start_node(branch, branch)
-            await self._follow(self.join.maybe_join())  # joins at once if every target was the join
+            await self._follow(
+                self.join.maybe_join(self.log)
+            )  # joins at once if every target was the join
 
     async def _follow(self, outcome: JoinOutcome) -> None:
         """Act on what a step of the fan-out leads to."""
@@ -399,7 +401,7 @@ class ExecutorActor(Actor):
                         await self.steps.stop(node_id)
                         del self.running[node_id]
                         stopped.append(branch)
-                await self._follow(self.join.cancel(stopped, outcome))
+                await self._follow(self.join.cancel(self.log, stopped, outcome))
             case None:
                 pass
 
@@ -425,7 +427,7 @@ class ExecutorActor(Actor):
             await self.steps.stop(node_id)
             # Partial outputs survive: the node's accumulator goes into memory as events.
             for key, value in list(self.state.outputs.get(node_id, {}).items()):
-                self.join.write(key, value, node_id, branch)
+                self.join.write(self.log, key, value, node_id, branch)
         self.running.clear()
         if self.choices is not None:
             self.choices.stop()

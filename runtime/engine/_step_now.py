@@ -179,7 +179,7 @@ class StepNow(NodeActors):
             return False
         try:
             del self.running[node_id]
-            self.join.node_outputs(done)  # no conflict outside a fan-out
+            self.join.node_outputs(log, done)  # no conflict outside a fan-out
             log.stage(NodeCompleted(node_id=node_id, branch=None))
             log.stage(taken)
             self.pauses.hold(state, target, None, 1)  # False: a pass through a resumed gate is used
