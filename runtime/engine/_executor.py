@@ -108,10 +108,9 @@ class ExecutorActor(Actor):
         # A node whose llm_decide edge a model is choosing counts as running till it answers
         self.provider, self.choices = provider, None  # made at a run's first choice
         self.end = RunEnding(
-            owner=self, run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
+            run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
         )
         self.steps = StepNow(  # the run's node actors too
-            owner=self,
             graph=graph,
             log=log,
             factory=node_factory,
@@ -153,7 +152,7 @@ class ExecutorActor(Actor):
                 # A node held at a pause point pauses the run once nothing else runs.
                 await self._maybe_pause()
         except Exception as exc:
-            if not await end.fail_run(exc):
+            if not await end.fail_run(self, exc):
                 self.outcome.fail(exc)
                 raise
         if end.stopping:
@@ -185,7 +184,7 @@ class ExecutorActor(Actor):
             case CommitFailed():
                 raise message.error
             case StartStaged() | EndStaged():  # a step or end taken in a node's task
-                await self.steps.staged(message)  # could not hand its batch over
+                await self.steps.staged(self, message)  # could not hand its batch over
             case NodeHeld():  # a pause from another process held its start (_foreign.py)
                 self.pauses.held_elsewhere(message.node_id, message.branch, self.running)
             case InjectInput():
@@ -224,7 +223,7 @@ class ExecutorActor(Actor):
         if self.join.fan is not None:
             await self._follow(self.join.maybe_join(self.log))
         elif not starts:
-            await self.end.finish("completed", None)
+            await self.end.finish(self, "completed", None)
 
     # ------------------------------------------------------------------ nodes
 
@@ -253,10 +252,10 @@ class ExecutorActor(Actor):
             return
         if attempt == 1 and not rerun and self.state.steps >= self.graph.max_steps:
             await self.end.finish(
-                "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
+                self, "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
             )
             return
-        started, ref, message = self.steps.starting(node_id, branch, attempt, rerun)
+        started, ref, message = self.steps.starting(self, node_id, branch, attempt, rerun)
         # The node starts once this step's events are committed; durably, the store's answer
         # tells the node (StartOnCommit), not waking the executor on every step's path.
         if self.sync and self.log.submit((started,), StartOnCommit(self, ref, message)):
@@ -314,7 +313,7 @@ class ExecutorActor(Actor):
             return
         self.join.node_outputs(self.log, done)
         self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
-        await self.end.finish("failed", error)
+        await self.end.finish(self, "failed", error)
 
     async def _on_edge_decided(self, message: EdgeDecided) -> None:
         done = message.done
@@ -370,9 +369,9 @@ class ExecutorActor(Actor):
             await self._follow(self.join.advance(self.log, done, routes))
             return
         if done.success and node_id in self.terminal_nodes:
-            await self.end.finish("completed", None)
+            await self.end.finish(self, "completed", None)
         elif not routes:
-            await self.end.finish(*dead_end(self.graph, done))
+            await self.end.finish(self, *dead_end(self.graph, done))
         else:
             for route in routes:
                 self.log.stage(edge_taken(node_id, route))
@@ -393,7 +392,7 @@ class ExecutorActor(Actor):
             case StartNode(node_id=node_id, branch=branch):
                 await self._start_node(node_id, branch)
             case EndRun(status=status, error=error):
-                await self.end.finish(status, error)
+                await self.end.finish(self, status, error)
             case StopBranches():
                 stopped: list[str] = []
                 for node_id, (_attempt, branch) in list(self.running.items()):

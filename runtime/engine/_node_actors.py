@@ -3,7 +3,6 @@ the run."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 
 from actors import Actor, ActorRef, Terminated
@@ -27,19 +26,17 @@ _NO_REFS: dict[str, ActorRef] = {}
 
 
 class NodeActors:
-    """The node actors the executor ``owner`` spawns and watches.
+    """The node actors of a run's executor, which the executor (passed to
+    :meth:`actor_for`, not held) spawns and watches.
 
     The main path's lane actor is a field of its own and the other actors (a fan-out's
     lanes, non-plain nodes) a map made on first use; each node maps to its actor's key
     (strings only: a map the cyclic collector does not track): most runs hold no tracked
     container here."""
 
-    __slots__ = ("by_key", "by_node", "factory", "graph", "log", "main", "owner")
+    __slots__ = ("by_key", "by_node", "factory", "graph", "log", "main")
 
-    def __init__(self, *, owner: Actor, graph: GraphSpec, log: RunLog, factory: NodeFactory):
-        # A weak reference: the executor holds this, and a cycle would leave every
-        # finished run to the cyclic garbage collector.
-        self.owner = weakref.ref(owner)
+    def __init__(self, *, graph: GraphSpec, log: RunLog, factory: NodeFactory):
         self.graph = graph
         self.log = log
         self.factory = factory
@@ -50,16 +47,15 @@ class NodeActors:
     def _get(self, key: str) -> ActorRef | None:
         return self.main if key == _MAIN_LANE else self.by_key.get(key)
 
-    def actor_for(self, spec: NodeSpec, branch: str | None) -> ActorRef:
-        """The actor to run ``spec``'s node in ``branch``, spawned if there is none."""
+    def actor_for(self, owner: Actor, spec: NodeSpec, branch: str | None) -> ActorRef:
+        """The actor to run ``spec``'s node in ``branch``, spawned by the executor
+        ``owner`` if there is none."""
         if spec.kind not in PLAIN_KINDS:
             key = f"node:{spec.id}"
         else:
             key = _MAIN_LANE if branch is None else f"lane:{branch}"
         ref = self._get(key)
         if ref is None or ref.stopped:
-            owner = self.owner()
-            assert owner is not None  # it is starting a node
             ref = owner.system.spawn(
                 self.factory(self.graph, spec, owner.ref, self.log), watcher=owner.ref
             )

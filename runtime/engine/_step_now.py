@@ -54,7 +54,6 @@ class StepNow(NodeActors):
     def __init__(
         self,
         *,
-        owner: Actor,
         graph: GraphSpec,
         log: RunLog,
         factory: NodeFactory,
@@ -63,7 +62,7 @@ class StepNow(NodeActors):
         end: RunEnding,
         running: dict[str, tuple[int, str | None]],
     ) -> None:
-        super().__init__(owner=owner, graph=graph, log=log, factory=factory)
+        super().__init__(graph=graph, log=log, factory=factory)
         self.pauses = pauses
         self.join = join
         self.end = end
@@ -73,7 +72,7 @@ class StepNow(NodeActors):
         self.terminal_nodes = graph.terminal_set()
 
     def starting(
-        self, node_id: str, branch: str | None, attempt: int, rerun: bool
+        self, executor: Actor, node_id: str, branch: str | None, attempt: int, rerun: bool
     ) -> tuple[NodeStarted, ActorRef, ExecuteNode]:
         """Mark ``node_id`` running: its start event, its actor and the message to tell it
         (once the event is committed). Its visit is a new one unless this is a retry or
@@ -86,13 +85,13 @@ class StepNow(NodeActors):
         spec = self.specs[node_id]
         inputs = read_memory(state, spec.input_keys, shared=branch is not None)
         self.running[node_id] = _FIRST if attempt == 1 and branch is None else (attempt, branch)
-        ref = self.actor_for(spec, branch)
+        ref = self.actor_for(executor, spec, branch)
         message = ExecuteNode(
             node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
         )
         return started, ref, message
 
-    async def staged(self, message: StartStaged | EndStaged) -> None:
+    async def staged(self, executor: Actor, message: StartStaged | EndStaged) -> None:
         """Append what a step (or the run's end) taken without waking the executor staged
         and could not hand over without waiting; then start its node (report the result)."""
         if type(message) is EndStaged:
@@ -102,14 +101,14 @@ class StepNow(NodeActors):
         assert isinstance(message, StartStaged)
         await self.log.append((message.started,), shield=False)
         spec = self.specs[message.started.node_id]
-        await self.actor_for(spec, None).tell(message.execute)
+        await self.actor_for(executor, spec, None).tell(message.execute)
 
     def start_on_commit(self, executor: Actor, node_id: str) -> None:
         """Start ``node_id`` (a first attempt on the main path) once the step staged with
         its start is committed: at once in memory, from the store's answer durably, or
         through the executor's ``receive`` (``StartStaged``) when the store's queue is full
         or the claim is lost."""
-        started, ref, message = self.starting(node_id, None, 1, False)
+        started, ref, message = self.starting(executor, node_id, None, 1, False)
         log = self.log
         start = StartOnCommit(executor, ref, message)
         if log.append_now((started,)):
