@@ -103,6 +103,7 @@ class AttemptDeadline:
         """No more attempts: disarm the timer (it would keep this object alive)."""
         self._deadline = None
         self._task = None
+        self._on_expiry = None  # an abandoned attempt's never stopped: no cycle is left
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
