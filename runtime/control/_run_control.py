@@ -37,7 +37,7 @@ from ._elsewhere import first, partial_outputs
 from ._live_runs import LiveRun, LiveRuns
 from ._owned_outcome import OwnedOutcome
 from ._ownership import RunOwnership
-from ._run_hooks import Drain, Drained, Holds, OutcomeHooks
+from ._run_hooks import RunHooks
 from ._unrunnable import Unrunnable
 
 __all__ = ["CLOSED", "RunControl"]
@@ -131,10 +131,10 @@ class RunControl:
     def add_live(self, run_id: str, live: LiveRun) -> None:
         """Count a run launched here as live; with ownership, its log appends only while
         this runtime holds the run's claim (a stalled process's lease may have run out)."""
-        live.log.drain = Drain(self.draining, run_id)
-        live.log.drained = Drained(self.draining, run_id)
+        # The outcome's hooks (new_outcome) are the log's too: one object per run.
+        hooks = getattr(live.outcome, "on_conflict", None)
+        live.log.run_hooks = hooks if type(hooks) is RunHooks else RunHooks(self, run_id)
         if self.ownership is not None:
-            live.log.holds = Holds(self.ownership, run_id)
             # Another process's pause requests are taken in, not settled (_foreign.py);
             # from the store's answer too, which runs outside any task.
             if self._spawn is None:  # one bound method for every run
@@ -147,7 +147,7 @@ class RunControl:
         the run stopped or met a conflict, in case its first commit never came."""
         if started is not None:
             self.starting[run_id] = started
-        hooks = OutcomeHooks(self, run_id)
+        hooks = RunHooks(self, run_id)
         outcome: RunOutcome
         if self.logs.store is None:
             outcome = RunOutcome(on_done=hooks)

@@ -1,63 +1,26 @@
 """What a live run's log and outcome call back into the run control with, as one slotted
-object each: a partial of a bound method is two objects, a closure a function with its
-cells and their tuple, and every one of them is held for the whole run, walked by the
-cyclic collector each time it runs."""
+object per run (:class:`RunHooks`): a partial of a bound method is two objects, a closure
+a function with its cells and their tuple, and every one of them is held for the whole
+run, walked by the cyclic collector each time it runs."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["Drain", "Drained", "Holds", "OutcomeHooks"]
+__all__ = ["RunHooks"]
 
 
-class Drain:
-    """``log.drain``: a thread of a node of the run starts (DrainingRuns.begin)."""
+class RunHooks:
+    """One run's hooks into the run control ``control``, for its outcome and its log.
 
-    __slots__ = ("draining", "run_id")
-
-    def __init__(self, draining: Any, run_id: str) -> None:
-        self.draining = draining
-        self.run_id = run_id
-
-    def __call__(self, node_id: str) -> Callable[[], None]:
-        done: Callable[[], None] = self.draining.begin(self.run_id, node_id)
-        return done
-
-
-class Drained:
-    """``log.drained``: wait until no earlier attempt of a node runs (DrainingRuns.wait_node)."""
-
-    __slots__ = ("draining", "run_id")
-
-    def __init__(self, draining: Any, run_id: str) -> None:
-        self.draining = draining
-        self.run_id = run_id
-
-    def __call__(self, node_id: str, timeout: float | None) -> Awaitable[bool]:
-        waited: Awaitable[bool] = self.draining.wait_node(self.run_id, node_id, timeout)
-        return waited
-
-
-class Holds:
-    """``log.holds``: whether the run's claim is still held here (RunOwnership.holds)."""
-
-    __slots__ = ("ownership", "run_id")
-
-    def __init__(self, ownership: Any, run_id: str) -> None:
-        self.ownership = ownership
-        self.run_id = run_id
-
-    def __call__(self) -> bool:
-        held: bool = self.ownership.holds(self.run_id)
-        return held
-
-
-class OutcomeHooks:
-    """A run's outcome's ``on_done`` (called with no argument: RunControl.forget) and, for
-    an owned outcome, its ``on_conflict`` (called with the error: RunControl.conflict):
-    one object for both. It drops the outcome once the run is done, which ends the cycle
-    between them (a conflict comes only before)."""
+    Called with no argument, it is the outcome's ``on_done`` (RunControl.forget); with the
+    error, an owned outcome's ``on_conflict`` (RunControl.conflict). It drops the outcome
+    once the run is done, which ends the cycle between them (a conflict comes only
+    before). As the log's ``run_hooks`` (engine/_runlog.py): :meth:`holds` whether the
+    run's claim is still held here (RunOwnership.holds; no claims: always), and
+    :meth:`drain` / :meth:`drained` count the run's node threads (control/_draining.py).
+    """
 
     __slots__ = ("control", "outcome", "run_id")
 
@@ -72,3 +35,19 @@ class OutcomeHooks:
             return
         outcome, self.outcome = self.outcome, None
         self.control.forget(self.run_id, outcome)
+
+    def holds(self) -> bool:
+        """Whether the run's claim is still held here (True without claims)."""
+        ownership = self.control.ownership
+        return ownership is None or bool(ownership.holds(self.run_id))
+
+    def drain(self, node_id: str) -> Callable[[], None]:
+        """A thread of a node of the run starts (DrainingRuns.begin): returns what to call
+        once it ends."""
+        done: Callable[[], None] = self.control.draining.begin(self.run_id, node_id)
+        return done
+
+    def drained(self, node_id: str, timeout: float | None) -> Awaitable[bool]:
+        """Wait until no earlier attempt of the node runs (DrainingRuns.wait_node)."""
+        waited: Awaitable[bool] = self.control.draining.wait_node(self.run_id, node_id, timeout)
+        return waited

@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable
+from typing import Protocol
 
-__all__ = ["AttemptDeadline"]
+__all__ = ["AttemptDeadline", "Expiring"]
 
 #: The context every deadline's timer runs in: one empty context, not a copy of the
 #: arming task's per timer (``call_at``'s default; one more object per live attempt). The
 #: timer reads and sets no context variable.
 _TIMER_CONTEXT = contextvars.Context()
+
+
+class Expiring(Protocol):
+    """What an attempt's deadline tells once it cancelled the attempt's task."""
+
+    def attempt_expired(self) -> None: ...
 
 
 class AttemptDeadline:
@@ -31,6 +37,9 @@ class AttemptDeadline:
     attempt that ends in CancelledError with :attr:`expired` set was cut off by its
     deadline (call :meth:`take_back` to cancel the cancellation). :meth:`close` when the
     task will run no more attempts.
+
+    The armed timer's callback is this object itself (no bound method per live lane),
+    and ``on_expiry`` is an object told of the expiry, held only during its attempt.
     """
 
     __slots__ = (
@@ -50,7 +59,7 @@ class AttemptDeadline:
         self._deadline: float | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._armed_at = 0.0
-        self._on_expiry: Callable[[], None] | None = None
+        self._on_expiry: Expiring | None = None
         #: The running (or last) attempt passed its deadline and its task was cancelled.
         self.expired = False
         #: The time limit of the running (or last) attempt, in seconds.
@@ -59,11 +68,11 @@ class AttemptDeadline:
     def start(
         self,
         timeout: float,
-        on_expiry: Callable[[], None] | None = None,
+        on_expiry: Expiring | None = None,
         task: asyncio.Task[object] | None = None,
     ) -> None:
         """The current task's attempt starting now may take ``timeout`` seconds;
-        ``on_expiry`` is called (on the loop) just after the deadline cancels the task.
+        ``on_expiry`` is told (on the loop) just after the deadline cancels the task.
         ``task``: the current task, if the caller has it at hand."""
         loop = self._loop
         if loop is None:
@@ -94,16 +103,18 @@ class AttemptDeadline:
         """No more attempts: disarm the timer (it would keep this object alive)."""
         self._deadline = None
         self._task = None
+        self._on_expiry = None  # an abandoned attempt's never stopped: no cycle is left
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
 
     def _arm(self, when: float) -> None:
         assert self._loop is not None
-        self._handle = self._loop.call_at(when, self._fire, context=_TIMER_CONTEXT)
+        self._handle = self._loop.call_at(when, self, context=_TIMER_CONTEXT)
         self._armed_at = when
 
-    def _fire(self) -> None:
+    def __call__(self) -> None:
+        """The timer fired."""
         self._handle = None
         deadline, task = self._deadline, self._task
         if deadline is None or task is None:
@@ -112,6 +123,6 @@ class AttemptDeadline:
             self.expired = True
             task.cancel()
             if self._on_expiry is not None:
-                self._on_expiry()
+                self._on_expiry.attempt_expired()
         else:
             self._arm(deadline)  # armed for an attempt that ended: on to this one's

@@ -20,8 +20,8 @@ from actors import Actor
 from ..events._catalogue import NodeCompleted
 from ..spec._model import GraphSpec
 from ._ending import RunEnding
+from ._join import FanOutJoin
 from ._messages import CommitFailed, EndStaged, NodeDone
-from ._outputs import OutputWrites
 from ._runlog import RunLog, Submission
 
 __all__ = ["EndOnCommit", "end_now"]
@@ -58,7 +58,7 @@ def end_now(
     graph: GraphSpec,
     log: RunLog,
     end: RunEnding,
-    outputs: OutputWrites,
+    join: FanOutJoin,
     running: dict[str, tuple[int, str | None]],
 ) -> bool:
     """Record the run's end at ``done``'s node (which succeeded, the checks of a common
@@ -73,7 +73,7 @@ def end_now(
         return False
     try:
         del running[done.node_id]
-        outputs.node_outputs(done)  # no conflict outside a fan-out
+        join.node_outputs(log, done)  # no conflict outside a fan-out
         log.stage(NodeCompleted(node_id=done.node_id, branch=None))
         log.stage(end.finished("completed", None))
         if log.submit((), EndOnCommit(executor, end)):

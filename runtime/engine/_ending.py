@@ -16,12 +16,10 @@ recorded "degraded".
 
 from __future__ import annotations
 
-import weakref
-
 import anyio
 import msgspec
 
-from actors import Actor, ActorStoppedError
+from actors import Actor, ActorRef, ActorStoppedError
 from eventstore import EventBody, StoreError
 
 from .._result import RunOutcome, result_of
@@ -37,14 +35,14 @@ __all__ = ["RunEnding"]
 
 
 class RunEnding:
-    """The end of one run's stretch, for the executor ``owner`` (which gets the score)."""
+    """The end of one run's stretch, for its executor (which gets the score: it passes
+    itself to :meth:`finish` and :meth:`fail_run`, so this holds no reference to it)."""
 
     __slots__ = (
         "ending",
         "graph",
         "log",
         "outcome",
-        "owner",
         "run_id",
         "score_goal",
         "scoring",
@@ -54,16 +52,12 @@ class RunEnding:
     def __init__(
         self,
         *,
-        owner: Actor,
         run_id: str,
         graph: GraphSpec,
         log: RunLog,
         outcome: RunOutcome,
         score_goal: GoalScorer | None,
     ) -> None:
-        # A weak reference: the executor holds this, and a cycle would leave every
-        # finished run to the cyclic garbage collector.
-        self.owner = weakref.ref(owner)
         self.run_id = run_id
         self.graph = graph
         self.log = log
@@ -75,8 +69,9 @@ class RunEnding:
         self.scoring: anyio.CancelScope | None = None
         self.ending: RunFinished | None = None
 
-    async def finish(self, status: FinishedStatus, error: str | None) -> None:
-        """End the run with ``status``: recorded now, or once its goal is scored."""
+    async def finish(self, owner: Actor, status: FinishedStatus, error: str | None) -> None:
+        """End the run of the executor ``owner`` with ``status``: recorded now, or once its
+        goal is scored (``owner`` gets the score)."""
         if self.stopping:
             return  # the run's end is already being recorded
         finished = self.finished(status, error)
@@ -87,9 +82,7 @@ class RunEnding:
         # Measurement: the scorecard never changes the status (on_goal_scored: the quality
         # only when an evaluator call failed).
         scope = anyio.CancelScope()
-        owner = self.owner()
-        assert owner is not None  # it is finishing its run
-        owner.system.start_task(self._score, self.score_goal, goal, finished, scope)
+        owner.system.start_task(self._score, self.score_goal, goal, finished, scope, owner.ref)
         self.scoring, self.ending = scope, finished
         self.stopping = True
 
@@ -108,7 +101,12 @@ class RunEnding:
         )
 
     async def _score(
-        self, scorer: GoalScorer, goal: Goal, finished: RunFinished, scope: anyio.CancelScope
+        self,
+        scorer: GoalScorer,
+        goal: Goal,
+        finished: RunFinished,
+        scope: anyio.CancelScope,
+        owner: ActorRef,
     ) -> None:
         with scope:
             try:
@@ -117,10 +115,8 @@ class RunEnding:
                 answer = GoalScored(error=exc)
             else:
                 answer = GoalScored(outcome=outcome)
-            owner = self.owner()
             try:
-                if owner is not None:
-                    await owner.ref.tell(answer)
+                await owner.tell(answer)
             except ActorStoppedError:
                 pass  # the run stopped meanwhile: the answer has no one to go to
 
@@ -153,7 +149,7 @@ class RunEnding:
         await self.log.append((), durable=True, shield=False, at_rest=True)
         self.report()
 
-    async def fail_run(self, exc: Exception) -> bool:
+    async def fail_run(self, owner: Actor, exc: Exception) -> bool:
         """Record an unexpected error (a commit hook, a node factory, a value the log cannot
         encode) as the run's failure, so no run stays "running" because something raised.
         False when the log cannot take it (a store error): the caller re-raises."""
@@ -173,7 +169,7 @@ class RunEnding:
                 )
                 await self.record(failed)
             else:
-                await self.finish("failed", error)
+                await self.finish(owner, "failed", error)
         except Exception:
             if self.log.last_seq == seq or self.log.failed is not None:
                 return False

@@ -16,7 +16,7 @@ is one append and one commit (the previous node's completion, its memory writes,
 taken and the next node's start). A crash re-runs only the node started and not completed.
 
 Collaborators, each with its own state: the node actors, the pause points, the open
-fan-out (FanOutJoin), a node's output writes, a model's edge choices, the end (RunEnding).
+fan-out and a node's output writes (FanOutJoin), a model's edge choices, the end (RunEnding).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from ..events._catalogue import (
     NodeCompleted,
     RunCancelled,
     RunPaused,
-    RunResumed,
 )
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
@@ -58,9 +57,9 @@ from ._messages import (
     StartRun,
     StartStaged,
 )
-from ._node_actors import NodeActors, NodeFactory
-from ._outputs import OutputWrites
+from ._node_actors import NodeFactory
 from ._pause_points import PausePoints
+from ._resume_walk import resume_walk
 from ._runlog import RunLog
 from ._start_now import run_started, start_now
 from ._start_on_commit import StartOnCommit
@@ -102,24 +101,21 @@ class ExecutorActor(Actor):
         self.specs = graph.node_map()
         self.terminal_nodes = graph.terminal_set()
         self.sync = graph.durability == "sync"
-        self.nodes = NodeActors(owner=self, graph=graph, log=log, factory=node_factory)
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.pauses = PausePoints(graph.pause_set(), log)
-        self.join = FanOutJoin(graph, log, self.reducers)
-        self.outputs = OutputWrites(log, self.join, self.reducers)
+        self.pauses = PausePoints(graph.pause_set())
+        self.join = FanOutJoin(graph, log.state, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers
         self.provider, self.choices = provider, None  # made at a run's first choice
         self.end = RunEnding(
-            owner=self, run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
+            run_id=run_id, graph=graph, log=log, outcome=outcome, score_goal=score_goal
         )
-        self.steps = StepNow(
+        self.steps = StepNow(  # the run's node actors too
             graph=graph,
             log=log,
-            nodes=self.nodes,
+            factory=node_factory,
             pauses=self.pauses,
             join=self.join,
-            outputs=self.outputs,
             end=self.end,
             running=self.running,
         )
@@ -156,7 +152,7 @@ class ExecutorActor(Actor):
                 # A node held at a pause point pauses the run once nothing else runs.
                 await self._maybe_pause()
         except Exception as exc:
-            if not await end.fail_run(exc):
+            if not await end.fail_run(self, exc):
                 self.outcome.fail(exc)
                 raise
         if end.stopping:
@@ -173,7 +169,7 @@ class ExecutorActor(Actor):
             case StartRun():
                 await self._on_start()
             case PauseRun():  # recorded, then obeyed at the next node boundary
-                if self.pauses.request():
+                if self.pauses.request(self.log):
                     await self.commit()
             case EdgeDecided():
                 await self._on_edge_decided(message)
@@ -182,13 +178,13 @@ class ExecutorActor(Actor):
             case CancelRun():
                 await self._cancel(message.reason)
             case Terminated():  # a node actor died outside its own error handling
-                crashed = self.nodes.crashed(message, self.running)
+                crashed = self.steps.crashed(message, self.running)
                 if crashed is not None:
                     await self._on_node_done(crashed)
             case CommitFailed():
                 raise message.error
             case StartStaged() | EndStaged():  # a step or end taken in a node's task
-                await self.steps.staged(message)  # could not hand its batch over
+                await self.steps.staged(self, message)  # could not hand its batch over
             case NodeHeld():  # a pause from another process held its start (_foreign.py)
                 self.pauses.held_elsewhere(message.node_id, message.branch, self.running)
             case InjectInput():
@@ -216,26 +212,18 @@ class ExecutorActor(Actor):
     # ------------------------------------------------------------------ start / resume
 
     async def _on_start(self) -> None:
-        state = self.state
         if not self.resuming:
             self.emit(run_started(self.graph, self.input))
             await self._start_node(self.graph.entry_node, None)
             return
-        pending = list(state.pending)
         # Nodes that started and did not finish run again, as the same visit.
-        unfinished = set(state.running)
-        gates_due = state.gates_due  # read before RunResumed clears it
-        self.emit(RunResumed())
-        if self.resume_input:
-            self.emit(InputInjected(data=dict(self.resume_input)))
-        self.pauses.resume(pending, unfinished, state, fork=gates_due)
-        starts = self.join.resume(pending)
+        starts, unfinished = resume_walk(self.log, self.pauses, self.join, self.resume_input)
         for node, branch in starts:
             await self._start_node(node, branch, rerun=node in unfinished)
         if self.join.fan is not None:
-            await self._follow(self.join.maybe_join())
+            await self._follow(self.join.maybe_join(self.log))
         elif not starts:
-            await self.end.finish("completed", None)
+            await self.end.finish(self, "completed", None)
 
     # ------------------------------------------------------------------ nodes
 
@@ -254,20 +242,20 @@ class ExecutorActor(Actor):
             else:
                 await self.end.record(RunCancelled(node_id=node_id, reason=failed.error))
             return
-        if self.pauses.hold(node_id, branch, attempt):
+        if self.pauses.hold(self.state, node_id, branch, attempt):
             await self._maybe_pause()
             return
         if node_id in self.running and branch is not None and self.join.fan is not None:
             other = self.running[node_id][1]
             error = f"node {node_id!r} is already running in branch {other!r}"
-            await self._follow(self.join.branch_failed(branch, error))
+            await self._follow(self.join.branch_failed(self.log, branch, error))
             return
         if attempt == 1 and not rerun and self.state.steps >= self.graph.max_steps:
             await self.end.finish(
-                "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
+                self, "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
             )
             return
-        started, ref, message = self.steps.starting(node_id, branch, attempt, rerun)
+        started, ref, message = self.steps.starting(self, node_id, branch, attempt, rerun)
         # The node starts once this step's events are committed; durably, the store's answer
         # tells the node (StartOnCommit), not waking the executor on every step's path.
         if self.sync and self.log.submit((started,), StartOnCommit(self, ref, message)):
@@ -323,9 +311,9 @@ class ExecutorActor(Actor):
         if done.branch is not None and self.join.fan is not None:
             await self._follow(self.join.fail_run(done.branch, error))
             return
-        self.outputs.node_outputs(done)
+        self.join.node_outputs(self.log, done)
         self.emit(NodeCompleted(node_id=done.node_id, branch=done.branch))
-        await self.end.finish("failed", error)
+        await self.end.finish(self, "failed", error)
 
     async def _on_edge_decided(self, message: EdgeDecided) -> None:
         done = message.done
@@ -344,7 +332,7 @@ class ExecutorActor(Actor):
         choice made) for a success; a failure, one found here too (a memory conflict),
         takes its on_failure and always edges, which no model chooses."""
         if done.success:
-            conflict = self.outputs.node_outputs(done)
+            conflict = self.join.node_outputs(self.log, done)
             if conflict is not None:
                 done = done.failed(conflict, "MemoryConflictError")
             else:
@@ -378,12 +366,12 @@ class ExecutorActor(Actor):
         or into a fan-out of branches."""
         node_id = done.node_id
         if done.branch is not None and self.join.fan is not None:
-            await self._follow(self.join.advance(done, routes))
+            await self._follow(self.join.advance(self.log, done, routes))
             return
         if done.success and node_id in self.terminal_nodes:
-            await self.end.finish("completed", None)
+            await self.end.finish(self, "completed", None)
         elif not routes:
-            await self.end.finish(*dead_end(self.graph, done))
+            await self.end.finish(self, *dead_end(self.graph, done))
         else:
             for route in routes:
                 self.log.stage(edge_taken(node_id, route))
@@ -392,9 +380,11 @@ class ExecutorActor(Actor):
             if len(targets) == 1:
                 await self._start_node(targets[0], None)
                 return
-            for branch in self.join.fork(node_id, targets):
+            for branch in self.join.fork(self.log, node_id, targets):
                 await self._start_node(branch, branch)
-            await self._follow(self.join.maybe_join())  # joins at once if every target was the join
+            await self._follow(
+                self.join.maybe_join(self.log)
+            )  # joins at once if every target was the join
 
     async def _follow(self, outcome: JoinOutcome) -> None:
         """Act on what a step of the fan-out leads to."""
@@ -402,15 +392,15 @@ class ExecutorActor(Actor):
             case StartNode(node_id=node_id, branch=branch):
                 await self._start_node(node_id, branch)
             case EndRun(status=status, error=error):
-                await self.end.finish(status, error)
+                await self.end.finish(self, status, error)
             case StopBranches():
                 stopped: list[str] = []
                 for node_id, (_attempt, branch) in list(self.running.items()):
                     if branch is not None:
-                        await self.nodes.stop(node_id)
+                        await self.steps.stop(node_id)
                         del self.running[node_id]
                         stopped.append(branch)
-                await self._follow(self.join.cancel(stopped, outcome))
+                await self._follow(self.join.cancel(self.log, stopped, outcome))
             case None:
                 pass
 
@@ -433,10 +423,10 @@ class ExecutorActor(Actor):
         # The cancel's resume point: a running node, a node held at a pause point, a retry.
         resume_at = list(self.running) + [n for n, _, _ in self.pauses.held] + self.state.pending
         for node_id, (_attempt, branch) in list(self.running.items()):
-            await self.nodes.stop(node_id)
+            await self.steps.stop(node_id)
             # Partial outputs survive: the node's accumulator goes into memory as events.
             for key, value in list(self.state.outputs.get(node_id, {}).items()):
-                self.outputs.write(key, value, node_id, branch)
+                self.join.write(self.log, key, value, node_id, branch)
         self.running.clear()
         if self.choices is not None:
             self.choices.stop()
@@ -447,7 +437,7 @@ class ExecutorActor(Actor):
         # The run's walk is over: nothing waits for the node actors to be gone.
         if self.choices is not None:
             self.choices.stop()
-        self.nodes.stop_all()
+        self.steps.stop_all()
 
     def on_stopped(self) -> None:
         # Stopped from outside too (the runtime stops a run whose claim was lost): its

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
-import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from types import CoroutineType
+from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
@@ -16,12 +13,12 @@ import anyio
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
 
 from .._errors import NodeError, NodeTimeoutError
-from ..control._threads import run_in_thread
 from ..events._catalogue import OutputSet
 from ..events._values import check_memory_value
 from ..spec._model import GraphSpec, NodeSpec
 from ._deadline import AttemptDeadline
 from ._messages import ExecuteNode, NodeDone
+from ._node_call import PlainFunction, call_node, checked_outputs
 from ._runlog import RunLog
 
 __all__ = ["ABANDON_GRACE", "FunctionNodeActor", "NodeContext", "PlainFunction"]
@@ -162,7 +159,7 @@ class FunctionNodeActor(Actor):
         plain = self.resolve(spec)
         if plain is None:  # a router without a callable: no outputs, nothing to await
             try:
-                outputs = _checked_outputs(spec, {})
+                outputs = checked_outputs(spec, {})
             except Exception as exc:  # its output keys: reported, the executor retries it
                 self._tell(message, None, exc)
             else:
@@ -208,14 +205,14 @@ class FunctionNodeActor(Actor):
         spec, message, context = attempt.spec, attempt.message, attempt.context
         deadline = self.deadline if attempt.timeout is not None else None
         try:
-            if message.attempt > 1 and self.log.drained is not None:
+            if message.attempt > 1 and self.log.run_hooks is not None:
                 await self._after_abandoned(message, attempt.timeout)  # before its deadline
             try:
                 if deadline is not None:
                     assert attempt.timeout is not None
-                    deadline.start(attempt.timeout, self._expired, attempt.task)
+                    deadline.start(attempt.timeout, self, attempt.task)
                 try:
-                    result = await _call(plain, message, context, self.log)
+                    result = await call_node(plain, message, context, self.log)
                 finally:
                     if deadline is not None:
                         deadline.stop()
@@ -233,7 +230,7 @@ class FunctionNodeActor(Actor):
                     context.abandon()
                 deadline.take_back()
                 raise NodeTimeoutError(spec.id, deadline.limit)
-            outputs = _checked_outputs(spec, result)
+            outputs = checked_outputs(spec, result)
         except Exception as exc:  # reported to the executor, which records and retries it
             if attempt.stopped or attempt.abandoned:
                 return
@@ -243,7 +240,7 @@ class FunctionNodeActor(Actor):
                 return
             self._tell(message, outputs, None)
 
-    def _expired(self) -> None:
+    def attempt_expired(self) -> None:
         """The deadline cancelled the attempt's task: abandon it if it has not ended
         ABANDON_GRACE seconds later (it swallows its cancellation)."""
         attempt = self.attempt
@@ -260,10 +257,10 @@ class FunctionNodeActor(Actor):
     def _drains(self, attempt: Attempt) -> None:
         """Count the attempt's task as running (the run draining) until it ends, as a
         plain def's thread is: an async node that swallows its cancellation runs on."""
-        drain, task = self.log.drain, attempt.task
-        if drain is not None and task is not None and not attempt.drains:
+        hooks, task = self.log.run_hooks, attempt.task
+        if hooks is not None and task is not None and not attempt.drains:
             attempt.drains = True
-            end = drain(attempt.spec.id)
+            end = hooks.drain(attempt.spec.id)
             task.add_done_callback(lambda _task: end())
 
     def _abandon(self, attempt: Attempt) -> None:
@@ -318,8 +315,8 @@ class FunctionNodeActor(Actor):
         """A retry starts once the attempt before, if it was abandoned at its deadline and
         its thread runs on, has ended, waiting at most the node's time limit (NodeError if
         it has not), so two attempts of a node never run at once."""
-        assert self.log.drained is not None
-        if not await self.log.drained(message.node_id, limit):
+        assert self.log.run_hooks is not None
+        if not await self.log.run_hooks.drained(message.node_id, limit):
             reason = f"attempt {message.attempt - 1} still runs (abandoned, its thread goes on)"
             raise NodeError(self.log.run_id, message.node_id, reason)
 
@@ -346,27 +343,6 @@ class Attempt:
         self.drains = False  # its task counts in its run's draining (control/_draining.py)
 
 
-def _call(
-    plain: PlainFunction, message: ExecuteNode, context: NodeContext | None, log: RunLog
-) -> Awaitable[Any]:
-    """What to await for the node's return value: an async callable's own coroutine, or
-    a plain def in a worker thread (it may block: I/O, CPU; cancellation or the deadline
-    abandons the thread instead of waiting)."""
-    args: tuple[Any, ...] = (message.inputs,)
-    if context is not None:
-        args += (context,)
-    if plain.is_async:
-        result: Any = plain.function(*args)
-        if type(result) is CoroutineType or inspect.isawaitable(result):
-            return result
-        return _ready(result)  # an "async" callable object that returned a value
-    return _in_thread(functools.partial(plain.function, *args), log, message)
-
-
-async def _ready(value: Any) -> Any:
-    return value
-
-
 async def _tell_later(executor: ActorRef, done: NodeDone) -> None:
     try:
         await executor.tell(done)  # waits for room
@@ -377,80 +353,3 @@ async def _tell_later(executor: ActorRef, done: NodeDone) -> None:
 def _drop_result(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: an abandoned node's end is nobody's error
-
-
-async def _in_thread(call: Callable[[], Any], log: RunLog, message: ExecuteNode) -> Any:
-    drain = log.drain
-    result = await run_in_thread(call, None if drain is None else drain(message.node_id))
-    if type(result) is not dict and inspect.isawaitable(result):
-        result = await result  # a plain def that returned an awaitable
-    return result
-
-
-class OutputKeysError(KeyError):
-    """A node's outputs do not match its ``output_keys`` (an undeclared or a missing key).
-
-    A KeyError whose message reads as a sentence: ``str()`` does not quote it as a key."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-def _checked_outputs(spec: NodeSpec, result: Any) -> dict[str, Any]:
-    """The node's outputs (a copy) if ``result`` is a valid return value, else raise."""
-    if result is None:
-        result = {}  # no outputs: still checked against output_keys below
-    if type(result) is not dict and not isinstance(result, Mapping):
-        raise TypeError(
-            f"node {spec.id!r} returned {type(result).__name__}; "
-            "a node returns a mapping of output keys (or None)"
-        )
-    outputs = dict(result)
-    declared = spec.output_keys
-    undeclared = False
-    for key, value in outputs.items():
-        if type(key) is not str:
-            raise TypeError(f"node {spec.id!r} returned a {type(key).__name__} output key {key!r}")
-        check_memory_value(key, value)
-        if declared and key not in declared:
-            undeclared = True
-    if undeclared:
-        extra = sorted(set(outputs) - set(declared))
-        raise OutputKeysError(f"node {spec.id!r} returned undeclared output keys: {extra}")
-    if len(outputs) < len(declared):  # only declared keys: some are missing
-        missing = [k for k in declared if k not in outputs and k not in spec.nullable_keys]
-        if missing:
-            raise OutputKeysError(f"node {spec.id!r} did not return output keys: {missing}")
-    return outputs
-
-
-class PlainFunction:
-    """A resolved node callable, whether it takes a NodeContext and whether it is async
-    (computed once)."""
-
-    __slots__ = ("function", "is_async", "wants_context")
-
-    def __init__(self, function: Callable[..., Any]) -> None:
-        self.function = function
-        self.wants_context = _arity(function) >= 2
-        self.is_async = _is_async(function)
-
-
-def _is_async(function: Callable[..., Any]) -> bool:
-    while isinstance(function, functools.partial):
-        function = function.func
-    if inspect.iscoroutinefunction(function):
-        return True
-    call = getattr(function, "__call__", None)  # noqa: B004  (a callable object's method)
-    return inspect.iscoroutinefunction(call)
-
-
-def _arity(function: Callable[..., Any]) -> int:
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return 1
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
-        return 2
-    return sum(1 for p in parameters if p.kind in positional)

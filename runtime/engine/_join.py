@@ -11,11 +11,13 @@ executor acts on: start a node, end the run, stop the other branches, or nothing
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
 from ..events._catalogue import BranchesForked, BranchesJoined, FinishedStatus, MemoryWritten
 from ..events._fanout import OpenFanOut
+from ..events._memory import disown_values
 from ..events._state import RunState
 from ..spec._model import GraphSpec
 from ._edges import Route, edge_taken
@@ -51,25 +53,28 @@ class StopBranches(msgspec.Struct, frozen=True, gc=False):
 JoinOutcome = StartNode | EndRun | StopBranches | None
 
 
-class FanOutJoin:
-    """The open fan-out of one run, if any (at most one is open at a time)."""
+class FanOutJoin(msgspec.Struct, gc=False):
+    """The open fan-out of one run, if any (at most one is open at a time), and where a
+    finished node's outputs become the run's memory writes, in a fan-out or not.
 
-    __slots__ = ("fan", "graph", "log", "reducers", "state")
+    Untracked by the cyclic collector (``gc=False``): it holds the graph, the run's state,
+    the reducers and the fan-out's working set (strings and plain values), none of which
+    refers to it, so it can never be part of a reference cycle; the run's log, which
+    reaches the runtime (and so the run's executor, which holds this), is passed to the
+    calls that record anything."""
 
-    def __init__(self, graph: GraphSpec, log: RunLog, reducers: Mapping[str, str]) -> None:
-        self.graph = graph
-        self.log = log
-        self.state: RunState = log.state
-        self.reducers = reducers
-        #: The working set of the open fan-out (None: none is open).
-        self.fan: FanOut | None = None
+    graph: GraphSpec
+    state: RunState
+    reducers: Mapping[str, str]
+    #: The working set of the open fan-out (None: none is open).
+    fan: FanOut | None = None
 
     def _record(self) -> OpenFanOut:
         record = self.state.fanout
         assert record is not None  # open from BranchesForked to BranchesJoined, as ``fan``
         return record
 
-    def fork(self, source: str, targets: list[str]) -> list[str]:
+    def fork(self, log: RunLog, source: str, targets: list[str]) -> list[str]:
         """Open a fan-out of ``targets`` out of ``source``; return the branches to start
         (each named after its first node). Follow with :meth:`maybe_join`."""
         fan = FanOut(source=source, join=convergence_node(self.graph, targets))
@@ -77,7 +82,7 @@ class FanOutJoin:
         # the other branches.
         fan.branches = {t: "done" if t == fan.join else "running" for t in targets}
         self.fan = fan
-        self.log.stage(
+        log.stage(
             BranchesForked(
                 source=source, targets=targets, join=fan.join, policy=self.graph.fan_out_policy
             )
@@ -100,7 +105,24 @@ class FanOutJoin:
                 fan.branches[branch] = "done"  # it ended without reaching the join
         return starts
 
-    def write_outputs(self, done: NodeDone) -> str | None:
+    def node_outputs(self, log: RunLog, done: NodeDone) -> str | None:
+        """Stage the memory writes of a successful node (each with its key's reducer), on
+        the main path here, inside an open fan-out settling the branches' conflicts;
+        return an error on a conflict."""
+        # A returned list may be one the state grows in place (the node got it as input).
+        disown_values(log.state, done.outputs.values())
+        if done.branch is not None and self.fan is not None:
+            return self.write_outputs(log, done)
+        for key, value in done.outputs.items():
+            self.write(log, key, value, done.node_id, done.branch)
+        return None
+
+    def write(self, log: RunLog, key: str, value: Any, node_id: str, branch: str | None) -> None:
+        """Stage one write of ``key`` by ``node_id``."""
+        op = self.reducers.get(key, "replace")
+        log.stage(MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch))
+
+    def write_outputs(self, log: RunLog, done: NodeDone) -> str | None:
         """Record the memory writes of a branch's node; return an error on a conflict."""
         fan, branch = self.fan, done.branch
         assert fan is not None and branch is not None
@@ -116,30 +138,30 @@ class FanOutJoin:
             elif fan.claims.get(key, branch) != branch:
                 continue  # first_wins: a branch that wrote it has finished first
             op = self.reducers.get(key, "replace")
-            self.log.stage(
+            log.stage(
                 MemoryWritten(key=key, value=value, op=op, node_id=done.node_id, branch=branch)
             )
         return None
 
-    def advance(self, done: NodeDone, routes: list[Route]) -> JoinOutcome:
+    def advance(self, log: RunLog, done: NodeDone, routes: list[Route]) -> JoinOutcome:
         """Follow the edges of a branch's finished node: along the branch, or to the join."""
         fan, branch = self.fan, done.branch
         assert fan is not None and branch is not None
         if not done.success and not routes:
-            return self.branch_failed(branch, f"node {done.node_id!r} failed: {failure(done)}")
+            return self.branch_failed(log, branch, f"node {done.node_id!r} failed: {failure(done)}")
         if len(routes) > 1:
             return self.branch_failed(
-                branch, f"node {done.node_id!r} fans out inside a branch (not supported)"
+                log, branch, f"node {done.node_id!r} fans out inside a branch (not supported)"
             )
         for route in routes:
-            self.log.stage(edge_taken(done.node_id, route))
+            log.stage(edge_taken(done.node_id, route))
         if routes and routes[0].target != fan.join:
             return StartNode(routes[0].target, branch)
         fan.branches[branch] = "done"
-        self._settle_writes(fan, branch)
-        return self.maybe_join()
+        self._settle_writes(log, fan, branch)
+        return self.maybe_join(log)
 
-    def _settle_writes(self, fan: FanOut, branch: str) -> None:
+    def _settle_writes(self, log: RunLog, fan: FanOut, branch: str) -> None:
         """Conflicts go by the order branches finish (the seed): with ``last_wins`` the
         finishing branch's values of replaced keys go back into memory if another branch
         wrote them since; with ``first_wins`` the first branch to finish claims its keys
@@ -156,7 +178,7 @@ class FanOutJoin:
                 None,
                 "replace",
             ):
-                self.log.stage(
+                log.stage(
                     MemoryWritten(
                         key=key,
                         value=write.value,
@@ -166,7 +188,7 @@ class FanOutJoin:
                     )
                 )
 
-    def branch_failed(self, branch: str, error: str) -> JoinOutcome:
+    def branch_failed(self, log: RunLog, branch: str, error: str) -> JoinOutcome:
         """``branch`` failed for good with ``error``."""
         fan = self.fan
         assert fan is not None
@@ -175,7 +197,7 @@ class FanOutJoin:
         if self.graph.fan_out_policy == "fail_all":
             # The other branches are cancelled at once; their partial work is not merged.
             return StopBranches(f"branch {branch!r} failed: {error}")
-        return self.maybe_join()
+        return self.maybe_join(log)
 
     def fail_run(self, branch: str, error: str) -> StopBranches:
         """``branch`` failed with ``error`` that fails the run whatever the fan-out policy
@@ -186,22 +208,22 @@ class FanOutJoin:
         fan.errors[branch] = error
         return StopBranches(f"branch {branch!r} failed: {error}")
 
-    def cancel(self, branches: list[str], outcome: StopBranches) -> EndRun:
+    def cancel(self, log: RunLog, branches: list[str], outcome: StopBranches) -> EndRun:
         """``fail_all``: the running nodes of ``branches`` are stopped; the run fails."""
         fan = self.fan
         assert fan is not None
         for branch in branches:
             fan.branches[branch] = "failed"
             fan.errors.setdefault(branch, "cancelled: another branch failed")
-        self._join(fan)
+        self._join(log, fan)
         return EndRun("failed", outcome.error)
 
-    def maybe_join(self) -> JoinOutcome:
+    def maybe_join(self, log: RunLog) -> JoinOutcome:
         """Join once no branch runs: start the join node, or end the run."""
         fan = self.fan
         if fan is None or any(state == "running" for state in fan.branches.values()):
             return None
-        self._join(fan)
+        self._join(log, fan)
         failed = [b for b, s in fan.branches.items() if s == "failed"]
         succeeded = [b for b, s in fan.branches.items() if s == "done"]
         if failed and (self.graph.fan_out_policy == "wait_all" or not succeeded):
@@ -211,9 +233,9 @@ class FanOutJoin:
             return EndRun("completed", None)
         return StartNode(fan.join, None)
 
-    def _join(self, fan: FanOut) -> None:
+    def _join(self, log: RunLog, fan: FanOut) -> None:
         self.fan = None
-        self.log.stage(
+        log.stage(
             BranchesJoined(
                 join=fan.join,
                 completed=[b for b, s in fan.branches.items() if s == "done"],

@@ -3,7 +3,6 @@ the run."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 
 from actors import Actor, ActorRef, Terminated
@@ -22,41 +21,58 @@ PLAIN_KINDS = ("function", "router")
 _MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
 
 
+#: The by-key map of a run with only its main lane (never changed in place: replaced).
+_NO_REFS: dict[str, ActorRef] = {}
+
+
 class NodeActors:
-    """The node actors the executor ``owner`` spawns and watches."""
+    """The node actors of a run's executor, which the executor (passed to
+    :meth:`actor_for`, not held) spawns and watches.
 
-    __slots__ = ("by_key", "by_node", "factory", "graph", "log", "owner")
+    The main path's lane actor is a field of its own and the other actors (a fan-out's
+    lanes, non-plain nodes) a map made on first use; each node maps to its actor's key
+    (strings only: a map the cyclic collector does not track): most runs hold no tracked
+    container here."""
 
-    def __init__(self, *, owner: Actor, graph: GraphSpec, log: RunLog, factory: NodeFactory):
-        # A weak reference: the executor holds this, and a cycle would leave every
-        # finished run to the cyclic garbage collector.
-        self.owner = weakref.ref(owner)
+    __slots__ = ("by_key", "by_node", "factory", "graph", "log", "main")
+
+    def __init__(self, *, graph: GraphSpec, log: RunLog, factory: NodeFactory):
         self.graph = graph
         self.log = log
         self.factory = factory
-        self.by_key: dict[str, ActorRef] = {}  # actor key (lane or node) -> actor
-        self.by_node: dict[str, ActorRef] = {}  # node id -> the actor that runs it
+        self.main: ActorRef | None = None  # the main path's lane
+        self.by_key = _NO_REFS  # actor key (another lane or a node) -> actor
+        self.by_node: dict[str, str] = {}  # node id -> the key of the actor that runs it
 
-    def actor_for(self, spec: NodeSpec, branch: str | None) -> ActorRef:
-        """The actor to run ``spec``'s node in ``branch``, spawned if there is none."""
+    def _get(self, key: str) -> ActorRef | None:
+        return self.main if key == _MAIN_LANE else self.by_key.get(key)
+
+    def actor_for(self, owner: Actor, spec: NodeSpec, branch: str | None) -> ActorRef:
+        """The actor to run ``spec``'s node in ``branch``, spawned by the executor
+        ``owner`` if there is none."""
         if spec.kind not in PLAIN_KINDS:
             key = f"node:{spec.id}"
         else:
             key = _MAIN_LANE if branch is None else f"lane:{branch}"
-        ref = self.by_key.get(key)
+        ref = self._get(key)
         if ref is None or ref.stopped:
-            owner = self.owner()
-            assert owner is not None  # it is starting a node
             ref = owner.system.spawn(
                 self.factory(self.graph, spec, owner.ref, self.log), watcher=owner.ref
             )
-            self.by_key[key] = ref
-        self.by_node[spec.id] = ref
+            if key == _MAIN_LANE:
+                self.main = ref
+            else:
+                if self.by_key is _NO_REFS:
+                    self.by_key = {}
+                self.by_key[key] = ref
+        self.by_node[spec.id] = key
         return ref
 
     async def stop(self, node_id: str) -> None:
         """Stop the actor running ``node_id`` (and the lane it runs in); waits for it."""
-        await self.by_node[node_id].stop()
+        ref = self._get(self.by_node[node_id])
+        assert ref is not None  # it ran the node
+        await ref.stop()
 
     def crashed(
         self, note: Terminated, running: Mapping[str, tuple[int, str | None]]
@@ -65,8 +81,9 @@ class NodeActors:
         any (None: the actor was stopped, or runs none of the ``running`` nodes)."""
         if note.error is None:
             return None  # the executor stopped it
-        for node_id, ref in self.by_node.items():
-            if ref.name == note.actor and node_id in running:
+        for node_id, key in self.by_node.items():
+            ref = self._get(key)
+            if ref is not None and ref.name == note.actor and node_id in running:
                 attempt, branch = running[node_id]
                 done = NodeDone(node_id=node_id, attempt=attempt, branch=branch, success=False)
                 return done.failed(f"node actor crashed: {note.error}", "NodeCrashed")
@@ -74,5 +91,7 @@ class NodeActors:
 
     def stop_all(self) -> None:
         """Stop every node actor; nothing waits for them to be gone."""
+        if self.main is not None:
+            self.main.stop_nowait()
         for ref in self.by_key.values():
             ref.stop_nowait()

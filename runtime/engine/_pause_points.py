@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import msgspec
+
 from ..events._catalogue import PauseReason, PauseRequested
 from ..events._state import RunState
 from ._runlog import RunLog
@@ -13,7 +15,7 @@ __all__ = ["PausePoints"]
 _NONE: frozenset[str] = frozenset()
 
 
-class PausePoints:
+class PausePoints(msgspec.Struct, gc=False):
     """The nodes of one run held before they start (a pause node, a pause asked for, a
     node waiting for input), and those a resume lets through without pausing again.
 
@@ -21,31 +23,33 @@ class PausePoints:
     process (:meth:`request`) or another (taken into the live state, see _foreign.py).
     While ``state.pause_requested``, the next node to start is held, so the run pauses at
     the next node boundary, once the nodes running now have finished, the same from
-    every front and process."""
+    every front and process.
 
-    __slots__ = ("held", "log", "passed", "pause_nodes")
+    Untracked by the cyclic collector (``gc=False``): it holds only strings, in frozensets
+    and tuples, so it can never be part of a reference cycle; the run's log and state are
+    passed to the methods that need them."""
 
-    def __init__(self, pause_nodes: frozenset[str], log: RunLog) -> None:
-        self.pause_nodes = pause_nodes
-        self.log = log
-        #: (node, branch, why), the first being the pause's resume point. Tuples and a
-        #: frozenset, replaced when they change: most runs never hold or pass a node, and
-        #: then make no container of their own here.
-        self.held: tuple[tuple[str, str | None, PauseReason], ...] = ()
-        self.passed: frozenset[str] = _NONE
+    #: The graph's pause nodes.
+    pause_nodes: frozenset[str]
+    #: (node, branch, why), the first being the pause's resume point. Tuples and a
+    #: frozenset, replaced when they change: most runs never hold or pass a node, and
+    #: then make no container of their own here.
+    held: tuple[tuple[str, str | None, PauseReason], ...] = ()
+    passed: frozenset[str] = _NONE
 
-    def request(self) -> bool:
+    def request(self, log: RunLog) -> bool:
         """Record a pause asked for in this process (staged for the executor's commit);
         False if one is asked for already (the run pauses once)."""
-        if self.log.state.pause_requested:
+        if log.state.pause_requested:
             return False
-        self.log.stage(PauseRequested())
+        log.stage(PauseRequested())
         return True
 
-    def hold(self, node_id: str, branch: str | None, attempt: int) -> bool:
-        """Whether ``node_id``'s attempt is held instead of starting."""
+    def hold(self, state: RunState, node_id: str, branch: str | None, attempt: int) -> bool:
+        """Whether ``node_id``'s attempt is held instead of starting (``state``: the
+        run's live state)."""
         if attempt == 1 and node_id not in self.passed:
-            if self.log.state.pause_requested:
+            if state.pause_requested:
                 self.held = (*self.held, (node_id, branch, "user"))
             elif node_id in self.pause_nodes:
                 self.held = (*self.held, (node_id, branch, "hitl"))

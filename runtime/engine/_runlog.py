@@ -5,7 +5,7 @@ or end sooner when worth its bytes (``runtime.events._snapshots.worth_at_rest``)
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter
 
 import anyio
@@ -20,30 +20,22 @@ from eventstore import (
     EventStore,
     LeaseLostError,
     SnapshotAfter,
-    SnapshotTaken,
     StoreError,
-    event_tag,
 )
 
 from ..events._new_state import new_state
-from ..events._snapshots import SNAPSHOT_AT_REST, SNAPSHOT_EVERY, snapshot_after, worth_at_rest
+from ..events._snapshots import SNAPSHOT_EVERY
 from ..events._state import RunState, apply
 from ._foreign import FailedBatch, Rebase
+from ._log_hooks import CommitHook, CommitObserver, RunHooks
+from ._log_snapshot import snapshot_due, untake
 
-__all__ = ["CommitHook", "CommitObserver", "RunLog", "Submission"]
+__all__ = ["CommitHook", "CommitObserver", "RunHooks", "RunLog", "Submission"]
 
 #: A run log with a store keeps no in-memory log: its (never filled) stand-in.
 _NO_EVENTS: list[EventBody] = []
-
-_TAKEN = event_tag(SnapshotTaken)
-
-#: Called after each commit with (run_id, last committed seq, the bodies just committed).
-CommitHook = Callable[[str, int, Sequence[EventBody]], Awaitable[None] | None]
-
-#: Told synchronously of each committed batch: (run_id, the bodies, seconds from append to
-#: commit, None for an in-memory log). Must not block or raise: metrics and logs use it,
-#: and unlike a CommitHook it keeps the executor's non-waiting submit path.
-CommitObserver = Callable[[str, Sequence[EventBody], float | None], None]
+#: An empty queue (never filled: a log queues into a list of its own, see RunLog.pending).
+_NO_PENDING: list[EventBody] = []
 
 
 class Submission:
@@ -122,7 +114,9 @@ class RunLog:
         self.store = store
         self.last_seq = last_seq
         self.write_behind = write_behind
-        self.pending: list[EventBody] = []
+        #: Bodies queued for the next commit: the shared empty list while none is (most
+        #: of a run's life: one tracked list fewer per live run), never changed in place.
+        self.pending: list[EventBody] = _NO_PENDING
         self.hooks = tuple(hooks)
         self.observers = tuple(observers)
         # The in-memory log (no store only; a store's run keeps none).
@@ -136,9 +130,10 @@ class RunLog:
         # The first store error of an append: the seqs numbered after it are wrong, so every
         # later append raises it too instead of landing on a head another writer moved.
         self.failed: BaseException | None = None
-        #: Whether the run's claim is still held here (None: no claims): a batch is
-        #: never handed to the store without it, and the log fails with LeaseLostError.
-        self.holds: Callable[[], bool] | None = None
+        #: The run's hooks into its runtime (None: none, no claims): a batch is never
+        #: handed to the store unless ``holds()`` (the run's claim is still held here),
+        #: else the log fails with LeaseLostError; ``drain``/``drained`` count its threads.
+        self.run_hooks: RunHooks | None = None
         #: Batches handed to the store and not answered yet.
         self.in_flight = 0
         #: Starts a task (a runtime's, on a store other processes append to): then a
@@ -148,13 +143,6 @@ class RunLog:
         #: The batches that met another process's pause requests, appended again once
         #: every batch in flight was answered (_foreign.py); none is handed over meanwhile.
         self.rebase: Rebase | None = None
-        #: Counts the run's plain-def threads by node (a run whose executor stopped while
-        #: one runs is draining): called with the node as one starts, it returns what to
-        #: call once it ends; ``drained(node, seconds)`` waits until none of the node's
-        #: runs (at most that long, or a default for None), False if one still does
-        #: (control/_draining.py).
-        self.drain: Callable[[str], Callable[[], None]] | None = None
-        self.drained: Callable[[str, float | None], Awaitable[bool]] | None = None
 
     async def append(
         self,
@@ -195,8 +183,7 @@ class RunLog:
             # hides it during a commit, and the in-memory log never suspends at all. Taken
             # before anything is handed over, so a submitted batch is still answered.
             await _checkpoint()
-        pending = self.pending
-        pending.extend(bodies)
+        pending = self._queue(bodies)
         self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
         self.state.last_seq = self.last_seq + len(pending)
         if not durable and len(pending) < self.write_behind:
@@ -204,7 +191,7 @@ class RunLog:
         # The commit itself, here rather than in flush(): one coroutine fewer per append.
         if not pending:
             return self.last_seq
-        batch, self.pending = pending, []
+        batch, self.pending = pending, _NO_PENDING
         expected = self.last_seq
         # The state is the fold of the log through this batch's last event.
         snapshot = None if self.store is None else self._snapshot(batch, len(batch), at_rest)
@@ -213,7 +200,7 @@ class RunLog:
         if self.store is None:
             self.memory_events.extend(batch)
         else:
-            if self.holds is not None and not self.holds():
+            if self.run_hooks is not None and not self.run_hooks.holds():
                 self.failed = LeaseLostError(self.run_id, None, None, None)
                 raise self.failed
             self.in_flight += 1
@@ -272,46 +259,23 @@ class RunLog:
     def _snapshot(
         self, batch: list[EventBody], events: int, at_rest: bool = False
     ) -> SnapshotAfter | None:
-        """The live state as a snapshot after the first ``events`` of ``batch``, when due.
-
-        The state must be the fold of the log through that event at the time of the call.
-        The ``snapshot.taken`` event that binds the snapshot to the log is inserted into
-        ``batch`` right after them, and the state's ``last_seq`` moves past it. It rides
-        with the batch (the store saves it in the batch's transaction), so saving one
-        costs no write of its own and never waits; an unencodable state skips it. Due
-        ``snapshot_every`` events after the last; at rest, sooner when ``worth_at_rest``.
-        """
-        state = self.state
-        at = state.last_seq
-        since = at - self.snapshot_seq
-        every = min(self.snapshot_every, SNAPSHOT_AT_REST) if at_rest else self.snapshot_every
-        if events == 0 or since < every:
-            return None
-        # The state through the taken event, which only counts in event_counts.
-        state.last_seq = at + 1
-        counts = state.event_counts
-        counts[_TAKEN] = counts.get(_TAKEN, 0) + 1
-        made = snapshot_after(state, events)
-        if made is None or (
-            since < self.snapshot_every
-            and not worth_at_rest(since, len(made[1].data), self.snapshot_bytes)
-        ):
-            self._untake(at)
-            return None
-        taken, snapshot = made
-        batch.insert(events, taken)
-        self.snapshot_seq = at + 1
-        self.snapshot_bytes = len(snapshot.data)
+        """A snapshot of the live state after the first ``events`` of ``batch``, its taken
+        event inserted after them, when due (_log_snapshot.py); it rides with the batch (the
+        store saves it in the batch's transaction), so it costs no write and never waits.
+        Due ``snapshot_every`` events after the last; at rest, sooner when worth it."""
+        snapshot = snapshot_due(
+            self.state,
+            batch,
+            events,
+            at_rest,
+            since_seq=self.snapshot_seq,
+            every=self.snapshot_every,
+            last_bytes=self.snapshot_bytes,
+        )
+        if snapshot is not None:
+            self.snapshot_seq = self.state.last_seq
+            self.snapshot_bytes = len(snapshot.data)
         return snapshot
-
-    def _untake(self, at: int) -> None:
-        """Undo what :meth:`_snapshot` did to the state (its event was not handed over)."""
-        state = self.state
-        state.last_seq = at
-        counts = state.event_counts
-        counts[_TAKEN] -= 1
-        if not counts[_TAKEN]:
-            del counts[_TAKEN]
 
     def stage(self, body: EventBody) -> None:
         """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
@@ -320,7 +284,10 @@ class RunLog:
         commits one batch per step). Nothing is written until an append or submit.
         """
         pending = self.pending
-        pending.append(body)
+        if pending is _NO_PENDING:
+            pending = self.pending = [body]
+        else:
+            pending.append(body)
         seq = self.last_seq + len(pending)
         state = self.state
         apply(state, body, seq)
@@ -331,15 +298,29 @@ class RunLog:
         commit hooks); False, doing nothing, elsewhere."""
         if self.store is not None or self.hooks or self.failed is not None:
             return False
-        pending = self.pending
-        pending.extend(bodies)
+        pending = self._queue(bodies)
         self._track(bodies, self.last_seq + len(pending) - len(bodies) + 1)
-        batch, self.pending = pending, []
+        batch, self.pending = pending, _NO_PENDING
         self.last_seq = self.state.last_seq = self.last_seq + len(batch)
         self.memory_events.extend(batch)
         for observer in self.observers:
             observer(self.run_id, batch, None)
         return True
+
+    def _queue(self, bodies: Sequence[EventBody]) -> list[EventBody]:
+        """The queue with ``bodies`` added: a list of its own once anything is queued."""
+        pending = self.pending
+        if pending is _NO_PENDING:
+            if bodies:
+                pending = self.pending = list(bodies)
+        else:
+            pending.extend(bodies)
+        return pending
+
+    def _requeue(self, batch: list[EventBody], queued: int) -> None:
+        """Put back the first ``queued`` bodies of a batch the store did not take."""
+        del batch[queued:]
+        self.pending = batch if queued else _NO_PENDING
 
     def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
         """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
@@ -363,38 +344,44 @@ class RunLog:
             return False
         if self.rebase is not None:
             return False  # append waits for it
-        if self.holds is not None and not self.holds():
+        if self.run_hooks is not None and not self.run_hooks.holds():
             return False  # append refuses it
-        batch = [*self.pending, *bodies]
+        # The queue itself becomes the batch (no copy a step), handed over or put back.
+        batch, queued = self.pending, len(self.pending)
+        if batch is _NO_PENDING:
+            batch = list(bodies)
+        else:
+            batch.extend(bodies)
+        self.pending = _NO_PENDING
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
-        snapshot = self._snapshot(batch, len(self.pending), answer.at_rest)
+        snapshot = self._snapshot(batch, queued, answer.at_rest)
         undo = snapshot is not None
         answer.log, answer.batch, answer.expected = self, batch, self.last_seq
         answer.began = perf_counter()
         try:
-            queued = store.submit(
+            handed = store.submit(
                 self.run_id, batch, expected_seq=self.last_seq, on_done=answer, snapshot=snapshot
             )
         except StoreError as exc:  # a closed store: as append
+            self._requeue(batch, queued)
             self.failed = exc
             raise
         except Exception:
             # Refused before it reached the store (a body it cannot encode), as append
             # does: nothing was written and this batch is lost, queued bodies included,
             # so the next append (the run's failure) goes at the same seq.
-            self.pending = []
             self.snapshot_seq = snapshot_seq
             if undo:
-                self._untake(state_seq)
+                untake(self.state, state_seq)
             raise
-        if not queued:
+        if not handed:
             # Due again with the next batch (its taken event was not handed over).
+            self._requeue(batch, queued)
             self.snapshot_seq = snapshot_seq
             if undo:
-                self._untake(state_seq)
+                untake(self.state, state_seq)
             return False
-        self.pending.clear()  # the batch is a copy: the list is reused, not replaced
         self.in_flight += 1
         self.last_seq += len(batch)
         self._track(bodies, self.last_seq - len(bodies) + 1)

@@ -23,28 +23,27 @@ from ._end_now import end_now
 from ._ending import RunEnding
 from ._join import FanOutJoin
 from ._messages import CommitFailed, EndStaged, ExecuteNode, NodeDone, StartStaged
-from ._node_actors import NodeActors
-from ._outputs import OutputWrites
+from ._node_actors import NodeActors, NodeFactory
 from ._pause_points import PausePoints
 from ._runlog import RunLog
 from ._start_on_commit import StartOnCommit
 
 __all__ = ["StepNow"]
 
+#: A first attempt on the main path in the ``running`` map: one shared tuple, not one a step.
+_FIRST: tuple[int, str | None] = (1, None)
 
-class StepNow:
-    """Starts a run's nodes (for the executor's every start) and takes its common steps.
+
+class StepNow(NodeActors):
+    """The run's node actors (:class:`NodeActors`: one object per run, not two), which it
+    starts the run's nodes on (for the executor's every start), and its common steps.
 
     Shares the executor's collaborators and its ``running`` map (node -> (attempt,
     branch)), never replaced, only changed in place."""
 
     __slots__ = (
         "end",
-        "graph",
         "join",
-        "log",
-        "nodes",
-        "outputs",
         "pauses",
         "running",
         "single",
@@ -57,19 +56,15 @@ class StepNow:
         *,
         graph: GraphSpec,
         log: RunLog,
-        nodes: NodeActors,
+        factory: NodeFactory,
         pauses: PausePoints,
         join: FanOutJoin,
-        outputs: OutputWrites,
         end: RunEnding,
         running: dict[str, tuple[int, str | None]],
     ) -> None:
-        self.graph = graph
-        self.log = log
-        self.nodes = nodes
+        super().__init__(graph=graph, log=log, factory=factory)
         self.pauses = pauses
         self.join = join
-        self.outputs = outputs
         self.end = end
         self.running = running
         self.specs: dict[str, NodeSpec] = graph.node_map()
@@ -77,7 +72,7 @@ class StepNow:
         self.terminal_nodes = graph.terminal_set()
 
     def starting(
-        self, node_id: str, branch: str | None, attempt: int, rerun: bool
+        self, executor: Actor, node_id: str, branch: str | None, attempt: int, rerun: bool
     ) -> tuple[NodeStarted, ActorRef, ExecuteNode]:
         """Mark ``node_id`` running: its start event, its actor and the message to tell it
         (once the event is committed). Its visit is a new one unless this is a retry or
@@ -89,14 +84,14 @@ class StepNow:
         started = NodeStarted(node_id=node_id, visit=visit or 1, attempt=attempt, branch=branch)
         spec = self.specs[node_id]
         inputs = read_memory(state, spec.input_keys, shared=branch is not None)
-        self.running[node_id] = (attempt, branch)
-        ref = self.nodes.actor_for(spec, branch)
+        self.running[node_id] = _FIRST if attempt == 1 and branch is None else (attempt, branch)
+        ref = self.actor_for(executor, spec, branch)
         message = ExecuteNode(
             node_id=node_id, attempt=attempt, visit=started.visit, branch=branch, inputs=inputs
         )
         return started, ref, message
 
-    async def staged(self, message: StartStaged | EndStaged) -> None:
+    async def staged(self, executor: Actor, message: StartStaged | EndStaged) -> None:
         """Append what a step (or the run's end) taken without waking the executor staged
         and could not hand over without waiting; then start its node (report the result)."""
         if type(message) is EndStaged:
@@ -106,14 +101,14 @@ class StepNow:
         assert isinstance(message, StartStaged)
         await self.log.append((message.started,), shield=False)
         spec = self.specs[message.started.node_id]
-        await self.nodes.actor_for(spec, None).tell(message.execute)
+        await self.actor_for(executor, spec, None).tell(message.execute)
 
     def start_on_commit(self, executor: Actor, node_id: str) -> None:
         """Start ``node_id`` (a first attempt on the main path) once the step staged with
         its start is committed: at once in memory, from the store's answer durably, or
         through the executor's ``receive`` (``StartStaged``) when the store's queue is full
         or the claim is lost."""
-        started, ref, message = self.starting(node_id, None, 1, False)
+        started, ref, message = self.starting(executor, node_id, None, 1, False)
         log = self.log
         start = StartOnCommit(executor, ref, message)
         if log.append_now((started,)):
@@ -172,7 +167,7 @@ class StepNow:
                     graph=self.graph,
                     log=log,
                     end=self.end,
-                    outputs=self.outputs,
+                    join=self.join,
                     running=self.running,
                 )
             if len(routes) != 1:
@@ -183,10 +178,10 @@ class StepNow:
             return False
         try:
             del self.running[node_id]
-            self.outputs.node_outputs(done)  # no conflict outside a fan-out
+            self.join.node_outputs(log, done)  # no conflict outside a fan-out
             log.stage(NodeCompleted(node_id=node_id, branch=None))
             log.stage(taken)
-            self.pauses.hold(target, None, 1)  # False: a pass through a resumed gate is used
+            self.pauses.hold(state, target, None, 1)  # False: a pass through a resumed gate is used
             self.start_on_commit(executor, target)
         except Exception as exc:
             executor.ref.tell_nowait(CommitFailed(error=exc))

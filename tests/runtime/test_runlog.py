@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import anyio
 import pytest
 
-from eventstore import AppendResult, EventBody, LeaseLostError, SnapshotAfter, SqliteEventStore
+from eventstore import (
+    AppendResult,
+    EventBody,
+    EventStore,
+    LeaseLostError,
+    SnapshotAfter,
+    SqliteEventStore,
+)
 from runtime.engine._runlog import RunLog, Submission
 from runtime.events import NodeFailed, NodeStarted, OutputSet, fold
 
@@ -108,11 +115,24 @@ class _Ignored(Submission):
         pass
 
 
+class _Claim:
+    """Run hooks whose claim is held while ``held()``; no threads are counted."""
+
+    def __init__(self, held: Callable[[], bool]) -> None:
+        self.holds = held
+
+    def drain(self, node_id: str) -> Callable[[], None]:
+        return lambda: None
+
+    async def drained(self, node_id: str, timeout: float | None) -> bool:
+        return True
+
+
 async def test_a_log_whose_claim_is_not_held_hands_nothing_to_the_store(tmp_path: Any) -> None:
     held = True
     async with SqliteEventStore(tmp_path / "runs.db") as store:
         log = RunLog("r", store)
-        log.holds = lambda: held
+        log.run_hooks = _Claim(lambda: held)
         await log.append([NodeStarted(node_id="a", visit=1)])
         held = False
         submitted = log.submit([NodeStarted(node_id="b", visit=1)], _Ignored())
@@ -123,3 +143,39 @@ async def test_a_log_whose_claim_is_not_held_hands_nothing_to_the_store(tmp_path
         stored = await store.read_all("r")
     assert not submitted
     assert [event.seq for event in stored] == [1]
+
+
+class _FullQueue:
+    """A store whose non-waiting submit finds its queue full (it takes nothing)."""
+
+    def __init__(self, store: SqliteEventStore) -> None:
+        self._store = store
+
+    def submit(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_batch_the_store_does_not_take_leaves_the_staged_bodies_queued(
+    tmp_path: Any,
+) -> None:
+    async with SqliteEventStore(tmp_path / "runs.db") as store:
+        log = RunLog("r", cast(EventStore, _FullQueue(store)))
+        log.stage(NodeStarted(node_id="a", visit=1))
+        log.stage(OutputSet(node_id="a", key="k", value=1))
+        assert not log.submit([NodeStarted(node_id="b", visit=1)], _Ignored())
+        # The staged bodies wait for the next append, without the refused batch's own.
+        assert list(log.pending) == [
+            NodeStarted(node_id="a", visit=1),
+            OutputSet(node_id="a", key="k", value=1),
+        ]
+        await log.append([NodeStarted(node_id="c", visit=1)])
+        stored = await store.read_all("r")
+    assert [(e.seq, getattr(e.body, "node_id", None)) for e in stored] == [
+        (1, "a"),
+        (2, "a"),
+        (3, "c"),
+    ]
+    assert log.pending == [] and log.last_seq == 3
