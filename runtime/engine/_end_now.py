@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors import Actor
+from actors import Actor, ActorStoppedError, MailboxFullError
 
 from ..events._catalogue import NodeCompleted
 from ..spec._model import GraphSpec
@@ -29,8 +29,10 @@ __all__ = ["EndOnCommit", "end_now"]
 
 class EndOnCommit(Submission):
     """The store's answer to a run's end batch (on the loop, outside any task): the result
-    is reported once the end is committed, and the executor stops; a failed commit fails
-    the result with its error, as the executor's append raising it would."""
+    is reported once the end is committed, and the executor stops. A failed commit goes to
+    the executor as ``CommitFailed``, whose ``receive`` fails the run with it in its own task
+    (a claimed run's conflict is settled by starting a task, which a loop callback cannot),
+    as the executor's own append raising it would."""
 
     __slots__ = ("end", "executor")
 
@@ -42,11 +44,16 @@ class EndOnCommit(Submission):
         self.end = end
 
     def on_done(self, result: Any, error: BaseException | None) -> None:
-        if error is None:
-            self.end.report()
-        else:
-            self.end.stopping = True
-            self.end.outcome.fail(error)
+        if error is not None:
+            self.end.stopping = False
+            try:
+                self.executor.ref.tell_nowait(CommitFailed(error=error))
+            except ActorStoppedError:
+                pass
+            except MailboxFullError:
+                self.executor.system.tell_later(self.executor.ref, CommitFailed(error=error), 0)
+            return
+        self.end.report()
         self.executor.ref.stop_nowait()  # idle: stopped here, its nodes with it (on_stopped)
 
 

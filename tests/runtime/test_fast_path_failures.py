@@ -8,7 +8,6 @@ runtime; the store's failures are SQLite's own (fast_path_support.py)."""
 
 from __future__ import annotations
 
-import gc
 import time
 from pathlib import Path
 from typing import Any
@@ -173,25 +172,13 @@ _EXPIRED = (
     f"run {RUN!r}: this process's claim is lost; its lease could not be renewed, so the "
     "run stopped here",
 )
-_HANGS = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "EndOnCommit.on_done (runtime/engine/_end_now.py:49) fails the outcome from the "
-        "SQLite writer's answer, a loop callback outside any task: "
-        "OwnedOutcome.fail(LeaseLostError) -> RunControl.conflict "
-        "(runtime/control/_run_control.py:186) -> TaskGroup.start_soon raises "
-        "NoEventLoopError ('a store callback failed' is logged), _settle never runs and the "
-        "executor is not stopped: handle.result() hangs until the runtime closes; receive "
-        "fails it with LeaseLostError at once"
-    ),
-)
 
 
 @pytest.mark.parametrize(
     ("where", "failure"),
     [
         ("step", "taken over"),
-        pytest.param("end", "taken over", marks=_HANGS),
+        ("end", "taken over"),
         ("step", "expired"),  # the log hands the batch to no store
         ("end", "expired"),
     ],
@@ -199,19 +186,11 @@ _HANGS = pytest.mark.xfail(
 async def test_a_claim_lost_at_a_fast_path_batch_fails_the_result_as_receive_does(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
     where: Where,
     failure: str,
 ) -> None:
     receive = await _live_run(tmp_path, monkeypatch, where, "receive", failure)
-    try:
-        now = await _live_run(tmp_path, monkeypatch, where, "now", failure)
-    finally:
-        # The xfail's bug leaves a coroutine never awaited, held by the traceback of the
-        # error logged: reported with this test, not the next one.
-        for record in caplog.records:
-            record.exc_info = None
-        gc.collect()
+    now = await _live_run(tmp_path, monkeypatch, where, "now", failure)
     assert now == receive
     assert now["outcome"] == ("raised", _TAKEN_OVER if failure == "taken over" else _EXPIRED)
     node, before = _GATED[where]
