@@ -177,6 +177,8 @@ class WriterCore:
                     turn: ClaimTurn = self.fence.walk(db, batch)
                     plan = self.plan(turn.appends, assume_new=assume_new)
                     self.write(plan, in_transaction=True)
+                    if turn.releasing is not None:  # releases going with their appends
+                        self.fence.release_after(db, turn, plan.outcomes)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.connection.in_transaction:

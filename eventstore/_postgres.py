@@ -387,7 +387,11 @@ class PostgresEventStore:
         return False
 
     def submit_release(
-        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+        self,
+        claim: Claim,
+        on_done: Callable[[None, BaseException | None], None],
+        *,
+        with_append: int | None = None,
     ) -> bool:
         """Always False: claims are given up on their own connection, not queued with the
         writer's transactions (use :meth:`release`). Raises StoreClosedError if the store

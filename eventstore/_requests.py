@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._events import (
     UNCHANGED_INDEX,
@@ -98,6 +98,7 @@ class AppendRequest(Pending[AppendResult]):
         "bodies",
         "expected_seq",
         "index",
+        "release",
         "rows",
         "run_id",
         "snapshot",
@@ -132,6 +133,9 @@ class AppendRequest(Pending[AppendResult]):
         self.expected_seq = expected_seq
         #: A snapshot to save in the batch's transaction (SqliteEventStore.append).
         self.snapshot: SnapshotAfter | None = None
+        #: A release of the run's claim to commit with the batch, after it and only if it
+        #: is written (a SQLite store's ``submit_release(..., with_append=seq)``).
+        self.release: Pending[Any] | None = None
 
     @property
     def status(self) -> tuple[str | None, str | None]:
