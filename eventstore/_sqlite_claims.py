@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, cast
 
 from ._claims import Claim
 from ._errors import LeaseLostError, RunOwnedError, StoreError
@@ -194,15 +194,7 @@ class ClaimFence:
             if type(request) is AppendRequest:
                 run_id = request.run_id
                 expected = changes[run_id] if run_id in changes else epochs.get(run_id)
-                if expected is None:
-                    if request.release is not None:  # no claim here to give up with it
-                        turn.answers.append((request.release, None, _not_held(run_id)))
-                    turn.appends.append(request)
-                elif isinstance(expected, StoreError):
-                    turn.answers.append((request, None, expected))
-                    if request.release is not None:
-                        turn.answers.append((request.release, None, expected))
-                else:
+                if type(expected) is int:
                     row = rows.get(run_id)
                     if (row is None and trusted) or (row is not None and row[2] == expected):
                         if request.release is not None:
@@ -227,6 +219,15 @@ class ClaimFence:
                         # again. Holding the old epoch instead would let the next
                         # transaction, finding the file unchanged, trust it.
                         changes[run_id] = lost
+                elif expected is None:
+                    if request.release is not None:  # no claim here to give up with it
+                        turn.answers.append((request.release, None, _not_held(run_id)))
+                    turn.appends.append(request)
+                else:  # the error its appends raise (a lost or refused claim)
+                    refused = cast(StoreError, expected)
+                    turn.answers.append((request, None, refused))
+                    if request.release is not None:
+                        turn.answers.append((request.release, None, refused))
                 continue
             assert isinstance(request, OwnershipRequest)
             operation = request.operation
@@ -281,14 +282,15 @@ class ClaimFence:
                 epochs[run_id] = epoch
             if type(epoch) is not int:
                 leases.pop(run_id, None)
-        started: list[tuple[str, int]] = []
-        for run_id, lease in turn.leases.items():
-            epoch = epochs.get(run_id)
-            if type(epoch) is int:
-                leases[run_id] = lease
-                started.append((run_id, epoch))
-        if started and self.watchers:
-            self.confirmed.append((started, turn.since))
+        if turn.leases:  # most transactions start no lease
+            started: list[tuple[str, int]] = []
+            for run_id, lease in turn.leases.items():
+                epoch = epochs.get(run_id)
+                if type(epoch) is int:
+                    leases[run_id] = lease
+                    started.append((run_id, epoch))
+            if started and self.watchers:
+                self.confirmed.append((started, turn.since))
         for request, result, error in turn.answers:
             request.result = result
             request.error = error
@@ -330,7 +332,7 @@ class ClaimFence:
                 elif request.operation == "claim":
                     ids.add(request.run_id)
         rows: dict[str, list[Any]] = {}
-        if ids:
+        if ids:  # else none to read (the usual transaction: appends, the file unchanged)
             for run_id, owner, expires, epoch in db.execute(_SELECT, (json.dumps(list(ids)),)):
                 rows[run_id] = [owner, expires, epoch]
         return rows
