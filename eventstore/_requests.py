@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from ._claims import Claim
 from ._events import (
     UNCHANGED_INDEX,
     EventBody,
@@ -30,7 +31,7 @@ from ._format import (
 )
 from ._protocol import AppendResult, SnapshotAfter
 
-__all__ = ["AppendRequest", "Pending", "prepare"]
+__all__ = ["AppendRequest", "HeldRelease", "Pending", "prepare"]
 
 _log = logging.getLogger("magistrate.eventstore")
 _T = TypeVar("_T")
@@ -88,6 +89,19 @@ class Pending(Generic[_T]):
         self.error = error
         self.result = None
         self.finish()
+
+
+class HeldRelease(Pending[None]):
+    """A release of ``claim`` that a PostgreSQL store's writer holds for the run's append
+    at expected seq ``with_append`` (see ClaimingStore.submit_release); a SQLite store's
+    is an ownership request (eventstore._sqlite_claims)."""
+
+    __slots__ = ("claim", "with_append")
+
+    def __init__(self, claim: Claim, with_append: int) -> None:
+        super().__init__()
+        self.claim = claim
+        self.with_append = with_append
 
 
 class AppendRequest(Pending[AppendResult]):
