@@ -27,6 +27,7 @@ loops run beside the runs, each on its own schedule:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import socket
@@ -151,6 +152,9 @@ class RunOwnership:
         self.confirmed: dict[str, float] = {}
         #: New runs whose claim goes with their first append (claim_start).
         self._pending: set[str] = set()
+        #: Whether the store's submit_release takes ``with_append`` (a store of one's own
+        #: written before it did: its runs' claims are released at their end as before).
+        self._with_append = "with_append" in inspect.signature(store.submit_release).parameters
         if isinstance(store, LeaseConfirmingStore):
             store.watch_leases(self._confirmed_by_commit)
 
@@ -261,7 +265,7 @@ class RunOwnership:
         has nothing left to do. Otherwise (a store that cannot, an append not written)
         the claim stays held and is released at the run's end as before."""
         claim = self.claims.get(run_id)
-        if claim is None:
+        if claim is None or not self._with_append:
             return
         with contextlib.suppress(StoreError):  # a closed store: as before (it expires)
             self.store.submit_release(claim, _GivenUp(self, claim), with_append=expected_seq)
