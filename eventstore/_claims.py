@@ -58,12 +58,21 @@ class ClaimingStore(Protocol):
         ...
 
     def submit_release(
-        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+        self,
+        claim: Claim,
+        on_done: Callable[[None, BaseException | None], None],
+        *,
+        with_append: int | None = None,
     ) -> bool:
         """:meth:`release` without waiting, queued with the store's next transaction;
         ``on_done(None, error)`` runs on the event loop once it is committed or failed.
-        Returns False, doing nothing, when the store cannot queue it (then use
-        :meth:`release`). Raises StoreClosedError if the store is not open."""
+        With ``with_append`` (an expected seq), it goes with the store's next append to
+        the run instead, if that append is at that seq: in its transaction, after it, and
+        only if it is written under the claim (else ``on_done`` gets an error and the
+        claim stays held), ``on_done`` running before the append's own answer; the
+        runtime asks for this for a run's final append. Returns False, doing nothing,
+        when the store cannot queue it (then use :meth:`release`). Raises
+        StoreClosedError if the store is not open."""
         ...
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:

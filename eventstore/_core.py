@@ -42,6 +42,9 @@ _RUN_CACHE_LIMIT = 50_000
 
 _RunState = tuple[int, int, bytes]  # (run key, last seq, last digest)
 
+#: What plan reads when it loads no run (never changed).
+_NO_RUNS: dict[str, _RunState] = {}
+
 _BLOB = bytearray()  # joins digests into a bytearray (never changed itself)
 _blob = bytearray
 
@@ -177,6 +180,8 @@ class WriterCore:
                     turn: ClaimTurn = self.fence.walk(db, batch)
                     plan = self.plan(turn.appends, assume_new=assume_new)
                     self.write(plan, in_transaction=True)
+                    if turn.releasing is not None:  # releases going with their appends
+                        self.fence.release_after(db, turn, plan.outcomes)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.connection.in_transaction:
@@ -243,12 +248,12 @@ class WriterCore:
         new_runs: dict[str, list[Any]] = {}
         # run key -> [status, graph_hash, graph_id, quality, origin]
         changed: dict[int, list[Any]] = {}
-        missing = {
-            request.run_id
-            for request in requests
-            if request.run_id not in cache and not (assume_new and request.expected_seq == 0)
-        }
-        loaded = self._load_runs(missing) if missing else {}
+        missing: set[str] | None = None  # the runs to read (none, usually)
+        for request in requests:
+            if request.run_id not in cache and not (assume_new and request.expected_seq == 0):
+                missing = missing or set()
+                missing.add(request.run_id)
+        loaded = _NO_RUNS if missing is None else self._load_runs(missing)
         for request in requests:
             run_id = request.run_id
             expected = request.expected_seq
@@ -278,7 +283,7 @@ class WriterCore:
             prev = digests[-1]  # a batch holds at least one event (the front checks)
             # The blobs go to SQLite as bytearrays: Python's sqlite3 binds a bytearray as
             # it is, while it first looks for an adapter (in vain) for each bytes value.
-            rows = request.stored_rows()
+            rows = request.rows or request.stored_rows()
             if len(rows) == 1:  # one frame (or one event): the batch's hashes side by side
                 count, row_type, row_version, stored = rows[0]
                 hashes = _BLOB.join(digests)

@@ -387,13 +387,24 @@ class PostgresEventStore:
         return False
 
     def submit_release(
-        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+        self,
+        claim: Claim,
+        on_done: Callable[[None, BaseException | None], None],
+        *,
+        with_append: int | None = None,
     ) -> bool:
-        """Always False: claims are given up on their own connection, not queued with the
-        writer's transactions (use :meth:`release`). Raises StoreClosedError if the store
-        is not open."""
+        """Without ``with_append``, always False: claims are given up on their own
+        connection, not queued with the writer's transactions (use :meth:`release`).
+        With it, the release is held by the writer until the store's next append to the
+        run and made in that append's transaction, after it, if the append is at that
+        expected seq and is written under the claim (its epoch checked under the runs
+        row's lock); ``on_done`` is called before the append's own answer, with an error
+        if the claim was not given up (it stays held). Raises StoreClosedError if the
+        store is not open."""
         self._front.check_open("release")
-        return False
+        if with_append is None:
+            return False
+        return self._ownership.release_with_append(claim, on_done, with_append)
 
     def watch_leases(self, confirmed: Callable[[Sequence[tuple[str, int]], float], None]) -> None:
         """See :class:`LeaseConfirmingStore`: the writer's transactions extend the leases

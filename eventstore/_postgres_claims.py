@@ -18,6 +18,7 @@ from ._postgres_alive import spoke_unasked
 
 __all__ = [
     "EXTEND",
+    "RELEASE",
     "LeaseConnection",
     "claim",
     "claim_runnable",
@@ -115,7 +116,7 @@ FROM unnest(%s::text[], %s::bigint[], %s::float8[]) AS v(run_id, epoch, lease)
 WHERE r.run_id = v.run_id AND r.claim_epoch = v.epoch AND r.owner IS NOT NULL
 """
 
-_RELEASE = (
+RELEASE = (
     "UPDATE runs SET owner = NULL, lease_expires = NULL, draining = NULL, draining_since = NULL "
     "WHERE run_id = %s AND claim_epoch = %s AND owner = %s RETURNING status"
 )
@@ -177,7 +178,7 @@ async def release(conn: Connection, claim: Claim, runnable_channel: str) -> bool
     """See ClaimingStore.release; False when the run no longer held ``claim`` (it was
     taken over, or released before). A run given up while running is claimable at once:
     ``runnable_channel`` is notified, after the release committed."""
-    cur = await conn.execute(_RELEASE, (claim.run_id, claim.epoch, claim.owner))
+    cur = await conn.execute(RELEASE, (claim.run_id, claim.epoch, claim.owner))
     row = await cur.fetchone()
     if row is not None and row[0] == "running":
         await conn.execute("SELECT pg_notify(%s, '')", (runnable_channel,))

@@ -13,6 +13,7 @@ from ._claims import Claim
 from ._postgres_read import Fetch
 from ._postgres_schema import check_text
 from ._postgres_writer import Connection, PostgresWriter
+from ._requests import HeldRelease
 
 __all__ = ["PostgresOwnership"]
 
@@ -87,9 +88,28 @@ class PostgresOwnership:
                     writer.leases[claim.run_id] = (lease, asked + lease / 3)
         return [answers[claim.run_id, claim.epoch] for claim in claims]
 
+    def release_with_append(
+        self,
+        claim: Claim,
+        on_done: Callable[[None, BaseException | None], None],
+        with_append: int,
+    ) -> bool:
+        """See :meth:`PostgresEventStore.submit_release` (``with_append``): held by the
+        writer for the run's next append; False before the store opened."""
+        writer = self._writer()
+        if writer is None:
+            return False
+        release = HeldRelease(claim, with_append)
+        release.on_done = on_done
+        writer.hold_release(release)
+        return True
+
     async def release(self, claim: Claim) -> None:
         """See :meth:`PostgresEventStore.release`. Releasing a claim that was taken over
         leaves the run's appends fenced on it (they raise LeaseLostError)."""
+        writer = self._writer()
+        if writer is not None:
+            writer.drop_release(claim.run_id)  # given up on its own instead
         released: bool = await self.leases.call(
             "release",
             lambda conn: claims_sql.release(conn, claim, self._runnable_channel),

@@ -22,58 +22,18 @@ from typing import Any
 
 import psycopg
 
-from ._errors import ConcurrencyError, LeaseLostError, StoreClosedError, StoreError
-from ._events import chain_digest
+from ._errors import ConcurrencyError, StoreClosedError, StoreError
 from ._front import CommitCounters
 from ._postgres_alive import spoke_unasked
-from ._postgres_claims import EXTEND, due_leases
-from ._postgres_snapshots import SNAPSHOT_UPSERT
+from ._postgres_batch import Retry, write_batch
 from ._protocol import AppendResult, StoreStatistics
-from ._requests import AppendRequest
+from ._requests import AppendRequest, HeldRelease
 
 __all__ = ["PostgresWriter"]
 
 _log = logging.getLogger("magistrate.eventstore")
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
-
-_LOCK_RUNS = (
-    "SELECT run_id, run, last_seq, last_hash, claim_epoch, owner FROM runs "
-    "WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE"
-)
-_INSERT_RUNS = (
-    "INSERT INTO runs (run_id, status, created, updated, last_seq, last_hash, graph_hash, "
-    "graph_id, quality, origin) "
-    "SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[], %s::bigint[], "
-    "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-    "ON CONFLICT (run_id) DO NOTHING RETURNING run_id, run"
-)
-# The run_index hooks' values: None leaves a column unchanged, "" clears it (never status).
-_UPDATE_RUNS = (
-    "UPDATE runs r SET last_seq = v.seq, last_hash = v.hash, updated = v.ts, "
-    "status = coalesce(nullif(v.status, ''), r.status), "
-    "graph_hash = nullif(coalesce(v.graph_hash, r.graph_hash), ''), "
-    "graph_id = nullif(coalesce(v.graph_id, r.graph_id), ''), "
-    "quality = nullif(coalesce(v.quality, r.quality), ''), "
-    "origin = nullif(coalesce(v.origin, r.origin), '') "
-    "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::float8[], %s::text[], %s::text[], "
-    "%s::text[], %s::text[], %s::text[]) "
-    "AS v(run, seq, hash, ts, status, graph_hash, graph_id, quality, origin) "
-    "WHERE r.run = v.run"
-)
-# Positions last, in the statement that writes the events: the meta row's lock is taken
-# by the server inside it and, as the COMMIT goes out in the same pipeline, held only
-# until the commit is durable, never across a round trip to this process.
-_INSERT_EVENTS = (
-    "WITH p AS (UPDATE meta SET next_position = next_position + %(count)s "
-    "RETURNING next_position - %(count)s AS base), "
-    "e AS (INSERT INTO events (position, run, seq, ts, type, version, hash, body) "
-    "SELECT p.base + v.i - 1, v.run, v.seq, v.ts, v.type, v.version, v.hash, v.body "
-    "FROM p, unnest(%(runs)s::bigint[], %(seqs)s::bigint[], %(ts)s::float8[], "
-    "%(types)s::text[], %(versions)s::int[], %(hashes)s::bytea[], %(bodies)s::bytea[]) "
-    "WITH ORDINALITY AS v(run, seq, ts, type, version, hash, body, i)) "
-    "SELECT base FROM p"
-)
 
 
 def _first_line(error: BaseException) -> str:
@@ -96,10 +56,6 @@ def _lost(error: BaseException, in_flight: int) -> None:
         cause = cause.__cause__ or cause.__context__
     lost = f"; {in_flight} append(s) in flight were not written" if in_flight else ""
     _log.warning("lost the connection to PostgreSQL (%s)%s; reconnecting", reason, lost)
-
-
-class _Retry(Exception):
-    """Another writer created one of the batch's new runs meanwhile: plan again."""
 
 
 class PostgresWriter:
@@ -136,7 +92,8 @@ class PostgresWriter:
         #: run_id -> (lease, due): from ``due`` on (this process's monotonic clock, a third
         #: of the lease after it last started at the latest) an append extends the claim.
         self.leases: dict[str, tuple[float, float]] = {}
-        self._extended: tuple[list[str], list[int], list[float]] | None = None
+        #: Releases held for their run's next append (hold_release).
+        self._releases: dict[str, HeldRelease] = {}
         #: Told of each committed extension (see eventstore.LeaseConfirmingStore).
         self.lease_watchers: list[Callable[[Sequence[tuple[str, int]], float], None]] = []
 
@@ -149,13 +106,39 @@ class PostgresWriter:
         self._task = asyncio.create_task(self._run(), name="eventstore-pg-writer")
 
     def submit(self, request: AppendRequest) -> bool:
-        """Queue ``request``; False (nothing queued) when the queue is full."""
+        """Queue ``request``; False (nothing queued) when the queue is full. A release
+        held for its run (:meth:`hold_release`) goes with it if it is at the seq the
+        release names, and is answered with an error otherwise."""
         if len(self._queue) >= self._capacity:
             self._space.clear()
             return False
+        if self._releases:
+            release = self._releases.pop(request.run_id, None)
+            if release is not None:
+                if release.with_append == request.expected_seq:
+                    request.release = release
+                else:
+                    release.fail(_went_without(request.run_id))
         self._queue.append(request)
         self._wake.set()
         return True
+
+    def hold_release(self, release: HeldRelease) -> None:
+        """Hold ``release`` until the next append of its run is submitted (see
+        :meth:`submit`), replacing one held for the run before (answered with an error)."""
+        if self._closing:
+            raise StoreClosedError("release")
+        run_id = release.claim.run_id
+        replaced = self._releases.get(run_id)
+        self._releases[run_id] = release
+        if replaced is not None:
+            replaced.fail(_went_without(run_id))
+
+    def drop_release(self, run_id: str) -> None:
+        """A release of ``run_id``'s claim goes on its own: one held for it goes without."""
+        release = self._releases.pop(run_id, None)
+        if release is not None:
+            release.fail(_went_without(run_id))
 
     async def wait_for_space(self) -> None:
         await self._space.wait()
@@ -174,7 +157,12 @@ class PostgresWriter:
         await self._disconnect()
         closed = StoreClosedError("append", "the store closed before it was written")
         for request in (*self._batch, *self._queue):
+            if request.release is not None:
+                request.release.fail(closed)
             request.fail(closed)
+        releases, self._releases = self._releases, {}
+        for release in releases.values():
+            release.fail(closed)
         self._batch = []
         self._queue.clear()
 
@@ -212,6 +200,11 @@ class PostgresWriter:
             self._record(batch, time.perf_counter() - started)
             self._on_commit()
             for request in batch:
+                release = request.release
+                if release is not None:  # answered first: see submit_release
+                    if request.error is not None:
+                        release.error = request.error  # not written: the claim stays held
+                    release.finish()
                 request.finish()
             self._batch = []
             if any(request.error is None for request in batch):
@@ -270,21 +263,27 @@ class PostgresWriter:
                 began = time.monotonic()
                 async with conn.pipeline():
                     async with conn.transaction():
-                        positions = await self._transaction(conn, batch, began)
-                if self._extended is not None:  # committed: they run a lease from began
-                    for run_id, epoch, lease in zip(*self._extended, strict=True):
+                        written = await write_batch(conn, batch, self.epochs, self.leases, began)
+                for release in written.released:  # committed: no longer held, no fence
+                    claim = release.claim
+                    if self.epochs.get(claim.run_id) == claim.epoch:
+                        del self.epochs[claim.run_id]
+                        self.leases.pop(claim.run_id, None)
+                if written.extended is not None:  # committed: they run a lease from began
+                    for run_id, epoch, lease in zip(*written.extended, strict=True):
                         if self.epochs.get(run_id) == epoch:
                             self.leases[run_id] = (lease, began + lease / 3)
-                    extended = list(zip(self._extended[0], self._extended[1], strict=True))
+                    extended = list(zip(written.extended[0], written.extended[1], strict=True))
                     for watcher in self.lease_watchers:
                         watcher(extended, began)
                 # The pipeline sent the events, the positions and COMMIT in one go.
+                positions = written.positions
                 if positions is not None:
                     row = await positions.fetchone()
                     assert row is not None
                     self._answer(batch, int(row[0]))
                 return
-            except (_Retry, psycopg.errors.DeadlockDetected):
+            except (Retry, psycopg.errors.DeadlockDetected):
                 if attempt == 4:
                     raise
             except BaseException:
@@ -306,154 +305,6 @@ class PostgresWriter:
                 result.first_seq, result.last_seq, position - 1, result.last_hash
             )
 
-    async def _transaction(
-        self, conn: Connection, batch: list[AppendRequest], began: float
-    ) -> psycopg.AsyncCursor[Any] | None:
-        """Queue the batch's writes; the cursor whose row is the first position (None if
-        nothing was accepted). The results are answered by :meth:`_answer` after COMMIT.
-        The claims its appends pass the fence of are confirmed (EXTEND) where due."""
-        now = time.time()
-        self._extended = None
-        fenced: set[str] = set()
-        run_ids = sorted({request.run_id for request in batch})
-        cur = await conn.execute(_LOCK_RUNS, (run_ids,))
-        # run_id -> [run key or None (new), last seq, last digest]
-        rows = await cur.fetchall()
-        heads: dict[str, list[Any]] = {row[0]: [row[1], row[2], bytes(row[3])] for row in rows}
-        epochs = {row[0]: (row[4], row[5]) for row in rows}
-        # run_id -> [status, graph_hash, graph_id, quality, origin]: a new run's, a known
-        # run's change
-        new_runs: dict[str, list[Any]] = {}
-        changed: dict[str, list[Any]] = {}
-        accepted: list[tuple[AppendRequest, int, list[bytes]]] = []
-        for request in batch:
-            request.result = None
-            request.error = None
-            run_id = request.run_id
-            claimed = self.epochs.get(run_id)
-            if claimed is not None:
-                found = epochs.get(run_id, (0, None))
-                if found[0] != claimed:
-                    request.error = LeaseLostError(run_id, claimed, found[0], found[1])
-                    continue
-                fenced.add(run_id)
-            head = heads.get(run_id)
-            seq = 0 if head is None else head[1]
-            if request.expected_seq is not None and request.expected_seq != seq:
-                request.error = ConcurrencyError(run_id, request.expected_seq, seq)
-                continue
-            if head is None:
-                head = heads[run_id] = [None, 0, b""]
-                new_runs[run_id] = ["new", None, None, None, None]
-            first = seq + 1
-            prev = head[2]
-            digests: list[bytes] = []
-            for tag, version, body in zip(
-                request.tags, request.versions, request.bodies, strict=True
-            ):
-                seq += 1
-                prev = chain_digest(prev, run_id, seq, tag, version, body)
-                digests.append(prev)
-            head[1], head[2] = seq, prev
-            change = new_runs.get(run_id) or changed.setdefault(run_id, [None] * 5)
-            for i, value in enumerate(request.index):
-                if value is not None:
-                    change[i] = value
-            accepted.append((request, first, digests))
-        if not accepted:
-            return None
-        if fenced:
-            self._extended = due_leases(self.leases, self.epochs, fenced, began)
-            if self._extended is not None:
-                await conn.execute(EXTEND, self._extended)
-        if new_runs:
-            ids = list(new_runs)
-            cur = await conn.execute(
-                _INSERT_RUNS,
-                (
-                    ids,
-                    [new_runs[i][0] or "new" for i in ids],
-                    [now] * len(ids),
-                    [now] * len(ids),
-                    [heads[i][1] for i in ids],
-                    [heads[i][2] for i in ids],
-                    [new_runs[i][1] or None for i in ids],
-                    [new_runs[i][2] or None for i in ids],
-                    [new_runs[i][3] or None for i in ids],
-                    [new_runs[i][4] or None for i in ids],
-                ),
-            )
-            inserted = {row[0]: row[1] for row in await cur.fetchall()}
-            if len(inserted) != len(ids):
-                raise _Retry
-            for run_id, key in inserted.items():
-                heads[run_id][0] = key
-        if changed:
-            ids = list(changed)
-            await conn.execute(
-                _UPDATE_RUNS,
-                (
-                    [heads[i][0] for i in ids],
-                    [heads[i][1] for i in ids],
-                    [heads[i][2] for i in ids],
-                    [now] * len(ids),
-                    [changed[i][0] for i in ids],
-                    [changed[i][1] for i in ids],
-                    [changed[i][2] for i in ids],
-                    [changed[i][3] for i in ids],
-                    [changed[i][4] for i in ids],
-                ),
-            )
-        count = sum(len(digests) for _, _, digests in accepted)
-        columns: list[list[Any]] = [[] for _ in range(7)]
-        runs, seqs, stamps, types, versions, hashes, bodies = columns
-        for request, first, digests in accepted:
-            key = heads[request.run_id][0]
-            n = len(digests)
-            runs.extend([key] * n)
-            seqs.extend(range(first, first + n))
-            stamps.extend([now] * n)
-            types.extend(request.tags)
-            versions.extend(request.versions)
-            hashes.extend(digests)
-            bodies.extend(request.bodies)
-            # The position is filled in by _answer once committed.
-            request.result = AppendResult(first, first + n - 1, 0, digests[-1].hex())
-        # Snapshots first: the events' statement takes the positions' lock last.
-        await _save_snapshots(conn, accepted)
-        return await conn.execute(
-            _INSERT_EVENTS,
-            {
-                "count": count,
-                "runs": runs,
-                "seqs": seqs,
-                "ts": stamps,
-                "types": types,
-                "versions": versions,
-                "hashes": hashes,
-                "bodies": bodies,
-            },
-        )
 
-
-async def _save_snapshots(
-    conn: Connection, accepted: list[tuple[AppendRequest, int, list[bytes]]]
-) -> None:
-    """Save the snapshots handed over with the batch's appends (a run keeps its newest)."""
-    newest: dict[str, tuple[str, int, str, str, bytes]] = {}
-    for request, first, digests in accepted:
-        snapshot = request.snapshot
-        if snapshot is not None:
-            at = snapshot.events
-            newest[request.run_id] = (
-                request.run_id,
-                first + at - 1,
-                digests[at - 1].hex(),
-                snapshot.version,
-                snapshot.data,
-            )
-    for row in newest.values():
-        await conn.execute(SNAPSHOT_UPSERT, row)
-        await conn.execute(
-            "DELETE FROM snapshots WHERE run_id = %s AND seq <> %s", (row[0], row[1])
-        )
+def _went_without(run_id: str) -> StoreError:
+    return StoreError(f"run {run_id}: the release held for its append went without it")

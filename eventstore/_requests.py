@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from ._claims import Claim
 from ._events import (
     UNCHANGED_INDEX,
     EventBody,
@@ -30,7 +31,7 @@ from ._format import (
 )
 from ._protocol import AppendResult, SnapshotAfter
 
-__all__ = ["AppendRequest", "Pending", "prepare"]
+__all__ = ["AppendRequest", "HeldRelease", "Pending", "prepare"]
 
 _log = logging.getLogger("magistrate.eventstore")
 _T = TypeVar("_T")
@@ -90,6 +91,19 @@ class Pending(Generic[_T]):
         self.finish()
 
 
+class HeldRelease(Pending[None]):
+    """A release of ``claim`` that a PostgreSQL store's writer holds for the run's append
+    at expected seq ``with_append`` (see ClaimingStore.submit_release); a SQLite store's
+    is an ownership request (eventstore._sqlite_claims)."""
+
+    __slots__ = ("claim", "with_append")
+
+    def __init__(self, claim: Claim, with_append: int) -> None:
+        super().__init__()
+        self.claim = claim
+        self.with_append = with_append
+
+
 class AppendRequest(Pending[AppendResult]):
     """One caller's batch on its way through the writer, with the slot for its outcome
     (see :class:`Pending`; ``on_done`` is SqliteEventStore.submit's)."""
@@ -98,6 +112,7 @@ class AppendRequest(Pending[AppendResult]):
         "bodies",
         "expected_seq",
         "index",
+        "release",
         "rows",
         "run_id",
         "snapshot",
@@ -132,6 +147,9 @@ class AppendRequest(Pending[AppendResult]):
         self.expected_seq = expected_seq
         #: A snapshot to save in the batch's transaction (SqliteEventStore.append).
         self.snapshot: SnapshotAfter | None = None
+        #: A release of the run's claim to commit with the batch, after it and only if it
+        #: is written (a SQLite store's ``submit_release(..., with_append=seq)``).
+        self.release: Pending[Any] | None = None
 
     @property
     def status(self) -> tuple[str | None, str | None]:

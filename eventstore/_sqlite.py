@@ -337,13 +337,25 @@ class SqliteEventStore:
         return self._ownership.submit_claim(run_id, owner, lease=lease, on_done=on_done)
 
     def submit_release(
-        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+        self,
+        claim: Claim,
+        on_done: Callable[[None, BaseException | None], None],
+        *,
+        with_append: int | None = None,
     ) -> bool:
         """:meth:`release` without waiting: queued for the writer's next transaction;
         ``on_done(None, error)`` is called on the event loop once it is committed or
         failed. Returns False, queuing nothing, when the writer is full (then use
-        :meth:`release`). Raises StoreClosedError if the store is not open."""
-        return self._ownership.submit_release(claim, on_done)
+        :meth:`release`). Raises StoreClosedError if the store is not open.
+
+        ``with_append``: held until this store's next append to the claim's run instead,
+        and given up in that append's transaction, after it, if the append is at that
+        expected seq and is written under the claim (its epoch checked in the
+        transaction); ``on_done`` is called before the append's own answer. If the append
+        is not written (a conflict, a lost claim, a failed transaction), or another append
+        of the run or a plain release of it comes first, ``on_done`` gets an error and the
+        claim stays held. Returns True."""
+        return self._ownership.submit_release(claim, on_done, with_append=with_append)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
         """Extend the leases of ``claims`` in the writer's next transaction; None for each

@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, cast
 
 from ._claims import Claim
 from ._errors import LeaseLostError, RunOwnedError, StoreError
@@ -70,6 +70,8 @@ class OwnershipRequest(Pending[object]):
     ``fence`` (for a claim): if the claim is refused, every later append of the run by
     this store fails with the refusal (RunOwnedError) until the run is claimed again, so a
     caller that does not wait for the claim's answer never writes without it.
+    ``with_append`` (for a release): the release goes with the run's append at that
+    expected seq (AppendRequest.release), in its transaction after it, only if it is written.
     """
 
     __slots__ = (
@@ -82,6 +84,7 @@ class OwnershipRequest(Pending[object]):
         "operation",
         "owner",
         "run_id",
+        "with_append",
     )
 
     def __init__(
@@ -96,8 +99,10 @@ class OwnershipRequest(Pending[object]):
         exclude: Collection[str] = (),
         fence: bool = False,
         draining: str | None = None,
+        with_append: int | None = None,
     ) -> None:
         super().__init__()
+        self.with_append = with_append
         self.draining = draining
         self.operation = operation
         self.run_id = run_id
@@ -118,10 +123,12 @@ class ClaimTurn:
     answers of the other requests, and the store's epochs and leases as they are once it
     commits."""
 
-    __slots__ = ("answers", "appends", "epochs", "leases", "since")
+    __slots__ = ("answers", "appends", "epochs", "leases", "releasing", "since")
 
     def __init__(self) -> None:
         self.appends: list[AppendRequest] = []
+        # The indexes in ``appends`` of those carrying their run's release (release_after).
+        self.releasing: list[int] | None = None
         self.answers: list[tuple[Pending[Any], object, StoreError | None]] = []
         # run_id -> its new epoch, the error its appends raise, or None (no longer held).
         self.epochs: dict[str, int | StoreError | None] = {}
@@ -187,13 +194,12 @@ class ClaimFence:
             if type(request) is AppendRequest:
                 run_id = request.run_id
                 expected = changes[run_id] if run_id in changes else epochs.get(run_id)
-                if expected is None:
-                    turn.appends.append(request)
-                elif isinstance(expected, StoreError):
-                    turn.answers.append((request, None, expected))
-                else:
+                if type(expected) is int:
                     row = rows.get(run_id)
                     if (row is None and trusted) or (row is not None and row[2] == expected):
+                        if request.release is not None:
+                            turn.releasing = turn.releasing or []
+                            turn.releasing.append(len(turn.appends))
                         turn.appends.append(request)
                         held = turn.leases.get(run_id) or leases.get(run_id)
                         if held is not None and now >= held[1]:  # confirmed by the append
@@ -206,11 +212,22 @@ class ClaimFence:
                         found, owner = (0, None) if row is None else (row[2], row[0])
                         lost = LeaseLostError(run_id, expected, found, owner)
                         turn.answers.append((request, None, lost))
+                        if request.release is not None:
+                            turn.answers.append((request.release, None, lost))
                         # The fence stays strict: every later append of the run raises
                         # this (whatever its expected seq) until this store claims it
                         # again. Holding the old epoch instead would let the next
                         # transaction, finding the file unchanged, trust it.
                         changes[run_id] = lost
+                elif expected is None:
+                    if request.release is not None:  # no claim here to give up with it
+                        turn.answers.append((request.release, None, _not_held(run_id)))
+                    turn.appends.append(request)
+                else:  # the error its appends raise (a lost or refused claim)
+                    refused = cast(StoreError, expected)
+                    turn.answers.append((request, None, refused))
+                    if request.release is not None:
+                        turn.answers.append((request.release, None, refused))
                 continue
             assert isinstance(request, OwnershipRequest)
             operation = request.operation
@@ -219,7 +236,8 @@ class ClaimFence:
             elif operation == "renew":
                 self._renew(db, request, rows, turn, now)
             elif operation == "release":
-                self._release(db, request, rows, turn)
+                if request.with_append is None:  # else: with its append (release_after)
+                    self._release(db, request, rows, turn)
             elif operation == "drain":
                 self._drain(db, request, rows, turn, now)
             else:
@@ -227,6 +245,32 @@ class ClaimFence:
         if extend is not None:
             self._extend(db, extend, turn, now)
         return turn
+
+    def release_after(
+        self, db: sqlite3.Cursor, turn: ClaimTurn, outcomes: Sequence[object]
+    ) -> None:
+        """Inside the transaction, once its appends are planned and written (``outcomes``:
+        theirs, in the order of ``turn.appends``): give up the claims whose release goes
+        with an append that passed the fence and was written; a release whose append was
+        not written is answered with the append's error, and its claim stays held."""
+        for i in turn.releasing or ():
+            request = turn.appends[i]
+            release = request.release
+            assert isinstance(release, OwnershipRequest)
+            outcome = outcomes[i]
+            if isinstance(outcome, StoreError):
+                turn.answers.append((release, None, outcome))
+                continue
+            run_id = request.run_id
+            epoch = release.claims[0].epoch
+            held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
+            if held != epoch:  # the append passed the fence under another claim
+                turn.answers.append((release, None, _not_held(run_id)))
+                continue
+            # The append checked this epoch in this transaction: the row is the claim's.
+            db.execute(_RELEASE, (run_id,))
+            turn.epochs[run_id] = None  # the store no longer holds it: no fence
+            turn.answers.append((release, None, None))
 
     def apply(self, turn: ClaimTurn) -> None:
         """After COMMIT: the store holds the new epochs; the requests get their answers."""
@@ -238,14 +282,15 @@ class ClaimFence:
                 epochs[run_id] = epoch
             if type(epoch) is not int:
                 leases.pop(run_id, None)
-        started: list[tuple[str, int]] = []
-        for run_id, lease in turn.leases.items():
-            epoch = epochs.get(run_id)
-            if type(epoch) is int:
-                leases[run_id] = lease
-                started.append((run_id, epoch))
-        if started and self.watchers:
-            self.confirmed.append((started, turn.since))
+        if turn.leases:  # most transactions start no lease
+            started: list[tuple[str, int]] = []
+            for run_id, lease in turn.leases.items():
+                epoch = epochs.get(run_id)
+                if type(epoch) is int:
+                    leases[run_id] = lease
+                    started.append((run_id, epoch))
+            if started and self.watchers:
+                self.confirmed.append((started, turn.since))
         for request, result, error in turn.answers:
             request.result = result
             request.error = error
@@ -281,13 +326,13 @@ class ClaimFence:
             if type(request) is AppendRequest:
                 if appends and request.run_id in epochs:
                     ids.add(request.run_id)
-            elif type(request) is OwnershipRequest:
+            elif type(request) is OwnershipRequest and request.with_append is None:
                 if request.operation in ("renew", "release", "drain"):
                     ids.update(claim.run_id for claim in request.claims)
                 elif request.operation == "claim":
                     ids.add(request.run_id)
         rows: dict[str, list[Any]] = {}
-        if ids:
+        if ids:  # else none to read (the usual transaction: appends, the file unchanged)
             for run_id, owner, expires, epoch in db.execute(_SELECT, (json.dumps(list(ids)),)):
                 rows[run_id] = [owner, expires, epoch]
         return rows
@@ -395,6 +440,10 @@ class ClaimFence:
             turn.epochs[claim.run_id] = claim.epoch
             turn.started(claim.run_id, request.lease, now)
         turn.answers.append((request, claims, None))
+
+
+def _not_held(run_id: str) -> StoreError:
+    return StoreError(f"run {run_id}: its claim is not held here at its epoch: not released")
 
 
 def _holds(row: list[Any] | None, claim: Claim) -> TypeGuard[list[Any]]:

@@ -68,13 +68,20 @@ class SqliteOwnership:
         return True
 
     def submit_release(
-        self, claim: Claim, on_done: Callable[[None, BaseException | None], None]
+        self,
+        claim: Claim,
+        on_done: Callable[[None, BaseException | None], None],
+        *,
+        with_append: int | None = None,
     ) -> bool:
         """See :meth:`SqliteEventStore.submit_release`."""
         writer = self._open_writer("release")
-        request = OwnershipRequest("release", claims=(claim,))
+        request = OwnershipRequest("release", claims=(claim,), with_append=with_append)
         request.on_done = on_done  # type: ignore[assignment]
-        return writer.submit(request)
+        if with_append is None:
+            return writer.submit(request)
+        writer.hold_release(request)
+        return True
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> list[Claim | None]:
         """See :meth:`SqliteEventStore.renew`."""

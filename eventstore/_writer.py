@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from queue import Empty, SimpleQueue
+from typing import cast
 
 from ._core import WriterCore
 from ._errors import ConcurrencyError, StoreClosedError, StoreError
@@ -66,8 +67,9 @@ class ThreadWriter:
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()
         self._counters = CommitCounters()
-        # Claims held until their run's next append (see hold).
+        # Claims held until their run's next append (see hold), and releases (hold_release).
         self._held: dict[str, OwnershipRequest] = {}
+        self._releases: dict[str, OwnershipRequest] = {}
         self._thread = threading.Thread(
             target=self._run, name=f"eventstore-writer:{core.path}", daemon=True
         )
@@ -80,16 +82,30 @@ class ThreadWriter:
             raise StoreClosedError("append")
         if self._answers:
             self._deliver()  # batches the thread finished while the loop was busy
-        if self._in_flight + self._woken >= self._capacity and type(request) is AppendRequest:
-            return False  # an ownership request (a renewal) never waits behind appends
-        if self._held and type(request) is AppendRequest:
-            held = self._held.pop(request.run_id, None)
-            if held is not None:
-                if self._in_flight + self._woken + 1 >= self._capacity:
-                    self._held[request.run_id] = held  # room for both, or neither
-                    return False
-                self._in_flight += 1
-                self._queue.put(held)
+        if type(request) is AppendRequest:
+            if self._in_flight + self._woken >= self._capacity:
+                return False  # an ownership request (a renewal) never waits behind appends
+            if self._held:
+                held = self._held.pop(request.run_id, None)
+                if held is not None:
+                    if self._in_flight + self._woken + 1 >= self._capacity:
+                        self._held[request.run_id] = held  # room for both, or neither
+                        return False
+                    self._in_flight += 1
+                    self._queue.put(held)
+            if self._releases:
+                release = self._releases.pop(request.run_id, None)
+                if release is not None:
+                    if release.with_append == request.expected_seq:
+                        request.release = release  # taken into the batch with it
+                        self._in_flight += 1
+                    else:
+                        release.fail(_not_with(request.run_id))
+        elif self._releases and cast(OwnershipRequest, request).operation == "release":
+            run_id = cast(OwnershipRequest, request).claims[0].run_id
+            release = self._releases.pop(run_id, None)
+            if release is not None:  # given up on its own instead
+                release.fail(_not_with(run_id))
         self._in_flight += 1
         self._queue.put(request)
         return True
@@ -101,6 +117,20 @@ class ThreadWriter:
         if self._closing:
             raise StoreClosedError("claim")
         self._held[request.run_id] = request
+
+    def hold_release(self, request: OwnershipRequest) -> None:
+        """Hold a release (``with_append`` set) until the next :meth:`submit` of an append
+        to its run: that append carries it if it is at the expected seq ``with_append``,
+        else it is answered with an error (as it is when a plain release of the run is
+        submitted first); a release held for the run before is replaced. Raises
+        StoreClosedError once :meth:`close` has begun."""
+        if self._closing:
+            raise StoreClosedError("release")
+        run_id = request.claims[0].run_id
+        replaced = self._releases.get(run_id)
+        self._releases[run_id] = request
+        if replaced is not None:
+            replaced.fail(_not_with(run_id))
 
     async def wait_for_space(self) -> None:
         if self._closing:
@@ -136,8 +166,10 @@ class ThreadWriter:
             return
         self._closing = True
         held, self._held = self._held, {}
+        held.update(self._releases)
+        self._releases = {}
         for claim in held.values():
-            claim.fail(StoreClosedError("claim", "the store closed before the run's append"))
+            claim.fail(StoreClosedError(claim.operation, "the store closed before the append"))
         self._queue.put(None)
         await asyncio.shield(self._stopped)
         self._deliver()
@@ -150,6 +182,9 @@ class ThreadWriter:
             if request is not None:
                 self._in_flight -= 1
                 request.fail(closed)
+                if type(request) is AppendRequest and request.release is not None:
+                    self._in_flight -= 1
+                    request.release.fail(closed)
         for waiter in self._space_waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -227,8 +262,13 @@ class ThreadWriter:
             # uncounted: a claim held for a run's first append is queued just before it
             # and goes in its transaction.
             limit = min(self._max_batch, (self._in_flight + 1) // 2)
-            batch = [first]
-            appends = 1 if type(first) is AppendRequest else 0
+            batch: list[Request] = []
+            appends = 0
+            if type(first) is AppendRequest:
+                appends = 1
+                if first.release is not None:  # answered before it: see release_after
+                    batch.append(cast(OwnershipRequest, first.release))
+            batch.append(first)
             stop = False
             while appends < limit:
                 try:
@@ -238,9 +278,11 @@ class ThreadWriter:
                 if request is None:
                     stop = True  # commit what was taken, then stop
                     break
-                batch.append(request)
                 if type(request) is AppendRequest:
                     appends += 1
+                    if request.release is not None:
+                        batch.append(cast(OwnershipRequest, request.release))
+                batch.append(request)
             error: StoreError | None = None
             started = time.perf_counter()
             try:
@@ -267,3 +309,7 @@ class ThreadWriter:
             self._loop.call_soon_threadsafe(self._deliver)
         except RuntimeError:
             pass  # the event loop is closed: nobody is waiting any more
+
+
+def _not_with(run_id: str) -> StoreError:
+    return StoreError(f"run {run_id}: the release held for its append went without it")

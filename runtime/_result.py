@@ -127,6 +127,11 @@ class RunOutcome:
             self.error = error
             self._done()
 
+    def ending(self, expected_seq: int) -> None:
+        """The run's final batch is about to be handed to its store at ``expected_seq``,
+        none of its nodes running (engine/_end_now.py): nothing to do here; a run executed
+        under a claim gives the claim up with that batch (control/_owned_outcome.py)."""
+
     def _done(self) -> None:
         self.done = True
         settlers, self._settlers = self._settlers, ()

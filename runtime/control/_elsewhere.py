@@ -1,17 +1,118 @@
-"""What a control from outside a run's executor writes for it: a cancel's flush of the
-running nodes' partial outputs, and the resume point it names."""
+"""Control of runs not live here (paused, crashed, or live in another process): the
+control event appended to their log, with a cancel's flush of the running nodes' partial
+outputs and the resume point it names."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal
 
-from eventstore import EventBody
+import anyio
 
-from ..events._catalogue import MemoryWritten
+from eventstore import ConcurrencyError, EventBody
+
+from .._errors import RunChangedError, RunStateError
+from .._result import FINAL
+from .._run_logs import RunLogs
+from ..events._catalogue import (
+    InputInjected,
+    MemoryWritten,
+    PauseRequested,
+    RunCancelled,
+    RunPaused,
+)
 from ..events._state import RunState
 from ..spec._load import graph_from_dict
+from ._live_runs import LiveRuns
 
-__all__ = ["first", "partial_outputs"]
+__all__ = ["ControlElsewhere", "first", "partial_outputs"]
+
+
+class ControlElsewhere:
+    """Appends cancel, pause and input events to the logs of runs not live here (a
+    runtime with ``owned``: one whose store records ownership)."""
+
+    __slots__ = ("live", "logs", "owned")
+
+    def __init__(self, logs: RunLogs, live: LiveRuns, *, owned: bool) -> None:
+        self.logs = logs
+        self.live = live
+        self.owned = owned
+
+    async def __call__(
+        self,
+        run_id: str,
+        action: Literal["cancel", "pause", "inject"],
+        *,
+        reason: str = "",
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Append a control event to a run not live here (paused, crashed, or live in
+        another process, which sees it within its control interval). Retries while the
+        owner appends meanwhile (each try re-reads the state)."""
+        for _ in range(50):
+            state = await self.logs.get_state(run_id)
+            body: EventBody
+            match action:
+                case "cancel":
+                    if state.status in FINAL or state.status == "cancelled":
+                        raise RunChangedError(run_id, state.status, "nothing to cancel")
+                    body = RunCancelled(node_id=first(state.pending), reason=reason)
+                    bodies = [*partial_outputs(state), body]
+                case "pause":
+                    if state.status in (*FINAL, "cancelled", "paused"):
+                        raise RunChangedError(run_id, state.status, "only a running run can pause")
+                    if state.status != "running":
+                        raise RunStateError(run_id, state.status, "only a running run can pause")
+                    if state.pause_requested:
+                        return  # asked for already: its owner pauses it once
+                    # A run its owner executes pauses at the owner's next node boundary;
+                    # one nobody executes (waiting for a worker) pauses now.
+                    body = (
+                        PauseRequested()
+                        if await self._owned(run_id)
+                        else RunPaused(reason="user", node_id=first(state.pending))
+                    )
+                case "inject":
+                    if state.status in FINAL:
+                        raise RunChangedError(
+                            run_id, state.status, "cannot inject input into a finished run"
+                        )
+                    body = InputInjected(data=data or {})
+            self.live.drop(run_id)
+            try:
+                log = self.logs.reopen(run_id, state.last_seq)
+                await log.append(bodies if action == "cancel" else [body])
+                return
+            except ConcurrencyError:
+                if type(body) is PauseRequested and await self._request_at_head(run_id, body):
+                    return
+                await anyio.sleep(0.01)  # the owner appended meanwhile: read again
+        raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
+
+    async def _request_at_head(self, run_id: str, body: PauseRequested) -> bool:
+        """A pause request that met its owner's appends goes again at the run's head,
+        while the run is running and claimed: one row read a try, not a fold, so a run
+        whose nodes append fast still gets it (its owner takes it in, _foreign.py)."""
+        store = self.logs.store
+        for _ in range(20):
+            info = None if store is None else await store.get_run(run_id)
+            if info is None or info.status != "running" or info.owner is None:
+                return False  # the caller reads the state again
+            try:
+                await self.logs.reopen(run_id, info.last_seq).append([body])
+                return True
+            except ConcurrencyError:
+                continue
+        return False
+
+    async def _owned(self, run_id: str) -> bool:
+        """Whether a live claim (this runtime's or another's) holds ``run_id``."""
+        store = self.logs.store
+        if not self.owned or store is None:
+            return False
+        info = await store.get_run(run_id)
+        return info is not None and info.owner is not None
 
 
 def partial_outputs(state: RunState) -> list[EventBody]:

@@ -112,6 +112,14 @@ class OwnedOutcome(RunOutcome):
             return
         super().fail(error)
 
+    def ending(self, expected_seq: int) -> None:
+        """The run's final batch is about to go to the store at ``expected_seq``, none of
+        its nodes running: its claim may go with it (RunControl.ending, through the
+        ``on_conflict`` hooks when they take it)."""
+        ending = getattr(self.on_conflict, "ending", None)
+        if ending is not None:
+            ending(expected_seq)
+
     def fail_now(self, error: BaseException) -> None:
         """Fail the outcome whatever it is holding for."""
         self.holding = False

@@ -26,6 +26,8 @@ loops run beside the runs, each on its own schedule:
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 import os
 import socket
@@ -82,6 +84,27 @@ def listed_ownership(info: RunInfo, store: object) -> Ownership:
     return "waiting" if info.status == "running" else "unclaimed"
 
 
+class _GivenUp:
+    """The store's answer to a release that went with a run's final append
+    (RunOwnership.release_with_append): once it is committed, the claim is no longer held
+    here; on an error it stays held."""
+
+    __slots__ = ("claim", "ownership")
+
+    def __init__(self, ownership: RunOwnership, claim: Claim) -> None:
+        self.ownership = ownership
+        self.claim = claim
+
+    def __call__(self, _: None, error: BaseException | None) -> None:
+        if error is not None:
+            return
+        ownership, run_id = self.ownership, self.claim.run_id
+        held = ownership.claims.get(run_id)
+        if held is not None and held.epoch == self.claim.epoch:  # renewed meanwhile: same
+            del ownership.claims[run_id]
+            ownership.confirmed.pop(run_id, None)
+
+
 class RunOwnership:
     """The claims a runtime holds and the loops that keep them (see the module docstring)."""
 
@@ -129,6 +152,9 @@ class RunOwnership:
         self.confirmed: dict[str, float] = {}
         #: New runs whose claim goes with their first append (claim_start).
         self._pending: set[str] = set()
+        #: Whether the store's submit_release takes ``with_append`` (a store of one's own
+        #: written before it did: its runs' claims are released at their end as before).
+        self._with_append = "with_append" in inspect.signature(store.submit_release).parameters
         if isinstance(store, LeaseConfirmingStore):
             store.watch_leases(self._confirmed_by_commit)
 
@@ -229,6 +255,20 @@ class RunOwnership:
             tasks.start_soon(release_then)
         except RuntimeError:  # the runtime's tasks are stopping: release_all gives it up
             then()
+
+    def release_with_append(self, run_id: str, expected_seq: int) -> None:
+        """Give ``run_id``'s claim up with the run's next append (its final batch, at
+        ``expected_seq``): in that append's transaction, after it, and only if it is
+        written under the claim, where the store can (``submit_release(...,
+        with_append=)``, a SQLite store's); the claim is dropped here when the store says
+        so, before the append's own answer, so that :meth:`release_soon` at the run's end
+        has nothing left to do. Otherwise (a store that cannot, an append not written)
+        the claim stays held and is released at the run's end as before."""
+        claim = self.claims.get(run_id)
+        if claim is None or not self._with_append:
+            return
+        with contextlib.suppress(StoreError):  # a closed store: as before (it expires)
+            self.store.submit_release(claim, _GivenUp(self, claim), with_append=expected_seq)
 
     async def mark_draining(self, run_id: str, nodes: str | None) -> None:
         """Mark the held claim of ``run_id`` draining (``nodes`` whose abandoned attempts

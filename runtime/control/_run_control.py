@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
 
 from actors import ActorStoppedError, Waiter
-from eventstore import ConcurrencyError, EventBody, LeaseLostError, StoreError
+from eventstore import LeaseLostError, StoreError
 
 from .._errors import (
     RunChangedError,
@@ -22,18 +22,12 @@ from .._errors import (
     RunStateError,
     SpecErrors,
 )
-from .._result import FINAL, RunOutcome, RunResult, result_from_state
+from .._result import RunOutcome, RunResult, result_from_state
 from .._run_logs import RunLogs
 from ..engine._foreign import take_in_foreign
 from ..engine._messages import CancelRun, InjectInput, PauseRun
-from ..events._catalogue import (
-    InputInjected,
-    PauseRequested,
-    RunCancelled,
-    RunPaused,
-)
 from ._draining import DrainingRuns
-from ._elsewhere import first, partial_outputs
+from ._elsewhere import ControlElsewhere
 from ._live_runs import LiveRun, LiveRuns
 from ._owned_outcome import OwnedOutcome
 from ._ownership import RunOwnership
@@ -89,6 +83,8 @@ class RunControl:
         #: The waiters of the starts waiting for their run's first commit, by run id:
         #: held here, not by each run, and only until the start returns.
         self.starting: dict[str, Waiter] = {}
+        #: Appends a control event to a run not live here (a cancel, pause or input).
+        self.control_elsewhere = ControlElsewhere(logs, live, owned=ownership is not None)
 
     @property
     def worker(self) -> bool:
@@ -179,6 +175,15 @@ class RunControl:
         else:
             outcome.released()
 
+    def ending(self, run_id: str, expected_seq: int) -> None:
+        """A run launched here is about to hand its final batch to the store, at
+        ``expected_seq``, with none of its nodes running (its outcome's ``ending``): its
+        claim goes with that batch where the store can, given up in the batch's
+        transaction if the batch is written, unless an abandoned attempt of the run still
+        runs here (then :meth:`forget` keeps it, draining)."""
+        if self.ownership is not None and run_id not in self.draining:
+            self.ownership.release_with_append(run_id, expected_seq)
+
     def conflict(self, run_id: str, error: BaseException) -> None:
         """A run launched here met another writer's events (its outcome's ``on_conflict``)."""
         self._start_answered(run_id)
@@ -221,81 +226,6 @@ class RunControl:
             await live.executor.tell(InjectInput(data=data))
             return
         await self.control_elsewhere(run_id, "inject", data=data)
-
-    async def control_elsewhere(
-        self,
-        run_id: str,
-        action: Literal["cancel", "pause", "inject"],
-        *,
-        reason: str = "",
-        data: dict[str, Any] | None = None,
-    ) -> None:
-        """Append a control event to a run not live here (paused, crashed, or live in
-        another process, which sees it within its control interval). Retries while the
-        owner appends meanwhile (each try re-reads the state)."""
-        for _ in range(50):
-            state = await self.logs.get_state(run_id)
-            body: EventBody
-            match action:
-                case "cancel":
-                    if state.status in FINAL or state.status == "cancelled":
-                        raise RunChangedError(run_id, state.status, "nothing to cancel")
-                    body = RunCancelled(node_id=first(state.pending), reason=reason)
-                    bodies = [*partial_outputs(state), body]
-                case "pause":
-                    if state.status in (*FINAL, "cancelled", "paused"):
-                        raise RunChangedError(run_id, state.status, "only a running run can pause")
-                    if state.status != "running":
-                        raise RunStateError(run_id, state.status, "only a running run can pause")
-                    if state.pause_requested:
-                        return  # asked for already: its owner pauses it once
-                    # A run its owner executes pauses at the owner's next node boundary;
-                    # one nobody executes (waiting for a worker) pauses now.
-                    body = (
-                        PauseRequested()
-                        if await self._owned(run_id)
-                        else RunPaused(reason="user", node_id=first(state.pending))
-                    )
-                case "inject":
-                    if state.status in FINAL:
-                        raise RunChangedError(
-                            run_id, state.status, "cannot inject input into a finished run"
-                        )
-                    body = InputInjected(data=data or {})
-            self.live.drop(run_id)
-            try:
-                log = self.logs.reopen(run_id, state.last_seq)
-                await log.append(bodies if action == "cancel" else [body])
-                return
-            except ConcurrencyError:
-                if type(body) is PauseRequested and await self._request_at_head(run_id, body):
-                    return
-                await anyio.sleep(0.01)  # the owner appended meanwhile: read again
-        raise RunStateError(run_id, "running", f"could not {action}: the run kept moving")
-
-    async def _request_at_head(self, run_id: str, body: PauseRequested) -> bool:
-        """A pause request that met its owner's appends goes again at the run's head,
-        while the run is running and claimed: one row read a try, not a fold, so a run
-        whose nodes append fast still gets it (its owner takes it in, _foreign.py)."""
-        store = self.logs.store
-        for _ in range(20):
-            info = None if store is None else await store.get_run(run_id)
-            if info is None or info.status != "running" or info.owner is None:
-                return False  # the caller reads the state again
-            try:
-                await self.logs.reopen(run_id, info.last_seq).append([body])
-                return True
-            except ConcurrencyError:
-                continue
-        return False
-
-    async def _owned(self, run_id: str) -> bool:
-        """Whether a live claim (this runtime's or another's) holds ``run_id``."""
-        store = self.logs.store
-        if self.ownership is None or store is None:
-            return False
-        info = await store.get_run(run_id)
-        return info is not None and info.owner is not None
 
     # ------------------------------------------------------------------ closing
 

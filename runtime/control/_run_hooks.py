@@ -15,7 +15,8 @@ class RunHooks:
     """One run's hooks into the run control ``control``, for its outcome and its log.
 
     Called with no argument, it is the outcome's ``on_done`` (RunControl.forget); with the
-    error, an owned outcome's ``on_conflict`` (RunControl.conflict). It drops the outcome
+    error, an owned outcome's ``on_conflict`` (RunControl.conflict); :meth:`ending` is what
+    an owned outcome's ``ending`` calls (RunControl.ending). It drops the outcome
     once the run is done, which ends the cycle between them (a conflict comes only
     before). As the log's ``run_hooks`` (engine/_runlog.py): :meth:`holds` whether the
     run's claim is still held here (RunOwnership.holds; no claims: always), and
@@ -35,6 +36,10 @@ class RunHooks:
             return
         outcome, self.outcome = self.outcome, None
         self.control.forget(self.run_id, outcome)
+
+    def ending(self, expected_seq: int) -> None:
+        """The run's final batch is about to go to the store (RunControl.ending)."""
+        self.control.ending(self.run_id, expected_seq)
 
     def holds(self) -> bool:
         """Whether the run's claim is still held here (True without claims)."""

@@ -83,6 +83,8 @@ def end_now(
         join.node_outputs(log, done)  # no conflict outside a fan-out
         log.stage(NodeCompleted(node_id=done.node_id, branch=None))
         log.stage(end.finished("completed", None))
+        if not running:  # nothing of the run runs on: its claim may go with its end
+            end.outcome.ending(log.last_seq)
         if log.submit((), EndOnCommit(executor, end)):
             end.stopping = True  # late messages are ignored, as while receive records it
         else:

@@ -9,11 +9,13 @@ import pytest
 from eventstore import (
     Claim,
     ClaimingStore,
+    ConcurrencyError,
     LeaseLostError,
     NotifyingStore,
     PostgresEventStore,
     RunOwnedError,
     StoreClosedError,
+    StoreError,
 )
 from runtime.events import MemoryWritten, RunPaused, RunStarted
 
@@ -281,3 +283,41 @@ async def test_appends_under_a_claim_keep_its_lease_without_renewals(
             await a.append("r1", [MemoryWritten(key="k", value=16)], expected_seq=16)
         assert await a.renew([claim], lease=1.5) == [None]
         assert len(await b.read_all("r1")) == 16
+
+
+async def test_a_release_held_for_a_runs_final_append_goes_with_it_if_it_is_written(
+    store_factory: StoreFactory,
+) -> None:
+    answers: list[object] = []
+
+    def answer(_: None, error: BaseException | None) -> None:
+        answers.append(error)
+
+    async with store_factory("s") as a, store_factory("s") as b:
+        assert isinstance(a, ClaimingStore) and isinstance(b, ClaimingStore)
+        claim = await a.claim("r1", "worker-a", lease=30)
+        await a.append("r1", [MemoryWritten(key="k", value=1)], expected_seq=0)
+        assert a.submit_release(claim, answer, with_append=1)
+        await a.append("r0", [MemoryWritten(key="k", value=1)], expected_seq=0)  # another run
+        assert answers == []  # held for r1's next append
+        await a.append("r1", [MemoryWritten(key="k", value=2)], expected_seq=1)
+        assert answers == [None]  # given up with it, answered before it
+        assert (await b.claim("r1", "worker-b", lease=5)).epoch == claim.epoch + 1
+        # An append that is not written takes no release along: the claim stays held.
+        claim = await a.claim("r2", "worker-a", lease=30)
+        await a.append("r2", [MemoryWritten(key="k", value=1)], expected_seq=0)
+        assert a.submit_release(claim, answer, with_append=1)
+        await b.append("r2", [MemoryWritten(key="k", value=2)], expected_seq=1)
+        with pytest.raises(ConcurrencyError):
+            await a.append("r2", [MemoryWritten(key="k", value=2)], expected_seq=1)
+        assert isinstance(answers[1], ConcurrencyError)
+        with pytest.raises(RunOwnedError):
+            await b.claim("r2", "worker-b", lease=5)
+        # A release held for another seq, or replaced by a plain release, goes without it.
+        assert a.submit_release(claim, answer, with_append=1)
+        await a.append("r2", [MemoryWritten(key="k", value=3)], expected_seq=2)
+        assert isinstance(answers[2], StoreError)
+        assert a.submit_release(claim, answer, with_append=3)
+        await a.release(claim)
+        assert isinstance(answers[3], StoreError)
+        assert (await b.claim("r2", "worker-b", lease=5)).epoch == claim.epoch + 1

@@ -7,11 +7,20 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from eventstore import Claim, LeaseLostError, RunOwnedError, SqliteEventStore, StoreClosedError
+from eventstore import (
+    Claim,
+    ConcurrencyError,
+    LeaseLostError,
+    RunOwnedError,
+    SqliteEventStore,
+    StoreClosedError,
+    StoreError,
+)
 from runtime.events import MemoryWritten
 
 pytestmark = pytest.mark.anyio
@@ -152,3 +161,81 @@ async def test_claims_renewals_and_releases_of_many_runs_in_one_transaction(
             else:  # still held (r001 held again, at epoch 2)
                 with pytest.raises(RunOwnedError):
                     await other.claim(f"r{i:03}", "worker-b", lease=5)
+
+
+def count_transactions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the writers' transactions (one WriterCore.commit each), in a one-item list."""
+    from eventstore._core import WriterCore
+
+    count = [0]
+    commit = WriterCore.commit
+
+    def counted(self: WriterCore, batch: Any) -> None:
+        count[0] += 1
+        commit(self, batch)
+
+    monkeypatch.setattr(WriterCore, "commit", counted)
+    return count
+
+
+async def test_a_release_held_for_a_runs_final_append_commits_in_its_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    transactions = count_transactions(monkeypatch)
+    answers: list[str] = []
+    async with SqliteEventStore(tmp_path / "s.db") as a, SqliteEventStore(tmp_path / "s.db") as b:
+        claim = await a.claim("r1", "worker-a", lease=30)
+        await a.append("r1", written(1), expected_seq=0)
+        assert a.submit_release(
+            claim, lambda _, error: answers.append(f"released {error}"), with_append=1
+        )
+        await a.append("r0", written(0), expected_seq=0)  # another run's append
+        assert answers == []  # held for r1's append
+        before = transactions[0]
+        done = anyio.Event()
+
+        def appended(result: object, error: BaseException | None) -> None:
+            answers.append(f"appended {error}")
+            done.set()
+
+        assert a.submit("r1", written(2), expected_seq=1, on_done=appended)
+        await done.wait()
+        # One transaction for both, the release answered first (the runtime then has no
+        # claim left to give up when the append's answer ends the run).
+        assert transactions[0] == before + 1
+        assert answers == ["released None", "appended None"]
+        assert (await b.claim("r1", "worker-b", lease=5)).epoch == 2
+        assert [e.seq for e in await b.read_all("r1")] == [1, 2]
+
+
+async def test_a_release_held_for_a_final_append_that_is_not_written_keeps_the_claim(
+    tmp_path: Path,
+) -> None:
+    answers: list[object] = []
+    async with SqliteEventStore(tmp_path / "s.db") as a, SqliteEventStore(tmp_path / "s.db") as b:
+        claim = await a.claim("r1", "worker-a", lease=30)
+        await a.append("r1", written(1), expected_seq=0)
+        a.submit_release(claim, lambda _, error: answers.append(error), with_append=1)
+        await b.append("r1", written(2), expected_seq=1)  # another store got there first
+        with pytest.raises(ConcurrencyError):
+            await a.append("r1", written(2), expected_seq=1)
+        assert isinstance(answers[0], ConcurrencyError)  # not released: still held
+        with pytest.raises(RunOwnedError):
+            await b.claim("r1", "worker-b", lease=5)
+        # A release held for an append at another seq goes without it, the claim held.
+        a.submit_release(claim, lambda _, error: answers.append(error), with_append=1)
+        await a.append("r1", written(3), expected_seq=2)
+        assert isinstance(answers[1], StoreError)
+        with pytest.raises(RunOwnedError):
+            await b.claim("r1", "worker-b", lease=5)
+        # A plain release of the run replaces a held one; the claim goes with it.
+        a.submit_release(claim, lambda _, error: answers.append(error), with_append=3)
+        await a.release(claim)
+        assert isinstance(answers[2], StoreError)
+        assert (await b.claim("r1", "worker-b", lease=5)).epoch == 2
+        # A claim the store no longer holds is not given up with the append: b's stays.
+        a.submit_release(claim, lambda _, error: answers.append(error), with_append=3)
+        await a.append("r1", written(4), expected_seq=3)
+        assert isinstance(answers[3], StoreError)
+        with pytest.raises(RunOwnedError):
+            await a.claim("r1", "worker-a", lease=5)

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psycopg
@@ -20,6 +21,7 @@ import pytest
 from eventstore import PostgresEventStore, RunOwnedError
 from runtime import OwnershipConfig, RecoveryConfig, Runtime
 from runtime.events import NodeCompleted, fold
+from runtime.testing import linear_graph
 from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
 
 from .owned_worker import NODES, functions, graph
@@ -166,3 +168,31 @@ async def test_a_killed_owners_runs_are_recovered_without_rerunning_completed_no
     for run_id, node, event, pid in side:
         if pid != killed and event == "start":
             assert node not in done_before[run_id], (run_id, node)
+
+
+async def test_a_completed_runs_claim_goes_with_its_final_append(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eventstore import _postgres_claims
+
+    released: list[str] = []
+    release = _postgres_claims.release
+
+    async def counted(conn: Any, claim: Any, channel: str) -> bool:
+        released.append(claim.run_id)  # a release on the claims' own connection
+        return await release(conn, claim, channel)
+
+    monkeypatch.setattr(_postgres_claims, "release", counted)
+
+    def step(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    url = pg_url()
+    graph = linear_graph(["a", "b"])
+    async with Runtime(f"{url}?schema={prefix}_store", functions={"a": step, "b": step}) as rt:
+        assert rt.store is not None
+        results = [await (await rt.start(graph)).result() for _ in range(3)]
+        infos = [await rt.store.get_run(result.run_id) for result in results]
+    assert [r.status for r in results] == ["completed"] * 3
+    assert all(info is not None and info.owner is None for info in infos)
+    assert released == []  # each went with its run's final append

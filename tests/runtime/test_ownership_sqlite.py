@@ -51,3 +51,32 @@ async def test_a_run_live_in_one_runtime_is_refused_by_another_on_the_same_file(
         gate.set()
         result = await handle.result()
     assert result.status == "completed" and ran == ["held"]
+
+
+async def test_a_runs_claim_is_given_up_in_the_transaction_of_its_final_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eventstore._core import WriterCore
+
+    transactions = [0]
+    commit = WriterCore.commit
+
+    def counted(self: WriterCore, batch: Any) -> None:
+        transactions[0] += 1
+        commit(self, batch)
+
+    monkeypatch.setattr(WriterCore, "commit", counted)
+
+    def step(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    graph = linear_graph(["a", "b", "c"])
+    async with Runtime(tmp_path / "runs.db", functions={n: step for n in "abc"}) as rt:
+        assert rt.store is not None
+        results = [await (await rt.start(graph)).result() for _ in range(3)]
+        infos = [await rt.store.get_run(result.run_id) for result in results]
+        batches = rt.store.statistics().batches
+    assert [r.status for r in results] == ["completed"] * 3
+    assert all(info is not None and info.owner is None for info in infos)
+    # Every transaction wrote appends: none of its own for a claim or its release.
+    assert transactions[0] == batches
