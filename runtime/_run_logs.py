@@ -43,7 +43,15 @@ class RunLogs:
         self._memory: dict[str, RunLog] = {}
 
     def create(self, run_id: str, *, observers: Sequence[CommitObserver] = ()) -> RunLog:
-        """A new, empty log for ``run_id``, whose commits also go to ``observers``."""
+        """A new, empty log for ``run_id``, whose commits also go to ``observers``.
+
+        Without a store, RunStateError if this runtime holds a run of that id already (a
+        store's first append meets the stored run instead: see RunControl._settle)."""
+        if self.store is None:
+            held = self._memory.get(run_id)
+            if held is not None:
+                why = "a run with this id is already in this runtime (resume or fork it instead)"
+                raise RunStateError(run_id, held.state.status, why)
         log = RunLog(run_id, self.store, hooks=self.hooks, observers=(*self.observers, *observers))
         if self.store is None:
             self._memory[run_id] = log

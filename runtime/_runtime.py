@@ -208,7 +208,9 @@ class Runtime:
         a function, judge or tool that is neither registered nor an allowed import, or
         with LLM nodes and no provider; MemoryValueError for an input value the log cannot
         store unchanged; ValueError for a ``run_id`` no front could name (empty, a ``/``, a
-        control character); RunStateError for a ``run_id`` already running in this runtime.
+        control character); RunStateError for a ``run_id`` already running in this runtime
+        (or, without a store, held by it). A ``run_id`` already in the store is not taken
+        over: the handle's result raises RunStateError and nothing runs.
         """
         validate_graph(graph)
         self.nodes.check(graph)

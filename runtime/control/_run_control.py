@@ -185,10 +185,13 @@ class RunControl:
             self.ownership.release_with_append(run_id, expected_seq)
 
     def conflict(self, run_id: str, error: BaseException) -> None:
-        """A run launched here met another writer's events (its outcome's ``on_conflict``)."""
+        """A run launched here met another writer's events (its outcome's ``on_conflict``);
+        a start's first append meeting them: a run of that id is in the store already."""
+        started = self.starting.get(run_id)
+        unstarted = started is not None and not started.done()
         self._start_answered(run_id)
         if self._tasks is not None:
-            self._tasks.start_soon(self._settle, run_id, error)
+            self._tasks.start_soon(self._settle, run_id, error, unstarted)
 
     async def ready_to_resume(self, run_id: str) -> None:
         """Before a resume here: an abandoned attempt of the run here ends first."""
@@ -352,9 +355,13 @@ class RunControl:
             live.outcome.holding = True
             await self._settle(run_id, None)
 
-    async def _settle(self, run_id: str, error: BaseException | None) -> None:
+    async def _settle(
+        self, run_id: str, error: BaseException | None, unstarted: bool = False
+    ) -> None:
         """Stop the run's executor here and continue from its log: another process
-        appended to it (a cancel, pause or input), or the claim was lost."""
+        appended to it (a cancel, pause or input), or the claim was lost. ``unstarted``: a
+        start whose first append met a run already stored under its id, which is not
+        this start's to resume or report: it fails with RunStateError, having done nothing."""
         live = self.live.get(run_id)
         if live is None:
             return
@@ -370,6 +377,10 @@ class RunControl:
             return
         try:
             state = await self.logs.get_state(run_id)
+            if unstarted:
+                why = "a run with this id is already in the store (resume or fork it instead)"
+                outcome.fail_now(RunStateError(run_id, state.status, why))
+                return
             if state.status == "running":
                 await self._resume(run_id, outcome)
                 return

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from eventstore import ConcurrencyError, SqliteEventStore
+from eventstore import SqliteEventStore
 from runtime import RunStateError, Runtime
 from runtime.engine._start_now import run_started
 from runtime.events._catalogue import NodeStarted
@@ -257,17 +257,6 @@ async def test_a_start_whose_id_another_writer_used_answers_as_receive_does(
     assert now["verified"] == (True, None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a start whose first append meets a run already in the store under its id settles "
-        "as if that run were its own: runtime/control/_launch.py marks a start's outcome "
-        "acted before anything is committed, and RunControl._settle "
-        "(runtime/control/_run_control.py:440-451) resumes a running run (another graph's, "
-        "its node runs here) or reports a finished one's result as this start's, on "
-        "either path; the HTTP API answers 409 run_exists for the same id"
-    ),
-)
 @pytest.mark.parametrize("before", ["finished", "crashed"])
 async def test_a_start_whose_id_another_writer_used_fails_and_runs_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: str
@@ -275,5 +264,11 @@ async def test_a_start_whose_id_another_writer_used_fails_and_runs_nothing(
     seen = await _start_run(tmp_path, monkeypatch, "now", before)
     kind, answer = seen["outcome"]
     assert kind == "raised", answer  # not the other run's result, nor a result of its graph
-    assert answer[0] in {ConcurrencyError.__name__, "RunChangedError", RunStateError.__name__}
+    status = "completed" if before == "finished" else "running"
+    assert answer == (
+        RunStateError.__name__,
+        f"run {RUN} is {status}: a run with this id is already in the store (resume or fork "
+        "it instead)",
+    )
     assert seen["ran"] == []
+    assert seen["status"] == status  # the stored run is left as it was

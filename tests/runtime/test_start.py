@@ -78,6 +78,20 @@ async def test_starting_a_run_id_that_is_live_here_is_refused_and_the_run_goes_o
     assert sum(isinstance(e.body, RunStarted) for e in events) == 1
 
 
+async def test_starting_a_run_id_a_finished_in_memory_run_has_is_refused_and_keeps_its_log() -> (
+    None
+):
+    graph = linear_graph(["first"])
+    async with Runtime(None, functions={"first": lambda inputs: {"n": 1}}) as rt:
+        assert (await (await rt.start(graph, run_id="r1")).result()).status == "completed"
+        before = await rt.read_events("r1")
+        with pytest.raises(RunStateError, match="r1 is completed: a run with this id is already"):
+            await rt.start(graph, run_id="r1")
+        after = await rt.read_events("r1")
+        state = await rt.get_state("r1")
+    assert [e.seq for e in after] == [e.seq for e in before] and state.status == "completed"
+
+
 @pytest.mark.parametrize(
     ("graph", "path", "reason"),
     [
