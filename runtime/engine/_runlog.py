@@ -68,15 +68,15 @@ class Submission:
         if log.rebase is not None:
             log.rebase.answered(result)  # committed after the conflict, or failed
             log.rebase_when_ready()
-        if isinstance(error, StoreError) and log.failed is None:
-            log.failed = error
-        elif error is None:
+        if error is None:
             log.committed(result)
             observers = log.observers
             if observers:
                 elapsed = perf_counter() - self.began
                 for observer in observers:
                     observer(log.run_id, self.batch, elapsed)
+        elif isinstance(error, StoreError) and log.failed is None:
+            log.failed = error
         self.on_done(result, error)
 
 
