@@ -285,7 +285,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.goal, s.input = body.goal, body.input
             s.memory = dict(body.input)
             disown(s)
-            s.conversation.apply(body)
+            s.conversation.run_started(body)
             _due(s, body.entry)
         case events.InputInjected:
             assert isinstance(body, InputInjected)
