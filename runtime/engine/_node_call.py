@@ -31,14 +31,15 @@ def call_node(
     a plain def in a worker thread (it may block: I/O, CPU; cancellation or the deadline
     abandons the thread instead of waiting). ``context``: the node's NodeContext, if it
     takes one."""
-    args: tuple[Any, ...] = (message.inputs,)
-    if context is not None:
-        args += (context,)
     if plain.is_async:
-        result: Any = plain.function(*args)
+        function = plain.function
+        result: Any = (
+            function(message.inputs) if context is None else function(message.inputs, context)
+        )
         if type(result) is CoroutineType or inspect.isawaitable(result):
             return result
         return _ready(result)  # an "async" callable object that returned a value
+    args: tuple[Any, ...] = (message.inputs,) if context is None else (message.inputs, context)
     return _in_thread(functools.partial(plain.function, *args), log, message)
 
 

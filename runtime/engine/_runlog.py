@@ -68,15 +68,15 @@ class Submission:
         if log.rebase is not None:
             log.rebase.answered(result)  # committed after the conflict, or failed
             log.rebase_when_ready()
-        if isinstance(error, StoreError) and log.failed is None:
-            log.failed = error
-        elif error is None:
+        if error is None:
             log.committed(result)
             observers = log.observers
             if observers:
                 elapsed = perf_counter() - self.began
                 for observer in observers:
                     observer(log.run_id, self.batch, elapsed)
+        elif isinstance(error, StoreError) and log.failed is None:
+            log.failed = error
         self.on_done(result, error)
 
 
@@ -355,7 +355,11 @@ class RunLog:
         self.pending = _NO_PENDING
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
-        snapshot = self._snapshot(batch, queued, answer.at_rest)
+        snapshot = (
+            None  # what _snapshot finds for most batches, without calling it
+            if state_seq - snapshot_seq < self.snapshot_every and not answer.at_rest
+            else self._snapshot(batch, queued, answer.at_rest)
+        )
         undo = snapshot is not None
         answer.log, answer.batch, answer.expected = self, batch, self.last_seq
         answer.began = perf_counter()

@@ -111,9 +111,12 @@ class StepNow(NodeActors):
         started, ref, message = self.starting(executor, node_id, None, 1, False)
         log = self.log
         start = StartOnCommit(executor, ref, message)
-        if log.append_now((started,)):
+        bodies = (started,)
+        if log.submit(bodies, start):  # on a store (append_now is for a log without one)
+            return
+        if log.append_now(bodies):
             start.on_done(None, None)
-        elif not log.submit((started,), start):
+        else:
             executor.ref.tell_nowait(StartStaged(started=started, execute=message))
 
     def take(self, executor: Actor, done: NodeDone) -> bool:

@@ -173,10 +173,15 @@ class Conversation(msgspec.Struct, kw_only=True, gc=False):
         elif isinstance(body, BranchesJoined):
             self._join()
         elif isinstance(body, RunStarted):
-            self.isolated = body.graph.get("conversation_mode") == "isolated"
+            self.run_started(body)
         else:
             return False
         return True
+
+    def run_started(self, body: RunStarted) -> None:
+        """Apply a ``run.started`` (what :meth:`apply` does with one, called directly by
+        the state's apply: no isinstance chain to miss through once a run)."""
+        self.isolated = body.graph.get("conversation_mode") == "isolated"
 
     def started(self, body: NodeStarted) -> None:
         """Apply a ``node.started`` (what :meth:`apply` does with one, called directly on

@@ -1,4 +1,4 @@
-"""A run's state and the one function that applies an event to it.
+"""The one function that applies an event to a run's state (its fields: ``_run_state``).
 
 :func:`apply` is the only code that turns events into state: :func:`fold` (a log into its
 state), the executor's live state (it records an event, the run log applies it, and the
@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any, Literal
-
-import msgspec
+from typing import get_args
 
 from eventstore import Event, EventBody, event_tag
 
+from . import _catalogue as events
 from ._catalogue import (
     ApprovalGranted,
     ApprovalRejected,
@@ -42,7 +41,6 @@ from ._catalogue import (
     NodeStarted,
     OutputSet,
     PauseRequested,
-    Quality,
     RunCancelled,
     RunFinished,
     RunForked,
@@ -55,18 +53,14 @@ from ._catalogue import (
     Verdict,
     VerificationRecorded,
 )
-from ._conversation import Conversation
-from ._fanout import OpenFanOut, fanout_apply, fanout_opened
+from ._fanout import fanout_apply, fanout_opened
 from ._memory import disown, write_memory
-from ._node_visit import NO_INJECTED, NodeVisit, visit_started, visit_written
+from ._node_visit import NO_INJECTED, visit_started, visit_written
 from ._run_facts import ForkOrigin, PauseInfo
+from ._run_state import RunState, StateStatus
 from ._shared_empty import NO_ITEMS
 from ._state_copy import copy_state
 from ._verdicts import (
-    JudgeFailure,
-    StallEntry,
-    VerdictEntry,
-    VerdictRecord,
     count_verdict,
     goal_failures,
     keep,
@@ -77,100 +71,6 @@ from ._verdicts import (
 )
 
 __all__ = ["ForkOrigin", "PauseInfo", "RunState", "StateStatus", "apply", "fold"]
-
-
-#: A run's status in its state: "new" before its first event, then as its events say.
-StateStatus = Literal["new", "running", "paused", "cancelled", "completed", "failed"]
-
-
-class RunState(msgspec.Struct, kw_only=True, dict=True):
-    """The state of a run as its events made it. Compare with ``==`` (fields only).
-
-    ``pending`` lists the nodes due to run next (the resume points; the join of an open
-    fan-out is due once the branches joined); ``running`` maps a started, unfinished node
-    (running, or waiting to retry after a failed attempt) to its attempt; ``path`` lists
-    nodes in the order they finished (completed, or failed for good); ``steps`` counts node
-    visits (a retry or a rerun after a crash is the same visit); ``outputs`` holds each
-    running node's output accumulator for its visit (its OutputSet values: empty when a
-    new visit starts or a failed attempt is to be retried, kept across a rerun of the
-    same visit, gone when the node finishes); ``iterations`` is the iteration of each
-    node's last LLM turn in its current visit; ``visits`` holds each started node's
-    current visit (:class:`NodeVisit`: what an LLM node, a parallel round and an
-    ``llm_judge`` verifier resume from). ``last_seq`` /
-    ``last_hash`` / ``last_position`` describe the last folded event (a live state sets
-    ``last_seq`` only).
-    """
-
-    run_id: str = ""
-    status: StateStatus = "new"
-    graph: dict[str, Any] | None = None
-    graph_hash: str | None = None
-    entry: str | None = None
-    goal: dict[str, Any] | None = None
-    input: dict[str, Any] = {}
-    memory: dict[str, Any] = {}
-    path: list[str] = []
-    visit_counts: dict[str, int] = {}
-    steps: int = 0
-    pending: list[str] = []
-    running: dict[str, int] = {}
-    failed_nodes: list[str] = []
-    #: Checks that did not run (judge failures, see _verdicts), counted by kind ...
-    judge_failures: dict[str, int] = {}
-    #: ... and the newest of them (at most KEPT_FAILURES) with their reasons.
-    judge_failure_reasons: list[JudgeFailure] = []
-    total_retries: int = 0
-    #: The open fan-out (forked, not yet joined), if any: its branches and their writes.
-    fanout: OpenFanOut | None = None
-    outputs: dict[str, dict[str, Any]] = {}
-    #: LLM turns of each node over the whole run (``iterations`` counts the current visit).
-    turns: dict[str, int] = {}
-    #: Judged verdicts of each node over the run, by action (accept, retry, escalate), and
-    #: its tool turns (verdicts of level bail_out: the turn called tools, nobody judged it).
-    verdict_counts: dict[str, dict[str, int]] = {}
-    tool_turns: dict[str, int] = {}
-    #: The run's conversation: a sequence of ConversationEntry built by the projection the
-    #: LLM node uses too (parallel branches' entries grouped per branch).
-    conversation: Conversation = msgspec.field(default_factory=Conversation)
-    iterations: dict[str, int] = {}
-    visits: dict[str, NodeVisit] = {}
-    verdicts: dict[str, VerdictRecord] = {}
-    #: Each node's newest judge verdicts, oldest first: at most KEPT_PER_NODE of them, so a
-    #: long run's state (and its snapshots) stays bounded; ``verdict_counts`` and
-    #: ``tool_turns`` count all.
-    verdict_history: dict[str, list[VerdictEntry]] = {}
-    #: Each node's newest stall warnings, oldest first (at most KEPT_PER_NODE).
-    stalls: dict[str, list[StallEntry]] = {}
-    #: Times each edge was taken, keyed ``"source>target"``, in the order first taken.
-    edges_taken: dict[str, int] = {}
-    #: The run's events by tag, every type counted (an application's own too).
-    event_counts: dict[str, int] = {}
-    paused: PauseInfo | None = None
-    #: The pause node whose approval the run waits for, kept through a cancel. Gates
-    #: ``approval.granted`` opened (until their node starts) and ``approval.rejected`` shut.
-    gate: str | None = None
-    approved: list[str] = []
-    rejected: list[str] = []
-    #: A fork's copy ended in the middle of the run: its due nodes that had not started
-    #: meet their pause gates when it resumes (a fork never skips an approval). Set by
-    #: run.forked, cleared by the resume that follows.
-    gates_due: bool = False
-    #: A pause asked for (``run.pause_requested``, from any process) that the run's owner
-    #: obeys at its next node boundary; cleared when the run pauses, is cancelled or
-    #: finishes, and in a fork's copy (a resume keeps it: the resuming owner obeys it).
-    pause_requested: bool = False
-    #: Where a fork's log was copied from (its ``run.forked`` event); None for other runs.
-    forked_from: ForkOrigin | None = None
-    #: Why workers that claimed the run could not execute it (``run.unrunnable``): each
-    #: distinct reason once, oldest first. Shown only; nothing else depends on it.
-    unrunnable: list[str] = []
-    cancelled_at: str | None = None
-    quality: Quality | None = None
-    error: str | None = None
-    goal_outcome: dict[str, Any] | None = None
-    last_seq: int = 0
-    last_hash: str = ""
-    last_position: int = 0
 
 
 def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: int) -> None:
@@ -195,13 +95,19 @@ def _due(s: RunState, node_id: str) -> None:
         s.pending.append(node_id)
 
 
-# A body's tag by its class (event_tag reads it from the class's config on every call).
-_TAGS: dict[type, str] = {}
+# A body's tag by its class (event_tag reads it from the class's config on every call),
+# and the catalogue class whose case applies it: its own; for a subclass of one, the
+# nearest in its bases; any other class (an application's) is its own, which no case
+# names. Matched by identity: a class pattern's isinstance costs ~0.4 us for each case a
+# msgspec struct misses (StructMeta's __instancecheck__), 6 misses on every step.
+_KINDS: dict[type, tuple[str, type]] = {}
+_CATALOGUE = frozenset(get_args(events.AnyEvent))
 
 
-def _tag(cls: type) -> str:
-    tag = _TAGS[cls] = event_tag(cls)
-    return tag
+def _kind(cls: type) -> tuple[str, type]:
+    applies_as = next((base for base in cls.__mro__ if base in _CATALOGUE), cls)
+    kind = _KINDS[cls] = (event_tag(cls), applies_as)
+    return kind
 
 
 def apply(state: RunState, body: EventBody, seq: int) -> None:
@@ -218,11 +124,14 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
     ``append`` writes stay the state's own: do not change them from outside.
     """
     s = state
-    tag = _TAGS.get(type(body)) or _tag(type(body))
+    cls = type(body)
+    tag, applies_as = _KINDS.get(cls) or _kind(cls)
     counts = s.event_counts
     counts[tag] = counts.get(tag, 0) + 1
-    match body:
-        case NodeStarted():
+    match applies_as:
+        case events.NodeStarted:
+            # For the type checker: a hit on an exact type is cheap (a miss is not).
+            assert isinstance(body, NodeStarted)
             node = body.node_id
             visit_counts = s.visit_counts
             if body.visit > visit_counts.get(node, 0):
@@ -239,15 +148,18 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit_counts[node] = body.visit
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
-        case MemoryWritten():
+        case events.MemoryWritten:
+            assert isinstance(body, MemoryWritten)
             write_memory(s, body)
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
             if body.node_id is not None:
                 visit_written(s, body.node_id, body.key, body.value)
-        case NodeCompleted():
+        case events.NodeCompleted:
+            assert isinstance(body, NodeCompleted)
             _finish_node(s, body.node_id)
-        case EdgeTaken():
+        case events.EdgeTaken:
+            assert isinstance(body, EdgeTaken)
             target = body.target
             # Interned: every run of a graph keys its counts by the same strings.
             edge = sys.intern(f"{body.source}>{target}")
@@ -263,12 +175,14 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 if body.target != fan.join:  # the join is due once the branches joined
                     _due(s, body.target)
                 fanout_apply(fan, body)
-        case OutputSet():
+        case events.OutputSet:
+            assert isinstance(body, OutputSet)
             values = s.outputs.get(body.node_id)
             if values is None or values is NO_ITEMS:
                 values = s.outputs[body.node_id] = {}
             values[body.key] = body.value
-        case LlmTurn():
+        case events.LlmTurn:
+            assert isinstance(body, LlmTurn)
             node = body.node_id
             s.conversation.apply(body)
             s.iterations[node] = body.iteration
@@ -279,19 +193,23 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit = s.visits.get(node)
             if visit is not None:
                 visit.turn(body)
-        case ToolResult():
+        case events.ToolResult:
+            assert isinstance(body, ToolResult)
             s.conversation.apply(body)
             visit = s.visits.get(body.node_id)
             if visit is not None:
                 visit.result(body.call_id)
-        case MessageAdded():
+        case events.MessageAdded:
+            assert isinstance(body, MessageAdded)
             s.conversation.apply(body)
             visit = s.visits.get(body.node_id)
             if visit is not None:
                 visit.message(body.kind)
-        case ConversationCompacted():
+        case events.ConversationCompacted:
+            assert isinstance(body, ConversationCompacted)
             s.conversation.apply(body)
-        case Verdict():
+        case events.Verdict:
+            assert isinstance(body, Verdict)
             if body.error is not None:
                 _judge_failed(s, "judge", body.node_id, body.error, seq)
             visit = s.visits.get(body.node_id)
@@ -308,11 +226,13 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             s.verdicts[body.node_id] = verdict_record(body)
             count_verdict(s.verdict_counts, s.tool_turns, body)
             keep(s.verdict_history, body.node_id, verdict_entry(body, seq))
-        case StallDetected():
+        case events.StallDetected:
+            assert isinstance(body, StallDetected)
             if s.stalls is NO_ITEMS:
                 s.stalls = {}
             keep(s.stalls, body.node_id, stall_entry(body, seq))
-        case NodeFailed():
+        case events.NodeFailed:
+            assert isinstance(body, NodeFailed)
             if body.will_retry:
                 s.total_retries += 1  # still running: it waits for its next attempt
                 s.outputs[body.node_id] = NO_ITEMS  # the next attempt starts afresh
@@ -321,53 +241,65 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 _finish_node(s, body.node_id)
             if s.fanout is not None:
                 fanout_apply(s.fanout, body)
-        case BranchesForked():
+        case events.BranchesForked:
+            assert isinstance(body, BranchesForked)
             s.conversation.apply(body)
             s.fanout = fanout_opened(body)
             for target in body.targets:
                 if target != body.join:
                     _due(s, target)
-        case BranchesJoined():
+        case events.BranchesJoined:
+            assert isinstance(body, BranchesJoined)
             s.conversation.apply(body)
             s.fanout = None
             if body.join is not None:
                 _due(s, body.join)
         case (
-            BranchTurn()
-            | BranchToolResult()
-            | BranchFinished()
-            | BranchesJudged()
-            | BranchesSelected()
+            events.BranchTurn
+            | events.BranchToolResult
+            | events.BranchFinished
+            | events.BranchesJudged
+            | events.BranchesSelected
         ):
+            assert isinstance(
+                body,
+                BranchTurn | BranchToolResult | BranchFinished | BranchesJudged | BranchesSelected,
+            )
             if isinstance(body, BranchesJudged) and body.error is not None:
                 _judge_failed(s, "branch_judge", body.node_id, body.error, seq)
             visit = s.visits.get(body.node_id)
             if visit is not None and visit.visit == body.visit:
                 visit.branch_event(body)
-        case VerificationRecorded():
+        case events.VerificationRecorded:
+            assert isinstance(body, VerificationRecorded)
             visit = s.visits.get(body.node_id)
             if visit is not None and visit.visit == body.visit:
                 visit.verifications = {**visit.verifications, body.attempt: body}
-        case GraphReplaced():  # the run goes on under another graph
+        case events.GraphReplaced:  # the run goes on under another graph
+            assert isinstance(body, GraphReplaced)
             s.graph, s.graph_hash = body.graph, body.graph_hash
-        case RunStarted():
+        case events.RunStarted:
+            assert isinstance(body, RunStarted)
             s.status = "running"
             s.graph, s.graph_hash, s.entry = body.graph, body.graph_hash, body.entry
             s.goal, s.input = body.goal, body.input
             s.memory = dict(body.input)
             disown(s)
-            s.conversation.apply(body)
+            s.conversation.run_started(body)
             _due(s, body.entry)
-        case InputInjected():
+        case events.InputInjected:
+            assert isinstance(body, InputInjected)
             s.memory.update(body.data)
             disown(s, body.data)
             for visit in s.visits.values():
                 if visit.paused_for_input:
                     visit.injected = {**visit.injected, **body.data}
-        case PauseRequested():
+        case events.PauseRequested:
+            assert isinstance(body, PauseRequested)
             if s.status == "running":
                 s.pause_requested = True
-        case RunPaused():
+        case events.RunPaused:
+            assert isinstance(body, RunPaused)
             s.status = "paused"
             s.pause_requested = False
             s.paused = PauseInfo(reason=body.reason, node_id=body.node_id)
@@ -378,40 +310,47 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 if visit is not None:
                     visit.paused_for_input = True
                     visit.injected = NO_INJECTED
-        case ApprovalGranted():
+        case events.ApprovalGranted:
+            assert isinstance(body, ApprovalGranted)
             s.memory.update(body.input)
             disown(s, body.input)
             s.status = "running"
             s.paused = None
             s.gate = None
             s.approved = [*s.approved, body.node_id]
-        case ApprovalRejected():
+        case events.ApprovalRejected:
+            assert isinstance(body, ApprovalRejected)
             s.status = "running"
             s.paused = None
             s.gate = None
             s.rejected = [*s.rejected, body.node_id]
-        case RunResumed():
+        case events.RunResumed:
+            assert isinstance(body, RunResumed)
             s.status = "running"
             s.paused = None
             s.error = None  # why it had stopped (a cancel's reason, a failure)
             s.gates_due = False
-        case RunForked():
+        case events.RunForked:
+            assert isinstance(body, RunForked)
             s.gates_due = s.status == "running"
             s.pause_requested = False  # the source's request: not the copy's
             s.forked_from = ForkOrigin(
                 run_id=body.source_run_id, seq=body.source_seq, hash=body.source_hash
             )
-        case RunUnrunnable():
+        case events.RunUnrunnable:
+            assert isinstance(body, RunUnrunnable)
             if body.reason not in s.unrunnable:
                 s.unrunnable = [*s.unrunnable, body.reason]
-        case RunCancelled():
+        case events.RunCancelled:
+            assert isinstance(body, RunCancelled)
             s.status = "cancelled"
             s.pause_requested = False
             s.cancelled_at = body.node_id
             s.paused = None
             if body.reason:
                 s.error = body.reason
-        case RunFinished():
+        case events.RunFinished:
+            assert isinstance(body, RunFinished)
             s.status = body.status
             s.quality = body.quality
             s.total_retries = max(s.total_retries, body.total_retries)

@@ -41,6 +41,9 @@ def check_memory_value(key: str, value: Any) -> None:
     """
     if not_utf8(key):
         raise MemoryValueError(key, "the key", _SURROGATE)
+    kind = type(value)
+    if kind is int or kind is bool or value is None:  # most outputs: no walk (no stack)
+        return
     stack: list[tuple[Any, int, tuple[Any, ...] | None]] = [(value, 0, None)]
     while stack:
         item, depth, trail = stack.pop()

@@ -311,6 +311,31 @@ def test_a_node_lifecycle_moves_it_through_pending_running_and_path() -> None:
     assert done.pending == ["b"] and done.visit_counts == {"a": 1}
 
 
+class _AuditedCompletion(NodeCompleted, frozen=True, gc=False, tag="test.audited_completed"):
+    """An application's event that subclasses a catalogue event (with a tag of its own)."""
+
+    auditor: str = ""
+
+
+class _Unknown(EventBody, frozen=True, tag="test.unknown_to_apply"):
+    node_id: str = "a"
+
+
+def test_a_subclass_of_an_event_applies_as_its_base_and_counts_by_its_own_tag() -> None:
+    # apply picks a body's case by its class (not isinstance per case): a subclass still
+    # meets its base's case, and a body of another class only counts.
+    state = run(
+        START,
+        NodeStarted(node_id="a", visit=1),
+        _Unknown(),
+        _AuditedCompletion(node_id="a", auditor="x"),
+    )
+    assert state.path == ["a"] and state.running == {} and state.visit_counts == {"a": 1}
+    assert state.event_counts["test.audited_completed"] == 1
+    assert state.event_counts["test.unknown_to_apply"] == 1
+    assert "node.completed" not in state.event_counts
+
+
 def test_failures_count_retries_and_final_failures() -> None:
     state = run(
         START,
