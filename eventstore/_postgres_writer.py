@@ -149,8 +149,9 @@ class PostgresWriter:
         self._task = asyncio.create_task(self._run(), name="eventstore-pg-writer")
 
     def submit(self, request: AppendRequest) -> bool:
-        """Queue ``request``; False (nothing queued) when the queue is full."""
-        if len(self._queue) >= self._capacity:
+        """Queue ``request``; False (nothing queued) when the queue is full and it is a
+        run's first append (backpressure falls on new runs: see ThreadWriter)."""
+        if len(self._queue) >= self._capacity and not request.expected_seq:
             self._space.clear()
             return False
         self._queue.append(request)
