@@ -196,6 +196,13 @@ class SqliteEventStore:
         """
         return self._front.submit(run_id, events, expected_seq, snapshot, on_done)
 
+    async def wait_for_room(self) -> None:
+        """Return once the writer would take a new run's first append (and a claim held
+        for it) at once: at once if it would now. Backpressure for a caller about to start
+        a run, before it makes anything of it (the store's appends wait for room anyway).
+        Raises StoreClosedError unless the store is open."""
+        await self._front.open_writer("append").wait_for_room()
+
     def watch_leases(self, confirmed: Callable[[Sequence[tuple[str, int]], float], None]) -> None:
         """See :class:`LeaseConfirmingStore`: the writer's transactions extend the leases
         of the claims their appends are fenced on, a third of a lease after they started."""

@@ -124,6 +124,12 @@ class ThreadWriter:
             raise
         self._woken -= 1
 
+    async def wait_for_room(self) -> None:
+        """Return once a new run's first append, with a claim held for it, would be taken
+        (at once if so now, or once the writer closes)."""
+        while not self._closing and self._in_flight + self._woken + 1 >= self._capacity:
+            await self.wait_for_space()
+
     def _pass_on_slot(self) -> None:
         self._woken -= 1
         self._wake_waiters(1)

@@ -164,6 +164,30 @@ async def test_a_full_writer_refuses_a_new_runs_first_append_not_a_runs_next_one
         core.close()
 
 
+async def test_room_for_a_new_run_means_room_for_its_append_and_a_held_claim(
+    tmp_path: Path,
+) -> None:
+    # wait_for_room returns at once with two slots free, and waits while one append is in
+    # flight of two (a claim held for the new run goes with its append) until it is answered.
+    core = WriterCore(str(tmp_path / "s.db"), "OFF")
+    core.connect(True, 1024)
+    writer = ThreadWriter(core, max_batch=1, capacity=2, on_commit=lambda: None)
+    try:
+        with anyio.fail_after(5):
+            await writer.wait_for_room()
+        first = prepare("r0", [started()], 0)
+        assert writer.submit(first)
+        waited = asyncio.ensure_future(writer.wait_for_room())
+        await anyio.lowlevel.checkpoint()
+        assert not waited.done() or first.result is not None
+        with anyio.fail_after(10):
+            await waited
+        assert first.result is not None  # its answer made the room
+    finally:
+        await writer.close()
+        core.close()
+
+
 async def test_a_waiter_cancelled_after_it_was_woken_passes_its_slot_on(tmp_path: Path) -> None:
     core = WriterCore(str(tmp_path / "s.db"), "OFF")
     core.connect(True, 1024)
