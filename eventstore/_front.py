@@ -43,7 +43,9 @@ class Writer(Protocol):
     """
 
     def submit(self, request: AppendRequest) -> bool:
-        """Queue ``request``; False (nothing queued) when the writer is full.
+        """Queue ``request``; False (nothing queued) when the writer is full and ``request``
+        is a run's first append or an unchecked one (``expected_seq`` 0 or None): a run's
+        next append is always queued, so backpressure falls on new runs.
 
         Raises StoreClosedError once :meth:`close` has begun.
         """

@@ -106,10 +106,11 @@ class PostgresWriter:
         self._task = asyncio.create_task(self._run(), name="eventstore-pg-writer")
 
     def submit(self, request: AppendRequest) -> bool:
-        """Queue ``request``; False (nothing queued) when the queue is full. A release
+        """Queue ``request``; False (nothing queued) when the queue is full and it is a
+        run's first append (backpressure falls on new runs: see ThreadWriter). A release
         held for its run (:meth:`hold_release`) goes with it if it is at the seq the
         release names, and is answered with an error otherwise."""
-        if len(self._queue) >= self._capacity:
+        if len(self._queue) >= self._capacity and not request.expected_seq:
             self._space.clear()
             return False
         if self._releases:

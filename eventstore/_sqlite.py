@@ -157,8 +157,11 @@ class SqliteEventStore:
         ``expected_seq`` is the run's last seq before this batch (0 for a new run); the batch
         gets seqs ``expected_seq + 1, ...``. ``None`` skips the check (append at the end).
         Several appends of one run may be in flight: they commit in the order submitted, each
-        checked against the ones before it. Blocks on the writer's mailbox (backpressure) and
-        on the group commit. Raises ConcurrencyError if the run's last seq differs (nothing
+        checked against the ones before it. Blocks on the group commit, and a run's first
+        batch (``expected_seq`` 0 or None) also on the writer's room (backpressure, which
+        falls on new runs only): a batch appended while the run's first still waits is
+        not held behind it, so append a new run's next batches once its first returned.
+        Raises ConcurrencyError if the run's last seq differs (nothing
         of the batch is written), StoreClosedError if the store is closed or closes before the
         batch was written, StoreError if the transaction failed, ValueError for an empty
         batch. Cancelling the caller does not withdraw a batch already handed to the writer:
@@ -185,11 +188,20 @@ class SqliteEventStore:
         Answers are handed out as soon as the store sees them, which may be inside a later
         ``submit`` or ``append`` call on this store, from another task: ``on_done`` must
         not append to this store itself (tell an actor, set a future).
-        Returns False, and submits nothing, when the writer's queue is full: then use
-        :meth:`append`, which waits for space. Raises as ``append`` does for a closed store
+        Returns False, and submits nothing, when the writer's queue is full and the batch
+        is a run's first (``expected_seq`` 0 or None; a run's next batch is always taken,
+        since backpressure falls on new runs): then use :meth:`append`, which waits for
+        space. Raises as ``append`` does for a closed store
         or an empty batch, and encoding errors at once.
         """
         return self._front.submit(run_id, events, expected_seq, snapshot, on_done)
+
+    async def wait_for_room(self) -> None:
+        """Return once the writer would take a new run's first append (and a claim held
+        for it) at once: at once if it would now. Backpressure for a caller about to start
+        a run, before it makes anything of it (the store's appends wait for room anyway).
+        Raises StoreClosedError unless the store is open."""
+        await self._front.open_writer("append").wait_for_room()
 
     def watch_leases(self, confirmed: Callable[[Sequence[tuple[str, int]], float], None]) -> None:
         """See :class:`LeaseConfirmingStore`: the writer's transactions extend the leases

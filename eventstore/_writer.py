@@ -35,6 +35,10 @@ class ThreadWriter:
     holds a claim given to :meth:`hold` until its run's next append, which it queues just
     before (so both go in one transaction). An ownership request is queued even when the
     appends fill the queue (a renewal never waits behind their backpressure).
+    Backpressure falls on new runs: only a run's first append (``expected_seq`` 0 or None)
+    is refused while ``capacity`` appends are in flight. A run going holds its state and a
+    bounded number of appends whether they wait or are queued, and waiting would add a task
+    and its coroutines to each; new runs are what callers can make faster than commits.
     ``on_commit`` is called on the event loop after each committed batch (the store wakes
     the followers of :meth:`SqliteEventStore.tail` with it). Waiting for space wakes one
     waiter per freed slot, in the order they began to wait.
@@ -83,12 +87,15 @@ class ThreadWriter:
         if self._answers:
             self._deliver()  # batches the thread finished while the loop was busy
         if type(request) is AppendRequest:
-            if self._in_flight + self._woken >= self._capacity:
-                return False  # an ownership request (a renewal) never waits behind appends
+            first = not request.expected_seq
+            # Backpressure falls on new runs (see the class docstring): an ownership
+            # request (a renewal) never waits behind appends, nor does a run's next append.
+            if first and self._in_flight + self._woken >= self._capacity:
+                return False
             if self._held:
                 held = self._held.pop(request.run_id, None)
                 if held is not None:
-                    if self._in_flight + self._woken + 1 >= self._capacity:
+                    if first and self._in_flight + self._woken + 1 >= self._capacity:
                         self._held[request.run_id] = held  # room for both, or neither
                         return False
                     self._in_flight += 1
@@ -146,6 +153,12 @@ class ThreadWriter:
                 self._space_waiters.remove(waiter)
             raise
         self._woken -= 1
+
+    async def wait_for_room(self) -> None:
+        """Return once a new run's first append, with a claim held for it, would be taken
+        (at once if so now, or once the writer closes)."""
+        while not self._closing and self._in_flight + self._woken + 1 >= self._capacity:
+            await self.wait_for_space()
 
     def _pass_on_slot(self) -> None:
         self._woken -= 1

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from actors import ActorSystem, MailboxConfig, new_waiter
+from actors import ActorSystem, MailboxConfig
 from eventstore import (
     Event,
     EventStore,
@@ -26,7 +25,7 @@ from ._result import RunOutcome, RunResult
 from .control._approvals import decide_gate, grant, reject
 from .control._draining import claim_to_resume
 from .control._handover import submit, submit_resume
-from .control._launch import launch
+from .control._launch import start_run
 from .control._open import open_control
 from .control._ownership import default_worker_id
 from .control._regraph import replace_graph
@@ -34,7 +33,6 @@ from .control._resume import resume_from_log
 from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook
-from .engine._start_on_commit import FirstCommit
 from .events._state import RunState
 from .events._values import check_input, check_run_id
 from .llm._tools import Tool, ToolRegistry
@@ -202,7 +200,9 @@ class Runtime:
         Blocks until the run's first events (``run.started`` and its entry node's start)
         are committed to the store, whatever the graph's durability, so any reader of the
         store (another process, the HTTP API) finds the run as soon as this returns; it
-        does not wait for any node. Cancelling the call leaves the run going.
+        does not wait for any node. Cancelling the call leaves the run going; a call
+        cancelled while it waits for the store's room (backpressure: a new run waits there
+        while the store's writer is full, before anything of it is made) starts nothing.
 
         Raises SpecErrors (before anything is written) for an invalid graph, or one naming
         a function, judge or tool that is neither registered nor an allowed import, or
@@ -219,34 +219,7 @@ class Runtime:
         control = self._running
         if run_id is not None and control.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
-        if control.ownership is not None:
-            run_id = await control.ownership.claim_start(run_id, durable=graph.durability == "sync")
-        run_id = run_id or uuid.uuid4().hex
-        started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
-        first = FirstCommit(started)
-        log = control.logs.create(run_id, observers=(first,))
-        try:
-            handle = await launch(
-                self._running,
-                self.nodes,
-                self.metrics,
-                run_id,
-                graph,
-                log,
-                input=dict(input or {}),
-                started=started,
-            )
-            await started
-        finally:
-            # Its work is done: the run's later commits need not call it, nor the run
-            # hold it and its waiter.
-            control.starting.pop(run_id, None)
-            observers = log.observers
-            if observers and observers[-1] is first:  # the last, as logs.create adds it
-                log.observers = observers[:-1]
-            else:
-                log.observers = tuple(o for o in observers if o is not first)
-        return handle
+        return await start_run(control, self.nodes, self.metrics, graph, dict(input or {}), run_id)
 
     async def submit(
         self,

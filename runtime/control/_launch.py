@@ -1,17 +1,21 @@
-"""Launching a run's executor: the one step ``start``, ``resume`` and an approval share."""
+"""Launching a run's executor: the one step ``start``, ``resume`` and an approval share;
+and a new run's start (``Runtime.start`` after its checks)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
-from actors import Waiter
+from actors import Waiter, new_waiter
 
+from .._errors import RunStateError
 from .._handle import RunHandle
 from .._node_factory import NodeFactory
 from .._result import RunOutcome
 from ..engine._executor import ExecutorActor
 from ..engine._messages import StartRun
 from ..engine._runlog import RunLog
+from ..engine._start_on_commit import FirstCommit
 from ..events._state import RunState
 from ..spec._model import GraphSpec
 from ._live_runs import LiveRun
@@ -21,7 +25,7 @@ from ._run_control import RunControl
 if TYPE_CHECKING:
     from ..observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
 
-__all__ = ["launch"]
+__all__ = ["launch", "start_run"]
 
 
 async def launch(
@@ -74,3 +78,43 @@ async def launch(
     await ref.tell(StartRun())
     since = 0 if resume_from is None else resume_from.last_seq
     return RunHandle(run_id, outcome, control.logs, since)
+
+
+async def start_run(
+    control: RunControl,
+    nodes: NodeFactory,
+    metrics: RuntimeMetrics | None,
+    graph: GraphSpec,
+    input: dict[str, Any],
+    run_id: str | None,
+) -> RunHandle:
+    """Start a new run of a checked ``graph`` (``Runtime.start``): wait for the store's
+    room first, claim it, launch it; return its handle once its start is committed."""
+    room = getattr(control.logs.store, "wait_for_room", None)
+    if room is not None:
+        # Backpressure before anything of the run is made: a start waiting for the writer
+        # holds its caller's coroutine and one future, not a run and its executor's task.
+        await room()
+        if run_id is not None and control.live.running_here(run_id):
+            raise RunStateError(run_id, "running", "it is already running in this runtime")
+    if control.ownership is not None:
+        run_id = await control.ownership.claim_start(run_id, durable=graph.durability == "sync")
+    run_id = run_id or uuid.uuid4().hex
+    started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
+    first = FirstCommit(started)
+    log = control.logs.create(run_id, observers=(first,))
+    try:
+        handle = await launch(
+            control, nodes, metrics, run_id, graph, log, input=input, started=started
+        )
+        await started
+    finally:
+        # Its work is done: the run's later commits need not call it, nor the run
+        # hold it and its waiter.
+        control.starting.pop(run_id, None)
+        observers = log.observers
+        if observers and observers[-1] is first:  # the last, as logs.create adds it
+            log.observers = observers[:-1]
+        else:
+            log.observers = tuple(o for o in observers if o is not first)
+    return handle

@@ -124,6 +124,70 @@ async def test_waiting_for_space_wakes_one_waiter_per_freed_slot(tmp_path: Path)
     assert stats.appends == 200 and stats.max_batch_size <= 2
 
 
+async def test_a_full_writer_refuses_a_new_runs_first_append_not_a_runs_next_one(
+    tmp_path: Path,
+) -> None:
+    # Backpressure falls on new runs: with its one slot taken (and the commit held at a
+    # gate, so no answer frees it), the writer refuses another run's first append and an
+    # unchecked one, but takes the next append of the run going, behind its first.
+    import threading
+    from collections.abc import Sequence
+
+    from eventstore._sqlite_claims import Request
+
+    class GatedCore(WriterCore):
+        def __init__(self, path: str) -> None:
+            super().__init__(path, "OFF")
+            self.gate = threading.Event()
+
+        def commit(self, batch: Sequence[Request]) -> None:
+            self.gate.wait(10)
+            super().commit(batch)
+
+    core = GatedCore(str(tmp_path / "s.db"))
+    core.connect(True, 1024)
+    writer = ThreadWriter(core, max_batch=1, capacity=1, on_commit=lambda: None)
+    try:
+        first = prepare("r0", [started()], 0)
+        assert writer.submit(first)
+        assert not writer.submit(prepare("r1", [started()], 0))
+        assert not writer.submit(prepare("r0", [started()], None))
+        following = prepare("r0", [NodeStarted(node_id="a", visit=1)], 1)
+        assert writer.submit(following)
+        core.gate.set()
+        await following.wait()
+        assert first.error is None and following.error is None
+        assert following.result is not None and following.result.last_seq == 2
+    finally:
+        core.gate.set()
+        await writer.close()
+        core.close()
+
+
+async def test_room_for_a_new_run_means_room_for_its_append_and_a_held_claim(
+    tmp_path: Path,
+) -> None:
+    # wait_for_room returns at once with two slots free, and waits while one append is in
+    # flight of two (a claim held for the new run goes with its append) until it is answered.
+    core = WriterCore(str(tmp_path / "s.db"), "OFF")
+    core.connect(True, 1024)
+    writer = ThreadWriter(core, max_batch=1, capacity=2, on_commit=lambda: None)
+    try:
+        with anyio.fail_after(5):
+            await writer.wait_for_room()
+        first = prepare("r0", [started()], 0)
+        assert writer.submit(first)
+        waited = asyncio.ensure_future(writer.wait_for_room())
+        await anyio.lowlevel.checkpoint()
+        assert not waited.done() or first.result is not None
+        with anyio.fail_after(10):
+            await waited
+        assert first.result is not None  # its answer made the room
+    finally:
+        await writer.close()
+        core.close()
+
+
 async def test_a_waiter_cancelled_after_it_was_woken_passes_its_slot_on(tmp_path: Path) -> None:
     core = WriterCore(str(tmp_path / "s.db"), "OFF")
     core.connect(True, 1024)
@@ -223,3 +287,17 @@ async def test_a_held_claim_commits_in_the_transaction_of_its_runs_append(
     finally:
         await writer.close()
         core.close()
+
+
+async def test_a_full_postgresql_writer_refuses_only_a_new_runs_first_append() -> None:
+    # The same rule in the PostgreSQL writer: its queue full (no task drains it here), a
+    # new run's first append is refused, the next append of a run queued is taken.
+    from eventstore._postgres_writer import PostgresWriter
+
+    writer = PostgresWriter(
+        lambda: None, ("c", "r"), max_batch=1, capacity=1, on_commit=lambda: None
+    )
+    assert writer.submit(prepare("r0", [started()], 0, rows=False))
+    assert not writer.submit(prepare("r1", [started()], 0, rows=False))
+    assert writer.submit(prepare("r0", [NodeStarted(node_id="a", visit=1)], 1, rows=False))
+    assert writer.statistics().queued == 2

@@ -1,0 +1,81 @@
+"""A new run waits for the store's room before anything of it is made (Runtime.start)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from eventstore import SqliteEventStore
+from runtime import Runtime
+
+from .fast_path_support import GRAPH, OWNERSHIP, RUN, Gated
+
+pytestmark = pytest.mark.anyio
+
+
+class _Room:
+    """Stands for a full writer: ``wait_for_room`` waits until ``free`` is set."""
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+        self.free = anyio.Event()
+
+    async def wait_for_room(self) -> None:
+        self.asked.set()
+        await self.free.wait()
+
+
+async def test_a_start_waits_for_the_stores_room_holding_nothing_of_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    room = _Room()
+    monkeypatch.setattr(SqliteEventStore, "wait_for_room", lambda self: room.wait_for_room())
+    gated = Gated(None)
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        async with Runtime(store, functions=gated.functions(), ownership=OWNERSHIP) as rt:
+            handles = []
+
+            async def start() -> None:
+                handles.append(await rt.start(GRAPH, run_id=RUN))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(start)
+                with anyio.fail_after(10):
+                    await room.asked.wait()
+                # Waiting: no run live here, nothing stored, no claim taken.
+                assert rt._running.live.get(RUN) is None
+                assert await store.get_run(RUN) is None
+                assert RUN not in rt._running.ownership.claims  # type: ignore[union-attr]
+                room.free.set()
+            result = await handles[0].result()
+    assert (result.status, result.path, gated.ran) == ("completed", ["a", "b", "c"], list("abc"))
+
+
+async def test_a_start_cancelled_while_it_waits_for_room_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    room = _Room()
+    monkeypatch.setattr(SqliteEventStore, "wait_for_room", lambda self: room.wait_for_room())
+    gated = Gated(None)
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        async with Runtime(store, functions=gated.functions(), ownership=OWNERSHIP) as rt:
+            with anyio.move_on_after(5) as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(rt.start, GRAPH)
+                    with anyio.fail_after(3):
+                        await room.asked.wait()
+                    tg.cancel_scope.cancel()
+            assert not scope.cancelled_caught
+            assert await store.list_runs() == []
+            assert len(rt._running.live) == 0
+    assert gated.ran == []
+
+
+async def test_the_sqlite_stores_room_is_there_at_once_when_its_writer_has_room(
+    tmp_path: Path,
+) -> None:
+    async with SqliteEventStore(tmp_path / "s.db") as store:
+        with anyio.fail_after(5):
+            await store.wait_for_room()
