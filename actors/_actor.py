@@ -231,8 +231,7 @@ class ActorSystem:
     def watch(self, ref: ActorRef, watcher: ActorRef) -> None:
         """Have ``watcher`` told :class:`Terminated` when ``ref`` stops (at once if it has)."""
         if ref.stopped:
-            error = None if ref.failure is None else f"{type(ref.failure).__name__}: {ref.failure}"
-            self._notify(watcher, Terminated(actor=ref.name, error=error))
+            self._notify(watcher, ref.terminated())
         else:
             ref._watch(watcher)
 
@@ -264,8 +263,9 @@ class ActorSystem:
         """The actors running now."""
         return list(self._live.values())
 
-    def _ended(self, ref: ActorRef, note: Terminated) -> None:
-        """Forget the stopped actor of ``ref``; tell its watchers ``note``."""
+    def _ended(self, ref: ActorRef) -> None:
+        """Forget the stopped actor of ``ref``; tell its watchers of its end (the note made
+        only for them: a run's node actors have none)."""
         if self._live.get(ref.name) is ref:
             del self._live[ref.name]
         watchers = ref._watchers
@@ -275,8 +275,9 @@ class ActorSystem:
         # executor stopping its node actors hears of none of them.
         if not isinstance(watchers, tuple):  # the one watcher: no tuple made for it
             if not watchers._stop_requested:
-                self._notify(watchers, note)
+                self._notify(watchers, ref.terminated())
             return
+        note = ref.terminated()
         for watcher in watchers:
             if not watcher._stop_requested:
                 self._notify(watcher, note)

@@ -110,7 +110,7 @@ class OwnershipRequest(Pending[object]):
         self.lease = lease
         self.claims = claims
         self.limit = limit
-        self.exclude = json.dumps(list(exclude))
+        self.exclude = json.dumps(list(exclude)) if exclude else "[]"  # claims, releases: none
         self.fence = fence
 
 
