@@ -23,6 +23,10 @@ __all__ = ["Actor", "ActorSystem"]
 
 _names = itertools.count(1)
 
+#: An actor class's flags (see _flags), by class: spawn looks them up once per class.
+_FLAGS: dict[type, tuple[int, bool]] = {}
+_FLAGS_KEPT = 4096
+
 
 class Actor:
     """Base class of an actor: private state plus a handler run one message at a time.
@@ -211,12 +215,10 @@ class ActorSystem:
         elif name in self._live:
             raise ActorError(f"an actor named {name!r} is already running")
         cls = type(actor)
-        hooks = (  # flags (small ints), not a tuple: no object per actor
-            (ON_START if cls.on_start is not Actor.on_start else 0)
-            | (ON_STOP if cls.on_stop is not Actor.on_stop else 0)
-            | (ON_STOPPED if cls.on_stopped is not Actor.on_stopped else 0)
-        )
-        now = cls.receive_now is not Actor.receive_now
+        flags = _FLAGS.get(cls)
+        if flags is None:
+            flags = _flags(cls)
+        hooks, now = flags
         capacity = (mailbox or self._default_mailbox).capacity
         ref = ActorRef(name, actor, capacity, hooks, self, now=now)
         actor.ref = ref
@@ -291,6 +293,20 @@ class ActorSystem:
                 self._start(True, _tell_ignoring_stopped, watcher, note, name="actor-notice")
         except ActorStoppedError:
             pass  # the watcher is gone; nobody is left to tell
+
+
+def _flags(cls: type[Actor]) -> tuple[int, bool]:
+    """The hooks ``cls`` overrides (ON_START | ON_STOP | ON_STOPPED: small ints, not a
+    tuple, so no object per actor) and whether it has a synchronous handler."""
+    flags = (
+        (ON_START if cls.on_start is not Actor.on_start else 0)
+        | (ON_STOP if cls.on_stop is not Actor.on_stop else 0)
+        | (ON_STOPPED if cls.on_stopped is not Actor.on_stopped else 0),
+        cls.receive_now is not Actor.receive_now,
+    )
+    if len(_FLAGS) < _FLAGS_KEPT:
+        _FLAGS[cls] = flags
+    return flags
 
 
 class _TaskDone:
