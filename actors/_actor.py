@@ -23,6 +23,10 @@ __all__ = ["Actor", "ActorSystem"]
 
 _names = itertools.count(1)
 
+#: An actor class's flags (see _flags), by class: spawn looks them up once per class.
+_FLAGS: dict[type, tuple[int, bool]] = {}
+_FLAGS_KEPT = 4096
+
 
 class Actor:
     """Base class of an actor: private state plus a handler run one message at a time.
@@ -211,12 +215,10 @@ class ActorSystem:
         elif name in self._live:
             raise ActorError(f"an actor named {name!r} is already running")
         cls = type(actor)
-        hooks = (  # flags (small ints), not a tuple: no object per actor
-            (ON_START if cls.on_start is not Actor.on_start else 0)
-            | (ON_STOP if cls.on_stop is not Actor.on_stop else 0)
-            | (ON_STOPPED if cls.on_stopped is not Actor.on_stopped else 0)
-        )
-        now = cls.receive_now is not Actor.receive_now
+        flags = _FLAGS.get(cls)
+        if flags is None:
+            flags = _flags(cls)
+        hooks, now = flags
         capacity = (mailbox or self._default_mailbox).capacity
         ref = ActorRef(name, actor, capacity, hooks, self, now=now)
         actor.ref = ref
@@ -231,8 +233,7 @@ class ActorSystem:
     def watch(self, ref: ActorRef, watcher: ActorRef) -> None:
         """Have ``watcher`` told :class:`Terminated` when ``ref`` stops (at once if it has)."""
         if ref.stopped:
-            error = None if ref.failure is None else f"{type(ref.failure).__name__}: {ref.failure}"
-            self._notify(watcher, Terminated(actor=ref.name, error=error))
+            self._notify(watcher, ref.terminated())
         else:
             ref._watch(watcher)
 
@@ -264,8 +265,9 @@ class ActorSystem:
         """The actors running now."""
         return list(self._live.values())
 
-    def _ended(self, ref: ActorRef, note: Terminated) -> None:
-        """Forget the stopped actor of ``ref``; tell its watchers ``note``."""
+    def _ended(self, ref: ActorRef) -> None:
+        """Forget the stopped actor of ``ref``; tell its watchers of its end (the note made
+        only for them: a run's node actors have none)."""
         if self._live.get(ref.name) is ref:
             del self._live[ref.name]
         watchers = ref._watchers
@@ -275,8 +277,9 @@ class ActorSystem:
         # executor stopping its node actors hears of none of them.
         if not isinstance(watchers, tuple):  # the one watcher: no tuple made for it
             if not watchers._stop_requested:
-                self._notify(watchers, note)
+                self._notify(watchers, ref.terminated())
             return
+        note = ref.terminated()
         for watcher in watchers:
             if not watcher._stop_requested:
                 self._notify(watcher, note)
@@ -290,6 +293,20 @@ class ActorSystem:
                 self._start(True, _tell_ignoring_stopped, watcher, note, name="actor-notice")
         except ActorStoppedError:
             pass  # the watcher is gone; nobody is left to tell
+
+
+def _flags(cls: type[Actor]) -> tuple[int, bool]:
+    """The hooks ``cls`` overrides (ON_START | ON_STOP | ON_STOPPED: small ints, not a
+    tuple, so no object per actor) and whether it has a synchronous handler."""
+    flags = (
+        (ON_START if cls.on_start is not Actor.on_start else 0)
+        | (ON_STOP if cls.on_stop is not Actor.on_stop else 0)
+        | (ON_STOPPED if cls.on_stopped is not Actor.on_stopped else 0),
+        cls.receive_now is not Actor.receive_now,
+    )
+    if len(_FLAGS) < _FLAGS_KEPT:
+        _FLAGS[cls] = flags
+    return flags
 
 
 class _TaskDone:

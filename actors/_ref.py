@@ -37,11 +37,26 @@ __all__ = ["ON_START", "ON_STOP", "ON_STOPPED", "ActorRef", "Behaviour", "System
 #: and skipping them spares a coroutine (and a shielded scope) per actor.
 ON_START, ON_STOP, ON_STOPPED = 1, 2, 4
 
+#: Classes seen to be msgspec Structs: a message's check is a set lookup of its class, not
+#: ``isinstance`` through StructMeta (~0.14 us, twice a step). Bounded: a program making
+#: classes without end has the rest checked the long way.
+_MESSAGE_CLASSES: set[type] = set()
+_MESSAGE_CLASSES_KEPT = 4096
+
+
+def _not_a_message(message: object) -> bool:
+    """Whether ``message`` is not a msgspec Struct (the slow path of the check)."""
+    if not isinstance(message, msgspec.Struct):
+        return True
+    if len(_MESSAGE_CLASSES) < _MESSAGE_CLASSES_KEPT:
+        _MESSAGE_CLASSES.add(type(message))
+    return False
+
 
 class System(Protocol):
     """What runs an actor's tasks and hears of its end (an :class:`actors.ActorSystem`)."""
 
-    def _ended(self, ref: ActorRef, note: Terminated) -> None: ...
+    def _ended(self, ref: ActorRef) -> None: ...
 
     def _start_actor(self, ref: ActorRef) -> None: ...
 
@@ -160,7 +175,7 @@ class ActorRef:
             self._watchers = (watchers, watcher)
 
     def _check(self, message: object) -> None:
-        if not isinstance(message, msgspec.Struct):
+        if type(message) not in _MESSAGE_CLASSES and _not_a_message(message):
             raise NotAMessageError(self.name, message)
 
     async def tell(self, message: msgspec.Struct) -> None:
@@ -170,7 +185,7 @@ class ActorRef:
         Cancellation while waiting leaves the message unsent. Messages from one sender are
         handled in the order they were told.
         """
-        if not isinstance(message, msgspec.Struct):
+        if type(message) not in _MESSAGE_CLASSES and _not_a_message(message):
             raise NotAMessageError(self.name, message)
         if self._now and self._handled_now(message):
             return
@@ -186,7 +201,8 @@ class ActorRef:
 
     def tell_nowait(self, message: msgspec.Struct) -> None:
         """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
-        self._check(message)
+        if type(message) not in _MESSAGE_CLASSES and _not_a_message(message):
+            raise NotAMessageError(self.name, message)
         if self._now and self._handled_now(message):
             return
         try:
@@ -405,7 +421,11 @@ class ActorRef:
         # state is freed at once by reference counting, not by the cyclic collector.
         self._actor = None
         self._now = False
+        system._ended(self)
+
+    def terminated(self) -> Terminated:
+        """The note a watcher of this stopped actor is told."""
         error = None
         if self.failure is not None:
             error = f"{type(self.failure).__name__}: {self.failure}"
-        system._ended(self, Terminated(actor=self.name, error=error))
+        return Terminated(actor=self.name, error=error)

@@ -24,8 +24,8 @@ async def run_actor(ref: ActorRef, system: System) -> None:
     """A task of ``ref``'s actor: ``on_start`` (the first one), then one message at a time
     until the actor stops or, for an actor with ``receive_now``, until the mailbox is
     empty (the task ends; the actor is idle); then :func:`_shutdown`, which hands the
-    :class:`Terminated` note to ``system._ended`` (the system forgets the actor and tells
-    its watchers)."""
+    stopped actor to ``system._ended`` (the system forgets the actor and tells its
+    watchers :class:`Terminated`)."""
     actor = ref._actor
     assert actor is not None
     try:

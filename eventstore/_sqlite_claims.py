@@ -45,6 +45,7 @@ _SELECT = (
     "SELECT run_id, owner, expires, epoch FROM claims "
     "WHERE run_id IN (SELECT value FROM json_each(?))"
 )
+_SELECT_ONE = "SELECT run_id, owner, expires, epoch FROM claims WHERE run_id = ?"
 _UPSERT = "INSERT OR REPLACE INTO claims (run_id, owner, expires, epoch) VALUES (?, ?, ?, ?)"
 _RENEW = "UPDATE claims SET expires = ? WHERE run_id = ?"
 # The leases a transaction's appends confirm (their epochs were checked in it).
@@ -110,7 +111,7 @@ class OwnershipRequest(Pending[object]):
         self.lease = lease
         self.claims = claims
         self.limit = limit
-        self.exclude = json.dumps(list(exclude))
+        self.exclude = json.dumps(list(exclude)) if exclude else "[]"  # claims, releases: none
         self.fence = fence
 
 
@@ -333,7 +334,13 @@ class ClaimFence:
                     ids.add(request.run_id)
         rows: dict[str, list[Any]] = {}
         if ids:  # else none to read (the usual transaction: appends, the file unchanged)
-            for run_id, owner, expires, epoch in db.execute(_SELECT, (json.dumps(list(ids)),)):
+            # One run (a start's claim): read by its key, with no JSON array made and walked.
+            found = (
+                db.execute(_SELECT_ONE, (next(iter(ids)),))
+                if len(ids) == 1
+                else db.execute(_SELECT, (json.dumps(list(ids)),))
+            )
+            for run_id, owner, expires, epoch in found:
                 rows[run_id] = [owner, expires, epoch]
         return rows
 

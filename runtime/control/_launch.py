@@ -3,7 +3,6 @@ and a new run's start (``Runtime.start`` after its checks)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from actors import Waiter, new_waiter
@@ -20,6 +19,7 @@ from ..events._state import RunState
 from ..spec._model import GraphSpec
 from ._live_runs import LiveRun
 from ._owned_outcome import OwnedOutcome
+from ._ownership import new_run_id
 from ._run_control import RunControl
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["launch", "start_run"]
 
 
-async def launch(
+def launch(
     control: RunControl,
     nodes: NodeFactory,
     metrics: RuntimeMetrics | None,
@@ -43,7 +43,8 @@ async def launch(
     started: Waiter | None = None,
     acted: bool = False,
 ) -> RunHandle:
-    """Spawn the run's executor in ``control``'s actor system and tell it to start.
+    """Spawn the run's executor in ``control``'s actor system and tell it to start (here:
+    a new actor's mailbox has room, so nothing is waited for).
     ``started`` (from ``Runtime.start``) is set once the run stopped or met a conflict, in
     case its first commit never came. A resume whose first append meets another writer's
     events fails with RunChangedError (it did nothing), unless ``acted`` (something was
@@ -75,7 +76,7 @@ async def launch(
     )
     ref = control.live.system.spawn(executor, name=f"run:{run_id}")
     control.add_live(run_id, LiveRun(ref, outcome, log))
-    await ref.tell(StartRun())
+    ref.tell_nowait(StartRun())
     since = 0 if resume_from is None else resume_from.last_seq
     return RunHandle(run_id, outcome, control.logs, since)
 
@@ -97,16 +98,19 @@ async def start_run(
         await room()
         if run_id is not None and control.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
-    if control.ownership is not None:
-        run_id = await control.ownership.claim_start(run_id, durable=graph.durability == "sync")
-    run_id = run_id or uuid.uuid4().hex
+    ownership = control.ownership
+    if ownership is not None:
+        claimed = None
+        if run_id is None and graph.durability == "sync":
+            # The common start: its claim rides with its first append, nothing awaited.
+            claimed = ownership.claim_with_first_append()
+        run_id = claimed or await ownership.claim_start(run_id, durable=False)
+    run_id = run_id or new_run_id()
     started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
     first = FirstCommit(started)
     log = control.logs.create(run_id, observers=(first,))
     try:
-        handle = await launch(
-            control, nodes, metrics, run_id, graph, log, input=input, started=started
-        )
+        handle = launch(control, nodes, metrics, run_id, graph, log, input=input, started=started)
         await started
     finally:
         # Its work is done: the run's later commits need not call it, nor the run

@@ -58,7 +58,7 @@ async def resume_from_log(
         if isinstance(outcome, OwnedOutcome):
             first = outcome
             _first_step_durable(log)
-    handle = await launch(
+    handle = launch(
         control,
         nodes,
         metrics,

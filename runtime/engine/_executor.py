@@ -37,7 +37,7 @@ from ..events._catalogue import (
 from ..events._state import RunState
 from ..llm._goals import GoalScorer
 from ..providers._base import LlmProvider
-from ..spec._model import GraphSpec, memory_reducers
+from ..spec._model import GraphSpec, NodeSpec, memory_reducers
 from ._choices import EdgeChoices
 from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
@@ -66,6 +66,13 @@ from ._start_on_commit import StartOnCommit
 from ._step_now import StepNow
 
 __all__ = ["ExecutorActor"]
+
+
+def _lookups(
+    graph: GraphSpec,
+) -> tuple[dict[str, str], dict[str, NodeSpec], frozenset[str], frozenset[str]]:
+    """What every run of ``graph`` reads from it (for GraphSpec.derived)."""
+    return memory_reducers(graph), graph.node_map(), graph.terminal_set(), graph.pause_set()
 
 
 class ExecutorActor(Actor):
@@ -97,13 +104,12 @@ class ExecutorActor(Actor):
         self.resuming = resume_from is not None
         self.state: RunState = log.state
         self.resume_input = resume_input
-        self.reducers = graph.derived(memory_reducers)  # shared by the graph's runs
-        self.specs = graph.node_map()
-        self.terminal_nodes = graph.terminal_set()
+        # Shared by the graph's runs: one lookup a run, not four.
+        self.reducers, self.specs, self.terminal_nodes, pause_nodes = graph.derived(_lookups)
         self.sync = graph.durability == "sync"
         self.running: dict[str, tuple[int, str | None]] = {}  # node -> (attempt, branch)
         self.retry_timers = 0
-        self.pauses = PausePoints(graph.pause_set())
+        self.pauses = PausePoints(pause_nodes)
         self.join = FanOutJoin(graph, log.state, self.reducers)
         # A node whose llm_decide edge a model is choosing counts as running till it answers
         self.provider, self.choices = provider, None  # made at a run's first choice

@@ -119,7 +119,7 @@ def check_input(data: Mapping[str, Any] | None, name: str = "input") -> None:
     :class:`MemoryValueError` for a value)."""
     if data is None:
         return
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):  # an ABC check: ~1 us
         raise TypeError(
             f"{name} must be a mapping of memory keys to values, got {_type_name(data)}"
         )

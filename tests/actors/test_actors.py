@@ -207,6 +207,23 @@ async def test_only_msgspec_structs_are_accepted() -> None:
             await ref.tell({"value": 1})  # type: ignore[arg-type]
 
 
+async def test_messages_are_checked_by_each_way_in_after_structs_were_told() -> None:
+    class NotAStruct:
+        pass
+
+    async with ActorSystem() as system:
+        ref = system.spawn(Recorder())
+        await ref.tell(Item(value=1))  # a Struct class told: known from now on
+        ref.tell_nowait(Item(value=2))
+        for message in ({"value": 1}, NotAStruct(), Item):
+            with pytest.raises(NotAMessageError):
+                await ref.tell(message)  # type: ignore[arg-type]
+            with pytest.raises(NotAMessageError):
+                ref.tell_nowait(message)  # type: ignore[arg-type]
+            with pytest.raises(NotAMessageError):
+                await ref.ask(message)  # type: ignore[arg-type]
+
+
 async def test_on_stop_runs_and_statistics_count() -> None:
     stopped: list[str] = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,22 @@ async def test_a_python_built_graph_of_wrong_types_is_refused_before_anything_is
         assert rt.store is not None
         assert (await rt.store.query_runs()).runs == []
     assert refused.value.path == path and reason in refused.value.reason
+
+
+@pytest.mark.parametrize("store", [True, False])
+async def test_a_new_run_id_is_the_hex_of_a_random_version_4_uuid(
+    tmp_path: Path, store: bool
+) -> None:
+    graph = linear_graph(["a"])
+    ids = set()
+    async with Runtime(
+        tmp_path / "runs.db" if store else None, functions={"a": lambda i: {}}
+    ) as rt:
+        for _ in range(20):
+            handle = await rt.start(graph)
+            await handle.result()
+            ids.add(handle.run_id)
+    assert len(ids) == 20
+    for run_id in ids:
+        parsed = uuid.UUID(run_id)
+        assert parsed.hex == run_id and parsed.version == 4 and parsed.variant == uuid.RFC_4122
