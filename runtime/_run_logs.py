@@ -37,8 +37,10 @@ class RunLogs:
         snapshot_read: Callable[[SnapshotOutcome], None] | None = None,
     ) -> None:
         self.store = store
-        self.hooks = list(hooks)
-        self.observers = list(observers)
+        # Tuples, which a log keeps as they are (``tuple`` of a tuple is itself): every log
+        # shares them instead of holding a copy each.
+        self.hooks = tuple(hooks)
+        self.observers = tuple(observers)
         self._snapshot_read = snapshot_read
         self._memory: dict[str, RunLog] = {}
 

@@ -118,7 +118,9 @@ async def start_run(
         control.starting.pop(run_id, None)
         observers = log.observers
         if observers and observers[-1] is first:  # the last, as logs.create adds it
-            log.observers = observers[:-1]
+            rest = observers[:-1]
+            shared = control.logs.observers  # the runtime's own: one tuple, not one a run
+            log.observers = shared if rest == shared else rest
         else:
             log.observers = tuple(o for o in observers if o is not first)
     return handle

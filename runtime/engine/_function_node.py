@@ -23,6 +23,9 @@ from ._runlog import RunLog
 
 __all__ = ["ABANDON_GRACE", "FunctionNodeActor", "NodeContext", "PlainFunction"]
 
+#: The context of a lane made where no context variable is set (copied, never entered).
+_NO_VARIABLES = contextvars.Context()
+
 _log = logging.getLogger("magistrate.runtime")
 
 #: How long a cancelled async node may take to unwind before it is abandoned.
@@ -143,8 +146,11 @@ class FunctionNodeActor(Actor):
         self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
         # What each attempt's task starts from (a copy of it): the context the lane was
         # made in, whichever task or callback hands it the attempt (the executor's, the
-        # store's answer, the attempt before's), so no attempt sees what another set.
-        self.context = contextvars.copy_context()
+        # store's answer, the attempt before's), so no attempt sees what another set. Only
+        # ever copied, never entered: a lane made where no variable is set shares one
+        # empty context instead of holding its own.
+        context = contextvars.copy_context()
+        self.context = context if len(context) else _NO_VARIABLES
 
     async def receive(self, message: Any) -> Any:
         self.receive_now(message)

@@ -3,6 +3,7 @@ what a node sees are what the executor's own handling gives."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import itertools
 from pathlib import Path
@@ -49,6 +50,28 @@ async def test_no_node_sees_a_context_variable_another_node_set(
     assert result.status == "completed"
     assert result.path == ["a", "b", "c", "d"]
     assert seen == ["", "", "", ""]
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_runs_started_where_no_context_variable_is_set_share_nothing_a_node_set(
+    tmp_path: Path, durable: bool
+) -> None:
+    # Lanes made where no variable is set share one empty context (only ever copied): a
+    # variable a node sets reaches no later node, nor the next run's.
+    seen: list[str] = []
+    functions = {n: _leaky(n, seen) for n in "abcd"}
+    async with Runtime(tmp_path / "runs.db" if durable else None, functions=functions) as rt:
+
+        async def two_runs() -> list[str]:
+            statuses = []
+            for _ in range(2):
+                statuses.append((await (await rt.start(_chain("abcd"))).result()).status)
+            return statuses
+
+        task = asyncio.get_running_loop().create_task(two_runs(), context=contextvars.Context())
+        statuses = await task
+    assert statuses == ["completed", "completed"]
+    assert seen == [""] * 8
 
 
 async def test_steps_whose_commit_cannot_be_handed_over_at_once_record_the_same_log(
