@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,25 @@ import pytest
 from eventstore import AppendResult, DurabilityConfig, SqliteEventStore, StoreClosedError
 from eventstore._core import WriterCore
 from eventstore._requests import prepare
+from eventstore._sqlite_claims import OwnershipRequest, Request
 from eventstore._writer import ThreadWriter
 from runtime.events import NodeStarted, RunStarted
+
+
+class _GatedCore(WriterCore):
+    """A writer core whose transactions wait for ``gate`` (so no answer frees a slot
+    meanwhile) and which records each batch's request types."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "OFF")
+        self.gate = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def commit(self, batch: Sequence[Request]) -> None:
+        self.gate.wait(10)
+        self.batches.append([type(request).__name__ for request in batch])
+        super().commit(batch)
+
 
 pytestmark = pytest.mark.anyio
 
@@ -130,21 +149,7 @@ async def test_a_full_writer_refuses_a_new_runs_first_append_not_a_runs_next_one
     # Backpressure falls on new runs: with its one slot taken (and the commit held at a
     # gate, so no answer frees it), the writer refuses another run's first append and an
     # unchecked one, but takes the next append of the run going, behind its first.
-    import threading
-    from collections.abc import Sequence
-
-    from eventstore._sqlite_claims import Request
-
-    class GatedCore(WriterCore):
-        def __init__(self, path: str) -> None:
-            super().__init__(path, "OFF")
-            self.gate = threading.Event()
-
-        def commit(self, batch: Sequence[Request]) -> None:
-            self.gate.wait(10)
-            super().commit(batch)
-
-    core = GatedCore(str(tmp_path / "s.db"))
+    core = _GatedCore(str(tmp_path / "s.db"))
     core.connect(True, 1024)
     writer = ThreadWriter(core, max_batch=1, capacity=1, on_commit=lambda: None)
     try:
@@ -225,8 +230,6 @@ async def test_a_held_claim_goes_with_its_runs_append_only_when_both_fit(tmp_pat
     # A claim held for a run's next append is queued just before it: with room for one
     # more request only, neither is queued (the claim stays held), and once a slot is
     # freed both go, the claim first.
-    from eventstore._sqlite_claims import OwnershipRequest
-
     core = WriterCore(str(tmp_path / "s.db"), "OFF")
     core.connect(True, 1024)
     writer = ThreadWriter(core, max_batch=1, capacity=2, on_commit=lambda: None)
@@ -255,23 +258,7 @@ async def test_a_held_claim_commits_in_the_transaction_of_its_runs_append(
     # Ownership requests do not count against the appends a transaction may take: a claim
     # held for a run's append is taken with it, even where the writer takes one append
     # per transaction.
-    import threading
-    from collections.abc import Sequence
-
-    from eventstore._sqlite_claims import OwnershipRequest, Request
-
-    class GatedCore(WriterCore):
-        def __init__(self, path: str) -> None:
-            super().__init__(path, "OFF")
-            self.gate = threading.Event()
-            self.batches: list[list[str]] = []
-
-        def commit(self, batch: Sequence[Request]) -> None:
-            self.gate.wait(10)
-            self.batches.append([type(request).__name__ for request in batch])
-            super().commit(batch)
-
-    core = GatedCore(str(tmp_path / "s.db"))
+    core = _GatedCore(str(tmp_path / "s.db"))
     core.connect(True, 1024)
     writer = ThreadWriter(core, max_batch=1, capacity=10, on_commit=lambda: None)
     try:
