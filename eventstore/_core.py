@@ -24,7 +24,7 @@ from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
 from ._schema import check_schema, create_schema, migrate_schema
-from ._sqlite_claims import ClaimFence, ClaimTurn, Request
+from ._sqlite_claims import PLAIN, ClaimFence, ClaimTurn, Request
 from ._statements import (
     DROP_OLDER_SNAPSHOTS,
     INSERT_EVENT,
@@ -150,10 +150,11 @@ class WriterCore:
         Ownership requests, and appends of runs the store holds a claim on, go through the
         claims table in the same transaction (see eventstore._sqlite_claims).
         """
-        if self.fence.involved(batch):
-            self._commit_owned(batch)
+        shape = self.fence.sort(batch)
+        if shape != PLAIN:
+            self._commit_owned(batch, shape)
             return
-        requests = cast(Sequence[AppendRequest], batch)  # involved() found nothing else
+        requests = cast(Sequence[AppendRequest], batch)  # sort() found nothing else
         try:
             plan = self.plan(requests, assume_new=True)
             self.write(plan)
@@ -167,21 +168,24 @@ class WriterCore:
             raise
         self.apply(requests, plan)
 
-    def _commit_owned(self, batch: Sequence[Request]) -> None:
+    def _commit_owned(self, batch: Sequence[Request], shape: int) -> None:
         """The transaction of a batch that touches ownership: claims first walked in batch
         order (epoch fence included), then the appends that passed it, all in one
         transaction (planned again from the file if the caches were stale)."""
-        db = self._cursor()
+        db = self._db
+        if db is None:
+            raise StoreClosedError("append")
+        fence = self.fence
         assume_new = True
         while True:
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    turn: ClaimTurn = self.fence.walk(db, batch)
+                    turn: ClaimTurn = fence.walk(db, batch, shape)
                     plan = self.plan(turn.appends, assume_new=assume_new)
-                    self.write(plan, in_transaction=True)
+                    _write(db, plan)
                     if turn.releasing is not None:  # releases going with their appends
-                        self.fence.release_after(db, turn, plan.outcomes)
+                        fence.release_after(db, turn, plan.outcomes)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.connection.in_transaction:
@@ -197,7 +201,7 @@ class WriterCore:
                 self.invalidate()
                 raise
             break
-        self.fence.apply(turn)
+        fence.apply(turn)
         self.apply(turn.appends, plan)
 
     def _commit_from_file(self, requests: Sequence[AppendRequest]) -> _Plan:
@@ -339,23 +343,15 @@ class WriterCore:
         """Run ``plan``'s statements, in a transaction of their own unless
         ``in_transaction``. Rolls back (its own transaction) and raises on any error."""
         db = self._cursor()
-        if not in_transaction:
-            db.execute("BEGIN IMMEDIATE")
+        if in_transaction:
+            _write(db, plan)
+            return
+        db.execute("BEGIN IMMEDIATE")
         try:
-            if plan.new_runs:  # before their events: the fence checks each runs row
-                db.executemany(INSERT_RUN, plan.new_runs)
-            if plan.rows:
-                db.executemany(INSERT_EVENT, plan.rows)
-            if plan.changed:
-                db.executemany(UPDATE_RUN, plan.changed)
-            if plan.snapshots:
-                snapshots = list(plan.snapshots.values())
-                db.executemany(INSERT_SNAPSHOT, snapshots)
-                db.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
-            if not in_transaction:
-                db.execute("COMMIT")
+            _write(db, plan)
+            db.execute("COMMIT")
         except BaseException:
-            if not in_transaction and db.connection.in_transaction:
+            if db.connection.in_transaction:
                 db.execute("ROLLBACK")
             raise
 
@@ -367,7 +363,11 @@ class WriterCore:
         if len(cache) > _RUN_CACHE_LIMIT:
             cache.clear()
         cache.update(plan.touched)
-        for request, outcome in zip(requests, plan.outcomes, strict=True):
+        outcomes = plan.outcomes  # one per request (plan's): no zip made and parsed
+        i = 0
+        for request in requests:
+            outcome = outcomes[i]
+            i += 1
             if type(outcome) is AppendResult:
                 request.result = outcome
             else:
@@ -392,3 +392,17 @@ class WriterCore:
         ):
             found[run_id] = (key, last_seq, bytes(last_hash))
         return found
+
+
+def _write(db: sqlite3.Cursor, plan: _Plan) -> None:
+    """Run ``plan``'s statements on ``db``, inside the caller's transaction."""
+    if plan.new_runs:  # before their events: the fence checks each runs row
+        db.executemany(INSERT_RUN, plan.new_runs)
+    if plan.rows:
+        db.executemany(INSERT_EVENT, plan.rows)
+    if plan.changed:
+        db.executemany(UPDATE_RUN, plan.changed)
+    if plan.snapshots:
+        snapshots = list(plan.snapshots.values())
+        db.executemany(INSERT_SNAPSHOT, snapshots)
+        db.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
