@@ -24,7 +24,7 @@ from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
 from ._schema import check_schema, create_schema, migrate_schema
-from ._sqlite_claims import PLAIN, ClaimFence, ClaimTurn, Request
+from ._sqlite_claims import PLAIN, ClaimFence, Request
 from ._statements import (
     DROP_OLDER_SNAPSHOTS,
     INSERT_EVENT,
@@ -65,11 +65,12 @@ class _Plan:
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []  # the events rows' column values
-        self.new_runs: list[tuple[Any, ...]] = []
-        self.changed: list[tuple[Any, ...]] = []
+        # Set by plan when the batch has any (most have neither: shared empty, never changed).
+        self.new_runs: Sequence[tuple[Any, ...]] = ()
+        self.changed: Sequence[tuple[Any, ...]] = ()
         self.outcomes: list[AppendResult | StoreError] = []
         # run key -> its snapshots row (the batch's last for that run: only the newest stays)
-        self.snapshots: dict[int, tuple[int, int, bytes, str, bytes]] = {}
+        self.snapshots: dict[int, tuple[int, int, bytes, str, bytes]] | None = None
         self.touched: dict[str, _RunState] = {}
         self.next_position = 0
         self.next_run = 0
@@ -181,11 +182,13 @@ class WriterCore:
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    turn: ClaimTurn = fence.walk(db, batch, shape)
-                    plan = self.plan(turn.appends, assume_new=assume_new)
+                    turn = fence.walk(db, batch, shape)
+                    # None: a batch of appends only, all through the fence as they are.
+                    appends = cast(list[AppendRequest], batch) if turn is None else turn.appends
+                    plan = self.plan(appends, assume_new=assume_new)
                     _write(db, plan)
-                    if turn.releasing is not None:  # releases going with their appends
-                        fence.release_after(db, turn, plan.outcomes)
+                    if turn is not None and turn.releasing is not None:
+                        fence.release_after(db, turn, plan.outcomes)  # releases with appends
                     db.execute("COMMIT")
                 except BaseException:
                     if db.connection.in_transaction:
@@ -201,8 +204,9 @@ class WriterCore:
                 self.invalidate()
                 raise
             break
-        fence.apply(turn)
-        self.apply(turn.appends, plan)
+        if turn is not None:
+            fence.apply(turn)
+        self.apply(appends, plan)
 
     def _commit_from_file(self, requests: Sequence[AppendRequest]) -> _Plan:
         db = self._cursor()
@@ -249,9 +253,9 @@ class WriterCore:
         add_row = plan.rows.append
         add_outcome = plan.outcomes.append
         # run_id -> [key, status, graph_hash, graph_id, quality, origin] of a new run
-        new_runs: dict[str, list[Any]] = {}
+        new_runs: dict[str, list[Any]] | None = None
         # run key -> [status, graph_hash, graph_id, quality, origin]
-        changed: dict[int, list[Any]] = {}
+        changed: dict[int, list[Any]] | None = None
         missing: set[str] | None = None  # the runs to read (none, usually)
         for request in requests:
             if request.run_id not in cache and not (assume_new and request.expected_seq == 0):
@@ -275,6 +279,7 @@ class WriterCore:
                     continue
             if state is None:
                 key, prev = next_run, b""
+                new_runs = new_runs or {}
                 new_runs[run_id] = [next_run, "new", None, None, None, None]
                 next_run += 1
             else:
@@ -307,6 +312,7 @@ class WriterCore:
             snapshot = request.snapshot
             if snapshot is not None:
                 at = snapshot.events
+                plan.snapshots = plan.snapshots or {}
                 plan.snapshots[key] = (
                     key,
                     first + at - 1,
@@ -316,24 +322,25 @@ class WriterCore:
                 )
             index = request.index
             if index is not UNCHANGED_INDEX:
-                created = new_runs.get(run_id)
+                created = None if new_runs is None else new_runs.get(run_id)
                 if created is not None:
                     for i, value in enumerate(index, 1):
                         if value is not None:
                             created[i] = value or None
                 elif index != UNCHANGED_INDEX:
+                    changed = changed or {}
                     change = changed.setdefault(key, [None, None, None, None, None])
                     for i, value in enumerate(index):
                         if value is not None:
                             change[i] = value
             add_outcome(AppendResult(first, seq, position - 1, prev.hex()))
         # A new run's row starts at seq 0; the trigger advances it with each events row.
-        if new_runs:
+        if new_runs is not None:
             plan.new_runs = [
                 (key, rid, st or "new", now, now, 0, gh, gid, q, o)
                 for rid, (key, st, gh, gid, q, o) in new_runs.items()
             ]
-        if changed:
+        if changed is not None:
             plan.changed = [(*change, k) for k, change in changed.items()]
         plan.next_position = position
         plan.next_run = next_run

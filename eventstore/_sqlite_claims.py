@@ -92,10 +92,11 @@ class ClaimFence:
             # else a release going with its append, which is sorted itself
         return shape
 
-    def walk(self, db: sqlite3.Cursor, requests: Sequence[Request], shape: int) -> ClaimTurn:
+    def walk(self, db: sqlite3.Cursor, requests: Sequence[Request], shape: int) -> ClaimTurn | None:
         """Inside the transaction (on ``db``, the writer's cursor): do the ownership requests
         and check the fenced appends, in the order of ``requests`` (sorted as ``shape``,
-        LEAN or WALK). Writes the claims rows; answers nothing (see apply)."""
+        LEAN or WALK). Writes the claims rows; answers nothing (see apply). None for a LEAN
+        batch that asks nothing of the claims table (see _lean): all of it goes through."""
         since = time.monotonic()  # first: the leases the turn starts run from no earlier
         now = time.time()
         version = db.execute(_DATA_VERSION).fetchone()[0]
@@ -168,11 +169,20 @@ class ClaimFence:
 
     def _lean(
         self, db: sqlite3.Cursor, requests: Sequence[Request], now: float, since: float
-    ) -> ClaimTurn:
+    ) -> ClaimTurn | None:
         """The turn of a LEAN batch (see sort), the file unchanged since the store's last
         transaction: the claims table holds what the store's own transactions left there,
-        so every append passes the fence, and only the leases due are extended."""
+        so every append passes the fence, and only the leases due are extended. None when
+        no lease is due and no release goes with an append (the usual transaction)."""
         leases = self.leases  # those of the runs held at an epoch only
+        for request in requests:
+            if type(request) is not AppendRequest or request.release is not None:
+                break
+            held = leases.get(request.run_id)
+            if held is not None and now >= held[1]:
+                break
+        else:
+            return None
         appends: list[AppendRequest] = []
         releasing: list[int] | None = None
         extending: dict[str, tuple[float, int]] | None = None
