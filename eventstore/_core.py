@@ -18,6 +18,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
+import msgspec
+
 from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
 from ._events import UNCHANGED_INDEX, chain_digests
 from ._format import HASH_WIDTH
@@ -49,31 +51,22 @@ _BLOB = bytearray()  # joins digests into a bytearray (never changed itself)
 _blob = bytearray
 
 
-class _Plan:
-    """One transaction worked out before it is written: rows, run changes, outcomes."""
+class _Plan(msgspec.Struct, gc=False):
+    """One transaction worked out before it is written: rows, run changes, outcomes.
 
-    __slots__ = (
-        "changed",
-        "new_runs",
-        "next_position",
-        "next_run",
-        "outcomes",
-        "rows",
-        "snapshots",
-        "touched",
-    )
+    ``gc=False``: it holds only what plan made (rows, outcomes, run states), nothing that
+    refers back to it, so it is never part of a reference cycle."""
 
-    def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []  # the events rows' column values
-        # Set by plan when the batch has any (most have neither: shared empty, never changed).
-        self.new_runs: Sequence[tuple[Any, ...]] = ()
-        self.changed: Sequence[tuple[Any, ...]] = ()
-        self.outcomes: list[AppendResult | StoreError] = []
-        # run key -> its snapshots row (the batch's last for that run: only the newest stays)
-        self.snapshots: dict[int, tuple[int, int, bytes, str, bytes]] | None = None
-        self.touched: dict[str, _RunState] = {}
-        self.next_position = 0
-        self.next_run = 0
+    rows: list[tuple[Any, ...]]  # the events rows' column values
+    outcomes: list[AppendResult | StoreError]
+    touched: dict[str, _RunState]
+    # Set by plan when the batch has any (most have neither: shared empty, never changed).
+    new_runs: Sequence[tuple[Any, ...]] = ()
+    changed: Sequence[tuple[Any, ...]] = ()
+    # run key -> its snapshots row (the batch's last for that run: only the newest stays)
+    snapshots: dict[int, tuple[int, int, bytes, str, bytes]] | None = None
+    next_position: int = 0
+    next_run: int = 0
 
 
 class WriterCore:
@@ -233,7 +226,7 @@ class WriterCore:
         runs row breaks the UNIQUE run_id constraint, nothing is written, and
         :meth:`commit` plans again from the file.
         """
-        plan = _Plan()
+        plan = _Plan([], [], {})
         if self._next_position is None or self._next_run is None:
             conn = self._connection()
             # The row with the highest position; a frame's events take the positions after.
