@@ -18,13 +18,15 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
+import msgspec
+
 from ._errors import ConcurrencyError, StoreClosedError, StoreError, StoreFileError
 from ._events import UNCHANGED_INDEX, chain_digests
 from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
 from ._schema import check_schema, create_schema, migrate_schema
-from ._sqlite_claims import ClaimFence, ClaimTurn, Request
+from ._sqlite_claims import PLAIN, ClaimFence, Request
 from ._statements import (
     DROP_OLDER_SNAPSHOTS,
     INSERT_EVENT,
@@ -49,30 +51,22 @@ _BLOB = bytearray()  # joins digests into a bytearray (never changed itself)
 _blob = bytearray
 
 
-class _Plan:
-    """One transaction worked out before it is written: rows, run changes, outcomes."""
+class _Plan(msgspec.Struct, gc=False):
+    """One transaction worked out before it is written: rows, run changes, outcomes.
 
-    __slots__ = (
-        "changed",
-        "new_runs",
-        "next_position",
-        "next_run",
-        "outcomes",
-        "rows",
-        "snapshots",
-        "touched",
-    )
+    ``gc=False``: it holds only what plan made (rows, outcomes, run states), nothing that
+    refers back to it, so it is never part of a reference cycle."""
 
-    def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []  # the events rows' column values
-        self.new_runs: list[tuple[Any, ...]] = []
-        self.changed: list[tuple[Any, ...]] = []
-        self.outcomes: list[AppendResult | StoreError] = []
-        # run key -> its snapshots row (the batch's last for that run: only the newest stays)
-        self.snapshots: dict[int, tuple[int, int, bytes, str, bytes]] = {}
-        self.touched: dict[str, _RunState] = {}
-        self.next_position = 0
-        self.next_run = 0
+    rows: list[tuple[Any, ...]]  # the events rows' column values
+    outcomes: list[AppendResult | StoreError]
+    touched: dict[str, _RunState]
+    # Set by plan when the batch has any (most have neither: shared empty, never changed).
+    new_runs: Sequence[tuple[Any, ...]] = ()
+    changed: Sequence[tuple[Any, ...]] = ()
+    # run key -> its snapshots row (the batch's last for that run: only the newest stays)
+    snapshots: dict[int, tuple[int, int, bytes, str, bytes]] | None = None
+    next_position: int = 0
+    next_run: int = 0
 
 
 class WriterCore:
@@ -150,10 +144,11 @@ class WriterCore:
         Ownership requests, and appends of runs the store holds a claim on, go through the
         claims table in the same transaction (see eventstore._sqlite_claims).
         """
-        if self.fence.involved(batch):
-            self._commit_owned(batch)
+        shape = self.fence.sort(batch)
+        if shape != PLAIN:
+            self._commit_owned(batch, shape)
             return
-        requests = cast(Sequence[AppendRequest], batch)  # involved() found nothing else
+        requests = cast(Sequence[AppendRequest], batch)  # sort() found nothing else
         try:
             plan = self.plan(requests, assume_new=True)
             self.write(plan)
@@ -167,21 +162,26 @@ class WriterCore:
             raise
         self.apply(requests, plan)
 
-    def _commit_owned(self, batch: Sequence[Request]) -> None:
+    def _commit_owned(self, batch: Sequence[Request], shape: int) -> None:
         """The transaction of a batch that touches ownership: claims first walked in batch
         order (epoch fence included), then the appends that passed it, all in one
         transaction (planned again from the file if the caches were stale)."""
-        db = self._cursor()
+        db = self._db
+        if db is None:
+            raise StoreClosedError("append")
+        fence = self.fence
         assume_new = True
         while True:
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    turn: ClaimTurn = self.fence.walk(db, batch)
-                    plan = self.plan(turn.appends, assume_new=assume_new)
-                    self.write(plan, in_transaction=True)
-                    if turn.releasing is not None:  # releases going with their appends
-                        self.fence.release_after(db, turn, plan.outcomes)
+                    turn = fence.walk(db, batch, shape)
+                    # None: a batch of appends only, all through the fence as they are.
+                    appends = cast(list[AppendRequest], batch) if turn is None else turn.appends
+                    plan = self.plan(appends, assume_new=assume_new)
+                    _write(db, plan)
+                    if turn is not None and turn.releasing is not None:
+                        fence.release_after(db, turn, plan.outcomes)  # releases with appends
                     db.execute("COMMIT")
                 except BaseException:
                     if db.connection.in_transaction:
@@ -197,8 +197,9 @@ class WriterCore:
                 self.invalidate()
                 raise
             break
-        self.fence.apply(turn)
-        self.apply(turn.appends, plan)
+        if turn is not None:
+            fence.apply(turn)
+        self.apply(appends, plan)
 
     def _commit_from_file(self, requests: Sequence[AppendRequest]) -> _Plan:
         db = self._cursor()
@@ -225,7 +226,7 @@ class WriterCore:
         runs row breaks the UNIQUE run_id constraint, nothing is written, and
         :meth:`commit` plans again from the file.
         """
-        plan = _Plan()
+        plan = _Plan([], [], {})
         if self._next_position is None or self._next_run is None:
             conn = self._connection()
             # The row with the highest position; a frame's events take the positions after.
@@ -245,9 +246,9 @@ class WriterCore:
         add_row = plan.rows.append
         add_outcome = plan.outcomes.append
         # run_id -> [key, status, graph_hash, graph_id, quality, origin] of a new run
-        new_runs: dict[str, list[Any]] = {}
+        new_runs: dict[str, list[Any]] | None = None
         # run key -> [status, graph_hash, graph_id, quality, origin]
-        changed: dict[int, list[Any]] = {}
+        changed: dict[int, list[Any]] | None = None
         missing: set[str] | None = None  # the runs to read (none, usually)
         for request in requests:
             if request.run_id not in cache and not (assume_new and request.expected_seq == 0):
@@ -271,6 +272,7 @@ class WriterCore:
                     continue
             if state is None:
                 key, prev = next_run, b""
+                new_runs = new_runs or {}
                 new_runs[run_id] = [next_run, "new", None, None, None, None]
                 next_run += 1
             else:
@@ -303,6 +305,7 @@ class WriterCore:
             snapshot = request.snapshot
             if snapshot is not None:
                 at = snapshot.events
+                plan.snapshots = plan.snapshots or {}
                 plan.snapshots[key] = (
                     key,
                     first + at - 1,
@@ -312,24 +315,25 @@ class WriterCore:
                 )
             index = request.index
             if index is not UNCHANGED_INDEX:
-                created = new_runs.get(run_id)
+                created = None if new_runs is None else new_runs.get(run_id)
                 if created is not None:
                     for i, value in enumerate(index, 1):
                         if value is not None:
                             created[i] = value or None
                 elif index != UNCHANGED_INDEX:
+                    changed = changed or {}
                     change = changed.setdefault(key, [None, None, None, None, None])
                     for i, value in enumerate(index):
                         if value is not None:
                             change[i] = value
             add_outcome(AppendResult(first, seq, position - 1, prev.hex()))
         # A new run's row starts at seq 0; the trigger advances it with each events row.
-        if new_runs:
+        if new_runs is not None:
             plan.new_runs = [
                 (key, rid, st or "new", now, now, 0, gh, gid, q, o)
                 for rid, (key, st, gh, gid, q, o) in new_runs.items()
             ]
-        if changed:
+        if changed is not None:
             plan.changed = [(*change, k) for k, change in changed.items()]
         plan.next_position = position
         plan.next_run = next_run
@@ -339,23 +343,15 @@ class WriterCore:
         """Run ``plan``'s statements, in a transaction of their own unless
         ``in_transaction``. Rolls back (its own transaction) and raises on any error."""
         db = self._cursor()
-        if not in_transaction:
-            db.execute("BEGIN IMMEDIATE")
+        if in_transaction:
+            _write(db, plan)
+            return
+        db.execute("BEGIN IMMEDIATE")
         try:
-            if plan.new_runs:  # before their events: the fence checks each runs row
-                db.executemany(INSERT_RUN, plan.new_runs)
-            if plan.rows:
-                db.executemany(INSERT_EVENT, plan.rows)
-            if plan.changed:
-                db.executemany(UPDATE_RUN, plan.changed)
-            if plan.snapshots:
-                snapshots = list(plan.snapshots.values())
-                db.executemany(INSERT_SNAPSHOT, snapshots)
-                db.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])
-            if not in_transaction:
-                db.execute("COMMIT")
+            _write(db, plan)
+            db.execute("COMMIT")
         except BaseException:
-            if not in_transaction and db.connection.in_transaction:
+            if db.connection.in_transaction:
                 db.execute("ROLLBACK")
             raise
 
@@ -367,7 +363,11 @@ class WriterCore:
         if len(cache) > _RUN_CACHE_LIMIT:
             cache.clear()
         cache.update(plan.touched)
-        for request, outcome in zip(requests, plan.outcomes, strict=True):
+        outcomes = plan.outcomes  # one per request (plan's): no zip made and parsed
+        i = 0
+        for request in requests:
+            outcome = outcomes[i]
+            i += 1
             if type(outcome) is AppendResult:
                 request.result = outcome
             else:
@@ -392,3 +392,17 @@ class WriterCore:
         ):
             found[run_id] = (key, last_seq, bytes(last_hash))
         return found
+
+
+def _write(db: sqlite3.Cursor, plan: _Plan) -> None:
+    """Run ``plan``'s statements on ``db``, inside the caller's transaction."""
+    if plan.new_runs:  # before their events: the fence checks each runs row
+        db.executemany(INSERT_RUN, plan.new_runs)
+    if plan.rows:
+        db.executemany(INSERT_EVENT, plan.rows)
+    if plan.changed:
+        db.executemany(UPDATE_RUN, plan.changed)
+    if plan.snapshots:
+        snapshots = list(plan.snapshots.values())
+        db.executemany(INSERT_SNAPSHOT, snapshots)
+        db.executemany(DROP_OLDER_SNAPSHOTS, [(row[0], row[1]) for row in snapshots])

@@ -222,8 +222,7 @@ def prepare(
     the event loop each call was a chance for the writer thread to take it and keep the
     loop waiting.
     """
-    encode = encode_body
-    datas = [encode(body) for body in events]
+    datas = list(map(encode_body, events))
     classes = tuple(map(type, events))
     tags, versions, hooks, cuts = _SHAPES.get(classes) or _shape(classes, datas)
     index: RunIndex | None = None
@@ -235,10 +234,13 @@ def prepare(
     request.snapshot = snapshot
     if rows:
         stored: list[bytes] = []
-        for data, cut in zip(datas, cuts, strict=True):
+        i = 0  # datas and cuts (the shape's) go together: no zip made and its keyword parsed
+        for data in datas:
             if len(data) >= COMPRESS_AT:
                 break  # compressed by the writer thread, with the rest of the batch
             # What store_body does for a small body, without checking the tag again.
+            cut = cuts[i]
+            i += 1
             stored.append(STORED_TAGLESS + data[cut:] if cut else STORED_WHOLE + data)
         else:
             request.rows = _framed(tags, versions, stored)

@@ -22,125 +22,30 @@ statement, the lease of every such run whose lease started more than a third of 
 (what the store's own transactions wrote, which it keeps beside the epochs), so a
 committed append leaves its claim at least two thirds of a lease to run however far
 behind the renewals are. Most transactions extend nothing.
+
+The fence walks each transaction's requests here; the requests, and what each does inside
+the transaction, are eventstore._sqlite_turn's.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
-from typing import Any, Literal, TypeGuard, cast
+from collections.abc import Callable, Sequence
+from typing import cast
 
-from ._claims import Claim
-from ._errors import LeaseLostError, RunOwnedError, StoreError
-from ._requests import AppendRequest, Pending
+from . import _sqlite_turn as ops
+from ._errors import LeaseLostError, StoreError
+from ._requests import AppendRequest
+from ._sqlite_turn import ClaimTurn, OwnershipRequest, Request
 
-__all__ = ["ClaimFence", "ClaimTurn", "OwnershipRequest", "Request"]
+__all__ = ["LEAN", "PLAIN", "WALK", "ClaimFence", "ClaimTurn", "OwnershipRequest", "Request"]
 
-Operation = Literal["claim", "renew", "release", "claim_runnable", "drain"]
+_DATA_VERSION = "PRAGMA data_version"
 
-_SELECT = (
-    "SELECT run_id, owner, expires, epoch FROM claims "
-    "WHERE run_id IN (SELECT value FROM json_each(?))"
-)
-_SELECT_ONE = "SELECT run_id, owner, expires, epoch FROM claims WHERE run_id = ?"
-_UPSERT = "INSERT OR REPLACE INTO claims (run_id, owner, expires, epoch) VALUES (?, ?, ?, ?)"
-_RENEW = "UPDATE claims SET expires = ? WHERE run_id = ?"
-# The leases a transaction's appends confirm (their epochs were checked in it).
-_EXTEND = "UPDATE claims SET expires = ? WHERE run_id IN (SELECT value FROM json_each(?))"
-_RELEASE = (
-    "UPDATE claims SET owner = NULL, expires = NULL, draining = NULL, draining_since = NULL "
-    "WHERE run_id = ?"
-)
-_DRAIN = "UPDATE claims SET draining = ?, draining_since = ? WHERE run_id = ?"
-# Running runs that no live lease holds, oldest first (the runs_status index).
-_RUNNABLE = (
-    "SELECT r.run_id, coalesce(c.epoch, 0) FROM runs r "
-    "LEFT JOIN claims c ON c.run_id = r.run_id "
-    "WHERE r.status = 'running' AND (c.owner IS NULL OR c.expires < ?) "
-    "AND r.run_id NOT IN (SELECT value FROM json_each(?)) "
-    "ORDER BY r.run LIMIT ?"
-)
-
-
-class OwnershipRequest(Pending[object]):
-    """A claim, renewal, release or runnable-claim on its way through the store's writer.
-
-    ``fence`` (for a claim): if the claim is refused, every later append of the run by
-    this store fails with the refusal (RunOwnedError) until the run is claimed again, so a
-    caller that does not wait for the claim's answer never writes without it.
-    ``with_append`` (for a release): the release goes with the run's append at that
-    expected seq (AppendRequest.release), in its transaction after it, only if it is written.
-    """
-
-    __slots__ = (
-        "claims",
-        "draining",
-        "exclude",
-        "fence",
-        "lease",
-        "limit",
-        "operation",
-        "owner",
-        "run_id",
-        "with_append",
-    )
-
-    def __init__(
-        self,
-        operation: Operation,
-        *,
-        run_id: str = "",
-        owner: str = "",
-        lease: float = 0.0,
-        claims: Sequence[Claim] = (),
-        limit: int = 0,
-        exclude: Collection[str] = (),
-        fence: bool = False,
-        draining: str | None = None,
-        with_append: int | None = None,
-    ) -> None:
-        super().__init__()
-        self.with_append = with_append
-        self.draining = draining
-        self.operation = operation
-        self.run_id = run_id
-        self.owner = owner
-        self.lease = lease
-        self.claims = claims
-        self.limit = limit
-        self.exclude = json.dumps(list(exclude)) if exclude else "[]"  # claims, releases: none
-        self.fence = fence
-
-
-#: What a SQLite store's writer takes: appends and ownership requests, in one queue.
-Request = AppendRequest | OwnershipRequest
-
-
-class ClaimTurn:
-    """The ownership part of one transaction: the appends that passed the epoch fence, the
-    answers of the other requests, and the store's epochs and leases as they are once it
-    commits."""
-
-    __slots__ = ("answers", "appends", "epochs", "leases", "releasing", "since")
-
-    def __init__(self) -> None:
-        self.appends: list[AppendRequest] = []
-        # The indexes in ``appends`` of those carrying their run's release (release_after).
-        self.releasing: list[int] | None = None
-        self.answers: list[tuple[Pending[Any], object, StoreError | None]] = []
-        # run_id -> its new epoch, the error its appends raise, or None (no longer held).
-        self.epochs: dict[str, int | StoreError | None] = {}
-        # run_id -> (lease, when an append is to extend it next) of the leases it wrote.
-        self.leases: dict[str, tuple[float, float]] = {}
-        # When its leases start on this process's monotonic clock (with ``now``).
-        self.since = time.monotonic()
-
-    def started(self, run_id: str, lease: float, now: float) -> None:
-        """The transaction gives ``run_id``'s claim a lease of ``lease`` from ``now``."""
-        self.leases[run_id] = (lease, now + lease / 3)
+#: How a batch goes through the fence (ClaimFence.sort).
+PLAIN, LEAN, WALK = 0, 1, 2
 
 
 class ClaimFence:
@@ -168,29 +73,44 @@ class ClaimFence:
         # store's own transactions left there, which ``epochs`` follows.
         self._version: int | None = None
 
-    def involved(self, requests: Sequence[Request]) -> bool:
-        """Whether a batch holds an ownership request or an append the fence checks."""
+    def sort(self, requests: Sequence[Request]) -> int:
+        """How a batch goes through the fence: PLAIN (appends only, of runs the store holds
+        no claim on: no fence), LEAN (appends only, with the releases going with them, each
+        of a run held at an epoch or, with no release, of one not held) or WALK (anything
+        else: ownership requests, runs fenced on an error)."""
         epochs = self.epochs
+        shape = PLAIN
         for request in requests:
-            if type(request) is not AppendRequest or request.run_id in epochs:
-                return True
-        return False
+            if type(request) is AppendRequest:
+                epoch = epochs.get(request.run_id)
+                if type(epoch) is int:
+                    shape = LEAN
+                elif epoch is not None or request.release is not None:
+                    return WALK  # fenced on an error, or a release with no claim held
+            elif cast(OwnershipRequest, request).with_append is None:
+                return WALK  # an ownership request of its own
+            # else a release going with its append, which is sorted itself
+        return shape
 
-    def walk(self, db: sqlite3.Cursor, requests: Sequence[Request]) -> ClaimTurn:
+    def walk(self, db: sqlite3.Cursor, requests: Sequence[Request], shape: int) -> ClaimTurn | None:
         """Inside the transaction (on ``db``, the writer's cursor): do the ownership requests
-        and check the fenced appends, in the order of ``requests``. Writes the claims rows;
-        answers nothing (see apply)."""
+        and check the fenced appends, in the order of ``requests`` (sorted as ``shape``,
+        LEAN or WALK). Writes the claims rows; answers nothing (see apply). None for a LEAN
+        batch that asks nothing of the claims table (see _lean): all of it goes through."""
+        since = time.monotonic()  # first: the leases the turn starts run from no earlier
         now = time.time()
-        epochs = self.epochs
-        turn = ClaimTurn()
-        changes = turn.epochs
-        version = db.execute("PRAGMA data_version").fetchone()[0]
+        version = db.execute(_DATA_VERSION).fetchone()[0]
         # Nobody else committed since this store's last transaction: the epochs it holds
         # are the file's, and its appends need no reading of their claims rows.
         trusted = version == self._version
+        if trusted and shape == LEAN:
+            return self._lean(db, requests, now, since)
         self._version = version
-        rows = self._rows(db, requests, appends=not trusted)
-        leases, extend = self.leases, None
+        epochs = self.epochs
+        turn = ClaimTurn([], since)
+        changes = turn.epochs
+        rows = ops.rows_named(db, requests, epochs, not trusted)
+        leases, extending = self.leases, None
         for request in requests:
             if type(request) is AppendRequest:
                 run_id = request.run_id
@@ -207,8 +127,8 @@ class ClaimFence:
                             turn.started(run_id, held[0], now)
                             if row is not None:
                                 row[1] = now + held[0]
-                            extend = extend or {}
-                            extend[run_id] = (held[0], expected)
+                            extending = extending or {}
+                            extending[run_id] = (held[0], expected)
                     else:
                         found, owner = (0, None) if row is None else (row[2], row[0])
                         lost = LeaseLostError(run_id, expected, found, owner)
@@ -222,7 +142,7 @@ class ClaimFence:
                         changes[run_id] = lost
                 elif expected is None:
                     if request.release is not None:  # no claim here to give up with it
-                        turn.answers.append((request.release, None, _not_held(run_id)))
+                        turn.answers.append((request.release, None, ops.not_held(run_id)))
                     turn.appends.append(request)
                 else:  # the error its appends raise (a lost or refused claim)
                     refused = cast(StoreError, expected)
@@ -233,18 +153,56 @@ class ClaimFence:
             assert isinstance(request, OwnershipRequest)
             operation = request.operation
             if operation == "claim":
-                self._claim(db, request, rows, turn, now)
+                ops.claim(db, request, rows, turn, now)
             elif operation == "renew":
-                self._renew(db, request, rows, turn, now)
+                ops.renew(db, request, rows, turn, now)
             elif operation == "release":
                 if request.with_append is None:  # else: with its append (release_after)
-                    self._release(db, request, rows, turn)
+                    ops.release(db, request, rows, turn, epochs)
             elif operation == "drain":
-                self._drain(db, request, rows, turn, now)
+                ops.drain(db, request, rows, turn, now)
             else:
-                self._claim_runnable(db, request, rows, turn, now)
-        if extend is not None:
-            self._extend(db, extend, turn, now)
+                ops.claim_runnable(db, request, rows, turn, now)
+        if extending is not None:
+            ops.extend(db, extending, turn, epochs, now)
+        return turn
+
+    def _lean(
+        self, db: sqlite3.Cursor, requests: Sequence[Request], now: float, since: float
+    ) -> ClaimTurn | None:
+        """The turn of a LEAN batch (see sort), the file unchanged since the store's last
+        transaction: the claims table holds what the store's own transactions left there,
+        so every append passes the fence, and only the leases due are extended. None when
+        no lease is due and no release goes with an append (the usual transaction)."""
+        leases = self.leases  # those of the runs held at an epoch only
+        for request in requests:
+            if type(request) is not AppendRequest or request.release is not None:
+                break
+            held = leases.get(request.run_id)
+            if held is not None and now >= held[1]:
+                break
+        else:
+            return None
+        appends: list[AppendRequest] = []
+        releasing: list[int] | None = None
+        extending: dict[str, tuple[float, int]] | None = None
+        for request in requests:
+            if type(request) is not AppendRequest:
+                continue  # a release going with its append (release_after)
+            if request.release is not None:
+                releasing = releasing or []
+                releasing.append(len(appends))
+            held = leases.get(request.run_id)
+            if held is not None and now >= held[1]:  # confirmed by the append
+                extending = extending or {}
+                extending[request.run_id] = (held[0], cast(int, self.epochs[request.run_id]))
+            appends.append(request)
+        turn = ClaimTurn(appends, since)
+        turn.releasing = releasing
+        if extending is not None:
+            for run_id, (lease, _) in extending.items():
+                turn.started(run_id, lease, now)
+            ops.extend(db, extending, turn, self.epochs, now)
         return turn
 
     def release_after(
@@ -263,13 +221,12 @@ class ClaimFence:
                 turn.answers.append((release, None, outcome))
                 continue
             run_id = request.run_id
-            epoch = release.claims[0].epoch
-            held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
-            if held != epoch:  # the append passed the fence under another claim
-                turn.answers.append((release, None, _not_held(run_id)))
+            if turn.held(run_id, self.epochs) != release.claims[0].epoch:
+                # The append passed the fence under another claim.
+                turn.answers.append((release, None, ops.not_held(run_id)))
                 continue
             # The append checked this epoch in this transaction: the row is the claim's.
-            db.execute(_RELEASE, (run_id,))
+            db.execute(ops.RELEASE, (run_id,))
             turn.epochs[run_id] = None  # the store no longer holds it: no fence
             turn.answers.append((release, None, None))
 
@@ -295,164 +252,3 @@ class ClaimFence:
         for request, result, error in turn.answers:
             request.result = result
             request.error = error
-
-    # -- the operations, inside the transaction ---------------------------------------------
-
-    def _extend(
-        self,
-        db: sqlite3.Cursor,
-        extend: dict[str, tuple[float, int]],
-        turn: ClaimTurn,
-        now: float,
-    ) -> None:
-        """Extend the leases that the transaction's appends confirmed (run_id -> (lease,
-        the epoch the append found)), in one statement per lease length (one, usually),
-        but not a claim released or claimed anew later in the same transaction."""
-        by_lease: dict[float, list[str]] = {}
-        for run_id, (lease, epoch) in extend.items():
-            final = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
-            if final == epoch:
-                by_lease.setdefault(lease, []).append(run_id)
-        for lease, run_ids in by_lease.items():
-            db.execute(_EXTEND, (now + lease, json.dumps(run_ids)))
-
-    def _rows(
-        self, db: sqlite3.Cursor, requests: Sequence[Request], *, appends: bool
-    ) -> dict[str, list[Any]]:
-        """The claims rows the batch's requests name (those of its fenced appends only if
-        ``appends``): run_id -> [owner, expires, epoch]."""
-        epochs = self.epochs
-        ids: set[str] = set()
-        for request in requests:
-            if type(request) is AppendRequest:
-                if appends and request.run_id in epochs:
-                    ids.add(request.run_id)
-            elif type(request) is OwnershipRequest and request.with_append is None:
-                if request.operation in ("renew", "release", "drain"):
-                    ids.update(claim.run_id for claim in request.claims)
-                elif request.operation == "claim":
-                    ids.add(request.run_id)
-        rows: dict[str, list[Any]] = {}
-        if ids:  # else none to read (the usual transaction: appends, the file unchanged)
-            # One run (a start's claim): read by its key, with no JSON array made and walked.
-            found = (
-                db.execute(_SELECT_ONE, (next(iter(ids)),))
-                if len(ids) == 1
-                else db.execute(_SELECT, (json.dumps(list(ids)),))
-            )
-            for run_id, owner, expires, epoch in found:
-                rows[run_id] = [owner, expires, epoch]
-        return rows
-
-    def _claim(
-        self,
-        db: sqlite3.Cursor,
-        request: OwnershipRequest,
-        rows: dict[str, list[Any]],
-        turn: ClaimTurn,
-        now: float,
-    ) -> None:
-        run_id, owner = request.run_id, request.owner
-        row = rows.get(run_id)
-        if row is not None and row[0] not in (None, owner) and row[1] >= now:
-            refused = RunOwnedError(run_id, row[0], row[1])
-            turn.answers.append((request, None, refused))
-            if request.fence:
-                turn.epochs[run_id] = refused
-            return
-        epoch = 1 if row is None else row[2] + 1
-        expires = now + request.lease
-        rows[run_id] = [owner, expires, epoch]
-        db.execute(_UPSERT, (run_id, owner, expires, epoch))
-        turn.epochs[run_id] = epoch
-        turn.started(run_id, request.lease, now)
-        turn.answers.append((request, Claim(run_id, owner, epoch, expires), None))
-
-    def _renew(
-        self,
-        db: sqlite3.Cursor,
-        request: OwnershipRequest,
-        rows: dict[str, list[Any]],
-        turn: ClaimTurn,
-        now: float,
-    ) -> None:
-        expires = now + request.lease
-        answers: list[Claim | None] = []
-        for claim in request.claims:
-            row = rows.get(claim.run_id)
-            if _holds(row, claim):
-                row[1] = expires
-                db.execute(_RENEW, (expires, claim.run_id))
-                turn.started(claim.run_id, request.lease, now)
-                answers.append(Claim(claim.run_id, claim.owner, claim.epoch, expires))
-            else:
-                answers.append(None)
-        turn.answers.append((request, answers, None))
-
-    def _release(
-        self,
-        db: sqlite3.Cursor,
-        request: OwnershipRequest,
-        rows: dict[str, list[Any]],
-        turn: ClaimTurn,
-    ) -> None:
-        claim = request.claims[0]
-        run_id = claim.run_id
-        row = rows.get(run_id)
-        held = turn.epochs[run_id] if run_id in turn.epochs else self.epochs.get(run_id)
-        if _holds(row, claim):
-            row[0] = row[1] = None
-            db.execute(_RELEASE, (run_id,))
-            if held == claim.epoch:
-                turn.epochs[run_id] = None  # the store no longer holds it: no fence
-        elif held == claim.epoch:
-            # Taken over: giving the lost claim up does not lift the fence.
-            found, owner = (0, None) if row is None else (row[2], row[0])
-            turn.epochs[run_id] = LeaseLostError(run_id, claim.epoch, found, owner)
-        turn.answers.append((request, None, None))
-
-    def _drain(
-        self,
-        db: sqlite3.Cursor,
-        request: OwnershipRequest,
-        rows: dict[str, list[Any]],
-        turn: ClaimTurn,
-        now: float,
-    ) -> None:
-        claim = request.claims[0]
-        marked = _holds(rows.get(claim.run_id), claim)
-        if marked:
-            since = None if request.draining is None else now
-            db.execute(_DRAIN, (request.draining, since, claim.run_id))
-        turn.answers.append((request, marked, None))
-
-    def _claim_runnable(
-        self,
-        db: sqlite3.Cursor,
-        request: OwnershipRequest,
-        rows: dict[str, list[Any]],
-        turn: ClaimTurn,
-        now: float,
-    ) -> None:
-        expires = now + request.lease
-        claims = [
-            Claim(run_id, request.owner, epoch + 1, expires)
-            for run_id, epoch in db.execute(
-                _RUNNABLE, (now, request.exclude, request.limit)
-            ).fetchall()
-        ]
-        db.executemany(_UPSERT, [(c.run_id, c.owner, c.expires, c.epoch) for c in claims])
-        for claim in claims:
-            rows[claim.run_id] = [claim.owner, claim.expires, claim.epoch]
-            turn.epochs[claim.run_id] = claim.epoch
-            turn.started(claim.run_id, request.lease, now)
-        turn.answers.append((request, claims, None))
-
-
-def _not_held(run_id: str) -> StoreError:
-    return StoreError(f"run {run_id}: its claim is not held here at its epoch: not released")
-
-
-def _holds(row: list[Any] | None, claim: Claim) -> TypeGuard[list[Any]]:
-    """Whether the claims row (owner, expires, epoch) is still ``claim``'s."""
-    return row is not None and row[2] == claim.epoch and row[0] == claim.owner

@@ -216,14 +216,15 @@ class ThreadWriter:
             batch, error, seconds = answers.popleft()
             freed += len(batch)
             self._in_flight -= len(batch)
-            self._record(batch, error, seconds)
-            committed = committed or error is None
-            for request in batch:
-                if error is not None:
+            if error is not None:
+                for request in batch:
                     request.fail(error)
-                else:
-                    request.finish()
-        if freed:
+                continue
+            committed = True
+            self._record(batch, seconds)
+            for request in batch:
+                request.finish()
+        if freed and self._space_waiters:
             self._wake_waiters(min(freed, self._capacity - self._in_flight - self._woken))
         fence = self._core.fence
         while fence.confirmed:  # leases the batches' appends extended (watch_leases)
@@ -233,9 +234,8 @@ class ThreadWriter:
         if committed:
             self._on_commit()
 
-    def _record(self, batch: list[Request], error: StoreError | None, seconds: float) -> None:
-        if error is not None:
-            return
+    def _record(self, batch: list[Request], seconds: float) -> None:
+        """Count a committed batch in the writer's statistics."""
         appends = events = conflicts = 0
         for request in batch:
             if type(request) is not AppendRequest:
