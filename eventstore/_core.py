@@ -26,7 +26,8 @@ from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
 from ._schema import check_schema, create_schema, migrate_schema
-from ._sqlite_claims import PLAIN, ClaimFence, Request
+from ._sqlite_claims import PLAIN, ClaimFence
+from ._sqlite_turn import Request
 from ._statements import (
     DROP_OLDER_SNAPSHOTS,
     INSERT_EVENT,

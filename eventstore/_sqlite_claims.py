@@ -40,7 +40,7 @@ from ._errors import LeaseLostError, StoreError
 from ._requests import AppendRequest
 from ._sqlite_turn import ClaimTurn, OwnershipRequest, Request
 
-__all__ = ["LEAN", "PLAIN", "WALK", "ClaimFence", "ClaimTurn", "OwnershipRequest", "Request"]
+__all__ = ["LEAN", "PLAIN", "WALK", "ClaimFence"]
 
 _DATA_VERSION = "PRAGMA data_version"
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ._claims import Claim
-from ._sqlite_claims import OwnershipRequest
 from ._sqlite_read import SqliteReader
+from ._sqlite_turn import OwnershipRequest
 from ._writer import ThreadWriter
 
 __all__ = ["SqliteOwnership"]

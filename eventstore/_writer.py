@@ -22,7 +22,7 @@ from ._errors import ConcurrencyError, StoreClosedError, StoreError
 from ._front import CommitCounters
 from ._protocol import StoreStatistics
 from ._requests import AppendRequest
-from ._sqlite_claims import OwnershipRequest, Request
+from ._sqlite_turn import OwnershipRequest, Request
 
 __all__ = ["ThreadWriter"]
 

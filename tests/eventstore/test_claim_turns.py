@@ -16,7 +16,8 @@ import pytest
 from eventstore import Claim, LeaseLostError, RunOwnedError, StoreError
 from eventstore._core import WriterCore
 from eventstore._requests import AppendRequest, prepare
-from eventstore._sqlite_claims import LEAN, PLAIN, WALK, OwnershipRequest
+from eventstore._sqlite_claims import LEAN, PLAIN, WALK
+from eventstore._sqlite_turn import OwnershipRequest
 from runtime.events import MemoryWritten
 
 

@@ -15,7 +15,7 @@ import pytest
 from eventstore import AppendResult, DurabilityConfig, SqliteEventStore, StoreClosedError
 from eventstore._core import WriterCore
 from eventstore._requests import prepare
-from eventstore._sqlite_claims import OwnershipRequest, Request
+from eventstore._sqlite_turn import OwnershipRequest, Request
 from eventstore._writer import ThreadWriter
 from runtime.events import NodeStarted, RunStarted
 
