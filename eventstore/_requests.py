@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ._claims import Claim
+from ._events import _ENCODER as _BODY_ENCODER
 from ._events import (
     UNCHANGED_INDEX,
     EventBody,
     RunIndex,
     RunIndexHook,
-    encode_body,
     event_tag,
     run_index_hook,
 )
@@ -222,15 +222,18 @@ def prepare(
     the event loop each call was a chance for the writer thread to take it and keep the
     loop waiting.
     """
-    datas = list(map(encode_body, events))
+    # encode_body's encoder, mapped in C: no Python call per body.
+    datas = list(map(_BODY_ENCODER.encode, events))
     classes = tuple(map(type, events))
     tags, versions, hooks, cuts = _SHAPES.get(classes) or _shape(classes, datas)
-    index: RunIndex | None = None
-    for i, hook in hooks:
-        index = _merge_index(index, hook(events[i]))
-    request = AppendRequest(
-        run_id, tags, versions, datas, UNCHANGED_INDEX if index is None else index, expected_seq
-    )
+    index = UNCHANGED_INDEX
+    if hooks:
+        merged: RunIndex | None = None
+        for i, hook in hooks:
+            merged = _merge_index(merged, hook(events[i]))
+        assert merged is not None
+        index = merged
+    request = AppendRequest(run_id, tags, versions, datas, index, expected_seq)
     request.snapshot = snapshot
     if rows:
         stored: list[bytes] = []

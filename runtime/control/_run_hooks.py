@@ -44,7 +44,7 @@ class RunHooks:
     def holds(self) -> bool:
         """Whether the run's claim is still held here (True without claims)."""
         ownership = self.control.ownership
-        return ownership is None or bool(ownership.holds(self.run_id))
+        return ownership is None or ownership.holds(self.run_id)
 
     def drain(self, node_id: str) -> Callable[[], None]:
         """A thread of a node of the run starts (DrainingRuns.begin): returns what to call

@@ -52,9 +52,13 @@ class NodeActors:
         ``owner`` if there is none."""
         if spec.kind not in PLAIN_KINDS:
             key = f"node:{spec.id}"
+            ref = self.by_key.get(key)
+        elif branch is None:  # the main lane: most steps
+            key = _MAIN_LANE
+            ref = self.main
         else:
-            key = _MAIN_LANE if branch is None else f"lane:{branch}"
-        ref = self._get(key)
+            key = f"lane:{branch}"
+            ref = self.by_key.get(key)
         if ref is None or ref.stopped:
             ref = owner.system.spawn(
                 self.factory(self.graph, spec, owner.ref, self.log), watcher=owner.ref

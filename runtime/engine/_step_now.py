@@ -184,7 +184,8 @@ class StepNow(NodeActors):
             self.join.node_outputs(log, done)  # no conflict outside a fan-out
             log.stage(NodeCompleted(node_id=node_id, branch=None))
             log.stage(taken)
-            self.pauses.hold(state, target, None, 1)  # False: a pass through a resumed gate is used
+            if target in self.pauses.passed:  # a pass through a resumed gate is used
+                self.pauses.hold(state, target, None, 1)  # (False: checked above)
             self.start_on_commit(executor, target)
         except Exception as exc:
             executor.ref.tell_nowait(CommitFailed(error=exc))
