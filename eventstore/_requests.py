@@ -7,6 +7,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+import msgspec
+
 from ._claims import Claim
 from ._events import _ENCODER as _BODY_ENCODER
 from ._events import (
@@ -26,7 +28,6 @@ from ._format import (
     Row,
     encode_rows,
     frame_rows,
-    pack_frame,
     tagless_cut,
 )
 from ._protocol import AppendResult, SnapshotAfter
@@ -34,6 +35,8 @@ from ._protocol import AppendResult, SnapshotAfter
 __all__ = ["AppendRequest", "HeldRelease", "Pending", "prepare"]
 
 _log = logging.getLogger("magistrate.eventstore")
+#: What _format.pack_frame encodes a frame with (msgpack's defaults), called directly.
+_pack_frame = msgspec.msgpack.Encoder().encode
 _T = TypeVar("_T")
 
 
@@ -230,7 +233,11 @@ def prepare(
     if hooks:
         merged: RunIndex | None = None
         for i, hook in hooks:
-            merged = _merge_index(merged, hook(events[i]))
+            change = hook(events[i])
+            if merged is None and type(change) is RunIndex:
+                merged = change  # what merging it into no change gives (a run's start, end)
+            else:
+                merged = _merge_index(merged, change)
         assert merged is not None
         index = merged
     request = AppendRequest(run_id, tags, versions, datas, index, expected_seq)
@@ -255,8 +262,8 @@ def _framed(tags: Sequence[str], versions: Sequence[int], stored: list[bytes]) -
     count = len(stored)
     if count == 1:
         return [(1, tags[0], versions[0], stored[0])]
-    if count <= FRAME_EVENTS:
-        return [(count, FRAME_TYPE, 0, pack_frame(tags, versions, stored))]
+    if count <= FRAME_EVENTS:  # pack_frame, inline: tags, versions, stored are as long
+        return [(count, FRAME_TYPE, 0, _pack_frame(list(zip(tags, versions, stored))))]  # noqa: B905
     return frame_rows(list(tags), list(versions), stored)
 
 
