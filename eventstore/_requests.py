@@ -252,19 +252,17 @@ def prepare(
             cut = cuts[i]
             i += 1
             stored.append(STORED_TAGLESS + data[cut:] if cut else STORED_WHOLE + data)
-        else:
-            request.rows = _framed(tags, versions, stored)
+        else:  # frame_rows, inline for the common batch: one event, or one frame
+            count = len(stored)
+            framed: list[Row]
+            if count == 1:
+                framed = [(1, tags[0], versions[0], stored[0])]
+            elif count <= FRAME_EVENTS:  # pack_frame's (tags, versions, stored are as long)
+                framed = [(count, FRAME_TYPE, 0, _pack_frame(list(zip(tags, versions, stored))))]  # noqa: B905
+            else:
+                framed = frame_rows(list(tags), list(versions), stored)
+            request.rows = framed
     return request
-
-
-def _framed(tags: Sequence[str], versions: Sequence[int], stored: list[bytes]) -> list[Row]:
-    """frame_rows for the common batch: one event, or one frame."""
-    count = len(stored)
-    if count == 1:
-        return [(1, tags[0], versions[0], stored[0])]
-    if count <= FRAME_EVENTS:  # pack_frame, inline: tags, versions, stored are as long
-        return [(count, FRAME_TYPE, 0, _pack_frame(list(zip(tags, versions, stored))))]  # noqa: B905
-    return frame_rows(list(tags), list(versions), stored)
 
 
 def _merge_index(

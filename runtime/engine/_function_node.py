@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 from collections.abc import Callable
+from types import CoroutineType
 from typing import Any, Final
 
 import anyio
@@ -253,20 +255,33 @@ class FunctionNodeActor(Actor):
                 await self._after_abandoned(message, timeout)  # before its deadline
             try:
                 if timeout is not None:
-                    self._start_deadline(timeout)
+                    # Its deadline, recorded; the lane's timer is armed only when none is
+                    # armed for an instant at or before it (see __call__).
+                    self.limit = timeout
+                    self.expired = False
+                    loop = asyncio.get_running_loop()
+                    deadline = self._deadline = loop.time() + timeout
+                    if self._handle is None or self._armed_at > deadline:
+                        self._arm(loop, deadline)
                 try:
-                    result = await call_node(plain, message, context, self.log)
+                    if plain.is_async and context is None:  # call_node's, inline: most nodes
+                        result = plain.function(message.inputs)
+                        if type(result) is CoroutineType or inspect.isawaitable(result):
+                            result = await result
+                    else:
+                        result = await call_node(plain, message, context, self.log)
                 finally:
                     if timeout is not None and self.message is message:
                         self._deadline = None  # the timer stays armed for the next attempt
             except asyncio.CancelledError:
                 if context is not None:
                     context.abandon()
-                if timeout is None or self.stopped or not self._expired(message):
+                expired = self.expired and self.message is message  # (not if replaced)
+                if timeout is None or self.stopped or not expired:
                     return  # stopped with its lane: nothing to tell
                 _take_back()
                 raise NodeTimeoutError(spec.id, timeout) from None
-            if timeout is not None and self._expired(message):
+            if timeout is not None and self.expired and self.message is message:
                 # The callable caught the cancellation and returned: it is still past
                 # its limit.
                 if context is not None:
@@ -293,25 +308,12 @@ class FunctionNodeActor(Actor):
             except MailboxFullError:
                 self.system.start_task(_tell_later, self.executor, done)
 
-    def _expired(self, message: ExecuteNode) -> bool:
-        """Whether the lane's attempt ``message`` passed its deadline (False for an
-        attempt another replaced)."""
-        return self.expired and self.message is message
-
-    def _start_deadline(self, timeout: float) -> None:
-        """The lane's attempt starting now may take ``timeout`` seconds: its deadline is
-        recorded, and the timer armed only when none is armed for an instant at or
-        before it."""
-        self.limit = timeout
-        self.expired = False
-        loop = asyncio.get_running_loop()
-        deadline = self._deadline = loop.time() + timeout
-        handle = self._handle
-        if handle is None or self._armed_at > deadline:
-            if handle is not None:
-                handle.cancel()
-            self._handle = loop.call_at(deadline, self, context=_TIMER_CONTEXT)
-            self._armed_at = deadline
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        """Arm the lane's timer for ``deadline`` (instead of the one armed, if any)."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = loop.call_at(deadline, self, context=_TIMER_CONTEXT)
+        self._armed_at = deadline
 
     def __call__(self) -> None:
         """The lane's timer fired (this actor is its callback: no bound method per lane).
@@ -331,8 +333,7 @@ class FunctionNodeActor(Actor):
             task.cancel()
             loop.call_later(ABANDON_GRACE, self._overdue, task)
         else:  # armed for an attempt that ended: on to this one's
-            self._handle = loop.call_at(deadline, self, context=_TIMER_CONTEXT)
-            self._armed_at = deadline
+            self._arm(loop, deadline)
 
     def _overdue(self, task: asyncio.Task[None]) -> None:
         if task is not self.task or task.done() or self.stopped or self.abandoned:

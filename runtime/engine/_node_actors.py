@@ -11,14 +11,14 @@ from ..spec._model import GraphSpec, NodeSpec
 from ._messages import NodeDone
 from ._runlog import RunLog
 
-__all__ = ["NodeActors", "NodeFactory"]
+__all__ = ["MAIN_LANE", "PLAIN_KINDS", "NodeActors", "NodeFactory"]
 
 #: Builds a node actor of one run: (graph, spec, executor ref, run log) -> actor. Plain
 #: nodes (function, router) share one actor per lane (main path or branch), built from the
 #: lane's first node; every other kind gets an actor of its own.
 NodeFactory = Callable[[GraphSpec, NodeSpec, ActorRef, RunLog], Actor]
 PLAIN_KINDS = ("function", "router")
-_MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
+MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
 
 
 #: The by-key map of a run with only its main lane (never changed in place: replaced).
@@ -45,7 +45,7 @@ class NodeActors:
         self.by_node: dict[str, str] = {}  # node id -> the key of the actor that runs it
 
     def _get(self, key: str) -> ActorRef | None:
-        return self.main if key == _MAIN_LANE else self.by_key.get(key)
+        return self.main if key == MAIN_LANE else self.by_key.get(key)
 
     def actor_for(self, owner: Actor, spec: NodeSpec, branch: str | None) -> ActorRef:
         """The actor to run ``spec``'s node in ``branch``, spawned by the executor
@@ -54,7 +54,7 @@ class NodeActors:
             key = f"node:{spec.id}"
             ref = self.by_key.get(key)
         elif branch is None:  # the main lane: most steps
-            key = _MAIN_LANE
+            key = MAIN_LANE
             ref = self.main
         else:
             key = f"lane:{branch}"
@@ -63,7 +63,7 @@ class NodeActors:
             ref = owner.system.spawn(
                 self.factory(self.graph, spec, owner.ref, self.log), watcher=owner.ref
             )
-            if key == _MAIN_LANE:
+            if key == MAIN_LANE:
                 self.main = ref
             else:
                 if self.by_key is _NO_REFS:
