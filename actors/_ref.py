@@ -404,6 +404,8 @@ class ActorRef:
         of the queued ones get ActorStoppedError."""
         self._close()
         items, self._items = self._items, None
+        if not items and self._current is None:
+            return  # nothing queued or in flight (a run's actors, as they stop): no list
         unanswered = [item for item in items if type(item) is Reply] if items else []
         if self._current is not None:
             unanswered.append(self._current)
