@@ -17,7 +17,6 @@ from ..engine._runlog import RunLog
 from ..engine._start_on_commit import FirstCommit
 from ..events._state import RunState
 from ..spec._model import GraphSpec
-from ._live_runs import LiveRun
 from ._owned_outcome import OwnedOutcome
 from ._ownership import new_run_id
 from ._run_control import RunControl
@@ -49,8 +48,10 @@ def launch(
     case its first commit never came. A resume whose first append meets another writer's
     events fails with RunChangedError (it did nothing), unless ``acted`` (something was
     recorded for it already: a gate's decision)."""
+    hooks = None
     if outcome is None:
-        outcome = control.new_outcome(run_id, started)
+        hooks = control.new_hooks(run_id, started)
+        outcome = hooks.outcome
     elif isinstance(outcome, OwnedOutcome):
         outcome.holding = False
     if isinstance(outcome, OwnedOutcome) and not outcome.acted:
@@ -75,7 +76,7 @@ def launch(
         score_goal=nodes.score_goal,
     )
     ref = control.live.system.spawn(executor, name=f"run:{run_id}")
-    control.add_live(run_id, LiveRun(ref, outcome, log))
+    control.add_live(run_id, ref, outcome, log, hooks)
     ref.tell_nowait(StartRun())
     since = 0 if resume_from is None else resume_from.last_seq
     return RunHandle(run_id, outcome, control.logs, since)

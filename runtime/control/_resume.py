@@ -53,7 +53,9 @@ async def resume_from_log(
     nodes.check(graph)
     log = logs.reopen(run_id, state.last_seq, snapshot)
     first: OwnedOutcome | None = None
-    if outcome is None and at_seq is None:
+    if outcome is None and at_seq is None and logs.store is not None:
+        # An owned outcome (one of a store's run), made here to wait for its first step;
+        # else launch makes it, with its hooks.
         outcome = control.new_outcome(run_id, None)
         if isinstance(outcome, OwnedOutcome):
             first = outcome

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from actors import ActorStoppedError, Waiter
+from actors import ActorRef, ActorStoppedError, Waiter
 from eventstore import LeaseLostError, StoreError
 
 from .._errors import (
@@ -26,9 +26,10 @@ from .._result import RunOutcome, RunResult, result_from_state
 from .._run_logs import RunLogs
 from ..engine._foreign import take_in_foreign
 from ..engine._messages import CancelRun, InjectInput, PauseRun
+from ..engine._runlog import RunLog
 from ._draining import DrainingRuns
 from ._elsewhere import ControlElsewhere
-from ._live_runs import LiveRun, LiveRuns
+from ._live_runs import LiveRuns
 from ._owned_outcome import OwnedOutcome
 from ._ownership import RunOwnership
 from ._run_hooks import RunHooks
@@ -124,23 +125,42 @@ class RunControl:
                     self._not_to_claim,
                 )
 
-    def add_live(self, run_id: str, live: LiveRun) -> None:
+    def add_live(
+        self,
+        run_id: str,
+        executor: ActorRef,
+        outcome: RunOutcome,
+        log: RunLog,
+        hooks: RunHooks | None = None,
+    ) -> None:
         """Count a run launched here as live; with ownership, its log appends only while
-        this runtime holds the run's claim (a stalled process's lease may have run out)."""
-        # The outcome's hooks (new_outcome) are the log's too: one object per run.
-        hooks = getattr(live.outcome, "on_conflict", None)
-        live.log.run_hooks = hooks if type(hooks) is RunHooks else RunHooks(self, run_id)
+        this runtime holds the run's claim (a stalled process's lease may have run out).
+        ``hooks``: the outcome's (:meth:`new_hooks`), if at hand; an owned outcome's are
+        found from it."""
+        # The outcome's hooks (new_hooks) are the log's too, and the run's live entry:
+        # one object per run.
+        if hooks is None:
+            hooks = getattr(outcome, "on_conflict", None)
+            if type(hooks) is not RunHooks:
+                hooks = RunHooks(self, run_id)
+        log.run_hooks = hooks
         if self.ownership is not None:
             # Another process's pause requests are taken in, not settled (_foreign.py);
             # from the store's answer too, which runs outside any task.
             if self._spawn is None:  # one bound method for every run
                 self._spawn = self.live.system.start_task
-            live.log.spawn = self._spawn
-        self.live.add(run_id, live)
+            log.spawn = self._spawn
+        self.live.add(run_id, hooks, executor, outcome, log)
 
     def new_outcome(self, run_id: str, started: Waiter | None) -> RunOutcome:
-        """The outcome of a run about to launch here. ``started`` (a start's) is set once
-        the run stopped or met a conflict, in case its first commit never came."""
+        """The outcome of a run about to launch here (see :meth:`new_hooks`)."""
+        outcome: RunOutcome = self.new_hooks(run_id, started).outcome
+        return outcome
+
+    def new_hooks(self, run_id: str, started: Waiter | None) -> RunHooks:
+        """The hooks of a run about to launch here, with its new ``outcome`` (whose
+        callbacks they are). ``started`` (a start's) is set once the run stopped or met a
+        conflict, in case its first commit never came."""
         if started is not None:
             self.starting[run_id] = started
         hooks = RunHooks(self, run_id)
@@ -152,7 +172,7 @@ class RunControl:
             # process's events (ConcurrencyError) stops and obeys its log (_settle).
             outcome = OwnedOutcome(hooks, hooks)
         hooks.outcome = outcome
-        return outcome
+        return hooks
 
     def _start_answered(self, run_id: str) -> None:
         """The start waiting for ``run_id``'s first commit returns now, if one still waits."""
@@ -202,7 +222,8 @@ class RunControl:
     async def result(self, run_id: str) -> RunResult:
         live = self.live.get(run_id)
         if live is not None:
-            return await live.outcome.wait()
+            result: RunResult = await live.outcome.wait()
+            return result
         return result_from_state(await self.logs.get_state(run_id))
 
     async def pause(self, run_id: str) -> None:
@@ -244,22 +265,26 @@ class RunControl:
         committed log afterwards (:meth:`record_unstopped`). Shielded: a closing that
         was itself cancelled still records what it can, within those bounds."""
         self._unstopped = []
-        live = [(run_id, run) for run_id, run in self.live if not run.outcome.done]
+        # Each run's executor and outcome as they are now (a run's hooks drop its outcome
+        # once it is done).
+        live = [
+            (run_id, run.executor, run.outcome) for run_id, run in self.live if not run.outcome.done
+        ]
         if not live or self.worker:
             return
         with anyio.move_on_after(CLOSE_GRACE, shield=True):
-            for _, run in live:
+            for _, executor, _ in live:
                 try:
-                    await run.executor.tell(CancelRun(reason=CLOSED))
+                    await executor.tell(CancelRun(reason=CLOSED))
                 except ActorStoppedError:
                     pass  # stopped meanwhile (settling, or its claim lost): see below
-            for _, run in live:
-                await run.outcome.settled()
-        for run_id, run in live:
-            if not run.outcome.done:
-                if isinstance(run.outcome, OwnedOutcome):
-                    run.outcome.holding = True  # its executor's stop is not its result
-                self._unstopped.append((run_id, run.outcome))
+            for _, _, outcome in live:
+                await outcome.settled()
+        for run_id, _, outcome in live:
+            if not outcome.done:
+                if isinstance(outcome, OwnedOutcome):
+                    outcome.holding = True  # its executor's stop is not its result
+                self._unstopped.append((run_id, outcome))
 
     async def record_unstopped(self) -> None:
         """Closing, once the actors have stopped: record the cancellation of each run
@@ -348,11 +373,14 @@ class RunControl:
             outcome.fail(error)
 
     async def _on_foreign_events(self, run_id: str) -> None:
-        live = self.live.get(run_id)
-        if live is not None and isinstance(live.outcome, OwnedOutcome) and not live.outcome.done:
-            if await take_in_foreign(live.log) != "other":
+        live, log = self.live.get(run_id), self.live.log(run_id)
+        if live is None or log is None:
+            return
+        outcome = live.outcome  # (its hooks drop it once it is done)
+        if isinstance(outcome, OwnedOutcome) and not outcome.done:
+            if await take_in_foreign(log) != "other":
                 return  # pause requests, obeyed at the next node boundary (or looked at again)
-            live.outcome.holding = True
+            outcome.holding = True
             await self._settle(run_id, None)
 
     async def _settle(

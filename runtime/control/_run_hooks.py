@@ -1,12 +1,16 @@
-"""What a live run's log and outcome call back into the run control with, as one slotted
-object per run (:class:`RunHooks`): a partial of a bound method is two objects, a closure
-a function with its cells and their tuple, and every one of them is held for the whole
-run, walked by the cyclic collector each time it runs."""
+"""What a live run's log and outcome call back into the run control with, and what the
+run control knows of it while it is live, as one slotted object per run
+(:class:`RunHooks`): a partial of a bound method is two objects, a closure a function with
+its cells and their tuple, and every one of them is held for the whole run, walked by the
+cyclic collector each time it runs."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors import ActorRef
 
 __all__ = ["RunHooks"]
 
@@ -21,9 +25,15 @@ class RunHooks:
     before). As the log's ``run_hooks`` (engine/_runlog.py): :meth:`holds` whether the
     run's claim is still held here (RunOwnership.holds; no claims: always), and
     :meth:`drain` / :meth:`drained` count the run's node threads (control/_draining.py).
+    While the run is live here, it is its entry in the runtime's live runs (LiveRuns):
+    its ``executor`` and its ``outcome`` (its log is kept beside it there, not here: the
+    log holds this object, and a cycle would outlive the run).
     """
 
-    __slots__ = ("control", "outcome", "run_id")
+    __slots__ = ("control", "executor", "outcome", "run_id")
+
+    #: The run's executor here (set as it is launched: LiveRuns.add).
+    executor: ActorRef
 
     def __init__(self, control: Any, run_id: str) -> None:
         self.control = control
@@ -34,8 +44,15 @@ class RunHooks:
         if error is not None:
             self.control.conflict(self.run_id, error)
             return
-        outcome, self.outcome = self.outcome, None
-        self.control.forget(self.run_id, outcome)
+        outcome = self.outcome
+        try:
+            self.control.forget(self.run_id, outcome)  # its live entry: while it holds it
+        finally:
+            # Done: nothing is to reach its outcome or its executor through it any more (the
+            # log it is the hooks of may be kept, an in-memory one, and hold it).
+            self.outcome = None
+            if hasattr(self, "executor"):
+                del self.executor
 
     def ending(self, expected_seq: int) -> None:
         """The run's final batch is about to go to the store (RunControl.ending)."""
@@ -44,7 +61,7 @@ class RunHooks:
     def holds(self) -> bool:
         """Whether the run's claim is still held here (True without claims)."""
         ownership = self.control.ownership
-        return ownership is None or bool(ownership.holds(self.run_id))
+        return ownership is None or ownership.holds(self.run_id)
 
     def drain(self, node_id: str) -> Callable[[], None]:
         """A thread of a node of the run starts (DrainingRuns.begin): returns what to call

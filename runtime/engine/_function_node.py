@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 from collections.abc import Callable
+from types import CoroutineType
 from typing import Any, Final
 
 import anyio
@@ -16,7 +18,6 @@ from .._errors import NodeError, NodeTimeoutError
 from ..events._catalogue import OutputSet
 from ..events._values import check_memory_value
 from ..spec._model import GraphSpec, NodeSpec
-from ._deadline import AttemptDeadline
 from ._messages import ExecuteNode, NodeDone
 from ._node_call import PlainFunction, call_node, checked_outputs
 from ._runlog import RunLog
@@ -25,6 +26,9 @@ __all__ = ["ABANDON_GRACE", "FunctionNodeActor", "NodeContext", "PlainFunction"]
 
 #: The context of a lane made where no context variable is set (copied, never entered).
 _NO_VARIABLES = contextvars.Context()
+#: The context every lane's deadline timer runs in: one empty context, not a copy of the
+#: arming task's per timer (``call_at``'s default). The timer reads and sets no variable.
+_TIMER_CONTEXT = contextvars.Context()
 
 _log = logging.getLogger("magistrate.runtime")
 
@@ -111,18 +115,35 @@ class FunctionNodeActor(Actor):
 
     Outputs are checked against ``output_keys``: an undeclared key, or a declared
     non-nullable key that is missing, is a failure (and so is retried by the executor).
+
+    The lane's attempt in flight (or its last) is fields of the lane, not an object of its
+    own: its task, its message, its NodeContext, whether it was abandoned and whether its
+    task counts in the run's draining. An attempt another replaced (abandoned, its task
+    running on) knows it is no longer the lane's by its message (``self.message is not
+    message``) and tells and records nothing more. So is its time limit (see
+    :meth:`__call__`): one lazily armed timer for the lane's attempts, not a timed cancel
+    scope (a timer into the loop's heap and out again) on every step.
     """
 
     __slots__ = (
-        "attempt",
+        "_armed_at",
+        "_deadline",
+        "_handle",
+        "abandoned",
         "context",
-        "deadline",
+        "drains",
         "executor",
+        "expired",
         "graph",
+        "limit",
         "log",
+        "message",
+        "node_context",
         "node_timeout",
         "resolve",
         "specs",
+        "stopped",
+        "task",
     )
 
     def __init__(
@@ -140,10 +161,21 @@ class FunctionNodeActor(Actor):
         self.executor = executor
         self.log = log
         self.node_timeout = node_timeout
-        # One lazily armed timer for the lane's attempts, not a timed cancel scope (and a
-        # timer into the loop's heap and out again) on every step.
-        self.deadline = AttemptDeadline()
-        self.attempt: Attempt | None = None  # the lane's attempt in flight, if any
+        # The lane's attempt in flight, or its last (see the class docstring).
+        self.task: asyncio.Task[None] | None = None
+        self.message: ExecuteNode | None = None
+        self.node_context: NodeContext | None = None
+        self.abandoned = False  # it outlived its grace: it tells and records nothing more
+        self.drains = False  # its task counts in its run's draining (control/_draining.py)
+        self.stopped = False  # the lane stopped: its attempt tells nothing
+        # The attempt's deadline (None: none, or no attempt runs), the lane's timer and
+        # the instant it is armed for; whether the attempt passed its deadline (its task
+        # was cancelled for it) and its time limit in seconds.
+        self._deadline: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_at = 0.0
+        self.expired = False
+        self.limit = 0.0
         # What each attempt's task starts from (a copy of it): the context the lane was
         # made in, whichever task or callback hands it the attempt (the executor's, the
         # store's answer, the attempt before's), so no attempt sees what another set. Only
@@ -175,111 +207,161 @@ class FunctionNodeActor(Actor):
         if plain.wants_context:
             context = NodeContext(self.log, message.node_id, message.attempt, message.visit)
         timeout = spec.timeout if spec.timeout is not None else self.node_timeout
-        attempt = self.attempt = Attempt(spec, message, context, timeout)
-        attempt.task = asyncio.get_running_loop().create_task(
-            self._run(attempt, plain), context=self.context.copy()
+        self.message, self.node_context = message, context
+        self.abandoned = self.drains = False
+        self.task = asyncio.get_running_loop().create_task(
+            self._run(message, spec, plain, context, timeout), context=self.context.copy()
         )
         return True
 
     def stop_waits(self) -> bool:
         # Only an attempt in flight gives on_stop anything to do.
-        attempt = self.attempt
-        return not (
-            attempt is None or attempt.task is None or attempt.task.done() or attempt.abandoned
-        )
+        task = self.task
+        return not (task is None or task.done() or self.abandoned)
 
     async def on_stop(self) -> None:
         """The lane stops (the run is cancelled or paused, or the runtime closes): the
         attempt in flight is cancelled and given ABANDON_GRACE seconds to unwind (its
         partial outputs are recorded by then), else abandoned."""
-        attempt = self.attempt
-        if attempt is None or attempt.task is None or attempt.task.done() or attempt.abandoned:
+        task = self.task
+        if task is None or task.done() or self.abandoned:
             return
-        attempt.stopped = True
-        self._drains(attempt)  # before its run's result is delivered
-        attempt.task.cancel()
+        self.stopped = True
+        self._drains()  # before its run's result is delivered
+        task.cancel()
         with anyio.move_on_after(ABANDON_GRACE):
-            await asyncio.wait({attempt.task})
-        if not attempt.task.done():
-            self._abandon(attempt)
+            await asyncio.wait({task})
+        if not task.done():
+            self._abandon()
 
     def on_stopped(self) -> None:
-        self.deadline.close()
+        # No more attempts: disarm the timer (it would keep this actor alive).
+        self._deadline = None
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
-    async def _run(self, attempt: Attempt, plain: PlainFunction) -> None:
+    async def _run(
+        self,
+        message: ExecuteNode,
+        spec: NodeSpec,
+        plain: PlainFunction,
+        context: NodeContext | None,
+        timeout: float | None,
+    ) -> None:
         """The attempt's task: the callable, its deadline, its outputs checked, NodeDone."""
-        spec, message, context = attempt.spec, attempt.message, attempt.context
-        deadline = self.deadline if attempt.timeout is not None else None
         try:
             if message.attempt > 1 and self.log.run_hooks is not None:
-                await self._after_abandoned(message, attempt.timeout)  # before its deadline
+                await self._after_abandoned(message, timeout)  # before its deadline
             try:
-                if deadline is not None:
-                    assert attempt.timeout is not None
-                    deadline.start(attempt.timeout, self, attempt.task)
+                if timeout is not None:
+                    # Its deadline, recorded; the lane's timer is armed only when none is
+                    # armed for an instant at or before it (see __call__).
+                    self.limit = timeout
+                    self.expired = False
+                    loop = asyncio.get_running_loop()
+                    deadline = self._deadline = loop.time() + timeout
+                    if self._handle is None or self._armed_at > deadline:
+                        self._arm(loop, deadline)
                 try:
-                    result = await call_node(plain, message, context, self.log)
+                    if plain.is_async and context is None:  # call_node's, inline: most nodes
+                        result = plain.function(message.inputs)
+                        if type(result) is CoroutineType or inspect.isawaitable(result):
+                            result = await result
+                    else:
+                        result = await call_node(plain, message, context, self.log)
                 finally:
-                    if deadline is not None:
-                        deadline.stop()
+                    if timeout is not None and self.message is message:
+                        self._deadline = None  # the timer stays armed for the next attempt
             except asyncio.CancelledError:
                 if context is not None:
                     context.abandon()
-                if deadline is None or not deadline.expired or attempt.stopped:
+                expired = self.expired and self.message is message  # (not if replaced)
+                if timeout is None or self.stopped or not expired:
                     return  # stopped with its lane: nothing to tell
-                deadline.take_back()
-                raise NodeTimeoutError(spec.id, deadline.limit) from None
-            if deadline is not None and deadline.expired:
+                _take_back()
+                raise NodeTimeoutError(spec.id, timeout) from None
+            if timeout is not None and self.expired and self.message is message:
                 # The callable caught the cancellation and returned: it is still past
                 # its limit.
                 if context is not None:
                     context.abandon()
-                deadline.take_back()
-                raise NodeTimeoutError(spec.id, deadline.limit)
+                _take_back()
+                raise NodeTimeoutError(spec.id, timeout)
             outputs = checked_outputs(spec, result)
         except Exception as exc:  # reported to the executor, which records and retries it
-            if attempt.stopped or attempt.abandoned:
+            if self.stopped or self.abandoned or self.message is not message:
                 return
             self._tell(message, None, exc)
         else:
-            if attempt.stopped or attempt.abandoned:
+            if self.stopped or self.abandoned or self.message is not message:
                 return
-            self._tell(message, outputs, None)
+            done = NodeDone(
+                node_id=message.node_id,
+                attempt=message.attempt,
+                branch=message.branch,
+                success=True,
+                outputs=outputs,
+            )
+            try:
+                self.executor.tell_nowait(done)  # no coroutine on every step's path
+            except MailboxFullError:
+                self.system.start_task(_tell_later, self.executor, done)
 
-    def attempt_expired(self) -> None:
-        """The deadline cancelled the attempt's task: abandon it if it has not ended
-        ABANDON_GRACE seconds later (it swallows its cancellation)."""
-        attempt = self.attempt
-        if attempt is not None and attempt.task is not None:
-            asyncio.get_running_loop().call_later(ABANDON_GRACE, self._overdue, attempt)
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        """Arm the lane's timer for ``deadline`` (instead of the one armed, if any)."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = loop.call_at(deadline, self, context=_TIMER_CONTEXT)
+        self._armed_at = deadline
 
-    def _overdue(self, attempt: Attempt) -> None:
-        if attempt.task is None or attempt.task.done() or attempt.stopped or attempt.abandoned:
+    def __call__(self) -> None:
+        """The lane's timer fired (this actor is its callback: no bound method per lane).
+        Past the attempt's deadline it cancels the attempt's task, which tells that
+        cancellation from any other by :attr:`expired` and takes it back
+        (``Task.uncancel``), as ``asyncio.timeout`` does; and abandons the attempt if it has
+        not ended ABANDON_GRACE seconds later (it swallows its cancellation). Fired early
+        (the attempt it was armed for ended), it moves on to the current attempt's
+        deadline, if any."""
+        self._handle = None
+        deadline, task = self._deadline, self.task
+        if deadline is None or task is None:
+            return  # no attempt running: the next one arms the timer again
+        loop = asyncio.get_running_loop()
+        if deadline <= self._armed_at:  # the timer was armed for this deadline or later
+            self.expired = True
+            task.cancel()
+            loop.call_later(ABANDON_GRACE, self._overdue, task)
+        else:  # armed for an attempt that ended: on to this one's
+            self._arm(loop, deadline)
+
+    def _overdue(self, task: asyncio.Task[None]) -> None:
+        if task is not self.task or task.done() or self.stopped or self.abandoned:
             return
-        self._abandon(attempt)
-        error = NodeTimeoutError(attempt.spec.id, attempt.timeout or 0.0)
-        self._tell(attempt.message, None, error)
+        self._abandon()
+        assert self.message is not None
+        self._tell(self.message, None, NodeTimeoutError(self.message.node_id, self.limit))
 
-    def _drains(self, attempt: Attempt) -> None:
+    def _drains(self) -> None:
         """Count the attempt's task as running (the run draining) until it ends, as a
         plain def's thread is: an async node that swallows its cancellation runs on."""
-        hooks, task = self.log.run_hooks, attempt.task
-        if hooks is not None and task is not None and not attempt.drains:
-            attempt.drains = True
-            end = hooks.drain(attempt.spec.id)
+        hooks, task, message = self.log.run_hooks, self.task, self.message
+        if hooks is not None and task is not None and message is not None and not self.drains:
+            self.drains = True
+            end = hooks.drain(message.node_id)
             task.add_done_callback(lambda _task: end())
 
-    def _abandon(self, attempt: Attempt) -> None:
-        attempt.abandoned = True
-        self._drains(attempt)
-        if attempt.context is not None:
-            attempt.context.abandon()
-        assert attempt.task is not None
-        attempt.task.add_done_callback(_drop_result)
+    def _abandon(self) -> None:
+        self.abandoned = True
+        self._drains()
+        if self.node_context is not None:
+            self.node_context.abandon()
+        assert self.task is not None and self.message is not None
+        self.task.add_done_callback(_drop_result)
         _log.warning(
             "node %r did not stop within %g s of its cancellation (it catches "
             "CancelledError): abandoned, it records nothing more",
-            attempt.spec.id,
+            self.message.node_id,
             ABANDON_GRACE,
         )
 
@@ -327,26 +409,11 @@ class FunctionNodeActor(Actor):
             raise NodeError(self.log.run_id, message.node_id, reason)
 
 
-class Attempt:
-    """One attempt of a plain node in its lane: what it runs and how it ended."""
-
-    __slots__ = ("abandoned", "context", "drains", "message", "spec", "stopped", "task", "timeout")
-
-    def __init__(
-        self,
-        spec: NodeSpec,
-        message: ExecuteNode,
-        context: NodeContext | None,
-        timeout: float | None,
-    ) -> None:
-        self.spec = spec
-        self.message = message
-        self.context = context
-        self.timeout = timeout
-        self.task: asyncio.Task[None] | None = None
-        self.stopped = False  # its lane stopped: it tells nothing
-        self.abandoned = False  # it outlived its grace: it tells and records nothing more
-        self.drains = False  # its task counts in its run's draining (control/_draining.py)
+def _take_back() -> None:
+    """Undo the cancellation the deadline requested (the attempt caught it)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 async def _tell_later(executor: ActorRef, done: NodeDone) -> None:

@@ -11,14 +11,14 @@ from ..spec._model import GraphSpec, NodeSpec
 from ._messages import NodeDone
 from ._runlog import RunLog
 
-__all__ = ["NodeActors", "NodeFactory"]
+__all__ = ["MAIN_LANE", "PLAIN_KINDS", "NodeActors", "NodeFactory"]
 
 #: Builds a node actor of one run: (graph, spec, executor ref, run log) -> actor. Plain
 #: nodes (function, router) share one actor per lane (main path or branch), built from the
 #: lane's first node; every other kind gets an actor of its own.
 NodeFactory = Callable[[GraphSpec, NodeSpec, ActorRef, RunLog], Actor]
 PLAIN_KINDS = ("function", "router")
-_MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
+MAIN_LANE = "lane:None"  # the actor key of the main path's plain nodes
 
 
 #: The by-key map of a run with only its main lane (never changed in place: replaced).
@@ -45,21 +45,25 @@ class NodeActors:
         self.by_node: dict[str, str] = {}  # node id -> the key of the actor that runs it
 
     def _get(self, key: str) -> ActorRef | None:
-        return self.main if key == _MAIN_LANE else self.by_key.get(key)
+        return self.main if key == MAIN_LANE else self.by_key.get(key)
 
     def actor_for(self, owner: Actor, spec: NodeSpec, branch: str | None) -> ActorRef:
         """The actor to run ``spec``'s node in ``branch``, spawned by the executor
         ``owner`` if there is none."""
         if spec.kind not in PLAIN_KINDS:
             key = f"node:{spec.id}"
+            ref = self.by_key.get(key)
+        elif branch is None:  # the main lane: most steps
+            key = MAIN_LANE
+            ref = self.main
         else:
-            key = _MAIN_LANE if branch is None else f"lane:{branch}"
-        ref = self._get(key)
+            key = f"lane:{branch}"
+            ref = self.by_key.get(key)
         if ref is None or ref.stopped:
             ref = owner.system.spawn(
                 self.factory(self.graph, spec, owner.ref, self.log), watcher=owner.ref
             )
-            if key == _MAIN_LANE:
+            if key == MAIN_LANE:
                 self.main = ref
             else:
                 if self.by_key is _NO_REFS:

@@ -69,7 +69,9 @@ class Submission:
             log.rebase.answered(result)  # committed after the conflict, or failed
             log.rebase_when_ready()
         if error is None:
-            log.committed(result)
+            heads = log.heads  # log.committed(result), inline: on every commit
+            if heads is not None and result is not None:
+                heads.record(log.run_id, result.last_seq, result.last_hash)
             observers = log.observers
             if observers:
                 elapsed = perf_counter() - self.began
@@ -112,6 +114,8 @@ class RunLog:
         self.run_id = run_id
         self.state = new_state(run_id, last_seq) if state is None else state
         self.store = store
+        #: The store's heads file, if it keeps one (eventstore.HeadsFile): see committed().
+        self.heads = None if store is None else store.heads_file
         self.last_seq = last_seq
         self.write_behind = write_behind
         #: Bodies queued for the next commit: the shared empty list while none is (most
@@ -387,19 +391,19 @@ class RunLog:
                 untake(self.state, state_seq)
             return False
         self.in_flight += 1
-        self.last_seq += len(batch)
-        self._track(bodies, self.last_seq - len(bodies) + 1)
-        self.state.last_seq = self.last_seq
+        last_seq = self.last_seq = self.last_seq + len(batch)
+        state = self.state
+        for seq, body in enumerate(bodies, last_seq - len(bodies) + 1):  # _track, inline
+            apply(state, body, seq)
+        state.last_seq = last_seq
         return True
 
     def committed(self, result: AppendResult | None) -> None:
         """A batch of the run committed (``result``): its head goes to the store's heads
         file if it keeps one (eventstore.HeadsFile: a background thread writes each
         moving run's newest head)."""
-        if result is None:
-            return
-        heads = None if self.store is None else self.store.heads_file
-        if heads is not None:
+        heads = self.heads
+        if heads is not None and result is not None:
             heads.record(self.run_id, result.last_seq, result.last_hash)
 
     def conflicted(

@@ -31,13 +31,12 @@ class StartOnCommit(Submission):
 
     def on_done(self, result: Any, error: BaseException | None) -> None:
         note: Message
-        target, note = (
-            (self.ref, self.message)
-            if error is None
-            else (self.executor.ref, CommitFailed(error=error))
-        )
-        if type(error) is StartHeld:  # a pause from elsewhere held it: the executor holds it
+        if error is None:
+            target, note = self.ref, self.message
+        elif type(error) is StartHeld:  # a pause from elsewhere held it: the executor holds it
             target, note = self.executor.ref, self.held()
+        else:
+            target, note = self.executor.ref, CommitFailed(error=error)
         try:
             target.tell_nowait(note)
         except ActorStoppedError:

@@ -39,7 +39,7 @@ def check_memory_value(key: str, value: Any) -> None:
     The key is checked too: a key, at the top or in a nested dict, must be text the log
     can write (no lone surrogate). Walks the value once, without recursion. Does not block.
     """
-    if not_utf8(key):
+    if not key.isascii() and not_utf8(key):  # an ASCII key (most) without the call
         raise MemoryValueError(key, "the key", _SURROGATE)
     kind = type(value)
     if kind is int or kind is bool or value is None:  # most outputs: no walk (no stack)

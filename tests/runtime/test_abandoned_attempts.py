@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import GraphSpec, NodeContext, NodeError, NodeSpec, RetryPolicy, Runtime
+from runtime import EdgeSpec, GraphSpec, NodeContext, NodeError, NodeSpec, RetryPolicy, Runtime
 from runtime.events import OutputSet
 
 pytestmark = pytest.mark.anyio
@@ -139,3 +139,46 @@ async def test_an_async_node_that_swallows_cancellation_is_abandoned_at_its_dead
     assert [c.cancelled for c in contexts] == [True, True]
     abandoned = [r for r in caplog.records if "catches CancelledError" in r.getMessage()]
     assert len(abandoned) == 2
+
+
+async def test_an_abandoned_attempt_that_ends_late_leaves_the_next_node_its_deadline(
+    tmp_path: Path,
+) -> None:
+    # The main path's nodes share one lane: node a, abandoned past its deadline, fails
+    # over to node b, and ends only once b runs; its end must not take b's time limit
+    # away with it (the lane's deadline is its current attempt's).
+    b_started = asyncio.Event()
+
+    async def stubborn(inputs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass  # misbehaving: its deadline's cancellation is swallowed
+        await b_started.wait()  # abandoned meanwhile; it ends once b runs
+        await asyncio.sleep(0)
+        return {"late": True}
+
+    async def fallback(inputs: dict[str, Any]) -> dict[str, Any]:
+        b_started.set()
+        await asyncio.sleep(3600)  # cut off at its own deadline
+        return {}
+
+    graph = GraphSpec(
+        id="g",
+        nodes=[
+            NodeSpec(id="a", function="stubborn", timeout=0.1),
+            NodeSpec(id="b", function="fallback", timeout=0.3),
+        ],
+        edges=[EdgeSpec(source="a", target="b", condition="on_failure")],
+        entry_node="a",
+        retry=RetryPolicy(max_attempts=1),
+    )
+    functions = {"stubborn": stubborn, "fallback": fallback}
+    async with Runtime(tmp_path / "runs.db", functions=functions) as rt:
+        handle = await rt.start(graph)
+        with anyio.fail_after(30):
+            result = await handle.result()
+    assert b_started.is_set()
+    assert result.status == "failed"
+    assert "NodeTimeoutError: node 'b' did not finish within 0.3 s" in (result.error or "")
+    assert "late" not in result.memory

@@ -49,6 +49,35 @@ def test_a_finished_run_leaves_no_cyclic_garbage(tmp_path: Path, durable: bool) 
     assert json.loads(done.stdout) == []
 
 
+@pytest.mark.parametrize("durable", [False, True], ids=["in-memory", "sqlite"])
+async def test_a_finished_runs_hooks_are_its_live_entry_and_then_let_go(
+    tmp_path: Path, durable: bool
+) -> None:
+    # A live run's entry is its hooks (its executor and outcome, its log beside them): no
+    # object of its own. Once the run is done they hold neither: a kept log (in memory)
+    # or handle (its outcome's callbacks) must not keep the executor's ref or the result.
+    gate = anyio.Event()
+
+    async def held(inputs: dict[str, Any]) -> dict[str, Any]:
+        await gate.wait()
+        return {"x": 1}
+
+    graph = GraphSpec(id="one", nodes=[NodeSpec(id="a", function="held")], entry_node="a")
+    store = tmp_path / "runs.db" if durable else None
+    async with Runtime(store, functions={"held": held}) as rt:
+        handle = await rt.start(graph)
+        live = rt._running.live
+        hooks = live.get(handle.run_id)
+        log = live.log(handle.run_id)
+        assert hooks is not None and log is not None
+        assert log.run_hooks is hooks and hooks.executor.name == f"run:{handle.run_id}"
+        assert live.heads() == {handle.run_id: log.last_seq}
+        gate.set()
+        assert (await handle.result()).status == "completed"
+        assert live.get(handle.run_id) is None and live.log(handle.run_id) is None
+        assert hooks.outcome is None and not hasattr(hooks, "executor")
+
+
 async def test_an_outcome_calls_its_callback_once_and_then_drops_it() -> None:
     calls: list[str] = []
     outcome = RunOutcome(on_done=lambda: calls.append("done"))
