@@ -213,9 +213,9 @@ def prepare(
     run_id: str,
     events: Sequence[EventBody],
     expected_seq: int | None,
+    snapshot: SnapshotAfter | None = None,
     *,
     rows: bool = True,
-    snapshot: SnapshotAfter | None = None,
 ) -> AppendRequest:
     """Encode a batch into a request (in the caller's task, so bad input raises there).
 

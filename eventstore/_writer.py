@@ -154,6 +154,10 @@ class ThreadWriter:
             raise
         self._woken -= 1
 
+    def has_room(self) -> bool:
+        """Whether :meth:`wait_for_room` would return at once (no coroutine to await)."""
+        return self._closing or self._in_flight + self._woken + 1 < self._capacity
+
     async def wait_for_room(self) -> None:
         """Return once a new run's first append, with a claim held for it, would be taken
         (at once if so now, or once the writer closes)."""
@@ -308,6 +312,10 @@ class ThreadWriter:
                 error = StoreError(f"{core.path}: append failed: {exc}")
                 error.__cause__ = exc
             self._answers.append((batch, error, time.perf_counter() - started))
+            # Blocked in get() next: hold nothing of this batch there (its requests, their
+            # lists and callbacks are the loop's to answer and let go of).
+            del batch
+            first = request = error = None
             self._wake_loop()
             if stop:
                 return

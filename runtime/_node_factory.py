@@ -72,7 +72,9 @@ class NodeFactory:
         # What each run is handed, made once here rather than per run (a bound method or
         # a partial per run is one more object a live run holds for the cyclic collector).
         # None of them refers back to this factory, so no cycle runs through them.
-        self._resolve_plain = _PlainResolver(self.functions, self.allow_imports)
+        # A bound method, not the resolver itself: called once a step, and a bound method's
+        # call is cheaper than a Python __call__'s.
+        self._resolve_plain = _PlainResolver(self.functions, self.allow_imports).resolve
         self._named = _NamedProviders(self.provider, self.providers)
         #: The goal scorer a run's executor is given (providers by name from here).
         self.score_goal = partial(score_goal, providers=self._named)
@@ -233,7 +235,8 @@ class _PlainResolver:
         self.allow_imports = allow_imports
         self.cache: dict[str, PlainFunction] = {}
 
-    def __call__(self, spec: NodeSpec) -> PlainFunction | None:
+    def resolve(self, spec: NodeSpec) -> PlainFunction | None:
+        """The callable of ``spec`` (None for a router without one)."""
         if spec.function is None:
             return None
         plain = self.cache.get(spec.function)

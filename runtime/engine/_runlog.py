@@ -166,11 +166,10 @@ class RunLog:
 
         Raises the store's errors (ConcurrencyError when another writer got there first).
         A pending cancellation is taken on entry (appending nothing). Cancellation cannot
-        interrupt a submitted batch: the commit is shielded, so the
-        caller learns how it ended and the hooks run. ``shield=False`` is for a caller
-        that is cancelled only when the whole runtime stops (the executor): then a
-        cancellation leaves the batch to the store, which still commits what it was
-        handed, and the hooks are not called for it; it saves a cancel scope per append.
+        interrupt a submitted batch: the commit is shielded, so the caller learns how it
+        ended and the hooks run. ``shield=False`` is for a caller cancelled only when the
+        whole runtime stops (the executor): a cancellation then leaves the batch to the
+        store, which still commits it, and the hooks are not called; no cancel scope then.
         ``at_rest=True``: the batch records the run's pause or end, and carries a snapshot
         of the state after it when worth its bytes (``worth_at_rest``: at least
         ``SNAPSHOT_AT_REST`` events since the last one, the state small beside them),
@@ -281,8 +280,8 @@ class RunLog:
             self.snapshot_bytes = len(snapshot.data)
         return snapshot
 
-    def stage(self, body: EventBody) -> None:
-        """Queue ``body`` for the next commit (any append's) and apply it to ``state`` now.
+    def stage(self, body: EventBody, then: EventBody | None = None) -> None:
+        """Queue ``body`` (``then`` after it) for the next commit (any append's) and apply it now.
 
         For a caller that decides from the state before it commits (the executor, which
         commits one batch per step). Nothing is written until an append or submit.
@@ -295,6 +294,9 @@ class RunLog:
         seq = self.last_seq + len(pending)
         state = self.state
         apply(state, body, seq)
+        if then is not None:  # a step's second body: one call for both
+            pending.append(then)
+            apply(state, then, seq := seq + 1)
         state.last_seq = seq
 
     def append_now(self, bodies: Sequence[EventBody]) -> bool:
@@ -328,9 +330,8 @@ class RunLog:
 
     def _track(self, bodies: Sequence[EventBody], first_seq: int) -> None:
         """Apply ``bodies``, the run's events ``first_seq``, ``first_seq + 1``, ..."""
-        state = self.state
         for seq, body in enumerate(bodies, first_seq):
-            apply(state, body, seq)
+            apply(self.state, body, seq)
 
     def submit(self, bodies: Sequence[EventBody], answer: Submission) -> bool:
         """A durable :meth:`append` that does not wait: ``answer`` runs at the end.
@@ -399,9 +400,8 @@ class RunLog:
         return True
 
     def committed(self, result: AppendResult | None) -> None:
-        """A batch of the run committed (``result``): its head goes to the store's heads
-        file if it keeps one (eventstore.HeadsFile: a background thread writes each
-        moving run's newest head)."""
+        """A batch of the run committed (``result``): its head goes to the store's heads file
+        (eventstore.HeadsFile: a thread writes each moving run's newest head), if any."""
         heads = self.heads
         if heads is not None and result is not None:
             heads.record(self.run_id, result.last_seq, result.last_hash)

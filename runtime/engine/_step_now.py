@@ -195,8 +195,7 @@ class StepNow(NodeActors):
         try:
             del self.running[node_id]
             self.join.node_outputs(log, done)  # no conflict outside a fan-out
-            log.stage(NodeCompleted(node_id=node_id, branch=None))
-            log.stage(taken)
+            log.stage(NodeCompleted(node_id=node_id, branch=None), taken)
             if target in self.pauses.passed:  # a pass through a resumed gate is used
                 self.pauses.hold(state, target, None, 1)  # (False: checked above)
             self.start_on_commit(executor, target)

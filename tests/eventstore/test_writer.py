@@ -178,10 +178,12 @@ async def test_room_for_a_new_run_means_room_for_its_append_and_a_held_claim(
     core.connect(True, 1024)
     writer = ThreadWriter(core, max_batch=1, capacity=2, on_commit=lambda: None)
     try:
+        assert writer.has_room()
         with anyio.fail_after(5):
             await writer.wait_for_room()
         first = prepare("r0", [started()], 0)
         assert writer.submit(first)
+        assert not writer.has_room()  # answered on the loop only, not before this await
         waited = asyncio.ensure_future(writer.wait_for_room())
         await anyio.lowlevel.checkpoint()
         assert not waited.done() or first.result is not None

@@ -179,3 +179,22 @@ async def test_a_batch_the_store_does_not_take_leaves_the_staged_bodies_queued(
         (3, "c"),
     ]
     assert log.pending == [] and log.last_seq == 3
+
+
+async def test_staging_two_bodies_in_one_call_is_staging_them_one_after_the_other() -> None:
+    bodies = [
+        NodeStarted(node_id="a", visit=1),
+        OutputSet(node_id="a", key="k", value=1),
+        NodeStarted(node_id="b", visit=1),
+    ]
+    one_by_one, in_pairs = RunLog("r", None), RunLog("r", None)
+    for body in bodies:
+        one_by_one.stage(body)
+    in_pairs.stage(bodies[0])
+    in_pairs.stage(bodies[1], bodies[2])  # onto a queue already begun
+    fresh = RunLog("r", None)
+    fresh.stage(bodies[0], bodies[1])  # onto the empty queue
+    assert in_pairs.pending == one_by_one.pending == bodies
+    assert in_pairs.state == one_by_one.state and in_pairs.state.last_seq == 3
+    assert fresh.pending == bodies[:2] and fresh.state.last_seq == 2
+    assert fresh.state.event_counts == {"node.started": 1, "output.set": 1}

@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from eventstore import SqliteEventStore
+from eventstore import SqliteEventStore, StoreClosedError
 from runtime import Runtime
 
 from .fast_path_support import GRAPH, OWNERSHIP, RUN, Gated
@@ -16,7 +16,8 @@ pytestmark = pytest.mark.anyio
 
 
 class _Room:
-    """Stands for a full writer: ``wait_for_room`` waits until ``free`` is set."""
+    """Stands for a full writer: no room (``has_room``) and ``wait_for_room`` waits until
+    ``free`` is set."""
 
     def __init__(self) -> None:
         self.asked = anyio.Event()
@@ -31,6 +32,7 @@ async def test_a_start_waits_for_the_stores_room_holding_nothing_of_its_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     room = _Room()
+    monkeypatch.setattr(SqliteEventStore, "has_room", lambda self: room.free.is_set())
     monkeypatch.setattr(SqliteEventStore, "wait_for_room", lambda self: room.wait_for_room())
     gated = Gated(None)
     async with SqliteEventStore(tmp_path / "s.db") as store:
@@ -57,6 +59,7 @@ async def test_a_start_cancelled_while_it_waits_for_room_starts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     room = _Room()
+    monkeypatch.setattr(SqliteEventStore, "has_room", lambda self: room.free.is_set())
     monkeypatch.setattr(SqliteEventStore, "wait_for_room", lambda self: room.wait_for_room())
     gated = Gated(None)
     async with SqliteEventStore(tmp_path / "s.db") as store:
@@ -77,5 +80,8 @@ async def test_the_sqlite_stores_room_is_there_at_once_when_its_writer_has_room(
     tmp_path: Path,
 ) -> None:
     async with SqliteEventStore(tmp_path / "s.db") as store:
+        assert store.has_room()
         with anyio.fail_after(5):
             await store.wait_for_room()
+    with pytest.raises(StoreClosedError):
+        store.has_room()  # as wait_for_room: only an open store has room
