@@ -82,7 +82,6 @@ def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: in
 
 
 def _finish_node(s: RunState, node_id: str) -> None:
-    # What apply's node.completed case does inline: keep them alike.
     s.running.pop(node_id, None)
     s.path.append(node_id)
     pending = s.pending
@@ -162,13 +161,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             visit_written(s, body.node_id, body.key, body.value)
     elif applies_as is NodeCompleted:
         assert isinstance(body, NodeCompleted)
-        node = body.node_id  # _finish_node, inline on every step's path
-        s.running.pop(node, None)
-        s.path.append(node)
-        pending = s.pending
-        if node in pending:
-            pending.remove(node)
-        s.outputs.pop(node, None)
+        _finish_node(s, body.node_id)
     elif applies_as is EdgeTaken:
         assert isinstance(body, EdgeTaken)
         target = body.target
