@@ -69,9 +69,7 @@ class Submission:
             log.rebase.answered(result)  # committed after the conflict, or failed
             log.rebase_when_ready()
         if error is None:
-            heads = log.heads  # log.committed(result), inline: on every commit
-            if heads is not None and result is not None:
-                heads.record(log.run_id, result.last_seq, result.last_hash)
+            log.committed(result)
             observers = log.observers
             if observers:
                 elapsed = perf_counter() - self.began
@@ -393,10 +391,8 @@ class RunLog:
             return False
         self.in_flight += 1
         last_seq = self.last_seq = self.last_seq + len(batch)
-        state = self.state
-        for seq, body in enumerate(bodies, last_seq - len(bodies) + 1):  # _track, inline
-            apply(state, body, seq)
-        state.last_seq = last_seq
+        self._track(bodies, last_seq - len(bodies) + 1)
+        self.state.last_seq = last_seq
         return True
 
     def committed(self, result: AppendResult | None) -> None:
