@@ -7,8 +7,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-import msgspec
-
 from ._claims import Claim
 from ._events import _ENCODER as _BODY_ENCODER
 from ._events import (
@@ -28,6 +26,7 @@ from ._format import (
     Row,
     encode_rows,
     frame_rows,
+    pack_frame,
     tagless_cut,
 )
 from ._protocol import AppendResult, SnapshotAfter
@@ -35,8 +34,6 @@ from ._protocol import AppendResult, SnapshotAfter
 __all__ = ["AppendRequest", "HeldRelease", "Pending", "prepare"]
 
 _log = logging.getLogger("magistrate.eventstore")
-#: What _format.pack_frame encodes a frame with (msgpack's defaults), called directly.
-_pack_frame = msgspec.msgpack.Encoder().encode
 _T = TypeVar("_T")
 
 
@@ -252,17 +249,19 @@ def prepare(
             cut = cuts[i]
             i += 1
             stored.append(STORED_TAGLESS + data[cut:] if cut else STORED_WHOLE + data)
-        else:  # frame_rows, inline for the common batch: one event, or one frame
-            count = len(stored)
-            framed: list[Row]
-            if count == 1:
-                framed = [(1, tags[0], versions[0], stored[0])]
-            elif count <= FRAME_EVENTS:  # pack_frame's (tags, versions, stored are as long)
-                framed = [(count, FRAME_TYPE, 0, _pack_frame(list(zip(tags, versions, stored))))]  # noqa: B905
-            else:
-                framed = frame_rows(list(tags), list(versions), stored)
-            request.rows = framed
+        else:
+            request.rows = _framed(tags, versions, stored)
     return request
+
+
+def _framed(tags: Sequence[str], versions: Sequence[int], stored: list[bytes]) -> list[Row]:
+    """frame_rows for the common batch: one event, or one frame."""
+    count = len(stored)
+    if count == 1:
+        return [(1, tags[0], versions[0], stored[0])]
+    if count <= FRAME_EVENTS:
+        return [(count, FRAME_TYPE, 0, pack_frame(tags, versions, stored))]
+    return frame_rows(list(tags), list(versions), stored)
 
 
 def _merge_index(
