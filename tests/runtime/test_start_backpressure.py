@@ -28,12 +28,18 @@ class _Room:
         await self.free.wait()
 
 
-async def test_a_start_waits_for_the_stores_room_holding_nothing_of_its_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _gated_room(monkeypatch: pytest.MonkeyPatch) -> _Room:
+    """A SQLite store's room, as ``_Room`` gates it (no room until ``free`` is set)."""
     room = _Room()
     monkeypatch.setattr(SqliteEventStore, "has_room", lambda self: room.free.is_set())
     monkeypatch.setattr(SqliteEventStore, "wait_for_room", lambda self: room.wait_for_room())
+    return room
+
+
+async def test_a_start_waits_for_the_stores_room_holding_nothing_of_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    room = _gated_room(monkeypatch)
     gated = Gated(None)
     async with SqliteEventStore(tmp_path / "s.db") as store:
         async with Runtime(store, functions=gated.functions(), ownership=OWNERSHIP) as rt:
@@ -58,9 +64,7 @@ async def test_a_start_waits_for_the_stores_room_holding_nothing_of_its_run(
 async def test_a_start_cancelled_while_it_waits_for_room_starts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    room = _Room()
-    monkeypatch.setattr(SqliteEventStore, "has_room", lambda self: room.free.is_set())
-    monkeypatch.setattr(SqliteEventStore, "wait_for_room", lambda self: room.wait_for_room())
+    room = _gated_room(monkeypatch)
     gated = Gated(None)
     async with SqliteEventStore(tmp_path / "s.db") as store:
         async with Runtime(store, functions=gated.functions(), ownership=OWNERSHIP) as rt:
