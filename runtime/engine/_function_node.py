@@ -296,17 +296,7 @@ class FunctionNodeActor(Actor):
         else:
             if self.stopped or self.abandoned or self.message is not message:
                 return
-            done = NodeDone(
-                node_id=message.node_id,
-                attempt=message.attempt,
-                branch=message.branch,
-                success=True,
-                outputs=outputs,
-            )
-            try:
-                self.executor.tell_nowait(done)  # no coroutine on every step's path
-            except MailboxFullError:
-                self.system.start_task(_tell_later, self.executor, done)
+            self._tell(message, outputs, None)
 
     def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
         """Arm the lane's timer for ``deadline`` (instead of the one armed, if any)."""
