@@ -203,16 +203,8 @@ class ActorRef:
         """Enqueue ``message`` without waiting; raise MailboxFullError if the mailbox is full."""
         if type(message) not in _MESSAGE_CLASSES and _not_a_message(message):
             raise NotAMessageError(self.name, message)
-        if self._now and not (self._running or self._stop_requested):
-            # _handled_now, inline: a message on every step's path is told this way, twice.
-            actor = self._actor
-            if actor is not None and actor.receive_now(message):
-                self._received += 1
-                self._processed += 1
-                if self._stop_requested and not self._running:  # stop_self: see _handled_now
-                    self._close()
-                    self._wake()
-                return
+        if self._now and self._handled_now(message):
+            return
         try:
             queued = self._put_nowait(message)
         except MailboxClosed:

@@ -113,10 +113,8 @@ class FanOutJoin(msgspec.Struct, gc=False):
         disown_values(log.state, done.outputs.values())
         if done.branch is not None and self.fan is not None:
             return self.write_outputs(log, done)
-        reducers, node_id, branch = self.reducers, done.node_id, done.branch
-        for key, value in done.outputs.items():  # write(), inline: on every step's path
-            op = reducers.get(key, "replace")
-            log.stage(MemoryWritten(key=key, value=value, op=op, node_id=node_id, branch=branch))
+        for key, value in done.outputs.items():
+            self.write(log, key, value, done.node_id, done.branch)
         return None
 
     def write(self, log: RunLog, key: str, value: Any, node_id: str, branch: str | None) -> None:

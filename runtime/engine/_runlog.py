@@ -358,11 +358,7 @@ class RunLog:
         self.pending = _NO_PENDING
         # Before the bodies are applied: the state then ends with the queued bodies.
         snapshot_seq, state_seq = self.snapshot_seq, self.state.last_seq
-        snapshot = (
-            None  # what _snapshot finds for most batches, without calling it
-            if state_seq - snapshot_seq < self.snapshot_every and not answer.at_rest
-            else self._snapshot(batch, queued, answer.at_rest)
-        )
+        snapshot = self._snapshot(batch, queued, answer.at_rest)
         undo = snapshot is not None
         answer.log, answer.batch, answer.expected = self, batch, self.last_seq
         answer.began = perf_counter()

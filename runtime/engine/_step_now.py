@@ -23,7 +23,7 @@ from ._end_now import end_now
 from ._ending import RunEnding
 from ._join import FanOutJoin
 from ._messages import CommitFailed, EndStaged, ExecuteNode, NodeDone, StartStaged
-from ._node_actors import MAIN_LANE, PLAIN_KINDS, NodeActors, NodeFactory
+from ._node_actors import NodeActors, NodeFactory
 from ._pause_points import PausePoints
 from ._runlog import RunLog
 from ._start_on_commit import StartOnCommit
@@ -108,21 +108,8 @@ class StepNow(NodeActors):
         its start is committed: at once in memory, from the store's answer durably, or
         through the executor's ``receive`` (``StartStaged``) when the store's queue is full
         or the claim is lost."""
-        # What starting(executor, node_id, None, 1, False) returns, made here: every step.
+        started, ref, message = self.starting(executor, node_id, None, 1, False)
         log = self.log
-        state = log.state
-        visit = state.visit_counts.get(node_id, 0) + 1
-        started = NodeStarted(node_id=node_id, visit=visit)
-        spec = self.specs[node_id]
-        keys = spec.input_keys
-        inputs = read_memory(state, keys, shared=False) if keys else dict(state.memory)
-        self.running[node_id] = _FIRST
-        ref = self.main
-        if ref is None or ref.stopped or spec.kind not in PLAIN_KINDS:
-            ref = self.actor_for(executor, spec, None)
-        else:  # the main lane, running (actor_for's answer, without its lookups)
-            self.by_node[node_id] = MAIN_LANE
-        message = ExecuteNode(node_id=node_id, attempt=1, visit=visit, branch=None, inputs=inputs)
         start = StartOnCommit(executor, ref, message)
         bodies = (started,)
         if log.submit(bodies, start):  # on a store (append_now is for a log without one)

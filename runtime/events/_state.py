@@ -173,8 +173,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             _judge_failed(s, "route", body.source, body.judge_error, seq)
         fan = s.fanout
         if fan is None:
-            if target not in s.pending:  # _due, inline on every step's path
-                s.pending.append(target)
+            _due(s, target)
         else:
             if body.target != fan.join:  # the join is due once the branches joined
                 _due(s, body.target)
