@@ -34,6 +34,7 @@ _PARTS = (
     ("_asyncio", "asyncio and anyio scheduling"),
     ("select.epoll", "asyncio and anyio scheduling"),
     ("heapq", "asyncio and anyio scheduling"),
+    ("_weakrefset", "asyncio and anyio scheduling"),  # asyncio's registry of tasks
     ("/actors/", "actors (mailboxes, references, hand-offs)"),
     ("/runtime/events/", "the fold (apply, state)"),
     ("_runlog", "run log and store front (batches, requests, answers)"),
@@ -49,6 +50,8 @@ _PARTS = (
     ("_node_factory", "a run's start and end (results, control)"),
     ("_run_logs", "a run's start and end (results, control)"),
     ("/runtime/observe/", "logs and metrics"),
+    ("/logging/", "logs and metrics"),
+    ("uuid", "a run's start and end (results, control)"),
     ("benchmarks", "the benchmark and its node code"),
     ("msgspec", "msgspec"),
     ("gc.collect", "(the round's explicit gc.collect: left out)"),
