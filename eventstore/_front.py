@@ -9,12 +9,12 @@ non-waiting ``submit``, the writer's statistics, and waking the followers of ``t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Generic, Literal, Protocol, TypeVar
 
 import anyio
 
-from ._errors import StoreClosedError
+from ._errors import ConcurrencyError, StoreClosedError
 from ._events import Event, EventBody
 from ._heads import HeadsFile
 from ._protocol import AppendResult, SnapshotAfter, StoreStatistics
@@ -269,10 +269,21 @@ class CommitCounters:
         self.commit_seconds = 0.0
         self.batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
 
-    def record(self, appends: int, events: int, conflicts: int, seconds: float) -> None:
-        """Count one committed transaction of ``appends`` appends (``events`` events
-        written, ``conflicts`` appends refused); a transaction without appends (ownership
-        requests alone) is not a group commit of appends and counts nothing."""
+    def record(self, batch: Iterable[object], seconds: float) -> None:
+        """Count one committed transaction of ``batch`` (its appends: the events they wrote
+        and those refused with ConcurrencyError; ownership requests count nothing), which
+        took ``seconds``. A transaction without appends (ownership requests alone) is not
+        a group commit of appends and counts nothing."""
+        appends = events = conflicts = 0
+        for request in batch:
+            if type(request) is not AppendRequest:
+                continue
+            appends += 1
+            error = request.error
+            if error is None:
+                events += len(request.bodies)
+            elif type(error) is ConcurrencyError:
+                conflicts += 1
         if not appends:
             return
         self.batches += 1

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from ._errors import ConcurrencyError, StoreClosedError, StoreError
+from ._errors import StoreClosedError, StoreError
 from ._front import CommitCounters
 from ._postgres_alive import spoke_unasked
 from ._postgres_batch import Retry, write_batch
@@ -198,7 +198,7 @@ class PostgresWriter:
                 if isinstance(exc, (psycopg.OperationalError, OSError)):
                     _lost(exc, len(batch))
                 await self._disconnect()  # reconnect for the next batch
-            self._record(batch, time.perf_counter() - started)
+            self._counters.record(batch, time.perf_counter() - started)
             self._on_commit()
             for request in batch:
                 release = request.release
@@ -210,15 +210,6 @@ class PostgresWriter:
             self._batch = []
             if any(request.error is None for request in batch):
                 await self._notify(any(self._submits(request) for request in batch))
-
-    def _record(self, batch: list[AppendRequest], seconds: float) -> None:
-        events = conflicts = 0
-        for request in batch:
-            if request.error is None:
-                events += len(request.bodies)
-            elif isinstance(request.error, ConcurrencyError):
-                conflicts += 1
-        self._counters.record(len(batch), events, conflicts, seconds)
 
     def _submits(self, request: AppendRequest) -> bool:
         """Whether ``request`` made its run runnable: a committed append that sets the

@@ -18,7 +18,7 @@ from queue import Empty, SimpleQueue
 from typing import cast
 
 from ._core import WriterCore
-from ._errors import ConcurrencyError, StoreClosedError, StoreError
+from ._errors import StoreClosedError, StoreError
 from ._front import CommitCounters
 from ._protocol import StoreStatistics
 from ._requests import AppendRequest
@@ -225,7 +225,7 @@ class ThreadWriter:
                     request.fail(error)
                 continue
             committed = True
-            self._record(batch, seconds)
+            self._counters.record(batch, seconds)
             for request in batch:
                 request.finish()
         if freed and self._space_waiters:
@@ -237,19 +237,6 @@ class ThreadWriter:
                 watcher(claims, since)
         if committed:
             self._on_commit()
-
-    def _record(self, batch: list[Request], seconds: float) -> None:
-        """Count a committed batch in the writer's statistics."""
-        appends = events = conflicts = 0
-        for request in batch:
-            if type(request) is not AppendRequest:
-                continue  # an ownership request (claim, renewal, release)
-            appends += 1
-            if request.error is None:
-                events += len(request.bodies)
-            elif type(request.error) is ConcurrencyError:
-                conflicts += 1
-        self._counters.record(appends, events, conflicts, seconds)
 
     def _finished(self) -> None:
         if not self._stopped.done():
