@@ -41,6 +41,7 @@ from ._heads import HeadsFile, HeadsFileContents, RecordedHead, read_heads_file
 from ._open import heads_path_beside, open_store
 from ._protocol import (
     AppendResult,
+    BackpressuringStore,
     DurabilityConfig,
     EventStore,
     Snapshot,
@@ -81,6 +82,7 @@ __all__ = [
     "PG_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "AppendResult",
+    "BackpressuringStore",
     "Claim",
     "ClaimingStore",
     "ConcurrencyError",

@@ -52,7 +52,7 @@ def _prepare(
 class PostgresEventStore:
     """An :class:`EventStore` in a PostgreSQL database (tables in one schema, ``magistrate``
     by default), shared by any number of processes and machines; also a
-    :class:`ClaimingStore` and a :class:`NotifyingStore`.
+    :class:`ClaimingStore`, a :class:`NotifyingStore` and a :class:`BackpressuringStore`.
 
     ``url`` is a libpq connection string or ``postgresql://`` URL. Appends from every task
     of this store go through one writer task that group-commits them on its own connection;
@@ -246,6 +246,17 @@ class PostgresEventStore:
     ) -> bool:
         """Hand a batch to the writer without waiting (see :meth:`SqliteEventStore.submit`)."""
         return self._front.submit(run_id, events, expected_seq, snapshot, on_done)
+
+    def has_room(self) -> bool:
+        """Whether :meth:`wait_for_room` would return at once (see
+        :meth:`SqliteEventStore.has_room`). Raises StoreClosedError unless the store is open."""
+        return self._front.open_writer("append").has_room()
+
+    async def wait_for_room(self) -> None:
+        """Return once the writer would queue a new run's first append at once (it holds no
+        claim for one: see :meth:`submit_claim`), as :meth:`SqliteEventStore.wait_for_room`
+        does. Raises StoreClosedError unless the store is open."""
+        await self._front.open_writer("append").wait_for_room()
 
     def statistics(self) -> StoreStatistics:
         """Counters of the writer since open."""

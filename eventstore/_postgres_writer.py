@@ -144,6 +144,20 @@ class PostgresWriter:
     async def wait_for_space(self) -> None:
         await self._space.wait()
 
+    def has_room(self) -> bool:
+        """Whether :meth:`wait_for_room` would return at once: a new run's first append
+        would be queued now (or the writer is closing)."""
+        return self._closing or len(self._queue) < self._capacity
+
+    async def wait_for_room(self) -> None:
+        """Return once a new run's first append would be queued (at once if so now, or
+        once the writer closes)."""
+        while not self.has_room():
+            # The queue is full: the next batch the writer takes off it (or its close)
+            # sets the event. Left set from an earlier batch, it would not wait at all.
+            self._space.clear()
+            await self.wait_for_space()
+
     async def close(self) -> None:
         """Commit what is queued, then stop and close the connection."""
         self._closing = True

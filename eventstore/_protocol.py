@@ -15,6 +15,7 @@ from ._runquery import RunInfo, RunPage, RunQuery
 
 __all__ = [
     "AppendResult",
+    "BackpressuringStore",
     "DurabilityConfig",
     "EventStore",
     "Snapshot",
@@ -146,8 +147,9 @@ class EventStore(Protocol):
     See :class:`eventstore.SqliteEventStore` for each method's full semantics; every
     implementation must pass ``tests/eventstore/test_store.py``. What a store may do
     besides is declared by further protocols, which a caller checks with ``isinstance``:
-    :class:`eventstore.ClaimingStore` (run ownership) and
-    :class:`eventstore.NotifyingStore` (announcing runnable runs).
+    :class:`eventstore.ClaimingStore` (run ownership),
+    :class:`eventstore.NotifyingStore` (announcing runnable runs) and
+    :class:`eventstore.BackpressuringStore` (room for a new run, waited for before it).
     """
 
     @property
@@ -221,3 +223,26 @@ class EventStore(Protocol):
     async def load_snapshot(self, run_id: str) -> Snapshot | None: ...
 
     async def delete_snapshots(self, run_id: str | None = None) -> int: ...
+
+
+@runtime_checkable
+class BackpressuringStore(Protocol):
+    """A store whose writer's room for a new run can be waited for before the run is made
+    (both built-in stores).
+
+    The writer has room when it would take a new run's first append, and a claim held for
+    it, at once. ``Runtime.start`` waits for room before it makes anything of the run (no
+    run, no executor), so starts beyond what the writer takes hold a coroutine each, not a
+    run. A store without these methods never makes a start wait (its first append may
+    still wait for the writer, in the run's executor).
+    """
+
+    def has_room(self) -> bool:
+        """Whether :meth:`wait_for_room` would return at once: a caller about to start a
+        run awaits it only when not. Raises StoreClosedError unless the store is open."""
+        ...
+
+    async def wait_for_room(self) -> None:
+        """Return once the writer has room (at once if it has now, or once it closes).
+        Raises StoreClosedError unless the store is open."""
+        ...

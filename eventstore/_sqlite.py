@@ -37,7 +37,8 @@ _ALL_RUNS = RunQuery()
 
 
 class SqliteEventStore:
-    """An :class:`EventStore` in one SQLite file (WAL mode); also a :class:`ClaimingStore`.
+    """An :class:`EventStore` in one SQLite file (WAL mode); also a :class:`ClaimingStore`
+    and a :class:`BackpressuringStore`.
 
     Use ``async with SqliteEventStore(path) as store:`` or :meth:`open` / :meth:`close` (from
     any tasks). Appends from every task go through one writer thread that group-commits

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from eventstore import Event, EventStore
+from eventstore import BackpressuringStore, Event, EventStore
 
 from ._errors import RunNotFoundError, RunStateError
 from ._result import FINAL
@@ -37,6 +37,11 @@ class RunLogs:
         snapshot_read: Callable[[SnapshotOutcome], None] | None = None,
     ) -> None:
         self.store = store
+        #: The store, if a new run waits for its writer's room before it is made (checked
+        #: once here, not at every start); else None.
+        self.room: BackpressuringStore | None = (
+            store if isinstance(store, BackpressuringStore) else None
+        )
         # Tuples, which a log keeps as they are (``tuple`` of a tuple is itself): every log
         # shares them instead of holding a copy each.
         self.hooks = tuple(hooks)

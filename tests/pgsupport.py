@@ -9,14 +9,26 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 
 import anyio
 import psycopg
 import pytest
 from psycopg import sql
 
-__all__ = ["PG_URL", "drop_schemas", "fresh_prefix", "pg_url", "wait_until"]
+from eventstore import AppendResult, PostgresEventStore
+from runtime.events import RunStarted
+
+__all__ = [
+    "PG_URL",
+    "Answers",
+    "drop_schemas",
+    "fresh_prefix",
+    "full_writer",
+    "pg_url",
+    "wait_until",
+]
 
 PG_URL = os.environ.get("MAGISTRATE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -68,3 +80,40 @@ async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float) -> No
             if await check():
                 return
             await anyio.sleep(0.05)
+
+
+#: The answers of a store's appends, in the order given.
+Answers = list[tuple[AppendResult | None, BaseException | None]]
+
+
+@asynccontextmanager
+async def full_writer(store: PostgresEventStore) -> AsyncIterator[Answers]:
+    """An open PostgreSQL store's writer without room until the block ends: another
+    connection holds the lock of the store's meta row (every append transaction updates
+    it), one append waits for it in the writer's commit, and new runs' first appends
+    (runs ``filler-N``) fill the writer's queue while the store has room. Yields the
+    appends' answers, given as the writer commits them once the block has ended."""
+    answers: Answers = []
+
+    def answered(result: AppendResult | None, error: BaseException | None) -> None:
+        answers.append((result, error))
+
+    def submit(run_id: str) -> bool:
+        started = [RunStarted(graph={}, graph_hash="gh", entry="a")]
+        return store.submit(run_id, started, expected_seq=0, on_done=answered)
+
+    async def taken() -> bool:
+        return store.statistics().queued == 0
+
+    locked = sql.SQL("SELECT 1 FROM {}.meta FOR UPDATE").format(sql.Identifier(store.schema))
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn, conn.transaction():
+        await conn.execute(locked)
+        assert submit("filler-0")
+        await wait_until(taken, 10)  # in the writer's transaction, which waits for the lock
+        for index in range(1, 10_000):
+            if not store.has_room():
+                break
+            assert submit(f"filler-{index}")
+        else:
+            raise AssertionError("the writer took 10,000 first appends while stalled")
+        yield answers

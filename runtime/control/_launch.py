@@ -92,13 +92,12 @@ async def start_run(
 ) -> RunHandle:
     """Start a new run of a checked ``graph`` (``Runtime.start``): wait for the store's
     room first, claim it, launch it; return its handle once its start is committed."""
-    store: Any = control.logs.store  # a store with room to wait for, or not
-    has_room = getattr(store, "has_room", None)
-    if has_room is not None and not has_room():
+    room = control.logs.room  # the store, if it has room to wait for
+    if room is not None and not room.has_room():
         # Backpressure before anything of the run is made: a start waiting for the writer
         # holds its caller's coroutine and one future, not a run and its executor's task.
         # Awaited only when the writer is full (no coroutines a start otherwise).
-        await store.wait_for_room()
+        await room.wait_for_room()
         if run_id is not None and control.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
     ownership = control.ownership
