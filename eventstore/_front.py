@@ -10,7 +10,7 @@ non-waiting ``submit``, the writer's statistics, and waking the followers of ``t
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import anyio
 
@@ -18,7 +18,7 @@ from ._errors import ConcurrencyError, StoreClosedError
 from ._events import Event, EventBody
 from ._heads import HeadsFile
 from ._protocol import AppendResult, SnapshotAfter, StoreStatistics
-from ._requests import AppendRequest
+from ._requests import AppendRequest, Pending
 from ._snapshot_event import SnapshotTaken, snapshot_digest
 
 __all__ = ["CommitCounters", "Prepare", "State", "StoreFront", "Writer"]
@@ -269,7 +269,7 @@ class CommitCounters:
         self.commit_seconds = 0.0
         self.batch_sizes = [0] * (len(StoreStatistics.BATCH_SIZE_BOUNDS) + 1)
 
-    def record(self, batch: Iterable[object], seconds: float) -> None:
+    def record(self, batch: Iterable[Pending[Any]], seconds: float) -> None:
         """Count one committed transaction of ``batch`` (its appends: the events they wrote
         and those refused with ConcurrencyError; ownership requests count nothing), which
         took ``seconds``. A transaction without appends (ownership requests alone) is not
