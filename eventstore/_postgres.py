@@ -23,6 +23,7 @@ from ._postgres_ownership import PostgresOwnership
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
 from ._postgres_schema import check_text, ensure_schema, valid_schema_name
 from ._postgres_snapshots import PostgresSnapshots
+from ._postgres_url import address, connect_failure
 from ._postgres_writer import Connection, PostgresWriter
 from ._protocol import AppendResult, Snapshot, SnapshotAfter, StoreStatistics, VerifyReport
 from ._requests import AppendRequest, prepare
@@ -109,25 +110,7 @@ class PostgresEventStore:
     @property
     def where(self) -> str:
         """The database and schema, for messages (no password)."""
-        try:
-            info = psycopg.conninfo.conninfo_to_dict(self.url)
-        except psycopg.ProgrammingError:
-            return f"PostgreSQL schema {self.schema}"
-        host = info.get("host", "localhost")
-        return f"postgresql://{host}:{info.get('port', 5432)}/{info.get('dbname', '')} " + (
-            f"schema {self.schema}"
-        )
-
-    def _connect_failure(self, error: psycopg.Error) -> str:
-        """libpq's reason for a failed connection as one line, without the URL's password."""
-        reason = " ".join(str(error).split())
-        try:
-            password = psycopg.conninfo.conninfo_to_dict(self.url).get("password")
-        except psycopg.ProgrammingError:
-            password = None
-        if password:
-            reason = reason.replace(str(password), "***")
-        return reason
+        return address(self.url, self.schema)
 
     def _is_open(self) -> bool:
         return self._front.state == "open"
@@ -138,7 +121,7 @@ class PostgresEventStore:
         try:
             conn: Connection = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         except psycopg.Error as exc:
-            raise StoreUnreachableError(self.where, self._connect_failure(exc)) from exc
+            raise StoreUnreachableError(self.where, connect_failure(self.url, exc)) from exc
         await conn.execute(f"SET search_path TO {self.schema}")
         return conn
 
