@@ -20,8 +20,8 @@ import argparse
 import asyncio
 import sys
 import threading
-from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Coroutine
 from types import FrameType
 from typing import Any
 
@@ -32,7 +32,7 @@ __all__ = ["main", "opcodes_per_step"]
 
 #: (thread, file, first line, function) -> opcode events.
 Counts = Counter[tuple[str, str, int, str]]
-Side = Callable[[int, int, bool, bool], Awaitable[Round]]
+Side = Callable[[int, int, bool, bool], Coroutine[Any, Any, Round]]
 
 _BASE_RUNS = 5
 
@@ -59,7 +59,7 @@ def _count(side: Side, runs: int) -> Counts:
         asyncio.run(side(10, runs, False, True))
     finally:
         sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
     return counts
 
 
@@ -87,7 +87,7 @@ def main() -> None:
     sides = {"ours": ours_round, "floor": floor_round}
     measured = {name: opcodes_per_step(side, args.runs) for name, side in sides.items()}
     for thread in ("loop", "writer"):
-        parts: dict[str, Counter[str]] = {name: Counter() for name in sides}
+        parts: dict[str, defaultdict[str, float]] = {name: defaultdict(float) for name in sides}
         for name, counts in measured.items():
             for (where, filename, _, function), value in counts.items():
                 if where == thread:
