@@ -15,9 +15,13 @@ loops run beside the runs, each on its own schedule:
   may be another's by now, so its run's executor is stopped and the claim given up
   before anything is renewed or claimed; the run is then claimed again like any other.
   An executor appends only while its run's claim is confirmed (:meth:`RunOwnership.holds`);
-- control, every ``control_interval``: a live run whose log has events this runtime did
+- control, within ``control_interval``: a live run whose log has events this runtime did
   not append (a cancel, pause or input from another process) is stopped and continued
-  from its log, which then says what to do;
+  from its log, which then says what to do. A run that hands the store a batch meets
+  them there (the batch's expected seq no longer holds: ConcurrencyError), so only the
+  quiet runs are read: every half interval, those that handed nothing over since the
+  last look and were not read at it (:func:`quiet_runs`). A busy process does not read
+  the heads of all its live runs four times a second;
 - recovery (``recover=True``), at start, every ``recover_interval``, and whenever the
   store announces a runnable run (PostgreSQL's NOTIFY): runs that are running with no
   live lease (a crashed owner's, or submitted for any worker) are claimed with the
@@ -49,6 +53,7 @@ from eventstore import (
 )
 
 from .._config import OwnershipConfig, RecoveryConfig
+from ._quiet import quiet_runs
 
 __all__ = ["Ownership", "RunOwnership", "default_worker_id", "listed_ownership", "new_run_id"]
 
@@ -359,18 +364,23 @@ class RunOwnership:
         heads: Callable[[], dict[str, int]],
         on_foreign: Callable[[str], Awaitable[None]],
     ) -> None:
-        """Every ``control_interval``, compare each live run's head in the store with what
-        this runtime appended (``heads()``: run_id -> last seq submitted here); call
-        ``on_foreign`` for a run another process appended to."""
+        """Within ``control_interval``, compare each quiet live run's head in the store with
+        what this runtime appended (``heads()``: run_id -> last seq submitted here); call
+        ``on_foreign`` for a run another process appended to. Looks every half interval
+        and reads the runs :func:`quiet_runs` picks; the others meet a foreign event at
+        the store's seq check of the batch they handed over."""
+        marks: dict[str, int | None] = {}
         while True:
-            await anyio.sleep(self.control_interval)
-            live = list(heads())
+            await anyio.sleep(self.control_interval / 2)
+            looked = heads()
+            live, marks = quiet_runs(marks, looked)
             if not live:
                 continue
             try:
                 stored = await self.store.heads(live)
             except StoreError as exc:
                 _log.warning("reading the heads of %d runs failed: %s", len(live), exc)
+                marks.update((run_id, looked[run_id]) for run_id in live)  # not read: next look
                 continue
             now = heads()
             for run_id, head in stored.items():
