@@ -19,13 +19,9 @@ def quiet_runs(
     expected seq is behind the store's: ConcurrencyError, taken in or settled). A run new
     since the last look is marked, not read (read at the next look if it stays quiet).
     """
-    to_read: list[str] = []
-    next_marks: dict[str, int | None] = {}
-    for run_id, seq in heads.items():
-        mark = marks.get(run_id, -1)  # -1: new, never a seq
-        if mark == seq:  # quiet since the last look, and not read at it
-            to_read.append(run_id)
-            next_marks[run_id] = None
-        else:  # read at the last look, or handed a batch over since (or new)
-            next_marks[run_id] = seq
+    # -1: a run new since the last look (never a seq); None: read at it.
+    to_read = [run_id for run_id, seq in heads.items() if marks.get(run_id, -1) == seq]
+    next_marks: dict[str, int | None] = dict(heads)
+    for run_id in to_read:
+        next_marks[run_id] = None
     return to_read, next_marks
