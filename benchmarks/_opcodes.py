@@ -82,7 +82,7 @@ def _short(filename: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=20, help="runs between the two rounds")
-    parser.add_argument("--top", type=int, default=15, help="functions listed per thread")
+    parser.add_argument("--top", type=int, default=15, help="functions listed per thread and side")
     args = parser.parse_args()
     sides = {"ours": ours_round, "floor": floor_round}
     measured = {name: opcodes_per_step(side, args.runs) for name, side in sides.items()}
@@ -104,12 +104,13 @@ def main() -> None:
             ours, floor = parts["ours"][part], parts["floor"][part]
             if abs(ours) >= 0.5 or abs(floor) >= 0.5:
                 print(f"  {ours:7.0f} {floor:7.0f}  {part}")
-        print(f"  ours, heaviest functions on the {thread} thread:")
-        heaviest = sorted(
-            ((v, k) for k, v in measured["ours"].items() if k[0] == thread), reverse=True
-        )
-        for value, (_, filename, line, function) in heaviest[: args.top]:
-            print(f"  {value:7.1f}  {_short(filename)}:{line} {function}")
+        for name in sides:
+            print(f"  {name}, heaviest functions on the {thread} thread:")
+            heaviest = sorted(
+                ((v, k) for k, v in measured[name].items() if k[0] == thread), reverse=True
+            )
+            for value, (_, filename, line, function) in heaviest[: args.top]:
+                print(f"  {value:7.1f}  {_short(filename)}:{line} {function}")
 
 
 if __name__ == "__main__":
