@@ -362,21 +362,8 @@ class FunctionNodeActor(Actor):
         error: BaseException | None,
     ) -> NodeDone:
         if error is not None:
-            return NodeDone(
-                node_id=message.node_id,
-                attempt=message.attempt,
-                branch=message.branch,
-                success=False,
-                error=str(error) or type(error).__name__,
-                error_type=type(error).__name__,
-            )
-        return NodeDone(
-            node_id=message.node_id,
-            attempt=message.attempt,
-            branch=message.branch,
-            success=True,
-            outputs=outputs or {},
-        )
+            return message.failed(str(error) or type(error).__name__, type(error).__name__)
+        return message.succeeded(outputs or {})
 
     def _tell(
         self, message: ExecuteNode, outputs: dict[str, Any] | None, error: BaseException | None

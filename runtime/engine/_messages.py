@@ -45,6 +45,32 @@ class ExecuteNode(Message, frozen=True, kw_only=True, gc=False, tag="executor.ex
     branch: str | None = None
     inputs: dict[str, Any] = {}
 
+    def succeeded(self, outputs: dict[str, Any]) -> NodeDone:
+        """This attempt's answer to the executor: it succeeded with ``outputs``."""
+        return NodeDone(
+            node_id=self.node_id,
+            attempt=self.attempt,
+            branch=self.branch,
+            success=True,
+            outputs=outputs,
+        )
+
+    def failed(
+        self, error: str, error_type: str, *, retryable: bool = True, needs_input: bool = False
+    ) -> NodeDone:
+        """This attempt's answer to the executor: it failed (``retryable``: the executor may
+        run it again; ``needs_input``: it stopped to wait for user input)."""
+        return NodeDone(
+            node_id=self.node_id,
+            attempt=self.attempt,
+            branch=self.branch,
+            success=False,
+            error=error,
+            error_type=error_type,
+            retryable=retryable,
+            needs_input=needs_input,
+        )
+
 
 class NodeDone(Message, frozen=True, kw_only=True, gc=False, tag="executor.node_done"):
     """Node -> executor: one attempt finished.

@@ -73,15 +73,7 @@ __all__ = ["TurnLoop", "node_failure"]
 
 def node_failure(message: ExecuteNode, error: str, error_type: str) -> NodeDone:
     """A failed attempt that the executor does not retry (retry is the judge's job)."""
-    return NodeDone(
-        node_id=message.node_id,
-        attempt=message.attempt,
-        branch=message.branch,
-        success=False,
-        error=error,
-        error_type=error_type,
-        retryable=False,
-    )
+    return message.failed(error, error_type, retryable=False)
 
 
 class TurnLoop:
@@ -434,26 +426,11 @@ class TurnLoop:
         )
 
     def _done(self, action: str, feedback: str) -> NodeDone:
-        message = self.message
         if action == "accept":
-            return NodeDone(
-                node_id=message.node_id,
-                attempt=message.attempt,
-                branch=message.branch,
-                success=True,
-                outputs=dict(self.accumulator),
-            )
-        return node_failure(message, feedback or "the judge escalated", "Escalated")
+            return self.message.succeeded(dict(self.accumulator))
+        return node_failure(self.message, feedback or "the judge escalated", "Escalated")
 
     def _needs_input(self) -> NodeDone:
-        message = self.message
-        return NodeDone(
-            node_id=message.node_id,
-            attempt=message.attempt,
-            branch=message.branch,
-            success=False,
-            error="waiting for user input",
-            error_type="NeedsInput",
-            retryable=False,
-            needs_input=True,
+        return self.message.failed(
+            "waiting for user input", "NeedsInput", retryable=False, needs_input=True
         )

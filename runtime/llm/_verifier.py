@@ -121,13 +121,7 @@ class VerifierNodeActor(Actor):
                 error=f"verification failed: {result.reasoning}",
                 error_type="VerificationFailed",
             )
-        return NodeDone(
-            node_id=message.node_id,
-            attempt=message.attempt,
-            branch=message.branch,
-            success=True,
-            outputs={key: msgspec.to_builtins(result), passed_key: result.passed},
-        )
+        return message.succeeded({key: msgspec.to_builtins(result), passed_key: result.passed})
 
     def _recorded(self, message: ExecuteNode) -> VerificationRecorded | None:
         """This attempt's result if it is recorded already (only llm_judge looks).
@@ -227,16 +221,8 @@ class VerifierNodeActor(Actor):
     def _done(
         self, message: ExecuteNode, *, error: str, error_type: str, retryable: bool = True
     ) -> NodeDone:
-        return NodeDone(
-            node_id=message.node_id,
-            attempt=message.attempt,
-            branch=message.branch,
-            success=False,
-            error=error,
-            error_type=error_type,
-            # A check that could not run (a bad expression) fails the same way again.
-            retryable=retryable,
-        )
+        # A check that could not run (a bad expression) fails the same way again.
+        return message.failed(error, error_type, retryable=retryable)
 
 
 # ------------------------------------------------------------------ the evaluator
