@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from actors import Message
 
 from ..events._catalogue import NodeStarted
@@ -93,14 +95,14 @@ class NodeDone(Message, frozen=True, kw_only=True, gc=False, tag="executor.node_
 
     def failed(self, error: str, error_type: str) -> NodeDone:
         """This attempt failed for good, as the executor found (no outputs, no retry)."""
-        return NodeDone(
-            node_id=self.node_id,
-            attempt=self.attempt,
-            branch=self.branch,
+        return msgspec.structs.replace(
+            self,
             success=False,
+            outputs={},
             error=error,
             error_type=error_type,
             retryable=False,
+            needs_input=False,
         )
 
 
