@@ -277,20 +277,22 @@ class Runtime:
     async def _resume_here(
         self, run_id: str, input: Mapping[str, Any] | None, gated: bool
     ) -> RunHandle:
-        if self._running.live.running_here(run_id):
-            raise RunStateError(run_id, "running", "it is already running in this runtime")
-        check_input(input)
-        await self._running.ready_to_resume(run_id)  # an abandoned attempt here ends first
-        ownership = self._running.ownership
-        if ownership is None:
-            return await self._resume(run_id, input, gated=gated)
-        if run_id not in ownership.claims:  # a fork's is taken with its copy
-            await claim_to_resume(ownership, self._running.logs, run_id)  # or draining there
-        try:
-            return await self._resume(run_id, input, gated=gated)
-        except BaseException:  # nothing runs here: the claim is given up
-            await ownership.release(run_id)
-            raise
+        control = self._running
+        async with control.actions.acting_on(run_id):  # after an approval or resume under way
+            if control.live.running_here(run_id):
+                raise RunStateError(run_id, "running", "it is already running in this runtime")
+            check_input(input)
+            await control.ready_to_resume(run_id)  # an abandoned attempt here ends first
+            ownership = control.ownership
+            if ownership is None:
+                return await self._resume(run_id, input, gated=gated)
+            if run_id not in ownership.claims:  # a fork's is taken with its copy
+                await claim_to_resume(ownership, control.logs, run_id)  # or draining there
+            try:
+                return await self._resume(run_id, input, gated=gated)
+            except BaseException:  # nothing runs here: the claim is given up
+                await ownership.release(run_id)
+                raise
 
     async def _continue(self, run_id: str, outcome: RunOutcome | None) -> RunHandle:
         """Continue a run held here from its log (recovery, or another process appended)."""

@@ -95,7 +95,15 @@ async def decide_gate(
     """Record a gate's decision with ``record``, then continue the run here (``resume``)
     if it goes on and this runtime can execute its graph, claimed before the append so no
     worker takes it meanwhile. None: the decision ended the run, or it is left to its
-    owner or a worker."""
+    owner or a worker. One action on the run at a time here: a second decision, or a
+    resume, waits for this one and then finds the run as it left it."""
+    async with control.actions.acting_on(run_id):  # after a resume or decision under way
+        return await _decide(control, nodes, run_id, record, resume)
+
+
+async def _decide(
+    control: RunControl, nodes: NodeFactory, run_id: str, record: Record, resume: Resume
+) -> RunHandle | None:
     try:
         state, graph, _snapshot = await control.logs.read_resumable(run_id)
     except RunStateError as exc:  # a finished run

@@ -33,6 +33,7 @@ from ._live_runs import LiveRuns
 from ._owned_outcome import OwnedOutcome
 from ._ownership import RunOwnership
 from ._run_hooks import RunHooks
+from ._run_locks import RunLocks
 from ._unrunnable import Unrunnable
 
 __all__ = ["CLOSED", "RunControl"]
@@ -86,6 +87,8 @@ class RunControl:
         self.starting: dict[str, Waiter] = {}
         #: Appends a control event to a run not live here (a cancel, pause or input).
         self.control_elsewhere = ControlElsewhere(logs, live, owned=ownership is not None)
+        #: One resume, approval or rejection of a run at a time here (_run_locks.py).
+        self.actions = RunLocks()
 
     @property
     def worker(self) -> bool:

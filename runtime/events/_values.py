@@ -89,12 +89,15 @@ def check_memory_value(key: str, value: Any) -> None:
 def check_run_id(run_id: str | None) -> None:
     """Refuse a run id that a front could not name: empty, over 200 characters, holding a
     ``/`` (a path separator in URLs and the HTTP API's routes), a control character (NUL
-    included) or a lone surrogate. Raises ValueError naming the problem; None passes (a
-    fresh id is made)."""
+    included) or a lone surrogate, or made of dots only (``.`` and ``..`` are path steps
+    that HTTP clients and browsers resolve away). Raises ValueError naming the problem;
+    None passes (a fresh id is made)."""
     if run_id is None:
         return
     if not run_id or len(run_id) > 200:
         raise ValueError(f"a run id has 1 to 200 characters, got {len(run_id)}")
+    if not run_id.strip("."):
+        raise ValueError(f"a run id may not be dots only (a URL path step): {run_id!r}")
     bad = next((ch for ch in run_id if ch == "/" or ord(ch) < 32 or ord(ch) == 127), None)
     if bad is not None:
         raise ValueError(f"a run id may not hold {bad!r}: {run_id!r}")

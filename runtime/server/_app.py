@@ -45,6 +45,7 @@ from .. import (
     Runtime,
     SpecError,
 )
+from ..events._values import check_run_id
 from ..reads import RunReader
 from ..spec import graph_hash, graph_to_dict
 from ._guard import Guard
@@ -225,6 +226,10 @@ class _Api:
 
     async def start_run(self, request: Request) -> Response:
         body = await read_body(request, StartRequest)
+        try:
+            check_run_id(body.run_id)  # the library's rule, beyond the schema's characters
+        except ValueError as exc:
+            raise HttpError(422, "invalid_body", str(exc)) from None
         graph = self.graphs.get(body.graph)
         if graph is None:
             known = ", ".join(sorted(self.graphs)) or "none"
@@ -391,9 +396,13 @@ def create_app(
             found = holder["api"] = _Api(runtime, runtime.store, named, scraped)
         return found
 
-    def route(name: str) -> Handler:
+    def route(name: str, post: str | None = None) -> Handler:
+        """The handler ``name`` (``post`` for a POST to the same path: one route, so a 405
+        there lists every method the path takes)."""
+
         async def call(request: Request) -> Response:
-            return await getattr(api(), name)(request)  # type: ignore[no-any-return]
+            chosen = post if post is not None and request.method == "POST" else name
+            return await getattr(api(), chosen)(request)  # type: ignore[no-any-return]
 
         return call
 
@@ -404,8 +413,7 @@ def create_app(
         Route("/openapi.json", route("openapi_json"), methods=["GET"]),
         Route("/metrics", route("metrics"), methods=["GET"]),
         Route("/api/graphs", route("list_graphs"), methods=["GET"]),
-        Route("/api/runs", route("list_runs"), methods=["GET"]),
-        Route("/api/runs", route("start_run"), methods=["POST"]),
+        Route("/api/runs", route("list_runs", post="start_run"), methods=["GET", "POST"]),
         Route("/api/stream", route("stream_runs"), methods=["GET"]),
         Route("/api/runs/{run_id}", route("get_run"), methods=["GET"]),
         Route("/api/runs/{run_id}/events", route("list_events"), methods=["GET"]),

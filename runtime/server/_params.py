@@ -87,9 +87,18 @@ def csv(request: Request, name: str) -> list[str]:
 
 
 async def read_body(request: Request, kind: type[B]) -> B:
-    data = await request.body()
-    if len(data) > MAX_BODY:
-        raise HttpError(413, "body_too_large", f"request bodies are limited to {MAX_BODY} bytes")
+    # Refused before it is held: by its declared length, else once the bytes read pass it.
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise _too_large()
+        chunks.append(chunk)
+    data = b"".join(chunks)
     if not data.strip():
         data = b"{}"
     try:
@@ -99,6 +108,10 @@ async def read_body(request: Request, kind: type[B]) -> B:
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         # Invalid UTF-8 in a string and nesting past msgspec's depth are malformed JSON too.
         raise HttpError(400, "invalid_json", f"request body is not JSON: {exc}") from None
+
+
+def _too_large() -> HttpError:
+    return HttpError(413, "body_too_large", f"request bodies are limited to {MAX_BODY} bytes")
 
 
 def path_run_id(request: Request) -> str:

@@ -26,7 +26,9 @@ __all__ = [
     "VerifyView",
 ]
 
-_RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")]
+# \Z, not $ (which also matches before a final newline); ids of dots only are refused by
+# check_run_id, which start_run calls.
+_RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+\Z")]
 
 
 class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
