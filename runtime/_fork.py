@@ -55,9 +55,10 @@ async def copy_prefix(
         )
     prefix = events[:at_seq]
     if logs.store is not None:
-        # The copy is re-chained under the new id: a prefix that does not verify would
-        # come out of the fork with a chain that does. CorruptLogError refuses it.
-        prefix = await logs.store.read_all(run_id, to_seq=at_seq, verify=True)
+        # The copy is re-chained under the new id: a prefix that does not verify (its chain,
+        # or the heads recorded in it) would come out of the fork with a chain that does.
+        # CorruptLogError refuses it.
+        prefix = await logs.read_verified(run_id, to_seq=at_seq)
     for event in prefix:
         if isinstance(event.body, RunFinished):
             raise RunStateError(

@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from eventstore import BackpressuringStore, Event, EventStore
+from eventstore import BackpressuringStore, CorruptLogError, Event, EventStore, StoreError
 
 from ._errors import RunNotFoundError, RunStateError
 from ._result import FINAL
 from .engine._runlog import CommitHook, CommitObserver, RunLog
 from .events._snapshots import SnapshotOutcome, SnapshotRead, load_state
 from .events._state import RunState, fold
+from .reads._heads import HeadsCache
 from .spec._load import graph_from_dict
 from .spec._model import GraphSpec, graph_hash
 
@@ -48,6 +49,8 @@ class RunLogs:
         self.observers = tuple(observers)
         self._snapshot_read = snapshot_read
         self._memory: dict[str, RunLog] = {}
+        #: The heads the store's heads file recorded (none without one): see read_verified.
+        self.heads = HeadsCache(None if store is None else store.heads_file)
 
     def create(self, run_id: str, *, observers: Sequence[CommitObserver] = ()) -> RunLog:
         """A new, empty log for ``run_id``, whose commits also go to ``observers``.
@@ -93,6 +96,21 @@ class RunLogs:
         if log is None:
             return []
         return log.events(to_seq=to_seq)[from_seq - 1 :]
+
+    async def read_verified(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
+        """The run's events through ``to_seq`` from the store, their hash chain checked as
+        they are read and against the heads its heads file recorded for them (as ``verify``
+        does): CorruptLogError names the first bad seq and why, so a log rechained or cut
+        after a head was recorded is refused although its own chain checks out."""
+        assert self.store is not None
+        events = await self.store.read_all(run_id, to_seq=to_seq, verify=True)
+        try:
+            missing = await self.heads.check(self.store, run_id, events, upto=to_seq)
+        except OSError as exc:
+            raise StoreError(f"cannot read the heads file: {exc}") from exc
+        if missing is not None and events:
+            raise CorruptLogError(run_id, *missing)
+        return events
 
     async def read_state(
         self, run_id: str, *, to_seq: int | None = None

@@ -351,7 +351,8 @@ class Runtime:
         run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
         outside the log, at or after the run's ``run.finished`` event, or between a node's
         ``node.completed`` and its ``edge.taken``, CorruptLogError when the hash chain of
-        seqs 1..``at_seq`` is broken (a fork never launders an edit), and SpecErrors,
+        seqs 1..``at_seq`` is broken or no longer holds a head the store's heads file
+        recorded in them (a fork never launders an edit), and SpecErrors,
         writing nothing, for a graph this runtime cannot run.
         """
         control = self._running

@@ -3,18 +3,32 @@
 A recorded head (run id, seq, chain hash) must still be in the log: the run's event at
 that seq holds that hash. A chain hash covers every event before it, so a log edited and
 rechained consistently up to the head, or cut before it, fails here though its own chain
-checks out. See :mod:`eventstore._heads` for the heads file the store keeps.
+checks out. Every head recorded for a run is checked, not only the newest: a log rewritten
+and then extended by a later commit chains up to a new head recorded after the rewrite,
+while the heads recorded before it no longer match. See :mod:`eventstore._heads` for the
+heads file the store keeps.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 
 import anyio
 
-from eventstore import EventStore, HeadsFile, HeadsFileContents, RecordedHead, read_heads_file
+from eventstore import (
+    Event,
+    EventStore,
+    HeadsFile,
+    HeadsFileContents,
+    RecordedHead,
+    read_heads_file,
+)
 
-__all__ = ["HeadsCache", "check_head"]
+__all__ = ["HeadsCache", "check_head", "check_heads", "heads_missing"]
+
+#: Why a recorded head fails (the words ``magistrate verify`` prints).
+_DIFFERS = "hash at the kept head's seq differs"
 
 
 async def check_head(store: EventStore, run_id: str, seq: int, hash: str) -> str | None:
@@ -27,26 +41,79 @@ async def check_head(store: EventStore, run_id: str, seq: int, hash: str) -> str
             return "run missing from the store"
         return f"log lost its tail: the kept head is seq {seq}, the log ends before it"
     if found.hash != hash:
-        return "hash at the kept head's seq differs"
+        return _DIFFERS
     return None
+
+
+def heads_missing(events: Iterable[Event], heads: Sequence[RecordedHead]) -> tuple[int, str] | None:
+    """The first of a run's recorded ``heads`` that its ``events`` (in seq order, from some
+    seq at or before the lowest head's on) do not hold, as (seq, why), or None."""
+    if not heads:
+        return None
+    recorded: dict[int, str] = {}
+    for head in sorted(heads, key=lambda head: head.seq):
+        if recorded.setdefault(head.seq, head.hash) != head.hash:
+            return head.seq, "two different hashes were recorded at this seq (a rewritten log)"
+    last = 0
+    for event in events:
+        last = event.seq
+        hash = recorded.get(last)
+        if hash is not None and event.hash != hash:
+            return last, _DIFFERS
+    top = max(recorded)
+    if last < top:
+        return top, f"log lost its tail: the kept head is seq {top}, the log ends before it"
+    return None
+
+
+async def check_heads(
+    store: EventStore, run_id: str, heads: Sequence[RecordedHead]
+) -> tuple[int, str] | None:
+    """:func:`heads_missing` of the run's log in ``store`` (one read, from the lowest head
+    on): the first recorded head no longer in it, as (seq, why), or None."""
+    if not heads:
+        return None
+    first = min(head.seq for head in heads)
+    events = [event async for event in store.read(run_id, from_seq=first)]
+    return heads_missing(events, heads)
 
 
 class HeadsCache:
     """The store's heads file as last read, read again only once the file changed."""
 
-    __slots__ = ("_contents", "_key", "_newest", "heads")
+    __slots__ = ("_by_run", "_contents", "_key", "heads")
 
     def __init__(self, heads: HeadsFile | None) -> None:
         self.heads = heads
         self._key: tuple[int, int] | None = None
         self._contents: HeadsFileContents | None = None
-        self._newest: dict[str, RecordedHead] = {}
+        self._by_run: dict[str, list[RecordedHead]] = {}
 
-    async def newest(self, run_id: str) -> tuple[HeadsFileContents, RecordedHead] | None:
-        """The file and the run's newest recorded head in it, or None (no file, no head)."""
+    async def check(
+        self,
+        store: EventStore,
+        run_id: str,
+        events: Sequence[Event] | None = None,
+        *,
+        upto: int | None = None,
+    ) -> tuple[int, str] | None:
+        """The first head recorded for the run that its log no longer holds, as (seq, why,
+        naming the file), or None: checked against ``events`` (the run's, in seq order from
+        its first) if given, else read from ``store``; heads past ``upto`` (a prefix's end)
+        are left out. Raises OSError if the file cannot be read."""
         contents = await self.contents()
-        head = None if contents is None else self._newest.get(run_id)
-        return None if contents is None or head is None else (contents, head)
+        heads = None if contents is None else self._by_run.get(run_id)
+        if upto is not None and heads:
+            heads = [head for head in heads if head.seq <= upto]
+        if contents is None or not heads:
+            return None
+        if events is None:
+            missing = await check_heads(store, run_id, heads)
+        else:
+            missing = heads_missing(events, heads)
+        if missing is None:
+            return None
+        return missing[0], f"{missing[1]} (recorded in {contents.path})"
 
     async def contents(self) -> HeadsFileContents | None:
         """The file's contents (None when the store keeps no heads file); a file that does
@@ -59,11 +126,14 @@ class HeadsCache:
         try:
             stat = await anyio.to_thread.run_sync(os.stat, path)
         except FileNotFoundError:
-            self._contents, self._newest, self._key = None, {}, None
+            self._contents, self._by_run, self._key = None, {}, None
             return HeadsFileContents(path=path, heads=[])
         key = (stat.st_size, stat.st_mtime_ns)
         if self._contents is None or key != self._key:
             self._contents = await anyio.to_thread.run_sync(read_heads_file, path)
-            self._newest = self._contents.newest()
+            by_run: dict[str, list[RecordedHead]] = {}
+            for head in self._contents.heads:
+                by_run.setdefault(head.run_id, []).append(head)
+            self._by_run = by_run
             self._key = key
         return self._contents

@@ -270,11 +270,15 @@ class RunReader:
         )
 
     async def report(self, run_id: str) -> RunReport:
-        """The run for an auditor: reads the whole log and checks its whole chain (the
-        cost of ``verify``); a broken chain is in ``chain``, never raised."""
+        """The run for an auditor: reads the whole log and checks its whole chain and the
+        heads recorded for it (as ``verify``); a broken chain is in ``chain``, never raised."""
         events, chain = await self._all(run_id)
         if not events:
             raise RunNotFoundError(run_id)
+        missing = await self._heads.check(self.store, run_id, events) if chain.ok else None
+        if missing is not None:  # rechained or cut after a head was recorded: as verify says
+            seq, why = missing
+            chain = msgspec.structs.replace(chain, ok=False, broken_at=seq, reason=why)
         info = await self.store.get_run(run_id)
         state = fold(events)
         verdicts: Counter[str] = Counter(
@@ -417,9 +421,10 @@ class RunReader:
         """The whole chain's check (the store's ``verify``), then the run's snapshot's: a
         snapshot not bound to the log by its ``snapshot.taken`` event, or that differs from
         the fold of the log through its seq, fails the run (``broken_at`` is its seq).
-        Then the run's newest head in the store's heads file, if it keeps one: the log
-        must still hold that hash at that seq (a log rechained or cut after the head was
-        recorded fails; ``broken_at`` is the head's seq). Never raises for a broken log."""
+        Then every head of the run in the store's heads file, if it keeps one: the log must
+        still hold each hash at its seq (a log rechained or cut after a head was recorded
+        fails, even if extended since; ``broken_at`` is the head's seq). Never raises for a
+        broken log."""
         report = await self.store.verify(run_id)
         if not report.ok:
             return report
@@ -430,19 +435,15 @@ class RunReader:
         if found is not None:
             seq, reason = found
             return VerifyReport(run_id, False, report.checked, seq, reason)
-        recorded = await self._heads.newest(run_id)
-        if recorded is not None:
-            kept, head = recorded
-            why = await check_head(self.store, run_id, head.seq, head.hash)
-            if why is not None:
-                where = f"{why} (recorded in {kept.path})"
-                return VerifyReport(run_id, False, report.checked, head.seq, where)
+        missing = await self._heads.check(self.store, run_id)
+        if missing is not None:
+            return VerifyReport(run_id, False, report.checked, *missing)
         return report
 
     async def heads_file(self) -> HeadsFileContents | None:
         """The store's heads file (None when it keeps none): the heads its runs' owners
         recorded that link up, and the first line that does not. :meth:`verify` checks a
-        run against its newest head there; a front reports the file's own break once."""
+        run against its heads there; a front reports the file's own break once."""
         return await self._heads.contents()
 
     async def check_head(self, run_id: str, seq: int, hash: str) -> str | None:

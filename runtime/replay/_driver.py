@@ -81,12 +81,12 @@ MakeRuntime = Callable[..., ReplayRuntime]
 
 async def recorded_events(logs: RunLogs, run_id: str) -> list[Event]:
     """The run's events, their hash chain checked as they are read from a store (and the
-    log's end against the run's record): RunNotFoundError, or CorruptLogError naming the
-    first bad seq and why."""
+    log's end against the run's record, and against the heads its heads file recorded):
+    RunNotFoundError, or CorruptLogError naming the first bad seq and why."""
     if logs.store is None:
         events = await logs.read_events(run_id)
     else:
-        events = await logs.store.read_all(run_id, verify=True)
+        events = await logs.read_verified(run_id)
     if not events:
         raise RunNotFoundError(run_id)
     return events
