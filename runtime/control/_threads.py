@@ -20,13 +20,25 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["IDLE_SECONDS", "run_in_thread"]
+__all__ = ["IDLE_SECONDS", "ExitRaised", "run_in_thread"]
 
 #: How long an idle worker thread waits for work before it ends.
 IDLE_SECONDS: Final = 10.0
 
 _lock = threading.Lock()
 _idle: list[_Worker] = []
+
+
+class ExitRaised(RuntimeError):
+    """A node's or a tool's code raised ``SystemExit`` (``sys.exit()``) or, in a worker
+    thread, ``KeyboardInterrupt``: it fails that attempt like any other error instead of
+    ending the process that embeds the runtime (signals reach the main thread only, so a
+    worker thread's is its own code's). The original is the ``__cause__``."""
+
+    def __init__(self, raised: BaseException) -> None:
+        called = f"{type(raised).__name__}({', '.join(map(repr, raised.args))})"
+        super().__init__(f"{called} raised: a node or tool cannot end the process")
+        self.__cause__ = raised
 
 
 class _Job:
@@ -91,8 +103,10 @@ class _Worker(threading.Thread):
             result: Any = None
             try:
                 result = job.context.run(job.call)
-            except BaseException as exc:  # handed to the awaiting task, which raises it
+            except Exception as exc:  # handed to the awaiting task, which raises it
                 error = exc
+            except BaseException as exc:  # sys.exit() in the call: its failure (ExitRaised)
+                error = ExitRaised(exc)
             try:
                 job.loop.call_soon_threadsafe(_settle, job, result, error)
             except RuntimeError:

@@ -15,6 +15,7 @@ import anyio
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
 
 from .._errors import NodeError, NodeTimeoutError
+from ..control._threads import ExitRaised
 from ..events._catalogue import OutputSet
 from ..events._values import check_memory_value
 from ..spec._model import GraphSpec, NodeSpec
@@ -281,6 +282,8 @@ class FunctionNodeActor(Actor):
                     return  # stopped with its lane: nothing to tell
                 _take_back()
                 raise NodeTimeoutError(spec.id, timeout) from None
+            except SystemExit as exc:  # sys.exit() in the node: its failure, not the process's
+                raise ExitRaised(exc) from exc
             if timeout is not None and self.expired and self.message is message:
                 # The callable caught the cancellation and returned: it is still past
                 # its limit.

@@ -32,7 +32,7 @@ import anyio
 import msgspec
 
 from .._errors import ToolArgumentsError, ToolTimeoutError, UnknownToolError
-from ..control._threads import run_in_thread
+from ..control._threads import ExitRaised, run_in_thread
 from ..providers._base import TOOL_NAME, ToolCall, ToolSpec
 from ._tool_calls import refusal
 
@@ -262,7 +262,10 @@ class Tool:
         try:
             with anyio.move_on_after(timeout) as deadline:
                 if _is_async(self.fn):
-                    result = await typing.cast(Awaitable[Any], call())
+                    try:
+                        result = await typing.cast(Awaitable[Any], call())
+                    except SystemExit as exc:  # the tool's failure, not the process's end
+                        raise ExitRaised(exc) from exc
                 else:
                     # A blocking tool must not hold up cancellation or the deadline.
                     result = await run_in_thread(call)
