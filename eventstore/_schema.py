@@ -177,10 +177,16 @@ def check_file(path: str) -> bool:
 
 
 def create_schema(conn: sqlite3.Connection, page_size: int) -> None:
-    """Create the tables in an empty database (``conn`` in autocommit mode)."""
+    """Create the tables in an empty database (``conn`` in autocommit mode). Another
+    process may have created them since the file was found empty (several commands
+    starting on a new store at once): under the write lock, a database that holds a schema
+    now is left as it is (and checked by the caller)."""
     conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            conn.execute("ROLLBACK")
+            return
         for script in (_DDL, _V3_DDL, _V4_DDL, _V6_DDL, _V7_DDL, _V8_DDL, _V9_DDL):
             _run_script(conn, script)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")

@@ -3,11 +3,16 @@ own caches, which the other store's appends leave behind."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from eventstore import ConcurrencyError, SqliteEventStore
+from eventstore._core import WriterCore
+from eventstore._schema import check_file
 from runtime.events import MemoryWritten
 
 pytestmark = pytest.mark.anyio
@@ -38,3 +43,54 @@ async def test_an_append_at_the_files_last_seq_passes_after_the_other_store_appe
         assert (await one.verify("r")).ok
         events = await two.read_all("r")
     assert [e.body.value for e in events] == list(range(1, 42))  # type: ignore[attr-defined]
+
+
+def test_a_store_another_process_created_after_the_file_was_found_new_is_opened(
+    tmp_path: Path,
+) -> None:
+    # Both processes found no file (check_file: create it); the first created the schema.
+    path = str(tmp_path / "runs.db")
+    assert check_file(path)
+    first, second = WriterCore(path, "FULL"), WriterCore(path, "FULL")
+    first.connect(True, 4096)
+    try:
+        second.connect(True, 4096)  # was: "table runs already exists"
+        second.close()
+    finally:
+        first.close()
+    assert not check_file(path)
+
+
+_OPEN_AT_ONCE = r"""
+import asyncio, os, sys, time
+from eventstore import SqliteEventStore
+from runtime.events import MemoryWritten
+path, go, name = sys.argv[1], sys.argv[2], sys.argv[3]
+while not os.path.exists(go):
+    time.sleep(0.001)
+async def main():
+    async with SqliteEventStore(path) as store:
+        await store.append(name, [MemoryWritten(key="k", value=1)], expected_seq=0)
+asyncio.run(main())
+"""
+
+
+async def test_processes_opening_a_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    for trial in range(3):
+        path, go = tmp_path / f"runs{trial}.db", tmp_path / f"go{trial}"
+        processes = [
+            await anyio.open_process(
+                [sys.executable, "-c", _OPEN_AT_ONCE, str(path), str(go), f"r{i}"],
+                stderr=subprocess.PIPE,
+            )
+            for i in range(6)
+        ]
+        await anyio.sleep(1.0)  # every process imported and polls for the go file
+        go.touch()
+        for process in processes:
+            await process.wait()
+            assert process.stderr is not None
+            errors = (await process.stderr.receive()).decode() if process.returncode else ""
+            assert process.returncode == 0, errors
+        async with SqliteEventStore(path) as store:
+            assert len(await store.list_runs()) == 6
