@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from eventstore import BackpressuringStore, CorruptLogError, Event, EventStore, StoreError
 
-from ._errors import RunNotFoundError, RunStateError
+from ._errors import RunChangedError, RunNotFoundError, RunStateError
 from ._result import FINAL
 from .engine._runlog import CommitHook, CommitObserver, RunLog
 from .events._snapshots import SnapshotOutcome, SnapshotRead, load_state
@@ -142,11 +142,11 @@ class RunLogs:
     async def read_resumable(self, run_id: str) -> tuple[RunState, GraphSpec, SnapshotRead]:
         """What resuming ``run_id`` starts from: its state (an open fan-out included, read
         through its snapshot like the rest), its graph, and its snapshot as the read found
-        it (for :meth:`reopen`). Raises RunNotFoundError, or RunStateError for a finished
-        run."""
+        it (for :meth:`reopen`). Raises RunNotFoundError, or RunChangedError (a
+        RunStateError: "already completed") for a finished run."""
         state, _events, snapshot = await self.read_state(run_id)
         if state.status in FINAL:
-            raise RunStateError(run_id, state.status, "a finished run cannot be resumed")
+            raise RunChangedError(run_id, state.status, "a finished run cannot be resumed")
         if state.graph is None:
             raise RunNotFoundError(run_id)
         graph = graph_from_dict(state.graph)

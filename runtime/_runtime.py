@@ -265,9 +265,10 @@ class Runtime:
         again. ``input`` is injected (recorded) first. With ``graph``, the run first moves
         to it (``graph.replaced``) if its replay against it diverges nowhere, or anyway
         with ``force`` (see :func:`runtime.control._regraph.replace_graph`). Raises
-        RunNotFoundError; RunStateError for a finished run, one already running here, or
-        one waiting at a gate (only :meth:`approve` passes it; a run cancelled there waits
-        there again); GraphChangeRefused, recording nothing, when the replay diverged.
+        RunNotFoundError; RunChangedError for a finished run ("already completed");
+        RunStateError for one already running here, or one waiting at a gate (only
+        :meth:`approve` passes it; a run cancelled there waits there again);
+        GraphChangeRefused, recording nothing, when the replay diverged.
         """
         if graph is not None:
             logs, replay = self._running.logs, self.replay

@@ -88,13 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from actors import MagistrateError
     from eventstore import NotAStoreError, RunOwnedError, SchemaVersionError, StoreFileError
 
-    from .. import RunChangedError, RunNotFoundError, RunStateError, SpecError
+    from .. import MemoryValueError, RunChangedError, RunNotFoundError, RunStateError, SpecError
     from ._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, Handler, UsageError
 
     # Errors that mean "your input is wrong": exit 2 with the message, no traceback.
     usage_errors = (
         UsageError,
         SpecError,
+        MemoryValueError,  # input the log cannot store as given: nothing was written
         RunNotFoundError,
         RunStateError,
         RunOwnedError,  # live in another process: pause or cancel it instead

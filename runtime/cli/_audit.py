@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -29,6 +29,7 @@ from ._commands import add_command
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    MAX_INT,
     UsageError,
     add_output_option,
     add_store_option,
@@ -46,7 +47,7 @@ class Head(msgspec.Struct, frozen=True):
     """A run's last seq and the chain hash of that event."""
 
     run_id: str
-    seq: int
+    seq: Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
     hash: str
 
 
@@ -131,7 +132,7 @@ def read_heads(path: str) -> list[Head]:
                 heads.append(msgspec.convert(json.loads(line), Head))
                 continue
             parts = line.split()
-            if len(parts) != 3 or not parts[1].isdigit():
+            if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) > MAX_INT:
                 raise UsageError(f"heads file {path}, line {number}: expected 'RUN SEQ HASH'")
             heads.append(Head(parts[0], int(parts[1]), parts[2]))
         return heads

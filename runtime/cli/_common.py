@@ -28,12 +28,14 @@ __all__ = [
     "EXIT_PAUSED",
     "EXIT_USAGE",
     "HEADS_ENV",
+    "MAX_INT",
     "Handler",
     "UsageError",
     "add_allow_imports_option",
     "add_output_option",
     "add_store_option",
     "allowed_imports",
+    "bounded_int",
     "counted",
     "emit_json",
     "heads_path",
@@ -66,6 +68,26 @@ Output = Literal["text", "json"]
 
 class UsageError(MagistrateError):
     """Bad command-line input (exit code 2); the message is the one line shown."""
+
+
+#: The largest seq or count a store takes (SQLite's and PostgreSQL's 64-bit integers).
+MAX_INT: Final = 2**63 - 1
+
+
+def bounded_int(low: int, high: int = MAX_INT) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high`` (else exit 2 naming
+    the option and the bounds, before anything is opened)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not from {low} to {high}")
+        return value
+
+    return parse
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:

@@ -29,6 +29,7 @@ from ._common import (
     UsageError,
     add_output_option,
     add_store_option,
+    bounded_int,
     counted,
     emit_json,
     open_store,
@@ -82,7 +83,9 @@ def register(sub: Any) -> None:
     p.add_argument("--graph", metavar="ID", help="only runs of this graph id (or graph hash)")
     p.add_argument("--since", type=_time, metavar="TIME", help="only runs created at or after TIME")
     p.add_argument("--until", type=_time, metavar="TIME", help="only runs created before TIME")
-    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs (50)")
+    p.add_argument(
+        "--limit", type=bounded_int(1), default=50, metavar="N", help="at most N runs (50)"
+    )
     p.add_argument("--cursor", metavar="CURSOR", help="the page after this cursor")
     p.add_argument("-q", "--quiet", action="store_true", help="only the run ids, one per line")
     add_store_option(p)
@@ -103,7 +106,7 @@ def register(sub: Any) -> None:
 
     p = add_command(sub, "state")
     p.add_argument("run_id", metavar="RUN")
-    p.add_argument("--at", type=int, metavar="SEQ", help="the state after event SEQ")
+    p.add_argument("--at", type=bounded_int(1), metavar="SEQ", help="the state after event SEQ")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_state)
@@ -315,8 +318,6 @@ async def _state_of(args: argparse.Namespace, *, to_seq: int | None) -> Any:
 
 
 async def _state(args: argparse.Namespace) -> int:
-    if args.at is not None and args.at < 1:
-        raise UsageError(f"--at must be a seq of 1 or more, got {args.at}")
     try:
         view = await _state_of(args, to_seq=args.at)
     except ValueError as exc:  # past the run's last event

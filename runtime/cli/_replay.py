@@ -31,6 +31,7 @@ from ._common import (
     add_output_option,
     add_store_option,
     allowed_imports,
+    bounded_int,
     emit_json,
     open_store,
 )
@@ -72,7 +73,9 @@ def register(sub: Any) -> None:
     p.add_argument("--status", choices=_STATUSES, help="many runs: only runs with this status")
     p.add_argument("--since", type=_time, metavar="TIME", help="many runs: created at or after")
     p.add_argument("--until", type=_time, metavar="TIME", help="many runs: created before")
-    p.add_argument("--limit", type=int, default=100, metavar="N", help="many runs: at most N")
+    p.add_argument(
+        "--limit", type=bounded_int(1), default=100, metavar="N", help="many runs: at most N"
+    )
     add_allow_imports_option(p, default="none: judges are served from the log")
     add_store_option(p)
     add_output_option(p)

@@ -50,6 +50,7 @@ from ._common import (
     add_store_option,
     add_tools_option,
     allowed_imports,
+    bounded_int,
     open_store,
     parse_inputs,
 )
@@ -155,7 +156,9 @@ def register(sub: Any) -> None:
 
     p = add_command(sub, "fork")
     p.add_argument("run_id", metavar="RUN")
-    p.add_argument("--at", type=int, required=True, metavar="SEQ", help="copy seqs 1..SEQ")
+    p.add_argument(
+        "--at", type=bounded_int(1), required=True, metavar="SEQ", help="copy seqs 1..SEQ"
+    )
     _input_options(p, "a value to inject into the new run")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_fork)
@@ -367,7 +370,7 @@ async def _fork(args: argparse.Namespace) -> int:
     data = parse_inputs(args.input)
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(args))
-        graph, resume_at, _ = await _graph_of(store, args.run_id, at_seq=max(1, args.at))
+        graph, resume_at, _ = await _graph_of(store, args.run_id, at_seq=args.at)
 
         async def start(rt: Runtime) -> RunHandle:
             return await rt.fork(args.run_id, args.at, input=data or None)

@@ -14,6 +14,7 @@ from typing import Any
 from eventstore import ConcurrencyError
 
 from .. import Runtime, load_graph
+from ..events._values import check_run_id
 from ._commands import add_command
 from ._common import (
     EXIT_OK,
@@ -52,6 +53,10 @@ def register(sub: Any) -> None:
 
 
 async def _submit(args: argparse.Namespace) -> int:
+    try:
+        check_run_id(args.run_id)  # the library's rule, said as bad input
+    except ValueError as exc:
+        raise UsageError(f"--run-id: {exc}") from None
     graph = load_graph(args.graph_file)
     data = parse_inputs(args.input, args.input_file)
     async with open_store(args, create=True) as store, Runtime(store) as rt:

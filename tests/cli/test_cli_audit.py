@@ -157,7 +157,7 @@ def test_state_travels_in_time(workdir: Workdir) -> None:
     text = ok(workdir.run("state", done, "--at", str(written))).out
     assert text.startswith(f"run {done} at seq {written}: running")
     assert '  category: "billing"' in text
-    assert "--at must be" in ok(workdir.run("state", done, "--at", "0"), 2).err
+    assert "argument --at: 0 is not from 1 to" in ok(workdir.run("state", done, "--at", "0"), 2).err
     past = ok(workdir.run("state", done, "--at", str(now["last_seq"] + 1)), 2).err
     assert f"past the run's last event (seq {now['last_seq']})" in past
 
