@@ -141,13 +141,14 @@ class StoreClosedError(StoreError):
 
 
 class StoreFileError(StoreError):
-    """The store's file at ``path`` cannot be created, opened or read: its directory does
-    not exist, it is truncated or damaged, or the system refused (``reason`` says which)."""
+    """The store's file at ``path`` cannot be created, opened, read or written: its
+    directory does not exist, it is truncated, damaged or read-only, or the system refused
+    (``reason`` says which; ``what`` what could not be done)."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, what: str = "open or read") -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"{path}: cannot open or read the event store: {reason}")
+        super().__init__(f"{path}: cannot {what} the event store: {reason}")
 
 
 class StoreMissingError(StoreError):

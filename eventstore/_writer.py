@@ -18,7 +18,7 @@ from queue import Empty, SimpleQueue
 from typing import cast
 
 from ._core import WriterCore
-from ._errors import StoreClosedError, StoreError
+from ._errors import StoreClosedError, StoreError, StoreFileError
 from ._front import CommitCounters
 from ._protocol import StoreStatistics
 from ._requests import AppendRequest
@@ -296,8 +296,7 @@ class ThreadWriter:
             except Exception as exc:
                 # sqlite3 errors, and anything unforeseen: every waiter of the batch
                 # learns it failed, and the thread goes on with the next batch.
-                error = StoreError(f"{core.path}: append failed: {exc}")
-                error.__cause__ = exc
+                error = _failed(core.path, exc)
             self._answers.append((batch, error, time.perf_counter() - started))
             # Blocked in get() next: hold nothing of this batch there (its requests, their
             # lists and callbacks are the loop's to answer and let go of).
@@ -317,6 +316,17 @@ class ThreadWriter:
             self._loop.call_soon_threadsafe(self._deliver)
         except RuntimeError:
             pass  # the event loop is closed: nobody is waiting any more
+
+
+def _failed(path: str, exc: Exception) -> StoreError:
+    """What a batch that raised ``exc`` fails with: StoreFileError for a file that cannot be
+    written at all (read-only: it says so, and nothing of the batch was written)."""
+    if getattr(exc, "sqlite_errorname", None) == "SQLITE_READONLY":
+        error: StoreError = StoreFileError(path, f"the file is read-only ({exc})", "write to")
+    else:
+        error = StoreError(f"{path}: append failed: {exc}")
+    error.__cause__ = exc
+    return error
 
 
 def _not_with(run_id: str) -> StoreError:

@@ -64,6 +64,13 @@ def _error(message: str) -> None:
         sys.stderr.write(f"  {line.strip()}\n")
 
 
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     # The working directory is not put on sys.path: a module lying there must not shadow
@@ -105,7 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     handler: Handler = args.handler
     try:
-        return anyio.run(handler, args)
+        try:
+            return anyio.run(handler, args)
+        except BaseExceptionGroup as group:
+            # A command's task group that failed for one reason: that reason, said as itself.
+            leaves = _leaves(group)
+            if len(leaves) != 1:
+                raise
+            raise leaves[0] from None
     except RunChangedError as exc:
         # A control that lost a race, or came after the run moved on: what happened.
         if args.debug:
