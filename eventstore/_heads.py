@@ -107,8 +107,9 @@ def read_heads_file(path: str | os.PathLike[str]) -> HeadsFileContents:
     """Read and check a heads file (blocking). A line that is not a heads record, or
     whose link does not follow from the line before, ends the read: the heads before it
     are returned with the line's number and the reason. A last line without its newline
-    (a write cut short by a crash) is ignored. Raises OSError if the file exists but
-    cannot be read."""
+    (a write cut short by a crash) is ignored, and so is such a line once the next writer
+    ended it, when the line after links on from it as that writer does. Raises OSError if
+    the file exists but cannot be read."""
     name = os.fspath(path)
     try:
         with open(name, "rb") as file:
@@ -118,14 +119,20 @@ def read_heads_file(path: str | os.PathLike[str]) -> HeadsFileContents:
     lines = data.split(b"\n")[:-1]  # the last piece is empty, or a line cut short
     heads: list[RecordedHead] = []
     previous = ""
+    cut: tuple[int, str] | None = None  # a line that is not a record: (number, why)
     for number, line in enumerate(lines, start=1):
         try:
             run_id, seq, hash, link = _parse(line)
         except ValueError as exc:
-            return HeadsFileContents(
-                path=name, heads=heads, broken_line=number, reason=f"not a heads record ({exc})"
-            )
+            if cut is not None:
+                break
+            # A write cut short by a crash, ended by the next writer, which links on from
+            # the SHA-256 of its bytes (see _last_link): passed over if the next line does.
+            cut, previous = (number, f"not a heads record ({exc})"), sha256(line).hexdigest()
+            continue
         if link != _link(previous, run_id, seq, hash):
+            if cut is not None:
+                break
             return HeadsFileContents(
                 path=name,
                 heads=heads,
@@ -133,7 +140,9 @@ def read_heads_file(path: str | os.PathLike[str]) -> HeadsFileContents:
                 reason="its link does not follow from the line before (the file was edited)",
             )
         heads.append(RecordedHead(run_id, seq, hash))
-        previous = link
+        previous, cut = link, None
+    if cut is not None:
+        return HeadsFileContents(path=name, heads=heads, broken_line=cut[0], reason=cut[1])
     return HeadsFileContents(path=name, heads=heads)
 
 

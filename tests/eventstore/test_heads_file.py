@@ -66,21 +66,6 @@ def test_a_removed_or_inserted_line_breaks_the_chain_at_that_line(tmp_path: Path
     assert kept.reason.startswith("not a heads record")
 
 
-def test_a_line_cut_short_is_ignored_then_reported_once_written_past(tmp_path: Path) -> None:
-    path = tmp_path / "store.heads"
-    heads = HeadsFile(path)
-    heads.record("r", 1, "ab" * 32)
-    heads.close()
-    with path.open("a") as file:
-        file.write('{"run":"r","se')  # a write cut short by a crash
-    assert read_heads_file(path).ok and len(read_heads_file(path).heads) == 1
-    later = HeadsFile(path)
-    later.record("r", 2, "cd" * 32)
-    later.close()
-    kept = read_heads_file(path)
-    assert kept.broken_line == 2 and [h.seq for h in kept.heads] == [1]
-
-
 def test_no_file_reads_as_no_heads_and_a_closed_writer_records_nothing(tmp_path: Path) -> None:
     path = tmp_path / "none.heads"
     assert read_heads_file(path).ok and read_heads_file(path).heads == []
@@ -88,3 +73,29 @@ def test_no_file_reads_as_no_heads_and_a_closed_writer_records_nothing(tmp_path:
     heads.close()
     heads.record("r", 1, "ab" * 32)
     assert heads.flush(1.0) and not path.exists()
+
+
+def test_a_line_cut_short_by_a_crash_and_ended_by_the_next_writer_is_passed_over(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.heads"
+    heads = HeadsFile(path)
+    heads.record("a", 1, "aa" * 32)
+    heads.close()
+    with open(path, "ab") as file:  # a write the crash cut in the middle of a line
+        file.write(b'{"run":"a","seq":2,"ha')
+    assert read_heads_file(path).ok  # an unended last line is not read
+    later = HeadsFile(path)  # the next process ends it and links on from it
+    later.record("a", 3, "cc" * 32)
+    later.record("b", 1, "dd" * 32)
+    later.close()
+    kept = read_heads_file(path)
+    assert kept.ok, kept.reason
+    assert [(h.run_id, h.seq) for h in kept.heads] == [("a", 1), ("a", 3), ("b", 1)]
+    # A line that is not a record and that the next line does not link on from is a break.
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join([*lines[:1], b"not a record", *lines[2:]]))
+    edited = read_heads_file(path)
+    assert not edited.ok and edited.broken_line == 2
+    assert edited.reason is not None and edited.reason.startswith("not a heads record")
+    assert [(h.run_id, h.seq) for h in edited.heads] == [("a", 1)]
