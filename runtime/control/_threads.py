@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["IDLE_SECONDS", "ExitRaised", "run_in_thread"]
+__all__ = ["IDLE_SECONDS", "ExitRaised", "StrayCancellation", "own_failure", "run_in_thread"]
 
 #: How long an idle worker thread waits for work before it ends.
 IDLE_SECONDS: Final = 10.0
@@ -39,6 +39,32 @@ class ExitRaised(RuntimeError):
         called = f"{type(raised).__name__}({', '.join(map(repr, raised.args))})"
         super().__init__(f"{called} raised: a node or tool cannot end the process")
         self.__cause__ = raised
+
+
+class StrayCancellation(RuntimeError):
+    """A node's or a tool's code let ``CancelledError`` out although nothing cancelled its
+    attempt (a task or future it awaited was cancelled by someone else): its failure, not
+    the end of its lane."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "CancelledError raised though nothing cancelled the attempt (a task or future "
+            "it awaited was cancelled)"
+        )
+
+
+def own_failure(exc: BaseException) -> Exception | None:
+    """What a ``BaseException`` that is not an ``Exception``, raised by a node's or a tool's
+    code on the event loop, fails the attempt with; None for one that is not the code's to
+    end the attempt with: a cancellation of its task (the runtime's, or its deadline's),
+    ``KeyboardInterrupt`` (the user's Ctrl-C, which goes on to stop the program) and
+    ``GeneratorExit`` (a coroutine being closed)."""
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        return None
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return StrayCancellation() if task is not None and not task.cancelling() else None
+    return ExitRaised(exc)
 
 
 class _Job:

@@ -15,7 +15,7 @@ import anyio
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
 
 from .._errors import NodeError, NodeTimeoutError
-from ..control._threads import ExitRaised
+from ..control._threads import own_failure
 from ..events._catalogue import OutputSet
 from ..events._values import check_memory_value
 from ..spec._model import GraphSpec, NodeSpec
@@ -274,7 +274,9 @@ class FunctionNodeActor(Actor):
                 finally:
                     if timeout is not None and self.message is message:
                         self._deadline = None  # the timer stays armed for the next attempt
-            except asyncio.CancelledError:
+            except asyncio.CancelledError as exc:
+                if (stray := own_failure(exc)) is not None and not self.stopped:
+                    raise stray from exc  # the node's own code let it out: its failure
                 if context is not None:
                     context.abandon()
                 expired = self.expired and self.message is message  # (not if replaced)
@@ -282,8 +284,10 @@ class FunctionNodeActor(Actor):
                     return  # stopped with its lane: nothing to tell
                 _take_back()
                 raise NodeTimeoutError(spec.id, timeout) from None
-            except SystemExit as exc:  # sys.exit() in the node: its failure, not the process's
-                raise ExitRaised(exc) from exc
+            except BaseException as exc:  # sys.exit() in the node: its failure, not the process's
+                if isinstance(exc, Exception) or (failure := own_failure(exc)) is None:
+                    raise  # an error (reported below), Ctrl-C, or the coroutine closed
+                raise failure from exc
             if timeout is not None and self.expired and self.message is message:
                 # The callable caught the cancellation and returned: it is still past
                 # its limit.

@@ -32,7 +32,7 @@ import anyio
 import msgspec
 
 from .._errors import ToolArgumentsError, ToolTimeoutError, UnknownToolError
-from ..control._threads import ExitRaised, run_in_thread
+from ..control._threads import own_failure, run_in_thread
 from ..providers._base import TOOL_NAME, ToolCall, ToolSpec
 from ._tool_calls import refusal
 
@@ -264,8 +264,10 @@ class Tool:
                 if _is_async(self.fn):
                     try:
                         result = await typing.cast(Awaitable[Any], call())
-                    except SystemExit as exc:  # the tool's failure, not the process's end
-                        raise ExitRaised(exc) from exc
+                    except BaseException as exc:  # sys.exit(), a stray CancelledError...
+                        if isinstance(exc, Exception) or (failure := own_failure(exc)) is None:
+                            raise
+                        raise failure from exc  # the tool's failure, not the run's end
                 else:
                     # A blocking tool must not hold up cancellation or the deadline.
                     result = await run_in_thread(call)
