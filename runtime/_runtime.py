@@ -34,7 +34,7 @@ from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook
 from .events._state import RunState
-from .events._values import check_input, check_run_id
+from .events._values import check_input, check_run_id, check_text
 from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
 from .providers._base import LlmProvider
@@ -308,7 +308,9 @@ class Runtime:
         left running for its owner or a worker (None). Raises RunNotFoundError;
         RunStateError, recording nothing, for a run waiting at no gate (a cancelled one:
         resume it to wait at its gate again), a gated node that would lack input keys
-        (named), a run moved by another writer since the pause; MemoryValueError."""
+        (named), a run moved by another writer since the pause; MemoryValueError; TypeError
+        or ValueError, recording nothing, for a ``by`` that names nobody."""
+        check_text("by", by, required=True)
         check_input(input)
         record = partial(grant, input=dict(input or {}), by=by)
         return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
@@ -317,6 +319,8 @@ class Runtime:
         """Reject the gate a paused run waits at, for good (``approval.rejected``: who,
         why): the node's ``on_failure`` edges fire as :meth:`approve` goes on, else the run
         ends cancelled in the same append (None). Raises as :meth:`approve` does."""
+        check_text("by", by, required=True)
+        check_text("reason", reason)
         record = partial(reject, by=by, reason=reason)
         return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
 
@@ -391,8 +395,10 @@ class Runtime:
         """Cancel a run: a live one stops at once (partial outputs are flushed into memory);
         a paused one is marked cancelled. A live one whose graph has ended and whose goal is
         being scored is recorded finished as the graph ended it, unscored. Does not wait;
-        ``result()`` tells when it stopped.
+        ``result()`` tells when it stopped. TypeError or ValueError, recording nothing, for
+        a ``reason`` that is not text.
         """
+        check_text("reason", reason)
         await self._running.cancel(run_id, reason)
 
     async def inject_input(self, run_id: str, data: Mapping[str, Any]) -> None:

@@ -142,7 +142,7 @@ def register(sub: Any) -> None:
         "approve",
     )
     p.add_argument("run_id", metavar="RUN")
-    p.add_argument("--by", help="who approves (default: the OS user's name)")
+    p.add_argument("--by", type=_who, help="who approves (default: the OS user's name)")
     p.add_argument(
         "--reject",
         metavar="REASON",
@@ -315,6 +315,13 @@ async def _resume(args: argparse.Namespace) -> int:
             # Waiting at a gate: only an approval passes it, and the run stays as it was.
             sys.stderr.write(f"magistrate: {exc}\n")
             return EXIT_PAUSED
+
+
+def _who(text: str) -> str:
+    """``--by``: a name (Runtime.approve refuses one of spaces only)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"names nobody: {text!r}")
+    return text
 
 
 async def _approve(args: argparse.Namespace) -> int:

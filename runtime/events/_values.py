@@ -23,6 +23,7 @@ __all__ = [
     "check_input",
     "check_memory_value",
     "check_run_id",
+    "check_text",
     "not_utf8",
 ]
 
@@ -103,6 +104,18 @@ def check_run_id(run_id: str | None) -> None:
         raise ValueError(f"a run id may not hold {bad!r}: {run_id!r}")
     if not_utf8(run_id):
         raise ValueError(f"a run id must be UTF-8 text (a lone surrogate): {run_id!r}")
+
+
+def check_text(name: str, value: object, *, required: bool = False) -> None:
+    """Refuse, before anything is recorded, text a control event would carry (who approved,
+    why a run was cancelled) that its log could not read back: not a ``str`` (TypeError), a
+    lone surrogate, or, where ``required``, nothing but spaces (ValueError)."""
+    if type(value) is not str and not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {_type_name(value)}")
+    if required and not value.strip():
+        raise ValueError(f"{name} must name someone, got {value!r}")
+    if not_utf8(value):
+        raise ValueError(f"{name} must be UTF-8 text (a lone surrogate): {value!r}")
 
 
 def not_utf8(text: str) -> bool:

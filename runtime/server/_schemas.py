@@ -28,6 +28,8 @@ __all__ = [
 
 # \Z, not $ (which also matches before a final newline); ids of dots only are refused by
 # check_run_id, which start_run calls.
+#: Who approves or rejects: a name (Runtime.approve refuses one of spaces only too).
+_By = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
 _RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+\Z")]
 
 
@@ -56,14 +58,14 @@ class ApproveRequest(_Body, frozen=True):
     """Approve the gate a paused run waits at: ``by`` names who (required), ``input`` goes
     into memory (only the keys given: nothing else is written)."""
 
-    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    by: _By
     input: dict[str, Any] = {}
 
 
 class RejectRequest(_Body, frozen=True):
     """Reject the gate a paused run waits at (final): ``by`` names who, ``reason`` why."""
 
-    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    by: _By
     reason: Annotated[str, msgspec.Meta(max_length=2000)] = ""
 
 

@@ -218,3 +218,22 @@ async def test_an_approval_racing_a_cancel_never_undoes_it(store: str) -> None:
         else:  # the approval won: the cancel acted on the run it resumed, or came late
             assert after[:2] == ["approval.granted", "run.resumed"], tags
             assert outcomes[run_id] == states[run_id].status
+
+
+async def test_who_and_why_that_a_log_could_not_read_back_are_refused_first(store: str) -> None:
+    async with Runtime(store, functions=FUNCTIONS) as rt:
+        run_id = await _at_gate(rt)
+        before = await rt.read_events(run_id)
+        bad: list[tuple[Any, type[Exception]]] = [
+            (rt.approve(run_id, by=None), TypeError),  # type: ignore[arg-type]
+            (rt.approve(run_id, by="   "), ValueError),
+            (rt.approve(run_id, by="\ud800"), ValueError),
+            (rt.reject(run_id, by="ann", reason=None), TypeError),  # type: ignore[arg-type]
+            (rt.cancel(run_id, reason=123), TypeError),  # type: ignore[arg-type]
+        ]
+        for call, error in bad:
+            with pytest.raises(error):
+                await call
+        assert await rt.read_events(run_id) == before  # nothing recorded, all of it readable
+        handle = await rt.approve(run_id, by="ann", input={"approved_by": "ann"})
+        assert handle is not None and (await handle.result()).status == "completed"

@@ -88,3 +88,20 @@ async def test_a_wrong_method_on_the_runs_path_names_get_and_post(tmp_path: Path
         assert started.status_code == 201, started.text
         listed = (await s.client.get("/api/runs")).json()["runs"]
         assert [r["run_id"] for r in listed] == [started.json()["run_id"]]
+
+
+async def test_an_approval_that_names_nobody_is_refused_and_records_nothing(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path / "runs.db") as s:
+        started = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+        run_id = started.json()["run_id"]
+        await s.wait_status(run_id, "paused")
+        before = (await s.client.get(f"/api/runs/{run_id}/events")).json()
+        for by in ("", "   ", None, 7):
+            answer = await s.client.post(
+                f"/api/runs/{run_id}/approve", json={"by": by, "input": {"ok": 1}}, headers=AUTH
+            )
+            assert answer.status_code == 422, (by, answer.text)
+            assert answer.json()["error"] == "invalid_body"
+        assert (await s.client.get(f"/api/runs/{run_id}/events")).json() == before
