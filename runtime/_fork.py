@@ -10,18 +10,37 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import cast
 
 from eventstore import Event, EventBody
 
 from ._errors import RunNotFoundError, RunStateError
 from ._run_logs import RunLogs
 from .control._ownership import RunOwnership
-from .events._catalogue import RunFinished, RunForked
+from .events._catalogue import BranchesForked, EdgeTaken, RunFinished, RunForked
 from .events._state import fold
 from .spec._load import graph_from_dict
 from .spec._model import GraphSpec
 
 __all__ = ["copy_prefix"]
+
+
+def _edges_end(events: list[Event], at_seq: int) -> int:
+    """The seq of the last of the edge events of the step whose edge ``at_seq`` is (its
+    ``edge.taken`` events and its ``branches.forked``, which follow each other), or
+    ``at_seq`` itself when it is not an edge or ends its step's."""
+    body = events[at_seq - 1].body
+    if type(body) is not EdgeTaken:
+        return at_seq
+    end = at_seq
+    while end < len(events):
+        after = events[end].body
+        if type(after) not in (EdgeTaken, BranchesForked):
+            break
+        if cast(EdgeTaken | BranchesForked, after).source != body.source:
+            break
+        end += 1
+    return end
 
 
 async def copy_prefix(
@@ -73,9 +92,20 @@ async def copy_prefix(
         # Resumed from there, the run would end without them.
         raise RunStateError(
             run_id,
-            state.status,
+            fold(events).status,
             f"cannot fork at seq {at_seq}: node {state.path[-1]!r} completed there and its "
             f"outgoing edge is not taken yet; fork at the edge's seq or before the node",
+        )
+    step_end = _edges_end(events, at_seq)
+    if step_end != at_seq:
+        # Among a fan-out's edges (or before its branches.forked): resumed from there, the
+        # run would go on with some of its branches, or none joined.
+        node = cast(EdgeTaken, prefix[-1].body).source
+        raise RunStateError(
+            run_id,
+            fold(events).status,
+            f"cannot fork at seq {at_seq}: it is among node {node!r}'s edges, which end at "
+            f"seq {step_end}; fork there or before the node",
         )
     if check is not None and state.graph is not None:
         check(graph_from_dict(state.graph))
