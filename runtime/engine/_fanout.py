@@ -1,4 +1,5 @@
-"""Fan-out bookkeeping: the convergence node, and the working set of an open fan-out."""
+"""Fan-out bookkeeping: the working set of an open fan-out (its join is the graph's
+``convergence_node``, runtime/spec/_branches.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..events._fanout import BranchStatus, OpenFanOut
-from ..spec._model import GraphSpec
 
-__all__ = ["ConflictStrategy", "FanOut", "convergence_node", "resumed_fanout"]
+__all__ = ["ConflictStrategy", "FanOut", "resumed_fanout"]
 
 #: How memory writes of branches to one key are settled (GraphSpec.conflict_strategy).
 ConflictStrategy = Literal["last_wins", "first_wins", "error"]
@@ -27,32 +27,6 @@ class FanOut:
     errors: dict[str, str] = field(default_factory=dict)
     #: first_wins: memory key -> the first branch to reach the join among those that wrote it.
     claims: dict[str, str] = field(default_factory=dict)
-
-
-def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
-    """The nearest node reachable from every branch start (None if the branches never meet).
-
-    "Nearest" minimises the longest branch's distance, then declaration order.
-    """
-    order = {node.id: i for i, node in enumerate(graph.nodes)}
-    distances: list[dict[str, int]] = []
-    for start in starts:
-        seen = {start: 0}
-        frontier = [start]
-        while frontier:
-            nxt: list[str] = []
-            for node in frontier:
-                for _, edge in graph.outgoing(node):
-                    if edge.target not in seen:
-                        seen[edge.target] = seen[node] + 1
-                        nxt.append(edge.target)
-            frontier = nxt
-        distances.append(seen)
-    # A start that another branch reaches is itself the join (a diamond with a shortcut).
-    common = set(distances[0]).intersection(*distances[1:])
-    if not common:
-        return None
-    return min(common, key=lambda n: (max(d[n] for d in distances), order.get(n, 0)))
 
 
 def resumed_fanout(fan: OpenFanOut, conflict_strategy: ConflictStrategy) -> FanOut:

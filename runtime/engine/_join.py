@@ -19,10 +19,11 @@ from ..events._catalogue import BranchesForked, BranchesJoined, FinishedStatus, 
 from ..events._fanout import OpenFanOut
 from ..events._memory import disown_values
 from ..events._state import RunState
+from ..spec._branches import convergence_node
 from ..spec._model import GraphSpec
 from ._edges import Route, edge_taken
 from ._failures import failure
-from ._fanout import FanOut, convergence_node, resumed_fanout
+from ._fanout import FanOut, resumed_fanout
 from ._messages import NodeDone
 from ._runlog import RunLog
 

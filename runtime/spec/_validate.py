@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 
 from .._errors import ExpressionError, SpecError, SpecErrors
+from ._branches import nested_fanouts
 from ._compiled import adopt_compiled, remember_compiled
 from ._expr import compile_expression
 from ._goal import check_goal_items
@@ -30,7 +31,7 @@ def validate_graph(graph: GraphSpec) -> None:
     edge needs a valid expression, no other edge may have one; ``llm_decide`` needs a
     ``fallback`` naming a node, no other edge may have one), the entry, terminal and
     pause nodes, every number within its range (:data:`RANGES`), memory keys declared
-    twice, the graph retry policy.
+    twice, the graph retry policy, a branch of a fan-out that surely fans out again.
 
     A spec is frozen, so a graph found sound is remembered as such: starting many runs
     of one GraphSpec validates it once.
@@ -132,6 +133,8 @@ def validate_graph(graph: GraphSpec) -> None:
     if graph.goal is not None:
         errors.extend(check_goal_items(graph.goal.success_criteria, graph.goal.constraints))
     errors.extend(_check_edge_names(graph))
+    if not errors:  # (its walk needs every edge's nodes to exist)
+        errors.extend(nested_fanouts(graph))
 
     if errors:
         raise SpecErrors(errors)
