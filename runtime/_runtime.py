@@ -34,7 +34,7 @@ from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook
 from .events._state import RunState
-from .events._values import check_input, check_run_id, check_text
+from .events._values import check_input, check_run_id, check_seq, check_text
 from .llm._tools import Tool, ToolRegistry
 from .llm._verdict import JudgeProtocol
 from .providers._base import LlmProvider
@@ -139,6 +139,8 @@ class Runtime:
         self._control: RunControl | None = None
 
     async def __aenter__(self) -> Runtime:
+        if self._stack is not None:
+            raise RunStateError("-", "open", "this Runtime is open already: make another")
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
@@ -172,8 +174,11 @@ class Runtime:
             await control.cancel_live_runs()
         finally:
             control.live.clear()
-            await self._stack.__aexit__(*exc_info)
-            self._stack = None
+            stack, self._stack = self._stack, None
+            try:
+                await stack.__aexit__(*exc_info)
+            finally:
+                self._control = None  # used after this, it says it is closed
 
     @property
     def system(self) -> ActorSystem:
@@ -182,7 +187,9 @@ class Runtime:
     @property
     def _running(self) -> RunControl:
         if self._control is None:
-            raise RunStateError("-", "closed", "use 'async with Runtime(...) as rt' first")
+            raise RunStateError(
+                "-", "closed", "the Runtime is not open: use it inside 'async with Runtime(...)'"
+            )
         return self._control
 
     # ------------------------------------------------------------------ runs
@@ -359,8 +366,10 @@ class Runtime:
         ``branches.forked``), CorruptLogError when the hash chain of
         seqs 1..``at_seq`` is broken or no longer holds a head the store's heads file
         recorded in them (a fork never launders an edit), and SpecErrors,
-        writing nothing, for a graph this runtime cannot run.
+        writing nothing, for a graph this runtime cannot run; TypeError or ValueError for
+        an ``at_seq`` that is not a seq.
         """
+        check_seq("at_seq", at_seq, below_one=True)  # outside the log: RunStateError
         control = self._running
         new_id = await copy_prefix(
             control.logs, run_id, at_seq, ownership=control.ownership, check=self.nodes.check
@@ -418,10 +427,13 @@ class Runtime:
         Raises RunNotFoundError, or ValueError for an ``at_seq`` below 1 (seqs start at 1)
         or past the run's last event.
         """
+        check_seq("at_seq", at_seq)
         return await self._running.logs.get_state(run_id, at_seq=at_seq)
 
     async def read_events(self, run_id: str, *, to_seq: int | None = None) -> list[Event]:
-        """The run's events in order (from the store, or the in-memory log)."""
+        """The run's events in order (from the store, or the in-memory log), through
+        ``to_seq`` if given (TypeError or ValueError for one that is not a seq)."""
+        check_seq("to_seq", to_seq)
         return await self._running.logs.read_events(run_id, to_seq=to_seq)
 
     async def replay(

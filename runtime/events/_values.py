@@ -23,6 +23,7 @@ __all__ = [
     "check_input",
     "check_memory_value",
     "check_run_id",
+    "check_seq",
     "check_text",
     "not_utf8",
 ]
@@ -95,6 +96,8 @@ def check_run_id(run_id: str | None) -> None:
     None passes (a fresh id is made)."""
     if run_id is None:
         return
+    if not isinstance(run_id, str):
+        raise TypeError(f"a run id is a str, got {_type_name(run_id)}")
     if not run_id or len(run_id) > 200:
         raise ValueError(f"a run id has 1 to 200 characters, got {len(run_id)}")
     if not run_id.strip("."):
@@ -104,6 +107,18 @@ def check_run_id(run_id: str | None) -> None:
         raise ValueError(f"a run id may not hold {bad!r}: {run_id!r}")
     if not_utf8(run_id):
         raise ValueError(f"a run id must be UTF-8 text (a lone surrogate): {run_id!r}")
+
+
+def check_seq(name: str, value: object, *, below_one: bool = False) -> None:
+    """Refuse what cannot be a seq of a run's log (they count 1, 2, 3...): not an int
+    (TypeError, a bool included), or below 1 (ValueError) unless ``below_one`` (the
+    caller says why itself); None passes (no bound)."""
+    if value is None:
+        return
+    if type(value) is bool or not isinstance(value, int):
+        raise TypeError(f"{name} must be a seq (an int), got {_type_name(value)}")
+    if value < 1 and not below_one:
+        raise ValueError(f"{name} must be 1 or more (seqs start at 1), got {value}")
 
 
 def check_text(name: str, value: object, *, required: bool = False) -> None:

@@ -40,8 +40,9 @@ def convergence_node(graph: GraphSpec, starts: list[str]) -> str | None:
 def nested_fanouts(graph: GraphSpec) -> list[SpecError]:
     """A problem for each node that surely fans out (two or more success edges to
     different nodes, all of which fire) and that a branch of another such fan-out reaches
-    before its join: the branch would fail there. Conditional and ``llm_decide`` edges may
-    still fan out at run time; those fail their branch then."""
+    before its join along such edges, every node succeeding: the branch would fail there.
+    A branch that gets there only through a failure, a condition or a model's choice, or
+    that fans out through conditional edges, fails at run time instead."""
     order = {node.id: i for i, node in enumerate(graph.nodes)}
     sources = {
         node.id: targets for node in graph.nodes if len(targets := _fanned_to(graph, node.id)) > 1
@@ -57,10 +58,10 @@ def nested_fanouts(graph: GraphSpec) -> list[SpecError]:
                 continue
             if node in sources and node not in found:
                 found[node] = source
-            for _, edge in graph.outgoing(node):
-                if edge.target not in seen:
-                    seen.add(edge.target)
-                    queue.append(edge.target)
+            for target in _fanned_to(graph, node):
+                if target not in seen:
+                    seen.add(target)
+                    queue.append(target)
     return [
         SpecError(
             f"nodes[{order[node]}]",

@@ -36,6 +36,11 @@ def validate_graph(graph: GraphSpec) -> None:
     A spec is frozen, so a graph found sound is remembered as such: starting many runs
     of one GraphSpec validates it once.
     """
+    if not isinstance(graph, GraphSpec):
+        raise TypeError(
+            f"a graph is a GraphSpec (load_graph reads one from a file or a dict), got "
+            f"{type(graph).__name__}"
+        )
     index = graph._index()
     if index.valid:
         return
