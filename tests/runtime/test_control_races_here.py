@@ -96,6 +96,7 @@ async def test_two_approvals_at_once_one_passes_the_gate(store: str) -> None:
             assert answers == ["ok", "refused"]
             await _ends_completed(rt, run_id)
             assert _count(await rt.read_events(run_id), ApprovalGranted) == 1
+            assert len(rt._running.actions) == 0  # a run's lock is kept only while in use
 
 
 async def test_an_approval_and_a_resume_at_once_the_approval_passes(store: str) -> None:
