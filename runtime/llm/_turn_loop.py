@@ -311,6 +311,12 @@ class TurnLoop:
                 turn.iteration, spec.max_iterations, missing_keys=self._missing()
             )
             if final is not None:
+                if verdict is not None:
+                    # The bound ends the node whatever was ruled, but the RETRY it overrules
+                    # is a fact of the turn (and what a replay serves the judge): recorded.
+                    bodies.append(self._verdict_event(verdict, iteration=turn.iteration))
+                    overruled = f" It overrules the {verdict.level} RETRY of this turn."
+                    final = msgspec.structs.replace(final, feedback=final.feedback + overruled)
                 verdict = final
         if verdict is None:
             await self.log.flush()  # the turn's results, before the model acts on them

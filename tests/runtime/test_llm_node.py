@@ -518,11 +518,13 @@ async def test_a_client_facing_conversation_node_waits_for_the_user_after_each_r
         ("assistant", "Hello! Where do you want to go?"),
         ("user", "[User input]\n- message: Lisbon"),
     ]
-    # A conversation node never auto-accepts: max_iterations ends it.
+    # A conversation node never auto-accepts: max_iterations ends it, after the RETRY of
+    # its last turn, which it overrules, is recorded.
     assert result.status == "completed"
-    assert [(v.action, v.level) for v in of(events, Verdict)] == [
-        ("retry", "structural"),
-        ("accept", "max_iterations"),
+    assert [(v.iteration, v.action, v.level) for v in of(events, Verdict)] == [
+        (1, "retry", "structural"),
+        (2, "retry", "structural"),
+        (2, "accept", "max_iterations"),
     ]
     assert not [m for m in of(events, MessageAdded) if m.kind == "feedback"]
 
