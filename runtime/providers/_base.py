@@ -151,19 +151,27 @@ _RETRY_CAP = 8192
 async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmResponse:
     """``provider``'s answer to ``request``, never one cut at the token cap: a cut
     answer is not an answer, so the request is asked once more with a cap of twice what
-    the model wrote (at least 8192 tokens), and a second cut raises TruncatedError.
+    the model wrote (at least 8192 tokens), and a second cut raises TruncatedError. The
+    answer's usage then counts both calls: the cut one was paid for too.
 
     Blocks on the model; raises what ``complete`` raises, and TruncatedError.
     """
-    response = await provider.complete(request)
-    if response.stop != "max_tokens":
-        return response
-    written = response.usage.output_tokens
+    cut = await provider.complete(request)
+    if cut.stop != "max_tokens":
+        return cut
+    written = cut.usage.output_tokens
     cap = max(_RETRY_CAP, 2 * written, 2 * (request.max_tokens or 0))
     response = await provider.complete(msgspec.structs.replace(request, max_tokens=cap))
     if response.stop == "max_tokens":
         raise TruncatedError(provider.name, response.usage.output_tokens)
-    return response
+    first, again = cut.usage, response.usage
+    both = Usage(
+        input_tokens=first.input_tokens + again.input_tokens,
+        output_tokens=first.output_tokens + again.output_tokens,
+        input_cached=first.input_cached + again.input_cached,
+        input_cache_write=first.input_cache_write + again.input_cache_write,
+    )
+    return msgspec.structs.replace(response, usage=both)
 
 
 def refusal(stop: str | None, text: str) -> str | None:

@@ -79,9 +79,8 @@ async def test_a_cut_turn_is_asked_again_with_a_larger_cap_and_its_calls_never_r
         return "found"
 
     node = llm("n", tools=["search"], output_keys=["a"])
-    provider = ScriptedProvider(
-        [cut("", call("search", query="half")), reply("", set_output("a", 1)), reply("ok")]
-    )
+    answer = reply("", set_output("a", 1))
+    provider = ScriptedProvider([cut("", call("search", query="half")), answer, reply("ok")])
     result, events = await run_graph(tmp_path, graph([node]), provider, tools=[search])
     assert result.status == "completed" and result.memory == {"a": 1}
     assert ran == []  # the call cut at the cap never ran
@@ -89,6 +88,8 @@ async def test_a_cut_turn_is_asked_again_with_a_larger_cap_and_its_calls_never_r
     first, again = provider.requests[:2]
     assert first.max_tokens is None and again.max_tokens is not None and again.max_tokens >= 8192
     assert [t.stop for t in of(events, LlmTurn)] == ["tool_use", "end"]
+    # The cut answer's tokens were paid for too: the turn counts both calls'.
+    assert of(events, LlmTurn)[0].output_tokens == 4096 + answer.usage.output_tokens
 
 
 async def test_a_turn_cut_twice_fails_the_node_as_truncated(tmp_path: Path) -> None:
