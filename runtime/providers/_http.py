@@ -271,7 +271,9 @@ class _HttpTransport:
         deadline", which hides the error that made the call retry."""
         if ends is None or attempt > self.max_retries:
             return  # no deadline, or no retry left: the last error is raised
-        if exc.wait <= ends - anyio.current_time():
+        # What the provider asked for, not the wait capped at retry_wait_max: a retry
+        # before it is refused again, so the call could not succeed in time either way.
+        if max(exc.wait, exc.retry_after or 0.0) <= ends - anyio.current_time():
             return
         if exc.retry_after is not None:
             why = f"the provider asked to retry after {exc.retry_after:g}s"

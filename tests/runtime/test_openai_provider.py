@@ -494,6 +494,21 @@ async def test_a_retry_after_past_the_deadline_says_so(openai_server: OpenAIServ
     assert len(openai_server.requests) == 1
 
 
+async def test_a_retry_after_past_the_deadline_ends_the_call_though_the_wait_is_capped(
+    openai_server: OpenAIServer,
+) -> None:
+    # The wait would be capped at 1 s, but a retry before the 30 s asked for is refused
+    # again: the call cannot be answered within its deadline either way.
+    openai_server.enqueue(
+        Scripted(status=429, body={"error": {"message": "later"}}, headers={"retry-after": "30"})
+    )
+    openai_server.respond(openai_completion("never asked for"))
+    async with make(openai_server, deadline=5.0, retry_wait_max=1.0) as llm:
+        with pytest.raises(ProviderTimeoutError, match="asked to retry after 30s"):
+            await llm.complete(ask())
+    assert len(openai_server.requests) == 1
+
+
 async def test_a_retry_after_within_the_deadline_is_waited_for(
     openai_server: OpenAIServer,
 ) -> None:
