@@ -14,7 +14,7 @@ from typing import Any
 from eventstore import ConcurrencyError
 
 from .. import Runtime, load_graph
-from ..events._values import check_run_id
+from ..events import check_run_id
 from ._commands import add_command
 from ._common import (
     EXIT_OK,

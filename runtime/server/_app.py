@@ -45,7 +45,7 @@ from .. import (
     Runtime,
     SpecError,
 )
-from ..events._values import check_run_id
+from ..events import check_run_id
 from ..reads import RunReader
 from ..spec import graph_hash, graph_to_dict
 from ._guard import Guard
