@@ -4,6 +4,8 @@ built without them behaves as documented here."""
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 __all__ = ["OwnershipConfig", "RecoveryConfig", "TimeoutConfig"]
@@ -41,10 +43,10 @@ class OwnershipConfig(msgspec.Struct, frozen=True, kw_only=True):
     control_interval: float = 0.25
 
     def __post_init__(self) -> None:
-        if self.lease_seconds <= 0 or self.control_interval <= 0:
+        if not (_seconds(self.lease_seconds) and _seconds(self.control_interval)):
             raise ValueError(
-                "OwnershipConfig.lease_seconds and control_interval must be > 0, got "
-                f"{self.lease_seconds} and {self.control_interval}"
+                "OwnershipConfig.lease_seconds and control_interval must be finite and > 0, "
+                f"got {self.lease_seconds} and {self.control_interval}"
             )
 
 
@@ -61,5 +63,11 @@ class RecoveryConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.interval is not None and self.interval <= 0:
-            raise ValueError(f"RecoveryConfig.interval must be > 0, got {self.interval}")
+        if self.interval is not None and not _seconds(self.interval):
+            raise ValueError(f"RecoveryConfig.interval must be finite and > 0, got {self.interval}")
+
+
+def _seconds(value: float) -> bool:
+    """Whether ``value`` is a duration a lease or a timer can take: finite and > 0 (NaN
+    compares false to everything, and an infinite lease never runs out)."""
+    return math.isfinite(value) and value > 0

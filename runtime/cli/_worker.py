@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -95,8 +96,10 @@ async def _worker(args: argparse.Namespace) -> int:
     """Run until SIGINT or SIGTERM; then live runs stop and their claims are released."""
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    if args.lease <= 0 or args.poll <= 0:
-        raise UsageError(f"--lease and --poll must be positive, got {args.lease}, {args.poll}")
+    if not all(math.isfinite(v) and v > 0 for v in (args.lease, args.poll)):
+        raise UsageError(
+            f"--lease and --poll must be finite and positive, got {args.lease}, {args.poll}"
+        )
     if args.metrics_port is not None and not 0 <= args.metrics_port < 65536:
         raise UsageError(f"--metrics-port {args.metrics_port}: expected 0..65535")
     async with AsyncExitStack() as stack:

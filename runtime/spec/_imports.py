@@ -66,6 +66,9 @@ def import_reference(
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise SpecError(path, f"cannot import module {module_name!r}: {exc}") from exc
+    except Exception as exc:  # it raised while it ran (a SyntaxError, a failing setup)
+        reason = f"importing module {module_name!r} raised {type(exc).__name__}: {exc}"
+        raise SpecError(path, reason) from exc
     for part in parts:
         try:
             target = getattr(target, part)

@@ -27,7 +27,9 @@ def test_bad_arguments_exit_2_and_write_nothing(workdir: Workdir) -> None:
     _usage(workdir, "state", paused, "--at", HUGE, says="--at")
     _usage(workdir, "fork", paused, "--at", "0", *ALLOW, says="--at")
     _usage(workdir, "replay", "--graph", "graph.yaml", "--limit", HUGE, says="--limit")
-    for bad in ("", "a/b", ".."):
+    for lease, poll in (("nan", "1"), ("inf", "1"), ("5", "nan")):
+        _usage(workdir, "worker", "--lease", lease, "--poll", poll, says="finite and positive")
+    for bad in ("", "a/b", "..", "   "):
         _usage(workdir, "submit", "graph.yaml", "--run-id", bad, says="--run-id")
     (workdir.path / "kept.txt").write_text(f"{done} {HUGE} abc\n")
     _usage(workdir, "verify", "--all", "--against", "kept.txt", says="kept.txt")

@@ -4,6 +4,7 @@ recovery interval that picks runs up)."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -40,6 +41,11 @@ def test_configs_are_frozen() -> None:
         lambda: OwnershipConfig(control_interval=-1.0),
         lambda: RecoveryConfig(concurrency=0),
         lambda: RecoveryConfig(interval=0),
+        # NaN compares false to everything; an infinite lease never runs out.
+        lambda: OwnershipConfig(lease_seconds=math.nan),
+        lambda: OwnershipConfig(lease_seconds=math.inf),
+        lambda: OwnershipConfig(control_interval=math.nan),
+        lambda: RecoveryConfig(interval=math.inf),
     ],
 )
 def test_settings_that_cannot_work_are_refused_when_made(make: object) -> None:

@@ -96,3 +96,26 @@ async def test_an_allowed_judge_class_needing_arguments_is_a_spec_error_naming_t
     assert caught.value.errors[0].path == "nodes[0].judge"
     assert "needs constructor arguments" in str(caught.value)
     assert "Runtime(judges=" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "raised"),
+    [
+        ("raise RuntimeError('no config here')\n", "RuntimeError: no config here"),
+        ("def f(:\n", "SyntaxError"),
+    ],
+)
+async def test_a_module_that_raises_as_it_is_imported_is_a_spec_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, raised: str
+) -> None:
+    # Like a missing module: a graph this runtime cannot run (a worker leaves it, with
+    # backoff), not an error that escapes from the start or the claim.
+    name = f"failing_on_import_{abs(hash(source))}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    async with Runtime(tmp_path / "runs.db", allow_imports=[name]) as rt:
+        with pytest.raises(SpecErrors) as caught:
+            await rt.start(parse_graph(_graph(f"{name}:f"), "yaml"))
+        assert rt.store is not None and await rt.store.list_runs() == []
+    assert caught.value.errors[0].path == "nodes[0].function"
+    assert f"importing module {name!r} raised {raised}" in str(caught.value)

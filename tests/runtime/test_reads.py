@@ -106,7 +106,8 @@ async def test_approve_refuses_a_run_that_is_not_paused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "a/b", "nul\x00", "tab\there", "end\n", "x" * 201, "\ud800", ".", "..", "..."]
+    "bad",
+    ["", "   ", "a/b", "nul\x00", "tab\there", "end\n", "x" * 201, "\ud800", ".", "..", "..."],
 )
 async def test_a_run_id_no_front_could_name_is_refused_before_anything_is_written(
     tmp_path: Path, bad: str
