@@ -151,21 +151,22 @@ class ActorSystem:
             ref.stop_nowait()
         for task in self._helpers:
             task.cancel()
-        # Wait for every task, as a task group would, even if this task is cancelled.
-        cancelled = False
+        # Wait for every task, as a task group would, even if this task is cancelled; then
+        # raise the cancellation as it came (an anyio cancel scope knows its own by it).
+        cancelled: asyncio.CancelledError | None = None
         while self._tasks or self._helpers:
             try:
                 await asyncio.wait(self._tasks | self._helpers)
-            except asyncio.CancelledError:
-                cancelled = True
+            except asyncio.CancelledError as exc:
+                cancelled = cancelled or exc
                 for task in self._tasks | self._helpers:
                     task.cancel()
         if self._errors:
             errors = list(self._errors)  # the list _TaskDone holds stays the system's
             self._errors.clear()
             raise BaseExceptionGroup("actor tasks failed", errors)
-        if cancelled:
-            raise asyncio.CancelledError
+        if cancelled is not None:
+            raise cancelled
         return None
 
     def _start(self, helper: bool, function: Any, *args: Any, name: str) -> None:
