@@ -33,7 +33,8 @@ def open_store(
       spells them): a :class:`SqliteEventStore`.
     - anything else is the path of a SQLite file.
 
-    Raises ValueError for a URL of another scheme (``mysql://...``) or a bad schema name.
+    Raises ValueError for a URL of another scheme (``mysql://...``), a bad schema name or
+    more than one.
     """
     text = os.fspath(url)
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
@@ -43,6 +44,8 @@ def open_store(
         parts = urlsplit(text)
         query = parse_qsl(parts.query, keep_blank_values=True)
         schema = [value for key, value in query if key == "schema"]
+        if len(schema) > 1:  # which one was meant is not for the store to guess
+            raise ValueError(f"a store URL names one schema, got {len(schema)}: {text!r}")
         rest = urlencode([(key, value) for key, value in query if key != "schema"])
         plain = urlunsplit(parts._replace(query=rest))
         if schema:

@@ -61,6 +61,8 @@ def test_open_store_maps_urls_to_backends(tmp_path: Path) -> None:
         open_store("mysql://h/db")
     with pytest.raises(ValueError, match="schema name"):
         open_store("postgresql://h/db?schema=Robert');DROP")
+    with pytest.raises(ValueError, match="names one schema, got 2"):
+        open_store("postgresql://h/db?schema=a&schema=b")
 
 
 async def test_an_unreachable_server_gives_a_clear_error() -> None:
