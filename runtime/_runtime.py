@@ -366,8 +366,8 @@ class Runtime:
         ``branches.forked``), CorruptLogError when the hash chain of
         seqs 1..``at_seq`` is broken or no longer holds a head the store's heads file
         recorded in them (a fork never launders an edit), and SpecErrors,
-        writing nothing, for a graph this runtime cannot run; TypeError or ValueError for
-        an ``at_seq`` that is not a seq.
+        writing nothing, for a graph this runtime cannot run; TypeError for an ``at_seq``
+        that is not an int.
         """
         check_seq("at_seq", at_seq, below_one=True)  # outside the log: RunStateError
         control = self._running
