@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -36,7 +37,11 @@ async def submit(
         goal=None if graph.goal is None else msgspec.to_builtins(graph.goal),
         input=input,
     )
+    began = time.perf_counter()
     await store.append(run_id, [started], expected_seq=0)
+    # Counted here, where it started (the worker that claims it counts a resume).
+    for observer in control.logs.observers:
+        observer(run_id, [started], time.perf_counter() - began)
     return run_id
 
 

@@ -28,7 +28,7 @@ from runtime import (
     serve_metrics,
 )
 from runtime.events import RunResumed
-from runtime.testing import ScriptedProvider, reply, tool_call
+from runtime.testing import ScriptedProvider, linear_graph, reply, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -358,3 +358,14 @@ async def test_a_node_that_blocks_the_event_loop_shows_in_the_loop_lag_gauge(
         stalled = await anyio.to_thread.run_sync(_scrape, registry)
     # The loop was held for a second; the watcher slept a quarter of it at most.
     assert stalled[("magistrate_event_loop_lag_seconds", ())] >= 0.7
+
+
+async def test_a_submitted_run_counts_as_started_where_it_was_submitted(tmp_path: Path) -> None:
+    # A worker that claims it counts its resume and its end: started + finished add up
+    # across the processes.
+    registry = CollectorRegistry()
+    async with Runtime(tmp_path / "runs.db", metrics=RuntimeMetrics(registry)) as rt:
+        await rt.submit(linear_graph(["a"]))
+        samples = await anyio.to_thread.run_sync(_scrape, registry)
+    assert samples[("magistrate_runs_started_total", ())] == 1
+    assert samples[("magistrate_runs_active", ())] == 0  # nobody executes it here
