@@ -156,7 +156,7 @@ async def _verify(args: argparse.Namespace) -> int:
         if args.run_id is not None:
             heads = [h for h in heads if h.run_id == args.run_id]
         reader = RunReader(store)
-        # The store's heads file: verify checks each run against its newest head there;
+        # The store's heads file: verify checks each run against every head recorded there;
         # here, its own break and (with --all) the runs it names that the store lost.
         try:
             recorded = await reader.heads_file()
