@@ -170,7 +170,8 @@ def parse_quality_answer(text: str) -> JudgeVerdict | None:
         if word in ("accept", "retry"):
             conf = data.get("confidence")
             confidence = None
-            if isinstance(conf, int | float) and not isinstance(conf, bool):
+            if isinstance(conf, int | float) and not isinstance(conf, bool) and conf == conf:
+                # (NaN, which a JSON parser may take, says nothing: unknown, not 0)
                 confidence = min(1.0, max(0.0, float(conf)))
             feedback = data.get("feedback")
             return JudgeVerdict(

@@ -199,6 +199,11 @@ async def test_parse_quality_answer_forms() -> None:
     assert parse_quality_answer('{"verdict": 1}') is None
     v = parse_quality_answer('{"verdict": " Retry ", "confidence": true, "feedback": 5}')
     assert v == JudgeVerdict(action="retry", level="quality")
+    # NaN (which the parser takes) says nothing: no confidence, not 0; out of range clamps.
+    v = parse_quality_answer('{"verdict": "ACCEPT", "confidence": NaN}')
+    assert v is not None and v.confidence is None
+    v = parse_quality_answer('{"verdict": "ACCEPT", "confidence": 7}')
+    assert v is not None and v.confidence == 1.0
 
 
 @settings(max_examples=200, deadline=None)
