@@ -27,22 +27,15 @@ from eventstore import (
 
 __all__ = ["HeadsCache", "check_head", "check_heads", "heads_missing"]
 
-#: Why a recorded head fails (the words ``magistrate verify`` prints).
-_DIFFERS = "hash at the kept head's seq differs"
-
 
 async def check_head(store: EventStore, run_id: str, seq: int, hash: str) -> str | None:
     """Why the head (``run_id``, ``seq``, ``hash``) is not in ``store``'s log, or None."""
-    found = None
-    async for event in store.read(run_id, from_seq=seq, to_seq=seq):
-        found = event
-    if found is None:
-        if await store.get_run(run_id) is None:
-            return "run missing from the store"
-        return f"log lost its tail: the kept head is seq {seq}, the log ends before it"
-    if found.hash != hash:
-        return _DIFFERS
-    return None
+    missing = await check_heads(store, run_id, [RecordedHead(run_id, seq, hash)])
+    if missing is None:
+        return None
+    if await store.get_run(run_id) is None:
+        return "run missing from the store"
+    return missing[1]
 
 
 def heads_missing(events: Iterable[Event], heads: Sequence[RecordedHead]) -> tuple[int, str] | None:
@@ -59,7 +52,7 @@ def heads_missing(events: Iterable[Event], heads: Sequence[RecordedHead]) -> tup
         last = event.seq
         hash = recorded.get(last)
         if hash is not None and event.hash != hash:
-            return last, _DIFFERS
+            return last, "hash at the kept head's seq differs"
     top = max(recorded)
     if last < top:
         return top, f"log lost its tail: the kept head is seq {top}, the log ends before it"
@@ -69,12 +62,13 @@ def heads_missing(events: Iterable[Event], heads: Sequence[RecordedHead]) -> tup
 async def check_heads(
     store: EventStore, run_id: str, heads: Sequence[RecordedHead]
 ) -> tuple[int, str] | None:
-    """:func:`heads_missing` of the run's log in ``store`` (one read, from the lowest head
-    on): the first recorded head no longer in it, as (seq, why), or None."""
+    """:func:`heads_missing` of the run's log in ``store`` (one read, of the seqs from the
+    lowest head to the highest): the first recorded head no longer in it, as (seq, why),
+    or None."""
     if not heads:
         return None
-    first = min(head.seq for head in heads)
-    events = [event async for event in store.read(run_id, from_seq=first)]
+    seqs = [head.seq for head in heads]
+    events = [e async for e in store.read(run_id, from_seq=min(seqs), to_seq=max(seqs))]
     return heads_missing(events, heads)
 
 
