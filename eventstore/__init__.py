@@ -37,7 +37,7 @@ from ._events import (
     register_event_type,
     register_upcaster,
 )
-from ._heads import HeadsFile, HeadsFileContents, RecordedHead, read_heads_file
+from ._heads import HeadsFile, HeadsFileContents, HeadsFileReader, RecordedHead, read_heads_file
 from ._open import heads_path_beside, open_store
 from ._protocol import (
     AppendResult,
@@ -93,6 +93,7 @@ __all__ = [
     "EventStore",
     "HeadsFile",
     "HeadsFileContents",
+    "HeadsFileReader",
     "LeaseConfirmingStore",
     "LeaseLostError",
     "NotAStoreError",

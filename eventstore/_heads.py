@@ -33,7 +33,13 @@ from hashlib import sha256
 
 import msgspec
 
-__all__ = ["HeadsFile", "HeadsFileContents", "RecordedHead", "read_heads_file"]
+__all__ = [
+    "HeadsFile",
+    "HeadsFileContents",
+    "HeadsFileReader",
+    "RecordedHead",
+    "read_heads_file",
+]
 
 _log = logging.getLogger("magistrate.eventstore")
 
@@ -110,40 +116,106 @@ def read_heads_file(path: str | os.PathLike[str]) -> HeadsFileContents:
     (a write cut short by a crash) is ignored, and so is such a line once the next writer
     ended it, when the line after links on from it as that writer does. Raises OSError if
     the file exists but cannot be read."""
-    name = os.fspath(path)
-    try:
-        with open(name, "rb") as file:
-            data = file.read()
-    except FileNotFoundError:
-        return HeadsFileContents(path=name, heads=[])
-    lines = data.split(b"\n")[:-1]  # the last piece is empty, or a line cut short
-    heads: list[RecordedHead] = []
-    previous = ""
-    cut: tuple[int, str] | None = None  # a line that is not a record: (number, why)
-    for number, line in enumerate(lines, start=1):
+    reader = HeadsFileReader(path)
+    reader.read()
+    return reader.contents()
+
+
+class HeadsFileReader:
+    """A heads file read as it grows: each :meth:`read` parses only the bytes appended
+    since the one before (the file is append-only), checked as :func:`read_heads_file`
+    checks the whole file, and returns the heads they add. A file replaced (another
+    inode), shorter than what was read, or whose last line read is not there any more, is
+    read again from its start. Once a line breaks the links, later lines are not read (as
+    a whole read stops there). Not thread-safe."""
+
+    __slots__ = ("_cut", "_inode", "_last", "_line", "_offset", "_previous", "heads", "path")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._reset(None)
+
+    def _reset(self, inode: int | None) -> None:
+        #: Every head read so far, in file order.
+        self.heads: list[RecordedHead] = []
+        self._inode = inode
+        self._offset = 0  # the bytes taken: through the last line that linked up
+        self._last = b""  # that line, its newline included
+        self._previous = ""  # its link
+        self._line = 0  # its number
+        # The break met (line number, why, final): final for a line that does not link on;
+        # not for a last line that is not a record (the next writer may link on from it).
+        self._cut: tuple[int, str, bool] | None = None
+
+    def contents(self) -> HeadsFileContents:
+        """What the file holds as last read (a copy of the heads)."""
+        cut = self._cut
+        return HeadsFileContents(
+            path=self.path,
+            heads=list(self.heads),
+            broken_line=None if cut is None else cut[0],
+            reason=None if cut is None else cut[1],
+        )
+
+    def read(self) -> list[RecordedHead]:
+        """The heads the file gained since the last read (every head the first time, and
+        after the file was replaced or cut: then :attr:`heads` starts again). Raises
+        OSError if the file exists but cannot be read; a missing file holds no heads."""
         try:
-            run_id, seq, hash, link = _parse(line)
-        except ValueError as exc:
-            if cut is not None:
+            file = open(self.path, "rb")
+        except FileNotFoundError:
+            self._reset(None)
+            return []
+        with file:
+            stat = os.fstat(file.fileno())
+            if stat.st_ino != self._inode or stat.st_size < self._offset:
+                self._reset(stat.st_ino)
+            start = self._offset - len(self._last)
+            file.seek(start)
+            data = file.read()
+            if not data.startswith(self._last):  # written over: read it all again
+                self._reset(stat.st_ino)
+                file.seek(0)
+                data = file.read()
+            elif (self._cut is not None and self._cut[2]) or len(data) == len(self._last):
+                return []  # nothing new, or nothing more to read after a break
+            else:
+                data = data[len(self._last) :]
+        return self._take(data.split(b"\n")[:-1])  # the last piece: empty, or cut short
+
+    def _take(self, lines: list[bytes]) -> list[RecordedHead]:
+        added: list[RecordedHead] = []
+        previous, number, offset = self._previous, self._line, self._offset
+        # A line that is not a record, passed over if the next links on from its bytes:
+        # (its number, why).
+        cut: tuple[int, str] | None = None
+        self._cut = None
+        for line in lines:
+            number += 1
+            try:
+                run_id, seq, hash, link = _parse(line)
+            except ValueError as exc:
+                if cut is not None:
+                    break
+                cut = (number, f"not a heads record ({exc})")
+                previous, offset = sha256(line).hexdigest(), offset + len(line) + 1
+                continue
+            if link != _link(previous, run_id, seq, hash):
+                if cut is None:
+                    why = "its link does not follow from the line before (the file was edited)"
+                    self._cut = (number, why, True)
                 break
-            # A write cut short by a crash, ended by the next writer, which links on from
-            # the SHA-256 of its bytes (see _last_link): passed over if the next line does.
-            cut, previous = (number, f"not a heads record ({exc})"), sha256(line).hexdigest()
-            continue
-        if link != _link(previous, run_id, seq, hash):
-            if cut is not None:
-                break
-            return HeadsFileContents(
-                path=name,
-                heads=heads,
-                broken_line=number,
-                reason="its link does not follow from the line before (the file was edited)",
-            )
-        heads.append(RecordedHead(run_id, seq, hash))
-        previous, cut = link, None
-    if cut is not None:
-        return HeadsFileContents(path=name, heads=heads, broken_line=cut[0], reason=cut[1])
-    return HeadsFileContents(path=name, heads=heads)
+            added.append(RecordedHead(run_id, seq, hash))
+            previous, offset, cut = link, offset + len(line) + 1, None
+            self._previous, self._offset, self._line = previous, offset, number
+            self._last = line + b"\n"
+        else:
+            if cut is not None:  # the last line: the next writer may link on from it
+                self._cut = (cut[0], cut[1], False)  # read again from it next time
+        if cut is not None and self._cut is None:  # a line after it did not link on
+            self._cut = (cut[0], cut[1], True)
+        self.heads.extend(added)
+        return added
 
 
 def _last_link(fd: int) -> tuple[str, bool]:

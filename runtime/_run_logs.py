@@ -143,12 +143,22 @@ class RunLogs:
         """What resuming ``run_id`` starts from: its state (an open fan-out included, read
         through its snapshot like the rest), its graph, and its snapshot as the read found
         it (for :meth:`reopen`). Raises RunNotFoundError, or RunChangedError (a
-        RunStateError: "already completed") for a finished run."""
-        state, _events, snapshot = await self.read_state(run_id)
+        RunStateError: "already completed") for a finished run, and CorruptLogError for a
+        log that no longer holds a head its heads file recorded (checked at the seqs read,
+        and the newest heads before and after them: :meth:`HeadsCache.check_read`), so a
+        log rewritten while its run waited is not resumed, approved or rejected."""
+        state, events, snapshot = await self.read_state(run_id)
         if state.status in FINAL:
             raise RunChangedError(run_id, state.status, "a finished run cannot be resumed")
         if state.graph is None:
             raise RunNotFoundError(run_id)
+        if self.store is not None:
+            try:
+                missing = await self.heads.check_read(self.store, run_id, events, snapshot.seq + 1)
+            except OSError as exc:
+                raise StoreError(f"cannot read the heads file: {exc}") from exc
+            if missing is not None:
+                raise CorruptLogError(run_id, *missing)
         graph = graph_from_dict(state.graph)
         if state.graph_hash is not None and graph_hash(graph) != state.graph_hash:
             # The log holds the graph without its defaults (compact_graph_dict): fields or

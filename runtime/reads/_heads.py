@@ -11,7 +11,6 @@ heads file the store keeps.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 
 import anyio
@@ -21,8 +20,8 @@ from eventstore import (
     EventStore,
     HeadsFile,
     HeadsFileContents,
+    HeadsFileReader,
     RecordedHead,
-    read_heads_file,
 )
 
 __all__ = ["HeadsCache", "check_head", "check_heads", "heads_missing"]
@@ -73,15 +72,15 @@ async def check_heads(
 
 
 class HeadsCache:
-    """The store's heads file as last read, read again only once the file changed."""
+    """The store's heads file as read so far, read on from where it was as it grows."""
 
-    __slots__ = ("_by_run", "_contents", "_key", "heads")
+    __slots__ = ("_by_run", "_lock", "_reader", "heads")
 
     def __init__(self, heads: HeadsFile | None) -> None:
         self.heads = heads
-        self._key: tuple[int, int] | None = None
-        self._contents: HeadsFileContents | None = None
+        self._reader = None if heads is None else HeadsFileReader(heads.path)
         self._by_run: dict[str, list[RecordedHead]] = {}
+        self._lock = anyio.Lock()  # one read of the file at a time (the reader's state)
 
     async def check(
         self,
@@ -95,39 +94,82 @@ class HeadsCache:
         naming the file), or None: checked against ``events`` (the run's, in seq order from
         its first) if given, else read from ``store``; heads past ``upto`` (a prefix's end)
         are left out. Raises OSError if the file cannot be read."""
-        contents = await self.contents()
-        heads = None if contents is None else self._by_run.get(run_id)
+        heads = await self._heads_of(run_id, flush=True)
         if upto is not None and heads:
             heads = [head for head in heads if head.seq <= upto]
-        if contents is None or not heads:
+        if not heads:
             return None
         if events is None:
             missing = await check_heads(store, run_id, heads)
         else:
             missing = heads_missing(events, heads)
-        if missing is None:
+        return self._named(missing)
+
+    async def check_read(
+        self, store: EventStore, run_id: str, events: Sequence[Event], first_seq: int
+    ) -> tuple[int, str] | None:
+        """:meth:`check` for a read of the run's events from ``first_seq`` on (``events``;
+        through a snapshot, the events before were not read): the heads recorded at the
+        seqs read are checked against them, and the newest head before them and the newest
+        after them each by a read of its one event (after them: appended since, by the
+        run's owner; none there means the log lost its tail). ``verify`` checks every
+        head. Heads this process recorded and has not written yet are not waited for."""
+        heads = await self._heads_of(run_id, flush=False)
+        if not heads:
             return None
-        return missing[0], f"{missing[1]} (recorded in {contents.path})"
+        end = events[-1].seq if events else first_seq - 1
+        inside: list[RecordedHead] = []
+        before: RecordedHead | None = None
+        after: RecordedHead | None = None
+        for head in heads:
+            if head.seq < first_seq:
+                if before is None or head.seq >= before.seq:
+                    before = head
+            elif head.seq > end:
+                if after is None or head.seq >= after.seq:
+                    after = head
+            else:
+                inside.append(head)
+        missing = heads_missing(events, inside)
+        for alone in (before, after):
+            if missing is None and alone is not None:
+                missing = await check_heads(store, run_id, [alone])
+        return self._named(missing)
+
+    def _named(self, missing: tuple[int, str] | None) -> tuple[int, str] | None:
+        if missing is None or self.heads is None:
+            return missing
+        return missing[0], f"{missing[1]} (recorded in {self.heads.path})"
+
+    async def _heads_of(self, run_id: str, *, flush: bool) -> list[RecordedHead] | None:
+        if self._reader is None:
+            return None
+        await self._read_on(flush)
+        return self._by_run.get(run_id)
+
+    async def _read_on(self, flush: bool) -> None:
+        """Take in what the file gained since the last read (all of it if it was replaced)."""
+        assert self.heads is not None and self._reader is not None
+        if flush:  # heads recorded here but not written yet count too
+            await anyio.to_thread.run_sync(self.heads.flush)
+        reader, by_run = self._reader, self._by_run
+        async with self._lock:
+            known = len(reader.heads)
+            added = await anyio.to_thread.run_sync(reader.read)
+            if len(reader.heads) != known + len(added):  # read again from the start
+                by_run.clear()
+                added = reader.heads
+            for head in added:
+                kept = by_run.get(head.run_id)
+                if kept is None:
+                    by_run[head.run_id] = [head]
+                else:
+                    kept.append(head)
 
     async def contents(self) -> HeadsFileContents | None:
         """The file's contents (None when the store keeps no heads file); a file that does
         not exist yet reads as no heads. Raises OSError if it cannot be read."""
-        if self.heads is None:
+        if self._reader is None:
             return None
-        path = self.heads.path
-        # Heads recorded here but not written yet count too.
-        await anyio.to_thread.run_sync(self.heads.flush)
-        try:
-            stat = await anyio.to_thread.run_sync(os.stat, path)
-        except FileNotFoundError:
-            self._contents, self._by_run, self._key = None, {}, None
-            return HeadsFileContents(path=path, heads=[])
-        key = (stat.st_size, stat.st_mtime_ns)
-        if self._contents is None or key != self._key:
-            self._contents = await anyio.to_thread.run_sync(read_heads_file, path)
-            by_run: dict[str, list[RecordedHead]] = {}
-            for head in self._contents.heads:
-                by_run.setdefault(head.run_id, []).append(head)
-            self._by_run = by_run
-            self._key = key
-        return self._contents
+        await self._read_on(True)
+        return self._reader.contents()

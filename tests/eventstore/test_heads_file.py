@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from eventstore import HeadsFile, read_heads_file
+from eventstore import HeadsFile, HeadsFileReader, read_heads_file
 
 
 def test_two_writers_on_one_file_keep_one_chain(tmp_path: Path) -> None:
@@ -99,3 +99,55 @@ def test_a_line_cut_short_by_a_crash_and_ended_by_the_next_writer_is_passed_over
     assert not edited.ok and edited.broken_line == 2
     assert edited.reason is not None and edited.reason.startswith("not a heads record")
     assert [(h.run_id, h.seq) for h in edited.heads] == [("a", 1)]
+
+
+def _record(path: Path, *heads: tuple[str, int]) -> None:
+    writer = HeadsFile(path)
+    for run_id, seq in heads:
+        writer.record(run_id, seq, f"{seq:064x}")
+        assert writer.flush()  # a line each
+    writer.close()
+
+
+def test_a_reader_reads_only_what_the_file_gained_and_agrees_with_a_whole_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.heads"
+    reader = HeadsFileReader(path)
+    assert reader.read() == [] and reader.contents().ok  # no file yet: no heads
+    _record(path, ("a", 1), ("b", 1))
+    assert [(h.run_id, h.seq) for h in reader.read()] == [("a", 1), ("b", 1)]
+    assert reader.read() == []  # nothing new
+    _record(path, ("a", 2))
+    assert [(h.run_id, h.seq) for h in reader.read()] == [("a", 2)]
+    # A write cut short: not read, and read once the next writer ended it and linked on.
+    with open(path, "ab") as file:
+        file.write(b'{"run":"a","seq":3,"ha')
+    assert reader.read() == [] and reader.contents().ok
+    _record(path, ("b", 2))
+    assert [(h.run_id, h.seq) for h in reader.read()] == [("b", 2)]
+    assert reader.contents() == read_heads_file(path)
+    assert reader.contents().ok and len(reader.heads) == 4
+
+
+def test_a_reader_reads_again_a_file_written_over_and_stops_at_a_break(tmp_path: Path) -> None:
+    path = tmp_path / "store.heads"
+    _record(path, ("a", 1), ("a", 2), ("a", 3))
+    reader = HeadsFileReader(path)
+    assert len(reader.read()) == 3
+    # The last line written over (same length, same inode), then a line appended: the
+    # reader sees that its last line is gone and reads the file again from its start.
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:2], lines[2].replace(b'"seq":3', b'"seq":4')]))
+    _record(path, ("b", 1))
+    again = reader.read()
+    assert [(h.run_id, h.seq) for h in again] == [("a", 1), ("a", 2)]
+    assert reader.contents() == read_heads_file(path)
+    assert reader.contents().broken_line == 3 and not reader.contents().ok
+    _record(path, ("b", 2))
+    assert reader.read() == []  # nothing after a break is read, as a whole read does not
+    # A file replaced (another inode), here a shorter one: read from its start.
+    path.unlink()
+    _record(path, ("c", 1))
+    assert [(h.run_id, h.seq) for h in reader.read()] == [("c", 1)]
+    assert reader.contents().ok and reader.heads == read_heads_file(path).heads
