@@ -88,7 +88,10 @@ __all__ = [
 
 
 #: One tool call the model asked for in a turn: the providers' own :class:`ToolCall`, so a
-#: call goes from the model's answer to the log and back into a request unconverted.
+#: call goes from the model's answer to the log and back into a request unconverted. Its
+#: ``raw_arguments`` (the text of arguments that were no JSON object; None otherwise, and
+#: in logs written before it existed) is an added field with a default, which old bodies
+#: read as is: ``llm.turn`` and ``branch.turn`` keep their schema version.
 ToolCallRecord = ToolCall
 
 

@@ -41,20 +41,26 @@ def _canonical_arguments(arguments: Mapping[str, Any]) -> str:
         return repr(sorted(arguments.items(), key=lambda item: item[0]))
 
 
+def _arguments_of(call: ToolCallLike) -> str:
+    raw = getattr(call, "raw_arguments", None)
+    if isinstance(raw, str):
+        return _encode_sorted(raw).decode()
+    return _canonical_arguments(call.arguments)
+
+
 def signature(tool_calls: Sequence[ToolCallLike]) -> str:
     """The canonical, order-insensitive fingerprint of one turn's tool calls.
 
-    Each call becomes ``[name, arguments]`` with its arguments as JSON with sorted keys;
-    the calls are sorted, so the order in which the model listed them does not matter
-    (a call repeated within the turn counts twice). The result is a JSON array, e.g.
+    Each call becomes ``[name, arguments]`` with its arguments as JSON with sorted keys
+    (a call whose arguments were no JSON object, ``raw_arguments``: that text as a JSON
+    string, so two different unreadable calls are not the same ``{}``); the calls are
+    sorted, so the order in which the model listed them does not matter (a call repeated
+    within the turn counts twice). The result is a JSON array, e.g.
     ``[["fetch",{"url":"a"}],["search",{"q":"x"}]]``; ``""`` for a turn with no calls.
     """
     if not tool_calls:
         return ""
-    parts = sorted(
-        (_encode_sorted(call.name).decode(), _canonical_arguments(call.arguments))
-        for call in tool_calls
-    )
+    parts = sorted((_encode_sorted(call.name).decode(), _arguments_of(call)) for call in tool_calls)
     return "[" + ",".join(f"[{name},{args}]" for name, args in parts) + "]"
 
 

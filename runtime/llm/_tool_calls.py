@@ -13,6 +13,11 @@ before the turn is recorded:
   may carry and the log writes as null; a string with a lone surrogate, which it cannot
   write at all): the call is refused with an error result naming the argument, recorded
   with the turn, and the tool is not called (see :func:`refusal`).
+
+A call whose arguments were no JSON object at all (``ToolCall.raw_arguments``: text that
+is not JSON or was cut short, another JSON value) is refused the same way, its error
+result saying why and quoting the text: the model can call again, and the turn, its
+tokens and the text are in the log.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from .._errors import MemoryValueError, ToolArgumentsError
 from ..events._values import check_memory_value, not_utf8
-from ..providers._base import ToolCall, mend
+from ..providers._base import ToolCall, arguments_problem, mend
 
-__all__ = ["distinct_ids", "recorded_calls", "refusal"]
+__all__ = ["QUOTED_CHARS", "distinct_ids", "recorded_calls", "refusal", "unreadable"]
 
 
 def distinct_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:
@@ -51,16 +58,23 @@ def distinct_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:
                 number += 1
             new_id = f"{call.id}_{number}"
             taken.add(new_id)
-            call = ToolCall(id=new_id, name=call.name, arguments=call.arguments)
+            call = msgspec.structs.replace(call, id=new_id)
         seen.add(call.id)
         out.append(call)
     return out
 
 
+#: How much of a call's unreadable arguments its error result quotes back to the model.
+QUOTED_CHARS = 1000
+
+
 def refusal(call: ToolCall) -> str | None:
     """The error result for a call whose arguments the log cannot store unchanged, naming
     each such argument (``ToolArgumentsError: invalid arguments for tool 'f': argument
-    'x' is nan (JSON has no NaN or infinity)``), or None when it can store them all."""
+    'x' is nan (JSON has no NaN or infinity)``), or for a call whose arguments were no
+    JSON object (:func:`unreadable`); None when the call may run."""
+    if call.raw_arguments is not None:
+        return unreadable(call.name, mend(call.raw_arguments))
     problems = [
         problem for name, value in call.arguments.items() if (problem := _check(name, value))
     ]
@@ -69,13 +83,27 @@ def refusal(call: ToolCall) -> str | None:
     return f"ToolArgumentsError: {ToolArgumentsError(call.name, '; '.join(problems))}"
 
 
+def unreadable(tool: str, raw: str) -> str:
+    """The error result for a call of ``tool`` whose arguments text ``raw`` is no JSON
+    object: why (:func:`~runtime.providers._base.arguments_problem`), what to send
+    instead, and the text itself (its first :data:`QUOTED_CHARS` characters; the model
+    is shown the call with ``{}`` as its arguments, which every API reads back)."""
+    quoted = raw if len(raw) <= QUOTED_CHARS else f"{raw[:QUOTED_CHARS]}... ({len(raw)} chars)"
+    reason = (
+        f"the arguments are {arguments_problem(raw)}, and the tool was not called; "
+        f"call it again with its arguments as one JSON object. The arguments were: {quoted}"
+    )
+    return f"ToolArgumentsError: {ToolArgumentsError(tool, reason)}"
+
+
 def recorded_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], dict[str, str]]:
     """A turn's calls as they are recorded, and the error result of each refused call by id.
 
     Ids are made distinct (:func:`distinct_ids`). A refused call (:func:`refusal`) is
     recorded with each argument the log cannot store as null and a lone surrogate in an
-    argument's name as U+FFFD, so the turn reads back as it was recorded; the caller
-    records its error result with the turn, and never runs it.
+    argument's name as U+FFFD, so the turn reads back as it was recorded (a call with
+    unreadable arguments keeps their text, and ``{}``); the caller records its error
+    result with the turn, and never runs it.
     """
     out: list[ToolCall] = []
     refused: dict[str, str] = {}
@@ -87,7 +115,8 @@ def recorded_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], dict[str,
                 mend(name): None if _check(name, value) else value
                 for name, value in call.arguments.items()
             }
-            call = ToolCall(id=call.id, name=call.name, arguments=arguments)
+            raw = None if call.raw_arguments is None else mend(call.raw_arguments)
+            call = msgspec.structs.replace(call, arguments=arguments, raw_arguments=raw)
         out.append(call)
     return out, refused
 

@@ -13,6 +13,7 @@ from ._base import (
     Stop,
     ToolCall,
     Usage,
+    decode_tool_arguments,
     require,
     shown,
     token_count,
@@ -83,7 +84,8 @@ class AnthropicProvider(_HttpProvider):
         Blocks until the API answered, through retries and their waits; cancellation
         abandons the call. Raises ProviderHTTPError, ProviderTimeoutError, ProviderError
         (connection failed) after the last attempt, or MalformedResponseError at once
-        for an answer that cannot be parsed.
+        for an answer that cannot be parsed. A ``tool_use`` input that is no JSON object
+        does not fail the answer: its call keeps it as text (``ToolCall.raw_arguments``).
         """
         started = time.perf_counter()
         data = await self._transport.post_json(
@@ -122,20 +124,16 @@ class AnthropicProvider(_HttpProvider):
                     raise MalformedResponseError(
                         name, f"tool_use block without a name: {shown(block)}"
                     )
-                arguments = block.get("input", {})
-                if not isinstance(arguments, dict):
-                    raise MalformedResponseError(
-                        name,
-                        f"tool call {tool!r} input is not a JSON object: {shown(arguments)}",
-                    )
+                # The API sends an object; anything else (a compatible server's JSON
+                # text, another value) is read as OpenAI's arguments are: an object, or
+                # the call's error with the text kept.
+                arguments, raw_arguments = decode_tool_arguments(block.get("input"))
                 call_id = block.get("id") or f"toolu_{len(calls) + 1}"
                 if not isinstance(call_id, str):
                     raise MalformedResponseError(name, f"tool_use {tool!r} has a non-string id")
                 calls.append(
                     ToolCall(
-                        id=call_id,
-                        name=tool,
-                        arguments=arguments,
+                        id=call_id, name=tool, arguments=arguments, raw_arguments=raw_arguments
                     )
                 )
             # Other block kinds (thinking, ...) carry nothing a node consumes.

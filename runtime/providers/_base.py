@@ -29,6 +29,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "arguments_problem",
     "complete_uncut",
     "parse_json_object",
     "refusal",
@@ -36,11 +37,20 @@ __all__ = [
 
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool invocation the model asked for; ``arguments`` is already a decoded object."""
+    """One tool invocation the model asked for; ``arguments`` is already a decoded object.
+
+    ``raw_arguments`` is set only when the model's arguments were no JSON object (text
+    that is not JSON, JSON cut short, or another JSON value): it holds them as the model
+    sent them (JSON text for a value that was not a string), and ``arguments`` is ``{}``.
+    Such a call is never run: the node answers it with a tool error saying why
+    (:func:`arguments_problem`), so the model can call again. Logs written before the
+    field existed read it as None.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any]
+    raw_arguments: str | None = None
 
 
 class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -257,29 +267,56 @@ def parse_json_object(text: str) -> dict[str, Any]:
     raise MalformedResponseError("llm", f"no JSON object in model text: {shown!r}")
 
 
-def decode_tool_arguments(provider: str, tool: str, raw: Any) -> dict[str, Any]:
-    """Decode a tool call's arguments (a JSON string or an object) into a dict.
-
-    Raises :class:`MalformedResponseError` naming the tool and the bad text.
+def decode_tool_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments as :class:`ToolCall` holds them: ``(arguments, None)`` when
+    ``raw`` is a JSON object (decoded or as text; absent or ``""``: ``{}``), else ``({},
+    text)`` with the text the model sent (JSON text for a value that was not a string; a
+    lone surrogate in it as U+FFFD, see :func:`mend`). Never raises: a model's bad
+    arguments are its call's error, not an unreadable answer.
     """
     if isinstance(raw, dict):
-        return raw
+        return raw, None
     if raw is None or raw == "":
-        return {}
+        return {}, None
     if isinstance(raw, str):
         try:
             value = json.loads(raw)
-            if _SURROGATE_ESCAPE.search(raw):
-                value = mend(value)
-        except (ValueError, RecursionError) as exc:
-            raise MalformedResponseError(
-                provider, f"tool call {tool!r} has invalid JSON arguments {shown(raw)}: {exc!r}"
-            ) from exc
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to read
+            return {}, mend(raw)
         if isinstance(value, dict):
-            return value
-    raise MalformedResponseError(
-        provider, f"tool call {tool!r} arguments are not a JSON object: {shown(raw)}"
-    )
+            return (mend(value) if _SURROGATE_ESCAPE.search(raw) else value), None
+        return {}, mend(raw)
+    try:
+        text = json.dumps(raw, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = shown(raw)
+    return {}, mend(text)
+
+
+def arguments_problem(raw: str) -> str:
+    """Why ``raw`` (a :attr:`ToolCall.raw_arguments`) is no JSON object, in words a model
+    can act on: ``"not valid JSON (Expecting ',' delimiter: line 1 column 9 (char 8))"``
+    or ``"a JSON array, not an object"``. The same text gives the same words, so a call
+    read back from the log is answered as it was live."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        return "not valid JSON (nested too deep to read)"
+    except ValueError as exc:  # JSONDecodeError, or a number of too many digits
+        return f"not valid JSON ({exc})"
+    if isinstance(value, dict):  # a call built by hand with text that is an object
+        return "a JSON object given only as text"
+    if isinstance(value, list):
+        what = "a JSON array"
+    elif isinstance(value, str):
+        what = "a JSON string"
+    elif value is None:
+        what = "JSON null"
+    elif isinstance(value, bool):
+        what = "a JSON boolean"
+    else:
+        what = "a JSON number"
+    return f"{what}, not an object"
 
 
 def require(provider: str, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:

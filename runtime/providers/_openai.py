@@ -89,8 +89,8 @@ class OpenAIProvider(_HttpProvider):
         Blocks until the API answered, through retries and their waits; cancellation
         abandons the call. Raises ProviderHTTPError, ProviderTimeoutError, ProviderError
         (connection failed) after the last attempt, or MalformedResponseError at once
-        for an answer that cannot be parsed (including tool arguments that are not a
-        JSON object).
+        for an answer that cannot be parsed. Tool arguments that are no JSON object do
+        not fail the answer: their call keeps the text (``ToolCall.raw_arguments``).
         """
         started = time.perf_counter()
         payload = self.build_payload(request)
@@ -140,12 +140,10 @@ class OpenAIProvider(_HttpProvider):
             call_id = raw.get("id") or f"call_{len(calls) + 1}"
             if not isinstance(call_id, str):
                 raise MalformedResponseError(name, f"tool call {tool!r} has a non-string id")
+            # Arguments that are no JSON object are the call's error, answered to the model.
+            arguments, raw_arguments = decode_tool_arguments(function.get("arguments"))
             calls.append(
-                ToolCall(
-                    id=call_id,
-                    name=tool,
-                    arguments=decode_tool_arguments(name, tool, function.get("arguments")),
-                )
+                ToolCall(id=call_id, name=tool, arguments=arguments, raw_arguments=raw_arguments)
             )
         usage_data = data.get("usage")
         usage = Usage()

@@ -145,9 +145,7 @@ class RecordedRun:
                         stop="end" if body.stop is None else body.stop,  # type: ignore[arg-type]
                     )
                 case ToolResult():
-                    asked = calls.get(body.call_id)
-                    arguments = asked.arguments if asked is not None else {}
-                    self.tools[_key([body.name, arguments])].append((body.content, body.is_error))
+                    self._tool_result(calls.get(body.call_id), body.name, body)
                 case Verdict(node_id=node) if body.level == "quality":
                     self.first_judged.setdefault(node, event.seq)
                     place = (node, visit.get(node, 1), body.iteration)
@@ -228,9 +226,7 @@ class RecordedRun:
                         stop="tool_use" if body.tool_calls else "end",
                     )
                 case BranchToolResult() if body.name != "set_output":
-                    asked = calls.get(body.call_id)
-                    arguments = asked.arguments if asked is not None else {}
-                    self.tools[_key([body.name, arguments])].append((body.content, body.is_error))
+                    self._tool_result(calls.get(body.call_id), body.name, body)
                 case BranchesJudged(node_id=node):
                     judged: Served = body.error or LlmResponse(
                         text=body.text,
@@ -264,6 +260,17 @@ class RecordedRun:
                 error_type="" if failure is None else failure.error_type,
                 at=failed_at[place] if failure is not None else completed[(node, node_visit)],
             )
+
+    def _tool_result(
+        self, asked: ToolCall | None, name: str, body: ToolResult | BranchToolResult
+    ) -> None:
+        """Keep a tool's result to serve the same call again. A call whose arguments were
+        no JSON object never ran (its error is the node's own, answered again from the
+        recorded text), so its result is no tool's answer to serve."""
+        if asked is not None and asked.raw_arguments is not None:
+            return
+        arguments = asked.arguments if asked is not None else {}
+        self.tools[_key([name, arguments])].append((body.content, body.is_error))
 
     def _uncancel(self) -> None:
         """The run went on after a cancel: that cancel did not end it."""

@@ -271,7 +271,7 @@ async def test_an_answer_that_cannot_be_read_counts_as_a_failure(
     anthropic_server: AnthropicServer,
 ) -> None:
     anthropic_server.respond(
-        anthropic_message(tool_use("toolu_1", "search", ["not", "an", "object"]))
+        anthropic_message({"type": "tool_use", "id": 7, "name": "search", "input": {}})
     )
     async with make(anthropic_server) as llm:
         with pytest.raises(MalformedResponseError, match="search"):
@@ -281,13 +281,14 @@ async def test_an_answer_that_cannot_be_read_counts_as_a_failure(
     assert (stats.input_tokens, stats.output_tokens) == (0, 0)
 
 
-async def test_broken_tool_input_names_the_tool(anthropic_server: AnthropicServer) -> None:
+async def test_broken_tool_input_is_kept_with_its_call(anthropic_server: AnthropicServer) -> None:
+    # As OpenAI's arguments: the call's error, told to the model by the node.
     anthropic_server.respond(anthropic_message(tool_use("toolu_9", "search", '{"query": "x')))
     async with make(anthropic_server) as llm:
-        with pytest.raises(MalformedResponseError) as caught:
-            await llm.complete(ask(tools=[SEARCH]))
-    assert "search" in str(caught.value)
-    assert '{"query": "x' in str(caught.value)
+        answer = await llm.complete(ask(tools=[SEARCH]))
+    assert answer.tool_calls == [
+        ToolCall(id="toolu_9", name="search", arguments={}, raw_arguments='{"query": "x')
+    ]
 
 
 async def test_configuration_from_environment(
