@@ -37,6 +37,7 @@ from ..events._snapshots import check_snapshot, load_state
 from ..events._state import RunState, fold
 from ._heads import HeadsCache, check_head
 from ._records import (
+    ChainScope,
     ChainStatus,
     EventPage,
     EventRecord,
@@ -190,19 +191,21 @@ class RunReader:
         if at_seq is not None and at_seq < 1:
             raise ValueError(f"at_seq must be 1 or more (seqs start at 1), got {at_seq}")
         try:
-            state, _folded, snapshot = await load_state(self.store, run_id, to_seq=at_seq)
+            state, folded, snapshot = await load_state(self.store, run_id, to_seq=at_seq)
+            self._found(run_id, state, at_seq)
+            # The heads at the seqs read and the newest around them, as a resume checks.
+            missing = await self._heads.check_read(self.store, run_id, folded, snapshot.seq + 1)
+            if missing is not None:
+                raise CorruptLogError(run_id, *missing)
         except _LOG_ERRORS as exc:
             state = fold(await self.store.read_all(run_id, to_seq=at_seq))
             self._found(run_id, state, at_seq)
             return StateView(state=state, chain=broken_chain(exc, "full", 1, state.last_seq))
-        self._found(run_id, state, at_seq)
         # load_state read and checked the chain from the snapshot's own event on (from the
         # first without one).
+        scope: ChainScope = "full" if snapshot.seq == 0 else "tail"
         chain = ChainStatus(
-            ok=True,
-            scope="full" if snapshot.seq == 0 else "tail",
-            from_seq=max(1, snapshot.seq),
-            to_seq=state.last_seq,
+            ok=True, scope=scope, from_seq=max(1, snapshot.seq), to_seq=state.last_seq
         )
         return StateView(state=state, chain=chain)
 

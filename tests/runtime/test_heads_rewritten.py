@@ -79,7 +79,7 @@ async def test_a_log_rewritten_while_its_run_waits_is_not_approved_resumed_or_re
 ) -> None:
     """The payment gate: the log is rechained with another amount while the run waits at
     its gate. The chain checks out, the heads recorded at the pause do not: every control
-    refuses the run, and nothing is appended."""
+    refuses the run, nothing is appended, and a read of its state says so."""
     path, forged = tmp_path / "runs.db", tmp_path / "forged.db"
     paused_at = await _paused(sqlite_store(path), 100)
     assert await _paused(SqliteEventStore(forged), 999999) == paused_at
@@ -93,6 +93,10 @@ async def test_a_log_rewritten_while_its_run_waits_is_not_approved_resumed_or_re
             with pytest.raises(CorruptLogError, match="hash at the kept head's seq differs"):
                 await control
         assert (await store.get_run("r1")).last_seq == paused_at  # type: ignore[union-attr]
+        # A read of its state (``magistrate state``, the dashboard) says its chain is broken.
+        chain = (await RunReader(store).state("r1")).chain
+        assert not chain.ok and chain.broken_at is not None and chain.broken_at <= paused_at
+        assert chain.reason is not None and "hash at the kept head's seq differs" in chain.reason
 
 
 async def test_a_log_that_lost_its_tail_is_not_approved(tmp_path: Path) -> None:
