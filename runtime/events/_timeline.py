@@ -89,7 +89,10 @@ def describe_event(event: Event) -> tuple[str, str, str]:
         return node, label, f"visit {body.visit}, attempt {body.attempt}"
     if isinstance(body, LlmTurn):
         calls = ", ".join(
-            f"{c.name}({', '.join(f'{k}={_json(v)}' for k, v in c.arguments.items())})"
+            # A call whose arguments were no JSON object: the text the model sent.
+            f"{c.name}(unreadable: {_json(c.raw_arguments)})"
+            if c.raw_arguments is not None
+            else f"{c.name}({', '.join(f'{k}={_json(v)}' for k, v in c.arguments.items())})"
             for c in body.tool_calls
         )
         parts = [f'"{body.text}"'] if body.text else []

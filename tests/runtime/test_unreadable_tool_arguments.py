@@ -13,6 +13,7 @@ import pytest
 
 from runtime import GraphSpec, NodeSpec, OpenAIProvider, Runtime, ScriptedProvider, tool
 from runtime.events import LlmTurn, ToolResult
+from runtime.events._timeline import describe_event
 from runtime.llm._stall import signature
 from runtime.llm._tool_calls import refusal
 from runtime.providers._anthropic import AnthropicProvider
@@ -164,6 +165,11 @@ async def test_an_llm_node_answers_invalid_json_arguments_and_its_run_replays_eq
     # The turn and its error are one commit: the error follows its turn at once.
     first = bodies.index(turns[0])
     assert bodies[first + 1] == results[0]
+    # The timeline shows the text the model sent, not an empty call.
+    async with Runtime(tmp_path / "r.db") as rt:
+        events = await rt.read_events(handle.run_id)
+    turn_event = next(event for event in events if event.body == turns[0])
+    assert describe_event(turn_event)[2] == f"calls weather(unreadable: {CUT!r})"
 
     # The model read the error as the call's result; its call was sent back as "{}",
     # which every compatible server reads (invalid JSON there is refused by some).
