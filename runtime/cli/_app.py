@@ -90,13 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # what happened, once, and that it reconnects.
         logging.getLogger("psycopg").setLevel(logging.ERROR)
     # Imported once a command is chosen: --help needs none of them.
-    import anyio
-
     from actors import MagistrateError
     from eventstore import NotAStoreError, RunOwnedError, SchemaVersionError, StoreFileError
 
     from .. import MemoryValueError, RunChangedError, RunNotFoundError, RunStateError, SpecError
     from ._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, Handler, UsageError
+    from ._loop import run_command
 
     # Errors that mean "your input is wrong": exit 2 with the message, no traceback.
     usage_errors = (
@@ -113,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         try:
-            return anyio.run(handler, args)
+            return run_command(handler, args)
         except BaseExceptionGroup as group:
             # A command's task group that failed for one reason: that reason, said as itself.
             leaves = _leaves(group)
