@@ -3,7 +3,10 @@
 Usage: ``python verify_export.py RUN.jsonl`` (or ``-`` for standard input). Needs only
 the standard library and msgspec. Prints ``ok: N events`` and exits 0 when every line's
 ``hash`` is the recipe's hash of that line and ``prev_hash`` is the hash of the line
-before it (seqs 1, 2, 3 ... of one run); otherwise prints the first bad seq and exits 1.
+before it (seqs 1, 2, 3 ... of one run), and every line is exactly as ``magistrate
+export`` writes it; otherwise (an empty file too) prints the first bad seq and exits 1.
+The hash does not cover ``ts`` and ``position`` (the store sets them): an edited time
+is not detected.
 
 The recipe (docs/events.md, "The hash chain"): an event's hash is the hex sha256 of
 
@@ -43,19 +46,32 @@ def event_hash(prev_hash: str, record: dict[str, Any]) -> str:
 
 def check(lines: list[str]) -> tuple[int, str | None]:
     """How many events chain, and the reason of the first that does not (None: all do)."""
+    if not lines:
+        return 0, "no events: an export holds at least its run's first event"
     prev = ""
     run_id = None
     for count, line in enumerate(lines):
-        record = msgspec.json.decode(line)
-        seq = record.get("seq")
-        if run_id is None:
-            run_id = record["run_id"]
-        if record["run_id"] != run_id or seq != count + 1:
-            return count, f"line {count + 1}: expected seq {count + 1} of run {run_id}"
-        if record["prev_hash"] != prev:
-            return count, f"seq {seq}: prev_hash is not the hash of seq {seq - 1}"
-        if event_hash(prev, record) != record["hash"]:
-            return count, f"seq {seq}: the hash does not match the event"
+        try:
+            record = msgspec.json.decode(line)
+            seq = record.get("seq")
+            if run_id is None:
+                run_id = record["run_id"]
+            if record["run_id"] != run_id or seq != count + 1:
+                return count, f"line {count + 1}: expected seq {count + 1} of run {run_id}"
+            if record["prev_hash"] != prev:
+                return count, f"seq {seq}: prev_hash is not the hash of seq {seq - 1}"
+            if event_hash(prev, record) != record["hash"]:
+                return count, f"seq {seq}: the hash does not match the event"
+        except (msgspec.DecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+            return count, f"line {count + 1}: not an exported event ({type(exc).__name__}: {exc})"
+        if _BODY.encode(record) != line.encode():
+            # The hash covers the values as decoded here; a line that spells them otherwise
+            # (a key given twice, a number with more digits than a float keeps) may show
+            # another reader values its hash does not cover.
+            return count, (
+                f"seq {seq}: the line is not as magistrate export writes it (a key given "
+                f"twice, or a value spelled otherwise); other readers may read other values"
+            )
         prev = record["hash"]
     return len(lines), None
 
@@ -71,7 +87,7 @@ def main(argv: list[str]) -> int:
             text = file.read()
     # Lines end at "\n" only: a string in an event may hold U+2028 and other characters
     # that str.splitlines() would also split at.
-    lines = [line for line in text.split("\n") if line.strip()]
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
     checked, reason = check(lines)
     if reason is not None:
         print(f"BROKEN after {checked} good events: {reason}")

@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import cast
 
 from eventstore import Event, EventBody
 
 from ._errors import RunNotFoundError, RunStateError
 from ._run_logs import RunLogs
 from .control._ownership import RunOwnership
-from .events._catalogue import BranchesForked, EdgeTaken, RunFinished, RunForked
+from .events._catalogue import (
+    BranchesForked,
+    BranchesJoined,
+    EdgeTaken,
+    LlmTurn,
+    MemoryWritten,
+    MessageAdded,
+    NodeCompleted,
+    NodeFailed,
+    OutputSet,
+    RunFinished,
+    RunForked,
+    StallDetected,
+    ToolResult,
+    Verdict,
+)
 from .events._state import fold
 from .spec._load import graph_from_dict
 from .spec._model import GraphSpec
@@ -25,20 +39,84 @@ from .spec._model import GraphSpec
 __all__ = ["copy_prefix"]
 
 
-def _edges_end(events: list[Event], at_seq: int) -> int:
-    """The seq of the last of the edge events of the step whose edge ``at_seq`` is (its
-    ``edge.taken`` events and its ``branches.forked``, which follow each other), or
-    ``at_seq`` itself when it is not an edge or ends its step's."""
-    body = events[at_seq - 1].body
-    if type(body) is not EdgeTaken:
-        return at_seq
+def _together(before: EventBody, after: EventBody) -> bool:
+    """Whether ``after`` was recorded in one append with ``before``: a cut between them
+    leaves a state no run ever had (and no crash can leave), which a resume does not
+    go on from as the run did.
+
+    The appends: a node's memory writes with its completion, and its completion (or its
+    failure for good) with its edges; a fan-out's edges with its ``branches.forked``, and
+    the end of its last branch with its ``branches.joined``; a
+    turn's tool results with the outputs its ``set_output`` calls set; a turn with the
+    answers to its refused calls; a stall warning with its verdicts, and a RETRY with the
+    feedback it adds to the conversation.
+    """
+    match after:
+        case MemoryWritten(node_id=node) if node is not None:
+            return isinstance(before, MemoryWritten) and before.node_id == node
+        case NodeCompleted(node_id=node):
+            return isinstance(before, MemoryWritten) and before.node_id == node
+        case BranchesJoined(join=join):
+            if isinstance(before, EdgeTaken):
+                return before.target == join
+            return isinstance(before, NodeCompleted) or (
+                isinstance(before, NodeFailed) and not before.will_retry
+            )
+        case EdgeTaken(source=node) | BranchesForked(source=node):
+            if isinstance(before, EdgeTaken | BranchesForked):
+                return before.source == node
+            if isinstance(before, NodeFailed):
+                return before.node_id == node and not before.will_retry
+            return isinstance(before, NodeCompleted) and before.node_id == node
+        case OutputSet(node_id=node):
+            return isinstance(before, ToolResult | OutputSet) and before.node_id == node
+        case ToolResult(node_id=node, call_id=call):
+            if isinstance(before, LlmTurn):
+                return before.node_id == node and _refused(before, call)
+            return isinstance(before, ToolResult) and before.node_id == node
+        case Verdict(node_id=node):
+            return isinstance(before, StallDetected | Verdict) and before.node_id == node
+        case MessageAdded(node_id=node, kind="feedback" | "stall_warning"):
+            return isinstance(before, Verdict) and before.node_id == node
+    return False
+
+
+def _refused(turn: LlmTurn, call_id: str) -> bool:
+    """Whether the turn's call ``call_id`` had arguments that were no JSON object (its
+    error result is recorded with the turn)."""
+    return any(c.id == call_id and c.raw_arguments is not None for c in turn.tool_calls)
+
+
+def _inside(events: list[Event], at_seq: int, group_end: int) -> str:
+    """Why a fork at ``at_seq``, inside an append that ends at ``group_end``, is refused."""
+    cut, end = events[at_seq - 1].body, events[group_end - 1].body
+    if isinstance(end, BranchesJoined):
+        return (
+            f"the branches joined into {end.join!r} at seq {group_end}, in one append with "
+            f"it; fork there or before the branch's node"
+        )
+    if isinstance(cut, EdgeTaken):
+        return (
+            f"it is among node {cut.source!r}'s edges, which end at seq {group_end}; "
+            f"fork there or before the node"
+        )
+    node = getattr(cut, "node_id", None)
+    if isinstance(cut, NodeCompleted | NodeFailed):
+        return (
+            f"node {node!r} completed there and its outgoing edge is not taken yet (it is, "
+            f"in the same append, by seq {group_end}); fork there or before the node"
+        )
+    return (
+        f"node {node!r} recorded it in one append with the events after it, up to seq "
+        f"{group_end}; fork there or before it"
+    )
+
+
+def _group_end(events: list[Event], at_seq: int) -> int:
+    """The seq of the last event recorded in one append with event ``at_seq`` (as far as
+    :func:`_together` tells), or ``at_seq`` itself when the next append starts after it."""
     end = at_seq
-    while end < len(events):
-        after = events[end].body
-        if type(after) not in (EdgeTaken, BranchesForked):
-            break
-        if cast(EdgeTaken | BranchesForked, after).source != body.source:
-            break
+    while end < len(events) and _together(events[end - 1].body, events[end].body):
         end += 1
     return end
 
@@ -59,8 +137,9 @@ async def copy_prefix(
     this runtime may not run, leaves no fork behind).
 
     Raises RunNotFoundError for an unknown run, RunStateError when ``at_seq`` is outside
-    the log, the prefix already holds the run's end (a finished run cannot go on) or it
-    ends between a node's completion and its edge, and
+    the log, the prefix already holds the run's end (a finished run cannot go on), it
+    ends between a node's completion and its edge, or inside what one append recorded
+    (:func:`_together`), and
     the store's errors (CorruptLogError if the hash chain of seqs 1..``at_seq`` is broken,
     ConcurrencyError if ``new_run_id`` already exists).
     """
@@ -86,26 +165,26 @@ async def copy_prefix(
                 f"cannot fork at seq {at_seq}: the run finished at seq {event.seq}; "
                 f"fork at an earlier seq",
             )
+    group_end = _group_end(events, at_seq)
+    if group_end != at_seq:
+        # Inside what one append recorded: resumed from there, the run would go on with
+        # some of a fan-out's branches, none joined, a node's output lost or a RETRY
+        # without its feedback (_together).
+        raise RunStateError(
+            run_id,
+            fold(events).status,
+            f"cannot fork at seq {at_seq}: {_inside(events, at_seq, group_end)}",
+        )
     state = fold(prefix)
     if state.status == "running" and state.path and not state.pending and not state.running:
-        # The prefix ends inside a step: a node completed and its edges are not taken yet.
-        # Resumed from there, the run would end without them.
+        # The prefix ends inside a step: a node completed and its edges are not taken yet
+        # (in a later append: an llm_decide edge asks a model first). Resumed from there,
+        # the run would end without them.
         raise RunStateError(
             run_id,
             fold(events).status,
             f"cannot fork at seq {at_seq}: node {state.path[-1]!r} completed there and its "
             f"outgoing edge is not taken yet; fork at the edge's seq or before the node",
-        )
-    step_end = _edges_end(events, at_seq)
-    if step_end != at_seq:
-        # Among a fan-out's edges (or before its branches.forked): resumed from there, the
-        # run would go on with some of its branches, or none joined.
-        node = cast(EdgeTaken, prefix[-1].body).source
-        raise RunStateError(
-            run_id,
-            fold(events).status,
-            f"cannot fork at seq {at_seq}: it is among node {node!r}'s edges, which end at "
-            f"seq {step_end}; fork there or before the node",
         )
     if check is not None and state.graph is not None:
         check(graph_from_dict(state.graph))

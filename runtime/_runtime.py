@@ -361,9 +361,10 @@ class Runtime:
         user's pause at ``at_seq`` is passed, while a pause node no approval in the copy
         opened waits at its gate in the fork (a fork never skips an approval). The source
         run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
-        outside the log, at or after the run's ``run.finished`` event, between a node's
-        ``node.completed`` and its ``edge.taken``, or among a fan-out's edges (before its
-        ``branches.forked``), CorruptLogError when the hash chain of
+        outside the log, at or after the run's ``run.finished`` event, or inside what one
+        append recorded (a node's writes, completion and edges; a fan-out's edges; a
+        turn's results and outputs; a RETRY and its feedback: the message names the seq
+        where it ends), CorruptLogError when the hash chain of
         seqs 1..``at_seq`` is broken or no longer holds a head the store's heads file
         recorded in them (a fork never launders an edit), and SpecErrors,
         writing nothing, for a graph this runtime cannot run; TypeError for an ``at_seq``

@@ -136,7 +136,11 @@ def _untimed(value: Any) -> Any:
 
 def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
     lanes: dict[str, list[_Item]] = {}
-    unended: dict[str, NodeStarted] = {}  # a lane's node.started its attempt has not ended
+    unended: dict[str, tuple[NodeStarted, int]] = {}  # a lane's unended attempt, its index
+    # What a cut attempt recorded after its node.started, which its start again records
+    # anew (an expression verifier's result) up to the first event it does not repeat
+    # (an LLM node goes on from its recorded turns): one execution records them once.
+    repeats: dict[str, list[_Item]] = {}
     for seq, body in pairs:
         lane = _lane(body)
         if lane is None:
@@ -144,13 +148,23 @@ def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
         items = lanes.setdefault(lane, [])
         if isinstance(body, RunPaused) and items and items[-1].body == body:
             continue  # waiting at the same gate again (after a resume there, a fork)
+        item = _Item(seq, body)
+        repeated = repeats.get(lane)
+        if repeated:
+            if repeated[0].key == item.key:
+                del repeated[0]
+                continue
+            del repeats[lane]
         if isinstance(body, NodeStarted):
-            if unended.get(lane) == body:
-                continue  # the attempt a cancel or a crash cut, started again: one execution
-            unended[lane] = body
+            started = unended.get(lane)
+            if started is not None and started[0] == body:
+                # The attempt a cancel, a crash or a fork cut, started again: one execution.
+                repeats[lane] = items[started[1] + 1 :]
+                continue
+            unended[lane] = (body, len(items))
         elif isinstance(body, NodeCompleted | NodeFailed):
             unended.pop(lane, None)
-        items.append(_Item(seq, body))
+        items.append(item)
     return lanes
 
 

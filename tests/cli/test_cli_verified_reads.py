@@ -114,11 +114,11 @@ def test_fork_of_an_edited_run_is_refused_and_writes_nothing(workdir: Workdir) -
 def test_a_fork_of_an_intact_run_says_it_is_a_fork(workdir: Workdir) -> None:
     run_id = _completed(workdir)
     args = ("--provider", "scripted:script.yaml", "--output", "json")
-    fork = json.loads(ok(workdir.run("fork", run_id, *ALLOW, "--at", "3", *args), 3).out)
+    fork = json.loads(ok(workdir.run("fork", run_id, *ALLOW, "--at", "2", *args), 3).out)
     shown = ok(workdir.run("show", fork["run_id"])).out
-    assert f"forked:    from run {run_id} at seq 3" in shown
+    assert f"forked:    from run {run_id} at seq 2" in shown
     data = json.loads(ok(workdir.run("show", fork["run_id"], "--output", "json")).out)
-    assert data["forked_from"]["run_id"] == run_id and data["forked_from"]["seq"] == 3
+    assert data["forked_from"]["run_id"] == run_id and data["forked_from"]["seq"] == 2
     listed = json.loads(ok(workdir.run("runs", "--output", "json")).out)["runs"]
     assert [(r["run_id"], r["origin"]) for r in listed] == [
         (fork["run_id"], run_id),
