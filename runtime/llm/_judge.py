@@ -300,13 +300,33 @@ def _normalise(result: object) -> JudgeVerdict:
                 f"a custom judge returned the action {result.action!r}; expected "
                 "accept, retry or escalate"
             )
+        if not isinstance(result.feedback, str):
+            raise TypeError(
+                f"a custom judge returned the feedback {result.feedback!r}; expected text"
+            )
+        confidence = _confidence(result.confidence)
         if result.level == "custom" and result.action == action:
-            return result
-        return msgspec.structs.replace(result, action=action, level="custom")
+            if confidence is result.confidence:
+                return result
+        return msgspec.structs.replace(result, action=action, level="custom", confidence=confidence)
     action = _action(result)
     if action is not None:
         return JudgeVerdict(action=action, level="custom")
     raise TypeError(f"a custom judge returned {result!r}; expected a JudgeVerdict or an action")
+
+
+def _confidence(value: object) -> float | None:
+    """A custom judge's confidence as the log keeps it: a number clamped to [0, 1], None for
+    none or NaN (unknown, as the log writes it: the live state then equals the fold);
+    TypeError for anything else (the log could not read it back)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"a custom judge returned the confidence {value!r}; expected a number")
+    if value != value:
+        return None
+    clamped = min(1.0, max(0.0, float(value)))
+    return value if clamped == value and type(value) is float else clamped
 
 
 async def consult(
