@@ -65,6 +65,7 @@ from ._verdicts import (
     goal_failures,
     keep,
     keep_failure,
+    overrules,
     stall_entry,
     verdict_entry,
     verdict_record,
@@ -79,6 +80,14 @@ def _judge_failed(s: RunState, kind: str, node: str | None, reason: str, seq: in
     kept = list(s.judge_failure_reasons)
     keep_failure(kept, seq, kind, node, reason)
     s.judge_failure_reasons = kept
+
+
+def _overruled(s: RunState, body: Verdict, seq: int) -> None:
+    kept = s.verdict_history.get(body.node_id)
+    before = kept[-1] if kept and kept[-1].seq == seq - 1 else None
+    if before is not None and overrules(body, before):
+        why = f"max_iterations accepted the outputs over a {before.level} RETRY"
+        _judge_failed(s, "overruled", body.node_id, f"{why}: {before.feedback}", seq)
 
 
 def _finish_node(s: RunState, node_id: str) -> None:
@@ -217,6 +226,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 assert isinstance(body, Verdict)
                 if body.error is not None:
                     _judge_failed(s, "judge", body.node_id, body.error, seq)
+                elif body.level == "max_iterations":
+                    _overruled(s, body, seq)
                 visit = s.visits.get(body.node_id)
                 if visit is not None:
                     visit.verdict(body)

@@ -7,7 +7,9 @@ A **judge failure** is a check that did not run, by kind (:data:`JUDGE_FAILURE_K
 ``llm_decide`` fallback after a failed or unusable call: ``edge.taken``'s
 ``judge_error``), ``branch_judge`` (``branches.judged`` with an ``error``) and ``goal``
 (a criterion the goal's evaluator was to score and did not: its ``error`` in the
-scorecard ``run.finished`` records). A completed run with any is at best "degraded".
+scorecard ``run.finished`` records); and a check that ran and was not passed:
+``overruled`` (a node's ``max_iterations`` bound accepting its outputs over the RETRY its
+judge ruled on that last turn). A completed run with any is at best "degraded".
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "goal_failures",
     "keep",
     "keep_failure",
+    "overrules",
     "stall_entry",
     "verdict_entry",
     "verdict_record",
@@ -39,7 +42,7 @@ __all__ = [
 KEPT_PER_NODE = 500
 
 #: Kinds of judge failures (RunState.judge_failures' keys, the metric's reasons).
-JUDGE_FAILURE_KINDS: Final = ("judge", "route", "branch_judge", "goal")
+JUDGE_FAILURE_KINDS: Final = ("judge", "route", "branch_judge", "goal", "overruled")
 
 #: Judge failures a state keeps with their reasons, the newest; the counts stay exact.
 KEPT_FAILURES = 100
@@ -75,8 +78,8 @@ class StallEntry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class JudgeFailure(msgspec.Struct, frozen=True, kw_only=True):
-    """A check that did not run, at event ``seq``: its kind, the node it was to check (None
-    for the goal) and why."""
+    """A check that did not run (or, ``overruled``, was not passed), at event ``seq``: its
+    kind, the node it was to check (None for the goal) and why."""
 
     seq: int
     kind: str
@@ -135,6 +138,21 @@ def keep_failure(
     kept.append(JudgeFailure(seq=seq, kind=kind, node_id=node_id, reason=reason))
     if len(kept) > KEPT_FAILURES:
         del kept[0]
+
+
+def overrules(after: Verdict, before: VerdictEntry | Verdict | None) -> bool:
+    """Whether ``after`` is a node's ``max_iterations`` bound accepting its outputs over
+    ``before``, the RETRY its judge ruled on that same turn and recorded just before it
+    (llm/_turn_loop.py): a check that ran and was not passed (kind ``overruled``). A tool
+    turn's mark (level ``bail_out``, action retry) was no check."""
+    return (
+        before is not None
+        and after.level == "max_iterations"
+        and after.action == "accept"
+        and before.action == "retry"
+        and before.level != "bail_out"
+        and before.iteration == after.iteration
+    )
 
 
 def goal_failures(goal_outcome: object) -> list[str]:

@@ -47,7 +47,7 @@ from ..events._catalogue import (
     Verdict,
 )
 from ..events._snapshots import SnapshotOutcome
-from ..events._verdicts import JUDGE_FAILURE_KINDS, goal_failures
+from ..events._verdicts import JUDGE_FAILURE_KINDS, goal_failures, overrules
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
 from ._loop_lag import watch_loop_lag
@@ -216,7 +216,8 @@ class RuntimeMetrics:
             "magistrate_judge_failures",
             "Checks that did not run, by reason: judge (a verdict with an error), route "
             "(an llm_decide fallback after a failed call), branch_judge, goal (a criterion "
-            "the goal's evaluator failed to score)",
+            "the goal's evaluator failed to score); and checks not passed: overruled (a "
+            "RETRY a node's max_iterations overruled)",
             ("reason",),
             registry=r,
         )
@@ -295,8 +296,13 @@ class RuntimeMetrics:
                 break
         now = time.monotonic()
         run = self._runs.get(run_id)
+        before: EventBody | None = None
         for body in events:
             self._count(run_id, run, body, now)
+            if type(body) is Verdict and type(before) is Verdict:
+                if before.node_id == body.node_id and overrules(body, before):
+                    self.judge_failures.labels("overruled").inc()
+            before = body
 
     # -- counting ----------------------------------------------------------------------------
 
