@@ -35,6 +35,7 @@ from ..control._ownership import listed_ownership
 from ..events._catalogue import LlmTurn, RunFinished, RunPaused, RunStarted, Verdict
 from ..events._snapshots import check_snapshot, load_state
 from ..events._state import RunState, fold
+from ._audit import audited
 from ._heads import HeadsCache, check_head
 from ._records import (
     ChainScope,
@@ -273,15 +274,14 @@ class RunReader:
         )
 
     async def report(self, run_id: str) -> RunReport:
-        """The run for an auditor: reads the whole log and checks its whole chain and the
-        heads recorded for it (as ``verify``); a broken chain is in ``chain``, never raised."""
+        """The run for an auditor: reads the whole log and checks its whole chain, its
+        snapshot and the heads recorded for it (as ``verify``); a broken chain is in
+        ``chain``, never raised."""
         events, chain = await self._all(run_id)
         if not events:
             raise RunNotFoundError(run_id)
-        missing = await self._heads.check(self.store, run_id, events) if chain.ok else None
-        if missing is not None:  # rechained or cut after a head was recorded: as verify says
-            seq, why = missing
-            chain = msgspec.structs.replace(chain, ok=False, broken_at=seq, reason=why)
+        # A forged snapshot, a log rechained or cut after a head was recorded: as verify says.
+        chain = await audited(self.store, self._heads, run_id, events, chain)
         info = await self.store.get_run(run_id)
         state = fold(events)
         verdicts: Counter[str] = Counter(

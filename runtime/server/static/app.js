@@ -102,7 +102,7 @@ async function api(path, options = {}) {
     init.body = JSON.stringify(options.body);
   }
   const response = await fetch(ROOT + path, init);
-  const data = await response.json().catch(() => ({}));
+  const data = await response.text().then(parseJSON).catch(() => ({}));
   if (!response.ok) {
     const error = new Error(data.detail || `HTTP ${response.status}`);
     error.status = response.status;
@@ -154,11 +154,42 @@ function debounce(fn, ms) {
   return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
 }
 
+// Numbers as the JSON text has them. A JS number holds integers exactly only up to 2^53,
+// so a longer one read from the server is kept as its digits (JSON.rawJSON, which
+// JSON.stringify writes back as they were): a value shown or sent back is the one memory
+// holds. Typed input keeps every number as typed (1.0 stays a float, 1e400 goes to the
+// server, which refuses it, instead of turning into null).
+const RAW = typeof JSON.rawJSON === "function";
+function exactIntegers(key, value, context) {
+  if (RAW && typeof value === "number" && !Number.isSafeInteger(value) && /^-?[0-9]+$/.test(context?.source ?? "")) {
+    return JSON.rawJSON(context.source);
+  }
+  return value;
+}
+function asTyped(key, value, context) {
+  if (RAW && typeof value === "number" && context?.source !== undefined && JSON.stringify(value) !== context.source) {
+    return JSON.rawJSON(context.source);
+  }
+  return value;
+}
+const parseJSON = (text) => JSON.parse(text, exactIntegers);
+
+// Memory keys and node ids are data: a name such as "constructor" or "__proto__" must not
+// meet Object.prototype, so maps keyed by them have none and lookups ask for own keys.
+const dict = () => Object.create(null);
+const own = (object, key) => (object && Object.hasOwn(object, key) ? object[key] : undefined);
+
 // Typed input: each value is read as JSON (numbers, true/false, objects) or else as text.
 function typedValue(text) {
   const trimmed = text.trim();
   if (trimmed === "") return "";
-  try { return JSON.parse(trimmed); } catch { return text; }
+  try { return JSON.parse(trimmed, asTyped); } catch { return text; }
+}
+
+// A value as a field's text that typedValue reads back as the same value: a string that
+// would read as JSON ("42", "true") is shown quoted, so editing it keeps it a string.
+function fieldText(value) {
+  return typeof value === "string" && typedValue(value) === value ? value : JSON.stringify(value);
 }
 
 function inputRows(keys) {
@@ -173,7 +204,7 @@ function inputRows(keys) {
   for (const key of keys) add(key);
   if (!keys.length) add();
   box.values = () => {
-    const data = {};
+    const data = dict();
     for (const pair of box.querySelectorAll(".pair")) {
       const [key, value] = pair.querySelectorAll("input");
       if (key.value.trim()) data[key.value.trim()] = typedValue(value.value);
@@ -190,16 +221,19 @@ function inputRows(keys) {
 // resumes, with the input given. The card then says what the server recorded.
 const APPROVER_KEY = "magistrate.approver";
 
-// What a form recorded, kept at the top of the page: the card itself goes once the run
-// is no longer paused.
-function recorded(text) {
+// What a form or an action recorded, or why the server refused it, kept at the top of the
+// page: the form itself goes when the page shows the run anew (it moved on meanwhile).
+function recorded(text, refused = false) {
   let box = document.getElementById("recorded");
   if (!box || !main.contains(box)) {
     box = h("div", { id: "recorded", role: "status" });
     main.prepend(box);
   }
-  box.prepend(h("p", { class: "recorded" }, text));
+  box.prepend(h("p", { class: refused ? "refused error" : "recorded" }, text));
 }
+
+// Why the server refused a request, as the API said it.
+const refusal = (e) => (e.status === 401 ? "401: set the API token first (top right)" : e.message);
 
 function approveForm(run, onDone) {
   const gate = run.paused?.reason === "hitl";
@@ -221,7 +255,7 @@ function approveForm(run, onDone) {
   };
   rows.append(h("button", { type: "button", class: "small", onclick: () => addRow() }, "+ key"));
   const changed = () => {
-    const data = {};
+    const data = dict();
     for (const pair of rows.querySelectorAll(".pair")) {
       const key = pair.querySelector(".key").value.trim();
       const text = pair.querySelector(".value").value;
@@ -243,7 +277,10 @@ function approveForm(run, onDone) {
     try {
       const answer = await api(`/api/runs/${encodeURIComponent(run.run_id)}/${action}`, { body });
       done(`${said}${answer.detail ? ` — ${answer.detail}` : ""}`);
-    } catch (e) { message.textContent = e.status === 401 ? "401: set the API token first (top right)" : e.message; }
+    } catch (e) {
+      message.textContent = refusal(e);
+      recorded(`${run.run_id}: ${action} refused: ${refusal(e)}`, true);
+    }
   };
   form.addEventListener("submit", (e) => {
     e.preventDefault();
@@ -263,11 +300,7 @@ function approveForm(run, onDone) {
   const paused = run.paused || {};
   const reads = paused.reads || [];
   const values = paused.values || {};
-  for (const key of reads) {
-    const has = key in values;
-    const value = values[key];
-    addRow(key, !has ? "" : typeof value === "string" ? value : JSON.stringify(value), true);
-  }
+  for (const key of reads) addRow(key, Object.hasOwn(values, key) ? fieldText(values[key]) : "", true);
   const criteria = paused.success_criteria || [];
   const missing = paused.waiting_for || [];
   fill(about,

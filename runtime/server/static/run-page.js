@@ -12,19 +12,21 @@ function s(tag, attrs, ...children) {
 
 function layout(graph) {
   const nodes = graph.nodes.map((n) => n.id);
-  const out = Object.fromEntries(nodes.map((n) => [n, []]));
-  for (const e of graph.edges || []) out[e.source]?.push(e.target);
-  const depth = { [graph.entry_node]: 0 };
+  const out = dict();
+  for (const n of nodes) out[n] = [];
+  for (const e of graph.edges || []) own(out, e.source)?.push(e.target);
+  const depth = dict();
+  depth[graph.entry_node] = 0;
   const queue = [graph.entry_node];
   while (queue.length) {
     const n = queue.shift();
-    for (const t of out[n] || []) if (!(t in depth)) { depth[t] = depth[n] + 1; queue.push(t); }
+    for (const t of own(out, n) || []) if (!(t in depth)) { depth[t] = depth[n] + 1; queue.push(t); }
   }
   let deepest = Math.max(0, ...Object.values(depth));
   for (const n of nodes) if (!(n in depth)) depth[n] = ++deepest;
-  const layers = {};
+  const layers = dict();
   for (const n of nodes) (layers[depth[n]] ||= []).push(n);
-  const pos = {};
+  const pos = dict();
   const W = 150, H = 46, GX = 60, GY = 34;
   const widest = Math.max(...Object.values(layers).map((l) => l.length));
   for (const [d, members] of Object.entries(layers)) {
@@ -61,7 +63,7 @@ function drawGraph(detail, takenEdges) {
   }
   for (const n of graph.nodes) {
     const p = pos[n.id];
-    const visits = detail.visit_counts[n.id] || 0;
+    const visits = own(detail.visit_counts, n.id) || 0;
     const classes = ["node", visits ? "visited" : "", current.has(n.id) ? "current" : "", failed.has(n.id) ? "failed" : ""].join(" ");
     svg.append(s("g", { class: classes, "data-node": n.id, transform: `translate(${p.x},${p.y})` },
       s("rect", { width: W, height: H, rx: 7 }),
@@ -188,7 +190,7 @@ function replayCard(enc) {
       const report = await api(`/api/runs/${enc}/replay`, { body: choice.value ? { graph: choice.value } : {} });
       fill(out, replayReport(report));
     } catch (e) {
-      fill(out, h("span", { class: "error" }, e.status === 401 ? "401: set the API token first (top right)" : e.message));
+      fill(out, h("span", { class: "error" }, refusal(e)));
     }
   } }, "Replay");
   return h("div", { class: "card", id: "replay-card" }, h("h2", {}, "Replay"),
@@ -324,12 +326,12 @@ async function runPage(runId) {
       h("button", { class: "primary", id: "fork", onclick: async () => {
         message.textContent = "";
         let input;
-        try { input = JSON.parse(editor.value || "{}"); } catch (e) { message.textContent = `not JSON: ${e.message}`; return; }
-        const changed = Object.fromEntries(Object.entries(input).filter(([k, v]) => JSON.stringify(state.memory[k]) !== JSON.stringify(v)));
+        try { input = JSON.parse(editor.value || "{}", asTyped); } catch (e) { message.textContent = `not JSON: ${e.message}`; return; }
+        const changed = Object.fromEntries(Object.entries(input).filter(([k, v]) => JSON.stringify(own(state.memory, k)) !== JSON.stringify(v)));
         try {
           const ref = await api(`/api/runs/${enc}/fork`, { body: { at_seq: ev.seq, input: changed } });
           fill(message, "forked: ", h("a", { href: `${ROOT}/runs/${encodeURIComponent(ref.run_id)}` }, ref.run_id));
-        } catch (e) { message.textContent = e.status === 401 ? "401: set the API token first (top right)" : e.message; }
+        } catch (e) { message.textContent = refusal(e); }
       } }, "Fork run"), message);
   }
 
@@ -375,8 +377,9 @@ async function runPage(runId) {
     if (nodeFilter.options.length === 1) nodes.forEach((n) => nodeFilter.append(h("option", { value: n }, n)));
     fill(actions, h("h2", {}, "Actions"));
     const act = (action, label, cls) => h("button", { class: cls, onclick: async () => {
+      // A refusal goes to the top of the page: the refresh that follows redraws this card.
       try { await api(`/api/runs/${enc}/${action}`, { body: {} }); }
-      catch (e) { actions.append(h("div", { class: "error" }, e.status === 401 ? "401: set the API token first (top right)" : e.message)); }
+      catch (e) { recorded(`${runId}: ${label} refused: ${refusal(e)}`, true); }
       refreshSoon(); } }, label);
     if (sum.status === "paused") {
       actions.append(h("p", { class: "small" }, `Paused (${sum.paused?.reason || "?"}) before `, h("b", {}, sum.paused?.node_id || "?"),
@@ -395,7 +398,7 @@ async function runPage(runId) {
   await loadPage();
   pageStream = openStream(() => `/api/runs/${enc}/stream?after=${lastSeen}`, (type, data) => {
     if (type !== "event") return;
-    const ev = JSON.parse(data);
+    const ev = parseJSON(data);
     if (ev.seq <= lastSeen) return;
     lastSeen = ev.seq;
     // Live rows join the table only once every stored page is shown, so order holds.

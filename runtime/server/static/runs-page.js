@@ -113,7 +113,7 @@ function startForm(graphs) {
       try {
         const ref = await api("/api/runs", { body: { graph: graph.value, input: rows.values() } });
         location.href = `${ROOT}/runs/${encodeURIComponent(ref.run_id)}`;
-      } catch (err) { message.textContent = err.status === 401 ? "401: set the API token first (top right)" : err.message; }
+      } catch (err) { message.textContent = refusal(err); }
     } }, h("label", {}, "graph ", graph), rows, h("button", { class: "primary", type: "submit" }, "Start"), message));
 }
 
@@ -127,6 +127,9 @@ async function approvalsPage() {
   fill(main, h("h1", {}, "Waiting for approval"), list, pager);
   // Newest first, APPROVALS_PAGE at a time; older pages follow the listing's cursor.
   const cursors = [null]; // the cursor of each page shown so far (null: the newest)
+  // Every change of any run reloads the list: the card of a run that did not change is
+  // kept as it is, with what was typed into it and its focus.
+  let cards = new Map(); // run id -> { seq, card }
   let loads = 0; // an answer to a load that a later one superseded is dropped
   async function load() {
     const mine = ++loads;
@@ -135,13 +138,12 @@ async function approvalsPage() {
     if (cursor) query.set("cursor", cursor);
     const data = await api(`/api/runs?${query}`);
     if (mine !== loads) return;
-    fill(list, ...data.runs.map((r) => h("div", { class: "card", "data-run": r.run_id },
-      h("h2", {}, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}`, class: "mono" }, r.run_id), " ",
-        h("span", { class: "muted" }, r.graph_id || "")),
-      h("p", { class: "small" }, `Paused (${r.paused?.reason || "?"}) before node `, h("b", {}, r.paused?.node_id || "?"),
-        r.paused?.waiting_for?.length ? `; waiting for ${r.paused.waiting_for.join(", ")}` : "",
-        ` · updated ${fmtTime(r.updated)}`),
-      approveForm(r, load))));
+    const kept = cards;
+    cards = new Map(data.runs.map((r) => {
+      const same = kept.get(r.run_id);
+      return [r.run_id, same?.seq === r.last_seq ? same : { seq: r.last_seq, card: approvalCard(r, load) }];
+    }));
+    place(list, [...cards.values()].map((c) => c.card));
     if (!data.runs.length) list.append(h("p", { class: "muted" }, cursors.length > 1 ? "No older paused runs." : "No paused runs."));
     const go = (change) => () => { change(); load(); };
     fill(pager,
@@ -152,4 +154,22 @@ async function approvalsPage() {
   await load();
   const reload = debounce(load, 250);
   pageStream = openStream(() => "/api/stream", (type) => { if (type === "run") reload(); });
+}
+
+function approvalCard(r, onDone) {
+  return h("div", { class: "card", "data-run": r.run_id },
+    h("h2", {}, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}`, class: "mono" }, r.run_id), " ",
+      h("span", { class: "muted" }, r.graph_id || "")),
+    h("p", { class: "small" }, `Paused (${r.paused?.reason || "?"}) before node `, h("b", {}, r.paused?.node_id || "?"),
+      r.paused?.waiting_for?.length ? `; waiting for ${r.paused.waiting_for.join(", ")}` : "",
+      ` · updated ${fmtTime(r.updated)}`),
+    approveForm(r, onDone));
+}
+
+// Show ``elements`` in ``parent``, in order, moving only what is out of place: an element
+// that stays where it was keeps its focus and what was typed into it.
+function place(parent, elements) {
+  const wanted = new Set(elements);
+  for (const child of [...parent.children]) if (!wanted.has(child)) child.remove();
+  elements.forEach((el, i) => { if (parent.children[i] !== el) parent.insertBefore(el, parent.children[i] || null); });
 }
