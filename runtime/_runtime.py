@@ -10,11 +10,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from actors import ActorSystem, MailboxConfig
-from eventstore import (
-    Event,
-    EventStore,
-    open_store,
-)
+from eventstore import Event, EventStore, open_store
 
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import RunStateError
@@ -210,7 +206,6 @@ class Runtime:
         does not wait for any node. Cancelling the call leaves the run going; a call
         cancelled while it waits for the store's room (backpressure: a new run waits there
         while the store's writer is full, before anything of it is made) starts nothing.
-
         Raises SpecErrors (before anything is written) for an invalid graph, or one naming
         a function, judge or tool that is neither registered nor an allowed import, or
         with LLM nodes and no provider; MemoryValueError for an input value the log cannot
@@ -235,9 +230,8 @@ class Runtime:
         input: Mapping[str, Any] | None = None,
         run_id: str | None = None,
     ) -> str:
-        """Record a run for any worker to execute (see ``magistrate worker``); return its id.
-
-        The graph's structure is validated and the run's start recorded (status running,
+        """Record a run for any worker to execute (see ``magistrate worker``); return its id:
+        the graph's structure is validated and the run's start recorded (status running,
         no owner); a runtime with ``recovery`` on the same store claims and runs it.
         Nothing runs here, and nothing the graph names is needed or imported here (no
         functions, tools, judges or provider): the worker that claims the run checks that
@@ -307,28 +301,38 @@ class Runtime:
         return await self._resume(run_id, None, outcome=outcome)
 
     async def approve(
-        self, run_id: str, *, by: str, input: Mapping[str, Any] | None = None
+        self,
+        run_id: str,
+        *,
+        by: str,
+        input: Mapping[str, Any] | None = None,
+        expected_seq: int | None = None,
     ) -> RunHandle | None:
         """Approve the gate a paused run waits at (every front calls this): one
         ``approval.granted`` (``by``, ``input`` into memory, the node) at the pause's seq;
         then the run goes on here if this runtime can execute it (its handle), else it is
-        left running for its owner or a worker (None). Raises RunNotFoundError;
-        RunStateError, recording nothing, for a run waiting at no gate (a cancelled one:
-        resume it to wait at its gate again), a gated node that would lack input keys
-        (named), a run moved by another writer since the pause; MemoryValueError; TypeError
-        or ValueError, recording nothing, for a ``by`` that names nobody."""
+        left running for its owner or a worker (None). ``expected_seq``: the run's last seq
+        as the approver saw it (a log moved on since: RunChangedError). Raises
+        RunNotFoundError; RunStateError, recording nothing, for a run waiting at no gate (a
+        cancelled one: resume it to wait at its gate again), a gated node lacking input
+        keys (named), a run moved by another writer since the pause; MemoryValueError;
+        TypeError or ValueError for a ``by`` naming nobody, an ``expected_seq`` not a seq."""
         check_text("by", by, required=True)
         check_input(input)
-        record = partial(grant, input=dict(input or {}), by=by)
+        check_seq("expected_seq", expected_seq)
+        record = partial(grant, input=dict(input or {}), by=by, expected_seq=expected_seq)
         return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
 
-    async def reject(self, run_id: str, *, by: str, reason: str = "") -> RunHandle | None:
+    async def reject(
+        self, run_id: str, *, by: str, reason: str = "", expected_seq: int | None = None
+    ) -> RunHandle | None:
         """Reject the gate a paused run waits at, for good (``approval.rejected``: who,
         why): the node's ``on_failure`` edges fire as :meth:`approve` goes on, else the run
         ends cancelled in the same append (None). Raises as :meth:`approve` does."""
         check_text("by", by, required=True)
         check_text("reason", reason)
-        record = partial(reject, by=by, reason=reason)
+        check_seq("expected_seq", expected_seq)
+        record = partial(reject, by=by, reason=reason, expected_seq=expected_seq)
         return await decide_gate(self._running, self.nodes, run_id, record, self._decided)
 
     async def _decided(self, run_id: str, at_seq: int) -> RunHandle:

@@ -150,6 +150,13 @@ def register(sub: Any) -> None:
         help="reject the gate instead, saying why (final: the node's on_failure edge "
         "fires, else the run ends cancelled)",
     )
+    p.add_argument(
+        "--expected-seq",
+        type=bounded_int(1),
+        metavar="SEQ",
+        help="the run's last seq as you saw it (show, state): a run that moved on since is "
+        "refused (exit 4), nothing recorded",
+    )
     _input_options(p, "a value the approval puts into memory")
     _execution_options(p, imports_default=_STORED)
     p.set_defaults(handler=_approve)
@@ -332,9 +339,10 @@ async def _approve(args: argparse.Namespace) -> int:
         graph, resume_at, _ = await _graph_of(store, args.run_id)
 
         async def start(rt: Runtime) -> RunHandle | None:
+            seen = args.expected_seq
             if args.reject is not None:
-                return await rt.reject(args.run_id, by=by, reason=args.reject)
-            return await rt.approve(args.run_id, input=data, by=by)
+                return await rt.reject(args.run_id, by=by, reason=args.reject, expected_seq=seen)
+            return await rt.approve(args.run_id, input=data, by=by, expected_seq=seen)
 
         try:
             return await _execute(

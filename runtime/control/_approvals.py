@@ -43,12 +43,15 @@ async def grant(
     *,
     input: Mapping[str, Any],
     by: str,
+    expected_seq: int | None = None,
 ) -> bool:
     """Record the approval of the gate ``state`` waits at: one append, expected at the
     pause's seq. Raises RunStateError (nothing recorded) when the run waits at no gate,
-    when the gated node would still lack input keys (named), or when another writer moved
-    the run since ``state`` (what happened is in the message). Returns True: the run
-    goes on."""
+    when the gated node would still lack input keys (named), when another writer moved
+    the run since ``state`` (what happened is in the message), or, as RunChangedError,
+    when its log ends past ``expected_seq`` (the approver saw it before). Returns True:
+    the run goes on."""
+    seen(run_id, state, expected_seq)
     node_id = gate_of(run_id, state)
     missing = missing_keys(graph, node_id, state, input)
     if missing:
@@ -63,11 +66,19 @@ async def grant(
 
 
 async def reject(
-    logs: RunLogs, run_id: str, state: RunState, graph: GraphSpec, *, by: str, reason: str
+    logs: RunLogs,
+    run_id: str,
+    state: RunState,
+    graph: GraphSpec,
+    *,
+    by: str,
+    reason: str,
+    expected_seq: int | None = None,
 ) -> bool:
     """Record the rejection of the gate ``state`` waits at (one append, expected at the
     pause's seq); return whether the run goes on (the node has ``on_failure`` edges, which
     then fire) or ended cancelled. Raises RunStateError as :func:`grant` does."""
+    seen(run_id, state, expected_seq)
     node_id = gate_of(run_id, state)
     goes_on = any(e.condition == "on_failure" for _, e in graph.node_edges(node_id).on_failure)
     bodies: list[EventBody] = [ApprovalRejected(node_id=node_id, by=by, reason=reason)]
@@ -76,6 +87,20 @@ async def reject(
         bodies.append(RunCancelled(node_id=node_id, reason=f"rejected by {by}{why}"))
     await _append(logs, run_id, state, bodies)
     return goes_on
+
+
+def seen(run_id: str, state: RunState, expected_seq: int | None) -> None:
+    """Refuse a decision made on a page older than the run (RunChangedError): its log ends
+    past ``expected_seq``, the run's last seq as the one deciding saw it (a cancel, a
+    resume with input, another decision came since: what they would decide on is not what
+    they saw). None: no check."""
+    if expected_seq is not None and state.last_seq != expected_seq:
+        raise RunChangedError(
+            run_id,
+            state.status,
+            f"its log moved on since seq {expected_seq} (it is at seq {state.last_seq} now): "
+            "look at it again before deciding",
+        )
 
 
 async def _append(logs: RunLogs, run_id: str, state: RunState, bodies: list[EventBody]) -> None:

@@ -259,13 +259,17 @@ class _Api:
     async def approve(self, request: Request) -> Response:
         run_id = path_run_id(request)
         body = await read_body(request, ApproveRequest)
-        handle = await self.runtime.approve(run_id, input=body.input, by=body.by)
+        handle = await self.runtime.approve(
+            run_id, input=body.input, by=body.by, expected_seq=body.expected_seq
+        )
         return _json(RunRef(run_id=run_id, action="approved", detail=_next(handle)), 202)
 
     async def reject(self, request: Request) -> Response:
         run_id = path_run_id(request)
         body = await read_body(request, RejectRequest)
-        handle = await self.runtime.reject(run_id, by=body.by, reason=body.reason)
+        handle = await self.runtime.reject(
+            run_id, by=body.by, reason=body.reason, expected_seq=body.expected_seq
+        )
         return _json(RunRef(run_id=run_id, action="rejected", detail=_next(handle)), 202)
 
     async def cancel(self, request: Request) -> Response:

@@ -54,19 +54,28 @@ class ResumeRequest(_Body, frozen=True):
     input: dict[str, Any] = {}
 
 
+#: The run's last seq as the one deciding saw it: a run whose log moved on since (a
+#: cancel, a resume with input) is refused with 409, nothing recorded.
+_Seen = Annotated[int, msgspec.Meta(ge=1, le=2**53)] | None
+
+
 class ApproveRequest(_Body, frozen=True):
     """Approve the gate a paused run waits at: ``by`` names who (required), ``input`` goes
-    into memory (only the keys given: nothing else is written)."""
+    into memory (only the keys given: nothing else is written); ``expected_seq``, the run's
+    last seq as the approver saw it, refuses (409) a run that moved on since."""
 
     by: _By
     input: dict[str, Any] = {}
+    expected_seq: _Seen = None
 
 
 class RejectRequest(_Body, frozen=True):
-    """Reject the gate a paused run waits at (final): ``by`` names who, ``reason`` why."""
+    """Reject the gate a paused run waits at (final): ``by`` names who, ``reason`` why;
+    ``expected_seq`` as for an approval."""
 
     by: _By
     reason: Annotated[str, msgspec.Meta(max_length=2000)] = ""
+    expected_seq: _Seen = None
 
 
 class CancelRequest(_Body, frozen=True):

@@ -246,6 +246,9 @@ function approveForm(run, onDone) {
   const reason = h("input", { class: "reason", name: "reason", placeholder: "why (for a rejection)", "aria-label": "reason" });
   const form = h("form", { class: "approve", "data-gate": gate ? nodeId : null });
   const original = new Map(); // key -> the text its field was prefilled with
+  // The run's last seq as this form shows it: a decision on a run that moved on since (a
+  // cancel, a resume with input) is refused, so nobody approves memory they did not see.
+  const seen = run.last_seq ?? null;
   const addRow = (key = "", text = "", known = false) => {
     const pair = h("div", { class: "pair" },
       h("input", { class: "key", placeholder: "key", value: key, "aria-label": "key", readonly: known }),
@@ -286,13 +289,13 @@ function approveForm(run, onDone) {
     e.preventDefault();
     const input = changed();
     const given = Object.keys(input).length ? ` with ${Object.keys(input).join(", ")}` : " with no change to memory";
-    if (gate) send("approve", { by: by.value.trim(), input }, `Approved by ${by.value.trim()}${given}`);
+    if (gate) send("approve", { by: by.value.trim(), input, expected_seq: seen }, `Approved by ${by.value.trim()}${given}`);
     else send("resume", { input }, `Resumed${given}`);
   });
   const buttons = h("div", { class: "row" },
     h("button", { class: "primary", type: "submit" }, gate ? "Approve and resume" : "Resume"),
     gate ? h("button", { class: "danger reject", type: "button", onclick: () =>
-      send("reject", { by: by.value.trim(), reason: reason.value.trim() }, `Rejected by ${by.value.trim()}`) }, "Reject") : "",
+      send("reject", { by: by.value.trim(), reason: reason.value.trim(), expected_seq: seen }, `Rejected by ${by.value.trim()}`) }, "Reject") : "",
     h("button", { class: "danger", type: "button", onclick: () => send("cancel", { reason: "cancelled from the dashboard" }, "Cancelled") }, "Cancel run"));
   form.append(about, rows, gate ? h("div", { class: "row" }, by, reason) : "", buttons, message);
   // What the listing's pause view carries (no read per card): the keys the gated node
