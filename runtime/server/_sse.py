@@ -30,17 +30,15 @@ async def run_events(store: EventStore, run_id: str, after: int) -> AsyncIterato
     """The run's events with ``seq > after`` as they are in the log, then live ones.
 
     Reads the stored events first, then follows the store's tail from the last position
-    read, so nothing committed in between is lost and nothing is sent twice.
+    read (from the store's head before the read, when it read none: never from the start
+    of the store), so nothing committed in between is lost and nothing is sent twice.
     """
     yield b": stream of run " + run_id.encode() + b"\n\n"
-    position = 0
+    position = await store.head_position()  # nothing of the run after it: all read below
     last_seq = after
     async for event in store.read(run_id, from_seq=after + 1):
         position, last_seq = event.position, event.seq
         yield _message("event", _ENCODER.encode(EventRecord.of(event)), event.seq)
-    if position == 0 and after > 0:
-        async for event in store.read(run_id, from_seq=after, to_seq=after):
-            position = event.position
     async for event in store.tail(from_position=position):
         if event.run_id == run_id and event.seq > last_seq:
             last_seq = event.seq

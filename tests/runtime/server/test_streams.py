@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -110,3 +111,37 @@ async def test_a_new_runs_stream_client_starts_at_the_stores_newest_change(
                 break
     assert first["run_id"] == marker.json()["run_id"]
     assert first["type"] == "run.started"
+
+
+async def test_a_stream_from_past_the_runs_end_follows_from_the_stores_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``?after=`` past the run's last seq: nothing to send yet, and the stream follows the
+    store from its head, not from its first event (every run's log read and decoded for
+    each such connection); the run's next event still arrives."""
+    async with served(tmp_path / "runs.db") as s:
+        for _ in range(3):  # other runs' events the stream has no business reading
+            other = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+            await s.wait_status(other.json()["run_id"], "paused")
+        started = await s.client.post("/api/runs", json={"graph": "quick"}, headers=AUTH)
+        run_id = started.json()["run_id"]
+        paused = (await s.wait_status(run_id, "paused"))["summary"]["last_seq"]
+        store = s.runtime.store
+        assert store is not None
+        head = await store.head_position()
+        followed: list[int] = []
+        following = anyio.Event()
+        tail = type(store).tail
+
+        def watched(self: Any, *, from_position: int = 0, **kwargs: Any) -> Any:
+            followed.append(from_position)
+            following.set()
+            return tail(self, from_position=from_position, **kwargs)
+
+        monkeypatch.setattr(type(store), "tail", watched)
+        path = f"/api/runs/{run_id}/stream"
+        async with s.client.stream("GET", path, params={"after": paused + 5}) as response:
+            assert response.status_code == 200
+            with anyio.fail_after(10):
+                await following.wait()
+        assert followed == [head]
