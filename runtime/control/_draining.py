@@ -25,7 +25,7 @@ import anyio
 from actors import ActorError
 from eventstore import RunOwnedError
 
-from .._errors import RunDrainingError
+from .._errors import RunDrainingError, RunNotFoundError
 from .._run_logs import RunLogs
 from ._live_runs import LiveRuns
 from ._owned_outcome import OwnedOutcome
@@ -175,7 +175,10 @@ class DrainingRuns:
 async def claim_to_resume(ownership: RunOwnership, logs: RunLogs, run_id: str) -> None:
     """Claim a run to resume it here; a run that is not running whose claim another
     process holds is draining there (RunDrainingError says so; RunOwnedError for a run
-    live elsewhere)."""
+    live elsewhere). RunNotFoundError, claiming nothing, for a run the store does not hold
+    (a claim would leave a row naming it)."""
+    if logs.store is not None and await logs.store.get_run(run_id) is None:
+        raise RunNotFoundError(run_id)
     try:
         await ownership.claim(run_id)
     except RunOwnedError as exc:
