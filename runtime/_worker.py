@@ -37,8 +37,8 @@ async def run_worker(
     ``worker_id`` and ``lease_seconds`` are its :class:`OwnershipConfig`.
     ``runtime_options`` go to the Runtime (the functions, provider, tools and judges the
     graphs name). ``on_ready`` is called once the worker claims work. Cancelling the call
-    stops the worker: its live runs stop and their claims are released, so other workers
-    take them at once.
+    stops the worker: its live runs stop and every claim it holds is released (those of
+    runs it had claimed and not yet resumed included), so other workers take them at once.
     """
     async with Runtime(
         store,

@@ -1,6 +1,12 @@
 """Control of runs not live here (paused, crashed, or live in another process): the
 control event appended to their log, with a cancel's flush of the running nodes' partial
-outputs and the resume point it names."""
+outputs and the resume point it names.
+
+A run's end is observed (counted by the metrics, logged) by the process that executes it:
+a cancel appended here to a run another process executes is observed there, when that
+process stops the run (it reads the cancel back: :func:`cancellation`), not here; a cancel
+of a run that nothing executes (paused, waiting for a worker, its owner crashed) is
+observed here."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from eventstore import ConcurrencyError, EventBody
 from .._errors import RunChangedError, RunStateError
 from .._result import FINAL
 from .._run_logs import RunLogs
+from ..engine._runlog import CommitObserver
 from ..events._catalogue import (
     InputInjected,
     MemoryWritten,
@@ -25,19 +32,19 @@ from ..events._state import RunState
 from ..spec._load import graph_from_dict
 from ._live_runs import LiveRuns
 
-__all__ = ["ControlElsewhere", "first", "partial_outputs"]
+__all__ = ["ControlElsewhere", "cancellation", "first", "partial_outputs"]
 
 
 class ControlElsewhere:
-    """Appends cancel, pause and input events to the logs of runs not live here (a
-    runtime with ``owned``: one whose store records ownership)."""
+    """Appends cancel, pause and input events to the logs of runs not live here; ``owner``:
+    the worker id this runtime claims runs as (None: its store records no ownership)."""
 
-    __slots__ = ("live", "logs", "owned")
+    __slots__ = ("live", "logs", "owner")
 
-    def __init__(self, logs: RunLogs, live: LiveRuns, *, owned: bool) -> None:
+    def __init__(self, logs: RunLogs, live: LiveRuns, *, owner: str | None) -> None:
         self.logs = logs
         self.live = live
-        self.owned = owned
+        self.owner = owner
 
     async def __call__(
         self,
@@ -51,6 +58,9 @@ class ControlElsewhere:
         another process, which sees it within its control interval). Retries while the
         owner appends meanwhile (each try re-reads the state)."""
         for _ in range(50):
+            # Whether another process executes the run is read before its state: nothing is
+            # read between the state and the append, which a busy run would move meanwhile.
+            elsewhere = action == "cancel" and await self._executed_elsewhere(run_id)
             state = await self.logs.get_state(run_id)
             body: EventBody
             match action:
@@ -59,6 +69,7 @@ class ControlElsewhere:
                         raise RunChangedError(run_id, state.status, "nothing to cancel")
                     body = RunCancelled(node_id=first(state.pending), reason=reason)
                     bodies = [*partial_outputs(state), body]
+                    elsewhere = elsewhere and state.status == "running"
                 case "pause":
                     if state.status in (*FINAL, "cancelled", "paused"):
                         raise RunChangedError(run_id, state.status, "only a running run can pause")
@@ -82,6 +93,8 @@ class ControlElsewhere:
             self.live.drop(run_id)
             try:
                 log = self.logs.reopen(run_id, state.last_seq)
+                if action == "cancel" and elsewhere:  # its executor's process observes it
+                    log.observers = (_Unended(log.observers),)
                 await log.append(bodies if action == "cancel" else [body])
                 return
             except ConcurrencyError:
@@ -109,10 +122,48 @@ class ControlElsewhere:
     async def _owned(self, run_id: str) -> bool:
         """Whether a live claim (this runtime's or another's) holds ``run_id``."""
         store = self.logs.store
-        if not self.owned or store is None:
+        if self.owner is None or store is None:
             return False
         info = await store.get_run(run_id)
         return info is not None and info.owner is not None
+
+    async def _executed_elsewhere(self, run_id: str) -> bool:
+        """Whether another process's live claim holds ``run_id`` (its executor runs there)."""
+        store = self.logs.store
+        if self.owner is None or store is None:
+            return False
+        info = await store.get_run(run_id)
+        return info is not None and info.owner not in (None, self.owner)
+
+
+class _Unended:
+    """A cancel's observers where the run's executor runs in another process: they are told
+    of the batch without its ``run.cancelled``, which that process observes."""
+
+    __slots__ = ("observers",)
+
+    def __init__(self, observers: Sequence[CommitObserver]) -> None:
+        self.observers = observers
+
+    def __call__(self, run_id: str, bodies: Sequence[EventBody], seconds: float | None) -> None:
+        kept = [body for body in bodies if type(body) is not RunCancelled]
+        for observer in self.observers:
+            observer(run_id, kept, seconds)
+
+
+async def cancellation(logs: RunLogs, run_id: str, state: RunState) -> RunCancelled | None:
+    """The ``run.cancelled`` that left ``run_id`` in ``state`` (cancelled), read back from
+    the end of its log: what a process whose executor of the run another process's cancel
+    stopped tells its observers (see the module docstring); None if there is none."""
+    to_seq = state.last_seq
+    while to_seq > 0:
+        from_seq = max(1, to_seq - 31)
+        events = await logs.read_events(run_id, from_seq=from_seq, to_seq=to_seq)
+        for event in reversed(events):
+            if type(event.body) is RunCancelled:
+                return event.body
+        to_seq = from_seq - 1
+    return None
 
 
 def partial_outputs(state: RunState) -> list[EventBody]:

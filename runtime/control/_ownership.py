@@ -26,6 +26,11 @@ loops run beside the runs, each on its own schedule:
   store announces a runnable run (PostgreSQL's NOTIFY): runs that are running with no
   live lease (a crashed owner's, or submitted for any worker) are claimed with the
   store's skip-locked claim and resumed here.
+
+Every claim the store makes for this runtime is held here (:attr:`RunOwnership.claims`) as
+soon as the store answers, whatever cancels its asker meanwhile (a recovery round waits a
+lease for the answer at most), and those of a recovery round before any of its runs is
+taken on; so closing, which gives up every claim held here, leaves none of them behind.
 """
 
 from __future__ import annotations
@@ -192,10 +197,14 @@ class RunOwnership:
         return asked is not None and time.monotonic() - asked < self.lease
 
     async def claim(self, run_id: str) -> Claim:
-        """Claim ``run_id`` (RunOwnedError if another owner's lease is live)."""
+        """Claim ``run_id`` (RunOwnedError if another owner's lease is live). Once asked,
+        the store's answer is waited for shielded from cancellation and the claim held
+        here, so a caller cancelled meanwhile (a closing runtime) never leaves a claim in
+        the store that nothing here gives up."""
         asked = time.monotonic()
-        claim = await self.store.claim(run_id, self.owner, lease=self.lease)
-        self._hold(claim, asked)
+        with anyio.CancelScope(shield=True):
+            claim = await self.store.claim(run_id, self.owner, lease=self.lease)
+            self._hold(claim, asked)
         return claim
 
     async def claim_start(self, run_id: str | None, *, durable: bool) -> str:
@@ -390,6 +399,28 @@ class RunOwnership:
                 if ours is not None and head > ours:
                     await on_foreign(run_id)
 
+    async def _claim_runnable(self, limit: int, exclude: Collection[str]) -> list[Claim]:
+        """Claim up to ``limit`` runnable runs and hold every one of them here before any
+        is handed on: a recovery round cancelled while it takes its runs on one by one (the
+        runtime closing) leaves each claim it made held, for closing to give up. The
+        store's answer is waited for shielded from cancellation, for at most a lease (a
+        claim answered later has run out on this process's clock already, and one the
+        store makes after that lapses within a lease)."""
+        asked = time.monotonic()
+        with anyio.move_on_after(self.lease, shield=True):
+            try:
+                claims = await self.store.claim_runnable(
+                    self.owner, lease=self.lease, limit=limit, exclude=exclude
+                )
+            except StoreError as exc:
+                _log.warning("claiming runnable runs failed: %s", exc)
+                return []
+            for claim in claims:
+                self._hold(claim, asked)
+            return claims
+        _log.warning("claiming runnable runs: no answer within a lease; any claim made lapses")
+        return []
+
     async def recover(
         self,
         room: Callable[[], int],
@@ -411,16 +442,8 @@ class RunOwnership:
             await self.give_up_expired(on_lost)
             free = room()
             if free > 0:
-                asked = time.monotonic()
-                try:
-                    claims = await self.store.claim_runnable(
-                        self.owner, lease=self.lease, limit=free, exclude=excluded()
-                    )
-                except StoreError as exc:
-                    _log.warning("claiming runnable runs failed: %s", exc)
-                    claims = []
+                claims = await self._claim_runnable(free, excluded())
                 for claim in claims:
-                    self._hold(claim, asked)
                     await on_claimed(claim.run_id)
                 if len(claims) == free:
                     continue  # more may be waiting: look again at once

@@ -27,8 +27,9 @@ from .._run_logs import RunLogs
 from ..engine._foreign import take_in_foreign
 from ..engine._messages import CancelRun, InjectInput, PauseRun
 from ..engine._runlog import RunLog
+from ..events._catalogue import RunCancelled
 from ._draining import DrainingRuns
-from ._elsewhere import ControlElsewhere
+from ._elsewhere import ControlElsewhere, cancellation
 from ._live_runs import LiveRuns
 from ._owned_outcome import OwnedOutcome
 from ._ownership import RunOwnership
@@ -86,7 +87,9 @@ class RunControl:
         #: held here, not by each run, and only until the start returns.
         self.starting: dict[str, Waiter] = {}
         #: Appends a control event to a run not live here (a cancel, pause or input).
-        self.control_elsewhere = ControlElsewhere(logs, live, owned=ownership is not None)
+        self.control_elsewhere = ControlElsewhere(
+            logs, live, owner=None if ownership is None else ownership.owner
+        )
         #: One resume, approval or rejection of a run at a time here (_run_locks.py).
         self.actions = RunLocks()
 
@@ -415,6 +418,16 @@ class RunControl:
             if state.status == "running":
                 await self._resume(run_id, outcome)
                 return
+            ended: RunCancelled | None = None
+            if state.status == "cancelled" and self.ownership and self.ownership.holds(run_id):
+                # Another process cancelled the run executing here: observed (counted,
+                # logged) here, not there (_elsewhere.py).
+                ended = await cancellation(self.logs, run_id, state)
+            if outcome.done:
+                return  # settled meanwhile
+            if ended is not None:
+                for observer in self.logs.observers:
+                    observer(run_id, (ended,), None)
             if not outcome.acted:
                 # A resume whose first append lost to another writer: it did nothing, and
                 # its caller learns what happened instead of a status it did not make.
