@@ -382,6 +382,8 @@ class FunctionNodeActor(Actor):
             self.executor.tell_nowait(done)  # no coroutine on every step's path
         except MailboxFullError:
             self.system.start_task(_tell_later, self.executor, done)
+        except ActorStoppedError:
+            pass  # the run's executor stopped first (its run lost or handed back): nobody to tell
 
     async def _after_abandoned(self, message: ExecuteNode, limit: float | None) -> None:
         """A retry starts once the attempt before, if it was abandoned at its deadline and
