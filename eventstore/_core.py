@@ -13,6 +13,7 @@ whose expected seq the file contradicts gets ConcurrencyError.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -39,6 +40,8 @@ from ._statements import (
 )
 
 __all__ = ["WriterCore"]
+
+_log = logging.getLogger("magistrate.eventstore")
 
 # Bound the writer's per-run cache; when exceeded it is dropped and refilled by queries.
 _RUN_CACHE_LIMIT = 50_000
@@ -127,6 +130,12 @@ class WriterCore:
         try:
             # Merge the WAL so the database file alone holds everything.
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            # A full disk (or a file size limit) refuses the merge; every commit is still
+            # in the WAL, which the next opening merges. Closing goes on: raising here
+            # would hide the error that brought the caller to close, and stop the heads
+            # file from being written.
+            _log.warning("could not merge the WAL of %s into it on close: %s", self.path, exc)
         finally:
             conn.close()
 

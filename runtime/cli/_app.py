@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MagistrateError as exc:
         if args.debug:
             raise
-        _error(f"{type(exc).__name__}: {exc}")
+        _error("\n".join([f"{type(exc).__name__}: {exc}", *getattr(exc, "__notes__", ())]))
         return EXIT_FAILED
     except BrokenPipeError:
         # The reader went away (``magistrate export RUN | head``): no traceback, and no

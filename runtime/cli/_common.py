@@ -240,7 +240,7 @@ def parse_inputs(pairs: list[str] | None, files: list[str] | None = None) -> dic
             raise UsageError(f"cannot read input file {name}: {exc.strerror or exc}") from exc
         try:
             loaded = yaml.safe_load(text) if name.endswith((".yaml", ".yml")) else json.loads(text)
-        except (ValueError, yaml.YAMLError) as exc:
+        except (ValueError, yaml.YAMLError, RecursionError) as exc:  # too deep: recursion
             raise UsageError(f"input file {name} is not valid: {exc}") from exc
         if not isinstance(loaded, dict):
             raise UsageError(f"input file {name} must hold an object, not {type(loaded).__name__}")

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from rich.console import Console
 
-from eventstore import CorruptLogError, EventStore
+from eventstore import CorruptLogError, EventStore, StoreError
 
 from .. import (
     GraphChangeRefused,
@@ -265,7 +265,19 @@ async def _follow(
                 raise KeyboardInterrupt
 
         tg.start_soon(on_signals)
-        result = await handle.result()
+        try:
+            result = await handle.result()
+        except StoreError as exc:
+            # The store stopped taking the run's events (a full disk, a size limit): the
+            # run stands where its last commit left it. Its subclasses (a conflict, a
+            # lost lease) say themselves who holds the run.
+            if type(exc) is StoreError:
+                exc.add_note(
+                    f"run {handle.run_id} keeps what was committed before this error; once "
+                    f"the store takes writes again, 'magistrate resume {handle.run_id}' "
+                    "continues it"
+                )
+            raise
         tg.cancel_scope.cancel()
     return result
 

@@ -6,8 +6,10 @@ A node's outputs, its partial outputs and a run's input are checked where they e
 fold of the log never disagree: a value that would change type on the way through the
 log (NaN and infinity become null, sets and tuples lists, bytes base64 text, int keys
 strings, datetimes strings) or that cannot be written at all (an arbitrary object, a
-string with a lone surrogate, as a value or as a key, a list that contains itself) is
-refused naming the key, the place inside the value and its type.
+string with a lone surrogate, as a value or as a key, a list that contains itself, an
+integer of more than :data:`MAX_INT_DIGITS` digits, which Python refuses to turn into
+text or read back from it) is refused naming the key, the place inside the value and its
+type.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any, Final
 from .._errors import MemoryValueError
 
 __all__ = [
+    "MAX_INT_DIGITS",
     "MAX_VALUE_DEPTH",
+    "MAX_VALUE_ITEMS",
     "check_input",
     "check_memory_value",
     "check_run_id",
@@ -30,6 +34,17 @@ __all__ = [
 
 #: Deepest nesting of lists and dicts in one memory value (a cycle is found by it too).
 MAX_VALUE_DEPTH: Final = 100
+#: Most digits of an integer in a memory value. The log's JSON writes integers as decimal
+#: text: CPython converts at most 4300 digits (``sys.get_int_max_str_digits``), and the
+#: log's decoder reads at most 4300 characters, a minus sign included.
+MAX_INT_DIGITS: Final = 4299
+#: Most items (list items and dict entries) in one memory value, counted as the log
+#: writes them: a list or dict met several times (shared) counts each time.
+MAX_VALUE_ITEMS: Final = 10_000_000
+#: Integers of at most this many bits have fewer digits than that: no comparison needed.
+_SHORT_INT_BITS: Final = 14_000
+_TOO_LONG_INT: Final = 10**MAX_INT_DIGITS
+_NONE_OR_BOOL: Final = frozenset({bool, type(None)})
 
 _SURROGATE = "a string with a lone surrogate (not UTF-8)"
 _ALLOWED = "a memory value is JSON: None, bool, int, finite float, str, list, dict with str keys"
@@ -39,21 +54,31 @@ def check_memory_value(key: str, value: Any) -> None:
     """Raise :class:`MemoryValueError` unless ``value`` survives the log unchanged.
 
     The key is checked too: a key, at the top or in a nested dict, must be text the log
-    can write (no lone surrogate). Walks the value once, without recursion. Does not block.
+    can write (no lone surrogate). Walks the value once, without recursion, and no further
+    than :data:`MAX_VALUE_ITEMS` items (a value built of shared lists can be far larger
+    than the memory it takes). Does not block.
     """
     if not key.isascii() and not_utf8(key):  # an ASCII key (most) without the call
         raise MemoryValueError(key, "the key", _SURROGATE)
     kind = type(value)
-    if kind is int or kind is bool or value is None:  # most outputs: no walk (no stack)
+    if kind is int:  # most outputs: no walk (no stack)
+        if value.bit_length() > _SHORT_INT_BITS:
+            _check_int(key, None, value)
+        return
+    if kind is bool or value is None:
         return
     stack: list[tuple[Any, int, tuple[Any, ...] | None]] = [(value, 0, None)]
+    items = 0
     while stack:
         item, depth, trail = stack.pop()
         kind = type(item)
         if kind is str:
             if not_utf8(item):
                 raise MemoryValueError(key, _path(trail), _SURROGATE)
-        elif kind is int or kind is bool or item is None:
+        elif kind is int:
+            if item.bit_length() > _SHORT_INT_BITS:
+                _check_int(key, trail, item)
+        elif kind is bool or item is None:
             continue
         elif kind is float:
             if not math.isfinite(item):
@@ -66,8 +91,17 @@ def check_memory_value(key: str, value: Any) -> None:
                     f"nested deeper than {MAX_VALUE_DEPTH} levels (or a list or dict "
                     "that contains itself)",
                 )
+            items += len(item)
+            if items > MAX_VALUE_ITEMS:
+                raise MemoryValueError(
+                    key,
+                    _path(trail),
+                    f"a list or dict that brings the value past {MAX_VALUE_ITEMS} items "
+                    "(list items and dict entries, a shared one counted each time it recurs)",
+                )
             if kind is list:
-                stack.extend((v, depth + 1, (trail, i)) for i, v in enumerate(item))
+                if not _plain(item):
+                    stack.extend((v, depth + 1, (trail, i)) for i, v in enumerate(item))
             else:
                 for k, v in item.items():
                     if type(k) is not str:
@@ -86,6 +120,34 @@ def check_memory_value(key: str, value: Any) -> None:
                     stack.append((v, depth + 1, (trail, k)))
         else:
             raise MemoryValueError(key, _path(trail), f"a {_type_name(item)}; {_ALLOWED}")
+
+
+def _plain(items: list[Any]) -> bool:
+    """Whether a list holds only values of one kind that the log takes as they are,
+    checked at C speed (a list of numbers or ASCII strings); False: walk its items."""
+    kinds = set(map(type, items))
+    if kinds <= _NONE_OR_BOOL:
+        return True
+    if len(kinds) != 1:
+        return False
+    kind = kinds.pop()
+    if kind is int:
+        high: int = max(items)
+        low: int = min(items)
+        return high.bit_length() <= _SHORT_INT_BITS >= low.bit_length()
+    if kind is str:
+        return all(map(str.isascii, items))
+    return kind is float and all(map(math.isfinite, items))
+
+
+def _check_int(key: str, trail: tuple[Any, ...] | None, value: int) -> None:
+    if abs(value) >= _TOO_LONG_INT:
+        raise MemoryValueError(
+            key,
+            _path(trail),
+            f"an integer of {value.bit_length()} bits, more than {MAX_INT_DIGITS} digits "
+            "(the log writes integers as decimal text, and reads back no more)",
+        )
 
 
 def check_run_id(run_id: str | None) -> None:
