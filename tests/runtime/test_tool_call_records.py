@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime import GraphSpec, NodeSpec, Runtime, ScriptedProvider, tool
+from runtime import GraphSpec, NodeSpec, RunStateError, Runtime, ScriptedProvider, tool
 from runtime.events import LlmTurn, ToolResult
 from runtime.providers._base import ToolCall
 from runtime.testing import reply
@@ -160,13 +160,16 @@ async def test_two_calls_with_one_id_are_recorded_with_distinct_ids(tmp_path: Pa
     ]
     live = model.requests[1].messages
 
-    # A crash after the first result: the resume runs exactly the two unanswered calls.
+    # A crash after the turn, before its results (recorded in one append: a fork among
+    # them is refused): the resume runs the three calls, under the same distinct ids.
     first_result = next(seq for seq, body in events if isinstance(body, ToolResult))
     again = ScriptedProvider([reply("done")])
     async with Runtime(db, provider=again, tools=[note]) as rt:
-        fork = await rt.fork(handle.run_id, first_result)
+        with pytest.raises(RunStateError, match="in one append"):
+            await rt.fork(handle.run_id, first_result)
+        fork = await rt.fork(handle.run_id, first_result - 1)
         assert (await fork.result()).status == "completed"
         forked = await _events(rt, fork.run_id)
-    assert sorted(notes[3:]) == ["b", "c"]
+    assert sorted(notes[3:]) == ["a", "b", "c"]
     assert _results(forked) == _results(events)
     assert again.requests[0].messages == live
