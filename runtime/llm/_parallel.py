@@ -42,7 +42,7 @@ import anyio
 
 from eventstore import EventBody
 
-from .._errors import ProviderError
+from .._errors import ProviderError, ToolTimeoutError
 from ..engine._runlog import RunLog
 from ..events._catalogue import (
     BranchesJudged,
@@ -107,12 +107,14 @@ class BranchRunner:
         log: RunLog,
         registry: ToolRegistry,
         graph: GraphSpec | None,
+        tool_timeout: float | None = None,
     ) -> list[EventBody]:
         """Run (or finish) the round that starts after turn ``iteration`` of the visit.
 
         Returns what the node must record as one batch: ``branches.selected``, then the
         winner's turns, tool results and outputs as the node's events (turns numbered
-        from ``iteration + 1``). Blocks on the branches' models and tools and on the log;
+        from ``iteration + 1``). Blocks on the branches' models and tools (a tool call
+        past ``tool_timeout`` seconds finishes its branch, not ok) and on the log;
         cancelling it cancels the branches (what they recorded stays). Raises RoundFailed
         when no branch answered or a custom strategy failed; store errors propagate.
         """
@@ -120,10 +122,11 @@ class BranchRunner:
         if state.selected is None:
             pending = [b for b in state.branches if b.finished is None]
             if pending:
+                tools = (registry, tool_timeout)
                 async with anyio.create_task_group() as tasks:
                     for branch in pending:
                         tasks.start_soon(
-                            self._run_branch, branch, state, request, node, log, registry, graph
+                            self._run_branch, branch, state, request, node, log, tools, graph
                         )
             state.selected = await self._select(state, request, log)
         winner = state.branches[state.selected.winner]
@@ -138,7 +141,7 @@ class BranchRunner:
         request: LlmRequest,
         node: NodeSpec,
         log: RunLog,
-        registry: ToolRegistry,
+        tools: tuple[ToolRegistry, float | None],
         graph: GraphSpec | None,
     ) -> None:
         spec = branch.spec
@@ -150,8 +153,8 @@ class BranchRunner:
             await self._finish(branch, state, log, ok=False, error=declined)
             return
         missing = branch.missing_calls()
-        if missing:
-            await self._run_tools(branch, missing, tag, node, log, registry)
+        if missing and not await self._run_tools(branch, state, missing, node, log, tools):
+            return
         if last is not None and not last.tool_calls:
             await self._finish(branch, state, log, ok=True)
             return
@@ -234,8 +237,8 @@ class BranchRunner:
                 await self._finish(branch, state, log, ok=True)
                 return
             runnable = [c for c in calls if c.id not in refused]
-            if runnable:
-                await self._run_tools(branch, runnable, tag, node, log, registry)
+            if runnable and not await self._run_tools(branch, state, runnable, node, log, tools):
+                return
         await self._finish(
             branch,
             state,
@@ -247,14 +250,20 @@ class BranchRunner:
     async def _run_tools(
         self,
         branch: Branch,
+        state: Round,
         calls: Sequence[ToolCallRecord],
-        tag: dict[str, Any],
         node: NodeSpec,
         log: RunLog,
-        registry: ToolRegistry,
-    ) -> None:
+        tools: tuple[ToolRegistry, float | None],
+    ) -> bool:  # False: a call timed out, and the branch failed
         others = [c for c in calls if c.name != SET_OUTPUT]
-        ran = {id(c): (text, err) for c, text, err in await run_tool_calls(registry, others)}
+        try:
+            results = await run_tool_calls(tools[0], others, timeout=tools[1])
+        except ToolTimeoutError as exc:
+            await self._finish(branch, state, log, ok=False, error=f"ToolTimeoutError: {exc}")
+            return False
+        ran = {id(c): (text, err) for c, text, err in results}
+        tag = state.tag()
         bodies: list[EventBody] = []
         for call in calls:
             key: str | None = None
@@ -278,6 +287,7 @@ class BranchRunner:
             branch.results[call.id] = result
             bodies.append(result)
         await log.append(bodies)
+        return True
 
     async def _finish(
         self,

@@ -349,6 +349,7 @@ class TurnLoop:
                 log=self.log,
                 registry=self.registry,
                 graph=self.graph,
+                tool_timeout=self.tool_timeout,
             )
         except RoundFailed as exc:
             return node_failure(self.message, str(exc), "BranchesFailed")

@@ -2,7 +2,8 @@
 
 Concurrent branches interleave differently from one execution to the next, so the two
 logs are not compared as one sequence: each event belongs to a lane (a node's events,
-the edges leaving one node, the run's own events), and each lane is compared in order.
+one parallel branch's events of an LLM node, the edges leaving one node, the run's own
+events), and each lane is compared in order.
 The first difference in a lane is a :class:`Divergence`; what follows it in that lane is
 its consequence and is not reported again. Timings, token counts, model names and the
 times inside results are not compared; facts the runtime decides are.
@@ -22,6 +23,9 @@ from eventstore import EventBody, SnapshotTaken, event_tag
 from ..events._catalogue import (
     BranchesForked,
     BranchesJoined,
+    BranchFinished,
+    BranchToolResult,
+    BranchTurn,
     EdgeTaken,
     GraphReplaced,
     InputInjected,
@@ -120,6 +124,9 @@ def _lane(body: EventBody) -> str | None:
         return None if body.reason == "user" else "run"
     if isinstance(body, EdgeTaken):
         return f"edges {body.source}"
+    if isinstance(body, BranchTurn | BranchToolResult | BranchFinished):
+        # An LLM node's parallel branches run concurrently: each is a lane of its own.
+        return f"node {body.node_id} branch {body.visit}/{body.round}/{body.branch}"
     node = getattr(body, "node_id", None)
     if isinstance(node, str):
         return f"node {node}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -21,6 +21,7 @@ from ..events._catalogue import (
     ApprovalGranted,
     ApprovalRejected,
     BranchesJudged,
+    BranchFinished,
     BranchToolResult,
     BranchTurn,
     EdgeTaken,
@@ -43,10 +44,14 @@ from ..events._catalogue import (
 )
 from ..providers._base import LlmResponse, ToolCall, Usage
 
-__all__ = ["Control", "FunctionOutcome", "RecordedRun", "Served"]
+__all__ = ["TIMED_OUT", "Control", "FunctionOutcome", "RecordedRun", "Served", "ToolAnswer"]
 
 #: A recorded answer: the model's response, or the error its call ended with.
 Served = LlmResponse | str
+#: How a recorded tool call that ran past its time limit is served (it has no result).
+TIMED_OUT: Final = "timed out"
+#: A recorded tool call's answer: its result text and whether it is an error, or TIMED_OUT.
+ToolAnswer: TypeAlias = tuple[str, bool] | Literal["timed out"]
 
 
 class FunctionOutcome(msgspec.Struct, frozen=True):
@@ -63,7 +68,8 @@ class FunctionOutcome(msgspec.Struct, frozen=True):
 
 class Control(msgspec.Struct, frozen=True):
     """An action from outside the run at a pause: approve, reject, resume (with the
-    input injected before it) or cancel; ``seq`` is the recorded event's."""
+    input injected before it, or right after it, as ``Runtime.resume(input=...)``
+    records it) or cancel; ``seq`` is the recorded event's."""
 
     kind: str
     seq: int
@@ -96,7 +102,7 @@ class RecordedRun:
         self.routes: dict[tuple[str, int], Served] = {}
         self.verified: dict[tuple[str, int, int], Served] = {}
         self.goal: dict[str, Served] = {}
-        self.tools: dict[str, deque[tuple[str, bool]]] = defaultdict(deque)
+        self.tools: dict[str, deque[ToolAnswer]] = defaultdict(deque)
         self.functions: dict[tuple[str, int, int], FunctionOutcome] = {}
         self.controls: list[Control] = []
         self.first_turn: dict[str, int] = {}
@@ -116,6 +122,8 @@ class RecordedRun:
         visit: dict[str, int] = {}
         attempt: dict[str, int] = {}
         calls: dict[str, ToolCall] = {}
+        # The calls of each node's (and branch's) last turn that have no result yet.
+        unanswered: dict[tuple[Any, ...], dict[str, ToolCall]] = {}
         partial: dict[tuple[str, int, int], list[tuple[str, Any]]] = defaultdict(list)
         writes: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
         routes: dict[str, int] = defaultdict(int)
@@ -125,8 +133,13 @@ class RecordedRun:
         failed_at: dict[tuple[str, int, int], int] = {}
         injected: dict[str, Any] = {}
         paused: str | None = None  # why the run waits: hitl (a gate) or input
+        # The resume control that input recorded right after its ``run.resumed`` belongs
+        # to (``Runtime.resume(input=...)`` records the input after the resumption).
+        resumed: int | None = None
         for event in self.events:
             body = event.body
+            if resumed is not None and not isinstance(body, InputInjected | SnapshotTaken):
+                resumed = None
             match body:
                 case NodeStarted(node_id=node):
                     visit[node], attempt[node] = body.visit, body.attempt
@@ -135,6 +148,7 @@ class RecordedRun:
                     self.first_turn.setdefault(node, event.seq)
                     for call in body.tool_calls:
                         calls[call.id] = call
+                    unanswered[(node,)] = {c.id: c for c in body.tool_calls}
                     self.turns[(node, visit.get(node, 1), body.iteration)] = LlmResponse(
                         text=body.text,
                         tool_calls=list(body.tool_calls),
@@ -144,7 +158,8 @@ class RecordedRun:
                         model=body.model,
                         stop="end" if body.stop is None else body.stop,  # type: ignore[arg-type]
                     )
-                case ToolResult():
+                case ToolResult(node_id=node):
+                    unanswered.get((node,), {}).pop(body.call_id, None)
                     self._tool_result(calls.get(body.call_id), body.name, body)
                 case Verdict(node_id=node) if body.level == "quality":
                     self.first_judged.setdefault(node, event.seq)
@@ -186,10 +201,16 @@ class RecordedRun:
                 case NodeCompleted(node_id=node):
                     completed[(node, visit.get(node, 1))] = event.seq
                 case NodeFailed(node_id=node):
+                    if body.error_type == "ToolTimeoutError":
+                        self._timed_out(unanswered.pop((node,), {}))
                     failed[(node, visit.get(node, 1), body.attempt)] = body
                     failed_at[(node, visit.get(node, 1), body.attempt)] = event.seq
                 case RunPaused() if body.reason != "user":
                     paused = body.reason
+                case InputInjected() if resumed is not None:
+                    control = self.controls[resumed]
+                    data = {**control.input, **body.data}
+                    self.controls[resumed] = msgspec.structs.replace(control, input=data)
                 case InputInjected():
                     injected.update(body.data)
                 case ApprovalGranted():
@@ -207,6 +228,7 @@ class RecordedRun:
                     self._uncancel()
                     if paused == "input":
                         self._control("resume", event.seq, input=injected)
+                        resumed = len(self.controls) - 1
                         paused, injected = None, {}
                 case RunFinished() if body.goal_outcome:
                     self._goal(body.goal_outcome)
@@ -215,6 +237,8 @@ class RecordedRun:
                 case BranchTurn(node_id=node):
                     for call in body.tool_calls:
                         calls[call.id] = call
+                    lane = (node, body.visit, body.round, body.branch)
+                    unanswered[lane] = {c.id: c for c in body.tool_calls}
                     place_b = (node, body.visit, f"{body.round}/{body.branch}", body.iteration)
                     self.branch_turns[place_b] = LlmResponse(
                         text=body.text,
@@ -225,8 +249,16 @@ class RecordedRun:
                         model=body.model,
                         stop="tool_use" if body.tool_calls else "end",
                     )
-                case BranchToolResult() if body.name != "set_output":
-                    self._tool_result(calls.get(body.call_id), body.name, body)
+                case BranchToolResult(node_id=node):
+                    lane = (node, body.visit, body.round, body.branch)
+                    unanswered.get(lane, {}).pop(body.call_id, None)
+                    if body.name != "set_output":
+                        self._tool_result(calls.get(body.call_id), body.name, body)
+                case BranchFinished(node_id=node) if (body.error or "").startswith(
+                    "ToolTimeoutError"
+                ):
+                    lane = (node, body.visit, body.round, body.branch)
+                    self._timed_out(unanswered.pop(lane, {}))
                 case BranchesJudged(node_id=node):
                     judged: Served = body.error or LlmResponse(
                         text=body.text,
@@ -272,6 +304,14 @@ class RecordedRun:
         arguments = asked.arguments if asked is not None else {}
         self.tools[_key([name, arguments])].append((body.content, body.is_error))
 
+    def _timed_out(self, calls: dict[str, ToolCall]) -> None:
+        """The calls of a turn whose tools ran past their time limit: none has a result
+        (the node, or its branch, failed with ToolTimeoutError), and each is served as
+        TIMED_OUT, so the replay fails as the run did."""
+        for call in calls.values():
+            if call.name != "set_output" and call.raw_arguments is None:
+                self.tools[_key([call.name, call.arguments])].append(TIMED_OUT)
+
     def _uncancel(self) -> None:
         """The run went on after a cancel: that cancel did not end it."""
         if self.controls and self.controls[-1].kind == "cancel":
@@ -292,7 +332,7 @@ class RecordedRun:
             elif criterion.get("method") == "unscored" and "evaluator failed" in reasoning:
                 self.goal[ident] = reasoning
 
-    def tool_result(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool] | None:
-        """The next recorded result of ``name`` called with ``arguments``, if any is left."""
+    def tool_result(self, name: str, arguments: dict[str, Any]) -> ToolAnswer | None:
+        """The next recorded answer of ``name`` called with ``arguments``, if any is left."""
         queue = self.tools.get(_key([name, arguments]))
         return queue.popleft() if queue else None

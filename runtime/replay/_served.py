@@ -14,13 +14,13 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._errors import ProviderError, UnknownToolError
+from .._errors import ProviderError, ToolTimeoutError, UnknownToolError
 from ..engine._function_node import NodeContext
 from ..llm._tools import Tool, ToolRegistry
 from ..llm._verdict import JudgeContext, JudgeVerdict
 from ..providers._asked import where_asked
 from ..providers._base import LlmProvider, LlmRequest, LlmResponse
-from ._recorded import RecordedRun, Served
+from ._recorded import TIMED_OUT, RecordedRun, Served, ToolAnswer
 
 __all__ = [
     "RecordedJudge",
@@ -140,12 +140,16 @@ class ReplayProvider:
 
 
 class ServedTool(Tool):
-    """A tool of the graph answering with the recorded result of the same call."""
+    """A tool of the graph answering with the recorded result of the same call (a call
+    that ran past its time limit in the record raises ToolTimeoutError again)."""
 
     async def execute(
         self, arguments: dict[str, Any], *, timeout: float | None = None
     ) -> tuple[str, bool]:
-        served: tuple[str, bool] = self.fn(arguments)
+        served: ToolAnswer = self.fn(arguments)
+        if served == TIMED_OUT:
+            raise ToolTimeoutError(self.name, timeout or 0.0)
+        assert not isinstance(served, str)
         return served
 
 
@@ -168,7 +172,7 @@ class ServedTools(ToolRegistry):
 
 
 def served_tool(name: str, recorded: RecordedRun, stop: Stop) -> ServedTool:
-    def answer(arguments: dict[str, Any]) -> tuple[str, bool]:
+    def answer(arguments: dict[str, Any]) -> ToolAnswer:
         found = recorded.tool_result(name, arguments)
         if found is None:
             stop.stop(f"no recorded result for tool `{name}` called with {arguments!r}")
