@@ -18,7 +18,7 @@ from ._events import Event, EventBody
 from ._front import StoreFront
 from ._heads import HeadsFile
 from ._postgres_alive import check_on_checkout
-from ._postgres_listen import Listener
+from ._postgres_listen import Listener, channels
 from ._postgres_ownership import PostgresOwnership
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
 from ._postgres_schema import check_text, ensure_schema, valid_schema_name
@@ -87,7 +87,7 @@ class PostgresEventStore:
         )
         self._pool: psycopg_pool.AsyncConnectionPool[Any] | None = None
         self._capacity = max(1024, 2 * max_batch)
-        self._channels = (f"magistrate_{self.schema}", f"magistrate_runnable_{self.schema}")
+        self._channels = channels(self.schema)
         self._listener = Listener(url, self._channels, self._is_open, self._front.wake_followers)
         self._ownership = PostgresOwnership(
             self._connect,

@@ -5,12 +5,31 @@ runnable (both are hints: followers and claimers poll as well)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable
 
 import anyio
 import psycopg
 
-__all__ = ["Listener"]
+__all__ = ["Listener", "channels"]
+
+#: The longest identifier PostgreSQL keeps (NAMEDATALEN - 1 bytes); NOTIFY refuses a
+#: longer channel name and LISTEN cuts it short.
+_MAX_IDENTIFIER = 63
+
+
+def channels(schema: str) -> tuple[str, str]:
+    """The NOTIFY channels of the store in ``schema``: every commit; a run that may have
+    become runnable. Each is its prefix and the schema's name, or, where that would be
+    longer than an identifier, its prefix and a digest of the name."""
+    return _channel("magistrate_", schema), _channel("magistrate_runnable_", schema)
+
+
+def _channel(prefix: str, schema: str) -> str:
+    name = prefix + schema
+    if len(name.encode()) <= _MAX_IDENTIFIER:
+        return name
+    return prefix + "h" + hashlib.sha256(schema.encode()).hexdigest()[:32]
 
 
 class Listener:

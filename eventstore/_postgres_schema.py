@@ -13,7 +13,13 @@ import re
 import psycopg
 from psycopg import sql
 
-from ._errors import NotAStoreError, SchemaVersionError, StoreMissingError
+from ._errors import (
+    NotAStoreError,
+    SchemaVersionError,
+    StoreError,
+    StoreMissingError,
+    StoreUnreachableError,
+)
 from ._postgres_runs import V2_DDL, V3_DDL, V4_DDL, fill_run_index
 
 __all__ = [
@@ -83,22 +89,39 @@ CREATE TABLE {schema}.snapshots (
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
+#: The longest text (in UTF-8 bytes) the store keeps in a column it indexes (a run id, the
+#: values of the run listing): an index entry of PostgreSQL holds at most about 2,700
+#: bytes, and a longer one would fail the whole group commit it is in.
+MAX_KEY_BYTES = 2000
+
+
 def check_text(operation: str, what: str, value: str | None) -> None:
     """ValueError naming ``what`` if ``value`` holds a NUL character, which PostgreSQL's
-    text columns cannot store (event bodies are bytes and may hold any)."""
-    if value is not None and "\x00" in value:
+    text columns cannot store (event bodies are bytes and may hold any), or is longer than
+    MAX_KEY_BYTES, which its indexes cannot hold."""
+    if value is None:
+        return
+    if "\x00" in value:
         raise ValueError(
             f"{operation}: {what} {value!r} contains a NUL character (\\x00), which a "
             "PostgreSQL store cannot hold in text; nothing was written"
         )
+    if len(value) > MAX_KEY_BYTES // 4 and len(value.encode(errors="replace")) > MAX_KEY_BYTES:
+        raise ValueError(
+            f"{operation}: {what} {value[:40]!r}... is {len(value.encode(errors='replace'))} "
+            f"bytes long; a PostgreSQL store holds at most {MAX_KEY_BYTES}; nothing was written"
+        )
 
 
 def valid_schema_name(name: str) -> str:
-    """``name`` if it is a plain lower-case PostgreSQL identifier; else ValueError."""
+    """``name`` if it is a plain lower-case PostgreSQL identifier that is not reserved for
+    PostgreSQL's own schemas (``pg_...``); else ValueError."""
     if not _NAME.fullmatch(name):
         raise ValueError(
             f"a store's PostgreSQL schema name must match [a-z_][a-z0-9_]*, got {name!r}"
         )
+    if name.startswith("pg_") or name == "information_schema":
+        raise ValueError(f"schema {name!r} is PostgreSQL's own: name a schema of the store's")
     return name
 
 
@@ -116,23 +139,50 @@ async def ensure_schema(
 
     ``conn`` is in autocommit mode. An advisory lock keyed on the schema name makes
     concurrent first opens create the tables once. Raises NotAStoreError for a schema
-    holding other tables (or no meta row of ours) and SchemaVersionError for a newer
-    layout; neither changes anything. A store of an older layout is upgraded (in the same
-    transaction).
+    holding other tables, views or sequences (whether or not this login may read them),
+    or no meta row of ours, and SchemaVersionError for a newer layout; neither changes
+    anything. A store of an older layout is upgraded (in the same transaction). What the
+    server refuses (no right to create the schema or read its tables) raises StoreError
+    saying so, and a connection lost meanwhile StoreUnreachableError; nothing is changed.
     """
+    try:
+        await _ensure(conn, schema, where, create)
+    except psycopg.OperationalError as exc:
+        raise StoreUnreachableError(where, _one_line(exc)) from exc
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"{where}: cannot open the event store: {_one_line(exc)}; nothing was changed"
+        ) from exc
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+# Every relation of a schema (tables, views, sequences, indexes...), from the catalogue:
+# information_schema lists only the tables this login has a right to, so another
+# application's tables may be there without being listed.
+_RELATIONS = (
+    "SELECT c.relname, c.relkind FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s"
+)
+
+
+async def _ensure(
+    conn: psycopg.AsyncConnection[tuple[object, ...]], schema: str, where: str, create: bool
+) -> None:
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"magistrate:{schema}",))
-        cur = await conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
-        )
-        tables = {str(row[0]) for row in await cur.fetchall()}
-        if not tables and not create:
+        cur = await conn.execute(_RELATIONS, (schema,))
+        relations = await cur.fetchall()
+        tables = {str(name) for name, kind in relations if kind in ("r", "p", "v", "m", "f")}
+        if not relations and not create:
             cur = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
             found = await cur.fetchone() is not None
             raise StoreMissingError(
                 where, "the schema holds no tables" if found else "no such schema"
             )
-        if not tables:
+        if not relations:
             ident = sql.Identifier(schema)
             await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
             await _run_script(conn, _DDL + ";" + V2_DDL + ";" + V3_DDL + ";" + V4_DDL, ident)
@@ -142,7 +192,10 @@ async def ensure_schema(
             )
             return
         if "meta" not in tables:
-            raise NotAStoreError(where, f"schema {schema!r} holds other tables and no meta table")
+            raise NotAStoreError(
+                where,
+                f"schema {schema!r} holds other tables (or views, sequences) and no meta table",
+            )
         try:
             cur = await conn.execute(
                 sql.SQL("SELECT application, schema_version FROM {}.meta").format(
