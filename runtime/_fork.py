@@ -48,8 +48,8 @@ def _together(before: EventBody, after: EventBody) -> bool:
     failure for good) with its edges; a fan-out's edges with its ``branches.forked``, and
     the end of its last branch with its ``branches.joined``; a
     turn's tool results with the outputs its ``set_output`` calls set; a turn with the
-    answers to its refused calls; a stall warning with its verdicts, and a RETRY with the
-    feedback it adds to the conversation.
+    answers to its refused calls; a stall warning with its verdicts, a RETRY with the
+    feedback it adds to the conversation, and a visit's opening messages with its turn.
     """
     match after:
         case MemoryWritten(node_id=node) if node is not None:
@@ -78,7 +78,20 @@ def _together(before: EventBody, after: EventBody) -> bool:
             return isinstance(before, StallDetected | Verdict) and before.node_id == node
         case MessageAdded(node_id=node, kind="feedback" | "stall_warning"):
             return isinstance(before, Verdict) and before.node_id == node
+        case MessageAdded(node_id=node, kind="inputs" | "input") | LlmTurn(node_id=node):
+            # A visit's opening messages ride with its first turn (llm/_turn_loop.py).
+            return _opening(before, node)
     return False
+
+
+def _opening(before: EventBody, node: str) -> bool:
+    """Whether ``before`` is one of node ``node``'s opening messages (the transition
+    marker, its inputs, the user's input), recorded in one append with what follows."""
+    return (
+        isinstance(before, MessageAdded)
+        and before.node_id == node
+        and before.kind in ("transition", "inputs", "input")
+    )
 
 
 def _refused(turn: LlmTurn, call_id: str) -> bool:

@@ -187,3 +187,45 @@ async def test_a_fork_among_a_node_s_memory_writes_is_refused(tmp_path: Path) ->
         for at in (write - 1, edge):
             fork = await (await rt.fork(source.run_id, at)).result()
             assert fork.memory == source.memory
+
+
+async def test_a_fork_among_a_visits_opening_messages_and_its_turn_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A continuous conversation's next node opens with the transition marker and its
+    inputs, recorded with its first turn: a fork between them would resume a visit that
+    never shows its inputs."""
+    graph = linear_graph(
+        [
+            NodeSpec(id="a", kind="llm", output_keys=["x"]),
+            NodeSpec(id="b", kind="llm", input_keys=["x"], output_keys=["y"]),
+        ]
+    )
+
+    def turn(request: LlmRequest) -> LlmResponse:
+        # The first turn of each node sets its output; the next one ends it.
+        last = request.messages[-1]
+        if last.role == "tool":
+            return reply("done")
+        key = "y" if "[Inputs]" in str(last.content) else "x"
+        return reply("", tool_call("set_output", key=key, value=f"{key}!"))
+
+    async with Runtime(tmp_path / "runs.db", provider=ScriptedProvider(turn)) as rt:
+        source = await (await rt.start(graph)).result()
+        assert source.status == "completed", source.error
+        events = await rt.read_events(source.run_id)
+        opening = [
+            e.seq
+            for e in events
+            if isinstance(e.body, MessageAdded)
+            and e.body.node_id == "b"
+            and e.body.kind in ("transition", "inputs")
+        ]
+        assert len(opening) == 2  # the marker, then the inputs
+        turn_seq = opening[-1] + 1
+        for cut in opening:
+            with pytest.raises(RunStateError, match=f"cannot fork at seq {cut}: .*{turn_seq}"):
+                await rt.fork(source.run_id, cut)
+        fork = await (await rt.fork(source.run_id, opening[0] - 1)).result()
+        assert fork.status == "completed" and fork.memory == source.memory
+        assert (await rt.replay(fork.run_id)).equal
