@@ -263,7 +263,7 @@ class Runtime:
         """Resume a paused, cancelled or crashed run from its log, in this process.
 
         A completed node never runs again; a node that started and did not complete runs
-        again. ``input`` is injected (recorded) first. With ``graph``, the run first moves
+        again. ``input`` is recorded right after ``run.resumed``. With ``graph``, the run first moves
         to it (``graph.replaced``) if its replay against it diverges nowhere, or anyway
         with ``force`` (see :func:`runtime.control._regraph.replace_graph`). Raises
         RunNotFoundError; RunChangedError for a finished run ("already completed");
