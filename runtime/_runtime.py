@@ -263,8 +263,8 @@ class Runtime:
         """Resume a paused, cancelled or crashed run from its log, in this process.
 
         A completed node never runs again; a node that started and did not complete runs
-        again. ``input`` is recorded right after ``run.resumed``. With ``graph``, the run first moves
-        to it (``graph.replaced``) if its replay against it diverges nowhere, or anyway
+        again. ``input`` is recorded just after ``run.resumed``. With ``graph``, the run
+        moves to it (``graph.replaced``) if its replay against it diverges nowhere, or anyway
         with ``force`` (see :func:`runtime.control._regraph.replace_graph`). Raises
         RunNotFoundError; RunChangedError for a finished run ("already completed");
         RunStateError for one already running here, or one waiting at a gate (only
