@@ -190,3 +190,33 @@ def test_every_option_of_every_command_is_in_the_documentation() -> None:
                     if not re.search(rf"{re.escape(option)}(?![\w-])", text):
                         missing.append(f"magistrate {name} {option}")
     assert not missing, missing
+
+
+#: mypy as a typed project runs it on the docs' Python: unannotated functions checked too.
+MYPY = [sys.executable, "-m", "mypy", "--check-untyped-defs", "--no-incremental"]
+MYPY += ["--cache-dir", os.devnull, "--no-error-summary"]
+
+
+@pytest.mark.slow
+def test_every_python_block_type_checks(tmp_path: Path) -> None:
+    """The docs' Python, copied into a typed project, passes mypy: no attribute of a value
+    that may be None (``Runtime.approve``'s handle, ``Runtime.store``), no attribute a type
+    lacks. Unannotated functions are checked too (``--check-untyped-defs``)."""
+    names = []
+    for path in DOCS:
+        for language, options, body, line in blocks(path):
+            if language != "python":
+                continue
+            stem = re.sub(r"\W", "_", path.stem)
+            name = options.get("file") or f"doc_{stem}_{line}.py"
+            (tmp_path / name).write_text(body)
+            names.append(name)
+    assert names
+    done = subprocess.run(
+        [*MYPY, *names],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -10,6 +10,7 @@ writes the file picks which of the allowed callables run, with which memory keys
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -74,7 +75,8 @@ def import_reference(
             target = getattr(target, part)
         except AttributeError:
             reason = f"module {module_name!r} has no attribute {attribute!r}"
-            raise SpecError(path, reason) from None
+            public = [name for name in dir(target) if not name.startswith("_")]
+            raise SpecError(path, reason + _did_you_mean(part, public)) from None
         if isinstance(target, types.ModuleType):
             raise SpecError(path, f"{reference!r} walks into module {target.__name__!r}")
     origin = target if defined_by is None else defined_by(target)
@@ -86,6 +88,12 @@ def import_reference(
             "prefixes (only objects defined in an allowed module can be imported)",
         )
     return target
+
+
+def _did_you_mean(name: str, candidates: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the candidate closest to a misspelt ``name``, else ""."""
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def resolve_callable(
@@ -103,6 +111,8 @@ def resolve_callable(
     """
     if reference in registry:
         return registry[reference]
+    if ":" not in reference and (hint := _did_you_mean(reference, list(registry))):
+        raise SpecError(path, f"{reference!r} is not a registered function{hint}")
     target = import_reference(reference, allow_imports, path=path)
     if not callable(target):
         raise SpecError(path, f"{reference!r} is not callable")

@@ -43,7 +43,7 @@ def graph_from_dict(data: Any, *, validate: bool = True) -> GraphSpec:
     try:
         graph = msgspec.convert(data, GraphSpec)
     except msgspec.ValidationError as exc:
-        raise _spec_error(exc) from exc
+        raise _spec_error(exc, GraphSpec) from exc
     if validate:
         validate_graph(graph)
     return graph

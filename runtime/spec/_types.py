@@ -9,6 +9,7 @@ builtins back strictly, as ``graph_from_dict`` does for a file, and names the fi
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -24,8 +25,10 @@ _AT = re.compile(r"^(?P<reason>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
 _FIELD = re.compile(r"(?:missing required|contains unknown) field `(?P<field>[^`]*)`")
 
 
-def spec_error(exc: msgspec.ValidationError) -> SpecError:
-    """Turn msgspec's message into SpecError(path="edges[3].condition", reason=...)."""
+def spec_error(exc: msgspec.ValidationError, root: type | None = None) -> SpecError:
+    """Turn msgspec's message into SpecError(path="edges[3].condition", reason=...); an
+    unknown field of a struct under ``root`` (the type converted to) names the field of
+    that struct it is closest to, if one is close."""
     message = str(exc)
     path = ""
     match = _AT.match(message)
@@ -34,8 +37,34 @@ def spec_error(exc: msgspec.ValidationError) -> SpecError:
         path = match["path"].lstrip(".")
     field = _FIELD.search(message)
     if field:
+        if root is not None and "unknown field" in message:
+            names = _field_names(root, path)
+            close = difflib.get_close_matches(field["field"], names, n=1)
+            message += f"; did you mean `{close[0]}`?" if close else ""
         path = f"{path}.{field['field']}" if path else field["field"]
     return SpecError(path, message)
+
+
+def _field_names(root: type, path: str) -> list[str]:
+    """The field names of the struct at ``path`` ("nodes[0].retry") under ``root``."""
+    info: Any = _struct(msgspec.inspect.type_info(root))
+    for name in filter(None, (part.partition("[")[0] for part in path.split("."))):
+        fields = {f.encode_name: f.type for f in getattr(info, "fields", ())}
+        info = _struct(fields.get(name))
+    return [f.encode_name for f in getattr(info, "fields", ())]
+
+
+def _struct(info: Any) -> Any:
+    """The struct type ``info`` holds: itself, a list's items, a dict's values, a union's."""
+    if isinstance(info, msgspec.inspect.StructType):
+        return info
+    if isinstance(info, msgspec.inspect.ListType | msgspec.inspect.VarTupleType):
+        return _struct(info.item_type)
+    if isinstance(info, msgspec.inspect.DictType):
+        return _struct(info.value_type)
+    if isinstance(info, msgspec.inspect.UnionType):
+        return next(filter(None, map(_struct, info.types)), None)
+    return None
 
 
 def check_types(graph: msgspec.Struct) -> list[SpecError]:
