@@ -30,8 +30,10 @@ from ..events._catalogue import (
     ApprovalGranted,
     ApprovalRejected,
     BranchesJudged,
+    BranchesSelected,
     BranchTurn,
     EdgeTaken,
+    GraphReplaced,
     InputInjected,
     LlmTurn,
     NodeCompleted,
@@ -45,11 +47,13 @@ from ..events._catalogue import (
     RunStarted,
     StallDetected,
     Verdict,
+    VerificationRecorded,
 )
 from ..events._snapshots import SnapshotOutcome
 from ..events._verdicts import JUDGE_FAILURE_KINDS, goal_failures, overrules
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
+from ._labels import RunGraphs, provider_error_kind
 from ._loop_lag import watch_loop_lag
 from ._store_metrics import StoreCollector
 
@@ -65,12 +69,6 @@ _STATUSES: Final = frozenset({"completed", "failed"})
 _QUALITIES: Final = frozenset({"clean", "degraded", "failed"})
 _PAUSE_REASONS: Final = frozenset({"hitl", "user", "input"})
 _SNAPSHOT_OUTCOMES: Final = frozenset(get_args(SnapshotOutcome))
-_PROVIDER_ERRORS: Final = {
-    "ProviderHTTPError": "http",
-    "ProviderTimeoutError": "timeout",
-    "MalformedResponseError": "malformed",
-    "ProviderError": "other",
-}
 
 # Buckets in seconds: nodes and turns span milliseconds (code) to minutes (a slow model).
 _NODE_BUCKETS: Final = (0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -101,10 +99,9 @@ def _closed(value: str | None, allowed: frozenset[str], other: str = "other") ->
 
 
 class _RunInfo:
-    __slots__ = ("graph", "kinds", "started")
+    __slots__ = ("kinds", "started")
 
-    def __init__(self, graph: str, kinds: Mapping[str, str]) -> None:
-        self.graph = graph
+    def __init__(self, kinds: Mapping[str, str]) -> None:
         self.kinds = kinds
         self.started: dict[str, float] = {}  # node id -> monotonic time of its start
 
@@ -241,6 +238,7 @@ class RuntimeMetrics:
             self.judge_failures.labels(reason)  # present from the first scrape, at 0
         self._stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
         self._runs: dict[str, _RunInfo] = {}
+        self._graphs = RunGraphs()  # per_graph: each run's graph id, from its events
         self._active: set[str] = set()
         self._lock = threading.Lock()
         r.register(StoreCollector(self._stores))
@@ -264,8 +262,8 @@ class RuntimeMetrics:
         """Remember the run's graph id and node kinds (labels for its events); the run
         executes here from now on (a worker's claimed run included, whose start another
         process recorded)."""
-        kinds = {node.id: node.kind for node in graph.nodes}
-        self._runs[run_id] = _RunInfo(graph.id, kinds)
+        self._runs[run_id] = _RunInfo({node.id: node.kind for node in graph.nodes})
+        self._learn(run_id, graph.id)
         self._activate(run_id, True)
 
     def run_stopped(self, run_id: str) -> None:
@@ -290,14 +288,25 @@ class RuntimeMetrics:
         for index, body in enumerate(bodies):
             if type(body) is RunForked:
                 # A fork's first batch: the events before the marker are a copy of another
-                # run's, counted when they happened; only the new run itself counts.
+                # run's, counted when they happened; only the new run itself counts, under
+                # the graph its copy runs.
+                for copied in bodies[:index]:
+                    if type(copied) is RunStarted or type(copied) is GraphReplaced:
+                        self._learn(run_id, copied.graph.get("id"))
                 self._started(run_id)
                 events = bodies[index + 1 :]
                 break
         now = time.monotonic()
         run = self._runs.get(run_id)
         before: EventBody | None = None
+        selected: set[str] = set()  # parallel nodes whose winner's turns follow in the batch
         for body in events:
+            if type(body) is BranchesSelected:
+                selected.add(body.node_id)
+            elif type(body) is LlmTurn and body.node_id in selected:
+                # The winning branch's turns as the node's own: their calls were counted
+                # as branch turns (these copies carry no tokens and no latency).
+                continue
             self._count(run_id, run, body, now)
             if type(body) is Verdict and type(before) is Verdict:
                 if before.node_id == body.node_id and overrules(body, before):
@@ -306,23 +315,27 @@ class RuntimeMetrics:
 
     # -- counting ----------------------------------------------------------------------------
 
-    def _count_tokens(self, turn: LlmTurn | BranchTurn) -> None:
+    def _count_tokens(
+        self, call: LlmTurn | BranchTurn | BranchesJudged | VerificationRecorded
+    ) -> None:
         for direction, count in (
-            ("input", turn.input_tokens),
-            ("output", turn.output_tokens),
-            ("input_cached", turn.input_cached),
-            ("input_cache_write", turn.input_cache_write),
+            ("input", call.input_tokens),
+            ("output", call.output_tokens),
+            ("input_cached", getattr(call, "input_cached", 0)),
+            ("input_cache_write", getattr(call, "input_cache_write", 0)),
         ):
             if count:
                 self.tokens.labels(direction).inc(count)
 
-    def _labels(self, run: _RunInfo | None) -> tuple[str, ...]:
-        if not self.per_graph:
-            return ()
-        return (run.graph if run is not None else "unknown",)
+    def _learn(self, run_id: str, graph: object) -> None:
+        if self.per_graph:
+            self._graphs.set(run_id, graph)
+
+    def _labels(self, run_id: str) -> tuple[str, ...]:
+        return (self._graphs.get(run_id),) if self.per_graph else ()
 
     def _started(self, run_id: str) -> None:
-        _child(self.runs_started, *self._labels(self._runs.get(run_id))).inc()
+        _child(self.runs_started, *self._labels(run_id)).inc()
 
     def _activate(self, run_id: str, active: bool) -> None:
         with self._lock:
@@ -342,25 +355,25 @@ class RuntimeMetrics:
                 if isinstance(event, NodeFailed):
                     if event.will_retry:
                         self.retries.inc()
-                    error = _PROVIDER_ERRORS.get(event.error_type)
+                    error = provider_error_kind(event.error_type)
                     if error is not None:
                         self.provider_errors.labels(error).inc()
                 if run is not None and node_id in run.started:
                     node_kind = _closed(run.kinds.get(node_id), _KINDS, "unknown")
-                    _child(self.node_duration, *self._labels(run), node_kind).observe(
+                    _child(self.node_duration, *self._labels(run_id), node_kind).observe(
                         now - run.started.pop(node_id)
                     )
-            case LlmTurn():
+            case LlmTurn() | BranchTurn():  # a node's model call, or a parallel branch's
                 self.llm_turn.observe(event.latency_ms / 1000.0)
                 self._count_tokens(event)
-            case BranchTurn():  # a parallel branch's model turn: its tokens were spent too
+            case VerificationRecorded():  # an llm_judge verifier's evaluator call
                 self._count_tokens(event)
             case Verdict() if event.level == "bail_out":
-                _child(self.tool_turns, *self._labels(run)).inc()
+                _child(self.tool_turns, *self._labels(run_id)).inc()
             case Verdict():
                 action = _closed(event.action, _ACTIONS)
                 level = _closed(event.level, _LEVELS)
-                _child(self.verdicts, *self._labels(run), action, level).inc()
+                _child(self.verdicts, *self._labels(run_id), action, level).inc()
                 if action == "escalate":
                     self.escalations.inc()
                 if event.error:
@@ -369,13 +382,17 @@ class RuntimeMetrics:
             case EdgeTaken():
                 if event.judge_error is not None:
                     self.judge_failures.labels("route").inc()
-            case BranchesJudged():
+            case BranchesJudged():  # the branch judge's call
+                self._count_tokens(event)
                 if event.error is not None:
                     self.judge_failures.labels("branch_judge").inc()
             case StallDetected():
                 self.stalls.inc()
             case RunStarted():
+                self._learn(run_id, event.graph.get("id"))
                 self._started(run_id)
+            case GraphReplaced():
+                self._learn(run_id, event.graph.get("id"))
             case RunResumed():
                 self.resumes.inc()
             case InputInjected():
@@ -388,12 +405,12 @@ class RuntimeMetrics:
                 self.pauses.labels(_closed(event.reason, _PAUSE_REASONS)).inc()
                 self._activate(run_id, False)
             case RunCancelled():
-                _child(self.runs_finished, *self._labels(run), "cancelled", "none").inc()
+                _child(self.runs_finished, *self._labels(run_id), "cancelled", "none").inc()
                 self._stop(run_id)
             case RunFinished():
                 status = _closed(event.status, _STATUSES)
                 quality = _closed(event.quality, _QUALITIES)
-                _child(self.runs_finished, *self._labels(run), status, quality).inc()
+                _child(self.runs_finished, *self._labels(run_id), status, quality).inc()
                 if failed_goal := len(goal_failures(event.goal_outcome)):
                     self.judge_failures.labels("goal").inc(failed_goal)
                 self._stop(run_id)
@@ -401,6 +418,7 @@ class RuntimeMetrics:
     def _stop(self, run_id: str) -> None:
         self._activate(run_id, False)
         self._runs.pop(run_id, None)
+        self._graphs.forget(run_id)
 
 
 _default: RuntimeMetrics | None = None
