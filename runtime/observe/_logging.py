@@ -12,7 +12,9 @@ these records never reach.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from eventstore import EventBody
@@ -31,10 +33,24 @@ from ..events._catalogue import (
     Verdict,
 )
 
-__all__ = ["log_run_events"]
+__all__ = ["log_run_events", "not_logged"]
 
 _runs = logging.getLogger("magistrate.runs")
 _judge = logging.getLogger("magistrate.judge")
+#: Set while a replay runs the recorded run again in memory (see not_logged).
+_replaying: ContextVar[bool] = ContextVar("magistrate_replaying", default=False)
+
+
+@contextmanager
+def not_logged() -> Iterator[None]:
+    """Within it (and the tasks started in it), commits are not logged: a replay runs a
+    recorded run again in an in-memory runtime, under the run's own id, and its events
+    are not the run's (no "run X started" for a run that did not start again)."""
+    token = _replaying.set(True)
+    try:
+        yield
+    finally:
+        _replaying.reset(token)
 
 
 def log_run_events(run_id: str, bodies: Sequence[EventBody], seconds: float | None) -> None:
@@ -44,6 +60,8 @@ def log_run_events(run_id: str, bodies: Sequence[EventBody], seconds: float | No
             break
     else:
         return  # a plain step's batch (called on every commit): nothing to log
+    if _replaying.get():
+        return
     # DEBUG on magistrate.runs implies INFO.
     if not (_runs.isEnabledFor(logging.INFO) or _judge.isEnabledFor(logging.DEBUG)):
         return

@@ -27,6 +27,7 @@ from ..llm._names import check_named_providers, check_parallel_names
 from ..llm._support import SET_OUTPUT, resolve_judge
 from ..llm._tools import Tool
 from ..llm._verdict import JudgeProtocol
+from ..observe._logging import not_logged
 from ..providers._base import LlmProvider
 from ..spec._load import graph_from_dict
 from ..spec._model import GraphSpec, RetryPolicy, graph_hash
@@ -117,9 +118,10 @@ async def replay_run(
     def keep(_run_id: str, _last: int, bodies: Sequence[EventBody]) -> None:
         collected.extend(bodies)
 
-    async with make_runtime(None, hooks=[keep], **options) as rt:
-        await _drive(rt, _without_waits(graph), recorded, stop, run_id)
-        replayed = await rt.read_events(run_id)
+    with not_logged():  # the run's events again, not the run's: no "run X started"
+        async with make_runtime(None, hooks=[keep], **options) as rt:
+            await _drive(rt, _without_waits(graph), recorded, stop, run_id)
+            replayed = await rt.read_events(run_id)
     warnings = _request_warnings(recorded, recorded_graph, graph)
     stopped = stop.reason
     if provider.live_calls:
