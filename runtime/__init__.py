@@ -39,13 +39,22 @@ if _typing.TYPE_CHECKING:
         UnknownToolError,
     )
     from ._handle import RunHandle
-    from ._result import RunResult
+    from ._result import RunResult, RunStatus
     from ._runtime import Runtime
     from ._worker import run_worker
     from .control._regraph import GraphChangeRefused
     from .control._watch import RunChange
     from .engine import NodeContext
-    from .llm import JudgeContext, JudgeProtocol, JudgeVerdict, Tool, ToolRegistry, tool
+    from .engine._log_hooks import CommitHook
+    from .llm import (
+        CustomJudgeResult,
+        JudgeContext,
+        JudgeProtocol,
+        JudgeVerdict,
+        Tool,
+        ToolRegistry,
+        tool,
+    )
     from .observe import MetricsServer, RuntimeMetrics, default_metrics, serve_metrics
     from .providers import (
         AnthropicProvider,
@@ -102,6 +111,9 @@ _HOME: _typing.Final = {
     "UnknownToolError": "._errors",
     "RunHandle": "._handle",
     "RunResult": "._result",
+    "RunStatus": "._result",
+    "CommitHook": ".engine._log_hooks",
+    "CustomJudgeResult": ".llm",
     "Runtime": "._runtime",
     "run_worker": "._worker",
     "RunChange": ".control._watch",
@@ -162,7 +174,9 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "Runtime",
     "RunHandle",
     "RunResult",
+    "RunStatus",
     "RunChange",
+    "CommitHook",
     "run_worker",
     "TimeoutConfig",
     "OwnershipConfig",
@@ -189,6 +203,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "JudgeProtocol",
     "JudgeContext",
     "JudgeVerdict",
+    "CustomJudgeResult",
     # providers
     "LlmProvider",
     "LlmRequest",

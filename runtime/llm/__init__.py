@@ -8,9 +8,10 @@ Users meet this package through its tool decorator and the judge protocol (both 
 from ._judge import ImplicitJudge
 from ._prompt import build_system_prompt, transition_marker
 from ._tools import Tool, ToolRegistry, tool
-from ._verdict import JudgeContext, JudgeProtocol, JudgeVerdict
+from ._verdict import CustomJudgeResult, JudgeContext, JudgeProtocol, JudgeVerdict
 
 __all__ = [
+    "CustomJudgeResult",
     "ImplicitJudge",
     "JudgeContext",
     "JudgeProtocol",
