@@ -222,10 +222,15 @@ class ExecutorActor(Actor):
             self.emit(run_started(self.graph, self.input))
             await self._start_node(self.graph.entry_node, None)
             return
-        # Nodes that started and did not finish run again, as the same visit.
+        # Nodes that started and did not finish run again, as the same visit, at the attempt
+        # the log gives: the interrupted one, or the next one of a node waiting to retry (a
+        # resume never restarts a retry policy's count; the retry runs at once).
         starts, unfinished = resume_walk(self.log, self.pauses, self.join, self.resume_input)
+        attempts = self.state.running
         for node, branch in starts:
-            await self._start_node(node, branch, rerun=node in unfinished)
+            rerun = node in unfinished
+            attempt = attempts.get(node, 1) if rerun else 1
+            await self._start_node(node, branch, attempt=attempt, rerun=rerun)
         if self.join.fan is not None:
             await self._follow(self.join.maybe_join(self.log))
         elif not starts:

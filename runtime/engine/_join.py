@@ -224,6 +224,7 @@ class FanOutJoin(msgspec.Struct, gc=False):
         fan = self.fan
         if fan is None or any(state == "running" for state in fan.branches.values()):
             return None
+        ends = self._ends(fan) if fan.join is None else []
         self._join(log, fan)
         failed = [b for b, s in fan.branches.items() if s == "failed"]
         succeeded = [b for b, s in fan.branches.items() if s == "done"]
@@ -231,8 +232,30 @@ class FanOutJoin(msgspec.Struct, gc=False):
             details = "; ".join(f"{b}: {fan.errors[b]}" for b in failed)
             return EndRun("failed", f"branches failed: {details}")
         if fan.join is None:
+            terminal = self.graph.terminal_set()
+            if terminal and not terminal.intersection(ends):
+                # As on the main path: a graph that names its terminal nodes completes
+                # only at one of them; here, at the end of one branch at least.
+                shown = ", ".join(repr(n) for n in ends)
+                error = f"no branch ended at a terminal node (they ended at {shown})"
+                return EndRun("failed", error)
             return EndRun("completed", None)
         return StartNode(fan.join, None)
+
+    def _ends(self, fan: FanOut) -> list[str]:
+        """The nodes the successful branches of ``fan``, which has no join, ended at (each
+        one's last node to finish, from the log's record: the same after a resume)."""
+        record = self._record()
+        path = self.state.path
+        ends: list[str] = []
+        for branch, status in fan.branches.items():
+            if status == "done":
+                last = next(
+                    (n for n in reversed(path) if record.node_branch.get(n) == branch), None
+                )
+                if last is not None:
+                    ends.append(last)
+        return ends
 
     def _join(self, log: RunLog, fan: FanOut) -> None:
         self.fan = None

@@ -27,7 +27,8 @@ class RunState(msgspec.Struct, kw_only=True, dict=True):
 
     ``pending`` lists the nodes due to run next (the resume points; the join of an open
     fan-out is due once the branches joined); ``running`` maps a started, unfinished node
-    (running, or waiting to retry after a failed attempt) to its attempt; ``path`` lists
+    to its attempt: the one running, or, for a node waiting to retry after a failed
+    attempt, the next one (a resume runs that attempt, never the first again); ``path`` lists
     nodes in the order they finished (completed, or failed for good); ``steps`` counts node
     visits (a retry or a rerun after a crash is the same visit); ``outputs`` holds each
     running node's output accumulator for its visit (its OutputSet values: empty when a

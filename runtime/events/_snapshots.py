@@ -82,7 +82,7 @@ SNAPSHOT_AT_REST_BYTES = 128
 # Bumped by hand when apply's meaning changes with RunState's shape unchanged, or when what
 # makes a snapshot usable does (a revision's snapshots are all bound to a snapshot.taken
 # event); a change of the shape changes the fingerprint by itself.
-_APPLY_REVISION = 6  # 6: a RETRY overruled by max_iterations is a judge failure
+_APPLY_REVISION = 7  # 7: a node waiting to retry is running at its next attempt
 _SHAPE = msgspec.json.encode(msgspec.json.schema(RunState))
 
 #: Names the fold that made a snapshot: a snapshot made by another is ignored.

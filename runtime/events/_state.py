@@ -250,7 +250,9 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
             case events.NodeFailed:
                 assert isinstance(body, NodeFailed)
                 if body.will_retry:
-                    s.total_retries += 1  # still running: it waits for its next attempt
+                    s.total_retries += 1
+                    # Still running: it waits for its next attempt, which a resume runs.
+                    s.running[body.node_id] = body.attempt + 1
                     s.outputs[body.node_id] = NO_ITEMS  # the next attempt starts afresh
                 else:
                     s.failed_nodes = [*s.failed_nodes, body.node_id]
