@@ -10,8 +10,9 @@ not (its ``error`` set) is a judge failure, so a completed run is then at best "
   in ``reasoning``.
 - A criterion without one is scored by the goal's ``evaluator`` (a provider name), one
   call per criterion, the reply read as a verifier's (a score from 0 to 1); a reply with
-  no score, or a provider error, leaves it unscored with the reason in ``reasoning`` and
-  ``error``. Without an evaluator it stays unscored (no error).
+  no score, or an evaluator call that raised (a ProviderError or anything else a provider
+  raises), leaves it unscored with the reason in ``reasoning`` and ``error``: scoring
+  never fails the run. Without an evaluator it stays unscored (no error).
 - A constraint with an ``expression`` must hold (be truthy); one without is unchecked.
 """
 
@@ -174,6 +175,8 @@ async def _criterion(
             response = await provider.complete(request)
     except ProviderError as exc:
         return failed(f"the evaluator failed: {exc}")
+    except Exception as exc:  # a provider's own bug: still a check that did not run
+        return failed(f"the evaluator failed: {type(exc).__name__}: {exc}")
     score_or_none, reasoning = parse_score(response.text)
     if score_or_none is None:
         return failed(f"the evaluator gave no score ({reasoning})")

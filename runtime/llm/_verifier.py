@@ -244,7 +244,9 @@ def evaluator_prompt(config: LlmJudgeVerifier, memory: Mapping[str, Any]) -> str
     )
 
 
-_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(\s*%|\s*/\s*(\d+(?:\.\d+)?))?")
+_NUMBER = re.compile(
+    r"(?<![\w.])(-?\d+(?:\.\d+)?)(\s*%|\s*(?:/|\bout\s+of\b)\s*(\d+(?:\.\d+)?))?", re.IGNORECASE
+)
 
 
 def parse_score(text: str) -> tuple[float | None, str]:
@@ -252,7 +254,8 @@ def parse_score(text: str) -> tuple[float | None, str]:
 
     Tried in order: a JSON object with ``score`` (or ``rating``) and ``reasoning``; then
     the first number in the text, read as a fraction (``0.85``), a percentage (``85%``)
-    or a ratio (``8.5/10``). A score outside 0..1 (or NaN) is no score.
+    or a ratio (``8.5/10``, ``1 out of 10``). A score outside 0..1 (NaN, infinite, or
+    an integer too large for a float) is no score.
     """
     reasoning = ""
     try:
@@ -264,7 +267,11 @@ def parse_score(text: str) -> tuple[float | None, str]:
         why = data.get("reasoning", data.get("reason", ""))
         reasoning = why if isinstance(why, str) else json.dumps(why, default=repr)
         if isinstance(raw, int | float) and not isinstance(raw, bool):
-            return _in_range(float(raw), reasoning)
+            try:
+                number = float(raw)
+            except OverflowError:  # an int of hundreds of digits: no float holds it
+                return None, f"score {short(raw)} is outside 0..1"
+            return _in_range(number, reasoning)
         if isinstance(raw, str):
             text = raw
         else:

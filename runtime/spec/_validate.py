@@ -15,6 +15,7 @@ from ._expr import compile_expression
 from ._goal import check_goal_items
 from ._model import GraphSpec, NodeSpec, RetryPolicy
 from ._parallel import check_parallel
+from ._read_names import check_read_names
 from ._types import check_types
 from ._verifier import check_verifier
 
@@ -31,7 +32,10 @@ def validate_graph(graph: GraphSpec) -> None:
     edge needs a valid expression, no other edge may have one; ``llm_decide`` needs a
     ``fallback`` naming a node, no other edge may have one), the entry, terminal and
     pause nodes, every number within its range (:data:`RANGES`), memory keys declared
-    twice, the graph retry policy, a branch of a fan-out that surely fans out again.
+    twice, the graph retry policy, a branch of a fan-out that surely fans out again,
+    ``success_criteria`` on a node that is not an LLM node (nothing would judge it), and
+    names that an edge's, an expression verifier's or a goal item's expression reads and
+    the graph cannot have (``_read_names``).
 
     A spec is frozen, so a graph found sound is remembered as such: starting many runs
     of one GraphSpec validates it once.
@@ -137,7 +141,7 @@ def validate_graph(graph: GraphSpec) -> None:
     errors.extend(_check_retry("retry", graph.retry))
     if graph.goal is not None:
         errors.extend(check_goal_items(graph.goal.success_criteria, graph.goal.constraints))
-    errors.extend(_check_edge_names(graph))
+    errors.extend(check_read_names(graph))
     if not errors:  # (its walk needs every edge's nodes to exist)
         errors.extend(nested_fanouts(graph))
 
@@ -163,51 +167,6 @@ def _reachable(graph: GraphSpec) -> set[str]:
                 reached.add(target)
                 queue.append(target)
     return reached
-
-
-def _writes(node: NodeSpec) -> set[str] | None:
-    """The memory keys ``node`` may write, or None when it may write any key (a callable
-    that declares no ``output_keys``)."""
-    keys = set(node.output_keys)
-    if node.kind == "verifier":
-        result = (node.verifier.result_key if node.verifier else None) or f"{node.id}_verification"
-        keys.update((result, f"{result}_passed"))
-        return keys
-    if node.kind == "llm" or node.output_keys or node.function is None:
-        return keys  # an LLM node sets only its output keys; a bare router writes nothing
-    return None
-
-
-def _check_edge_names(graph: GraphSpec) -> list[SpecError]:
-    """A conditional edge reading a name that nothing writes or declares (a typo such as
-    ``amont > 100`` would otherwise be false for ever). Checked when every node that
-    writes declares its keys; names read at run time are checked again then."""
-    known = {key.name for key in graph.memory}
-    for node in graph.nodes:
-        written = _writes(node)
-        if written is None:
-            return []
-        known |= written
-        known.update(node.input_keys)
-    errors: list[SpecError] = []
-    for i, edge in enumerate(graph.edges):
-        if edge.condition != "conditional" or not edge.expression:
-            continue
-        try:
-            names = compile_expression(edge.expression).names
-        except ExpressionError:
-            continue  # reported by _check_expression
-        unknown = sorted(names - known)
-        if unknown:
-            listed = ", ".join(repr(name) for name in unknown)
-            errors.append(
-                SpecError(
-                    f"edges[{i}].expression",
-                    f"reads {listed}, which no node writes (output_keys) and no input_keys "
-                    f"or memory key declares",
-                )
-            )
-    return errors
 
 
 def _check_expression(path: str, source: str) -> list[SpecError]:
@@ -238,6 +197,14 @@ def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
             )
     if node.retry is not None:
         errors.extend(_check_retry(f"{where}.retry", node.retry))
+    if node.success_criteria and node.kind != "llm":
+        errors.append(
+            SpecError(
+                f"{where}.success_criteria",
+                f"only llm nodes are judged against success_criteria (kind is {node.kind!r}); "
+                "check another node's result with a verifier node",
+            )
+        )
     if node.kind == "verifier" and node.verifier is None:
         errors.append(SpecError(f"{where}.verifier", "a verifier node needs 'verifier'"))
     if node.verifier is not None:

@@ -1,7 +1,8 @@
 """Scoring a run's goal (a model call for the criteria an evaluator scores) runs beside
 the executor, so a cancel, a pause or closing the runtime reach the run at once. A cancel
 then records the end the graph reached, unscored (``goal_outcome`` None): the run did
-reach it, so there is nothing to resume. A scorer that raises ends the run failed."""
+reach it, so there is nothing to resume. An evaluator that raises is a criterion left
+unscored (the run degraded), never a failed run."""
 
 from __future__ import annotations
 
@@ -151,7 +152,11 @@ async def test_a_pause_while_the_goal_is_scored_has_no_node_left_to_stop_at(
     assert not [e for e in events if isinstance(e.body, RunPaused)]
 
 
-async def test_a_scorer_that_raises_ends_the_run_failed_in_the_log(tmp_path: Path) -> None:
+async def test_an_evaluator_with_a_bug_leaves_its_criterion_unscored_not_the_run_failed(
+    tmp_path: Path,
+) -> None:
+    # The scorecard is measurement only: an evaluator that raises something other than a
+    # ProviderError is a check that did not run (the run "degraded"), never a failed run.
     path = tmp_path / "runs.db"
     with anyio.fail_after(60):
         async with Runtime(
@@ -162,9 +167,16 @@ async def test_a_scorer_that_raises_ends_the_run_failed_in_the_log(tmp_path: Pat
     async with Runtime(path, functions={"write": _write}) as rt:
         state = await rt.get_state(handle.run_id)
         events = await rt.read_events(handle.run_id)
-    error = "scoring the goal raised RuntimeError: the evaluator has a bug"
-    assert result.status == state.status == "failed"
-    assert result.quality == state.quality == "failed"
-    assert result.error == state.error == error
+    error = "the evaluator failed: RuntimeError: the evaluator has a bug"
+    assert result.status == state.status == "completed"
+    assert result.quality == state.quality == "degraded"
+    assert result.error is None and state.error is None
     assert result.memory == state.memory == {"written": True}
-    assert [(f.status, f.goal_outcome) for f in _finished(events)] == [("failed", None)]
+    assert result.goal_outcome is not None
+    assert [(c.id, c.score, c.error) for c in result.goal_outcome.criteria] == [
+        ("written", 1.0, None),
+        ("reads_well", None, error),
+    ]
+    [finished] = _finished(events)
+    assert finished.status == "completed" and finished.goal_outcome is not None
+    assert finished.goal_outcome["criteria"][1]["error"] == error
