@@ -129,6 +129,7 @@ class RecordedRun:
         routes: dict[str, int] = defaultdict(int)
         failed: dict[tuple[str, int, int], NodeFailed] = {}
         started: list[tuple[str, int, int]] = []
+        in_branch: set[tuple[str, int]] = set()  # visits run inside a fan-out's branch
         completed: dict[tuple[str, int], int] = {}
         failed_at: dict[tuple[str, int, int], int] = {}
         injected: dict[str, Any] = {}
@@ -144,6 +145,8 @@ class RecordedRun:
                 case NodeStarted(node_id=node):
                     visit[node], attempt[node] = body.visit, body.attempt
                     started.append((node, body.visit, body.attempt))
+                    if body.branch is not None:
+                        in_branch.add((node, body.visit))
                 case LlmTurn(node_id=node):
                     self.first_turn.setdefault(node, event.seq)
                     for call in body.tool_calls:
@@ -283,6 +286,8 @@ class RecordedRun:
             outputs = None
             if failure is None and (node, node_visit) in completed:
                 outputs = writes.get((node, node_visit), {})
+                if (node, node_visit) in in_branch:
+                    outputs = self._with_dropped(node, outputs)
             if failure is None and outputs is None:
                 continue
             self.functions[place] = FunctionOutcome(
@@ -292,6 +297,17 @@ class RecordedRun:
                 error_type="" if failure is None else failure.error_type,
                 at=failed_at[place] if failure is not None else completed[(node, node_visit)],
             )
+
+    def _with_dropped(self, node: str, outputs: dict[str, Any]) -> dict[str, Any]:
+        """A branch's node's outputs with the keys ``first_wins`` dropped (a branch that
+        finished first claimed them: no write of them is in the log) as None: it returned
+        every key it declares (else it failed), and those are dropped again the same way."""
+        graph = self.started.graph
+        if graph.get("conflict_strategy") != "first_wins":
+            return outputs
+        spec: dict[str, Any] = next((n for n in graph.get("nodes", ()) if n.get("id") == node), {})
+        dropped = [key for key in spec.get("output_keys", ()) if key not in outputs]
+        return {**outputs, **dict.fromkeys(dropped)} if dropped else outputs
 
     def _tool_result(
         self, asked: ToolCall | None, name: str, body: ToolResult | BranchToolResult
