@@ -256,10 +256,11 @@ async def _show(args: argparse.Namespace) -> int:
     failures = data["judge_failures"]
     if failures:
         kinds = ", ".join(f"{n} {kind}" for kind, n in failures["by_kind"].items())
-        lines.append(f"judge failures: {failures['total']} ({kinds}), checks that did not run:")
+        lines.append(f"judge failures: {failures['total']} ({kinds}), checks not run or passed:")
         for item in failures["reasons"]:
             at = f" at {item['node_id']}" if item["node_id"] else ""
             lines.append(f"           seq {item['seq']}, {item['kind']}{at}: {item['reason']}")
+    lines.extend(_scorecard(data["goal_outcome"]))
     for reason in data["unrunnable"] if data["status"] == "running" else []:
         lines.append(f"blocked:   a worker cannot execute it: {reason}")
     if data["forked_from"]:
@@ -273,6 +274,30 @@ async def _show(args: argparse.Namespace) -> int:
     )
     sys.stdout.write("\n".join(lines) + "\n")
     return EXIT_OK if chain.ok else _chain_broken(args.run_id, chain)
+
+
+def _scorecard(outcome: dict[str, Any] | None) -> list[str]:
+    """The goal's scorecard (``run.finished``'s), a line a criterion or constraint."""
+    if outcome is None:
+        return []
+    met = {True: "met", False: "NOT met", None: "not scored"}[outcome["met"]]
+    score = "" if outcome["score"] is None else f", score {outcome['score']:.2f}"
+    lines = [f"goal:      {met}{score}"]
+    for item in outcome["criteria"]:
+        scored = "-" if item["score"] is None else f"{item['score']:.2f}"
+        why = item["error"] or item["reasoning"]
+        lines.append(
+            f"           {item['id']}: {scored} ({item['method']}"
+            f"{', met' if item['met'] else ', not met' if item['met'] is False else ''})"
+            + (f": {why}" if why else "")
+        )
+    for item in outcome["constraints"]:
+        held = {True: "held", False: "BROKEN", None: "unchecked"}[item["held"]]
+        lines.append(
+            f"           {item['id']}: {held}"
+            + (f": {item['reasoning']}" if item["reasoning"] else "")
+        )
+    return lines
 
 
 async def _timeline(args: argparse.Namespace) -> int:

@@ -429,7 +429,7 @@ def test_show_lists_the_checks_that_did_not_run(workdir: Workdir) -> None:
     assert (reason["kind"], reason["node_id"]) == ("judge", "classify")
     assert "temperature is not supported" in reason["reason"]
     text = ok(workdir.run("show", run_id)).out
-    assert "judge failures: 1 (1 judge), checks that did not run:" in text
+    assert "judge failures: 1 (1 judge), checks not run or passed:" in text
     assert f"seq {reason['seq']}, judge at classify: " in text
     # A run whose checks all ran has no such field.
     _, done = _paused_and_completed(workdir)
