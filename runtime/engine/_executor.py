@@ -41,7 +41,7 @@ from ..spec._model import GraphSpec, NodeSpec, memory_reducers
 from ._choices import EdgeChoices
 from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
-from ._failures import dead_end, node_failed, rejection
+from ._failures import dead_end, node_failed, out_of_steps, rejection
 from ._join import EndRun, FanOutJoin, JoinOutcome, StartNode, StopBranches
 from ._messages import (
     CancelRun,
@@ -262,9 +262,8 @@ class ExecutorActor(Actor):
             await self._follow(self.join.branch_failed(self.log, branch, error))
             return
         if attempt == 1 and not rerun and self.state.steps >= self.graph.max_steps:
-            await self.end.finish(
-                self, "failed", f"max_steps ({self.graph.max_steps}) reached before {node_id!r}"
-            )
+            error = out_of_steps(self.graph, node_id, self.state.failed_nodes)
+            await self.end.finish(self, "failed", error)
             return
         started, ref, message = self.steps.starting(self, node_id, branch, attempt, rerun)
         # The node starts once this step's events are committed; durably, the store's answer

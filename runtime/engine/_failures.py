@@ -4,12 +4,15 @@ rejected gate's node."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 from ..events._catalogue import FinishedStatus, NodeFailed
 from ..spec._model import GraphSpec, NodeSpec, retry_delay
 from ._edges import Route, failure_routes
 from ._messages import NodeDone
 
-__all__ = ["dead_end", "failure", "node_failed", "rejection"]
+__all__ = ["dead_end", "failure", "node_failed", "out_of_steps", "rejection"]
 
 #: The error of a pause node whose approval was rejected.
 REJECTED = "its approval was rejected"
@@ -31,6 +34,17 @@ def node_failed(
         branch=done.branch,
     )
     return failed, retry_delay(policy, done.attempt) if will_retry else None
+
+
+def out_of_steps(graph: GraphSpec, node_id: str, failed_nodes: Sequence[str]) -> str:
+    """The error of a run that would start ``node_id`` past its ``max_steps``, naming the
+    nodes that failed for good on the way (an ``on_failure`` loop that kept failing)."""
+    error = f"max_steps ({graph.max_steps}) reached before {node_id!r}"
+    if failed_nodes:
+        counts = Counter(failed_nodes)
+        failed = ", ".join(f"{node!r} {n} time{'s' if n > 1 else ''}" for node, n in counts.items())
+        error += f" (nodes failed on the way: {failed})"
+    return error
 
 
 def failure(done: NodeDone) -> str:
