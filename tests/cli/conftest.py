@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.pgsupport import drop_schemas, fresh_prefix, pg_url
 
 #: The graph files here name their functions and tools in ``triage_funcs``; a command that
 #: reads the graph from the store imports from it only when allowed.
@@ -174,6 +176,19 @@ class Workdir:
         path = self.path / name
         path.write_text(text)
         return path
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store the command's processes share: a SQLite file, then a new PostgreSQL schema
+    (dropped afterwards). A test module may define its own."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "runs.db")
+        return
+    url = pg_url()
+    prefix = fresh_prefix()
+    yield f"{url}?schema={prefix}_cli"
+    drop_schemas(prefix)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import anyio
 import pytest
 
 from runtime import GraphSpec, NodeSpec, OwnershipConfig, RecoveryConfig, Runtime
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
+from tests.pgsupport import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -26,17 +25,6 @@ GRAPH = GraphSpec(
     entry_node="d",
 )
 ALLOW = ["tests.cli.worker_functions"]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_cli"
-    drop_schemas(prefix)
 
 
 def _start_worker(store_url: str) -> subprocess.Popen[str]:

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from runtime import GraphSpec, NodeSpec, OwnershipConfig, RecoveryConfig, Runtime, RuntimeMetrics
-from tests.pgsupport import drop_schemas, fresh_prefix, pg_url, wait_until
+from tests.pgsupport import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -28,17 +27,6 @@ HELD = GraphSpec(
     id="held", nodes=[NodeSpec(id="h", function=f"{MODULE}:hold")], edges=[], entry_node="h"
 )
 CANCELLED = {"status": "cancelled", "quality": "none"}
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_cli"
-    drop_schemas(prefix)
 
 
 def _sample(text: str, name: str, labels: str = "") -> float:

@@ -9,14 +9,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from runtime import GraphSpec, NodeSpec, Runtime
-from tests.pgsupport import PG_URL, drop_schemas, fresh_prefix, pg_url, wait_until
+from tests.pgsupport import PG_URL, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -29,17 +28,6 @@ LEASE = 2.0
 
 def _graph(name: str, function: str) -> GraphSpec:
     return GraphSpec(id=name, nodes=[NodeSpec(id="n", function=function)], edges=[], entry_node="n")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.db")
-        return
-    url = pg_url()
-    prefix = fresh_prefix()
-    yield f"{url}?schema={prefix}_cli"
-    drop_schemas(prefix)
 
 
 def _start_worker(
