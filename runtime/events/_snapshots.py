@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
@@ -212,17 +212,23 @@ def _envelope(state: RunState, event: Event) -> None:
     state.last_seq, state.last_hash, state.last_position = event.seq, event.hash, event.position
 
 
-async def check_snapshot(store: EventStore, run_id: str) -> tuple[int, str] | None:
+async def check_snapshot(
+    store: EventStore, run_id: str, events: Sequence[Event] | None = None
+) -> tuple[int, str] | None:
     """The run's snapshot checked against its log: None when it has none, it is another
     fold's (ignored by reads), or it is bound to the log and equals the fold of the log
     through its seq; else ``(seq, reason)``: a snapshot row that was edited, inserted or
-    made by a wrong fold. Reads the log through the snapshot's seq (raises the store's
-    errors for a log that cannot be read)."""
+    made by a wrong fold. Reads the log through the snapshot's seq, unless ``events`` (the
+    run's, from its first) are given (raises the store's errors for a log that cannot be
+    read)."""
     snapshot = await store.load_snapshot(run_id)
     if snapshot is None or snapshot.version != FOLD_VERSION:
         return None
     seq = snapshot.seq
-    events = await store.read_all(run_id, to_seq=seq)
+    if events is None:
+        events = await store.read_all(run_id, to_seq=seq)
+    else:
+        events = events[:seq]
     if len(events) < seq:
         return seq, f"a snapshot at seq {seq} is past the log's end (seq {len(events)})"
     if not binds(events[seq - 1], seq, snapshot.hash, snapshot.version, snapshot.data):

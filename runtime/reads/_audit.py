@@ -30,7 +30,7 @@ async def audited(
     if not chain.ok:
         return chain
     try:
-        found = await check_snapshot(store, run_id)
+        found = await check_snapshot(store, run_id, events)  # no second read
     except (CorruptLogError, UnknownEventError) as exc:
         return msgspec.structs.replace(chain, ok=False, reason=str(exc))
     if found is None:
