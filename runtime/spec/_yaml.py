@@ -1,9 +1,12 @@
 """The YAML side of :mod:`runtime.spec._parse`, imported when a YAML spec is read (so
 ``import runtime`` does not load PyYAML): a ``yaml.SafeLoader`` within the limits of
-:mod:`runtime.spec._limits`."""
+:mod:`runtime.spec._limits`, reading numbers in exponent form (``1e-9``, ``2.5E3``) as
+numbers, as YAML 1.2 and JSON do (PyYAML follows YAML 1.1, which reads them as strings
+unless they have a dot and a signed exponent)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -55,6 +58,13 @@ def _yaml_int(loader: _Loader, node: Any) -> Any:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _yaml_int)
+# Tried after YAML 1.1's own float and int resolvers (which it adds to): only what they
+# leave a string, a decimal with an exponent, becomes a float. Quoted, it stays a string.
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def parse_yaml(text: str) -> Any:

@@ -267,3 +267,19 @@ async def test_a_node_kind_the_runtime_cannot_run_is_refused_at_start() -> None:
                 continue
             with pytest.raises(SpecErrors, match=r"nodes\[0\]\.kind: this runtime cannot run"):
                 await rt.start(graph)
+
+
+@pytest.mark.parametrize(
+    ("written", "read"), [("1e2", 100.0), ("2.5E-1", 0.25), ("+1.5e3", 1500.0), (".5e1", 5.0)]
+)
+def test_yaml_numbers_in_exponent_form_are_numbers(written: str, read: float) -> None:
+    # YAML 1.1 (PyYAML's) reads these as strings: the field then failed as "expected number".
+    text = f"id: g\nentry_node: a\nnodes: [{{id: a, function: f, timeout: {written}}}]\n"
+    assert parse_graph(text, "yaml").nodes[0].timeout == read
+
+
+def test_yaml_exponent_forms_stay_strings_when_quoted_and_refused_when_infinite() -> None:
+    quoted = 'id: g\nentry_node: a\nnodes: [{id: a, function: f, description: "1e3"}]\n'
+    assert parse_graph(quoted, "yaml").nodes[0].description == "1e3"
+    with pytest.raises(SpecError, match="not a finite number"):
+        parse_graph("id: g\nentry_node: a\nnodes: [{id: a, function: f, timeout: 1e999}]\n", "yaml")
