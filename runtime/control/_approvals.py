@@ -146,6 +146,8 @@ async def _decide(
             claimed = True
         except RunOwnedError:
             here = False
+    if control.graph_seen is not None:
+        control.graph_seen(run_id, graph.id)  # a rejection that ends the run counts here
     try:
         goes_on = await record(control.logs, run_id, state, graph)
         if goes_on and here:

@@ -10,7 +10,7 @@ observed here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -37,14 +37,23 @@ __all__ = ["ControlElsewhere", "cancellation", "first", "partial_outputs"]
 
 class ControlElsewhere:
     """Appends cancel, pause and input events to the logs of runs not live here; ``owner``:
-    the worker id this runtime claims runs as (None: its store records no ownership)."""
+    the worker id this runtime claims runs as (None: its store records no ownership);
+    ``graph_seen``: told the graph id of a run whose cancel is observed here."""
 
-    __slots__ = ("live", "logs", "owner")
+    __slots__ = ("graph_seen", "live", "logs", "owner")
 
-    def __init__(self, logs: RunLogs, live: LiveRuns, *, owner: str | None) -> None:
+    def __init__(
+        self,
+        logs: RunLogs,
+        live: LiveRuns,
+        *,
+        owner: str | None,
+        graph_seen: Callable[[str, object], None] | None = None,
+    ) -> None:
         self.logs = logs
         self.live = live
         self.owner = owner
+        self.graph_seen = graph_seen
 
     async def __call__(
         self,
@@ -95,6 +104,8 @@ class ControlElsewhere:
                 log = self.logs.reopen(run_id, state.last_seq)
                 if action == "cancel" and elsewhere:  # its executor's process observes it
                     log.observers = (_Unended(log.observers),)
+                elif action == "cancel" and self.graph_seen is not None and state.graph:
+                    self.graph_seen(run_id, state.graph.get("id"))  # its end counts here
                 await log.append(bodies if action == "cancel" else [body])
                 return
             except ConcurrencyError:

@@ -62,7 +62,7 @@ def launch(
         else:
             log.observers = (*log.observers, outcome.committed)
     if metrics is not None:
-        metrics.run_launched(run_id, graph)
+        metrics.run_launched(run_id, graph, resume_from)
     executor = ExecutorActor(
         run_id=run_id,
         graph=graph,

@@ -65,6 +65,7 @@ async def open_control(
         continue_run,
         ownership=RunOwnership.of(store, worker_id, ownership, recovery),
         recover_concurrency=None if recovery is None else recovery.concurrency,
+        graph_seen=None if metrics is None else metrics.run_graph,
     )
     # Runs out first: claims are given up once the actor system has stopped.
     stack.push_async_callback(control.release_all)

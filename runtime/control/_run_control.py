@@ -67,8 +67,12 @@ class RunControl:
         *,
         ownership: RunOwnership | None = None,
         recover_concurrency: int | None = None,
+        graph_seen: Callable[[str, object], None] | None = None,
     ) -> None:
         self.logs = logs
+        #: Told (run id, graph id) before this process ends a run it does not execute
+        #: (a cancel or a rejection at rest): the metrics count its end under its graph.
+        self.graph_seen = graph_seen
         self.live = live
         self.ownership = ownership
         self.recover_concurrency = recover_concurrency
@@ -88,7 +92,7 @@ class RunControl:
         self.starting: dict[str, Waiter] = {}
         #: Appends a control event to a run not live here (a cancel, pause or input).
         self.control_elsewhere = ControlElsewhere(
-            logs, live, owner=None if ownership is None else ownership.owner
+            logs, live, owner=None if ownership is None else ownership.owner, graph_seen=graph_seen
         )
         #: One resume, approval or rejection of a run at a time here (_run_locks.py).
         self.actions = RunLocks()

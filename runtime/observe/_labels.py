@@ -1,18 +1,30 @@
 """Label values of the runtime's metrics: what kind of provider error a node's failure
-was, and which graph a run's events belong to (``RuntimeMetrics(per_graph=True)``).
+was, which graph a run's events belong to (``RuntimeMetrics(per_graph=True)``), and what
+the ``run.resumed`` of a run launched here counts as.
 
-Both come from what the events say, so a run counts under the same labels in every
+They come from what the events say, so a run counts under the same labels in every
 process: a submitted run, a fork and a run cancelled at rest included.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, Literal
 
 from .._errors import MalformedResponseError, ProviderError, ProviderHTTPError, ProviderTimeoutError
 
-__all__ = ["RunGraphs", "provider_error_kind"]
+if TYPE_CHECKING:
+    from ..events._run_state import RunState
+
+__all__ = ["ResumeKind", "RunGraphs", "RunInfo", "provider_error_kind", "resume_kind"]
+
+#: What the ``run.resumed`` of a launched run counts as: ``resume`` (a paused, handed-over
+#: or interrupted run goes on: magistrate_run_resumes), ``reopen`` (a run that had ended,
+#: cancelled, goes on: a resume, and magistrate_runs_reopened, as it will end again),
+#: ``fork`` (a fork's first step: counted with the fork) or ``claim`` (a worker's first
+#: execution of a submitted run: counted as started where it was submitted).
+ResumeKind = Literal["resume", "reopen", "fork", "claim"]
 
 #: The kinds of ``magistrate_provider_errors_total`` a model call's failure counts as,
 #: by the error's class (a subclass counts as the nearest of these it derives from).
@@ -66,3 +78,35 @@ class RunGraphs:
 
     def __len__(self) -> int:
         return len(self._graphs)
+
+
+class RunInfo:
+    """What the metrics keep of a run executing here: its nodes' kinds, when its running
+    nodes started, and what its next ``run.resumed`` here counts as."""
+
+    __slots__ = ("kinds", "resumes_as", "started")
+
+    def __init__(self, kinds: Mapping[str, str], resumes_as: ResumeKind) -> None:
+        self.kinds = kinds
+        self.started: dict[str, float] = {}  # node id -> monotonic time of its start
+        self.resumes_as = resumes_as
+
+
+def resume_kind(state: RunState) -> ResumeKind:
+    """What the resume of a run launched from ``state`` (its log as the resume read it)
+    counts as: see :data:`ResumeKind`."""
+    origin = state.forked_from
+    if origin is not None and state.last_seq == origin.seq + 1:
+        return "fork"  # nothing after the fork's marker (seq source_seq + 1) yet
+    if state.status == "cancelled":
+        return "reopen"
+    counts = state.event_counts
+    if (
+        state.status == "running"
+        and state.steps == 0
+        and not state.running
+        and "run.resumed" not in counts
+        and "run.paused" not in counts
+    ):
+        return "claim"  # its log holds its start (and inputs, refusals) only
+    return "resume"

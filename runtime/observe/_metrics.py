@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, get_args
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
@@ -49,11 +49,12 @@ from ..events._catalogue import (
     Verdict,
     VerificationRecorded,
 )
+from ..events._run_state import RunState
 from ..events._snapshots import SnapshotOutcome
 from ..events._verdicts import JUDGE_FAILURE_KINDS, goal_failures, overrules
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
-from ._labels import RunGraphs, provider_error_kind
+from ._labels import RunGraphs, RunInfo, provider_error_kind, resume_kind
 from ._loop_lag import watch_loop_lag
 from ._store_metrics import StoreCollector
 
@@ -98,14 +99,6 @@ def _closed(value: str | None, allowed: frozenset[str], other: str = "other") ->
     return value if value in allowed else other
 
 
-class _RunInfo:
-    __slots__ = ("kinds", "started")
-
-    def __init__(self, kinds: Mapping[str, str]) -> None:
-        self.kinds = kinds
-        self.started: dict[str, float] = {}  # node id -> monotonic time of its start
-
-
 class RuntimeMetrics:
     """The runtime's Prometheus metrics, registered in ``registry`` (default: the global one).
 
@@ -124,6 +117,16 @@ class RuntimeMetrics:
         g: tuple[str, ...] = ("graph",) if per_graph else ()
         self.runs_started = Counter(
             "magistrate_runs_started", "Runs started (forks included)", g, registry=r
+        )
+        self.runs_forked = Counter(
+            "magistrate_runs_forked", "Runs started as forks of another run", g, registry=r
+        )
+        self.runs_reopened = Counter(
+            "magistrate_runs_reopened",
+            "Runs that had ended (cancelled) and were resumed: each ends again, counted in "
+            "magistrate_runs_finished again; runs not ended = started + reopened - finished",
+            g,
+            registry=r,
         )
         self.runs_finished = Counter(
             "magistrate_runs_finished",
@@ -190,7 +193,8 @@ class RuntimeMetrics:
         )
         self.resumes = Counter(
             "magistrate_run_resumes",
-            "Runs resumed (approvals of paused runs, restarts of interrupted ones)",
+            "Runs resumed (approvals of paused runs, restarts of interrupted ones, resumes of "
+            "cancelled ones); not a fork's first step, nor a worker's first of a submitted run",
             registry=r,
         )
         self.injections = Counter(
@@ -237,7 +241,7 @@ class RuntimeMetrics:
         for reason in JUDGE_FAILURE_KINDS:
             self.judge_failures.labels(reason)  # present from the first scrape, at 0
         self._stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
-        self._runs: dict[str, _RunInfo] = {}
+        self._runs: dict[str, RunInfo] = {}
         self._graphs = RunGraphs()  # per_graph: each run's graph id, from its events
         self._active: set[str] = set()
         self._lock = threading.Lock()
@@ -258,13 +262,21 @@ class RuntimeMetrics:
         """Count one read of a run's state: ``outcome`` is hit, miss or stale."""
         self.snapshot_reads.labels(_closed(outcome, _SNAPSHOT_OUTCOMES, "miss")).inc()
 
-    def run_launched(self, run_id: str, graph: GraphSpec) -> None:
+    def run_launched(self, run_id: str, graph: GraphSpec, resumed: RunState | None = None) -> None:
         """Remember the run's graph id and node kinds (labels for its events); the run
         executes here from now on (a worker's claimed run included, whose start another
-        process recorded)."""
-        self._runs[run_id] = _RunInfo({node.id: node.kind for node in graph.nodes})
+        process recorded). ``resumed``: the state a resume launches it from (what its
+        ``run.resumed`` counts as: :func:`resume_kind`), None for a new run."""
+        kind = "resume" if resumed is None else resume_kind(resumed)
+        self._runs[run_id] = RunInfo({node.id: node.kind for node in graph.nodes}, kind)
         self._learn(run_id, graph.id)
         self._activate(run_id, True)
+
+    def run_graph(self, run_id: str, graph_id: object) -> None:
+        """``run_id`` runs graph ``graph_id``: told before this process ends a run that
+        nothing executes here (a cancel or a gate's rejection of a run at rest, read from
+        its state), so its end counts under its graph."""
+        self._learn(run_id, graph_id)
 
     def run_stopped(self, run_id: str) -> None:
         """The run no longer executes here: it ended, paused, was handed over or its
@@ -294,6 +306,7 @@ class RuntimeMetrics:
                     if type(copied) is RunStarted or type(copied) is GraphReplaced:
                         self._learn(run_id, copied.graph.get("id"))
                 self._started(run_id)
+                _child(self.runs_forked, *self._labels(run_id)).inc()
                 events = bodies[index + 1 :]
                 break
         now = time.monotonic()
@@ -345,7 +358,7 @@ class RuntimeMetrics:
                 self._active.discard(run_id)
             self.runs_active.set(len(self._active))
 
-    def _count(self, run_id: str, run: _RunInfo | None, event: EventBody, now: float) -> None:
+    def _count(self, run_id: str, run: RunInfo | None, event: EventBody, now: float) -> None:
         match event:
             case NodeStarted():
                 if run is not None:
@@ -394,7 +407,13 @@ class RuntimeMetrics:
             case GraphReplaced():
                 self._learn(run_id, event.graph.get("id"))
             case RunResumed():
-                self.resumes.inc()
+                kind = "resume" if run is None else run.resumes_as
+                if run is not None:
+                    run.resumes_as = "resume"  # its next one, if any, resumes it here
+                if kind == "reopen":
+                    _child(self.runs_reopened, *self._labels(run_id)).inc()
+                if kind in ("resume", "reopen"):
+                    self.resumes.inc()
             case InputInjected():
                 self.injections.inc()
             case ApprovalGranted():
