@@ -134,10 +134,15 @@ class MalformedResponseError(ProviderError):
 
 class TruncatedError(ProviderError):
     """The model's answer was cut at the token cap, and again when asked once more with
-    a larger cap (``tokens``: where the second answer was cut); it is not an answer."""
+    a larger cap (``tokens``: where the second answer was cut); it is not an answer.
 
-    def __init__(self, provider: str, tokens: int) -> None:
+    ``response`` is the cut answer as a node records it (an ``LlmResponse`` whose usage
+    counts both calls, which were paid for; no tool calls), when the error comes from
+    ``complete_uncut`` (typed ``object``: the providers' types import these errors)."""
+
+    def __init__(self, provider: str, tokens: int, *, response: object = None) -> None:
         self.tokens = tokens
+        self.response = response
         super().__init__(provider, f"truncated at {tokens} tokens")
 
 

@@ -28,7 +28,7 @@ from eventstore import Event
 from ..events._catalogue import LlmTurn, ToolCallRecord, Verdict
 from ..events._conversation import ConversationEntry
 from ..events._state import RunState, fold
-from ..providers._base import refusal
+from ..providers._base import refusal, truncated
 
 __all__ = ["NodeHistory", "history_of", "rebuild"]
 
@@ -62,13 +62,19 @@ class NodeHistory:
     answered_since_verdict: bool = False
 
     @property
-    def refused(self) -> str | None:
-        """The failure the last turn is when the model refused it and no verdict followed
-        (recorded before a crash): see :func:`runtime.providers._base.refusal`."""
+    def ended(self) -> tuple[str, str] | None:
+        """The failure the last turn is, and its error type, when no verdict followed
+        (recorded before a crash): the model refused it (``Refused``: see
+        :func:`runtime.providers._base.refusal`) or it was cut at the token cap twice
+        (``TruncatedError``: see :func:`runtime.providers._base.truncated`)."""
         last = self.last_turn
         if last is None or self.last_verdict is not None:
             return None
-        return refusal(last.stop, last.text)
+        refused = refusal(last.stop, last.text)
+        if refused is not None:
+            return refused, "Refused"
+        cut = truncated(last.stop)
+        return None if cut is None else (cut, "TruncatedError")
 
 
 def history_of(state: RunState, node_id: str, visit: int) -> NodeHistory:

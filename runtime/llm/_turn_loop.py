@@ -25,7 +25,7 @@ import msgspec
 from actors import ActorSystem
 from eventstore import EventBody
 
-from .._errors import ProviderError
+from .._errors import ProviderError, TruncatedError
 from ..engine._messages import ExecuteNode, NodeDone
 from ..engine._runlog import RunLog
 from ..events._catalogue import (
@@ -39,7 +39,7 @@ from ..events._catalogue import (
     Verdict,
 )
 from ..events._conversation import entry_of, summary_entry
-from ..providers._base import LlmProvider, LlmRequest, complete_uncut, refusal
+from ..providers._base import LlmProvider, LlmRequest, LlmResponse, complete_uncut, refusal
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory
 from ._judge import ImplicitJudge
@@ -145,8 +145,8 @@ class TurnLoop:
     async def run(self) -> NodeDone:
         history = self.history
         last = history.last_turn
-        if history.refused is not None:  # recorded before a crash, not yet failed
-            return node_failure(self.message, history.refused, "Refused")
+        if history.ended is not None:  # recorded before a crash, not yet failed
+            return node_failure(self.message, *history.ended)
         if last is not None and history.missing_calls:
             # First, so the results follow the turn that asked for them.
             await self._run_tools(history.missing_calls)
@@ -188,8 +188,13 @@ class TurnLoop:
                     return done
                 continue
             started = time.perf_counter()
+            cut: TruncatedError | None = None
             try:
                 response = await complete_uncut(self.provider, request)
+            except TruncatedError as exc:
+                if not isinstance(exc.response, LlmResponse):  # a provider's own: no answer
+                    return node_failure(self.message, str(exc), type(exc).__name__)
+                response, cut = exc.response, exc
             except ProviderError as exc:
                 return node_failure(self.message, str(exc), type(exc).__name__)
             latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
@@ -208,9 +213,13 @@ class TurnLoop:
                 input_cached=response.usage.input_cached,
                 input_cache_write=response.usage.input_cache_write,
             )
+            ended = None if cut is None else (str(cut), "TruncatedError")
             if (refused_turn := refusal(response.stop, response.text)) is not None:
-                await self._record([turn])  # a fact of the run, and no answer
-                return node_failure(self.message, refused_turn, "Refused")
+                ended = (refused_turn, "Refused")
+            if ended is not None:
+                # A fact of the run (its tokens were paid for), and no answer.
+                await self._record([turn])
+                return node_failure(self.message, *ended)
             # A refused call is answered with the turn, so no resume ever runs it.
             await self._record(
                 [turn, *(self._refused(c, refused) for c in calls if c.id in refused)]

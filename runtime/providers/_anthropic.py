@@ -93,7 +93,7 @@ class AnthropicProvider(_HttpProvider):
             self.build_payload(request),
             {"x-api-key": self._api_key, "anthropic-version": _API_VERSION},
         )
-        return self._transport.read(self.parse_response, data, started)
+        return self._transport.read(self.parse_response, read_usage, data, started)
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
@@ -137,15 +137,7 @@ class AnthropicProvider(_HttpProvider):
                     )
                 )
             # Other block kinds (thinking, ...) carry nothing a node consumes.
-        usage_data = data.get("usage")
-        usage = Usage()
-        if isinstance(usage_data, dict):
-            usage = Usage(
-                input_tokens=token_count(name, usage_data, "input_tokens"),
-                output_tokens=token_count(name, usage_data, "output_tokens"),
-                input_cached=token_count(name, usage_data, "cache_read_input_tokens"),
-                input_cache_write=token_count(name, usage_data, "cache_creation_input_tokens"),
-            )
+        usage = read_usage(name, data)
         stop = data.get("stop_reason")
         kind = _STOPS.get(stop, "other") if isinstance(stop, str) else "end"
         return LlmResponse(
@@ -158,6 +150,22 @@ class AnthropicProvider(_HttpProvider):
             stop=kind,
             latency_ms=latency_ms,
         )
+
+
+def read_usage(provider: str, data: dict[str, Any]) -> Usage:
+    """The token counts of a Messages API body (``usage`` absent: zeros); MalformedResponseError
+    when a count is no token count."""
+    usage = data.get("usage")
+    if usage is None:
+        return Usage()
+    if not isinstance(usage, dict):
+        raise MalformedResponseError(provider, f"usage is not an object: {shown(usage)}")
+    return Usage(
+        input_tokens=token_count(provider, usage, "input_tokens"),
+        output_tokens=token_count(provider, usage, "output_tokens"),
+        input_cached=token_count(provider, usage, "cache_read_input_tokens"),
+        input_cache_write=token_count(provider, usage, "cache_creation_input_tokens"),
+    )
 
 
 def encode_request(request: LlmRequest, *, model: str, max_tokens: int = 4096) -> dict[str, Any]:

@@ -33,6 +33,7 @@ __all__ = [
     "complete_uncut",
     "parse_json_object",
     "refusal",
+    "truncated",
 ]
 
 
@@ -162,7 +163,10 @@ async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmRespo
     """``provider``'s answer to ``request``, never one cut at the token cap: a cut
     answer is not an answer, so the request is asked once more with a cap of twice what
     the model wrote (at least 8192 tokens), and a second cut raises TruncatedError. The
-    answer's usage then counts both calls: the cut one was paid for too.
+    answer's usage then counts both calls: the cut one was paid for too. So does the
+    TruncatedError's ``response`` (the second cut answer, without tool calls), which a
+    node records as its cut turn (a provider that serves a recorded cut turn raises it
+    at once: see the replay).
 
     Blocks on the model; raises what ``complete`` raises, and TruncatedError.
     """
@@ -172,8 +176,6 @@ async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmRespo
     written = cut.usage.output_tokens
     cap = max(_RETRY_CAP, 2 * written, 2 * (request.max_tokens or 0))
     response = await provider.complete(msgspec.structs.replace(request, max_tokens=cap))
-    if response.stop == "max_tokens":
-        raise TruncatedError(provider.name, response.usage.output_tokens)
     first, again = cut.usage, response.usage
     both = Usage(
         input_tokens=first.input_tokens + again.input_tokens,
@@ -181,7 +183,19 @@ async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmRespo
         input_cached=first.input_cached + again.input_cached,
         input_cache_write=first.input_cache_write + again.input_cache_write,
     )
+    if response.stop == "max_tokens":
+        paid = msgspec.structs.replace(response, usage=both, tool_calls=[])
+        raise TruncatedError(provider.name, again.output_tokens, response=paid)
     return msgspec.structs.replace(response, usage=both)
+
+
+def truncated(stop: str | None) -> str | None:
+    """Why a recorded turn that stopped with ``stop`` is no answer because it was cut at
+    the token cap twice (only such a turn is recorded with the ``max_tokens`` stop: see
+    :func:`complete_uncut`), or None."""
+    if stop != "max_tokens":
+        return None
+    return "truncated: the answer was cut at the token cap, and again when asked once more"
 
 
 def refusal(stop: str | None, text: str) -> str | None:

@@ -8,7 +8,6 @@ record.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import random
 import re
@@ -20,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from .._errors import MalformedResponseError, ProviderError, ProviderHTTPError, ProviderTimeoutError
-from ._base import LlmResponse, ProviderStatistics, mend
+from .._errors import MalformedResponseError, ProviderError, ProviderTimeoutError
+from ._base import LlmResponse, ProviderStatistics, Usage, mend
+from ._http_errors import body_error, http_error, readable, retry_wait, retryable
 from ._settings import ApiDefaults, ProviderOptions, ProviderSettings, resolve
 
 if TYPE_CHECKING:
@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     # (~130 ms, and the CLI modules httpx imports with it) for a process that calls no
     # model over HTTP.
     import httpx
-
-#: The largest answer a provider reads by default, counted after decompression: far above
-#: any real completion, far below what would exhaust a worker's memory.
 
 # A JSON escape of a surrogate in a raw body: the only way decoded JSON holds one alone.
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -47,97 +44,15 @@ class _Retry(Exception):
         self.wait = 0.0  # the wait before the next attempt, decided once (see post_json)
 
 
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date)."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        current = time.time() if now is None else now
-        seconds = when.timestamp() - current
-    return max(0.0, seconds)
-
-
-#: Statuses retried, as the official SDKs do: timeout, conflict, rate limit, server
-#: errors (529 is Anthropic's "overloaded").
-_RETRYABLE = frozenset({408, 409, 429})
-
-
-def _retryable(response: httpx.Response) -> bool:
-    """Whether an error answer is retried: the provider's ``x-should-retry`` header
-    decides when present, else the status."""
-    should: str = response.headers.get("x-should-retry", "").strip().lower()
-    if should in ("true", "false"):
-        return should == "true"
-    return response.status_code in _RETRYABLE or response.status_code >= 500
-
-
-def _retry_wait(response: httpx.Response) -> float | None:
-    """The wait the provider asked for: ``retry-after-ms``, else ``Retry-After``."""
-    millis = response.headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    return parse_retry_after(response.headers.get("retry-after"))
-
-
-def _http_error(provider: str, response: httpx.Response, *, retryable: bool) -> ProviderHTTPError:
-    """The error of an error answer, with the provider's message, error type, code and
-    request id (OpenAI and Anthropic body shapes and headers)."""
-    error_type = code = None
-    request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
-    try:
-        body = response.json()
-    except (ValueError, RecursionError):
-        text = response.text.strip()
-        reason = text[:500] if text else response.reason_phrase
-    else:
-        reason = json.dumps(body)[:500]
-        if isinstance(body, dict):
-            err = body.get("error")
-            if isinstance(err, dict):
-                if isinstance(err.get("message"), str):
-                    reason = str(err["message"])
-                error_type = _word(err.get("type"))
-                code = _word(err.get("code"))
-            elif isinstance(err, str):
-                reason = err
-            elif isinstance(body.get("message"), str):
-                reason = str(body["message"])
-            request_id = request_id or _word(body.get("request_id"))
-    return ProviderHTTPError(
-        provider,
-        reason,
-        status=response.status_code,
-        retryable=retryable,
-        error_type=error_type,
-        code=code,
-        request_id=request_id,
-    )
-
-
-def _word(value: Any) -> str | None:
-    """A short identifier from an error body (a code may be a number), else None."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return None
-    return str(value)[:200]
-
-
 class _HttpTransport:
     """POST JSON with retries; the part both HTTP providers share.
 
     Retried: HTTP 429 (waiting ``Retry-After`` when given, capped by ``retry_wait_max``),
-    HTTP 5xx, connect errors and timeouts, read timeouts, dropped connections. Other
-    statuses fail at once. Up to ``1 + max_retries`` attempts; otherwise exponential
-    backoff with jitter starting at ``retry_wait_initial`` seconds.
+    HTTP 5xx, connect errors and timeouts, read timeouts, dropped connections, and a 2xx
+    answer whose JSON is an error object of a passing kind (see ``_http_errors``). Other
+    statuses fail at once; a redirect is never followed. Up to ``1 + max_retries``
+    attempts; otherwise exponential backoff with jitter starting at
+    ``retry_wait_initial`` seconds.
 
     ``timeout`` bounds each attempt as a whole (connecting, sending, and reading the
     entire answer), not only each read, so a server that drips its answer cannot hold a
@@ -180,19 +95,31 @@ class _HttpTransport:
         return ProviderStatistics(**self._stats)
 
     def read(
-        self, parse: Callable[..., LlmResponse], data: dict[str, Any], started: float
+        self,
+        parse: Callable[..., LlmResponse],
+        usage: Callable[[str, dict[str, Any]], Usage],
+        data: dict[str, Any],
+        started: float,
     ) -> LlmResponse:
         """The answer ``parse`` reads from ``data`` (see :func:`parse_guarded`), its
         tokens counted; an answer it cannot read counts as a failed call and raises
-        MalformedResponseError."""
+        MalformedResponseError, its tokens still counted when ``usage`` can read them
+        (the model was paid for it)."""
         try:
             response = parse_guarded(self.provider, parse, data, started)
         except MalformedResponseError:
             self._stats["failures"] += 1
+            try:
+                self._count(usage(self.provider, data))
+            except (MalformedResponseError, TypeError, ValueError, AttributeError):
+                pass  # the usage is what could not be read
             raise
-        for field in ("input_tokens", "output_tokens", "input_cached", "input_cache_write"):
-            self._stats[field] += getattr(response.usage, field)
+        self._count(response.usage)
         return response
+
+    def _count(self, usage: Usage) -> None:
+        for field in ("input_tokens", "output_tokens", "input_cached", "input_cache_write"):
+            self._stats[field] += getattr(usage, field)
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -323,17 +250,17 @@ class _HttpTransport:
             )
 
         status = response.status_code
-        if status >= 400:
-            if _retryable(response):
-                error = _http_error(self.provider, response, retryable=True)
-                raise _Retry(error, _retry_wait(response))
-            raise _http_error(self.provider, response, retryable=False)
+        if status >= 300:  # an error, or a redirect (never followed)
+            if retryable(response):
+                error = http_error(self.provider, response, retryable=True)
+                raise _Retry(error, retry_wait(response))
+            raise http_error(self.provider, response, retryable=False)
         try:
             data = response.json()
             if _SURROGATE_ESCAPE_BYTES.search(response.content):
                 data = mend(data)  # the answer is recorded: its text must be UTF-8
         except (ValueError, RecursionError) as exc:
-            shown = response.text[:200]
+            shown = readable(response, 200)
             raise MalformedResponseError(
                 self.provider, f"response body is not JSON: {shown!r}", status=status
             ) from exc
@@ -341,6 +268,11 @@ class _HttpTransport:
             raise MalformedResponseError(
                 self.provider, f"response body is not a JSON object: {str(data)[:200]!r}"
             )
+        said = body_error(self.provider, response, data)
+        if said is not None:  # an error object sent with a 2xx status
+            if said.retryable:
+                raise _Retry(said, retry_wait(response))
+            raise said
         return data
 
     async def _post_capped(

@@ -99,7 +99,7 @@ class OpenAIProvider(_HttpProvider):
             payload,
             {"authorization": f"Bearer {self._api_key}"},
         )
-        return self._transport.read(self.parse_response, data, started)
+        return self._transport.read(self.parse_response, read_usage, data, started)
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""
@@ -145,18 +145,10 @@ class OpenAIProvider(_HttpProvider):
             calls.append(
                 ToolCall(id=call_id, name=tool, arguments=arguments, raw_arguments=raw_arguments)
             )
-        usage_data = data.get("usage")
-        usage = Usage()
-        if isinstance(usage_data, dict):
-            usage = Usage(
-                input_tokens=token_count(name, usage_data, "prompt_tokens"),
-                output_tokens=token_count(name, usage_data, "completion_tokens"),
-                input_cached=_cached_tokens(name, usage_data),
-            )
         return LlmResponse(
             text=text,
             tool_calls=calls,
-            usage=usage,
+            usage=read_usage(name, data),
             model=data["model"] if isinstance(data.get("model"), str) else "",
             stop_reason=finish if isinstance(finish, str) else None,
             stop=stop,
@@ -208,6 +200,21 @@ def encode_request(
     if request.json_response:
         payload["response_format"] = {"type": "json_object"}
     return payload
+
+
+def read_usage(provider: str, data: dict[str, Any]) -> Usage:
+    """The token counts of a chat completion body (``usage`` absent: zeros); MalformedResponseError
+    when a count is no token count."""
+    usage = data.get("usage")
+    if usage is None:
+        return Usage()
+    if not isinstance(usage, dict):
+        raise MalformedResponseError(provider, f"usage is not an object: {shown(usage)}")
+    return Usage(
+        input_tokens=token_count(provider, usage, "prompt_tokens"),
+        output_tokens=token_count(provider, usage, "completion_tokens"),
+        input_cached=_cached_tokens(provider, usage),
+    )
 
 
 def _cached_tokens(provider: str, usage: dict[str, Any]) -> int:

@@ -49,7 +49,7 @@ from ..events._catalogue import (
 from ..spec._model import GraphSpec
 from ._report import Divergence
 
-__all__ = ["compare"]
+__all__ = ["LaneCounter", "compare", "lane_counts"]
 
 _SKIPPED: Final = (
     RunStarted,
@@ -173,6 +173,43 @@ def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
             unended.pop(lane, None)
         items.append(item)
     return lanes
+
+
+def lane_counts(
+    pairs: Sequence[tuple[int, EventBody]], before: Sequence[int]
+) -> list[dict[str, int]]:
+    """For each seq of ``before``: how many events each lane of ``pairs`` holds before
+    it, as :func:`compare` counts them (lanes with none left out)."""
+    lanes = {lane: [item.seq for item in items] for lane, items in _lanes(pairs).items()}
+    counts: list[dict[str, int]] = []
+    for seq in before:
+        held = {lane: bisect.bisect_left(seqs, seq) for lane, seqs in lanes.items()}
+        counts.append({lane: n for lane, n in held.items() if n})
+    return counts
+
+
+class LaneCounter:
+    """The events of each lane of one execution's log as it grows, counted as
+    :func:`compare` counts them (a pause at the same gate again counts once)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self._run: EventBody | None = None  # the run lane's last event
+
+    def add(self, bodies: Sequence[EventBody]) -> None:
+        for body in bodies:
+            lane = _lane(body)
+            if lane is None:
+                continue
+            if lane == "run":
+                if isinstance(body, RunPaused) and body == self._run:
+                    continue
+                self._run = body
+            self.counts[lane] = self.counts.get(lane, 0) + 1
+
+    def reached(self, counts: dict[str, int]) -> bool:
+        """Whether every lane holds at least the events ``counts`` gives it."""
+        return all(self.counts.get(lane, 0) >= count for lane, count in counts.items())
 
 
 def compare(

@@ -4,8 +4,10 @@ The replay is a real run of today's code on an in-memory log (a runtime with no 
 nothing is written anywhere) whose outside world is the recorded one (``_served``): the
 model, the tools, the function nodes (unless ``rerun_functions``) and custom judges
 that may not be imported answer from the log; the approvals, rejections, resumes and
-cancels that moved the recorded run at its pauses are made again. Everything the runtime
-decides itself is decided again. Then ``_compare`` sets the two logs side by side.
+cancels that moved the recorded run at its pauses are made again, and the input injected
+while it ran is injected again where the log had it (``_timing``), as parallel branches
+finish in their recorded order. Everything the runtime decides itself is decided again.
+Then ``_compare`` sets the two logs side by side.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from ._served import (
     recorded_function,
     served_tool,
 )
+from ._timing import BranchFinishes, Injection, Injections
 
 __all__ = ["ReplayRuntime", "recorded_events", "replay_run"]
 
@@ -72,6 +75,8 @@ class ReplayRuntime(Protocol):
     async def resume(self, run_id: str, *, input: dict[str, Any] | None = ...) -> _Handle: ...
 
     async def cancel(self, run_id: str, *, reason: str = ...) -> None: ...
+
+    async def inject_input(self, run_id: str, data: dict[str, Any]) -> None: ...
 
     async def read_events(self, run_id: str, *, to_seq: int | None = ...) -> list[Event]: ...
 
@@ -110,20 +115,44 @@ async def replay_run(
     graph = graph or recorded_graph
     collected: list[EventBody] = []
     stop = Stop(lambda: len(collected))
-    provider = ReplayProvider(recorded, stop, live=_judges_live(graph, nodes) if rejudge else None)
+    finishes = BranchFinishes(recorded.finishes, lambda node: _branches(graph, node))
+    provider = ReplayProvider(
+        recorded, stop, live=_judges_live(graph, nodes) if rejudge else None, finishes=finishes
+    )
     not_redecided: list[str] = []
-    options = _options(graph, recorded, stop, provider, nodes, rerun_functions, allow_imports)
+    injections = Injections(events, recorded.injected)
+    options = _options(
+        graph, recorded, stop, provider, nodes, rerun_functions, allow_imports, injections
+    )
     options["judges"] = _judges(graph, recorded, stop, nodes, allow_imports, not_redecided)
 
-    def keep(_run_id: str, _last: int, bodies: Sequence[EventBody]) -> None:
+    async def tell(injection: Injection) -> None:
+        try:  # told to the executor at once: before anything the run does next
+            await rt.inject_input(run_id, injection.data)
+        except RunStateError:  # the run no longer runs here (it ended, it paused)
+            injections.missed.append(injection)
+
+    async def inject(due: list[Injection]) -> None:
+        for injection in due:
+            await tell(injection)
+
+    def keep(_run_id: str, _last: int, bodies: Sequence[EventBody]) -> Any:
         collected.extend(bodies)
+        finishes.seen(bodies)
+        due = injections.due(bodies)
+        return inject(due) if due else None
+
+    injections.tell = tell
 
     with not_logged():  # the run's events again, not the run's: no "run X started"
         async with make_runtime(None, hooks=[keep], **options) as rt:
-            await _drive(rt, _without_waits(graph), recorded, stop, run_id)
+            sync = bool(injections.pending)  # each step committed (and hooked) as taken
+            await _drive(rt, _without_waits(graph, sync), recorded, stop, run_id)
             replayed = await rt.read_events(run_id)
     warnings = _request_warnings(recorded, recorded_graph, graph)
     stopped = stop.reason
+    if stopped is None:
+        warnings.extend(injections.warnings())
     if provider.live_calls:
         warnings.append(
             f"rejudge asked the judges' models {provider.live_calls} times, live: those calls "
@@ -200,8 +229,16 @@ def _judges_live(graph: GraphSpec, nodes: NodeFactory) -> Callable[[str, str], L
     return live
 
 
-def _without_waits(graph: GraphSpec) -> GraphSpec:
-    """``graph`` with no wait between retries: how long a retry waited decides nothing."""
+def _branches(graph: GraphSpec, node: str) -> int:
+    """How many parallel branches ``node`` of ``graph`` runs (0: none, or no such node)."""
+    spec = graph.node(node) if graph.has_node(node) else None
+    return len(spec.parallel.branches) if spec is not None and spec.parallel else 0
+
+
+def _without_waits(graph: GraphSpec, sync: bool = False) -> GraphSpec:
+    """``graph`` with no wait between retries: how long a retry waited decides nothing.
+    ``sync``: with durability "sync" too (it decides nothing either), so each step is
+    committed, and seen by the replay's commit hook, as it is taken."""
 
     def instant(policy: RetryPolicy) -> RetryPolicy:
         return msgspec.structs.replace(policy, initial_delay=0.0, max_delay=0.0, jitter=0.0)
@@ -210,13 +247,17 @@ def _without_waits(graph: GraphSpec) -> GraphSpec:
         n if n.retry is None else msgspec.structs.replace(n, retry=instant(n.retry))
         for n in graph.nodes
     ]
-    return msgspec.structs.replace(graph, retry=instant(graph.retry), nodes=nodes)
+    durability = "sync" if sync else graph.durability
+    return msgspec.structs.replace(
+        graph, retry=instant(graph.retry), nodes=nodes, durability=durability
+    )
 
 
 async def _drive(
     rt: ReplayRuntime, graph: GraphSpec, recorded: RecordedRun, stop: Stop, run_id: str
 ) -> None:
-    """Start the run, then make the recorded outside actions at each pause it reaches."""
+    """Start the run, then make the recorded outside actions at each pause it reaches
+    (an approval or a rejection after the input injected at its gate)."""
     handle: _Handle | None = await rt.start(
         graph, input=dict(recorded.started.input), run_id=run_id
     )
@@ -229,6 +270,8 @@ async def _drive(
         if control is None:
             return
         try:
+            if control.injected:  # input given at the gate before its decision
+                await rt.inject_input(run_id, control.injected)
             if control.kind == "approve":
                 handle = await rt.approve(run_id, by=control.by, input=control.input)
             elif control.kind == "reject":
@@ -267,6 +310,7 @@ def _options(
     nodes: NodeFactory,
     rerun_functions: bool,
     allow_imports: Sequence[str],
+    injections: Injections,
 ) -> dict[str, Any]:
     names: set[str] = set()
 
@@ -280,7 +324,7 @@ def _options(
     if rerun_functions:
         functions = dict(nodes.functions)
     else:
-        served = recorded_function(recorded, stop)
+        served = recorded_function(recorded, stop, injections)
         functions = {
             node.function: served
             for node in graph.nodes

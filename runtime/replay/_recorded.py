@@ -1,6 +1,7 @@
 """What a recorded run can serve again: its model answers by where they were asked, its
-tool results, its function nodes' outcomes, its custom judges' verdicts, and the outside
-actions (approvals, resumes, cancels) that moved it.
+tool results, its function nodes' outcomes, its custom judges' verdicts, the outside
+actions (approvals, resumes, cancels) that moved it, the input injected into it while it
+ran, and the order its parallel branches finished in.
 
 Built in one pass over the recorded events, following each node's visit as the fold
 does (``node.started`` carries it), so an answer is found by its place (node, visit,
@@ -69,13 +70,16 @@ class FunctionOutcome(msgspec.Struct, frozen=True):
 class Control(msgspec.Struct, frozen=True):
     """An action from outside the run at a pause: approve, reject, resume (with the
     input injected before it, or right after it, as ``Runtime.resume(input=...)``
-    records it) or cancel; ``seq`` is the recorded event's."""
+    records it) or cancel; ``seq`` is the recorded event's. ``injected``: the input
+    injected at a gate before it was approved or rejected (an approval's own input is
+    ``input``)."""
 
     kind: str
     seq: int
     by: str = ""
     reason: str = ""
     input: dict[str, Any] = {}
+    injected: dict[str, Any] = {}
 
 
 def _bookkeeping(body: Any) -> bool:
@@ -109,6 +113,12 @@ class RecordedRun:
         self.first_judged: dict[str, int] = {}
         self.branch_turns: dict[tuple[str, int, str, int], Served] = {}
         self.branch_judged: dict[tuple[str, int, str], Served] = {}
+        #: Each round's branches (node, visit, round) in the order they finished, with
+        #: the turns each had then.
+        self.finishes: dict[tuple[str, int, int], list[tuple[int, int]]] = defaultdict(list)
+        #: Input injected while the run ran (not at a pause for input or a gate): its
+        #: seq and data, to be injected again at the same point of the log.
+        self.injected: list[tuple[int, dict[str, Any]]] = []
         self.forked = False
         #: The seq its log ends at when the run did not finish or stop at a pause there
         #: (cancelled, paused by a user, crashed, still running): the record is cut.
@@ -214,14 +224,20 @@ class RecordedRun:
                     control = self.controls[resumed]
                     data = {**control.input, **body.data}
                     self.controls[resumed] = msgspec.structs.replace(control, input=data)
+                case InputInjected() if paused is None:
+                    self.injected.append((event.seq, dict(body.data)))
                 case InputInjected():
                     injected.update(body.data)
                 case ApprovalGranted():
                     self._uncancel()
-                    self._control("approve", event.seq, by=body.by, input=body.input)
+                    self._control(
+                        "approve", event.seq, by=body.by, input=body.input, injected=injected
+                    )
                     paused, injected = None, {}
                 case ApprovalRejected():
-                    self._control("reject", event.seq, by=body.by, reason=body.reason)
+                    self._control(
+                        "reject", event.seq, by=body.by, reason=body.reason, injected=injected
+                    )
                     paused, injected = None, {}
                 case RunCancelled():
                     if paused is not None:
@@ -257,11 +273,11 @@ class RecordedRun:
                     unanswered.get(lane, {}).pop(body.call_id, None)
                     if body.name != "set_output":
                         self._tool_result(calls.get(body.call_id), body.name, body)
-                case BranchFinished(node_id=node) if (body.error or "").startswith(
-                    "ToolTimeoutError"
-                ):
+                case BranchFinished(node_id=node):
                     lane = (node, body.visit, body.round, body.branch)
-                    self._timed_out(unanswered.pop(lane, {}))
+                    if (body.error or "").startswith("ToolTimeoutError"):
+                        self._timed_out(unanswered.pop(lane, {}))
+                    self.finishes[lane[:3]].append((body.branch, body.turns))
                 case BranchesJudged(node_id=node):
                     judged: Served = body.error or LlmResponse(
                         text=body.text,

@@ -14,13 +14,14 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._errors import ProviderError, ToolTimeoutError, UnknownToolError
+from .._errors import ProviderError, ToolTimeoutError, TruncatedError, UnknownToolError
 from ..engine._function_node import NodeContext
 from ..llm._tools import Tool, ToolRegistry
 from ..llm._verdict import JudgeContext, JudgeVerdict
 from ..providers._asked import where_asked
 from ..providers._base import LlmProvider, LlmRequest, LlmResponse
 from ._recorded import TIMED_OUT, RecordedRun, Served, ToolAnswer
+from ._timing import BranchFinishes, Injections
 
 __all__ = [
     "RecordedJudge",
@@ -60,7 +61,9 @@ class ReplayStopped(ProviderError):
 class ReplayProvider:
     """A provider answering from the log: node turns by (node, visit, iteration), Level 2
     answers by the turn they judge, routes by the source's n-th decision, verifier
-    evaluations by (node, visit, attempt), goal evaluations by criterion."""
+    evaluations by (node, visit, attempt), goal evaluations by criterion, parallel
+    branches' turns by (node, visit, round/branch, turn), each branch's last one once the
+    branches that finished before it in the record have (``finishes``)."""
 
     def __init__(
         self,
@@ -68,12 +71,15 @@ class ReplayProvider:
         stop: Stop,
         *,
         live: Callable[[str, str], LlmProvider | None] | None = None,
+        finishes: BranchFinishes | None = None,
     ) -> None:
         self.name = "replay"
         self.recorded = recorded
         self.stopped = stop
         #: rejudge: who answers the Level 2 judge and llm_judge verifiers live.
         self.live = live
+        #: Parallel branches finish in their recorded order: see ``_timing``.
+        self.finishes = finishes
         self.calls = 0
         self.live_calls = 0
         self._visit: dict[str, int] = {}
@@ -113,6 +119,8 @@ class ReplayProvider:
                 visit, item, turn = place.visit or 1, place.item or "", place.iteration or 0
                 where = f"branch {item} of node `{node}` visit {visit} turn {turn}"
                 served = recorded.branch_turns.get((node, visit, item, turn))
+                if served is not None and self.finishes is not None:
+                    await self.finishes.before_answer(node, visit, item, turn)
             elif purpose == "branch_judge":
                 visit, item = place.visit or 1, place.item or ""
                 where = f"the branch judge of node `{node}` visit {visit} round {item}"
@@ -125,6 +133,8 @@ class ReplayProvider:
         self.calls += 1
         if isinstance(served, str):
             raise ProviderError("replay", f"(recorded failure) {served}")
+        if served.stop == "max_tokens":  # a turn cut twice: it fails as it did
+            raise TruncatedError("replay", served.usage.output_tokens, response=served)
         return served
 
     async def _ask_live(self, purpose: str, node: str, request: LlmRequest) -> LlmResponse:
@@ -211,9 +221,12 @@ class _Turnstile:
             del self.running[at]
 
 
-def recorded_function(recorded: RecordedRun, stop: Stop) -> Callable[..., Any]:
+def recorded_function(
+    recorded: RecordedRun, stop: Stop, injections: Injections | None = None
+) -> Callable[..., Any]:
     """A node callable (taking ``inputs, ctx``) that gives back the recorded outcome of
-    the node's visit and attempt, partial outputs first."""
+    the node's visit and attempt, partial outputs first, after the input injected before
+    it in the record (``injections``)."""
     turnstile = _Turnstile()
 
     async def serve(inputs: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
@@ -227,6 +240,8 @@ def recorded_function(recorded: RecordedRun, stop: Stop) -> Callable[..., Any]:
         assert outcome is not None
         done = await turnstile.enter(outcome.at)
         try:
+            if injections is not None:
+                await injections.before(outcome.at)
             for key, value in outcome.partial:
                 await ctx.set_output(key, value)
             if outcome.outputs is None:

@@ -11,6 +11,8 @@ method, authentication headers) and answer 404/401 in the API's error shape othe
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -22,13 +24,16 @@ from typing import Any
 @dataclass(frozen=True)
 class Scripted:
     """One scripted answer. ``body`` is JSON-encoded unless it is ``bytes``. ``drip``
-    sends the body one byte at a time, waiting that many seconds before each byte."""
+    sends the body one byte at a time, waiting that many seconds before each byte.
+    ``reset_after`` sends only that many bytes of the body (its content-length still the
+    whole body's), then resets the connection (TCP RST)."""
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     drip: float = 0.0
+    reset_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,12 @@ class LlmServer:
                         self.send_header(key, value)
                     self.send_header("content-length", str(len(payload)))
                     self.end_headers()
+                    if answer.reset_after is not None:
+                        self.wfile.write(payload[: answer.reset_after])
+                        self.wfile.flush()
+                        _reset(self.connection)
+                        self.close_connection = True
+                        return
                     if not answer.drip:
                         self.wfile.write(payload)
                         return
@@ -161,6 +172,13 @@ class LlmServer:
                     self.close_connection = True
 
         return Handler
+
+
+def _reset(connection: socket.socket) -> None:
+    """Close ``connection`` with a TCP RST (SO_LINGER 0), as a crashed peer or a proxy
+    that gave up does, instead of an orderly FIN."""
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.close()
 
 
 class OpenAIServer(LlmServer):

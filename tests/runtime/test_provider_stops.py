@@ -100,7 +100,10 @@ async def test_a_turn_cut_twice_fails_the_node_as_truncated(tmp_path: Path) -> N
     [failed] = of(events, NodeFailed)
     assert failed.error_type == "TruncatedError"
     assert failed.error == "scripted: truncated at 8192 tokens"
-    assert of(events, LlmTurn) == []  # a cut answer is never taken as a turn
+    # A cut answer is no answer, but it was paid for: recorded as a cut turn with the
+    # tokens of both calls, and no tool calls.
+    [turn] = of(events, LlmTurn)
+    assert (turn.stop, turn.output_tokens, turn.tool_calls) == ("max_tokens", 4096 + 8192, [])
 
 
 async def test_openai_stop_reasons(openai_server: OpenAIServer) -> None:

@@ -1,0 +1,168 @@
+"""What an HTTP answer that is no model answer says: its error (the provider's message,
+error type, code and request id), whether it is retried, and how long to wait first.
+
+Used by the transport (``_http.py``) for error statuses, redirects, and a 2xx answer
+whose JSON body is an error object (what a compatible server or a proxy may send).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import html
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ProviderHTTPError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["body_error", "http_error", "parse_retry_after", "readable", "retry_wait", "retryable"]
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date)."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        current = time.time() if now is None else now
+        seconds = when.timestamp() - current
+    return max(0.0, seconds)
+
+
+#: Statuses retried, as the official SDKs do: timeout, conflict, rate limit, server
+#: errors (529 is Anthropic's "overloaded").
+_RETRYABLE = frozenset({408, 409, 429})
+
+#: The error types and codes of a passing failure, retried when a 2xx answer carries one
+#: (Anthropic's ``overloaded_error``, ``api_error``, ``rate_limit_error``; OpenAI's
+#: ``server_error``, ``rate_limit_exceeded``).
+_TRANSIENT = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
+)
+
+
+def retryable(response: httpx.Response) -> bool:
+    """Whether an error answer is retried: the provider's ``x-should-retry`` header
+    decides when present, else the status (a redirect never is)."""
+    should: str = response.headers.get("x-should-retry", "").strip().lower()
+    if should in ("true", "false"):
+        return should == "true"
+    return response.status_code in _RETRYABLE or response.status_code >= 500
+
+
+def retry_wait(response: httpx.Response) -> float | None:
+    """The wait the provider asked for: ``retry-after-ms``, else ``Retry-After``."""
+    millis = response.headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(response.headers.get("retry-after"))
+
+
+def http_error(provider: str, response: httpx.Response, *, retryable: bool) -> ProviderHTTPError:
+    """The error of an error answer, with the provider's message, error type, code and
+    request id (OpenAI and Anthropic body shapes and headers); a redirect names where it
+    leads (the providers follow none: a ``base_url`` to correct, most often)."""
+    error_type = code = request_id = None
+    try:
+        body = response.json()
+    except (ValueError, RecursionError):
+        reason = readable(response) or response.reason_phrase
+    else:
+        reason = json.dumps(body)[:500]
+        if isinstance(body, dict):
+            said, error_type, code, request_id = _said(body)
+            reason = said or reason
+    if 300 <= response.status_code < 400:
+        where = response.headers.get("location")
+        reason = f"redirected to {where[:300]!r}" if where else f"a redirect ({reason})"
+        reason += " (redirects are not followed: check base_url)"
+    return ProviderHTTPError(
+        provider,
+        reason,
+        status=response.status_code,
+        retryable=retryable,
+        error_type=error_type,
+        code=code,
+        request_id=_request_id(response) or request_id,
+    )
+
+
+def body_error(
+    provider: str, response: httpx.Response, body: Mapping[str, Any]
+) -> ProviderHTTPError | None:
+    """The error a 2xx answer's JSON ``body`` is, when it is an error object and no
+    answer (an ``error`` field, and neither ``choices`` nor ``content``), else None.
+    Retryable when its error type or code is a passing one (overloaded, rate limited, a
+    server error) or the provider's ``x-should-retry`` says so."""
+    if not body.get("error") or "choices" in body or "content" in body:
+        return None
+    said, error_type, code, request_id = _said(body)
+    transient = bool({error_type, code} & _TRANSIENT)
+    should: str = response.headers.get("x-should-retry", "").strip().lower()
+    return ProviderHTTPError(
+        provider,
+        f"the answer is an error: {said or json.dumps(body)[:500]}",
+        status=response.status_code,
+        retryable=should == "true" if should in ("true", "false") else transient,
+        error_type=error_type,
+        code=code,
+        request_id=_request_id(response) or request_id,
+    )
+
+
+def _said(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
+    """What an error body says: its message, error type, code and request id."""
+    reason = error_type = code = None
+    err = body.get("error")
+    if isinstance(err, dict):
+        if isinstance(err.get("message"), str):
+            reason = str(err["message"])
+        error_type = _word(err.get("type"))
+        code = _word(err.get("code"))
+    elif isinstance(err, str):
+        reason = err
+    elif isinstance(body.get("message"), str):
+        reason = str(body["message"])
+    return reason, error_type, code, _word(body.get("request_id"))
+
+
+def _request_id(response: httpx.Response) -> str | None:
+    found: str | None = response.headers.get("x-request-id") or response.headers.get("request-id")
+    return found
+
+
+def _word(value: Any) -> str | None:
+    """A short identifier from an error body (a code may be a number), else None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return str(value)[:200]
+
+
+_SKIPPED = re.compile(r"<(script|style)\b.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+
+
+def readable(response: httpx.Response, limit: int = 500) -> str:
+    """The text of a body that is not JSON, at most ``limit`` characters: an HTML page
+    (a proxy's or a gateway's error page) reduced to its words, so the cause shows."""
+    text = response.text
+    kind = response.headers.get("content-type", "").lower()
+    if "html" in kind or text.lstrip()[:1] == "<":
+        text = html.unescape(_TAG.sub(" ", _SKIPPED.sub(" ", text[: 64 * limit])))
+    text = _SPACE.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
