@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +25,15 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from actors import MagistrateError
-from eventstore import (
-    ConcurrencyError,
-    CorruptLogError,
-    EventStore,
-    LeaseLostError,
-    RunOwnedError,
-    StoreError,
-)
+from eventstore import EventStore
 
-from .. import (
-    GraphSpec,
-    MemoryValueError,
-    RunChangedError,
-    RunDrainingError,
-    RunHandle,
-    RunNotFoundError,
-    RunStateError,
-    Runtime,
-    SpecError,
-)
+from .. import GraphSpec, RunHandle, Runtime
 from ..events import check_run_id
 from ..reads import RunReader
 from ..spec import graph_hash, graph_to_dict
+from ._errors import error_response as _error
+from ._errors import json_response as _json
+from ._errors import on_crash, on_error, on_http
 from ._guard import Guard
 from ._openapi import openapi_document
 from ._params import (
@@ -55,6 +41,7 @@ from ._params import (
     choice,
     csv,
     integer,
+    known,
     last_event_id,
     number,
     path_run_id,
@@ -62,7 +49,6 @@ from ._params import (
     text,
 )
 from ._schemas import (
-    ApiError,
     ApproveRequest,
     CancelRequest,
     ForkRequest,
@@ -89,6 +75,17 @@ _NO_CACHE = {"Cache-Control": "no-cache"}
 _HERE = "executing in the server"
 _FOR_WORKERS = "waiting for a worker (magistrate worker on this store)"
 _SSE_HEADERS = {**_NO_CACHE, "X-Accel-Buffering": "no"}
+#: Handlers whose query is not the API's: the dashboard's (its filters), and documents.
+_PAGES = frozenset({"dashboard", "openapi_json", "metrics"})
+#: The query parameters each API handler takes (none for the others).
+_QUERIES = {
+    "list_runs": frozenset(
+        {"status", "quality", "graph", "created_after", "created_before", "limit", "cursor"}
+    ),
+    "list_events": frozenset({"after", "limit", "node", "type"}),
+    "get_state": frozenset({"at"}),
+    "stream_run": frozenset({"after"}),
+}
 
 
 class _DashboardFiles(StaticFiles):
@@ -103,14 +100,6 @@ class _DashboardFiles(StaticFiles):
 
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-def _json(value: Any, status: int = 200) -> Response:
-    return Response(_ENCODER.encode(value), status_code=status, media_type="application/json")
-
-
-def _error(code: int, error: str, detail: str, **fields: Any) -> Response:
-    return _json(ApiError(error=error, detail=detail, **fields), code)
 
 
 class _Api:
@@ -198,18 +187,18 @@ class _Api:
     async def stream_run(self, request: Request) -> Response:
         run_id = path_run_id(request)
         await self.reader.info(run_id)
-        last = last_event_id(request)
-        after = last if last is not None else integer(request, "after", 0, 0)
-        return StreamingResponse(
-            run_events(self.store, run_id, after),
-            media_type="text/event-stream",
-            headers=_SSE_HEADERS,
-        )
+        # Both checked: a reconnecting client sends its first ?after= and Last-Event-ID.
+        after, last = integer(request, "after", 0, 0), last_event_id(request)
+        after = last if last is not None else after
+        if request.method == "HEAD":
+            return _stream(_nothing())
+        return _stream(run_events(self.store, run_id, after))
 
     async def stream_runs(self, request: Request) -> Response:
+        if request.method == "HEAD":
+            return _stream(_nothing())
         # Taken before the answer's headers go out: a client that has them misses nothing.
-        changes = run_changes(self.runtime, await self.store.head_position())
-        return StreamingResponse(changes, media_type="text/event-stream", headers=_SSE_HEADERS)
+        return _stream(run_changes(self.runtime, await self.store.head_position()))
 
     async def metrics(self, request: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
@@ -304,51 +293,22 @@ class _Api:
         return _json(report)
 
 
+def _stream(messages: AsyncIterator[bytes]) -> Response:
+    return StreamingResponse(messages, media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    """A HEAD's stream: the headers a GET would have, and an end (a stream that never
+    ends would hold the connection, and the next request on it, for ever)."""
+    return
+    yield
+
+
 def _next(handle: RunHandle | None) -> str:
     """What follows a gate's decision, as the runtime answered it."""
     if handle is not None:
         return "the run goes on in this server"
     return "recorded; the run ended, or waits for its owner or a worker to continue it"
-
-
-async def _on_error(request: Request, exc: Exception) -> Response:
-    """Known failures as 4xx with the reason (503 only for a store or runtime that cannot
-    answer now, which a retry may cure); the rest propagate."""
-    match exc:
-        case HttpError():
-            return _error(exc.status, exc.error, exc.detail)
-        case RunNotFoundError():
-            return _error(404, "run_not_found", str(exc), run_id=exc.run_id)
-        case RunDrainingError():
-            return _error(409, "run_draining", str(exc), run_id=exc.run_id, status=exc.status)
-        case RunChangedError():
-            return _error(409, "run_changed", str(exc), run_id=exc.run_id, status=exc.status)
-        case RunStateError():
-            return _error(409, "run_state", str(exc), run_id=exc.run_id, status=exc.status)
-        case RunOwnedError():
-            return _error(409, "run_owned", str(exc), run_id=exc.run_id)
-        case ConcurrencyError() | LeaseLostError():
-            return _error(409, "conflict", str(exc))
-        case MemoryValueError():
-            return _error(422, "invalid_input", str(exc))
-        case SpecError():
-            return _error(422, "invalid_spec", str(exc))
-        case CorruptLogError():
-            return _error(409, "corrupt_log", str(exc))
-        case StoreError() | MagistrateError():
-            return _error(503, "unavailable", str(exc))
-    raise exc  # pragma: no cover - only registered for the classes above
-
-
-async def _on_http(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    response = _error(exc.status_code, "http", str(exc.detail))
-    headers = dict(exc.headers or {})
-    allow = headers.get("Allow")
-    if allow is not None:  # a 405's: the methods in one order (routing keeps them in a set)
-        headers["Allow"] = ", ".join(sorted(method.strip() for method in allow.split(",")))
-    response.headers.update(headers)
-    return response
 
 
 def create_app(
@@ -406,6 +366,8 @@ def create_app(
 
         async def call(request: Request) -> Response:
             chosen = post if post is not None and request.method == "POST" else name
+            if chosen not in _PAGES:  # an API request: a query it does not take is refused
+                known(request, _QUERIES.get(chosen, frozenset()))
             return await getattr(api(), chosen)(request)  # type: ignore[no-any-return]
 
         return call
@@ -435,9 +397,10 @@ def create_app(
         routes=routes,
         middleware=[guard],
         exception_handlers={
-            HttpError: _on_error,
-            MagistrateError: _on_error,
-            HTTPException: _on_http,
+            HttpError: on_error,
+            MagistrateError: on_error,
+            HTTPException: on_http,
+            Exception: on_crash,
         },
     )
     app.state.token = secret

@@ -70,6 +70,27 @@ class _BoundedH11(H11Protocol):
         if not self.transport.is_closing():
             self._arm_head_deadline()
 
+    def send_400_response(self, msg: str) -> None:
+        # A request the HTTP parser refused before the app saw it (a head past
+        # max_header_bytes, a malformed line) answered in the API's error shape too.
+        detail = (
+            f"{msg.rstrip('.')}: malformed, or a head over {self.limits.max_header_bytes} bytes"
+        )
+        body = msgspec.json.encode({"error": "bad_request", "detail": detail})
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"x-content-type-options", b"nosniff"),
+            (b"connection", b"close"),
+        ]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
+
     def _arm_head_deadline(self) -> None:
         self._disarm_head_deadline()
         self._head_deadline = self.loop.call_later(self.limits.header_timeout, self._head_late)

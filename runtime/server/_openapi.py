@@ -39,12 +39,16 @@ def _json(name: str, description: str) -> dict[str, Any]:
 
 def _errors(*codes: int) -> dict[str, Any]:
     texts = {
-        400: "Malformed request (bad JSON or query parameter)",
-        401: "Missing or wrong bearer token; nothing was changed",
+        400: "Malformed request (bad JSON, an unknown, repeated or bad query parameter, "
+        "a run id holding NUL, a Host header naming no host this server answers for)",
+        401: "Missing or wrong bearer token (every change; reads too with a read token); "
+        "nothing was changed",
         404: "No such run or graph",
         409: "The run is not in a state that allows this",
         413: "Request body too large",
+        415: "A request body declared as something other than JSON",
         422: "The request body does not fit the schema",
+        503: "The store cannot answer now (a retry may cure it)",
     }
     return {str(code): _json("ApiError", texts[code]) for code in codes}
 
@@ -68,22 +72,29 @@ _RUN_ID = {
 _SSE = {"description": "Server-sent events", "content": {"text/event-stream": {}}}
 
 
-def _body(name: str) -> dict[str, Any]:
+def _body(name: str, required: bool = False) -> dict[str, Any]:
+    """A JSON request body; ``required`` when its schema has required fields (an absent
+    body reads as ``{}``)."""
     return {
-        "required": False,
+        "required": required,
         "content": {"application/json": {"schema": {"$ref": _REF.format(name=name)}}},
     }
 
 
-def _action(summary: str, body: str | None, code: str = "202") -> dict[str, Any]:
+def _action(
+    summary: str, body: str | None, code: str = "202", required: bool = False
+) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "summary": summary,
         "parameters": [_RUN_ID],
         "security": [{"bearer": []}],
-        "responses": {code: _json("RunRef", "Accepted"), **_errors(400, 401, 404, 409, 413, 422)},
+        "responses": {
+            code: _json("RunRef", "Accepted"),
+            **_errors(404, 409, 413, 415, 422),
+        },
     }
     if body is not None:
-        operation["requestBody"] = _body(body)
+        operation["requestBody"] = _body(body, required)
     return {"post": operation}
 
 
@@ -182,7 +193,7 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
                 "requestBody": {**_body("StartRequest"), "required": True},
                 "responses": {
                     "201": _json("RunRef", "Started"),
-                    **_errors(400, 401, 404, 409, 413, 422),
+                    **_errors(404, 409, 413, 415, 422),
                 },
             },
         },
@@ -262,12 +273,16 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
         "/api/runs/{run_id}/approve": _action(
             "Approve the gate a paused run waits at (only an approval passes a gate)",
             "ApproveRequest",
+            required=True,
         ),
         "/api/runs/{run_id}/reject": _action(
-            "Reject the gate a paused run waits at (final)", "RejectRequest"
+            "Reject the gate a paused run waits at (final)", "RejectRequest", required=True
         ),
         "/api/runs/{run_id}/fork": _action(
-            "Start a new run from a copy of this run's first events", "ForkRequest", "201"
+            "Start a new run from a copy of this run's first events",
+            "ForkRequest",
+            "201",
+            required=True,
         ),
         "/api/runs/{run_id}/replay": {
             "post": {
@@ -278,11 +293,14 @@ def openapi_document(graph_names: list[str]) -> dict[str, Any]:
                 "requestBody": _body("ReplayRequest"),
                 "responses": {
                     "200": _json("ReplayReport", "The report"),
-                    **_errors(400, 401, 404, 409, 413, 422),
+                    **_errors(404, 409, 413, 415, 422),
                 },
             }
         },
     }
+    for operations in paths.values():  # what any request may meet: see _errors
+        for operation in operations.values():
+            operation["responses"].update(_errors(400, 401, 503))
     return {
         "openapi": "3.1.0",
         "info": {"title": "magistrate", "version": "1"},

@@ -19,6 +19,7 @@ __all__ = [
     "choice",
     "csv",
     "integer",
+    "known",
     "last_event_id",
     "number",
     "path_run_id",
@@ -27,6 +28,7 @@ __all__ = [
 ]
 
 MAX_BODY = 1 << 20
+_LISTS = frozenset({"node", "type"})
 _SEQ = re.compile(r"[0-9]{1,18}")
 B = TypeVar("B", bound=msgspec.Struct)
 
@@ -35,6 +37,23 @@ class HttpError(Exception):
     def __init__(self, status: int, error: str, detail: str) -> None:
         super().__init__(detail)
         self.status, self.error, self.detail = status, error, detail
+
+
+def known(request: Request, names: frozenset[str]) -> None:
+    """Refuse a query parameter the path does not take, or one given twice: either would
+    be a filter (or an ``expected_seq``) silently not applied."""
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        shown = name if len(name) <= 80 else name[:80] + "..."
+        if name not in names:
+            takes = ", ".join(sorted(names)) or "none"
+            raise HttpError(
+                400, "bad_query", f"unknown query parameter {shown!r} (this path takes: {takes})"
+            )
+        if name in seen:
+            lists = " (node and type take comma-separated lists)" if name in _LISTS else ""
+            raise HttpError(400, "bad_query", f"query parameter {shown!r} is given twice{lists}")
+        seen.add(name)
 
 
 def integer(request: Request, name: str, default: int, low: int, high: int = MAX_INT) -> int:
@@ -101,6 +120,10 @@ async def read_body(request: Request, kind: type[B]) -> B:
     data = b"".join(chunks)
     if not data.strip():
         data = b"{}"
+    elif not _is_json(request.headers.get("content-type")):
+        media = request.headers["content-type"].partition(";")[0].strip()[:100]
+        detail = f"request bodies are JSON (Content-Type: application/json), not {media!r}"
+        raise HttpError(415, "unsupported_media_type", detail)
     try:
         return msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:
@@ -108,6 +131,17 @@ async def read_body(request: Request, kind: type[B]) -> B:
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         # Invalid UTF-8 in a string and nesting past msgspec's depth are malformed JSON too.
         raise HttpError(400, "invalid_json", f"request body is not JSON: {exc}") from None
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a body declared so may be JSON: undeclared, ``application/json`` or a
+    ``+json`` type (parameters such as ``charset`` aside)."""
+    if content_type is None:
+        return True
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 def _too_large() -> HttpError:

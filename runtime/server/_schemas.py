@@ -98,8 +98,9 @@ class ReplayRequest(_Body, frozen=True):
     rejudge: bool = False
 
 
-class ApiError(msgspec.Struct, frozen=True, kw_only=True):
-    """Every 4xx answer: ``error`` is a stable code, ``detail`` a sentence for people."""
+class ApiError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Every error answer: ``error`` is a stable code, ``detail`` a sentence for people;
+    ``run_id`` and ``status`` only when a run is concerned (absent, never null)."""
 
     error: str
     detail: str
