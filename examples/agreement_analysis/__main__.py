@@ -27,7 +27,11 @@ async def demo() -> int:
             assert approved is not None
             result = await approved.result()
         print(result.memory["report"])
-        print(f"verdicts of extract: {result.verdicts.get('extract')}")
+        # result.verdicts counts a tool-call turn as a RETRY (the bail-out, not judged).
+        tool_turns = result.tool_turns.get("extract", 0)
+        judged = dict(result.verdicts.get("extract", {}))
+        judged["retry"] = judged.get("retry", 0) - tool_turns
+        print(f"extract: {tool_turns} tool turns, judged {judged}")
         if result.goal_outcome is not None:
             print(f"goal score: {result.goal_outcome.score}   met: {result.goal_outcome.met}")
         return 0 if result.status == "completed" else 1

@@ -3,15 +3,15 @@
 ::
 
     parse (function) --> validate (verifier: jsonpath)
-    validate  validate_passed --> summarise (function, terminal)
-              otherwise       --> fix (function) --> validate
+    validate  validate_verification_passed --> summarise (function, terminal)
+              otherwise                    --> fix (function) --> validate
 
-``parse`` reads a week of timesheet lines; ``validate`` asserts that every entry's hours
-are within 0..12 (RFC 9535 JSONPath ``$.entries[*].hours`` with ``lte 12`` here, and the
-fix step also repairs negative or unparsed values); ``fix`` repairs the first bad entry
-it finds and records what it did; the loop runs until the check passes, bounded by
-``max_steps``. The goal's scorecard, measured at the end, checks the total and how many
-fixes were needed. It runs offline: no model is involved.
+``parse`` reads a week of timesheet lines; ``validate`` asserts that no entry's hours are
+outside 0..12 (the RFC 9535 JSONPath ``$.entries[?@.hours < 0 || @.hours > 12]`` matches
+nothing: ``not_exists``); ``fix`` repairs the first bad entry it finds (a stray minus, or
+a missing decimal point) and records what it did; the loop runs until the check passes,
+bounded by ``max_steps``. The goal's scorecard, measured at the end, checks the total and
+how many fixes were needed. It runs offline: no model is involved.
 """
 
 from .loop import FUNCTIONS, TIMESHEET, build_graph, run_loop
