@@ -11,7 +11,13 @@ import msgspec
 from .._errors import ExpressionError, ProviderError
 from ..events._catalogue import EdgeTaken
 from ..providers._asked import asked_at
-from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
+from ..providers._base import (
+    ChatMessage,
+    LlmProvider,
+    LlmRequest,
+    complete_uncut,
+    parse_json_object,
+)
 from ..spec._expr import compile_expression
 from ..spec._model import EdgeSpec, GraphSpec
 
@@ -187,7 +193,8 @@ async def _llm_decide(
     )
     try:
         with asked_at(node_id):
-            response = await provider.complete(request)
+            # A cut answer is no choice: asked once more, then a TruncatedError (fallback).
+            response = await complete_uncut(provider, request)
         answer = parse_json_object(response.text)
     except ProviderError as exc:
         return Route(

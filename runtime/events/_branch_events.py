@@ -24,7 +24,8 @@ __all__ = [
 class BranchTurn(EventBody, frozen=True, tag="branch.turn"):
     """One model turn of one parallel branch (``branch``: its 0-based index) in the round
     that began after the node's turn ``round`` of visit ``visit``; ``stop`` and the token
-    counts as ``llm.turn``'s."""
+    counts as ``llm.turn``'s. A turn refused, or cut at the token cap twice (``stop``
+    ``"max_tokens"``, the tokens of both calls, no tool calls), is its branch's last."""
 
     node_id: str
     visit: int
@@ -76,7 +77,9 @@ class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
 
 
 class BranchesJudged(EventBody, frozen=True, tag="branches.judged"):
-    """The ``llm_judge`` strategy's call: the judge's reply (or the provider's error)."""
+    """The ``llm_judge`` strategy's call: the judge's reply (or why it is no choice: the
+    provider's error, a refusal, a reply cut at the token cap twice), with the tokens of
+    the calls it cost."""
 
     node_id: str
     visit: int

@@ -335,7 +335,10 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     """A verifier node's result for one attempt of one visit.
 
     ``result`` is the VerificationResult as a mapping; for ``llm_judge``, ``reply`` is the
-    evaluator's raw answer with its token usage and model. The verifier's outputs are
+    evaluator's raw answer with its token usage and model. ``stop`` is ``"max_tokens"``
+    when that answer was cut at the token cap twice: no result (``passed`` False, the
+    reason in ``result``), recorded for its tokens, and the attempt failed with a
+    TruncatedError (None otherwise, and in older logs). The verifier's outputs are
     MemoryWritten events like any node's; the fold keeps this result in the node's visit
     (by attempt), where a rerun of an ``llm_judge`` verifier's attempt after a crash or a
     cancel finds it and reuses it instead of asking the evaluator again.
@@ -351,6 +354,7 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     input_tokens: int = 0
     output_tokens: int = 0
     model: str = ""
+    stop: str | None = None
 
 
 AnyEvent = (

@@ -10,8 +10,9 @@ not (its ``error`` set) is a judge failure, so a completed run is then at best "
   in ``reasoning``.
 - A criterion without one is scored by the goal's ``evaluator`` (a provider name), one
   call per criterion, the reply read as a verifier's (a score from 0 to 1); a reply with
-  no score, or an evaluator call that raised (a ProviderError or anything else a provider
-  raises), leaves it unscored with the reason in ``reasoning`` and ``error``: scoring
+  no score, or an evaluator call that raised (a ProviderError, such as the TruncatedError
+  of a reply cut at the token cap twice, or anything else a provider raises), leaves it
+  unscored with the reason in ``reasoning`` and ``error``: scoring
   never fails the run. Without an evaluator it stays unscored (no error).
 - A constraint with an ``expression`` must hold (be truthy); one without is unchecked.
 """
@@ -28,7 +29,7 @@ import msgspec
 from .._errors import ExpressionError, ProviderError
 from ..events._state import RunState
 from ..providers._asked import asked_at
-from ..providers._base import ChatMessage, LlmRequest
+from ..providers._base import ChatMessage, LlmRequest, complete_uncut
 from ..spec._expr import compile_expression
 from ..spec._goal import (
     Constraint,
@@ -172,7 +173,8 @@ async def _criterion(
     )
     try:
         with asked_at("goal", item=ident):
-            response = await provider.complete(request)
+            # A cut answer is no score: asked once more, then a TruncatedError (unscored).
+            response = await complete_uncut(provider, request)
     except ProviderError as exc:
         return failed(f"the evaluator failed: {exc}")
     except Exception as exc:  # a provider's own bug: still a check that did not run

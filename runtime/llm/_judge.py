@@ -38,7 +38,13 @@ import msgspec
 
 from .._errors import MalformedResponseError, ProviderError
 from ..providers._asked import asked_at
-from ..providers._base import ChatMessage, LlmProvider, LlmRequest, parse_json_object
+from ..providers._base import (
+    ChatMessage,
+    LlmProvider,
+    LlmRequest,
+    complete_uncut,
+    parse_json_object,
+)
 from ._verdict import (
     RECENT_MESSAGES,
     Action,
@@ -194,8 +200,10 @@ class ImplicitJudge:
     """The built-in cascade: bail-out, Level 0 structural, optional Level 2 quality.
 
     ``provider`` (and ``model``) serve the quality check; without a provider, passing
-    Level 0 is enough. A quality call that raises :class:`ProviderError` or answers
-    unintelligibly is re-tried ``retries`` times at once; if all attempts fail the
+    Level 0 is enough. A quality call that raises :class:`ProviderError` (an answer cut
+    at the token cap is asked once more with a larger cap, and a second cut is a
+    TruncatedError: see ``complete_uncut``) or answers unintelligibly is re-tried
+    ``retries`` times at once; if all attempts fail the
     verdict is ACCEPT with ``error`` set (graceful degradation: Level 0 already passed),
     or, with ``fail_closed=True``, ESCALATE with the error (the node fails; on_failure
     edges apply).
@@ -248,8 +256,8 @@ class ImplicitJudge:
         for _ in range(self.retries + 1):
             try:
                 with asked_at(context.node_id, iteration=context.iteration):
-                    response = await provider.complete(request)
-            except ProviderError as exc:
+                    response = await complete_uncut(provider, request)
+            except ProviderError as exc:  # TruncatedError too: a cut answer is no verdict
                 error = f"{type(exc).__name__}: {exc}"
                 continue
             verdict = parse_quality_answer(response.text)

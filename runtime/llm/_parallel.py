@@ -10,10 +10,11 @@ An LLM node with ``parallel`` (see ``runtime.spec._parallel``) hands each of its
    ``max_turns`` calls. The branches run concurrently. Each turn is a ``branch.turn``
    event and each tool result a ``branch.tool_result`` event, tagged with the branch
    (its index, 0-based, and label); a branch's end is a ``branch.finished`` event, in
-   the order the branches finished.
-2. The strategy picks a winner among the branches that answered (the ``llm_judge``
-   strategy's call is a ``branches.judged`` event, and a prompt that cannot be fitted to
-   the judge's budget a ``branches.judge_warning`` event).
+   the order the branches finished. A turn the model refused, or cut at the token cap
+   twice, is recorded (with its tokens: it was paid for) and ends its branch, not ok.
+2. The strategy picks a winner among the branches that answered (``_branch_select``;
+   the ``llm_judge`` strategy's call is a ``branches.judged`` event, and a prompt that
+   cannot be fitted to the judge's budget a ``branches.judge_warning`` event).
 3. ``branches.selected`` and the winner's messages, as the node's own ``llm.turn``,
    ``tool.result`` and ``output.set`` events, are committed in one batch: only the winner
    continues the node's conversation. The node's judge then rules on the winner's final
@@ -32,8 +33,6 @@ answers, the node fails (``BranchesFailed``).
 
 from __future__ import annotations
 
-import inspect
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,29 +41,14 @@ import anyio
 
 from eventstore import EventBody
 
-from .._errors import ProviderError, ToolTimeoutError
+from .._errors import ProviderError, ToolTimeoutError, TruncatedError
 from ..engine._runlog import RunLog
-from ..events._catalogue import (
-    BranchesJudged,
-    BranchesSelected,
-    BranchFinished,
-    BranchJudgeWarning,
-    BranchToolResult,
-    BranchTurn,
-    ToolCallRecord,
-)
+from ..events._catalogue import BranchFinished, BranchToolResult, BranchTurn, ToolCallRecord
 from ..providers._asked import asked_at
-from ..providers._base import ChatMessage, LlmRequest, complete_uncut, refusal
+from ..providers._base import LlmRequest, LlmResponse, complete_uncut, refusal, truncated
 from ..spec._model import GraphSpec, NodeSpec
-from ..spec._parallel import BranchCandidate, BranchStrategy, ParallelSpec
-from ._branch_judge import (
-    DEFAULT_JUDGE_PROMPT,
-    REPLY_RESERVE,
-    build_judge_prompt,
-    parse_choice,
-    split_query,
-    transcript,
-)
+from ..spec._parallel import BranchStrategy, ParallelSpec
+from ._branch_select import RoundFailed, majority_key, select
 from ._names import ProviderLookup
 from ._prompt import build_system_prompt
 from ._round import Branch, Round, restore_round, winner_bodies
@@ -73,10 +57,6 @@ from ._tool_calls import recorded_calls
 from ._tools import ToolRegistry, run_tool_calls
 
 __all__ = ["BranchRunner", "RoundFailed", "majority_key"]
-
-
-class RoundFailed(Exception):
-    """No branch of a round answered, or the strategy could not choose."""
 
 
 class BranchRunner:
@@ -128,7 +108,14 @@ class BranchRunner:
                         tasks.start_soon(
                             self._run_branch, branch, state, request, node, log, tools, graph
                         )
-            state.selected = await self._select(state, request, log)
+            state.selected = await select(
+                self.spec,
+                state,
+                request,
+                log,
+                providers=self.providers,
+                strategies=self.strategies,
+            )
         winner = state.branches[state.selected.winner]
         return [state.selected, *winner_bodies(winner, node, iteration)]
 
@@ -148,9 +135,9 @@ class BranchRunner:
         provider = self.providers(spec.provider)
         tag = state.tag()
         last = branch.turns[-1] if branch.turns else None
-        declined = None if last is None else refusal(last.stop, last.text)
-        if declined is not None:  # recorded before a crash: it fails as it would have
-            await self._finish(branch, state, log, ok=False, error=declined)
+        ended = None if last is None else _ended(last)
+        if ended is not None:  # recorded before a crash: it fails as it would have
+            await self._finish(branch, state, log, ok=False, error=ended)
             return
         missing = branch.missing_calls()
         if missing and not await self._run_tools(branch, state, missing, node, log, tools):
@@ -183,6 +170,7 @@ class BranchRunner:
             )
             started = time.perf_counter()
             place = f"{state.round}/{branch.index}"  # where a recorded answer is found
+            cut: ProviderError | None = None
             try:
                 # The node's rule: a cut turn is asked once more with a larger cap, then
                 # fails as truncated, so no call cut at the cap is ever run.
@@ -191,10 +179,14 @@ class BranchRunner:
                 ):
                     response = await complete_uncut(provider, branch_request)
             except ProviderError as exc:
-                await self._finish(
-                    branch, state, log, ok=False, error=f"{type(exc).__name__}: {exc}"
-                )
-                return
+                # A turn cut twice is recorded, as a node records its own (it was paid
+                # for); any other failure (a provider's own TruncatedError too) has no turn.
+                paid = exc.response if isinstance(exc, TruncatedError) else None
+                if not isinstance(paid, LlmResponse):
+                    error = f"{type(exc).__name__}: {exc}"
+                    await self._finish(branch, state, log, ok=False, error=error)
+                    return
+                response, cut = paid, exc
             calls, refused = recorded_calls(response.tool_calls)
             turn = BranchTurn(
                 **tag,
@@ -211,11 +203,13 @@ class BranchRunner:
                 input_cached=response.usage.input_cached,
                 input_cache_write=response.usage.input_cache_write,
             )
-            refused_turn = refusal(response.stop, response.text)
-            if refused_turn is not None:  # a fact of the round; the branch fails at once
+            ended = refusal(response.stop, response.text)
+            if cut is not None:
+                ended = f"{type(cut).__name__}: {cut}"
+            if ended is not None:  # a fact of the round (paid for); the branch fails at once
                 await log.append([turn])
                 branch.turns.append(turn)
-                await self._finish(branch, state, log, ok=False, error=refused_turn)
+                await self._finish(branch, state, log, ok=False, error=ended)
                 return
             answered = [
                 BranchToolResult(
@@ -315,146 +309,9 @@ class BranchRunner:
         state.finished += 1
         await log.append([finished])
 
-    # ------------------------------------------------------------------ selection
 
-    async def _select(self, state: Round, request: LlmRequest, log: RunLog) -> BranchesSelected:
-        candidates = [
-            BranchCandidate(
-                index=b.index,
-                label=b.label,
-                text=b.finished.text,
-                input_tokens=b.finished.input_tokens,
-                output_tokens=b.finished.output_tokens,
-                turns=b.finished.turns,
-                finished=b.finished_rank,
-                model=b.turns[-1].model if b.turns else "",
-            )
-            for b in state.branches
-            if b.finished is not None and b.finished.ok
-        ]
-        if not candidates:
-            errors = "; ".join(
-                f"{b.label}: {b.finished.error if b.finished else 'did not finish'}"
-                for b in state.branches
-            )
-            raise RoundFailed(f"no branch answered ({errors})")
-        strategy = self.spec.strategy
-        _, query = split_query(request.messages)
-        if strategy == "first_success":
-            chosen = min(candidates, key=lambda c: c.finished)
-            reason = f"finished first of {len(candidates)} answers"
-        elif strategy in ("fewest_tokens", "most_tokens"):
-            sign = 1 if strategy == "fewest_tokens" else -1
-            chosen = min(candidates, key=lambda c: sign * (c.input_tokens + c.output_tokens))
-            reason = f"{chosen.input_tokens + chosen.output_tokens} tokens"
-        elif strategy == "majority_vote":
-            groups: dict[str, list[BranchCandidate]] = {}
-            for candidate in candidates:
-                groups.setdefault(majority_key(candidate.text), []).append(candidate)
-            best = max(groups.values(), key=len)  # the first largest group: ties to the first
-            chosen = best[0]
-            reason = f"{len(best)} of {len(candidates)} answers agree"
-        elif strategy == "llm_judge":
-            chosen, reason = await self._judge(state, request, candidates, log)
-        else:
-            chosen, reason = await self._custom(strategy, candidates, query)
-        selected = BranchesSelected(
-            node_id=state.node_id,
-            visit=state.visit,
-            round=state.round,
-            strategy=strategy,
-            winner=chosen.index,
-            label=chosen.label,
-            reason=reason,
-            candidates=[c.index for c in candidates],
-        )
-        return selected
-
-    async def _custom(
-        self, name: str, candidates: list[BranchCandidate], query: str
-    ) -> tuple[BranchCandidate, str]:
-        strategy = self.strategies.get(name)
-        if strategy is None:
-            raise RoundFailed(f"no branch strategy {name!r} is registered")
-        try:
-            choice = strategy.select(list(candidates), query)
-            if inspect.isawaitable(choice):
-                choice = await choice
-        except Exception as exc:  # the user's strategy: its failure fails the node, named
-            raise RoundFailed(f"branch strategy {name!r} raised {exc!r}") from exc
-        for candidate in candidates:
-            if isinstance(choice, int) and candidate.index == choice:
-                return candidate, f"chosen by {name}"
-        return candidates[0], f"{name} returned {choice!r}, not a candidate: the first answer"
-
-    async def _judge(
-        self, state: Round, request: LlmRequest, candidates: list[BranchCandidate], log: RunLog
-    ) -> tuple[BranchCandidate, str]:
-        judged = state.judged
-        if judged is None:
-            judge = self.spec.judge
-            provider = self.providers(judge.provider)
-            if provider is None:
-                raise RoundFailed("the branch judge has no provider")
-            prior, query = split_query(request.messages)
-            budget = None
-            if judge.max_context_tokens is not None:
-                budget = max(1, judge.max_context_tokens - REPLY_RESERVE)
-            prompt = build_judge_prompt(
-                transcript(prior), query, [c.text for c in candidates], budget=budget
-            )
-            bodies: list[EventBody] = []
-            tag = state.tag()
-            if not prompt.fits:
-                bodies.append(
-                    BranchJudgeWarning(
-                        **tag,
-                        budget_tokens=budget or 0,
-                        prompt_tokens=prompt.tokens,
-                        message="the judge's prompt exceeds its budget after compaction",
-                    )
-                )
-            judge_request = LlmRequest(
-                messages=[ChatMessage(role="user", content=prompt.text)],
-                system=judge.system_prompt or DEFAULT_JUDGE_PROMPT,
-                model=judge.model,
-                temperature=0.0,
-                purpose="branch_judge",
-            )
-            started = time.perf_counter()
-            try:
-                with asked_at(state.node_id, visit=state.visit, item=str(state.round)):
-                    response = await complete_uncut(provider, judge_request)
-                text, error = response.text, refusal(response.stop, response.text)
-                if error is not None:
-                    text = ""  # a refusal is no choice: the judge did not run
-            except ProviderError as exc:
-                response, text, error = None, "", f"{type(exc).__name__}: {exc}"
-            judged = BranchesJudged(
-                **tag,
-                text=text,
-                error=error,
-                prompt_tokens=prompt.tokens,
-                compacted=prompt.compacted,
-                input_tokens=response.usage.input_tokens if response else 0,
-                output_tokens=response.usage.output_tokens if response else 0,
-                latency_ms=(response.latency_ms if response else 0.0)
-                or (time.perf_counter() - started) * 1000.0,
-                model=response.model if response else "",
-            )
-            bodies.append(judged)
-            await log.append(bodies)  # the judge's reply, before anything acts on it
-        choice = parse_choice(judged.text, len(candidates))
-        if choice is None:
-            why = judged.error or f"no response number in {judged.text[:80]!r}"
-            return candidates[0], f"judge fallback to the first answer: {why}"
-        return candidates[choice], f"judge chose response {choice + 1}"
-
-
-_NOT_WORD = re.compile(r"[^\w\s]")
-_SPACES = re.compile(r"\s+")
-
-
-def majority_key(text: str) -> str:
-    """An answer as majority voting compares it: lower case, no punctuation, single spaces."""
-    return _SPACES.sub(" ", _NOT_WORD.sub(" ", text.lower())).strip()
+def _ended(turn: BranchTurn) -> str | None:
+    """The failure a branch's recorded last turn is (a refusal, or a turn cut at the token
+    cap twice), or None."""
+    cut = truncated(turn.stop)
+    return refusal(turn.stop, turn.text) or (None if cut is None else f"TruncatedError: {cut}")

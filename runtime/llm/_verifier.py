@@ -12,6 +12,11 @@ token usage), and tells the executor ``NodeDone``:
   "VerificationFailed"``), so the retry policy and ``on_failure`` edges apply;
 - an expression that cannot be evaluated, or an evaluator call that failed after the
   provider's own retries, fails the node (a check that could not run is not a verdict).
+  An evaluator's answer cut at the token cap is asked once more with a larger cap
+  (``complete_uncut``); cut again, it is no result but was paid for: its
+  ``VerificationRecorded`` (``stop`` "max_tokens", not passed, its tokens) is recorded,
+  then the attempt fails with a TruncatedError (retryable), on a rerun of the attempt
+  after a crash too, without asking again.
 
 Record before act: the result is committed before the node reports. An ``llm_judge``
 attempt that finds its result already recorded (a crash after the evaluator answered)
@@ -32,12 +37,19 @@ import msgspec
 
 from actors import Actor, ActorRef
 
-from .._errors import MalformedResponseError, ProviderError
+from .._errors import MalformedResponseError, ProviderError, TruncatedError
 from ..engine._messages import ExecuteNode, NodeDone
 from ..engine._runlog import RunLog
 from ..events._catalogue import VerificationRecorded
 from ..providers._asked import asked_at
-from ..providers._base import ChatMessage, LlmRequest, parse_json_object
+from ..providers._base import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    complete_uncut,
+    parse_json_object,
+    truncated,
+)
 from ..spec._model import GraphSpec, NodeSpec
 from ..spec._verifier import (
     ExpressionVerifier,
@@ -101,12 +113,12 @@ class VerifierNodeActor(Actor):
         config = self.config
         try:
             recorded = self._recorded(message)
-            if recorded is not None:
-                result = msgspec.convert(recorded.result, VerificationResult)
-            else:
-                body = await self._verify(message)
-                result = msgspec.convert(body.result, VerificationResult)
-                await self.log.append([body])
+            if recorded is None:
+                recorded = await self._verify(message)
+                await self.log.append([recorded])
+            result = msgspec.convert(recorded.result, VerificationResult)
+            if truncated(recorded.stop) is not None:  # recorded for its tokens: no result
+                raise CheckFailed("TruncatedError", result.reasoning, retryable=True)
         except CheckFailed as failure:
             return self._done(
                 message,
@@ -141,6 +153,7 @@ class VerifierNodeActor(Actor):
         reply = ""
         tokens = (0, 0)
         model = ""
+        stop: str | None = None
         match config:
             case ExpressionVerifier():
                 result = verify_expression(config, memory, self.goal)
@@ -148,7 +161,7 @@ class VerifierNodeActor(Actor):
                 result = verify_jsonpath(config, memory)
             case LlmJudgeVerifier():
                 with asked_at(message.node_id, visit=message.visit, iteration=message.attempt):
-                    result, reply, tokens, model = await self._judge(config, memory)
+                    result, reply, tokens, model, stop = await self._judge(config, memory)
         return VerificationRecorded(
             node_id=message.node_id,
             visit=message.visit,
@@ -160,11 +173,12 @@ class VerifierNodeActor(Actor):
             input_tokens=tokens[0],
             output_tokens=tokens[1],
             model=model,
+            stop=stop,
         )
 
     async def _judge(
         self, config: LlmJudgeVerifier, memory: Mapping[str, Any]
-    ) -> tuple[VerificationResult, str, tuple[int, int], str]:
+    ) -> tuple[VerificationResult, str, tuple[int, int], str, str | None]:
         if config.target_key not in memory:
             result = VerificationResult(
                 type="llm_judge",
@@ -173,7 +187,7 @@ class VerifierNodeActor(Actor):
                 threshold=config.pass_threshold,
                 evaluated_at=now(),
             )
-            return result, "", (0, 0), ""
+            return result, "", (0, 0), "", None
         provider = self.providers(config.evaluator)
         if provider is None:
             name = "the runtime's provider" if config.evaluator is None else repr(config.evaluator)
@@ -188,11 +202,24 @@ class VerifierNodeActor(Actor):
             purpose="verify",
         )
         try:
-            response = await provider.complete(request)
+            response = await complete_uncut(provider, request)
         except ProviderError as exc:
-            raise CheckFailed(
-                type(exc).__name__, f"the evaluator failed: {exc}", retryable=True
-            ) from exc
+            cut = exc.response if isinstance(exc, TruncatedError) else None
+            if not isinstance(cut, LlmResponse):
+                raise CheckFailed(
+                    type(exc).__name__, f"the evaluator failed: {exc}", retryable=True
+                ) from exc
+            # Cut at the token cap twice: no score, but both calls were paid for. Recorded
+            # (not passed, stop "max_tokens"), then the attempt fails (see _attempt).
+            result = VerificationResult(
+                type="llm_judge",
+                passed=False,
+                reasoning=f"the evaluator failed: {truncated(cut.stop)}",
+                threshold=config.pass_threshold,
+                evaluated_at=now(),
+            )
+            usage = (cut.usage.input_tokens, cut.usage.output_tokens)
+            return result, cut.text, usage, cut.model, cut.stop
         score, reasoning = parse_score(response.text)
         if score is None:
             result = VerificationResult(
@@ -216,7 +243,7 @@ class VerifierNodeActor(Actor):
                 evaluated_at=now(),
             )
         usage = (response.usage.input_tokens, response.usage.output_tokens)
-        return result, response.text, usage, response.model
+        return result, response.text, usage, response.model, None
 
     def _done(
         self, message: ExecuteNode, *, error: str, error_type: str, retryable: bool = True

@@ -197,13 +197,14 @@ class RecordedRun:
                         served = LlmResponse(text=_key(answer))
                     self.routes[(source, routes[source])] = served
                 case VerificationRecorded(node_id=node) if body.result.get("type") == "llm_judge":
-                    if body.reply:
+                    if body.reply or body.stop is not None:  # a cut one fails again
                         self.verified[(node, body.visit, body.attempt)] = LlmResponse(
                             text=body.reply,
                             usage=Usage(
                                 input_tokens=body.input_tokens, output_tokens=body.output_tokens
                             ),
                             model=body.model,
+                            stop="end" if body.stop is None else body.stop,  # type: ignore[arg-type]
                         )
                 case OutputSet(node_id=node):
                     partial[(node, visit.get(node, 1), attempt.get(node, 1))].append(
@@ -259,14 +260,20 @@ class RecordedRun:
                     lane = (node, body.visit, body.round, body.branch)
                     unanswered[lane] = {c.id: c for c in body.tool_calls}
                     place_b = (node, body.visit, f"{body.round}/{body.branch}", body.iteration)
+                    # Served with its recorded stop (a refusal, a turn cut twice: the
+                    # branch fails again); an older log's has none, its calls tell.
+                    stop = body.stop or ("tool_use" if body.tool_calls else "end")
                     self.branch_turns[place_b] = LlmResponse(
                         text=body.text,
                         tool_calls=list(body.tool_calls),
                         usage=Usage(
-                            input_tokens=body.input_tokens, output_tokens=body.output_tokens
+                            input_tokens=body.input_tokens,
+                            output_tokens=body.output_tokens,
+                            input_cached=body.input_cached,
+                            input_cache_write=body.input_cache_write,
                         ),
                         model=body.model,
-                        stop="tool_use" if body.tool_calls else "end",
+                        stop=stop,  # type: ignore[arg-type]
                     )
                 case BranchToolResult(node_id=node):
                     lane = (node, body.visit, body.round, body.branch)

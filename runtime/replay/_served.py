@@ -58,6 +58,17 @@ class ReplayStopped(ProviderError):
         super().__init__("replay", reason)
 
 
+class _RecordedFailure(ProviderError):
+    """A recorded failure raised again in the recorded words (``str`` is ``text``)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("replay", text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class ReplayProvider:
     """A provider answering from the log: node turns by (node, visit, iteration), Level 2
     answers by the turn they judge, routes by the source's n-th decision, verifier
@@ -132,6 +143,8 @@ class ReplayProvider:
             raise ReplayStopped(reason)  # pragma: no cover - sleep_forever never returns
         self.calls += 1
         if isinstance(served, str):
+            if purpose == "outcome":  # the criterion's reasoning says it: the same again
+                raise _RecordedFailure(served.removeprefix("the evaluator failed: "))
             raise ProviderError("replay", f"(recorded failure) {served}")
         if served.stop == "max_tokens":  # a turn cut twice: it fails as it did
             raise TruncatedError("replay", served.usage.output_tokens, response=served)

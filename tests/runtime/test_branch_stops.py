@@ -116,7 +116,9 @@ async def test_a_branch_turn_cut_twice_fails_the_branch_as_truncated(tmp_path: P
     assert result.status == "completed" and result.memory["answer"] == "Paris"
     b0 = _finished(events)["b0"]
     assert not b0.ok and b0.error == "TruncatedError: p0: truncated at 8192 tokens"
-    assert not [e for e in events if isinstance(e.body, BranchTurn) and e.body.branch == 0]
+    # The cut turn is recorded, as a node's is: both calls were paid for.
+    [turn] = [e.body for e in events if isinstance(e.body, BranchTurn) and e.body.branch == 0]
+    assert (turn.stop, turn.tool_calls, turn.output_tokens) == ("max_tokens", [], 4096 + 8192)
 
 
 @pytest.mark.parametrize(
