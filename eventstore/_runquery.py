@@ -157,7 +157,8 @@ def page_sql(
     return (
         f"SELECT {columns}, r.run FROM runs r {joined}{clause}"
         f"ORDER BY r.created DESC, r.run DESC LIMIT {mark}",
-        (*column_params, *params, limit + 1),
+        # One more, within the 64-bit integer both stores take (no store holds that many).
+        (*column_params, *params, min(limit + 1, 2**63 - 1)),
     )
 
 

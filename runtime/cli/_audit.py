@@ -36,6 +36,7 @@ from ._common import (
     counted,
     emit_json,
     open_store,
+    text_arg,
 )
 
 __all__ = ["Head", "read_heads", "register"]
@@ -59,7 +60,7 @@ class Problem(msgspec.Struct, frozen=True):
 
 def register(sub: Any) -> None:
     p = add_command(sub, "verify")
-    p.add_argument("run_id", metavar="RUN", nargs="?", help="the run to check")
+    p.add_argument("run_id", metavar="RUN", type=text_arg, nargs="?", help="the run to check")
     p.add_argument("--all", action="store_true", help="check every run in the store")
     p.add_argument(
         "--against",
@@ -117,11 +118,11 @@ def read_heads(path: str) -> list[Head]:
     """Heads from a file in either output of ``heads``: ``RUN SEQ HASH`` lines, or JSON
     (an array of objects, or one object per line). Raises UsageError for anything else."""
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read heads file {path}: {exc.strerror or exc}") from exc
-    stripped = text.strip()
     try:
+        stripped = raw.decode("utf-8").strip()  # a UnicodeDecodeError is a ValueError
         if stripped.startswith("["):
             return msgspec.convert(json.loads(stripped), list[Head])
         heads = []
@@ -136,7 +137,7 @@ def read_heads(path: str) -> list[Head]:
                 raise UsageError(f"heads file {path}, line {number}: expected 'RUN SEQ HASH'")
             heads.append(Head(parts[0], int(parts[1]), parts[2]))
         return heads
-    except (ValueError, msgspec.ValidationError) as exc:
+    except (ValueError, msgspec.ValidationError, RecursionError) as exc:  # deep: recursion
         raise UsageError(f"heads file {path} is not valid: {exc}") from exc
 
 

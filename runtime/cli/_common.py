@@ -42,6 +42,7 @@ __all__ = [
     "open_store",
     "parse_inputs",
     "store_url",
+    "text_arg",
     "to_builtins",
 ]
 
@@ -88,6 +89,17 @@ def bounded_int(low: int, high: int = MAX_INT) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def text_arg(text: str) -> str:
+    """An argparse ``type`` for a name or reason the store keeps or looks up: a word of
+    the command line that is not UTF-8 (its bytes decode to lone surrogates, which no
+    store takes) is refused, exit 2, before anything is opened."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"not UTF-8 text: {text!r}") from None
+    return text
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -177,6 +189,20 @@ def _sqlite_path(url: str) -> str | None:
     return None if "://" in url else url
 
 
+async def _check_heads_path(path: str) -> None:
+    """Refuse a heads file (``--heads``, ``$MAGISTRATE_HEADS``) that no head could be
+    recorded in or read from: a directory, or a file in a directory that does not exist
+    (exit 2), rather than warn of it at each commit and keep no heads."""
+    file = anyio.Path(path)
+    if await file.is_dir():
+        raise UsageError(f"heads file {path}: it is a directory (name a file, or --heads none)")
+    if not await file.parent.is_dir():
+        raise UsageError(
+            f"heads file {path}: its directory {file.parent} does not exist "
+            "(name a file in one that does, or --heads none)"
+        )
+
+
 @asynccontextmanager
 async def open_store(
     args: argparse.Namespace, *, create: bool = False
@@ -197,8 +223,11 @@ async def open_store(
             raise UsageError(f"no store at {path} (name one with --store or MAGISTRATE_STORE)")
         if await file.is_file() and (await file.stat()).st_size == 0:
             raise UsageError(f"no store at {path}: the file is empty")
+    heads = heads_path(args)
+    if heads is not None and heads != heads_path_beside(url):  # the store's own: checked too
+        await _check_heads_path(heads)
     try:
-        store = eventstore_open(url, heads_file=heads_path(args), create=create)
+        store = eventstore_open(url, heads_file=heads, create=create)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     try:
@@ -226,6 +255,15 @@ def _value(text: str) -> Any:
         return text
 
 
+def _one_line(exc: BaseException) -> str:
+    """A parser's error on one line: PyYAML's spans several, quoting the text."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return f"{exc.problem}{where}"
+    return " ".join(str(exc).split())
+
+
 def parse_inputs(pairs: list[str] | None, files: list[str] | None = None) -> dict[str, Any]:
     """Merge ``--input-file`` objects (JSON or YAML, in order), then ``--input k=v`` pairs.
 
@@ -235,13 +273,14 @@ def parse_inputs(pairs: list[str] | None, files: list[str] | None = None) -> dic
     data: dict[str, Any] = {}
     for name in files or ():
         try:
-            text = Path(name).read_text()
+            raw = Path(name).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read input file {name}: {exc.strerror or exc}") from exc
         try:
+            text = raw.decode("utf-8")  # a UnicodeDecodeError is a ValueError
             loaded = yaml.safe_load(text) if name.endswith((".yaml", ".yml")) else json.loads(text)
         except (ValueError, yaml.YAMLError, RecursionError) as exc:  # too deep: recursion
-            raise UsageError(f"input file {name} is not valid: {exc}") from exc
+            raise UsageError(f"input file {name} is not valid: {_one_line(exc)}") from exc
         if not isinstance(loaded, dict):
             raise UsageError(f"input file {name} must hold an object, not {type(loaded).__name__}")
         data.update(loaded)

@@ -10,22 +10,23 @@ from typing import Any
 from .. import Runtime
 from ..events import RunState
 from ._commands import add_command
-from ._common import EXIT_OK, add_output_option, add_store_option, emit_json, open_store
+from ._common import EXIT_OK, add_output_option, add_store_option, emit_json, open_store, text_arg
 
 __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
     p = add_command(sub, "pause")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_pause)
 
     p = add_command(sub, "cancel")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     p.add_argument(
         "--reason",
+        type=text_arg,
         default="cancelled from the command line",
         help="why, recorded in the run.cancelled event (default: cancelled from the command line)",
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from types import TracebackType
 
 from rich.console import Console
@@ -33,9 +34,21 @@ from ..events import (
     Verdict,
 )
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "StderrConsole"]
 
 _ACTION_STYLE = {"accept": "green", "retry": "yellow", "escalate": "red"}
+
+
+class StderrConsole(Console):
+    """A console on stderr that goes quiet once stderr's reader goes away (``magistrate
+    run G 2>&1 | head``). Rich's own answer, exit 1 with stdout pointed at /dev/null,
+    would leave the run half-way and lose its result."""
+
+    def __init__(self) -> None:
+        super().__init__(stderr=True)
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
 
 
 class Progress:
@@ -43,6 +56,8 @@ class Progress:
 
     ``hook`` is the runtime commit hook (it only formats and prints, never blocks). Its
     first line names the run and ``where`` (the store), before the run's first events.
+    It never raises: once stderr is gone (``magistrate run G 2>&1 | head``) it shows
+    nothing more, and the run goes on (a hook's error would stop the run half-way).
     """
 
     def __init__(self, console: Console, *, quiet: bool = False, where: str = "") -> None:
@@ -90,13 +105,20 @@ class Progress:
             self.console.print(markup, highlight=False, soft_wrap=True)
 
     def hook(self, run_id: str, last_seq: int, bodies: Sequence[EventBody]) -> None:
-        if not self.announced:
-            self.announced = True
-            self._line(f"run [bold]{run_id}[/] ({escape(self.where)})")
-        for body in bodies:
-            self._show(body)
-        if self._live is not None:
-            self._live.update(self._status())
+        try:
+            if not self.announced:
+                self.announced = True
+                self._line(f"run [bold]{run_id}[/] ({escape(self.where)})")
+            for body in bodies:
+                self._show(body)
+            if self._live is not None:
+                self._live.update(self._status())
+        except OSError:  # the reader of stderr went away: show nothing more
+            self.quiet = True
+            live, self._live = self._live, None
+            if live is not None:
+                with suppress(OSError):
+                    live.stop()
 
     def _show(self, body: EventBody) -> None:
         elapsed = f"[dim]{time.monotonic() - self.started:6.1f}s[/dim]"

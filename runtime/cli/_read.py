@@ -33,6 +33,7 @@ from ._common import (
     counted,
     emit_json,
     open_store,
+    text_arg,
     to_builtins,
 )
 
@@ -80,39 +81,41 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--status", choices=_STATUSES, help="only runs with this status")
     p.add_argument("--quality", choices=_QUALITIES, help="only finished runs of this quality")
-    p.add_argument("--graph", metavar="ID", help="only runs of this graph id (or graph hash)")
+    p.add_argument(
+        "--graph", metavar="ID", type=text_arg, help="only runs of this graph id (or graph hash)"
+    )
     p.add_argument("--since", type=_time, metavar="TIME", help="only runs created at or after TIME")
     p.add_argument("--until", type=_time, metavar="TIME", help="only runs created before TIME")
     p.add_argument(
         "--limit", type=bounded_int(1), default=50, metavar="N", help="at most N runs (50)"
     )
-    p.add_argument("--cursor", metavar="CURSOR", help="the page after this cursor")
+    p.add_argument("--cursor", metavar="CURSOR", type=text_arg, help="the page after this cursor")
     p.add_argument("-q", "--quiet", action="store_true", help="only the run ids, one per line")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_runs)
 
     p = add_command(sub, "show")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_show)
 
     p = add_command(sub, "timeline")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_timeline)
 
     p = add_command(sub, "state")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     p.add_argument("--at", type=bounded_int(1), metavar="SEQ", help="the state after event SEQ")
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_state)
 
     p = add_command(sub, "export")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     add_store_option(p)
     p.set_defaults(handler=_export)
 

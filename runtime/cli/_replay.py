@@ -34,6 +34,7 @@ from ._common import (
     bounded_int,
     emit_json,
     open_store,
+    text_arg,
 )
 from ._import_path import search_working_directory
 from ._read import _STATUSES, _time
@@ -52,7 +53,7 @@ def register(sub: Any) -> None:
         "and each divergence is reported with its seq and reason. With --graph and no RUN, "
         "replays every run of that graph id the filters match.",
     )
-    p.add_argument("run_id", metavar="RUN", nargs="?", help="the run to replay")
+    p.add_argument("run_id", metavar="RUN", type=text_arg, nargs="?", help="the run to replay")
     p.add_argument("--graph", metavar="FILE", help="the graph to replay against")
     p.add_argument(
         "--rerun-functions",

@@ -19,7 +19,6 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
-from rich.console import Console
 
 from eventstore import CorruptLogError, EventStore, StoreError
 
@@ -53,11 +52,12 @@ from ._common import (
     bounded_int,
     open_store,
     parse_inputs,
+    text_arg,
 )
 from ._import_path import search_working_directory
 from ._left import left_elsewhere
-from ._progress import Progress
-from ._result import print_result
+from ._progress import Progress, StderrConsole
+from ._result import continue_command, print_result
 from ._wiring import imports_named, make_provider, tools_from_modules
 
 __all__ = ["exit_code", "register"]
@@ -123,7 +123,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_run)
 
     p = add_command(sub, "resume")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     _input_options(p, "a value to inject first")
     p.add_argument(
         "--graph",
@@ -141,11 +141,12 @@ def register(sub: Any) -> None:
         sub,
         "approve",
     )
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     p.add_argument("--by", type=_who, help="who approves (default: the OS user's name)")
     p.add_argument(
         "--reject",
         metavar="REASON",
+        type=text_arg,
         default=None,
         help="reject the gate instead, saying why (final: the node's on_failure edge "
         "fires, else the run ends cancelled)",
@@ -162,7 +163,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_approve)
 
     p = add_command(sub, "fork")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", type=text_arg)
     p.add_argument(
         "--at", type=bounded_int(1), required=True, metavar="SEQ", help="copy seqs 1..SEQ"
     )
@@ -220,7 +221,7 @@ async def _execute(
             raise
         provider = None  # an approval is recorded even where the run cannot go on
     tools = tools_from_modules(args.tools)
-    console = Console(stderr=True)
+    console = StderrConsole()
     began = time.monotonic()
     with Progress(console, quiet=args.quiet, where=f"store {_store_name(store)}") as progress:
         async with Runtime(
@@ -241,8 +242,14 @@ async def _execute(
                 if handle is None:
                     assert recorded is not None
                     return await left_elsewhere(args, rt, graph, recorded, allow)
-                result = await _follow(rt, handle, signals)
+                result, interrupted = await _follow(rt, handle, signals)
     print_result(args, result, time.monotonic() - began, allow)
+    if interrupted is not None and result.status == "cancelled":
+        # Where a person pressed Ctrl-C: what became of the run, and the way back.
+        sys.stderr.write(
+            f"magistrate: run {result.run_id} cancelled by {interrupted}, its log kept; "
+            f"continue it with: {continue_command(args, 'resume', result.run_id, allow)}\n"
+        )
     return exit_code(result)
 
 
@@ -252,13 +259,16 @@ def _store_name(store: EventStore) -> str:
 
 async def _follow(
     rt: Runtime, handle: RunHandle, signals: AsyncIterator[signal.Signals]
-) -> RunResult:
-    """Wait for the run's result; SIGINT or SIGTERM cancels it (a second one stops waiting)."""
+) -> tuple[RunResult, str | None]:
+    """Wait for the run's result, and the name of the signal that interrupted it if one
+    did: SIGINT or SIGTERM cancels it (a second one stops waiting)."""
+    interrupted: str | None = None
     async with anyio.create_task_group() as tg:
 
         async def on_signals() -> None:
+            nonlocal interrupted
             async for signum in signals:
-                name = signal.Signals(signum).name
+                interrupted = name = signal.Signals(signum).name
                 await rt.cancel(handle.run_id, reason=f"interrupted by {name}")
                 break
             async for _ in signals:
@@ -279,7 +289,7 @@ async def _follow(
                 )
             raise
         tg.cancel_scope.cancel()
-    return result
+    return result, interrupted
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -340,7 +350,7 @@ def _who(text: str) -> str:
     """``--by``: a name (Runtime.approve refuses one of spaces only)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"names nobody: {text!r}")
-    return text
+    return text_arg(text)
 
 
 async def _approve(args: argparse.Namespace) -> int:

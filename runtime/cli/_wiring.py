@@ -47,6 +47,8 @@ __all__ = [
 
 def _import(reference: str, what: str) -> Any:
     module_name, sep, attribute = reference.partition(":")
+    if not module_name.strip():
+        raise UsageError(f"{what} {reference!r}: names no module (MODULE or MODULE:ATTR)")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
@@ -86,10 +88,18 @@ def tools_from_modules(references: Iterable[str]) -> ToolRegistry:
             items: list[Any] = [v for v in vars(target).values() if isinstance(v, Tool)]
         elif isinstance(target, Tool) or (callable(target) and not isinstance(target, type)):
             items = [target]
-        else:
+        elif isinstance(target, (ToolRegistry, list, tuple)):
             items = list(target)
+        else:
+            raise UsageError(
+                f"--tools {reference!r}: a {type(target).__name__}, not a Tool, a function, "
+                "a ToolRegistry or a list of tools"
+            )
         for item in items:
-            registry.register(item, replace=True)
+            try:
+                registry.register(item, replace=True)
+            except (TypeError, ValueError) as exc:
+                raise UsageError(f"--tools {reference!r}: {exc}") from exc
     return registry
 
 
@@ -133,12 +143,13 @@ def load_script(path: str) -> ScriptedProvider:
     ``{error, status}`` to make that call fail. Raises UsageError for a bad file.
     """
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read script {path}: {exc.strerror or exc}") from exc
     try:
+        text = raw.decode("utf-8")  # a UnicodeDecodeError is a ValueError
         data = yaml.safe_load(text) if path.endswith((".yaml", ".yml")) else json.loads(text)
-    except (ValueError, yaml.YAMLError) as exc:
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:  # too deep: recursion
         raise UsageError(f"script {path} is not valid: {exc}") from exc
     lanes = {"turns": data} if isinstance(data, list) else data
     if not isinstance(lanes, dict) or not isinstance(lanes.get("turns", []), list):
@@ -224,11 +235,17 @@ async def make_provider(
         return load_script(option[len("scripted:") :])
     if option not in ("openai", "anthropic"):
         raise UsageError(f"--provider {option!r}: expected openai, anthropic or scripted:FILE")
+    kind = OpenAIProvider if option == "openai" else AnthropicProvider
     try:
-        provider: OpenAIProvider | AnthropicProvider = (
-            OpenAIProvider() if option == "openai" else AnthropicProvider()
-        )
+        provider: OpenAIProvider | AnthropicProvider = kind()
     except ProviderError as exc:
+        key = f"{kind.DEFAULTS.env}_API_KEY"
+        if not os.environ.get(key):
+            # The library's words name its api_key= argument; here the key comes only from
+            # the environment (an option would show it in the process list).
+            raise UsageError(
+                f"--provider {option}: no API key: set the {key} environment variable"
+            ) from exc
         raise UsageError(f"--provider {option}: {exc.reason}") from exc
     await stack.enter_async_context(provider)
     return provider

@@ -22,7 +22,9 @@ from ._common import (
     add_store_option,
     add_tools_option,
     allowed_imports,
+    bounded_int,
     open_store,
+    text_arg,
 )
 from ._import_path import search_working_directory
 from ._wiring import make_provider, tools_from_modules
@@ -37,7 +39,11 @@ def register(sub: Any) -> None:
     )
     add_store_option(p)
     p.add_argument(
-        "--concurrency", type=int, default=10, metavar="N", help="live runs at most (default 10)"
+        "--concurrency",
+        type=bounded_int(1),
+        default=10,
+        metavar="N",
+        help="live runs at most (default 10)",
     )
     p.add_argument(
         "--lease",
@@ -53,7 +59,12 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="how often to look for runnable runs besides the store's NOTIFY (default 0.5)",
     )
-    p.add_argument("--worker-id", default=None, help="this worker's name (default host:pid:random)")
+    p.add_argument(
+        "--worker-id",
+        type=text_arg,
+        default=None,
+        help="this worker's name (default host:pid:random)",
+    )
     p.add_argument(
         "--provider",
         metavar="P",
@@ -94,8 +105,6 @@ async def _provider(option: str | None, stack: AsyncExitStack) -> LlmProvider | 
 
 async def _worker(args: argparse.Namespace) -> int:
     """Run until SIGINT or SIGTERM; then live runs stop and their claims are released."""
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     if not all(math.isfinite(v) and v > 0 for v in (args.lease, args.poll)):
         raise UsageError(
             f"--lease and --poll must be finite and positive, got {args.lease}, {args.poll}"

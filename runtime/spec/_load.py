@@ -7,6 +7,9 @@ One schema for every format: the text is parsed to builtins, then converted with
 
 from __future__ import annotations
 
+import errno
+import os
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,6 +69,22 @@ def parse_graph(
         raise
 
 
+def _unreadable(file: Path, exc: OSError) -> str:
+    """Why a file could not be read, in a few words; for a loop of symbolic links, the
+    links followed until one repeats (``a.yaml -> b.yaml -> a.yaml``)."""
+    if exc.errno != errno.ELOOP:
+        return exc.strerror or str(exc)
+    chain, seen, current = [str(file)], {os.path.abspath(file)}, file
+    with suppress(OSError):  # a link changed meanwhile: the short answer
+        while current.is_symlink() and len(chain) <= 40:
+            current = current.parent / current.readlink()
+            chain.append(str(current))
+            if os.path.abspath(current) in seen:
+                return f"its symbolic links form a loop: {' -> '.join(chain)}"
+            seen.add(os.path.abspath(current))
+    return "a loop of symbolic links on its path"
+
+
 def load_graph(path: str | Path, *, validate: bool = True) -> GraphSpec:
     """Load a spec file; the format follows the suffix (.toml, .yaml/.yml, .json).
 
@@ -88,5 +107,5 @@ def load_graph(path: str | Path, *, validate: bool = True) -> GraphSpec:
         with file.open("rb") as stream:
             text = stream.read(MAX_SPEC_BYTES + 1)  # the file may grow meanwhile
     except OSError as exc:
-        raise SpecError("", f"{file}: cannot read: {exc}") from exc
+        raise SpecError("", f"{file}: cannot read: {_unreadable(file, exc)}") from exc
     return parse_graph(text, format, validate=validate, source=str(file))
