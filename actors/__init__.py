@@ -15,6 +15,7 @@ from ._errors import (
 from ._mailbox import MailboxConfig, MailboxStatistics, Waiter, new_waiter
 from ._messages import Message, Terminated
 from ._ref import ActorRef
+from ._shield import finish
 
 __all__ = [
     "Actor",
@@ -31,5 +32,6 @@ __all__ = [
     "NotAMessageError",
     "Terminated",
     "Waiter",
+    "finish",
     "new_waiter",
 ]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from actors import ActorSystem, MailboxConfig
 from eventstore import Event, EventStore, open_store
 
+from ._backend import check_backend
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import RunStateError
 from ._fork import copy_prefix
@@ -135,10 +136,10 @@ class Runtime:
         self._control: RunControl | None = None
 
     async def __aenter__(self) -> Runtime:
-        if self._stack is not None:
+        if self._stack is not None:  # open, or still opening (in another task)
             raise RunStateError("-", "open", "this Runtime is open already: make another")
-        stack = AsyncExitStack()
-        await stack.__aenter__()
+        check_backend()
+        stack = self._stack = AsyncExitStack()
         try:
             if isinstance(self._store_arg, (str, os.PathLike)):
                 store = open_store(self._store_arg)
@@ -158,14 +159,14 @@ class Runtime:
                 continue_run=self._continue,
             )
         except BaseException:
+            self._stack = None
             await stack.aclose()
             raise
-        self._stack = stack
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
+        control = self._running  # not open: RunStateError
         assert self._stack is not None
-        control = self._running
         try:
             await control.cancel_live_runs()
         finally:
@@ -286,14 +287,13 @@ class Runtime:
             check_input(input)
             await control.ready_to_resume(run_id)  # an abandoned attempt here ends first
             ownership = control.ownership
-            if ownership is None:
-                return await self._resume(run_id, input, gated=gated)
-            if run_id not in ownership.claims:  # a fork's is taken with its copy
-                await claim_to_resume(ownership, control.logs, run_id)  # or draining there
             try:
+                if ownership is not None and run_id not in ownership.claims:  # a fork's: taken
+                    await claim_to_resume(ownership, control.logs, run_id)  # or draining there
                 return await self._resume(run_id, input, gated=gated)
-            except BaseException:  # nothing runs here: the claim is given up
-                await ownership.release(run_id)
+            except BaseException:  # the claim is given up, unless the run was launched
+                if ownership is not None and not control.live.running_here(run_id):
+                    await ownership.release(run_id)  # (a cancelled wait: the run goes on)
                 raise
 
     async def _continue(self, run_id: str, outcome: RunOutcome | None) -> RunHandle:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from actors import finish
 from eventstore import ConcurrencyError, EventBody, RunOwnedError
 
 from .._errors import RunChangedError, RunStateError, SpecErrors
@@ -139,23 +140,38 @@ async def _decide(
     except SpecErrors:
         here = False
     ownership = control.ownership
-    claimed = False
-    if here and ownership is not None and run_id not in ownership.claims:
-        try:
-            await ownership.claim(run_id)
-            claimed = True
-        except RunOwnedError:
-            here = False
-    if control.graph_seen is not None:
-        control.graph_seen(run_id, graph.id)  # a rejection that ends the run counts here
+    claimed = here and ownership is not None and run_id not in ownership.claims
     try:
-        goes_on = await record(control.logs, run_id, state, graph)
-        if goes_on and here:
-            # Goes on from the decision only: a control after it (a cancel) wins.
-            handle = await resume(run_id, state.last_seq + 1)
-            claimed = False
-            return handle
-        return None
-    finally:
         if claimed and ownership is not None:
-            await ownership.release(run_id)
+            try:
+                await ownership.claim(run_id)
+            except RunOwnedError:
+                here = claimed = False
+        if control.graph_seen is not None:
+            control.graph_seen(run_id, graph.id)  # a rejection that ends the run counts here
+        # Finished whatever cancels the caller: a decision recorded and its run not
+        # launched would leave the run running with nobody to run it.
+        handle = await finish(_record(control, run_id, state, graph, record, here, resume))
+    except BaseException:  # (a claim not held here: release does nothing)
+        if claimed and ownership is not None and not control.live.running_here(run_id):
+            await ownership.release(run_id)  # nothing runs here (a cancelled wait: it goes on)
+        raise
+    if handle is None and claimed and ownership is not None:
+        await ownership.release(run_id)
+    return handle
+
+
+async def _record(
+    control: RunControl,
+    run_id: str,
+    state: RunState,
+    graph: GraphSpec,
+    record: Record,
+    here: bool,
+    resume: Resume,
+) -> RunHandle | None:
+    """Record the decision; then continue the run here if it goes on and ``here``."""
+    if await record(control.logs, run_id, state, graph) and here:
+        # Goes on from the decision only: a control after it (a cancel) wins.
+        return await resume(run_id, state.last_seq + 1)
+    return None

@@ -48,6 +48,7 @@ from typing import Literal
 import anyio
 import anyio.abc
 
+from actors import finish
 from eventstore import (
     Claim,
     ClaimingStore,
@@ -198,13 +199,14 @@ class RunOwnership:
 
     async def claim(self, run_id: str) -> Claim:
         """Claim ``run_id`` (RunOwnedError if another owner's lease is live). Once asked,
-        the store's answer is waited for shielded from cancellation and the claim held
-        here, so a caller cancelled meanwhile (a closing runtime) never leaves a claim in
-        the store that nothing here gives up."""
-        asked = time.monotonic()
-        with anyio.CancelScope(shield=True):
-            claim = await self.store.claim(run_id, self.owner, lease=self.lease)
-            self._hold(claim, asked)
+        the store's answer is waited for whatever cancels the caller (an anyio scope, or
+        asyncio's ``wait_for``) and the claim held here, so a caller cancelled meanwhile
+        never leaves a claim in the store that nothing here gives up."""
+        return await finish(self._claim(run_id, time.monotonic()))
+
+    async def _claim(self, run_id: str, asked: float) -> Claim:
+        claim = await self.store.claim(run_id, self.owner, lease=self.lease)
+        self._hold(claim, asked)
         return claim
 
     async def claim_start(self, run_id: str | None, *, durable: bool) -> str:
