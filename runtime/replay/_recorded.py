@@ -18,6 +18,12 @@ import msgspec
 
 from eventstore import Event, SnapshotTaken
 
+from .._errors import (
+    MalformedResponseError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+)
 from ..events._catalogue import (
     ApprovalGranted,
     ApprovalRejected,
@@ -45,7 +51,22 @@ from ..events._catalogue import (
 )
 from ..providers._base import LlmResponse, ToolCall, Usage
 
-__all__ = ["TIMED_OUT", "Control", "FunctionOutcome", "RecordedRun", "Served", "ToolAnswer"]
+__all__ = [
+    "PROVIDER_FAILURES",
+    "TIMED_OUT",
+    "Control",
+    "FunctionOutcome",
+    "RecordedRun",
+    "Served",
+    "ToolAnswer",
+]
+
+#: The errors a node fails with when its model call failed after the provider's retries
+#: (no turn recorded), by name: a replay raises the same again at that call.
+PROVIDER_FAILURES: Final = {
+    cls.__name__: cls
+    for cls in (ProviderError, ProviderHTTPError, ProviderTimeoutError, MalformedResponseError)
+}
 
 #: A recorded answer: the model's response, or the error its call ended with.
 Served = LlmResponse | str
@@ -101,6 +122,9 @@ class RecordedRun:
         self.events = list(events)
         self.started: RunStarted = first
         self.turns: dict[tuple[str, int, int], Served] = {}
+        #: A node's model call that failed with a provider error (recorded as the node's
+        #: failure, with no turn): (node, visit, turn) -> (error type, error).
+        self.turn_failures: dict[tuple[str, int, int], tuple[str, str]] = {}
         self.judged: dict[tuple[str, int, int], Served] = {}
         self.custom: dict[tuple[str, int, int], Verdict] = {}
         self.routes: dict[tuple[str, int], Served] = {}
@@ -217,6 +241,10 @@ class RecordedRun:
                 case NodeFailed(node_id=node):
                     if body.error_type == "ToolTimeoutError":
                         self._timed_out(unanswered.pop((node,), {}))
+                    if body.error_type in PROVIDER_FAILURES:  # its next model call failed
+                        at = (node, visit.get(node, 1))
+                        turn = 1 + max((k[2] for k in self.turns if k[:2] == at), default=0)
+                        self.turn_failures[(*at, turn)] = (body.error_type, body.error)
                     failed[(node, visit.get(node, 1), body.attempt)] = body
                     failed_at[(node, visit.get(node, 1), body.attempt)] = event.seq
                 case RunPaused() if body.reason != "user":

@@ -20,7 +20,7 @@ from ..llm._tools import Tool, ToolRegistry
 from ..llm._verdict import JudgeContext, JudgeVerdict
 from ..providers._asked import where_asked
 from ..providers._base import LlmProvider, LlmRequest, LlmResponse
-from ._recorded import TIMED_OUT, RecordedRun, Served, ToolAnswer
+from ._recorded import PROVIDER_FAILURES, TIMED_OUT, RecordedRun, Served, ToolAnswer
 from ._timing import BranchFinishes, Injections
 
 __all__ = [
@@ -112,6 +112,10 @@ class ReplayProvider:
                 turn = self._turns[(node, visit)] = self._turns.get((node, visit), 0) + 1
                 where = f"node `{node}` visit {visit} turn {turn}"
                 served = recorded.turns.get((node, visit, turn))
+                failed = recorded.turn_failures.get((node, visit, turn))
+                if served is None and failed is not None:
+                    self.calls += 1
+                    raise _failure(*failed)
             elif purpose == "judge":
                 visit = self._visit.get(node, 1)
                 where = f"the Level 2 judge of node `{node}` visit {visit} turn {place.iteration}"
@@ -232,6 +236,13 @@ class _Turnstile:
         done.set()
         if self.running.get(at) is done:
             del self.running[at]
+
+
+def _failure(error_type: str, error: str) -> ProviderError:
+    """The provider error a node's model call failed with, again, in its recorded words."""
+    failure = PROVIDER_FAILURES[error_type]("replay", error)
+    failure.args = (error,)
+    return failure
 
 
 def recorded_function(
