@@ -58,7 +58,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _error(message: str) -> None:
-    first, *rest = str(message).splitlines() or [""]
+    from ._printable import printable
+
+    first, *rest = printable(str(message)).splitlines() or [""]
     sys.stderr.write(f"magistrate: error: {first}\n")
     for line in rest:
         sys.stderr.write(f"  {line.strip()}\n")
@@ -72,7 +74,21 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    On a terminal, stdout shows a run's text as text (see ``_printable``)."""
+    stdout = sys.stdout
+    if stdout.isatty():
+        from ._printable import PrintableStream
+
+        sys.stdout = PrintableStream(stdout)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: Sequence[str] | None) -> int:
     # The working directory is not put on sys.path: a module lying there must not shadow
     # an installed one. The modules a command may import from it are named to
     # search_working_directory (see _import_path) once the command knows them.

@@ -15,7 +15,7 @@ from types import TracebackType
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
+from rich.markup import escape as markup_escape
 from rich.text import Text
 
 from eventstore import EventBody
@@ -33,8 +33,15 @@ from ..events import (
     StallDetected,
     Verdict,
 )
+from ._printable import printable
 
 __all__ = ["Progress", "StderrConsole"]
+
+
+def escape(text: str) -> str:
+    """A run's text as rich shows it: its markup and its control characters escaped."""
+    return markup_escape(printable(text))
+
 
 _ACTION_STYLE = {"accept": "green", "retry": "yellow", "escalate": "red"}
 
