@@ -252,9 +252,18 @@ async def _show(args: argparse.Namespace) -> int:
         lines.append(f"error:     {data['error']}")
     verdicts = ", ".join(f"{n} {a.upper()}" for a, n in sorted(data["verdicts"].items()))
     lines.append(
-        f"turns:     {data['turns']} ({data['tokens']['input']} input + "
-        f"{counted(data['tokens']['output'], 'output token')}), verdicts: {verdicts or 'none'}, "
+        f"turns:     {data['turns']}, verdicts: {verdicts or 'none'}, "
         f"node retries: {data['total_retries']}"
+    )
+    tokens = data["tokens"]
+    # Every paid model call's (turns, branches, judges, routes, evaluators), by purpose.
+    parts = ", ".join(
+        f"{purpose} {t['input']} + {t['output']}"
+        for purpose, t in data["tokens_by_purpose"].items()
+    )
+    lines.append(
+        f"tokens:    {tokens['input']} input + {counted(tokens['output'], 'output token')}"
+        + (f" ({parts})" if parts else "")
     )
     failures = data["judge_failures"]
     if failures:

@@ -10,11 +10,13 @@ import msgspec
 
 from .._errors import ExpressionError, ProviderError
 from ..events._catalogue import EdgeTaken
+from ..events._tokens import add_usage, paid_usage
 from ..providers._asked import asked_at
 from ..providers._base import (
     ChatMessage,
     LlmProvider,
     LlmRequest,
+    Usage,
     complete_uncut,
     parse_json_object,
 )
@@ -34,7 +36,8 @@ __all__ = [
 class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One edge chosen to fire: its index in ``graph.edges``, target and why.
 
-    ``gc=False``: only strings and an int, never in a cycle; one is made per step.
+    ``gc=False``: only strings, ints and a Usage of ints, never in a cycle; one is made
+    per step.
     """
 
     index: int
@@ -43,11 +46,13 @@ class Route(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     reason: str = ""
     #: An ``llm_decide`` call that failed or answered no candidate (the fallback fires).
     judge_error: str | None = None
+    #: The tokens of the ``llm_decide`` call that chose it (None: no model was asked).
+    usage: Usage | None = None
 
 
 def edge_taken(source: str, route: Route) -> EdgeTaken:
     """The event recording that ``route`` fired out of ``source``."""
-    return EdgeTaken(
+    taken = EdgeTaken(
         source=source,
         target=route.target,
         edge_index=route.index,
@@ -55,6 +60,9 @@ def edge_taken(source: str, route: Route) -> EdgeTaken:
         reason=route.reason,
         judge_error=route.judge_error,
     )
+    if route.usage is None:  # every edge but an llm_decide choice: nothing more per step
+        return taken
+    return msgspec.structs.replace(taken, usage=route.usage)
 
 
 def resolve_edges(
@@ -191,10 +199,12 @@ async def _llm_decide(
         purpose="route",
         max_tokens=256,
     )
+    usage: Usage | None = None
     try:
         with asked_at(node_id):
             # A cut answer is no choice: asked once more, then a TruncatedError (fallback).
             response = await complete_uncut(provider, request)
+        usage = add_usage(None, response.usage)  # paid, whether or not it reads as a choice
         answer = parse_json_object(response.text)
     except ProviderError as exc:
         return Route(
@@ -203,6 +213,7 @@ async def _llm_decide(
             condition="llm_decide",
             reason=f"fallback: {exc}",
             judge_error=f"{type(exc).__name__}: {exc}",
+            usage=usage or paid_usage(exc),
         )
     target = answer.get("target")
     if not isinstance(target, str) or target not in by_target:
@@ -212,8 +223,13 @@ async def _llm_decide(
             condition="llm_decide",
             reason=f"fallback: unknown target {target!r}",
             judge_error=f"the router answered no candidate: {target!r}",
+            usage=usage,
         )
     reasoning = answer.get("reasoning", "")
     return Route(
-        index=by_target[target], target=target, condition="llm_decide", reason=str(reasoning)
+        index=by_target[target],
+        target=target,
+        condition="llm_decide",
+        reason=str(reasoning),
+        usage=usage,
     )

@@ -25,6 +25,7 @@ from eventstore import EventBody, StoreError
 from .._result import RunOutcome, result_of
 from ..events._catalogue import FinishedStatus, Quality, RunFinished
 from ..events._memory import disown
+from ..events._tokens import goal_usage_fields
 from ..events._verdicts import goal_failures
 from ..llm._goals import GoalScorer
 from ..spec._model import Goal, GraphSpec
@@ -110,11 +111,11 @@ class RunEnding:
     ) -> None:
         with scope:
             try:
-                outcome = await scorer(goal, self.log.state, finished.status, finished.quality)
+                scored = await scorer(goal, self.log.state, finished.status, finished.quality)
             except Exception as exc:  # handed to the executor, which records the run failed
                 answer = GoalScored(error=exc)
             else:
-                answer = GoalScored(outcome=outcome)
+                answer = GoalScored(outcome=scored.outcome, usage=scored.usage)
             try:
                 await owner.tell(answer)
             except ActorStoppedError:
@@ -125,7 +126,9 @@ class RunEnding:
         assert finished is not None  # only taken while scoring
         exc = message.error
         if exc is None:
-            finished = msgspec.structs.replace(finished, goal_outcome=message.outcome)
+            finished = msgspec.structs.replace(
+                finished, goal_outcome=message.outcome, **goal_usage_fields(message.usage)
+            )
             if finished.quality == "clean" and goal_failures(message.outcome):
                 # A goal check that did not run: the fold counts it as a judge failure.
                 finished = msgspec.structs.replace(finished, quality="degraded")

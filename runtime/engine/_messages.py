@@ -15,6 +15,7 @@ import msgspec
 from actors import Message
 
 from ..events._catalogue import NodeStarted
+from ..providers._base import Usage
 from ._edges import Route
 
 __all__ = [
@@ -181,3 +182,5 @@ class GoalScored(Message, frozen=True, kw_only=True, tag="executor.goal_scored")
 
     outcome: dict[str, Any] | None = None
     error: Exception | None = None
+    #: The tokens of the goal evaluator's calls (RunFinished's ``goal_*`` counts).
+    usage: Usage | None = None

@@ -61,7 +61,8 @@ class BranchToolResult(EventBody, frozen=True, tag="branch.tool_result"):
 
 
 class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
-    """A parallel branch's end: ``ok`` with its final ``text``, or not with ``error``."""
+    """A parallel branch's end: ``ok`` with its final ``text``, or not with ``error``.
+    ``input_tokens`` and ``output_tokens`` sum its ``branch.turn``s' (no call of its own)."""
 
     node_id: str
     visit: int
@@ -79,7 +80,7 @@ class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
 class BranchesJudged(EventBody, frozen=True, tag="branches.judged"):
     """The ``llm_judge`` strategy's call: the judge's reply (or why it is no choice: the
     provider's error, a refusal, a reply cut at the token cap twice), with the tokens of
-    the calls it cost."""
+    the calls it cost (the cached counts as ``branch.turn``'s, 0 in older logs)."""
 
     node_id: str
     visit: int
@@ -92,6 +93,8 @@ class BranchesJudged(EventBody, frozen=True, tag="branches.judged"):
     output_tokens: int = 0
     latency_ms: float = 0.0
     model: str = ""
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 class BranchJudgeWarning(EventBody, frozen=True, tag="branches.judge_warning"):

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from eventstore import EventBody, register_upcaster
 
-from ..providers._base import ToolCall
+from ..providers._base import ToolCall, Usage
 from ._branch_events import (
     BranchesJudged,
     BranchesSelected,
@@ -178,7 +178,10 @@ class OutputSet(EventBody, frozen=True, tag="output.set"):
 
 class Verdict(EventBody, frozen=True, tag="judge.verdict"):
     """A judge's verdict on a node's turn. Version 2 types ``action`` and ``level``; a
-    version 1 body (plain strings) is read through :func:`_verdict_v1` (see there)."""
+    version 1 body (plain strings) is read through :func:`_verdict_v1` (see there). The
+    token counts are those of the model calls the verdict cost (the quality check's, each
+    attempt's, a failed or cut one's too; a custom judge's own, when it reports them); 0
+    in older logs, which recorded none (added fields with defaults: the version stays)."""
 
     schema_version: ClassVar[int] = 2
 
@@ -189,6 +192,10 @@ class Verdict(EventBody, frozen=True, tag="judge.verdict"):
     feedback: str = ""
     confidence: float | None = None
     error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 class StallDetected(EventBody, frozen=True, tag="node.stalled"):
@@ -226,7 +233,9 @@ class NodeFailed(EventBody, frozen=True, tag="node.failed"):
 class EdgeTaken(EventBody, frozen=True, gc=False, tag="edge.taken"):
     """An edge fired. ``judge_error``: an ``llm_decide`` choice whose model call failed
     or answered no candidate, so the fallback edge fired (the run is then at best
-    degraded)."""
+    degraded). ``usage``: the tokens of the ``llm_decide`` call that chose it (a cut
+    one's too); None for every other edge, and in older logs. One field, not four: an
+    edge is taken at every step, and a plain one's ``"usage":null`` is all it adds."""
 
     source: str
     target: str
@@ -234,6 +243,7 @@ class EdgeTaken(EventBody, frozen=True, gc=False, tag="edge.taken"):
     condition: str
     reason: str = ""
     judge_error: str | None = None
+    usage: Usage | None = None
 
 
 class BranchesForked(EventBody, frozen=True, tag="branches.forked"):
@@ -299,13 +309,19 @@ class RunCancelled(EventBody, frozen=True, tag="run.cancelled"):
 
 
 class RunFinished(EventBody, frozen=True, tag="run.finished"):
-    """``status``: completed or failed; ``quality``: clean, degraded or failed."""
+    """``status``: completed or failed; ``quality``: clean, degraded or failed. The
+    ``goal_*`` token counts are those of the goal evaluator's calls that scored
+    ``goal_outcome`` (not the run's: see ``runtime.events._tokens``; 0 in older logs)."""
 
     status: FinishedStatus
     quality: Quality
     total_retries: int = 0
     error: str | None = None
     goal_outcome: dict[str, Any] | None = None
+    goal_input_tokens: int = 0
+    goal_output_tokens: int = 0
+    goal_input_cached: int = 0
+    goal_input_cache_write: int = 0
 
 
 class RunForked(EventBody, frozen=True, tag="run.forked"):
@@ -335,7 +351,8 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     """A verifier node's result for one attempt of one visit.
 
     ``result`` is the VerificationResult as a mapping; for ``llm_judge``, ``reply`` is the
-    evaluator's raw answer with its token usage and model. ``stop`` is ``"max_tokens"``
+    evaluator's raw answer with its token usage (the cached counts as ``llm.turn``'s, 0 in
+    older logs) and model. ``stop`` is ``"max_tokens"``
     when that answer was cut at the token cap twice: no result (``passed`` False, the
     reason in ``result``), recorded for its tokens, and the attempt failed with a
     TruncatedError (None otherwise, and in older logs). The verifier's outputs are
@@ -355,6 +372,8 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     output_tokens: int = 0
     model: str = ""
     stop: str | None = None
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 AnyEvent = (

@@ -194,6 +194,8 @@ async def _judge(
             latency_ms=(response.latency_ms if response else 0.0)
             or (time.perf_counter() - started) * 1000.0,
             model=response.model if response else "",
+            input_cached=response.usage.input_cached if response else 0,
+            input_cache_write=response.usage.input_cache_write if response else 0,
         )
         bodies.append(judged)
         await log.append(bodies)  # the judge's reply, before anything acts on it

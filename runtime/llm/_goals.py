@@ -1,7 +1,8 @@
 """The goal scorecard: score a finished run against its goal (measurement only).
 
 At the end of a run (completed or failed) the executor calls :func:`evaluate_goal` and
-records the :class:`GoalOutcome` in ``RunFinished.goal_outcome``. No node runs again and
+records the :class:`GoalOutcome` in ``RunFinished.goal_outcome`` (and the tokens of the
+evaluator's calls in its ``goal_*`` token counts). No node runs again and
 the status stays what the graph made it; a criterion the evaluator was to score and did
 not (its ``error`` set) is a judge failure, so a completed run is then at best "degraded".
 
@@ -28,8 +29,9 @@ import msgspec
 
 from .._errors import ExpressionError, ProviderError
 from ..events._state import RunState
+from ..events._tokens import add_usage, paid_usage
 from ..providers._asked import asked_at
-from ..providers._base import ChatMessage, LlmRequest, complete_uncut
+from ..providers._base import ChatMessage, LlmRequest, Usage, complete_uncut
 from ..spec._expr import compile_expression
 from ..spec._goal import (
     Constraint,
@@ -45,11 +47,21 @@ from ..spec._model import Goal
 from ._names import ProviderLookup
 from ._verifier import parse_score
 
-__all__ = ["OUTCOME_SYSTEM_PROMPT", "GoalScorer", "evaluate_goal", "score_goal"]
+__all__ = ["OUTCOME_SYSTEM_PROMPT", "GoalScorer", "ScoredGoal", "evaluate_goal", "score_goal"]
+
+
+class ScoredGoal(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's goal scored: ``outcome``, the scorecard as the plain mapping RunFinished
+    records, and ``usage``, the tokens of the evaluator's calls (None: none was made),
+    which RunFinished records as its ``goal_*`` token counts."""
+
+    outcome: dict[str, Any]
+    usage: Usage | None = None
+
 
 #: What the executor calls at the end of a run: (goal, state, status, quality) -> the
-#: outcome as the plain mapping RunFinished records.
-GoalScorer = Callable[[Goal, RunState, str, str], Awaitable[dict[str, Any]]]
+#: scored goal.
+GoalScorer = Callable[[Goal, RunState, str, str], Awaitable[ScoredGoal]]
 
 OUTCOME_SYSTEM_PROMPT: Final = (
     "You assess whether a finished job met one success criterion of its goal, from the "
@@ -65,8 +77,10 @@ async def evaluate_goal(
     memory: Mapping[str, Any],
     run: Mapping[str, Any],
     providers: ProviderLookup,
-) -> GoalOutcome:
-    """Score ``goal`` against a finished run's ``memory`` and ``run`` facts.
+) -> tuple[GoalOutcome, Usage | None]:
+    """Score ``goal`` against a finished run's ``memory`` and ``run`` facts: the
+    scorecard, and the tokens of the evaluator's calls (a failed but paid one's too: a
+    TruncatedError's cut answer; None when no call was made or none reported usage).
 
     ``run`` holds ``status``, ``quality``, ``total_retries``, ``steps`` and ``path``.
     Blocks only on evaluator calls (criteria without an expression, when the goal has an
@@ -76,8 +90,11 @@ async def evaluate_goal(
     goal_data = plain(goal)
     names = {**memory, "memory": dict(memory), "goal": goal_data, "run": dict(run)}
     criteria: list[CriterionOutcome] = []
+    usage: Usage | None = None
     for index, item in enumerate(goal.success_criteria):
-        criteria.append(await _criterion(goal, index, item, names, memory, providers))
+        criterion, paid = await _criterion(goal, index, item, names, memory, providers)
+        criteria.append(criterion)
+        usage = add_usage(usage, paid)
     constraints = [_constraint(index, item, names) for index, item in enumerate(goal.constraints)]
     scored = [c for c in criteria if c.score is not None]
     total_weight = sum(c.weight for c in scored)
@@ -88,13 +105,14 @@ async def evaluate_goal(
         else:
             score = sum(c.score or 0.0 for c in scored) / len(scored)
     checks = [c.met for c in scored] + [c.held for c in constraints if c.held is not None]
-    return GoalOutcome(
+    outcome = GoalOutcome(
         score=None if score is None else round(score, 6),
         met=all(checks) if checks else None,
         criteria=criteria,
         constraints=constraints,
         evaluated_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
     )
+    return outcome, usage
 
 
 async def _criterion(
@@ -104,7 +122,8 @@ async def _criterion(
     names: Mapping[str, Any],
     memory: Mapping[str, Any],
     providers: ProviderLookup,
-) -> CriterionOutcome:
+) -> tuple[CriterionOutcome, Usage | None]:
+    """One criterion's outcome, and the tokens of the evaluator's call that scored it."""
     ident = criterion_id(item, index)
     if isinstance(item, str):
         criterion = SuccessCriterion(description=item)
@@ -134,35 +153,12 @@ async def _criterion(
         return outcome("unscored", reasoning=error, error=error)
 
     if criterion.expression is not None:
-        try:
-            value = compile_expression(criterion.expression).evaluate(names)
-        except ExpressionError as exc:
-            return outcome("expression", score=0.0, met=False, reasoning=str(exc))
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            try:
-                score = 1.0 if value else 0.0
-            except Exception as exc:  # truthiness of a foreign value
-                return outcome("expression", score=0.0, met=False, reasoning=repr(exc))
-        elif 0.0 <= float(value) <= 1.0:
-            score = float(value)
-        else:
-            return outcome(
-                "expression",
-                score=0.0,
-                met=False,
-                reasoning=f"{criterion.expression} gave {value!r}, not a score in 0..1",
-            )
-        return outcome(
-            "expression",
-            score=score,
-            met=score >= criterion.threshold,
-            reasoning=f"{criterion.expression} gave {_short(value)}",
-        )
+        return _expression(criterion, names, outcome), None
     if goal.evaluator is None:
-        return outcome("unscored", reasoning="no evaluator")
+        return outcome("unscored", reasoning="no evaluator"), None
     provider = providers(goal.evaluator)
     if provider is None:
-        return failed(f"no provider {goal.evaluator!r}")
+        return failed(f"no provider {goal.evaluator!r}"), None
     request = LlmRequest(
         messages=[ChatMessage(role="user", content=_prompt(goal, criterion, memory))],
         system=OUTCOME_SYSTEM_PROMPT,
@@ -176,17 +172,51 @@ async def _criterion(
             # A cut answer is no score: asked once more, then a TruncatedError (unscored).
             response = await complete_uncut(provider, request)
     except ProviderError as exc:
-        return failed(f"the evaluator failed: {exc}")
+        return failed(f"the evaluator failed: {exc}"), paid_usage(exc)
     except Exception as exc:  # a provider's own bug: still a check that did not run
-        return failed(f"the evaluator failed: {type(exc).__name__}: {exc}")
+        return failed(f"the evaluator failed: {type(exc).__name__}: {exc}"), None
     score_or_none, reasoning = parse_score(response.text)
     if score_or_none is None:
-        return failed(f"the evaluator gave no score ({reasoning})")
-    return outcome(
+        return failed(f"the evaluator gave no score ({reasoning})"), response.usage
+    scored = outcome(
         "model",
         score=score_or_none,
         met=score_or_none >= criterion.threshold,
         reasoning=reasoning,
+    )
+    return scored, response.usage
+
+
+def _expression(
+    criterion: SuccessCriterion,
+    names: Mapping[str, Any],
+    outcome: Callable[..., CriterionOutcome],
+) -> CriterionOutcome:
+    """A criterion with an ``expression``, scored over the final memory."""
+    assert criterion.expression is not None
+    try:
+        value = compile_expression(criterion.expression).evaluate(names)
+    except ExpressionError as exc:
+        return outcome("expression", score=0.0, met=False, reasoning=str(exc))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        try:
+            score = 1.0 if value else 0.0
+        except Exception as exc:  # truthiness of a foreign value
+            return outcome("expression", score=0.0, met=False, reasoning=repr(exc))
+    elif 0.0 <= float(value) <= 1.0:
+        score = float(value)
+    else:
+        return outcome(
+            "expression",
+            score=0.0,
+            met=False,
+            reasoning=f"{criterion.expression} gave {value!r}, not a score in 0..1",
+        )
+    return outcome(
+        "expression",
+        score=score,
+        met=score >= criterion.threshold,
+        reasoning=f"{criterion.expression} gave {_short(value)}",
     )
 
 
@@ -224,8 +254,9 @@ def _short(value: Any) -> str:
 
 async def score_goal(
     goal: Goal, state: RunState, status: str, quality: str, *, providers: ProviderLookup
-) -> dict[str, Any]:
-    """The scorecard of a run ending with ``status`` and ``quality``, as RunFinished holds it.
+) -> ScoredGoal:
+    """The scorecard of a run ending with ``status`` and ``quality``, as RunFinished holds
+    it, with the tokens its evaluator's calls cost.
 
     The expressions see the run's final memory and ``run``: ``status``, ``quality``,
     ``total_retries``, ``steps`` and ``path``.
@@ -237,6 +268,6 @@ async def score_goal(
         "steps": state.steps,
         "path": list(state.path),
     }
-    outcome = await evaluate_goal(goal, memory=state.memory, run=run, providers=providers)
+    outcome, usage = await evaluate_goal(goal, memory=state.memory, run=run, providers=providers)
     data: dict[str, Any] = msgspec.to_builtins(outcome)
-    return data
+    return ScoredGoal(outcome=data, usage=usage)

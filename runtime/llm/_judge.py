@@ -10,7 +10,8 @@ After each turn of an LLM node, :func:`rule` renders ACCEPT, RETRY or ESCALATE (
    with no output keys never auto-accepts (it converses until max_iterations);
 3. Level 2, quality: only with ``success_criteria`` and a provider: a separate model call
    (``purpose="judge"``, prompt :func:`quality_prompt`) answers
-   ``{"verdict", "confidence", "feedback"}``;
+   ``{"verdict", "confidence", "feedback"}``; the verdict's ``usage`` counts every
+   attempt's tokens (a failed but paid one's too: a TruncatedError's cut answer);
 4. otherwise ACCEPT at level ``"structural"``.
 
 Safety nets: a custom judge's ACCEPT with required keys missing is overridden to RETRY
@@ -37,11 +38,13 @@ from typing import Any, Final
 import msgspec
 
 from .._errors import MalformedResponseError, ProviderError
+from ..events._tokens import add_usage, paid_usage
 from ..providers._asked import asked_at
 from ..providers._base import (
     ChatMessage,
     LlmProvider,
     LlmRequest,
+    Usage,
     complete_uncut,
     parse_json_object,
 )
@@ -253,25 +256,29 @@ class ImplicitJudge:
             purpose="judge",
         )
         error = ""
+        usage: Usage | None = None  # every attempt's, each paid for
         for _ in range(self.retries + 1):
             try:
                 with asked_at(context.node_id, iteration=context.iteration):
                     response = await complete_uncut(provider, request)
             except ProviderError as exc:  # TruncatedError too: a cut answer is no verdict
+                usage = add_usage(usage, paid_usage(exc))
                 error = f"{type(exc).__name__}: {exc}"
                 continue
+            usage = add_usage(usage, response.usage)
             verdict = parse_quality_answer(response.text)
             if verdict is not None:
-                return verdict
+                return msgspec.structs.replace(verdict, usage=usage)
             error = f"unparseable judge answer: {_clip(response.text, 200)!r}"
-        return self.failure_verdict(f"quality check failed: {error}")
+        return self.failure_verdict(f"quality check failed: {error}", usage)
 
-    def failure_verdict(self, error: str) -> JudgeVerdict:
+    def failure_verdict(self, error: str, usage: Usage | None = None) -> JudgeVerdict:
         """The verdict when the quality check could not judge: ACCEPT, or ESCALATE when
-        fail_closed (Level 0 has passed when the quality check runs)."""
+        fail_closed (Level 0 has passed when the quality check runs); ``usage``: the
+        tokens its failed calls cost."""
         if self.fail_closed:
-            return _escalation(error, "quality")
-        return JudgeVerdict(action="accept", level="quality", error=error)
+            return msgspec.structs.replace(_escalation(error, "quality"), usage=usage)
+        return JudgeVerdict(action="accept", level="quality", error=error, usage=usage)
 
     def without_quality(self, context: JudgeContext) -> JudgeVerdict:
         """The cascade without its Level 2 call: bail-out, structural, else ACCEPT."""
@@ -311,6 +318,10 @@ def _normalise(result: object) -> JudgeVerdict:
         if not isinstance(result.feedback, str):
             raise TypeError(
                 f"a custom judge returned the feedback {result.feedback!r}; expected text"
+            )
+        if result.usage is not None and not isinstance(result.usage, Usage):
+            raise TypeError(
+                f"a custom judge returned the usage {result.usage!r}; expected a Usage or None"
             )
         confidence = _confidence(result.confidence)
         if result.level == "custom" and result.action == action:
@@ -360,6 +371,7 @@ def safety_net(context: JudgeContext, verdict: JudgeVerdict) -> JudgeVerdict:
             level="override",
             feedback=_missing_keys_feedback(context.missing_keys),
             confidence=verdict.confidence,
+            usage=verdict.usage,  # the calls the overridden ACCEPT cost
         )
     return verdict
 

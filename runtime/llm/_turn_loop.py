@@ -39,6 +39,7 @@ from ..events._catalogue import (
     Verdict,
 )
 from ..events._conversation import entry_of, summary_entry
+from ..events._tokens import usage_fields
 from ..providers._base import LlmProvider, LlmRequest, LlmResponse, complete_uncut, refusal
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory
@@ -434,6 +435,7 @@ class TurnLoop:
             feedback=verdict.feedback,
             confidence=verdict.confidence,
             error=verdict.error,
+            **usage_fields(verdict.usage),
         )
 
     def _missing(self) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from ..events._catalogue import Action, Level
-from ..providers._base import ChatMessage
+from ..providers._base import ChatMessage, Usage
 
 __all__ = [
     "DEFAULT_RETRY_FEEDBACK",
@@ -79,6 +79,8 @@ class JudgeVerdict(msgspec.Struct, frozen=True, kw_only=True):
 
     ``feedback`` is what a RETRY injects (empty: inject nothing). ``confidence`` comes
     from the quality check. ``error`` records a judge failure that did not block the run.
+    ``usage``: the tokens of the model calls the verdict cost (the quality check's; a
+    custom judge that calls a model may set its own), recorded with it; None for none.
     """
 
     action: Action
@@ -86,6 +88,7 @@ class JudgeVerdict(msgspec.Struct, frozen=True, kw_only=True):
     feedback: str = ""
     confidence: float | None = None
     error: str | None = None
+    usage: Usage | None = None
 
 
 #: What a custom judge may return: a verdict, or a bare action ("accept", "RETRY"...).

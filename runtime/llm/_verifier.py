@@ -41,11 +41,13 @@ from .._errors import MalformedResponseError, ProviderError, TruncatedError
 from ..engine._messages import ExecuteNode, NodeDone
 from ..engine._runlog import RunLog
 from ..events._catalogue import VerificationRecorded
+from ..events._tokens import usage_fields
 from ..providers._asked import asked_at
 from ..providers._base import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    Usage,
     complete_uncut,
     parse_json_object,
     truncated,
@@ -151,7 +153,7 @@ class VerifierNodeActor(Actor):
         config = self.config
         memory = message.inputs
         reply = ""
-        tokens = (0, 0)
+        usage: Usage | None = None
         model = ""
         stop: str | None = None
         match config:
@@ -161,7 +163,7 @@ class VerifierNodeActor(Actor):
                 result = verify_jsonpath(config, memory)
             case LlmJudgeVerifier():
                 with asked_at(message.node_id, visit=message.visit, iteration=message.attempt):
-                    result, reply, tokens, model, stop = await self._judge(config, memory)
+                    result, reply, usage, model, stop = await self._judge(config, memory)
         return VerificationRecorded(
             node_id=message.node_id,
             visit=message.visit,
@@ -170,15 +172,14 @@ class VerifierNodeActor(Actor):
             passed=result.passed,
             result=msgspec.to_builtins(result),
             reply=reply,
-            input_tokens=tokens[0],
-            output_tokens=tokens[1],
             model=model,
             stop=stop,
+            **usage_fields(usage),
         )
 
     async def _judge(
         self, config: LlmJudgeVerifier, memory: Mapping[str, Any]
-    ) -> tuple[VerificationResult, str, tuple[int, int], str, str | None]:
+    ) -> tuple[VerificationResult, str, Usage | None, str, str | None]:
         if config.target_key not in memory:
             result = VerificationResult(
                 type="llm_judge",
@@ -187,7 +188,7 @@ class VerifierNodeActor(Actor):
                 threshold=config.pass_threshold,
                 evaluated_at=now(),
             )
-            return result, "", (0, 0), "", None
+            return result, "", None, "", None
         provider = self.providers(config.evaluator)
         if provider is None:
             name = "the runtime's provider" if config.evaluator is None else repr(config.evaluator)
@@ -218,8 +219,7 @@ class VerifierNodeActor(Actor):
                 threshold=config.pass_threshold,
                 evaluated_at=now(),
             )
-            usage = (cut.usage.input_tokens, cut.usage.output_tokens)
-            return result, cut.text, usage, cut.model, cut.stop
+            return result, cut.text, cut.usage, cut.model, cut.stop
         score, reasoning = parse_score(response.text)
         if score is None:
             result = VerificationResult(
@@ -242,8 +242,7 @@ class VerifierNodeActor(Actor):
                 extracted_value=response.text,
                 evaluated_at=now(),
             )
-        usage = (response.usage.input_tokens, response.usage.output_tokens)
-        return result, response.text, usage, response.model, None
+        return result, response.text, response.usage, response.model, None
 
     def _done(
         self, message: ExecuteNode, *, error: str, error_type: str, retryable: bool = True

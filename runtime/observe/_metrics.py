@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, get_args
 
+from msgspec.structs import astuple
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from eventstore import EventBody, EventStore
@@ -51,6 +52,7 @@ from ..events._catalogue import (
 )
 from ..events._run_state import RunState
 from ..events._snapshots import SnapshotOutcome
+from ..events._tokens import paid
 from ..events._verdicts import JUDGE_FAILURE_KINDS, goal_failures, overrules
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
@@ -70,6 +72,8 @@ _STATUSES: Final = frozenset({"completed", "failed"})
 _QUALITIES: Final = frozenset({"clean", "degraded", "failed"})
 _PAUSE_REASONS: Final = frozenset({"hitl", "user", "input"})
 _SNAPSHOT_OUTCOMES: Final = frozenset(get_args(SnapshotOutcome))
+#: The token counter's directions, in the order of Usage's fields.
+_DIRECTIONS: Final = ("input", "output", "input_cached", "input_cache_write")
 
 # Buckets in seconds: nodes and turns span milliseconds (code) to minutes (a slow model).
 _NODE_BUCKETS: Final = (0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -158,7 +162,11 @@ class RuntimeMetrics:
             registry=r,
         )
         self.tokens = Counter(
-            "magistrate_llm_tokens", "Tokens of LLM node turns", ("direction",), registry=r
+            "magistrate_llm_tokens",
+            "Tokens of every model call a run's log records (node and branch turns, judges, "
+            "routing, verifiers, the goal's evaluator)",
+            ("direction",),
+            registry=r,
         )
         self.verdicts = Counter(
             "magistrate_judge_verdicts",
@@ -297,11 +305,11 @@ class RuntimeMetrics:
         if seconds is not None:
             self.append_latency.observe(seconds)
         events: Iterable[EventBody] = bodies
-        for index, body in enumerate(bodies):
-            if type(body) is RunForked:
-                # A fork's first batch: the events before the marker are a copy of another
-                # run's, counted when they happened; only the new run itself counts, under
-                # the graph its copy runs.
+        for index in range(len(bodies) - 1, -1, -1):
+            if type(body := bodies[index]) is RunForked:
+                # A fork's first batch: the events before its marker (the last: a fork of a
+                # fork copies one) are a copy of another run's, counted when they happened;
+                # only the new run itself counts, under the graph its copy runs.
                 for copied in bodies[:index]:
                     if type(copied) is RunStarted or type(copied) is GraphReplaced:
                         self._learn(run_id, copied.graph.get("id"))
@@ -328,17 +336,12 @@ class RuntimeMetrics:
 
     # -- counting ----------------------------------------------------------------------------
 
-    def _count_tokens(
-        self, call: LlmTurn | BranchTurn | BranchesJudged | VerificationRecorded
-    ) -> None:
-        for direction, count in (
-            ("input", call.input_tokens),
-            ("output", call.output_tokens),
-            ("input_cached", getattr(call, "input_cached", 0)),
-            ("input_cache_write", getattr(call, "input_cache_write", 0)),
-        ):
-            if count:
-                self.tokens.labels(direction).inc(count)
+    def _count_tokens(self, body: EventBody) -> None:
+        # The tokens of the paid calls ``body`` records, read as the run's report reads them.
+        if (call := paid(body)) is not None:
+            for direction, count in zip(_DIRECTIONS, astuple(call[1]), strict=True):
+                if count:
+                    self.tokens.labels(direction).inc(count)
 
     def _learn(self, run_id: str, graph: object) -> None:
         if self.per_graph:
@@ -384,6 +387,7 @@ class RuntimeMetrics:
             case Verdict() if event.level == "bail_out":
                 _child(self.tool_turns, *self._labels(run_id)).inc()
             case Verdict():
+                self._count_tokens(event)  # the quality check's calls (or a custom judge's)
                 action = _closed(event.action, _ACTIONS)
                 level = _closed(event.level, _LEVELS)
                 _child(self.verdicts, *self._labels(run_id), action, level).inc()
@@ -392,7 +396,8 @@ class RuntimeMetrics:
                 if event.error:
                     self.provider_errors.labels("judge").inc()
                     self.judge_failures.labels("judge").inc()
-            case EdgeTaken():
+            case EdgeTaken() if event.condition == "llm_decide":  # the router's call
+                self._count_tokens(event)
                 if event.judge_error is not None:
                     self.judge_failures.labels("route").inc()
             case BranchesJudged():  # the branch judge's call
@@ -430,6 +435,7 @@ class RuntimeMetrics:
                 status = _closed(event.status, _STATUSES)
                 quality = _closed(event.quality, _QUALITIES)
                 _child(self.runs_finished, *self._labels(run_id), status, quality).inc()
+                self._count_tokens(event)  # the goal evaluator's calls
                 if failed_goal := len(goal_failures(event.goal_outcome)):
                     self.judge_failures.labels("goal").inc(failed_goal)
                 self._stop(run_id)

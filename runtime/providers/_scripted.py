@@ -10,7 +10,7 @@ from typing import Any, TypeAlias
 
 from .._errors import ProviderError, ProviderHTTPError
 from ._anthropic import encode_request as anthropic_request
-from ._base import ChatMessage, LlmRequest, LlmResponse, ToolCall
+from ._base import ChatMessage, LlmRequest, LlmResponse, ProviderStatistics, ToolCall, Usage
 from ._models import DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL
 from ._openai import encode_request as openai_request
 from ._wire import anthropic_body_error, openai_body_error
@@ -128,7 +128,8 @@ class ScriptedProvider:
     a script raises ``ProviderError("script exhausted after N calls")``.
 
     Every request is recorded in :attr:`requests`; :attr:`calls` counts them and
-    :meth:`calls_for` counts one purpose.
+    :meth:`calls_for` counts one purpose; :meth:`statistics` adds up the tokens of the
+    answers given, as a real provider's does.
 
     Each request is first encoded as each real provider would send it and checked
     against the rules that API enforces (:func:`wire_error`); a request that breaks one
@@ -172,6 +173,8 @@ class ScriptedProvider:
         self.requests: list[LlmRequest] = []
         self._per_purpose: Counter[str] = Counter()
         self._per_lane: Counter[str] = Counter()
+        self._failures = 0
+        self._used = Usage()
 
     @property
     def calls(self) -> int:
@@ -193,6 +196,20 @@ class ScriptedProvider:
         key = "route" if lane == "router" else lane
         return self._lanes[key].remaining
 
+    def statistics(self) -> ProviderStatistics:
+        """Counters since creation, as the HTTP providers keep them: ``calls`` (and
+        ``attempts``: nothing is retried), ``failures`` (the calls that raised) and the
+        tokens of the answers given (their ``usage``)."""
+        return ProviderStatistics(
+            calls=self.calls,
+            attempts=self.calls,
+            failures=self._failures,
+            input_tokens=self._used.input_tokens,
+            output_tokens=self._used.output_tokens,
+            input_cached=self._used.input_cached,
+            input_cache_write=self._used.input_cache_write,
+        )
+
     async def complete(self, request: LlmRequest) -> LlmResponse:
         """Answer ``request`` from the script. Never blocks; no checkpoint, no I/O.
 
@@ -200,6 +217,21 @@ class ScriptedProvider:
         real APIs would refuse, or :class:`ProviderError` when the script is exhausted or
         a scripted callable raised something else.
         """
+        try:
+            response = self._answer(request)
+        except ProviderError:
+            self._failures += 1
+            raise
+        used, more = self._used, response.usage
+        self._used = Usage(
+            input_tokens=used.input_tokens + more.input_tokens,
+            output_tokens=used.output_tokens + more.output_tokens,
+            input_cached=used.input_cached + more.input_cached,
+            input_cache_write=used.input_cache_write + more.input_cache_write,
+        )
+        return response
+
+    def _answer(self, request: LlmRequest) -> LlmResponse:
         self.requests.append(request)
         self._per_purpose[request.purpose] += 1
         if self.check_wire:

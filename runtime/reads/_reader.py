@@ -50,10 +50,9 @@ from ._records import (
     RunSummary,
     StallView,
     StateView,
-    Tokens,
     VerdictView,
 )
-from ._shown import broken_chain, judge_failures, node_of, pause_view
+from ._shown import broken_chain, judge_failures, node_of, paid_tokens, pause_view
 
 __all__ = ["SCAN_EVENTS", "RunReader"]
 
@@ -289,7 +288,8 @@ class RunReader:
             for e in events
             if isinstance(e.body, Verdict) and e.body.level != "bail_out"
         )
-        turns = [e.body for e in events if isinstance(e.body, LlmTurn)]
+        turns = sum(1 for e in events if isinstance(e.body, LlmTurn))
+        tokens, by_purpose = paid_tokens(events)
         return RunReport(
             run_id=run_id,
             graph=(state.graph or {}).get("id"),
@@ -306,11 +306,9 @@ class RunReader:
             paused=pause_view(state),
             error=state.error,
             total_retries=state.total_retries,
-            turns=len(turns),
-            tokens=Tokens(
-                input=sum(t.input_tokens for t in turns),
-                output=sum(t.output_tokens for t in turns),
-            ),
+            turns=turns,
+            tokens=tokens,
+            tokens_by_purpose=by_purpose,
             verdicts=dict(verdicts),
             goal_outcome=state.goal_outcome,
             forked_from=state.forked_from,

@@ -248,15 +248,33 @@ class StateView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Tokens(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens of model calls: ``input`` and ``output``, and the input tokens read from
+    (``input_cached``) and written to (``input_cache_write``) the provider's prompt cache
+    (Anthropic counts these apart from ``input``; OpenAI's ``input`` includes the cached
+    ones), as the providers report them."""
+
     input: int
     output: int
+    input_cached: int = 0
+    input_cache_write: int = 0
 
 
 class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     """A run for an auditor (``magistrate show``): where it went, what the judge said, and
     the check of its whole hash chain (``chain.scope`` is ``full``). ``verdicts`` counts
     judged verdicts by action (tool-call turns' bail-outs left out); ``status`` is the
-    fold's, ``listed_status`` the listing's; ``draining`` as in :class:`RunSummary`."""
+    fold's, ``listed_status`` the listing's; ``draining`` as in :class:`RunSummary`.
+
+    ``turns`` counts the ``llm.turn`` events (a parallel node's winning branch's turns,
+    recorded again as the node's own, included). ``tokens`` sums the tokens of every model
+    call the log records as paid: LLM node turns, parallel branches' turns, branch judges,
+    Level 2 judges, ``llm_decide`` routing, ``llm_judge`` verifiers and the goal's
+    evaluator (cut and failed calls that were paid for included; the winning branch's
+    turns recorded again carry none, so nothing counts twice). ``tokens_by_purpose``
+    splits it by what the calls were for, the requests' ``purpose``: ``turn``,
+    ``branch``, ``branch_judge``, ``judge``, ``route``, ``verify``, ``outcome`` (the
+    goal); a purpose with no tokens is left out.
+    """
 
     run_id: str
     graph: str | None
@@ -286,3 +304,4 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     judge_failures: JudgeFailures | None = None
     draining: str | None = None
     draining_since: float | None = None
+    tokens_by_purpose: dict[str, Tokens] = {}

@@ -3,18 +3,59 @@ chain as a :class:`ChainStatus`. Pure functions of the log's facts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from eventstore import CorruptLogError, Event, UnknownEventError
 
-from ..events._catalogue import EdgeTaken
+from ..events._catalogue import EdgeTaken, RunForked
 from ..events._state import RunState
-from ._records import ChainStatus, JudgeFailures, JudgeFailureView, PauseView
+from ..events._tokens import PURPOSES, add_usage, paid
+from ..providers._base import Usage
+from ._records import ChainStatus, JudgeFailures, JudgeFailureView, PauseView, Tokens
 
-__all__ = ["broken_chain", "judge_failures", "node_of", "pause_view", "waiting_for"]
+__all__ = [
+    "broken_chain",
+    "judge_failures",
+    "node_of",
+    "paid_tokens",
+    "pause_view",
+    "waiting_for",
+]
+
+
+def paid_tokens(events: Sequence[Event]) -> tuple[Tokens, dict[str, Tokens]]:
+    """The tokens of every paid model call ``events`` record, in all and by purpose (see
+    ``RunReport``). A fork's copied events (those before its ``run.forked``) are its
+    source's calls, counted in the source's report: not again here. (A fork of a fork
+    copied its source's marker too: its own is the last.)"""
+    start = 0
+    for index in range(len(events) - 1, -1, -1):
+        if isinstance(events[index].body, RunForked):
+            start = index + 1
+            break
+    by_purpose: dict[str, Usage] = {}
+    for event in events[start:]:
+        call = paid(event.body)
+        if call is not None:
+            purpose, usage = call
+            by_purpose[purpose] = add_usage(by_purpose.get(purpose), usage) or usage
+    total: Usage | None = None
+    for usage in by_purpose.values():
+        total = add_usage(total, usage)
+    shown: dict[str, Tokens] = {p: _tokens(by_purpose[p]) for p in PURPOSES if p in by_purpose}
+    return _tokens(total or Usage()), shown
+
+
+def _tokens(usage: Usage) -> Tokens:
+    return Tokens(
+        input=usage.input_tokens,
+        output=usage.output_tokens,
+        input_cached=usage.input_cached,
+        input_cache_write=usage.input_cache_write,
+    )
 
 
 def node_of(event: Event) -> set[str]:

@@ -70,6 +70,11 @@ _VOLATILE: Final = frozenset(
         "model",
         "input_cached",
         "input_cache_write",
+        "goal_input_tokens",
+        "goal_output_tokens",
+        "goal_input_cached",
+        "goal_input_cache_write",
+        "usage",  # edge.taken's: an llm_decide call's tokens
         "prompt_tokens",
         "error",
         "confidence",

@@ -45,7 +45,13 @@ def test_run_on_an_openai_compatible_server(workdir: Workdir) -> None:
     assert len(server.requests) == 3  # two turns and one quality judgement
     assert server.requests[0].body["messages"][-1]["role"] == "user"
     shown = json.loads(ok(workdir.run("show", result["run_id"], "--output", "json")).out)
-    assert shown["tokens"] == {"input": 70, "output": 9}
+    # Every call the run paid for: the two turns and the quality judgement (10 + 5).
+    none_cached = {"input_cached": 0, "input_cache_write": 0}
+    assert shown["tokens"] == {"input": 80, "output": 14, **none_cached}
+    assert shown["tokens_by_purpose"] == {
+        "turn": {"input": 70, "output": 9, **none_cached},
+        "judge": {"input": 10, "output": 5, **none_cached},
+    }
     assert shown["verdicts"] == {"accept": 1}
     # Without --provider, the API key in the environment picks OpenAI.
     unset = ok(workdir.run("run", "graph.yaml", "--input", "text=hi", env={}), 2)

@@ -378,7 +378,8 @@ def test_counts_read_in_the_number_they_need(workdir: Workdir) -> None:
     assert ": failed, quality failed after 2 steps, 1 node retry, " in failed.out
     run_id = failed.out.split()[1].rstrip(":")
     shown = ok(workdir.run("show", run_id)).out
-    assert "(0 input + 0 output tokens), verdicts: none, node retries: 1\n" in shown
+    assert "turns:     0, verdicts: none, node retries: 1\n" in shown
+    assert "tokens:    0 input + 0 output tokens\n" in shown
     checked = ok(workdir.run("verify", "--all")).out
     assert checked.startswith("ok: 2 runs, 15 events checked, 2 recorded heads present")
     first = ok(workdir.run("verify", one.split()[1].rstrip(":"))).out
