@@ -92,7 +92,7 @@ async def test_a_process_whose_claim_was_taken_over_cannot_append(tmp_path: Path
 
     def spawn() -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.eventstore.claim_holder", db, "r1", "0.5"],
+            [sys.executable, "-m", "tests.eventstore.claim_holder", db, "r1", "2"],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -108,8 +108,15 @@ async def test_a_process_whose_claim_was_taken_over_cannot_append(tmp_path: Path
         async with SqliteEventStore(db) as store:
             with pytest.raises(RunOwnedError):
                 await store.claim("r1", "taker", lease=30)  # the holder's lease is live
-            await anyio.sleep(0.7)  # it does not renew: the lease expires
-            taken = await store.claim("r1", "taker", lease=30)
+            # It does not renew: its lease expires (2 s: long enough for the refusal
+            # above to come first on a loaded machine), then the claim is the taker's.
+            with anyio.fail_after(20):
+                while True:
+                    try:
+                        taken = await store.claim("r1", "taker", lease=30)
+                        break
+                    except RunOwnedError:
+                        await anyio.sleep(0.1)
             process.stdin.write("go\n")
             process.stdin.flush()
             out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=30))
