@@ -60,15 +60,16 @@ def release_with(append: AppendRequest, held: Claim) -> list[Any]:
     return [release, append]
 
 
-# The rows a start's claim may meet, and what any claim of worker-a then answers: the
-# owner refusing it, or the epoch it takes.
-NOW = time.time()
+# The rows a start's claim may meet (owner, lease expiry in seconds from the test's own
+# start, epoch), and what any claim of worker-a then answers: the owner refusing it, or
+# the epoch it takes. Expiries are made when the test runs, not when the module is
+# imported (a suite may take longer than any lease given here).
 ROWS: dict[str, tuple[tuple[str | None, float | None, int] | None, str | int]] = {
     "none": (None, 1),
-    "held by another owner": (("worker-b", NOW + 300, 4), "worker-b"),
-    "expired": (("worker-b", NOW - 5, 4), 5),
+    "held by another owner": (("worker-b", 300, 4), "worker-b"),
+    "expired": (("worker-b", -5, 4), 5),
     "released": ((None, None, 4), 5),
-    "held by the same owner": (("worker-a", NOW + 300, 4), 5),
+    "held by the same owner": (("worker-a", 300, 4), 5),
 }
 
 
@@ -78,7 +79,12 @@ def test_a_starts_claim_meeting_a_claims_row_answers_as_a_claim_that_reads_it_fi
 ) -> None:
     # A start's claim (fence=True) tries its insert first; a plain claim reads the row
     # first. Whatever row they meet, both give the same answer and leave the same row.
-    row, expected = ROWS[found]
+    relative, expected = ROWS[found]
+    now = time.time()
+    row = None
+    if relative is not None:
+        owner, expires_in, epoch = relative
+        row = (owner, None if expires_in is None else now + expires_in, epoch)
     answers: list[tuple[object, object]] = []
     rows = []
     for fence in (True, False):
