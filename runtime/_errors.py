@@ -50,6 +50,24 @@ __all__ = [
     "UnknownToolError",
 ]
 
+#: The longest run id a message shows whole; a longer one is cut (its attribute keeps it).
+_SHOWN_ID = 80
+
+
+def shown_id(run_id: str) -> str:
+    """``run_id`` as a message shows it: whole up to 80 characters, else its start and its
+    length, so an error about a huge id (one a lookup was given) stays a line."""
+    if len(run_id) <= _SHOWN_ID:
+        return run_id
+    return f"{run_id[:60]}... ({len(run_id)} characters)"
+
+
+def quoted_id(run_id: str) -> str:
+    """``run_id`` quoted (its ``repr``), cut as :func:`shown_id` cuts it."""
+    if len(run_id) <= _SHOWN_ID:
+        return repr(run_id)
+    return f"{run_id[:60]!r}... ({len(run_id)} characters)"
+
 
 class SpecError(MagistrateError):
     """A spec is invalid. ``path`` names the offending field, e.g. ``edges[3].expression``."""
@@ -172,7 +190,7 @@ class NodeError(MagistrateError):
         self.run_id = run_id
         self.node_id = node_id
         self.reason = reason
-        super().__init__(f"run {run_id}: node {node_id!r} failed: {reason}")
+        super().__init__(f"run {shown_id(run_id)}: node {node_id!r} failed: {reason}")
 
 
 class NodeTimeoutError(MagistrateError, TimeoutError):
@@ -208,11 +226,12 @@ class MemoryValueError(MagistrateError, TypeError):
 
 
 class RunNotFoundError(MagistrateError):
-    """No run with this id exists in the store."""
+    """No run with this id exists in the store. The message cuts an id over 80 characters;
+    ``run_id`` holds it whole (so do the other errors' naming a run)."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-        super().__init__(f"no run with id {run_id!r}")
+        super().__init__(f"no run with id {quoted_id(run_id)}")
 
 
 class RunStateError(MagistrateError):
@@ -222,7 +241,7 @@ class RunStateError(MagistrateError):
         self.run_id = run_id
         self.status = status
         self.reason = reason
-        super().__init__(f"run {run_id} is {status}: {reason}")
+        super().__init__(f"run {shown_id(run_id)} is {status}: {reason}")
 
 
 class RunChangedError(RunStateError):
@@ -230,10 +249,13 @@ class RunChangedError(RunStateError):
     the run had moved on: the run is already ``status`` (cancelled, completed, failed,
     paused...), as another writer left it, and this control recorded nothing. Never
     undoes what the winner did; the CLI exits 4 with it, the HTTP API answers 409
-    ``run_changed``."""
+    ``run_changed``. ``already=False``: the message is ``reason`` alone (the run's log moved
+    on while its status stayed, or one seen that it never reached was named)."""
 
-    def __init__(self, run_id: str, status: str, reason: str = "") -> None:
-        super().__init__(run_id, status, f"already {status}" + (f": {reason}" if reason else ""))
+    def __init__(self, run_id: str, status: str, reason: str = "", *, already: bool = True) -> None:
+        if already:
+            reason = f"already {status}" + (f": {reason}" if reason else "")
+        super().__init__(run_id, status, reason)
 
 
 class RunDrainingError(RunStateError):

@@ -8,6 +8,7 @@ from eventstore import Event
 
 from ._result import RunOutcome, RunResult
 from ._run_logs import RunLogs
+from .control._own_run import check_not_own_run
 from .control._watch import follow_run
 
 __all__ = ["RunHandle"]
@@ -27,9 +28,11 @@ class RunHandle:
     async def result(self) -> RunResult:
         """Wait until the run completes, fails, pauses or is cancelled; return its result.
 
-        Raises whatever stopped the executor itself (a store error, for instance).
+        Raises whatever stopped the executor itself (a store error, for instance), and
+        RunStateError at once in a node of this run (it would wait for its own end).
         Cancelling the wait does not affect the run.
         """
+        check_not_own_run(self.run_id)
         # The outcome's own waiter, awaited here: no coroutine of the outcome's waits.
         return await self._outcome.wait()
 

@@ -312,7 +312,7 @@ class Runtime:
         ``approval.granted`` (``by``, ``input`` into memory, the node) at the pause's seq;
         then the run goes on here if this runtime can execute it (its handle), else it is
         left running for its owner or a worker (None). ``expected_seq``: the run's last seq
-        as the approver saw it (a log moved on since: RunChangedError). Raises
+        as the approver saw it (a log not ending there: RunChangedError). Raises
         RunNotFoundError; RunStateError, recording nothing, for a run waiting at no gate (a
         cancelled one: resume it to wait at its gate again), a gated node lacking input
         keys (named), a run moved by another writer since the pause; MemoryValueError;

@@ -50,8 +50,8 @@ async def grant(
     pause's seq. Raises RunStateError (nothing recorded) when the run waits at no gate,
     when the gated node would still lack input keys (named), when another writer moved
     the run since ``state`` (what happened is in the message), or, as RunChangedError,
-    when its log ends past ``expected_seq`` (the approver saw it before). Returns True:
-    the run goes on."""
+    when its log does not end at ``expected_seq`` (the approver saw it before, or named a
+    seq it never reached). Returns True: the run goes on."""
     seen(run_id, state, expected_seq)
     node_id = gate_of(run_id, state)
     missing = missing_keys(graph, node_id, state, input)
@@ -91,17 +91,19 @@ async def reject(
 
 
 def seen(run_id: str, state: RunState, expected_seq: int | None) -> None:
-    """Refuse a decision made on a page older than the run (RunChangedError): its log ends
-    past ``expected_seq``, the run's last seq as the one deciding saw it (a cancel, a
+    """Refuse a decision made on a page other than the run's (RunChangedError): its log
+    ends past ``expected_seq``, the run's last seq as the one deciding saw it (a cancel, a
     resume with input, another decision came since: what they would decide on is not what
-    they saw). None: no check."""
-    if expected_seq is not None and state.last_seq != expected_seq:
-        raise RunChangedError(
-            run_id,
-            state.status,
-            f"its log moved on since seq {expected_seq} (it is at seq {state.last_seq} now): "
-            "look at it again before deciding",
-        )
+    they saw), or before it (a seq the log never reached: not this run's page). None: no
+    check."""
+    if expected_seq is None or state.last_seq == expected_seq:
+        return
+    if state.last_seq > expected_seq:
+        what = f"its log moved on since seq {expected_seq} (it is at seq {state.last_seq} now)"
+    else:
+        what = f"expected seq {expected_seq}, but its log ends at seq {state.last_seq}"
+    why = f"{what}: look at it again before deciding"
+    raise RunChangedError(run_id, state.status, why, already=False)
 
 
 async def _append(logs: RunLogs, run_id: str, state: RunState, bodies: list[EventBody]) -> None:

@@ -17,6 +17,7 @@ from ..engine._runlog import RunLog
 from ..engine._start_on_commit import FirstCommit
 from ..events._state import RunState
 from ..spec._model import GraphSpec
+from ._own_run import NODE_OF_RUN
 from ._owned_outcome import OwnedOutcome
 from ._ownership import new_run_id
 from ._run_control import RunControl
@@ -75,9 +76,15 @@ def launch(
         resume_input=resume_input,
         score_goal=nodes.score_goal,
     )
-    ref = control.live.system.spawn(executor, name=f"run:{run_id}")
-    control.add_live(run_id, ref, outcome, log, hooks)
-    ref.tell_nowait(StartRun())
+    # Started by a node of another run: the executor's tasks are not that run's.
+    token = NODE_OF_RUN.set(None) if NODE_OF_RUN.get() is not None else None
+    try:
+        ref = control.live.system.spawn(executor, name=f"run:{run_id}")
+        control.add_live(run_id, ref, outcome, log, hooks)
+        ref.tell_nowait(StartRun())
+    finally:
+        if token is not None:
+            NODE_OF_RUN.reset(token)
     since = 0 if resume_from is None else resume_from.last_seq
     return RunHandle(run_id, outcome, control.logs, since)
 

@@ -31,6 +31,7 @@ from ..events._catalogue import RunCancelled
 from ._draining import DrainingRuns
 from ._elsewhere import ControlElsewhere, cancellation
 from ._live_runs import LiveRuns
+from ._own_run import check_not_own_run
 from ._owned_outcome import OwnedOutcome
 from ._ownership import RunOwnership
 from ._run_hooks import RunHooks
@@ -230,6 +231,7 @@ class RunControl:
     # ------------------------------------------------------------------ control
 
     async def result(self, run_id: str) -> RunResult:
+        check_not_own_run(run_id)
         live = self.live.get(run_id)
         if live is not None:
             result: RunResult = await live.outcome.wait()

@@ -15,6 +15,7 @@ import anyio
 from actors import Actor, ActorRef, ActorStoppedError, MailboxFullError
 
 from .._errors import NodeError, NodeTimeoutError
+from ..control._own_run import NODE_OF_RUN
 from ..control._threads import own_failure
 from ..events._catalogue import OutputSet
 from ..events._values import check_memory_value
@@ -25,8 +26,6 @@ from ._runlog import RunLog
 
 __all__ = ["ABANDON_GRACE", "FunctionNodeActor", "NodeContext", "PlainFunction"]
 
-#: The context of a lane made where no context variable is set (copied, never entered).
-_NO_VARIABLES = contextvars.Context()
 #: The context every lane's deadline timer runs in: one empty context, not a copy of the
 #: arming task's per timer (``call_at``'s default). The timer reads and sets no variable.
 _TIMER_CONTEXT = contextvars.Context()
@@ -179,11 +178,11 @@ class FunctionNodeActor(Actor):
         self.limit = 0.0
         # What each attempt's task starts from (a copy of it): the context the lane was
         # made in, whichever task or callback hands it the attempt (the executor's, the
-        # store's answer, the attempt before's), so no attempt sees what another set. Only
-        # ever copied, never entered: a lane made where no variable is set shares one
-        # empty context instead of holding its own.
-        context = contextvars.copy_context()
-        self.context = context if len(context) else _NO_VARIABLES
+        # store's answer, the attempt before's), so no attempt sees what another set; with
+        # the lane's run as NODE_OF_RUN, so a node awaiting its own run's end is refused
+        # (set here once, not an attempt). Only ever copied, never entered.
+        self.context = contextvars.copy_context()
+        self.context.run(NODE_OF_RUN.set, log.run_id)
 
     async def receive(self, message: Any) -> Any:
         self.receive_now(message)

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._errors import MemoryValueError
+from .._errors import MemoryValueError, quoted_id
 
 __all__ = [
     "MAX_INT_DIGITS",
@@ -161,7 +161,7 @@ def check_run_id(run_id: str | None) -> None:
     if not isinstance(run_id, str):
         raise TypeError(f"a run id is a str, got {_type_name(run_id)}")
     if not run_id.strip() or len(run_id) > 200:
-        raise ValueError(f"a run id has 1 to 200 characters, not all spaces: {run_id!r}")
+        raise ValueError(f"a run id has 1 to 200 characters, not all spaces: {quoted_id(run_id)}")
     if not run_id.strip("."):
         raise ValueError(f"a run id may not be dots only (a URL path step): {run_id!r}")
     bad = next((ch for ch in run_id if ch == "/" or ord(ch) < 32 or ord(ch) == 127), None)

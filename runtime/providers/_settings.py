@@ -33,7 +33,8 @@ class ProviderSettings(msgspec.Struct, frozen=True, kw_only=True):
     """How a provider reaches its API.
 
     ``api_key``, ``base_url`` and ``model`` unset (None) come from the environment, then
-    the provider's defaults (a missing key is a ProviderError when the provider is made);
+    the provider's defaults (a missing or blank key is a ProviderError when the provider
+    is made);
     ``name`` unset is the provider's (``"openai"``, ``"anthropic"``). ``timeout`` bounds
     each HTTP attempt as a whole and ``deadline`` (None: no bound) the whole call with its
     retries, in seconds; ``max_retries`` attempts follow the first, waiting from
@@ -91,12 +92,12 @@ def resolve(
     """``settings`` with ``options`` applied and nothing left unset: the key, base URL
     (without a trailing ``/``) and model from the arguments, else the ``{env}_API_KEY``,
     ``{env}_BASE_URL`` and ``{env}_MODEL`` environment variables, else ``defaults`` (a
-    key has none: its absence raises ProviderError)."""
+    key has none: its absence, or one of spaces only, raises ProviderError)."""
     env, name, base_url, model = defaults.env, defaults.name, defaults.base_url, defaults.model
     given = msgspec.structs.replace(settings or ProviderSettings(), **options)
     named = given.name or name
     key = given.api_key if given.api_key is not None else os.environ.get(f"{env}_API_KEY")
-    if not key:
+    if not key or key.isspace():  # a blank key is none: refused here, not by the API's 401
         raise ProviderError(
             named,
             f"no API key: pass api_key=... or set the {env}_API_KEY environment variable",

@@ -52,7 +52,7 @@ from ._records import (
     StateView,
     VerdictView,
 )
-from ._shown import broken_chain, judge_failures, node_of, paid_tokens, pause_view
+from ._shown import broken_chain, judge_failures, node_of, own_events, paid_tokens, pause_view
 
 __all__ = ["SCAN_EVENTS", "RunReader"]
 
@@ -288,7 +288,7 @@ class RunReader:
             for e in events
             if isinstance(e.body, Verdict) and e.body.level != "bail_out"
         )
-        turns = sum(1 for e in events if isinstance(e.body, LlmTurn))
+        turns = sum(1 for e in own_events(events) if isinstance(e.body, LlmTurn))
         tokens, by_purpose = paid_tokens(events)
         return RunReport(
             run_id=run_id,

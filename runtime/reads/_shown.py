@@ -26,18 +26,22 @@ __all__ = [
 ]
 
 
-def paid_tokens(events: Sequence[Event]) -> tuple[Tokens, dict[str, Tokens]]:
-    """The tokens of every paid model call ``events`` record, in all and by purpose (see
-    ``RunReport``). A fork's copied events (those before its ``run.forked``) are its
-    source's calls, counted in the source's report: not again here. (A fork of a fork
-    copied its source's marker too: its own is the last.)"""
-    start = 0
+def own_events(events: Sequence[Event]) -> Sequence[Event]:
+    """The events a run recorded itself: a fork's copied events (those before its
+    ``run.forked``) are its source's, counted in the source's report, not again in the
+    fork's (its turns and tokens). (A fork of a fork copied its source's marker too: its
+    own is the last.)"""
     for index in range(len(events) - 1, -1, -1):
         if isinstance(events[index].body, RunForked):
-            start = index + 1
-            break
+            return events[index + 1 :]
+    return events
+
+
+def paid_tokens(events: Sequence[Event]) -> tuple[Tokens, dict[str, Tokens]]:
+    """The tokens of every paid model call ``events`` record, in all and by purpose (see
+    ``RunReport``): of the run's own events only (:func:`own_events`)."""
     by_purpose: dict[str, Usage] = {}
-    for event in events[start:]:
+    for event in own_events(events):
         call = paid(event.body)
         if call is not None:
             purpose, usage = call

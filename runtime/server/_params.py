@@ -6,6 +6,7 @@ cannot take, so malformed input is a client error, never a server one.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TypeVar
 
@@ -124,13 +125,63 @@ async def read_body(request: Request, kind: type[B]) -> B:
         media = request.headers["content-type"].partition(";")[0].strip()[:100]
         detail = f"request bodies are JSON (Content-Type: application/json), not {media!r}"
         raise HttpError(415, "unsupported_media_type", detail)
+    return _decode(data, kind)
+
+
+#: What a body that is not JSON raises: invalid UTF-8 in a string and nesting past
+#: msgspec's depth are malformed JSON too.
+_MALFORMED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
+def _decode(data: bytes, kind: type[B]) -> B:
     try:
         return msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:
+        refused = str(exc)  # perhaps an integral number where an int goes (below)
+    except _MALFORMED as exc:
+        raise HttpError(400, "invalid_json", _not_json(data, exc)) from None
+    try:
+        body = msgspec.json.decode(data)  # the whole body: the typed read stopped early
+    except msgspec.ValidationError:  # a number out of range: as the typed read said
+        raise HttpError(422, "invalid_body", refused) from None
+    except _MALFORMED as exc:
+        raise HttpError(400, "invalid_json", _not_json(data, exc)) from None
+    try:
+        return msgspec.convert(_integral(body, kind), type=kind)
+    except msgspec.ValidationError as exc:
         raise HttpError(422, "invalid_body", str(exc)) from None
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-        # Invalid UTF-8 in a string and nesting past msgspec's depth are malformed JSON too.
-        raise HttpError(400, "invalid_json", f"request body is not JSON: {exc}") from None
+
+
+def _integral(body: object, kind: type[msgspec.Struct]) -> object:
+    """``body`` with an integral number (``1.0``, ``1e2``) made an int in each field of
+    ``kind`` that takes an int: JSON Schema's ``integer``, which the OpenAPI description
+    declares, counts it as one (msgspec does not)."""
+    if not isinstance(body, dict):
+        return body
+    info = msgspec.inspect.type_info(kind)
+    assert isinstance(info, msgspec.inspect.StructType)
+    for field in info.fields:
+        value = body.get(field.encode_name)
+        kinds = field.type.types if isinstance(field.type, msgspec.inspect.UnionType) else ()
+        takes_int = any(isinstance(t, msgspec.inspect.IntType) for t in (field.type, *kinds))
+        if takes_int and isinstance(value, float) and value.is_integer():
+            body[field.encode_name] = int(value)
+    return body
+
+
+def _not_json(data: bytes, exc: Exception) -> str:
+    """Why ``data`` is refused: msgspec's words, unless it is JSON text naming a lone
+    surrogate (``"\\ud800"``), which msgspec calls truncated: no UTF-8 text holds one."""
+    try:
+        json.dumps(json.loads(data), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return (
+            "request body is not valid UTF-8 JSON text: a \\u escape in it names a lone "
+            "surrogate (half of a UTF-16 pair), which no UTF-8 text holds"
+        )
+    except (ValueError, RecursionError):
+        pass  # not JSON to Python either: msgspec's reason stands
+    return f"request body is not JSON: {exc}"
 
 
 def _is_json(content_type: str | None) -> bool:
