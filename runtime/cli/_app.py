@@ -77,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
     On a terminal, stdout shows a run's text as text (see ``_printable``)."""
+    _open_closed_streams()
     stdout = sys.stdout
     if stdout.isatty():
         from ._printable import PrintableStream
@@ -86,6 +87,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     finally:
         sys.stdout = stdout
+
+
+def _open_closed_streams() -> None:
+    """Give a standard stream that was closed when the command started (``magistrate run
+    G >&-``) the null device: what is written there is dropped, the command goes on, and
+    no file it opens (a store) takes the stream's descriptor, where a write to the stream
+    would land in it."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: fd, or above
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -110,7 +129,14 @@ def _main(argv: Sequence[str] | None) -> int:
     from eventstore import NotAStoreError, RunOwnedError, SchemaVersionError, StoreFileError
 
     from .. import MemoryValueError, RunChangedError, RunNotFoundError, RunStateError, SpecError
-    from ._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, Handler, UsageError
+    from ._common import (
+        EXIT_CANCELLED,
+        EXIT_FAILED,
+        EXIT_USAGE,
+        Handler,
+        UsageError,
+        discard_stdout,
+    )
     from ._loop import run_command
 
     # Errors that mean "your input is wrong": exit 2 with the message, no traceback.
@@ -155,8 +181,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         # The reader went away (``magistrate export RUN | head``): no traceback, and no
         # second error when the interpreter flushes stdout at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        discard_stdout()
         return EXIT_FAILED
     except KeyboardInterrupt:
         _error("interrupted")

@@ -6,8 +6,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
@@ -37,10 +37,14 @@ __all__ = [
     "allowed_imports",
     "bounded_int",
     "counted",
+    "discard_stdout",
     "emit_json",
     "heads_path",
     "open_store",
+    "opened",
     "parse_inputs",
+    "stdout_may_go",
+    "store_for",
     "store_url",
     "text_arg",
     "to_builtins",
@@ -203,17 +207,13 @@ async def _check_heads_path(path: str) -> None:
         )
 
 
-@asynccontextmanager
-async def open_store(
-    args: argparse.Namespace, *, create: bool = False
-) -> AsyncIterator[EventStore]:
-    """Open the command's store (:func:`eventstore.open_store` reads the URL) for the block.
+async def store_for(args: argparse.Namespace, *, create: bool = False) -> EventStore:
+    """The command's store (:func:`eventstore.open_store` reads the URL), not opened yet:
+    nothing is created until :func:`opened` opens it.
 
-    ``create=False`` (read and control commands): a missing or empty SQLite file, or a
-    PostgreSQL schema that holds no store, is a usage error, so a mistyped path or schema
-    never leaves an empty store behind (SQLite would make an empty file a database).
-    Raises UsageError for a bad URL or a server that cannot be connected to,
-    NotAStoreError or SchemaVersionError for a file that is not ours (left unchanged).
+    ``create=False`` (read and control commands): a missing or empty SQLite file is a
+    usage error, so a mistyped path never leaves an empty store behind (SQLite would make
+    an empty file a database). Raises UsageError for a bad URL or heads file.
     """
     url = store_url(args)
     path = _sqlite_path(url)
@@ -227,9 +227,19 @@ async def open_store(
     if heads is not None and heads != heads_path_beside(url):  # the store's own: checked too
         await _check_heads_path(heads)
     try:
-        store = eventstore_open(url, heads_file=heads, create=create)
+        return eventstore_open(url, heads_file=heads, create=create)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+
+
+@asynccontextmanager
+async def opened(store: EventStore) -> AsyncIterator[EventStore]:
+    """Open ``store`` (from :func:`store_for`) for the block.
+
+    Raises UsageError for a server that cannot be connected to or a PostgreSQL schema
+    that holds no store (where it may not be created), NotAStoreError or
+    SchemaVersionError for a file that is not ours (left unchanged).
+    """
     try:
         await store.open()
     except (StoreUnreachableError, StoreMissingError) as exc:
@@ -240,6 +250,15 @@ async def open_store(
         yield store
     finally:
         await store.close()
+
+
+@asynccontextmanager
+async def open_store(
+    args: argparse.Namespace, *, create: bool = False
+) -> AsyncIterator[EventStore]:
+    """Open the command's store for the block: :func:`store_for`, then :func:`opened`."""
+    async with opened(await store_for(args, create=create)) as store:
+        yield store
 
 
 def counted(n: int, one: str, many: str | None = None) -> str:
@@ -295,6 +314,27 @@ def parse_inputs(pairs: list[str] | None, files: list[str] | None = None) -> dic
 def to_builtins(value: Any) -> Any:
     """Structs and other msgspec-known values as JSON-ready builtins."""
     return msgspec.to_builtins(value, builtin_types=(), str_keys=True)
+
+
+def discard_stdout() -> None:
+    """Point stdout at the null device: its reader went away, and what is still written
+    (or flushed at exit) must not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+@contextmanager
+def stdout_may_go() -> Iterator[None]:
+    """Write (and flush) a result to stdout whose reader may have gone away (``| head -0``,
+    a closed pipe): then the result is dropped, quietly; what it reports stands."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        discard_stdout()
 
 
 def emit_json(value: Any, out: TextIO | None = None) -> None:

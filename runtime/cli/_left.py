@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from .. import GraphSpec, Runtime, SpecError, SpecErrors
-from ._common import EXIT_OK, counted, emit_json
+from ._common import counted, emit_json
 from ._result import continue_command
 
 __all__ = ["left_elsewhere"]
@@ -15,7 +15,7 @@ __all__ = ["left_elsewhere"]
 
 async def left_elsewhere(
     args: argparse.Namespace, rt: Runtime, graph: GraphSpec | None, by: str, allow: list[str]
-) -> int:
+) -> None:
     """A decision recorded and the run not executed here: say what happened and why, as
     the run's log says (a rejection may have ended it, whether or not it could run here)."""
     status = (await rt.get_state(args.run_id)).status
@@ -44,13 +44,12 @@ async def left_elsewhere(
                 "problems": [str(p) for p in problems],
             }
         )
-        return EXIT_OK
+        return
     sys.stdout.write(f"run {args.run_id}: decision by {by} recorded; {why}\n")
     if detail:
         sys.stdout.write(f"  {detail}\n")
     if problems and args.debug:
         sys.stderr.write("".join(f"  - {p}\n" for p in problems))
-    return EXIT_OK
 
 
 def _references(graph: GraphSpec) -> dict[str, str]:

@@ -8,8 +8,10 @@ import shlex
 import sys
 from typing import Any
 
+from eventstore import heads_path_beside
+
 from .. import RunResult
-from ._common import counted, emit_json, to_builtins
+from ._common import counted, emit_json, store_url, to_builtins
 
 __all__ = ["continue_command", "print_result"]
 
@@ -44,13 +46,17 @@ def print_result(
 def continue_command(args: argparse.Namespace, command: str, run_id: str, allow: list[str]) -> str:
     """The command that continues a paused run: the graph comes back from the store, so it
     imports only what ``--allow-imports`` names (what this run was allowed), from the same
-    store (a PostgreSQL URL is not repeated: it may hold a password)."""
+    store (a PostgreSQL URL is not repeated: it may hold a password), with the same heads
+    file when ``--heads`` named one other than the store's own."""
     words = ["magistrate", command, run_id]
     if command == "approve":
         words.append("[--input KEY=VALUE]")
     if args.store:
         secret = args.store.lower().startswith(("postgresql:", "postgres:"))
         words += ["--store", "URL" if secret else shlex.quote(args.store)]
+    heads = getattr(args, "heads", None)
+    if heads and heads != heads_path_beside(store_url(args)):
+        words += ["--heads", shlex.quote(heads)]
     if allow:
         words += ["--allow-imports", ",".join(allow)]
     return " ".join(words)

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -25,6 +25,7 @@ from eventstore import CorruptLogError, EventStore, StoreError
 from .. import (
     GraphChangeRefused,
     GraphSpec,
+    LlmProvider,
     RunDrainingError,
     RunHandle,
     RunNotFoundError,
@@ -32,6 +33,7 @@ from .. import (
     RunStateError,
     Runtime,
     SpecError,
+    ToolRegistry,
     graph_from_dict,
     load_graph,
 )
@@ -51,7 +53,10 @@ from ._common import (
     allowed_imports,
     bounded_int,
     open_store,
+    opened,
     parse_inputs,
+    stdout_may_go,
+    store_for,
     text_arg,
 )
 from ._import_path import search_working_directory
@@ -194,25 +199,30 @@ async def _graph_of(
     return graph_from_dict(state.graph, validate=False), resume_at, state.status
 
 
-async def _execute(
+class _Wiring(NamedTuple):
+    """What a run needs besides its store: the model, the tools, the imports allowed."""
+
+    provider: LlmProvider | None
+    tools: ToolRegistry
+    allow: list[str]
+
+
+async def _wire(
     args: argparse.Namespace,
     graph: GraphSpec | None,
-    start: Callable[[Runtime], Awaitable[RunHandle | None]],
-    store: EventStore,
     stack: AsyncExitStack,
     resume_at: list[str] | None = None,
     *,
     allow: list[str],
-    stored: bool = True,
     recorded: str | None = None,
-) -> int:
-    """Open a runtime on ``store``, start the run with ``start``, follow it to its end.
+) -> _Wiring:
+    """The provider ``--provider`` names and the tools ``--tools`` names, opened on
+    ``stack``: a UsageError for either comes before the store is opened where the graph
+    is known without it (``run``), so a refused command creates no store.
 
     ``allow`` lists the module prefixes the run may import from: they and the ``--tools``
-    modules may also come from the working directory. ``stored``: the graph was read from
-    the store (not a file named on the command line). ``recorded`` (an approval's, naming
-    who decided): ``start`` records a decision and may leave the run to another process
-    (it returns None), for example when no model or import is allowed here; this says so."""
+    modules may also come from the working directory. ``recorded``: see :func:`_execute`
+    (an approval is recorded even where no model can be made here)."""
     search_working_directory([*allow, *(t.partition(":")[0] for t in args.tools)])
     try:
         provider = await make_provider(args.provider, graph, stack, start=resume_at)
@@ -220,7 +230,28 @@ async def _execute(
         if recorded is None:
             raise
         provider = None  # an approval is recorded even where the run cannot go on
-    tools = tools_from_modules(args.tools)
+    return _Wiring(provider, tools_from_modules(args.tools), allow)
+
+
+async def _execute(
+    args: argparse.Namespace,
+    graph: GraphSpec | None,
+    start: Callable[[Runtime], Awaitable[RunHandle | None]],
+    store: EventStore,
+    wiring: _Wiring,
+    *,
+    stored: bool = True,
+    recorded: str | None = None,
+) -> int:
+    """Open a runtime on ``store`` as ``wiring`` says, start the run with ``start``, follow
+    it to its end.
+
+    ``stored``: the graph was read from the store (not a file named on the command line).
+    ``recorded`` (an approval's, naming who decided): ``start`` records a decision and may
+    leave the run to another process (it returns None), for example when no model or
+    import is allowed here; this says so. Once the run ended as recorded, a reader of
+    stdout that went away changes nothing: the exit code is the run's."""
+    provider, tools, allow = wiring
     console = StderrConsole()
     began = time.monotonic()
     with Progress(console, quiet=args.quiet, where=f"store {_store_name(store)}") as progress:
@@ -241,9 +272,12 @@ async def _execute(
                     raise
                 if handle is None:
                     assert recorded is not None
-                    return await left_elsewhere(args, rt, graph, recorded, allow)
+                    with stdout_may_go():
+                        await left_elsewhere(args, rt, graph, recorded, allow)
+                    return EXIT_OK  # the decision is recorded
                 result, interrupted = await _follow(rt, handle, signals)
-    print_result(args, result, time.monotonic() - began, allow)
+    with stdout_may_go():
+        print_result(args, result, time.monotonic() - began, allow)
     if interrupted is not None and result.status == "cancelled":
         # Where a person pressed Ctrl-C: what became of the run, and the way back.
         sys.stderr.write(
@@ -298,8 +332,16 @@ async def _run(args: argparse.Namespace) -> int:
     appended = {key.name for key in graph.memory if key.reducer == "append"}
     entry = graph.node(graph.entry_node)
     missing = [k for k in entry.input_keys if k not in data and k not in appended]
+    allow = allowed_imports(args)
+    allow = imports_named(graph) if allow is None else allow
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(open_store(args, create=True))
+        # Everything that can be refused is, before the store is opened (or created).
+        unopened = await store_for(args, create=True)
+        wiring = await _wire(args, graph, stack, allow=allow)
+        Runtime(provider=wiring.provider, tools=wiring.tools, allow_imports=allow).nodes.check(
+            graph
+        )
+        store = await stack.enter_async_context(opened(unopened))
 
         async def start(rt: Runtime) -> RunHandle:
             if missing:  # a warning: a node may do without a key it reads (inputs.get)
@@ -309,9 +351,7 @@ async def _run(args: argparse.Namespace) -> int:
                 )
             return await rt.start(graph, input=data)
 
-        allow = allowed_imports(args)
-        allow = imports_named(graph) if allow is None else allow
-        return await _execute(args, graph, start, store, stack, allow=allow, stored=False)
+        return await _execute(args, graph, start, store, wiring, stored=False)
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -329,10 +369,9 @@ async def _resume(args: argparse.Namespace) -> int:
             data = parse_inputs(args.input) or None
             return await rt.resume(args.run_id, input=data, graph=new, force=args.force)
 
+        wiring = await _wire(args, graph, stack, resume_at, allow=allow or [])
         try:
-            return await _execute(
-                args, graph, start, store, stack, resume_at, allow=allow or [], stored=new is None
-            )
+            return await _execute(args, graph, start, store, wiring, stored=new is None)
         except GraphChangeRefused as exc:
             sys.stderr.write(f"magistrate: {exc}\n")
             for d in exc.report.divergences:
@@ -366,33 +405,25 @@ async def _approve(args: argparse.Namespace) -> int:
                 return await rt.reject(args.run_id, by=by, reason=args.reject, expected_seq=seen)
             return await rt.approve(args.run_id, input=data, by=by, expected_seq=seen)
 
+        allow = allowed_imports(args) or []
+        wiring = await _wire(args, graph, stack, resume_at, allow=allow, recorded=by)
         try:
-            return await _execute(
-                args,
-                graph,
-                start,
-                store,
-                stack,
-                resume_at,
-                allow=allowed_imports(args) or [],
-                recorded=by,
-            )
+            return await _execute(args, graph, start, store, wiring, recorded=by)
         except RunStateError as exc:
             if type(exc) is RunStateError and exc.status == "running":
-                exc.add_note(await _going_on(store, args.run_id, imports_named(graph)))
+                exc.add_note(await _going_on(args, store, imports_named(graph)))
             raise
 
 
-async def _going_on(store: EventStore, run_id: str, modules: list[str]) -> str:
+async def _going_on(args: argparse.Namespace, store: EventStore, modules: list[str]) -> str:
     """What goes on with a running run an approval found at no gate (approved before,
     most likely, by a process that could not execute it)."""
-    summary = await RunReader(store).summary(run_id)
+    summary = await RunReader(store).summary(args.run_id)
     if summary.owner:
         return f"{summary.owner} executes it"
-    allow = f" --allow-imports {','.join(modules)}" if modules else ""
     return (
-        f"nothing executes it now: magistrate resume {run_id}{allow} continues it here "
-        "(or a magistrate worker that may run it)"
+        f"nothing executes it now: {continue_command(args, 'resume', args.run_id, modules)} "
+        "continues it here (or a magistrate worker that may run it)"
     )
 
 
@@ -412,6 +443,6 @@ async def _fork(args: argparse.Namespace) -> int:
         async def start(rt: Runtime) -> RunHandle:
             return await rt.fork(args.run_id, args.at, input=data or None)
 
-        return await _execute(
-            args, graph, start, store, stack, resume_at, allow=allowed_imports(args) or []
-        )
+        allow = allowed_imports(args) or []
+        wiring = await _wire(args, graph, stack, resume_at, allow=allow)
+        return await _execute(args, graph, start, store, wiring)
