@@ -325,7 +325,8 @@ def test_a_postgresql_server_nobody_answers_is_a_usage_error_naming_it_without_p
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"postgresql://opsuser7:hunter2@127.0.0.1:{port}/test?connect_timeout=5"
-    for command in (["runs"], ["show", "abc"], ["run", "graph.yaml", "-q"]):
+    run = ["run", "graph.yaml", "-q", "--provider", "scripted:script.yaml"]  # to the store
+    for command in (["runs"], ["show", "abc"], run):
         done = ok(workdir.run(*command, "--store", url), 2)
         assert done.out == ""
         (line,) = done.err.splitlines()  # one line, no traceback
@@ -378,7 +379,12 @@ def _schemas(prefix: str) -> list[str]:
 
 
 def test_run_into_a_missing_directory_is_a_usage_error(workdir: Workdir) -> None:
-    done = ok(workdir.run("run", "graph.yaml", "--store", "nodir/runs.db", "-q"), 2)
+    done = ok(
+        workdir.run(
+            "run", "graph.yaml", "--provider", "scripted:script.yaml", "--store", "nodir/runs.db"
+        ),
+        2,
+    )
     assert done.err.startswith("magistrate: error: nodir/runs.db: ")
     assert "does not exist" in done.err and "StoreFileError" not in done.err
 
