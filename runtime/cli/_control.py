@@ -1,5 +1,7 @@
 """The controls that only append: ``pause`` and ``cancel`` (of a run here or live in
-another process). They import no graph and run nothing."""
+another process). They import no graph and run nothing. What they print comes after the
+control is recorded: a reader of stdout that went away by then changes nothing, and the
+exit code says what was done (a script must not do it again)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from typing import Any
 from .. import Runtime
 from ..events import RunState
 from ._commands import add_command
-from ._common import EXIT_OK, add_output_option, add_store_option, emit_json, open_store, text_arg
+from ._common import (
+    EXIT_OK,
+    add_output_option,
+    add_store_option,
+    emit_json,
+    open_store,
+    stdout_may_go,
+    text_arg,
+)
 
 __all__ = ["register"]
 
@@ -54,16 +64,17 @@ def _control_answer(args: argparse.Namespace, state: RunState) -> int:
     pause of a run live elsewhere is requested: its owner pauses it at its next node
     boundary)."""
     requested = state.pause_requested
-    if args.output == "json":
-        emit_json(
-            {
-                "run_id": args.run_id,
-                "status": state.status,
-                "seq": state.last_seq,
-                "pause_requested": requested,
-            }
-        )
-    else:
-        note = "; pause requested: it pauses at its next node boundary" if requested else ""
-        sys.stdout.write(f"run {args.run_id}: {state.status}{note} (seq {state.last_seq})\n")
+    with stdout_may_go():  # recorded: a reader gone by now does not undo it
+        if args.output == "json":
+            emit_json(
+                {
+                    "run_id": args.run_id,
+                    "status": state.status,
+                    "seq": state.last_seq,
+                    "pause_requested": requested,
+                }
+            )
+        else:
+            note = "; pause requested: it pauses at its next node boundary" if requested else ""
+            sys.stdout.write(f"run {args.run_id}: {state.status}{note} (seq {state.last_seq})\n")
     return EXIT_OK

@@ -24,6 +24,7 @@ from ._common import (
     emit_json,
     open_store,
     parse_inputs,
+    stdout_may_go,
 )
 
 __all__ = ["register"]
@@ -68,8 +69,9 @@ async def _submit(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--run-id {args.run_id}: the store holds a run with that id already"
             ) from exc
-    if args.output == "json":
-        emit_json({"run_id": run_id, "status": "running", "owner": None})
-    else:
-        print(f"run {run_id}: submitted, waiting for a worker")
+    with stdout_may_go():  # recorded: a reader gone by now does not undo it
+        if args.output == "json":
+            emit_json({"run_id": run_id, "status": "running", "owner": None})
+        else:
+            print(f"run {run_id}: submitted, waiting for a worker")
     return EXIT_OK
