@@ -147,7 +147,12 @@ class ProviderTimeoutError(ProviderError):
 
 
 class MalformedResponseError(ProviderError):
-    """The provider's answer could not be understood (bad JSON, bad tool-call arguments)."""
+    """The provider's answer could not be understood (bad JSON, bad tool-call arguments).
+
+    ``usage`` is what the answer says it cost (a ``Usage``, typed ``object`` as
+    TruncatedError's ``response`` is), when it could be read: the call was paid for."""
+
+    usage: object = None
 
 
 class TruncatedError(ProviderError):

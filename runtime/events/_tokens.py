@@ -100,9 +100,11 @@ def add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
 
 def paid_usage(exc: BaseException) -> Usage | None:
     """The usage of a call that raised ``exc`` and was paid for anyway: a TruncatedError
-    from ``complete_uncut`` carries the cut answer, whose usage counts both calls."""
-    response = getattr(exc, "response", None)
-    usage = getattr(response, "usage", None)
+    from ``complete_uncut`` carries the cut answer, whose usage counts both calls; a
+    MalformedResponseError, the usage of the unreadable answer when that could be read."""
+    usage = getattr(getattr(exc, "response", None), "usage", None)
+    if not isinstance(usage, Usage):
+        usage = getattr(exc, "usage", None)
     return usage if isinstance(usage, Usage) else None
 
 

@@ -11,7 +11,8 @@ After each turn of an LLM node, :func:`rule` renders ACCEPT, RETRY or ESCALATE (
 3. Level 2, quality: only with ``success_criteria`` and a provider: a separate model call
    (``purpose="judge"``, prompt :func:`quality_prompt`) answers
    ``{"verdict", "confidence", "feedback"}``; the verdict's ``usage`` counts every
-   attempt's tokens (a failed but paid one's too: a TruncatedError's cut answer);
+   attempt's tokens (a failed but paid one's too: a TruncatedError's cut answer, an
+   unreadable answer whose usage could be read), each as it arrives (``_meter``);
 4. otherwise ACCEPT at level ``"structural"``.
 
 Safety nets: a custom judge's ACCEPT with required keys missing is overridden to RETRY
@@ -23,7 +24,8 @@ the verdict is ESCALATE carrying the error.
 
 On a run's path the judge is an actor (``_judge_actor.JudgeActor``) that the LLM node
 asks with a timeout; the actor runs :func:`consult` and :func:`safety_net`, and a judge
-that raises or hangs is an actor failure the node turns into the judge-failure verdict.
+that raises or hangs is an actor failure the node turns into the judge-failure verdict,
+which carries the tokens of the Level 2 calls that were paid for meanwhile.
 
 The bail-out and structural paths allocate almost nothing (shared verdict constants, no
 regex, no logging) because they run on every turn of every node.
@@ -38,7 +40,6 @@ from typing import Any, Final
 import msgspec
 
 from .._errors import MalformedResponseError, ProviderError
-from ..events._tokens import add_usage, paid_usage
 from ..providers._asked import asked_at
 from ..providers._base import (
     ChatMessage,
@@ -48,6 +49,7 @@ from ..providers._base import (
     complete_uncut,
     parse_json_object,
 )
+from ._meter import Meter, MeteredProvider
 from ._verdict import (
     RECENT_MESSAGES,
     Action,
@@ -229,12 +231,14 @@ class ImplicitJudge:
         self.fail_closed = fail_closed
         self.retries = retries
 
-    async def evaluate(self, context: JudgeContext) -> JudgeVerdict:
+    async def evaluate(self, context: JudgeContext, *, meter: Meter | None = None) -> JudgeVerdict:
         """Run the cascade on one turn.
 
         Blocks only on the quality call (when it applies). Cancellation cancels that
         call. Raises nothing from provider failures (they become the verdict's
-        ``error``); anything else a provider raises propagates.
+        ``error``); anything else a provider raises propagates. ``meter`` (a fresh one)
+        counts the quality calls' tokens as each returns, so what they cost is known
+        when no verdict comes; the verdict's ``usage`` is its count.
         """
         if context.turn_had_tool_calls:
             return _BAIL_OUT
@@ -242,10 +246,13 @@ class ImplicitJudge:
         if verdict is not None:
             return verdict
         if context.success_criteria and self.provider is not None:
-            return await self._quality(context, self.provider)
+            meter = Meter() if meter is None else meter
+            return await self._quality(context, self.provider, meter)
         return _STRUCTURAL_ACCEPT
 
-    async def _quality(self, context: JudgeContext, provider: LlmProvider) -> JudgeVerdict:
+    async def _quality(
+        self, context: JudgeContext, provider: LlmProvider, meter: Meter
+    ) -> JudgeVerdict:
         request = LlmRequest(
             messages=[ChatMessage(role="user", content=quality_prompt(context))],
             system=_QUALITY_SYSTEM,
@@ -256,21 +263,19 @@ class ImplicitJudge:
             purpose="judge",
         )
         error = ""
-        usage: Usage | None = None  # every attempt's, each paid for
+        metered = MeteredProvider(provider, meter)
         for _ in range(self.retries + 1):
             try:
                 with asked_at(context.node_id, iteration=context.iteration):
-                    response = await complete_uncut(provider, request)
+                    response = await complete_uncut(metered, request)
             except ProviderError as exc:  # TruncatedError too: a cut answer is no verdict
-                usage = add_usage(usage, paid_usage(exc))
                 error = f"{type(exc).__name__}: {exc}"
                 continue
-            usage = add_usage(usage, response.usage)
             verdict = parse_quality_answer(response.text)
             if verdict is not None:
-                return msgspec.structs.replace(verdict, usage=usage)
+                return msgspec.structs.replace(verdict, usage=meter.usage)
             error = f"unparseable judge answer: {_clip(response.text, 200)!r}"
-        return self.failure_verdict(f"quality check failed: {error}", usage)
+        return self.failure_verdict(f"quality check failed: {error}", meter.usage)
 
     def failure_verdict(self, error: str, usage: Usage | None = None) -> JudgeVerdict:
         """The verdict when the quality check could not judge: ACCEPT, or ESCALATE when
@@ -349,16 +354,22 @@ def _confidence(value: object) -> float | None:
 
 
 async def consult(
-    context: JudgeContext, *, judge: JudgeProtocol | None, implicit: ImplicitJudge
+    context: JudgeContext,
+    *,
+    judge: JudgeProtocol | None,
+    implicit: ImplicitJudge,
+    meter: Meter | None = None,
 ) -> JudgeVerdict:
     """Ask the judge for its verdict, as it gives it: the custom ``judge`` (at level
-    ``"custom"``) or else the implicit cascade. No safety net is applied.
+    ``"custom"``) or else the implicit cascade, its quality calls counted by ``meter``
+    (a custom judge's own calls are known only from the usage of its verdict). No
+    safety net is applied.
 
     Blocks on the judge; cancellation propagates. Raises whatever the judge raises, and
     TypeError when a custom judge returns something that is not a verdict.
     """
     if judge is None:
-        return await implicit.evaluate(context)
+        return await implicit.evaluate(context, meter=meter)
     return _normalise(await judge.evaluate(context))
 
 
@@ -377,20 +388,26 @@ def safety_net(context: JudgeContext, verdict: JudgeVerdict) -> JudgeVerdict:
 
 
 def judge_failure_verdict(
-    context: JudgeContext, error: str, *, implicit: ImplicitJudge, custom: bool
+    context: JudgeContext,
+    error: str,
+    *,
+    implicit: ImplicitJudge,
+    custom: bool,
+    usage: Usage | None = None,
 ) -> JudgeVerdict:
     """The verdict when the judge itself failed (raised, hung, answered nonsense).
 
     Fail-open (the default): the cascade without its quality call decides (a turn with
     tool calls goes on, missing keys are asked for, else ACCEPT), with ``error`` set, so
     a broken judge neither stops the run nor accepts incomplete work. Fail-closed
-    (``implicit.fail_closed``): ESCALATE with the error, so the node fails.
+    (``implicit.fail_closed``): ESCALATE with the error, so the node fails. ``usage``:
+    the tokens of the calls the failed judge paid for (recorded with the verdict).
     """
     level: Level = "custom" if custom else "quality"
     if implicit.fail_closed:
-        return _escalation(error, level)
+        return msgspec.structs.replace(_escalation(error, level), usage=usage)
     fallback = implicit.without_quality(context)
-    return msgspec.structs.replace(fallback, error=error)
+    return msgspec.structs.replace(fallback, error=error, usage=usage)
 
 
 async def rule(
@@ -403,11 +420,15 @@ async def rule(
     the failure. (The LLM node asks a :class:`JudgeActor` instead, with a timeout.)
     Blocks on the judge; cancellation propagates.
     """
+    meter = Meter()
     try:
-        verdict = await consult(context, judge=judge, implicit=implicit)
+        verdict = await consult(context, judge=judge, implicit=implicit, meter=meter)
     except Exception as exc:  # recorded in the verdict (and so in the log), not swallowed
         error = f"{'custom ' if judge is not None else ''}judge failed: {describe(exc)}"
-        return judge_failure_verdict(context, error, implicit=implicit, custom=judge is not None)
+        custom = judge is not None
+        return judge_failure_verdict(
+            context, error, implicit=implicit, custom=custom, usage=meter.usage
+        )
     return safety_net(context, verdict)
 
 

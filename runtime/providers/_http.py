@@ -104,15 +104,18 @@ class _HttpTransport:
         """The answer ``parse`` reads from ``data`` (see :func:`parse_guarded`), its
         tokens counted; an answer it cannot read counts as a failed call and raises
         MalformedResponseError, its tokens still counted when ``usage`` can read them
-        (the model was paid for it)."""
+        (the model was paid for it), and carried as the error's ``usage``."""
         try:
             response = parse_guarded(self.provider, parse, data, started)
-        except MalformedResponseError:
+        except MalformedResponseError as exc:
             self._stats["failures"] += 1
             try:
-                self._count(usage(self.provider, data))
+                paid: Usage | None = usage(self.provider, data)
             except (MalformedResponseError, TypeError, ValueError, AttributeError):
-                pass  # the usage is what could not be read
+                paid = None  # the usage is what could not be read
+            if paid is not None:
+                self._count(paid)
+                exc.usage = paid  # for the caller to record (events/_tokens.py: paid_usage)
             raise
         self._count(response.usage)
         return response

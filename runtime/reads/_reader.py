@@ -283,12 +283,11 @@ class RunReader:
         chain = await audited(self.store, self._heads, run_id, events, chain)
         info = await self.store.get_run(run_id)
         state = fold(events)
+        own = own_events(events)  # a fork's: not those copied from its source
         verdicts: Counter[str] = Counter(
-            e.body.action
-            for e in events
-            if isinstance(e.body, Verdict) and e.body.level != "bail_out"
+            e.body.action for e in own if isinstance(e.body, Verdict) and e.body.level != "bail_out"
         )
-        turns = sum(1 for e in own_events(events) if isinstance(e.body, LlmTurn))
+        turns = sum(1 for e in own if isinstance(e.body, LlmTurn))
         tokens, by_purpose = paid_tokens(events)
         return RunReport(
             run_id=run_id,

@@ -266,8 +266,9 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     fold's, ``listed_status`` the listing's; ``draining`` as in :class:`RunSummary`.
 
     ``turns`` counts the ``llm.turn`` events (a parallel node's winning branch's turns,
-    recorded again as the node's own, included). A fork's ``turns`` and ``tokens`` count
-    its own calls only, not those copied from its source (counted in the source's report).
+    recorded again as the node's own, included). A fork's ``turns``, ``tokens`` and
+    ``verdicts`` count its own only, not those copied from its source (counted in the
+    source's report).
     ``tokens`` sums the tokens of every model
     call the log records as paid: LLM node turns, parallel branches' turns, branch judges,
     Level 2 judges, ``llm_decide`` routing, ``llm_judge`` verifiers and the goal's

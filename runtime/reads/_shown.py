@@ -29,8 +29,8 @@ __all__ = [
 def own_events(events: Sequence[Event]) -> Sequence[Event]:
     """The events a run recorded itself: a fork's copied events (those before its
     ``run.forked``) are its source's, counted in the source's report, not again in the
-    fork's (its turns and tokens). (A fork of a fork copied its source's marker too: its
-    own is the last.)"""
+    fork's (its turns, tokens and verdicts). (A fork of a fork copied its source's marker
+    too: its own is the last.)"""
     for index in range(len(events) - 1, -1, -1):
         if isinstance(events[index].body, RunForked):
             return events[index + 1 :]
