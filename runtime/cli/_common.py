@@ -13,7 +13,6 @@ from typing import Any, Final, Literal, TextIO
 
 import anyio
 import msgspec
-import yaml
 
 from actors import MagistrateError
 from eventstore import EventStore, StoreMissingError, StoreUnreachableError, heads_path_beside
@@ -43,6 +42,7 @@ __all__ = [
     "open_store",
     "opened",
     "parse_inputs",
+    "read_file",
     "stdout_may_go",
     "store_for",
     "store_url",
@@ -266,48 +266,80 @@ def counted(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
-def _value(text: str) -> Any:
-    """A JSON value when the text is one (``3``, ``true``, ``{"a": 1}``), else the text."""
+def _data_format(name: str) -> Literal["yaml", "json"]:
+    """The format of an input or script file, by its suffix: YAML, else JSON."""
+    return "yaml" if name.lower().endswith((".yaml", ".yml")) else "json"
+
+
+def read_file(name: str, what: str) -> Any:
+    """The data in a JSON or YAML file (:func:`runtime.spec.read_data`: the rules graph
+    files are read by). Raises UsageError naming ``what`` (``input file in.yaml``) and
+    the problem, with its line where the parser gives it."""
+    from ..spec import read_data  # the spec's reader, loaded for commands that read data
+
     try:
-        return json.loads(text)
+        raw = Path(name).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {what}: {exc.strerror or exc}") from exc
+    try:
+        return read_data(raw, _data_format(name), source=what)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _value(key: str, text: str) -> Any:
+    """A JSON value when the text is one (``3``, ``true``, ``{"a": 1}``), else the text.
+    JSON that breaks the rules input files are read by (a key twice, NaN) is refused."""
+    from ..spec import read_data  # the spec's reader, loaded for commands that read data
+
+    try:
+        return read_data(text, "json", source=f"--input {key}")
+    except ValueError as exc:
+        refused = str(exc)
+    try:
+        json.loads(text)  # Python's lenient reading: is it JSON at all?
     except ValueError:
         return text
+    except RecursionError:
+        pass  # JSON, nested too deep
+    if not text.lstrip().startswith(("{", "[")):  # NaN, Infinity: meant as text?
+        refused += f"; for the text, give a JSON string: --input '{key}={json.dumps(text)}'"
+    raise UsageError(refused)
 
 
-def _one_line(exc: BaseException) -> str:
-    """A parser's error on one line: PyYAML's spans several, quoting the text."""
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
-        mark = exc.problem_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        return f"{exc.problem}{where}"
-    return " ".join(str(exc).split())
+def _checked(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data``, unless the library would refuse it as a run's input: UsageError then,
+    before any store is opened or created."""
+    from ..events import check_input
+
+    try:
+        check_input(data)
+    except TypeError as exc:  # a MemoryValueError too
+        raise UsageError(f"{where}: {exc}") from exc
+    return data
 
 
 def parse_inputs(pairs: list[str] | None, files: list[str] | None = None) -> dict[str, Any]:
     """Merge ``--input-file`` objects (JSON or YAML, in order), then ``--input k=v`` pairs.
 
     A value that parses as JSON is taken as JSON (numbers, booleans, lists, objects),
-    anything else as a string. Raises UsageError naming the bad pair or file.
+    anything else as a string. Files and values are read by the rules graph files are
+    read by (no key twice, no NaN, YAML 1.2 numbers) and checked as a run's input is
+    (what its log cannot store as given is refused), so a refused input opens no store.
+    Raises UsageError naming the bad pair or file.
     """
     data: dict[str, Any] = {}
     for name in files or ():
-        try:
-            raw = Path(name).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read input file {name}: {exc.strerror or exc}") from exc
-        try:
-            text = raw.decode("utf-8")  # a UnicodeDecodeError is a ValueError
-            loaded = yaml.safe_load(text) if name.endswith((".yaml", ".yml")) else json.loads(text)
-        except (ValueError, yaml.YAMLError, RecursionError) as exc:  # too deep: recursion
-            raise UsageError(f"input file {name} is not valid: {_one_line(exc)}") from exc
+        loaded = read_file(name, f"input file {name}")
         if not isinstance(loaded, dict):
             raise UsageError(f"input file {name} must hold an object, not {type(loaded).__name__}")
-        data.update(loaded)
+        data.update(_checked(loaded, f"input file {name}"))
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--input {pair!r}: expected KEY=VALUE")
-        data[key.strip()] = _value(value)
+        key = key.strip()
+        data.update(_checked({key: _value(key, value)}, "--input"))
     return data
 
 

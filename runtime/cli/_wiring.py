@@ -10,15 +10,11 @@ registry under its own name.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 from collections.abc import Iterable
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .. import (
     AnthropicProvider,
@@ -34,7 +30,7 @@ from .. import (
     ToolCall,
     ToolRegistry,
 )
-from ._common import UsageError
+from ._common import UsageError, read_file
 
 __all__ = [
     "NoModel",
@@ -140,17 +136,10 @@ def load_script(path: str) -> ScriptedProvider:
     The file holds a list of entries (the answers, in order) or an object with ``turns``
     and optionally ``judge`` and ``router`` lists (answers to those purposes). An entry is
     a text, an object ``{text, tool_calls: [{name, arguments, id}]}``, or
-    ``{error, status}`` to make that call fail. Raises UsageError for a bad file.
+    ``{error, status}`` to make that call fail. The file is read by the rules graph files
+    are read by (no key twice, no NaN, YAML 1.2 numbers). Raises UsageError for a bad file.
     """
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read script {path}: {exc.strerror or exc}") from exc
-    try:
-        text = raw.decode("utf-8")  # a UnicodeDecodeError is a ValueError
-        data = yaml.safe_load(text) if path.endswith((".yaml", ".yml")) else json.loads(text)
-    except (ValueError, yaml.YAMLError, RecursionError) as exc:  # too deep: recursion
-        raise UsageError(f"script {path} is not valid: {exc}") from exc
+    data = read_file(path, f"script {path}")
     lanes = {"turns": data} if isinstance(data, list) else data
     if not isinstance(lanes, dict) or not isinstance(lanes.get("turns", []), list):
         raise UsageError(f"script {path}: expected a list of entries or an object with 'turns'")

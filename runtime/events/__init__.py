@@ -49,7 +49,7 @@ from ._catalogue import (
 from ._conversation import Conversation, ConversationEntry
 from ._state import ForkOrigin, PauseInfo, RunState, fold
 from ._timeline import LEVEL_NAMES, describe_event, render_timeline
-from ._values import check_run_id
+from ._values import check_input, check_run_id
 from ._verdicts import JudgeFailure, StallEntry, VerdictEntry, VerdictRecord
 
 __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
@@ -107,5 +107,6 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "describe_event",
     "render_timeline",
     # what a log takes
+    "check_input",
     "check_run_id",
 ]

@@ -1,8 +1,9 @@
 """Graph specs: the model, loading and checking graph files, expressions, import policy.
 
 Everything a graph *is*, before anything runs: :class:`GraphSpec` and its parts, the
-loaders for YAML, TOML, JSON and dicts, :func:`validate_graph`, the safe expression
-language of conditional edges and expression verifiers, and a graph as Mermaid.
+loaders for YAML, TOML, JSON and dicts, :func:`validate_graph`, :func:`read_data` (other
+data read by the rules graph files are read by), the safe expression language of
+conditional edges and expression verifiers, and a graph as Mermaid.
 The most used names are on :mod:`runtime` as well.
 """
 
@@ -26,6 +27,7 @@ from ._model import (
     graph_to_dict,
 )
 from ._parallel import BranchCandidate, BranchJudgeSpec, BranchSpec, BranchStrategy, ParallelSpec
+from ._parse import read_data
 from ._validate import validate_graph
 from ._verifier import (
     ExpressionVerifier,
@@ -76,6 +78,7 @@ __all__ = [  # noqa: RUF022 (grouped by topic, not sorted)
     "function_ref",
     "import_allowed",
     "graph_to_mermaid",
+    "read_data",
     # expressions
     "Expression",
     "compile_expression",

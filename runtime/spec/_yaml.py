@@ -1,6 +1,6 @@
-"""The YAML side of :mod:`runtime.spec._parse`, imported when a YAML spec is read (so
+"""The YAML side of :mod:`runtime.spec._parse`, imported when YAML is read (so
 ``import runtime`` does not load PyYAML): a ``yaml.SafeLoader`` within the limits of
-:mod:`runtime.spec._limits`, reading numbers in exponent form (``1e-9``, ``2.5E3``) as
+:mod:`runtime.spec._limits` it is given, reading numbers in exponent form (``1e-9``, ``2.5E3``) as
 numbers, as YAML 1.2 and JSON do (PyYAML follows YAML 1.1, which reads them as strings
 unless they have a dot and a signed exponent)."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ._limits import MAX_INT_DIGITS, MAX_SPEC_DEPTH, Refused, mark_text
+from ._limits import Limits, Refused, mark_text
 
 __all__ = ["parse_yaml"]
 
@@ -20,13 +20,15 @@ class _Loader(yaml.SafeLoader):
     """``yaml.SafeLoader`` refusing deep nesting, duplicate keys and huge integers."""
 
     _depth = 0
+    max_depth = 0  # set by parse_yaml, with max_int_digits
+    max_int_digits = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
         try:
-            if self._depth > MAX_SPEC_DEPTH:
+            if self._depth > self.max_depth:
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise Refused(f"nested deeper than {MAX_SPEC_DEPTH} levels", mark_text(mark))
+                raise Refused(f"nested deeper than {self.max_depth} levels", mark_text(mark))
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -50,9 +52,10 @@ class _Loader(yaml.SafeLoader):
 
 def _yaml_int(loader: _Loader, node: Any) -> Any:
     digits = sum(ch.isdigit() for ch in str(node.value))
-    if digits > MAX_INT_DIGITS:
+    if digits > loader.max_int_digits:
         raise Refused(
-            f"integer of {digits} digits (at most {MAX_INT_DIGITS})", mark_text(node.start_mark)
+            f"integer of {digits} digits (at most {loader.max_int_digits})",
+            mark_text(node.start_mark),
         )
     return loader.construct_yaml_int(node)
 
@@ -67,11 +70,18 @@ _Loader.add_implicit_resolver(
 )
 
 
-def parse_yaml(text: str) -> Any:
-    """YAML text to builtins; Refused for text the hooks refuse or PyYAML cannot read."""
+def parse_yaml(text: str, limits: Limits) -> Any:
+    """YAML text to builtins within ``limits``; Refused for text the hooks refuse or PyYAML
+    cannot read."""
     try:
-        return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
+        loader = _Loader(text)  # a SafeLoader subclass, used as yaml.load uses one
+        loader.max_depth = limits.max_depth
+        loader.max_int_digits = limits.max_int_digits
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:  # the text's characters are checked as the loader is made
         mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())  # on one line
         raise Refused(str(problem), mark_text(mark)) from exc
