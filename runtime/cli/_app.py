@@ -14,8 +14,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO, cast
 
 from ._commands import COMMANDS
+from ._stdout import EXIT_STDOUT_FAILED, WatchedStdout
 
 __all__ = ["build_parser", "main"]
 
@@ -76,17 +78,35 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
-    On a terminal, stdout shows a run's text as text (see ``_printable``)."""
+    On a terminal, stdout shows a run's text as text (see ``_printable``). A stdout that
+    cannot be written, whenever it fails (a write, or the flush at the command's end),
+    ends the command as ``_stdout`` says: quietly when its reader went away."""
     _open_closed_streams()
     stdout = sys.stdout
+    watched = WatchedStdout(stdout)
+    sys.stdout = watched
     if stdout.isatty():
         from ._printable import PrintableStream
 
-        sys.stdout = PrintableStream(stdout)
+        sys.stdout = PrintableStream(cast(TextIO, watched))
     try:
-        return _main(argv)
+        code = _main(argv, watched)
+    except SystemExit:
+        # argparse's --help (or its error). It ignores an error writing to stdout: the
+        # watch has it. What it printed must reach stdout too: flushed here.
+        if watched.failures:
+            return watched.fail(watched.failures[-1])
+        if watched.end(0) != 0:
+            return EXIT_STDOUT_FAILED
+        raise
+    except Exception as exc:
+        failure = watched.cause(exc)
+        if failure is None:
+            raise
+        return watched.fail(failure)
     finally:
         sys.stdout = stdout
+    return watched.end(code)
 
 
 def _open_closed_streams() -> None:
@@ -107,7 +127,7 @@ def _open_closed_streams() -> None:
         setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, stdout: WatchedStdout) -> int:
     # The working directory is not put on sys.path: a module lying there must not shadow
     # an installed one. The modules a command may import from it are named to
     # search_working_directory (see _import_path) once the command knows them.
@@ -135,7 +155,6 @@ def _main(argv: Sequence[str] | None) -> int:
         EXIT_USAGE,
         Handler,
         UsageError,
-        discard_stdout,
     )
     from ._loop import run_command
 
@@ -178,16 +197,13 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         _error("\n".join([f"{type(exc).__name__}: {exc}", *getattr(exc, "__notes__", ())]))
         return EXIT_FAILED
-    except BrokenPipeError:
-        # The reader went away (``magistrate export RUN | head``): no traceback, and no
-        # second error when the interpreter flushes stdout at exit.
-        discard_stdout()
-        return EXIT_FAILED
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
     except Exception as exc:
-        if args.debug:
+        # A stdout that could not be written (its reader went away: ``magistrate export
+        # RUN | head``): main ends the command for it, --debug or not.
+        if args.debug or stdout.cause(exc) is not None:
             raise
         _error(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)")
         return EXIT_FAILED
