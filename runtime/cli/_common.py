@@ -18,6 +18,8 @@ from actors import MagistrateError
 from eventstore import EventStore, StoreMissingError, StoreUnreachableError, heads_path_beside
 from eventstore import open_store as eventstore_open
 
+from ._stdout import dropped
+
 __all__ = [
     "ALLOW_IMPORTS_ENV",
     "DEFAULT_STORE",
@@ -351,22 +353,20 @@ def to_builtins(value: Any) -> Any:
 def discard_stdout() -> None:
     """Point stdout at the null device: its reader went away, and what is still written
     (or flushed at exit) must not fail again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    finally:
-        os.close(devnull)
+    dropped(BrokenPipeError())
 
 
 @contextmanager
 def stdout_may_go() -> Iterator[None]:
-    """Write (and flush) a result to stdout whose reader may have gone away (``| head -0``,
-    a closed pipe): then the result is dropped, quietly; what it reports stands."""
+    """Write (and flush) the result of a command that recorded something to a stdout
+    that may fail: a reader gone away (``| head -0``, a closed pipe) drops it quietly,
+    another failure (``> /dev/full``) with one line on stderr; either way what the
+    command reports stands, and it keeps its exit code."""
     try:
         yield
         sys.stdout.flush()
-    except BrokenPipeError:
-        discard_stdout()
+    except OSError as exc:
+        dropped(exc)
 
 
 def emit_json(value: Any, out: TextIO | None = None) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from contextlib import suppress
 from typing import Any, Final, TextIO
 
-__all__ = ["EXIT_STDOUT_FAILED", "WatchedStdout"]
+__all__ = ["EXIT_STDOUT_FAILED", "WatchedStdout", "dropped"]
 
 #: The exit code of a command whose stdout could not be written: ``1``, failed.
 EXIT_STDOUT_FAILED: Final = 1
@@ -77,17 +77,8 @@ class WatchedStdout:
         return None
 
     def fail(self, failure: OSError) -> int:
-        """End the command for ``failure``: quietly for a departed reader, else with one
-        line on stderr naming the problem; stdout goes to the null device. The exit code."""
-        if not isinstance(failure, BrokenPipeError):
-            reason = failure.strerror or str(failure) or type(failure).__name__
-            with suppress(OSError, ValueError):  # stderr may be gone too: nothing to say then
-                sys.stderr.write(
-                    f"magistrate: error: cannot write to stdout: {reason}; the command's "
-                    "output is lost or cut short (what it recorded stands)\n"
-                )
-                sys.stderr.flush()
-        self._to_null()
+        """End the command for ``failure`` (see :func:`dropped`); the exit code."""
+        dropped(failure, self.inner)
         return EXIT_STDOUT_FAILED
 
     def end(self, code: int) -> int:
@@ -98,13 +89,24 @@ class WatchedStdout:
             return self.fail(exc)
         return code
 
-    def _to_null(self) -> None:
-        """Point stdout's descriptor at the null device: what is still buffered, or written
-        later, is dropped there rather than failing again."""
-        with suppress(OSError, ValueError):  # a stream with no descriptor (io.StringIO)
-            fd = self.inner.fileno()
-            null = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(null, fd)
-            finally:
-                os.close(null)
+
+def dropped(failure: OSError, stream: TextIO | None = None) -> None:
+    """The output to ``stream`` (stdout by default) failed with ``failure``: quietly for a
+    departed reader, else one line on stderr naming the problem; then its descriptor is
+    pointed at the null device, so what is still buffered, or written later, is dropped
+    there rather than failing again."""
+    if not isinstance(failure, BrokenPipeError):
+        reason = failure.strerror or str(failure) or type(failure).__name__
+        with suppress(OSError, ValueError):  # stderr may be gone too: nothing to say then
+            sys.stderr.write(
+                f"magistrate: error: cannot write to stdout: {reason}; the command's "
+                "output is lost or cut short (what it recorded stands)\n"
+            )
+            sys.stderr.flush()
+    with suppress(OSError, ValueError):  # a stream with no descriptor (io.StringIO)
+        fd = (sys.stdout if stream is None else stream).fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)

@@ -135,3 +135,40 @@ def test_submit_pause_and_cancel_with_stdout_closed_exit_0_with_each_recorded(
     events = _events(workdir, store, "r1")
     assert [e["type"] for e in events] == ["run.started", "run.paused", "run.cancelled"]
     ok(workdir.run("verify", "--all", "--store", store))
+
+
+@BUFFERING
+def test_submit_and_cancel_to_a_full_stdout_keep_exit_0_and_say_so_once(
+    workdir: Workdir, buffered: bool
+) -> None:
+    # A stdout that cannot take the answer for another reason than a departed reader
+    # (``> /dev/full``): the action is recorded all the same, so the exit code stays 0,
+    # and one line on stderr says the output was lost.
+    env = workdir.env()
+    if buffered:
+        env.pop("PYTHONUNBUFFERED", None)
+    else:
+        env["PYTHONUNBUFFERED"] = "1"
+    store = "runs.db"
+
+    def to_full(*args: str) -> subprocess.CompletedProcess[str]:
+        with open("/dev/full", "w") as full:
+            return subprocess.run(
+                [str(MAGISTRATE), *args, "--store", store],
+                cwd=workdir.path,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=45,
+            )
+
+    for done in (to_full(*SUBMIT, "--run-id", "r1"), to_full("cancel", "r1")):
+        assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr}"
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("magistrate: error: cannot write to stdout: No space left")
+    assert _run(workdir, store, "r1")["status"] == "cancelled"
+    events = _events(workdir, store, "r1")
+    assert [e["type"] for e in events] == ["run.started", "run.cancelled"]
