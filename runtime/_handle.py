@@ -47,7 +47,9 @@ class RunHandle:
         call is a new iterator; several may follow one run. Waiting blocks on the run's
         executor and on the store (read again every few tens of milliseconds, so events
         another process appends are seen too); breaking out or cancelling the iteration
-        does not affect the run. Raises the store's read errors.
+        does not affect the run. Raises the store's read errors, and RunStateError at
+        once in a node of this run (it would follow the run to its end, which waits for
+        the node): such a node reads what is committed with ``Runtime.read_events``.
         """
         return follow_run(
             self._logs, self.run_id, from_seq, since=self._since, outcome=self._outcome

@@ -15,7 +15,6 @@ from eventstore import Event, EventStore, open_store
 from ._backend import check_backend
 from ._config import OwnershipConfig, RecoveryConfig, TimeoutConfig
 from ._errors import RunStateError
-from ._fork import copy_prefix
 from ._handle import RunHandle
 from ._node_factory import NodeFactory
 from ._result import RunOutcome, RunResult
@@ -26,7 +25,7 @@ from .control._launch import start_run
 from .control._open import open_control
 from .control._ownership import default_worker_id
 from .control._regraph import replace_graph
-from .control._resume import resume_from_log
+from .control._resume import fork_here, resume_from_log
 from .control._run_control import RunControl
 from .control._watch import RunChange, watch_store
 from .engine._runlog import CommitHook
@@ -375,11 +374,8 @@ class Runtime:
         that is not an int.
         """
         check_seq("at_seq", at_seq, below_one=True)  # outside the log: RunStateError
-        control = self._running
-        new_id = await copy_prefix(
-            control.logs, run_id, at_seq, ownership=control.ownership, check=self.nodes.check
-        )
-        return await self._resume_here(new_id, input, False)
+        resume = partial(self._resume_here, input=input, gated=False)
+        return await fork_here(self._running, self.nodes.check, run_id, at_seq, resume)
 
     def watch_runs(
         self, *, after: int | None = None, every_event: bool = False

@@ -113,7 +113,19 @@ async def start_run(
         if run_id is None and graph.durability == "sync":
             # The common start: its claim rides with its first append, nothing awaited.
             claimed = ownership.claim_with_first_append()
-        run_id = claimed or await ownership.claim_start(run_id, durable=False)
+        if claimed is None:
+            run_id = run_id or new_run_id()
+            held = run_id in ownership.claims
+            try:
+                await ownership.claim(run_id)
+            except BaseException:
+                # Cancelled once asked, the claim is held here all the same (claim): no
+                # run of it exists, so it is given up, not renewed for the runtime's life.
+                if not held:
+                    await ownership.release(run_id)
+                raise
+        else:
+            run_id = claimed
     run_id = run_id or new_run_id()
     started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
     first = FirstCommit(started)

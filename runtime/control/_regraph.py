@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from actors import finish
 from eventstore import ConcurrencyError
 
 from .._errors import RunStateError
@@ -86,7 +87,7 @@ async def replace_graph(
     )
     log = logs.reopen(run_id, state.last_seq)
     try:
-        await log.append([moved])
+        await finish(log.append([moved]))  # committed, it reaches the hooks (see _elsewhere)
     except ConcurrencyError:
         now = await logs.get_state(run_id)
         raise RunStateError(

@@ -1,16 +1,20 @@
 """Continuing a run from its log in this process: the one step under ``resume``,
-recovery, a settled conflict and a gate's decision."""
+recovery, a settled conflict and a gate's decision; and a fork's copy continued here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from actors import finish
+
 from .._errors import RunChangedError, RunStateError
+from .._fork import copy_prefix
 from .._handle import RunHandle
 from .._node_factory import NodeFactory
 from .._result import RunOutcome
 from ..engine._runlog import RunLog
+from ..spec._model import GraphSpec
 from ._gates import check_resumable
 from ._launch import launch
 from ._owned_outcome import OwnedOutcome
@@ -19,7 +23,7 @@ from ._run_control import RunControl
 if TYPE_CHECKING:
     from ..observe._metrics import RuntimeMetrics
 
-__all__ = ["resume_from_log"]
+__all__ = ["fork_here", "resume_from_log"]
 
 
 async def resume_from_log(
@@ -80,6 +84,29 @@ async def resume_from_log(
         if not first.acted and first.done:
             await first.wait()  # raises its error once the claim here is given up
     return handle
+
+
+async def fork_here(
+    control: RunControl,
+    check: Callable[[GraphSpec], None],
+    run_id: str,
+    at_seq: int,
+    resume: Callable[[str], Awaitable[RunHandle]],
+) -> RunHandle:
+    """``Runtime.fork``: copy ``run_id``'s first ``at_seq`` events into a new run
+    (``copy_prefix``, claimed here with its copy) and continue it here (``resume``, given
+    the new id). Carried through to the launch whatever cancels the caller meanwhile (an
+    anyio scope, or asyncio's ``wait_for``), the cancellation raised after it: a copy
+    written and not launched would be left running, claimed here, with nothing to run it
+    (and after the runtime closes, running with no owner)."""
+
+    async def fork() -> RunHandle:
+        new_id = await copy_prefix(
+            control.logs, run_id, at_seq, ownership=control.ownership, check=check
+        )
+        return await resume(new_id)
+
+    return await finish(fork())
 
 
 def _first_step_durable(log: RunLog) -> None:

@@ -14,6 +14,7 @@ from .._result import RunOutcome
 from .._run_logs import RunLogs
 from ..events._catalogue import RunCancelled, RunFinished, RunPaused, RunResumed, RunStarted
 from ..events._state import StateStatus
+from ._own_run import check_not_own_run
 
 __all__ = ["RunChange", "follow_run", "status_after", "watch_store"]
 
@@ -59,8 +60,10 @@ async def follow_run(
 
     Ends after the first event past seq ``since`` (where this process launched the run)
     that ends or pauses it; or, when the run's executor here stopped without one (its
-    claim lost, a store error), once everything committed is yielded.
+    claim lost, a store error), once everything committed is yielded. Refused at once in
+    a node of the run (it would follow until the run's end, which waits for the node).
     """
+    check_not_own_run(run_id, "read the events committed so far with Runtime.read_events")
     next_seq = max(from_seq, 1)
     while True:
         # Read after checking: whatever the executor committed before it stopped is read.

@@ -26,6 +26,7 @@ import anyio.lowlevel
 from actors import Actor, ActorRef
 
 from .._errors import NodeTimeoutError, SpecError, ToolTimeoutError, UnknownToolError
+from ..control._own_run import node_of
 from ..engine._messages import ExecuteNode, NodeDone
 from ..engine._runlog import RunLog
 from ..providers._asked import asked_at
@@ -93,7 +94,8 @@ class LlmNodeActor(Actor):
         """
         assert isinstance(message, ExecuteNode)
         try:
-            with anyio.move_on_after(self.node_timeout) as deadline:
+            # A node of its run: its tools waiting for the run's end are refused at once.
+            with node_of(self.log.run_id), anyio.move_on_after(self.node_timeout) as deadline:
                 done = await self._attempt(message)
         except ToolTimeoutError as exc:  # a failure of the node, as the issue of a timeout
             done = node_failure(message, str(exc), "ToolTimeoutError")
