@@ -15,7 +15,7 @@ from ._errors import (
 from ._mailbox import MailboxConfig, MailboxStatistics, Waiter, new_waiter
 from ._messages import Message, Terminated
 from ._ref import ActorRef
-from ._shield import finish
+from ._shield import finish, settle
 
 __all__ = [
     "Actor",
@@ -34,4 +34,5 @@ __all__ = [
     "Waiter",
     "finish",
     "new_waiter",
+    "settle",
 ]

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["finish"]
+__all__ = ["finish", "settle"]
 
 T = TypeVar("T")
 
@@ -20,6 +20,20 @@ async def finish(work: Coroutine[Any, Any, T]) -> T:
     recorded and its run not yet launched) and that ends soon by itself. An anyio shield
     does not do it on asyncio: ``asyncio.wait_for`` and ``Task.cancel`` go through it.
     Asyncio only."""
+    task, cancelled = await settle(work)
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: its caller has gone, and the error with it
+        raise cancelled
+    return task.result()
+
+
+async def settle(
+    work: Coroutine[Any, Any, T],
+) -> tuple[asyncio.Task[T], asyncio.CancelledError | None]:
+    """Run ``work`` to its end in a task of its own; return that ended task and the first
+    cancellation of the caller meanwhile (None: none came), which the caller raises once
+    it has taken the outcome in (:func:`finish` raises it at once). Asyncio only."""
     task = asyncio.ensure_future(work)
     cancelled: asyncio.CancelledError | None = None
     while not task.done():
@@ -27,8 +41,4 @@ async def finish(work: Coroutine[Any, Any, T]) -> T:
             await asyncio.wait((task,))
         except asyncio.CancelledError as exc:
             cancelled = cancelled or exc
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved: its caller has gone, and the error with it
-        raise cancelled
-    return task.result()
+    return task, cancelled

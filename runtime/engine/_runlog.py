@@ -11,7 +11,7 @@ from time import perf_counter
 import anyio
 from anyio.lowlevel import checkpoint as _checkpoint
 
-from actors import ActorError
+from actors import ActorError, settle
 from eventstore import (
     AppendResult,
     ConcurrencyError,
@@ -164,10 +164,11 @@ class RunLog:
 
         Raises the store's errors (ConcurrencyError when another writer got there first).
         A pending cancellation is taken on entry (appending nothing). Cancellation cannot
-        interrupt a submitted batch: the commit is shielded, so the caller learns how it
-        ended and the hooks run. ``shield=False`` is for a caller cancelled only when the
-        whole runtime stops (the executor): a cancellation then leaves the batch to the
-        store, which still commits it, and the hooks are not called; no cancel scope then.
+        interrupt a submitted batch: the commit is shielded (from an anyio scope, and from a
+        native ``Task.cancel``, which is raised once the batch is taken in), so the caller
+        learns how it ended and the hooks run. ``shield=False`` is for a caller cancelled
+        only when the whole runtime stops (the executor): a cancellation then leaves the
+        batch to the store, which still commits it, and the hooks are not called.
         ``at_rest=True``: the batch records the run's pause or end, and carries a snapshot
         of the state after it when worth its bytes (``worth_at_rest``: at least
         ``SNAPSHOT_AT_REST`` events since the last one, the state small beside them),
@@ -198,6 +199,7 @@ class RunLog:
         snapshot = None if self.store is None else self._snapshot(batch, len(batch), at_rest)
         self.last_seq += len(batch)
         began = elapsed = perf_counter()
+        cancelled: BaseException | None = None  # the task's own, held during the commit
         if self.store is None:
             self.memory_events.extend(batch)
         else:
@@ -209,10 +211,16 @@ class RunLog:
                 if shield:
                     # Shielded: once submitted, a batch must be answered, or the next
                     # append's expected_seq would be wrong; a commit takes milliseconds.
+                    # The anyio shield holds an anyio scope's cancellation; settle, the
+                    # task's own (its deadline's Task.cancel goes through the shield),
+                    # raised below once the batch is taken in.
                     with anyio.CancelScope(shield=True):
-                        committed = await self.store.append(
-                            self.run_id, batch, expected_seq=expected, snapshot=snapshot
+                        appending, cancelled = await settle(
+                            self.store.append(
+                                self.run_id, batch, expected_seq=expected, snapshot=snapshot
+                            )
                         )
+                    committed = appending.result()
                 else:
                     committed = await self.store.append(
                         self.run_id, batch, expected_seq=expected, snapshot=snapshot
@@ -255,6 +263,8 @@ class RunLog:
             result = hook(self.run_id, self.last_seq, batch)
             if result is not None:
                 await result
+        if cancelled is not None:
+            raise cancelled
         return self.last_seq
 
     def _snapshot(
