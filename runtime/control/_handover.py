@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import msgspec
 
+from actors import settle
 from eventstore import ConcurrencyError, EventBody
 
 from .._errors import RunStateError
@@ -38,10 +39,16 @@ async def submit(
         input=input,
     )
     began = time.perf_counter()
-    await store.append(run_id, [started], expected_seq=0)
+    # Answered whatever cancels the caller: a run submitted is counted (the anyio shield
+    # holds a scope's cancellation; settle, asyncio's own, raised once counted).
+    with anyio.CancelScope(shield=True):
+        appending, cancelled = await settle(store.append(run_id, [started], expected_seq=0))
+    appending.result()
     # Counted here, where it started (the worker that claims it counts a resume).
     for observer in control.logs.observers:
         observer(run_id, [started], time.perf_counter() - began)
+    if cancelled is not None:
+        raise cancelled
     return run_id
 
 

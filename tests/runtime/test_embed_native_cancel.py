@@ -188,3 +188,31 @@ async def test_a_control_event_committed_under_a_native_cancel_reaches_the_hooks
             assert kind.__name__ in logged  # committed, though the call was cancelled
             hooked = [name for batch in seen.batches.get(run_id, []) for name in batch]
             assert kind.__name__ in hooked
+
+
+async def test_a_submit_cancelled_while_it_commits_is_counted_where_it_started(
+    tmp_path: Path,
+) -> None:
+    # Before: the run was recorded (a worker would run it), but the start counted nowhere:
+    # runs started - finished came out short by one across the fleet.
+    from prometheus_client import CollectorRegistry
+
+    from runtime import RuntimeMetrics
+
+    registry = CollectorRegistry()
+    with anyio.fail_after(DEADLINE):
+        async with Runtime(tmp_path / "runs.db", metrics=RuntimeMetrics(registry)) as rt:
+            store: Any = rt.store  # the runtime's own store, one method wrapped
+            append = store.append
+            calling: list[asyncio.Task[Any]] = []
+
+            async def cancelled_while_committing(*args: Any, **kwargs: Any) -> Any:
+                calling.pop().cancel()  # handed over below; the caller waits for it
+                return await append(*args, **kwargs)
+
+            store.append = cancelled_while_committing
+            await _cancelled(rt.submit(linear_graph(["a", "b"]), run_id="s1"), calling.append)
+            store.append = append
+            info = await store.get_run("s1")
+            assert info is not None and (info.status, info.owner) == ("running", None)
+    assert registry.get_sample_value("magistrate_runs_started_total") == 1
