@@ -21,8 +21,9 @@ REJECTED = "its approval was rejected"
 def node_failed(
     graph: GraphSpec, spec: NodeSpec, done: NodeDone
 ) -> tuple[NodeFailed, float | None]:
-    """The event recording the failed attempt ``done`` of ``spec``'s node, and the delay
-    before its next attempt (None: no retry). LLM nodes' retries belong to their judge."""
+    """The event recording the failed attempt ``done`` of ``spec``'s node (with the tokens
+    it paid for that no other event records), and the delay before its next attempt (None:
+    no retry). LLM nodes' retries belong to their judge."""
     policy = spec.retry or graph.retry
     will_retry = done.retryable and spec.kind != "llm" and done.attempt < policy.max_attempts
     failed = NodeFailed(
@@ -32,6 +33,7 @@ def node_failed(
         error_type=done.error_type or "Error",
         will_retry=will_retry,
         branch=done.branch,
+        usage=done.usage,
     )
     return failed, retry_delay(policy, done.attempt) if will_retry else None
 

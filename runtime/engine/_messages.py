@@ -14,7 +14,7 @@ import msgspec
 
 from actors import Message
 
-from ..events._catalogue import NodeStarted
+from ..events._catalogue import NodeStarted, PaidUsage
 from ..providers._base import Usage
 from ._edges import Route
 
@@ -59,10 +59,17 @@ class ExecuteNode(Message, frozen=True, kw_only=True, gc=False, tag="executor.ex
         )
 
     def failed(
-        self, error: str, error_type: str, *, retryable: bool = True, needs_input: bool = False
+        self,
+        error: str,
+        error_type: str,
+        *,
+        retryable: bool = True,
+        needs_input: bool = False,
+        usage: PaidUsage | None = None,
     ) -> NodeDone:
         """This attempt's answer to the executor: it failed (``retryable``: the executor may
-        run it again; ``needs_input``: it stopped to wait for user input)."""
+        run it again; ``needs_input``: it stopped to wait for user input; ``usage``: what
+        it paid for that no other event records)."""
         return NodeDone(
             node_id=self.node_id,
             attempt=self.attempt,
@@ -72,6 +79,7 @@ class ExecuteNode(Message, frozen=True, kw_only=True, gc=False, tag="executor.ex
             error_type=error_type,
             retryable=retryable,
             needs_input=needs_input,
+            usage=usage,
         )
 
 
@@ -82,6 +90,8 @@ class NodeDone(Message, frozen=True, kw_only=True, gc=False, tag="executor.node_
     retries belong to their judge, and escalations). ``needs_input`` (with success False)
     means the node stopped to wait for user input: the run pauses with reason "input" and a
     resume runs the node again, which continues from its recorded conversation.
+    ``usage``: the tokens of model calls a failed attempt paid for that no event of its
+    own records (``node.failed`` records them).
     """
 
     node_id: str
@@ -93,6 +103,7 @@ class NodeDone(Message, frozen=True, kw_only=True, gc=False, tag="executor.node_
     error_type: str | None = None
     retryable: bool = True
     needs_input: bool = False
+    usage: PaidUsage | None = None
 
     def failed(self, error: str, error_type: str) -> NodeDone:
         """This attempt failed for good, as the executor found (no outputs, no retry)."""

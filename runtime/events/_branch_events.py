@@ -9,7 +9,7 @@ from typing import Any
 
 from eventstore import EventBody
 
-from ..providers._base import ToolCall
+from ..providers._base import ToolCall, Usage
 
 __all__ = [
     "BranchFinished",
@@ -62,7 +62,10 @@ class BranchToolResult(EventBody, frozen=True, tag="branch.tool_result"):
 
 class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
     """A parallel branch's end: ``ok`` with its final ``text``, or not with ``error``.
-    ``input_tokens`` and ``output_tokens`` sum its ``branch.turn``s' (no call of its own)."""
+    ``input_tokens`` and ``output_tokens`` sum its ``branch.turn``s'. ``usage``: the
+    tokens of the model call that ended it with no turn, when it was paid for all the same
+    (an answer that could not be read but said what it cost), counted apart from the
+    turns' (None otherwise, and in older logs: an added field with a default)."""
 
     node_id: str
     visit: int
@@ -75,6 +78,7 @@ class BranchFinished(EventBody, frozen=True, tag="branch.finished"):
     turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    usage: Usage | None = None
 
 
 class BranchesJudged(EventBody, frozen=True, tag="branches.judged"):

@@ -71,6 +71,7 @@ __all__ = [
     "NodeFailed",
     "NodeStarted",
     "OutputSet",
+    "PaidUsage",
     "PauseRequested",
     "RunCancelled",
     "RunFinished",
@@ -221,13 +222,29 @@ class NodeCompleted(EventBody, frozen=True, gc=False, tag="node.completed"):
     branch: str | None = None
 
 
+class PaidUsage(Usage, frozen=True, kw_only=True):
+    """The tokens of model calls a failed node attempt paid for and no other event records
+    (``node.failed``'s ``usage``), and what they were for: ``purpose`` is their requests'
+    (``"turn"``, ``"judge"`` or ``"verify"``), under which a report counts them."""
+
+    purpose: str
+
+
 class NodeFailed(EventBody, frozen=True, tag="node.failed"):
+    """A node attempt failed. ``usage``: the tokens of the model calls it paid for that no
+    other event records (a :class:`PaidUsage`): an LLM node's turn whose answer could not
+    be read but said what it cost, the Level 2 judge's calls of a turn its attempt's
+    ``timeout`` cut before the verdict was recorded, an ``llm_judge`` verifier's evaluator
+    answer that could not be read; None otherwise, and in older logs (an added field
+    with a default: the version stays 1)."""
+
     node_id: str
     error: str
     error_type: str
     attempt: int
     will_retry: bool
     branch: str | None = None
+    usage: PaidUsage | None = None
 
 
 class EdgeTaken(EventBody, frozen=True, gc=False, tag="edge.taken"):

@@ -5,10 +5,14 @@ what it was for: ``llm.turn`` (a node's turn), ``branch.turn`` (a parallel branc
 turn), ``branches.judged`` (the branch judge), ``judge.verdict`` (the Level 2 quality
 check, or a custom judge's own calls), ``edge.taken`` (an ``llm_decide`` choice),
 ``verifier.result`` (an ``llm_judge`` verifier's evaluator) and ``run.finished`` (the
-goal's evaluator, as ``goal_*`` fields). :func:`paid` reads them; nothing else in an
-event counts tokens a run paid for (``branch.finished`` sums its branch's turns, and the
-winning branch's turns recorded again as the node's own carry none). The report and the
-metrics both count through it, so they agree.
+goal's evaluator, as ``goal_*`` fields). A call that gave no answer the log records
+elsewhere but was paid for is in the event of what it ended: ``node.failed``'s ``usage``
+(a node's turn, its Level 2 judge's calls cut off by its timeout, a verifier's
+evaluator: its ``purpose`` says which) and ``branch.finished``'s ``usage`` (a branch's
+last call). :func:`paid` reads them; nothing else in an event counts tokens a run paid
+for (``branch.finished``'s token counts sum its branch's turns, and the winning branch's
+turns recorded again as the node's own carry none). The report and the metrics both
+count through it, so they agree.
 
 Nothing here is on the fold's path: the sums are made when read.
 """
@@ -18,8 +22,16 @@ from __future__ import annotations
 from typing import Final, TypedDict
 
 from ..providers._base import Usage
-from ._branch_events import BranchesJudged, BranchTurn
-from ._catalogue import EdgeTaken, LlmTurn, RunFinished, Verdict, VerificationRecorded
+from ._branch_events import BranchesJudged, BranchFinished, BranchTurn
+from ._catalogue import (
+    EdgeTaken,
+    LlmTurn,
+    NodeFailed,
+    PaidUsage,
+    RunFinished,
+    Verdict,
+    VerificationRecorded,
+)
 
 __all__ = [
     "NO_USAGE",
@@ -31,6 +43,7 @@ __all__ = [
     "goal_usage_fields",
     "paid",
     "paid_usage",
+    "spent",
     "usage_fields",
 ]
 
@@ -108,6 +121,13 @@ def paid_usage(exc: BaseException) -> Usage | None:
     return usage if isinstance(usage, Usage) else None
 
 
+def spent(usage: Usage | None, purpose: Purpose) -> PaidUsage | None:
+    """``usage``, paid for ``purpose``, as ``node.failed`` records it (None: nothing)."""
+    if usage is None or usage == NO_USAGE:
+        return None
+    return PaidUsage(purpose=purpose, **usage_fields(usage))
+
+
 def paid(body: object) -> tuple[Purpose, Usage] | None:
     """What ``body`` records of paid model calls: their purpose and tokens, or None when
     it records none."""
@@ -119,8 +139,12 @@ def paid(body: object) -> tuple[Purpose, Usage] | None:
                 input_cached=body.input_cached,
                 input_cache_write=body.input_cache_write,
             )
-        case EdgeTaken():
+        case EdgeTaken() | BranchFinished():
             usage = body.usage or NO_USAGE
+        case NodeFailed(usage=PaidUsage() as failed):
+            # A plain Usage: a sum's terms (and the metric's directions) are its four counts.
+            counts = Usage(**usage_fields(failed))
+            return None if counts == NO_USAGE else (failed.purpose, counts)
         case RunFinished():
             usage = Usage(
                 input_tokens=body.goal_input_tokens,
@@ -138,6 +162,7 @@ _PURPOSE: Final[dict[type, Purpose]] = {
     LlmTurn: "turn",
     BranchTurn: "branch",
     BranchesJudged: "branch_judge",
+    BranchFinished: "branch",
     Verdict: "judge",
     EdgeTaken: "route",
     VerificationRecorded: "verify",

@@ -5,8 +5,9 @@ The built-in strategies decide from the candidates alone (``first_success``,
 ``fewest_tokens``, ``most_tokens``, ``majority_vote``); ``llm_judge`` asks the branch
 judge's model (the prompt and the reply's reading are ``_branch_judge``'s) and records
 its call as ``branches.judged`` before anything acts on it, with what it cost (a reply
-cut at the token cap twice is no choice, but its tokens were paid for); a custom
-strategy is the user's object, registered with the runtime.
+cut at the token cap twice is no choice, but its tokens were paid for; so were those of
+a reply that could not be read but said what it cost); a custom strategy is the user's
+object, registered with the runtime.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from eventstore import EventBody
 from .._errors import ProviderError, TruncatedError
 from ..engine._runlog import RunLog
 from ..events._catalogue import BranchesJudged, BranchesSelected, BranchJudgeWarning
+from ..events._tokens import usage_fields
 from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmRequest, LlmResponse, complete_uncut, refusal
 from ..spec._parallel import BranchCandidate, BranchStrategy, ParallelSpec
@@ -32,6 +34,7 @@ from ._branch_judge import (
     split_query,
     transcript,
 )
+from ._meter import Meter, MeteredProvider
 from ._names import ProviderLookup
 from ._round import Round
 
@@ -171,9 +174,10 @@ async def _judge(
         )
         started = time.perf_counter()
         response: LlmResponse | None = None
+        meter = Meter()  # each call's tokens as it returns: a failed one's too
         try:
             with asked_at(state.node_id, visit=state.visit, item=str(state.round)):
-                response = await complete_uncut(provider, judge_request)
+                response = await complete_uncut(MeteredProvider(provider, meter), judge_request)
             text, error = response.text, refusal(response.stop, response.text)
             if error is not None:
                 text = ""  # a refusal is no choice: the judge did not run
@@ -181,7 +185,7 @@ async def _judge(
             cut = exc.response
             response = cut if isinstance(cut, LlmResponse) else None
             text, error = "", f"{type(exc).__name__}: {exc}"
-        except ProviderError as exc:
+        except ProviderError as exc:  # no reply: what was paid for (an unreadable one) counts
             text, error = "", f"{type(exc).__name__}: {exc}"
         judged = BranchesJudged(
             **tag,
@@ -189,13 +193,10 @@ async def _judge(
             error=error,
             prompt_tokens=prompt.tokens,
             compacted=prompt.compacted,
-            input_tokens=response.usage.input_tokens if response else 0,
-            output_tokens=response.usage.output_tokens if response else 0,
             latency_ms=(response.latency_ms if response else 0.0)
             or (time.perf_counter() - started) * 1000.0,
             model=response.model if response else "",
-            input_cached=response.usage.input_cached if response else 0,
-            input_cache_write=response.usage.input_cache_write if response else 0,
+            **usage_fields(response.usage if response else meter.usage),
         )
         bodies.append(judged)
         await log.append(bodies)  # the judge's reply, before anything acts on it

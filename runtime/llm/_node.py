@@ -7,7 +7,10 @@ executor ``NodeDone``:
 - ACCEPT: success, with the output accumulator as outputs (the executor writes them to
   memory); ESCALATE (or max_iterations with required keys missing): failure with
   ``error_type="Escalated"``, never retryable, so on_failure edges apply; a provider
-  error that survived the provider's own retries: failure, never retryable;
+  error that survived the provider's own retries: failure, never retryable, recording
+  what the failed call cost when it was paid for (an answer that could not be read);
+- past the node's ``timeout``: failure (``NodeTimeoutError``), recording the tokens of
+  its judge's calls on a turn whose verdict the log does not hold;
 - a client-facing node that stalls asks for user input (``needs_input``): the run
   pauses with reason "input", and a resume reruns the node, which shows the model the
   injected data (a ``MessageAdded(kind="input")``) and continues its conversation.
@@ -83,6 +86,8 @@ class LlmNodeActor(Actor):
         self.node_timeout = spec.timeout if spec.timeout is not None else node_timeout
         self.tool_timeout = spec.tool_timeout if spec.tool_timeout is not None else tool_timeout
         self._graph: GraphSpec | None = None
+        #: The attempt in hand, for its timeout to ask what its judge paid for.
+        self._loop: TurnLoop | None = None
 
     async def receive(self, message: Any) -> Any:
         """Run one attempt and tell the executor its NodeDone.
@@ -93,6 +98,7 @@ class LlmNodeActor(Actor):
         errors propagate (the actor stops and the executor records the crash).
         """
         assert isinstance(message, ExecuteNode)
+        self._loop = None
         try:
             # A node of its run: its tools waiting for the run's end are refused at once.
             with node_of(self.log.run_id), anyio.move_on_after(self.node_timeout) as deadline:
@@ -101,7 +107,11 @@ class LlmNodeActor(Actor):
             done = node_failure(message, str(exc), "ToolTimeoutError")
         if deadline.cancelled_caught:
             error = NodeTimeoutError(message.node_id, self.node_timeout or 0.0)
-            done = node_failure(message, str(error), "NodeTimeoutError")
+            # The judge's paid calls on a turn it had not ruled on (or whose verdict was
+            # not recorded) are recorded with the failure.
+            usage = None if self._loop is None else await self._loop.unruled()
+            done = node_failure(message, str(error), "NodeTimeoutError", usage)
+        self._loop = None  # its conversation is the log's, not kept here
         await self.executor.tell(done)
 
     async def _attempt(self, message: ExecuteNode) -> NodeDone:
@@ -117,7 +127,7 @@ class LlmNodeActor(Actor):
             return node_failure(message, str(exc), type(exc).__name__)
         history = history_of(self.log.state, spec.id, message.visit)
         graph = self._graph_of(history)
-        loop = TurnLoop(
+        loop = self._loop = TurnLoop(
             spec=spec,
             log=self.log,
             system=self.system,

@@ -11,7 +11,9 @@ An LLM node with ``parallel`` (see ``runtime.spec._parallel``) hands each of its
    event and each tool result a ``branch.tool_result`` event, tagged with the branch
    (its index, 0-based, and label); a branch's end is a ``branch.finished`` event, in
    the order the branches finished. A turn the model refused, or cut at the token cap
-   twice, is recorded (with its tokens: it was paid for) and ends its branch, not ok.
+   twice, is recorded (with its tokens: it was paid for) and ends its branch, not ok; a
+   call that failed ends it too, its ``branch.finished`` recording what it cost when it
+   was paid for all the same (an answer that could not be read but said what it cost).
 2. The strategy picks a winner among the branches that answered (``_branch_select``;
    the ``llm_judge`` strategy's call is a ``branches.judged`` event, and a prompt that
    cannot be fitted to the judge's budget a ``branches.judge_warning`` event).
@@ -45,10 +47,11 @@ from .._errors import ProviderError, ToolTimeoutError, TruncatedError
 from ..engine._runlog import RunLog
 from ..events._catalogue import BranchFinished, BranchToolResult, BranchTurn, ToolCallRecord
 from ..providers._asked import asked_at
-from ..providers._base import LlmRequest, LlmResponse, complete_uncut, refusal, truncated
+from ..providers._base import LlmRequest, LlmResponse, Usage, complete_uncut, refusal, truncated
 from ..spec._model import GraphSpec, NodeSpec
 from ..spec._parallel import BranchStrategy, ParallelSpec
 from ._branch_select import RoundFailed, majority_key, select
+from ._meter import Meter, MeteredProvider
 from ._names import ProviderLookup
 from ._prompt import build_system_prompt
 from ._round import Branch, Round, restore_round, winner_bodies
@@ -171,20 +174,24 @@ class BranchRunner:
             started = time.perf_counter()
             place = f"{state.round}/{branch.index}"  # where a recorded answer is found
             cut: ProviderError | None = None
+            meter = Meter()  # each call's tokens as it returns: a failed one's too
             try:
                 # The node's rule: a cut turn is asked once more with a larger cap, then
                 # fails as truncated, so no call cut at the cap is ever run.
                 with asked_at(
                     node.id, visit=state.visit, iteration=len(branch.turns) + 1, item=place
                 ):
-                    response = await complete_uncut(provider, branch_request)
+                    response = await complete_uncut(
+                        MeteredProvider(provider, meter), branch_request
+                    )
             except ProviderError as exc:
                 # A turn cut twice is recorded, as a node records its own (it was paid
-                # for); any other failure (a provider's own TruncatedError too) has no turn.
+                # for); any other failure (a provider's own TruncatedError too) has no turn,
+                # and what it cost, if it was paid for, is recorded with the branch's end.
                 paid = exc.response if isinstance(exc, TruncatedError) else None
                 if not isinstance(paid, LlmResponse):
                     error = f"{type(exc).__name__}: {exc}"
-                    await self._finish(branch, state, log, ok=False, error=error)
+                    await self._finish(branch, state, log, ok=False, error=error, usage=meter.usage)
                     return
                 response, cut = paid, exc
             calls, refused = recorded_calls(response.tool_calls)
@@ -291,6 +298,7 @@ class BranchRunner:
         *,
         ok: bool,
         error: str | None = None,
+        usage: Usage | None = None,
     ) -> None:
         finished = BranchFinished(
             **state.tag(),
@@ -302,6 +310,7 @@ class BranchRunner:
             turns=len(branch.turns),
             input_tokens=sum(t.input_tokens for t in branch.turns),
             output_tokens=sum(t.output_tokens for t in branch.turns),
+            usage=usage,
         )
         branch.finished = finished
         # The rank is the log's order: a batch's place is fixed when append is called.

@@ -33,18 +33,20 @@ from ..events._catalogue import (
     LlmTurn,
     MessageAdded,
     OutputSet,
+    PaidUsage,
     StallDetected,
     ToolCallRecord,
     ToolResult,
     Verdict,
 )
 from ..events._conversation import entry_of, summary_entry
-from ..events._tokens import usage_fields
+from ..events._tokens import spent, usage_fields
 from ..providers._base import LlmProvider, LlmRequest, LlmResponse, complete_uncut, refusal
 from ..spec._model import GraphSpec, NodeSpec
 from ._history import NodeHistory
 from ._judge import ImplicitJudge
 from ._judge_actor import JudgeClient
+from ._meter import Meter, MeteredProvider
 from ._parallel import BranchRunner, RoundFailed
 from ._prompt import (
     ChatView,
@@ -67,14 +69,18 @@ from ._verdict import (
     missing_required_keys,
     should_judge,
     stall_verdict,
+    waits_for_user,
 )
 
 __all__ = ["TurnLoop", "node_failure"]
 
 
-def node_failure(message: ExecuteNode, error: str, error_type: str) -> NodeDone:
-    """A failed attempt that the executor does not retry (retry is the judge's job)."""
-    return message.failed(error, error_type, retryable=False)
+def node_failure(
+    message: ExecuteNode, error: str, error_type: str, usage: PaidUsage | None = None
+) -> NodeDone:
+    """A failed attempt that the executor does not retry (retry is the judge's job), with
+    the tokens it paid for that no other event records."""
+    return message.failed(error, error_type, retryable=False, usage=usage)
 
 
 class TurnLoop:
@@ -160,7 +166,10 @@ class TurnLoop:
                     return done
             elif verdict.action in ("accept", "escalate"):
                 return self._done(verdict.action, verdict.feedback)
-            elif self._waits_for_user(verdict, last) and not history.answered_since_verdict:
+            elif (
+                waits_for_user(self.spec.client_facing, verdict, last)
+                and not history.answered_since_verdict
+            ):
                 return self._needs_input()
         while True:
             # A model, tools and a log that all answer without suspending (a scripted
@@ -189,15 +198,16 @@ class TurnLoop:
                     return done
                 continue
             started = time.perf_counter()
-            cut: TruncatedError | None = None
+            cut: ProviderError | None = None
+            meter = Meter()  # each call's tokens as it returns: a failed one's too
             try:
-                response = await complete_uncut(self.provider, request)
-            except TruncatedError as exc:
-                if not isinstance(exc.response, LlmResponse):  # a provider's own: no answer
-                    return node_failure(self.message, str(exc), type(exc).__name__)
-                response, cut = exc.response, exc
+                response = await complete_uncut(MeteredProvider(self.provider, meter), request)
             except ProviderError as exc:
-                return node_failure(self.message, str(exc), type(exc).__name__)
+                paid = exc.response if isinstance(exc, TruncatedError) else None
+                if not isinstance(paid, LlmResponse):  # no turn (a provider's own cut neither):
+                    usage = spent(meter.usage, "turn")  # an unreadable answer's cost, if any
+                    return node_failure(self.message, str(exc), type(exc).__name__, usage)
+                response, cut = paid, exc
             latency = response.latency_ms or (time.perf_counter() - started) * 1000.0
             self.iteration += 1
             calls, refused = recorded_calls(response.tool_calls)
@@ -331,7 +341,7 @@ class TurnLoop:
         if verdict is None:
             await self.log.flush()  # the turn's results, before the model acts on them
             return None  # not judged this turn: the model just goes on
-        ask_user = self._waits_for_user(verdict, turn)
+        ask_user = waits_for_user(self.spec.client_facing, verdict, turn)
         if verdict.action == "retry" and not verdict.feedback and not calls and not ask_user:
             # Asking again with an unchanged conversation would get the same answer.
             verdict = msgspec.structs.replace(verdict, feedback=DEFAULT_RETRY_FEEDBACK)
@@ -372,18 +382,11 @@ class TurnLoop:
         """Stop this attempt's judge actor, if it runs."""
         self.judge_client.stop()
 
-    def _waits_for_user(self, verdict: JudgeVerdict | Verdict, turn: LlmTurn) -> bool:
-        """Whether a client-facing node stops for user input after this RETRY.
-
-        It does when it stalled (the seed: ask the user instead of warning), and when
-        the model answered in text and the judge had nothing to tell it (a conversation
-        node: its next input can only come from the user).
-        """
-        if not self.spec.client_facing or verdict.action != "retry":
-            return False
-        if verdict.level == "stall":
-            return True
-        return not turn.tool_calls and not verdict.feedback
+    async def unruled(self) -> PaidUsage | None:
+        """The tokens of the judge's calls on a turn this attempt's ``timeout`` left with
+        no recorded verdict (see ``JudgeClient.unruled``)."""
+        visit = self.log.state.visits.get(self.node_id)
+        return await self.judge_client.unruled(visit, self.message.visit)
 
     async def _maybe_compact(self) -> None:
         """Compact older messages when over budget; recorded with the next turn."""

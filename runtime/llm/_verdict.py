@@ -6,8 +6,9 @@ After each turn of an LLM node a judge (the implicit cascade of ``_judge``, or a
 ACCEPT (stop, write outputs), RETRY (inject :func:`feedback_message` and loop) or
 ESCALATE (the node fails; on_failure edges apply), with the ``level`` of the check that
 decided it. The node's loop gives some verdicts itself: :func:`should_judge` picks the
-turns a judge sees, :func:`max_iterations_verdict` ends the loop at its bound, and
-:func:`stall_verdict` words the stall warning.
+turns a judge sees, :func:`max_iterations_verdict` ends the loop at its bound,
+:func:`stall_verdict` words the stall warning, and :func:`waits_for_user` says when a
+client-facing node asks its user instead.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Final, Protocol
 
 import msgspec
 
-from ..events._catalogue import Action, Level
+from ..events._catalogue import Action, Level, LlmTurn, Verdict
 from ..providers._base import ChatMessage, Usage
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "missing_required_keys",
     "should_judge",
     "stall_verdict",
+    "waits_for_user",
 ]
 
 
@@ -218,3 +220,17 @@ def feedback_message(verdict: JudgeVerdict) -> str:
     conversation node waiting for its user).
     """
     return FEEDBACK_PREFIX + verdict.feedback
+
+
+def waits_for_user(client_facing: bool, verdict: JudgeVerdict | Verdict, turn: LlmTurn) -> bool:
+    """Whether a client-facing node stops for user input after this RETRY on ``turn``.
+
+    It does when it stalled (the seed: ask the user instead of warning), and when
+    the model answered in text and the judge had nothing to tell it (a conversation
+    node: its next input can only come from the user).
+    """
+    if not client_facing or verdict.action != "retry":
+        return False
+    if verdict.level == "stall":
+        return True
+    return not turn.tool_calls and not verdict.feedback

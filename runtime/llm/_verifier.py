@@ -11,7 +11,9 @@ token usage), and tells the executor ``NodeDone``:
 - with ``throw_on_fail`` a failed check fails the node (``error_type
   "VerificationFailed"``), so the retry policy and ``on_failure`` edges apply;
 - an expression that cannot be evaluated, or an evaluator call that failed after the
-  provider's own retries, fails the node (a check that could not run is not a verdict).
+  provider's own retries, fails the node (a check that could not run is not a verdict);
+  a failed call that was paid for all the same (an answer that could not be read but
+  said what it cost) is recorded with that failure (``node.failed``'s ``usage``).
   An evaluator's answer cut at the token cap is asked once more with a larger cap
   (``complete_uncut``); cut again, it is no result but was paid for: its
   ``VerificationRecorded`` (``stop`` "max_tokens", not passed, its tokens) is recorded,
@@ -40,8 +42,8 @@ from actors import Actor, ActorRef
 from .._errors import MalformedResponseError, ProviderError, TruncatedError
 from ..engine._messages import ExecuteNode, NodeDone
 from ..engine._runlog import RunLog
-from ..events._catalogue import VerificationRecorded
-from ..events._tokens import usage_fields
+from ..events._catalogue import PaidUsage, VerificationRecorded
+from ..events._tokens import spent, usage_fields
 from ..providers._asked import asked_at
 from ..providers._base import (
     ChatMessage,
@@ -61,6 +63,7 @@ from ..spec._verifier import (
     VerifierSpec,
     result_keys,
 )
+from ._meter import Meter, MeteredProvider
 from ._names import ProviderLookup
 from ._verifier_checks import CheckFailed, now, plain, short, verify_expression, verify_jsonpath
 
@@ -127,6 +130,7 @@ class VerifierNodeActor(Actor):
                 error=str(failure),
                 error_type=failure.error_type,
                 retryable=failure.retryable,
+                usage=failure.usage,
             )
         key, passed_key = result_keys(self.spec.id, config)
         if not result.passed and config.throw_on_fail:
@@ -202,13 +206,17 @@ class VerifierNodeActor(Actor):
             json_response=True,
             purpose="verify",
         )
+        meter = Meter()  # each call's tokens as it returns: a failed one's too
         try:
-            response = await complete_uncut(provider, request)
+            response = await complete_uncut(MeteredProvider(provider, meter), request)
         except ProviderError as exc:
             cut = exc.response if isinstance(exc, TruncatedError) else None
             if not isinstance(cut, LlmResponse):
                 raise CheckFailed(
-                    type(exc).__name__, f"the evaluator failed: {exc}", retryable=True
+                    type(exc).__name__,
+                    f"the evaluator failed: {exc}",
+                    retryable=True,
+                    usage=spent(meter.usage, "verify"),
                 ) from exc
             # Cut at the token cap twice: no score, but both calls were paid for. Recorded
             # (not passed, stop "max_tokens"), then the attempt fails (see _attempt).
@@ -245,10 +253,16 @@ class VerifierNodeActor(Actor):
         return result, response.text, response.usage, response.model, None
 
     def _done(
-        self, message: ExecuteNode, *, error: str, error_type: str, retryable: bool = True
+        self,
+        message: ExecuteNode,
+        *,
+        error: str,
+        error_type: str,
+        retryable: bool = True,
+        usage: PaidUsage | None = None,
     ) -> NodeDone:
         # A check that could not run (a bad expression) fails the same way again.
-        return message.failed(error, error_type, retryable=retryable)
+        return message.failed(error, error_type, retryable=retryable, usage=usage)
 
 
 # ------------------------------------------------------------------ the evaluator

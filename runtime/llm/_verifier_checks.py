@@ -15,6 +15,7 @@ from typing import Any, Final
 import msgspec
 
 from .._errors import ExpressionError
+from ..events._catalogue import PaidUsage
 from ..spec._expr import compile_expression
 from ..spec._verifier import (
     AssertionOp,
@@ -40,12 +41,21 @@ REGEX_TIMEOUT_S: Final = 0.1
 
 
 class CheckFailed(Exception):
-    """The check could not run: the node fails with ``error_type``."""
+    """The check could not run: the node fails with ``error_type`` (``usage``: what the
+    evaluator call that failed cost, when it was paid for, which the failure records)."""
 
-    def __init__(self, error_type: str, message: str, *, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        error_type: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        usage: PaidUsage | None = None,
+    ) -> None:
         super().__init__(message)
         self.error_type = error_type
         self.retryable = retryable
+        self.usage = usage
 
 
 def now() -> str:

@@ -32,6 +32,7 @@ from ..events._catalogue import (
     ApprovalRejected,
     BranchesJudged,
     BranchesSelected,
+    BranchFinished,
     BranchTurn,
     EdgeTaken,
     GraphReplaced,
@@ -325,8 +326,7 @@ class RuntimeMetrics:
             if type(body) is BranchesSelected:
                 selected.add(body.node_id)
             elif type(body) is LlmTurn and body.node_id in selected:
-                # The winning branch's turns as the node's own: their calls were counted
-                # as branch turns (these copies carry no tokens and no latency).
+                # The winner's turns copied as the node's own: counted already, as branch turns.
                 continue
             self._count(run_id, run, body, now)
             if type(body) is Verdict and type(before) is Verdict:
@@ -369,6 +369,7 @@ class RuntimeMetrics:
             case NodeCompleted() | NodeFailed():
                 node_id = event.node_id
                 if isinstance(event, NodeFailed):
+                    self._count_tokens(event)  # a paid call no other event records
                     if event.will_retry:
                         self.retries.inc()
                     error = provider_error_kind(event.error_type)
@@ -382,8 +383,8 @@ class RuntimeMetrics:
             case LlmTurn() | BranchTurn():  # a node's model call, or a parallel branch's
                 self.llm_turn.observe(event.latency_ms / 1000.0)
                 self._count_tokens(event)
-            case VerificationRecorded():  # an llm_judge verifier's evaluator call
-                self._count_tokens(event)
+            case VerificationRecorded() | BranchFinished():  # an evaluator's call, a branch's
+                self._count_tokens(event)  # (BranchFinished: a paid call that gave no turn)
             case Verdict() if event.level == "bail_out":
                 _child(self.tool_turns, *self._labels(run_id)).inc()
             case Verdict():

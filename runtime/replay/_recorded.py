@@ -125,6 +125,11 @@ class RecordedRun:
         #: A node's model call that failed with a provider error (recorded as the node's
         #: failure, with no turn): (node, visit, turn) -> (error type, error).
         self.turn_failures: dict[tuple[str, int, int], tuple[str, str]] = {}
+        #: The same of a verifier's evaluator call (node, visit, attempt) and of a parallel
+        #: branch's (node, visit, round/branch, turn), recorded as the verifier's failure
+        #: and the branch's end.
+        self.verify_failures: dict[tuple[str, int, int], tuple[str, str]] = {}
+        self.branch_failures: dict[tuple[str, int, str, int], tuple[str, str]] = {}
         self.judged: dict[tuple[str, int, int], Served] = {}
         self.custom: dict[tuple[str, int, int], Verdict] = {}
         self.routes: dict[tuple[str, int], Served] = {}
@@ -245,6 +250,8 @@ class RecordedRun:
                         at = (node, visit.get(node, 1))
                         turn = 1 + max((k[2] for k in self.turns if k[:2] == at), default=0)
                         self.turn_failures[(*at, turn)] = (body.error_type, body.error)
+                        said = body.error.removeprefix("the evaluator failed: ")  # a verifier's
+                        self.verify_failures[(*at, body.attempt)] = (body.error_type, said)
                     failed[(node, visit.get(node, 1), body.attempt)] = body
                     failed_at[(node, visit.get(node, 1), body.attempt)] = event.seq
                 case RunPaused() if body.reason != "user":
@@ -312,6 +319,10 @@ class RecordedRun:
                     lane = (node, body.visit, body.round, body.branch)
                     if (body.error or "").startswith("ToolTimeoutError"):
                         self._timed_out(unanswered.pop(lane, {}))
+                    kind, _, said = (body.error or "").partition(": ")
+                    if kind in PROVIDER_FAILURES:  # its next call failed, with no turn
+                        at_b = (node, body.visit, f"{body.round}/{body.branch}", body.turns + 1)
+                        self.branch_failures[at_b] = (kind, said)
                     self.finishes[lane[:3]].append((body.branch, body.turns))
                 case BranchesJudged(node_id=node):
                     judged: Served = body.error or LlmResponse(

@@ -101,6 +101,7 @@ class ReplayProvider:
         place = where_asked()
         purpose = request.purpose
         served: Served | None = None
+        failed: tuple[str, str] | None = None  # a call that failed with no answer recorded
         where = "an unknown place"
         recorded = self.recorded
         if place is not None and self.live is not None and purpose in ("judge", "verify"):
@@ -113,9 +114,6 @@ class ReplayProvider:
                 where = f"node `{node}` visit {visit} turn {turn}"
                 served = recorded.turns.get((node, visit, turn))
                 failed = recorded.turn_failures.get((node, visit, turn))
-                if served is None and failed is not None:
-                    self.calls += 1
-                    raise _failure(*failed)
             elif purpose == "judge":
                 visit = self._visit.get(node, 1)
                 where = f"the Level 2 judge of node `{node}` visit {visit} turn {place.iteration}"
@@ -126,7 +124,8 @@ class ReplayProvider:
                 served = recorded.routes.get((node, count))
             elif purpose == "verify":
                 where = f"the evaluator of verifier `{node}` visit {place.visit}"
-                served = recorded.verified.get((node, place.visit or 1, place.iteration or 1))
+                key = (node, place.visit or 1, place.iteration or 1)
+                served, failed = recorded.verified.get(key), recorded.verify_failures.get(key)
             elif purpose == "outcome":
                 where = f"the goal evaluator of criterion `{place.item}`"
                 served = recorded.goal.get(place.item or "")
@@ -134,12 +133,17 @@ class ReplayProvider:
                 visit, item, turn = place.visit or 1, place.item or "", place.iteration or 0
                 where = f"branch {item} of node `{node}` visit {visit} turn {turn}"
                 served = recorded.branch_turns.get((node, visit, item, turn))
-                if served is not None and self.finishes is not None:
+                failed = recorded.branch_failures.get((node, visit, item, turn))
+                found = served is not None or failed is not None
+                if found and self.finishes is not None:
                     await self.finishes.before_answer(node, visit, item, turn)
             elif purpose == "branch_judge":
                 visit, item = place.visit or 1, place.item or ""
                 where = f"the branch judge of node `{node}` visit {visit} round {item}"
                 served = recorded.branch_judged.get((node, visit, item))
+        if served is None and failed is not None:  # it fails again, in its recorded words
+            self.calls += 1
+            raise _failure(*failed)
         if served is None:
             reason = f"no recorded model answer for {where}"
             self.stopped.stop(reason)
@@ -149,6 +153,9 @@ class ReplayProvider:
         if isinstance(served, str):
             if purpose == "outcome":  # the criterion's reasoning says it: the same again
                 raise _RecordedFailure(served.removeprefix("the evaluator failed: "))
+            kind, _, said = served.partition(": ")
+            if purpose == "branch_judge" and kind in PROVIDER_FAILURES:
+                raise _failure(kind, said)  # the reason the fallback gives is the same again
             raise ProviderError("replay", f"(recorded failure) {served}")
         if served.stop == "max_tokens":  # a turn cut twice: it fails as it did
             raise TruncatedError("replay", served.usage.output_tokens, response=served)
