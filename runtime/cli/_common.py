@@ -268,9 +268,13 @@ def counted(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
-def _data_format(name: str) -> Literal["yaml", "json"]:
-    """The format of an input or script file, by its suffix: YAML, else JSON."""
-    return "yaml" if name.lower().endswith((".yaml", ".yml")) else "json"
+def _data_format(name: str) -> Literal["toml", "yaml", "json"]:
+    """The format of an input or script file, by its suffix (as a graph file's): YAML,
+    TOML, else JSON."""
+    lower = name.lower()
+    if lower.endswith((".yaml", ".yml")):
+        return "yaml"
+    return "toml" if lower.endswith(".toml") else "json"
 
 
 def read_file(name: str, what: str) -> Any:

@@ -34,6 +34,7 @@ def _refused(workdir: Workdir, result: Result, says: str) -> None:
     [
         ("in.json", '{"x": 1,\n "x": 2}', "duplicate key 'x' (line 2, column 2)"),
         ("in.yaml", "x: 1\ny: 2\nx: 3\n", "duplicate key 'x' (line 3, column 1)"),
+        ("in.toml", "x = 1\ny = 2\nx = 3\n", "Cannot overwrite a value (at line 3"),
     ],
 )
 def test_a_key_twice_in_an_input_file_is_refused_naming_it(
@@ -108,3 +109,11 @@ def test_nan_given_for_text_says_how_to_give_the_text(workdir: Workdir) -> None:
     # What is no JSON at all stays text, as before.
     done = ok(workdir.run("run", "echo.yaml", "--input", "x={nope", "--output", "json"))
     assert json.loads(done.out)["memory"]["x"] == "{nope"
+
+
+def test_a_toml_input_file_is_read_as_toml(workdir: Workdir) -> None:
+    workdir.write("echo.yaml", ECHO)
+    workdir.write("in.toml", 'text = "hi"\nsmall = 1e-9\n[nested]\nn = 3\n')
+    done = ok(workdir.run("run", "echo.yaml", "--input-file", "in.toml", "--output", "json"))
+    memory = json.loads(done.out)["memory"]
+    assert (memory["text"], memory["small"], memory["nested"]) == ("hi", 1e-9, {"n": 3})
