@@ -110,7 +110,7 @@ class WriterCore:
                 create_schema(conn, page_size)
             check_schema(conn, self.path)
             migrate_schema(conn)
-            conn.execute("PRAGMA journal_mode = WAL")
+            _to_wal(conn)
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
         except sqlite3.Error as exc:
@@ -402,6 +402,31 @@ class WriterCore:
         ):
             found[run_id] = (key, last_seq, bytes(last_hash))
         return found
+
+
+#: How long opening a store waits for the lock it needs to turn the file to WAL (as long
+#: as the connection's busy timeout).
+_WAL_WAIT_S = 10.0
+
+
+def _to_wal(conn: sqlite3.Connection) -> None:
+    """Turn the file to WAL (nothing to do once it is), waiting for the lock that takes.
+
+    A new store's schema is committed before its file turns to WAL; another process
+    opening it then may hold the write lock while this one asks for WAL, and SQLite
+    answers "database is locked" at once, without its busy handler (waiting could
+    deadlock: the pragma reads before it writes). So it is asked again until the lock
+    is free, for at most the busy timeout."""
+    deadline = time.monotonic() + _WAL_WAIT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_BUSY")
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.005)  # in a worker thread (SqliteEventStore.open)
 
 
 def _write(db: sqlite3.Cursor, plan: _Plan) -> None:

@@ -94,3 +94,32 @@ async def test_processes_opening_a_new_store_at_once_all_open_it(tmp_path: Path)
             assert process.returncode == 0, errors
         async with SqliteEventStore(path) as store:
             assert len(await store.list_runs()) == 6
+
+
+async def test_a_store_opened_while_another_connection_holds_the_write_lock_waits(
+    tmp_path: Path,
+) -> None:
+    # A new store's schema is committed before its file turns to WAL: another process
+    # opening it at that moment (here a plain connection) may hold the write lock while
+    # this one turns the file to WAL. SQLite then answers "database is locked" at once,
+    # without waiting (its busy handler is not called where waiting could deadlock), and
+    # the store refused to open. It waits for the lock instead, as any of its writes does.
+    import sqlite3
+    import threading
+
+    path = tmp_path / "runs.db"
+    async with SqliteEventStore(path):
+        pass
+    plain = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    plain.execute("PRAGMA journal_mode = DELETE")  # as a new store is before it turns
+    plain.execute("BEGIN IMMEDIATE")  # the other opener, in its schema check
+    released = threading.Timer(0.5, plain.execute, ("COMMIT",))
+    released.start()
+    try:
+        with anyio.fail_after(30):
+            async with SqliteEventStore(path) as store:
+                await store.append("r", written(1), expected_seq=0)
+                assert [e.seq async for e in store.read("r")] == [1]
+    finally:
+        released.join()
+        plain.close()
