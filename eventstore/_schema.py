@@ -212,11 +212,16 @@ def migrate_schema(conn: sqlite3.Connection) -> None:
     and the listing indexes; 7 -> 8 the runs' origin (a fork's source), filled the same
     way (6 -> 8 fills all three in one reading); 8 -> 9 a claim's draining mark.
     """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version >= SCHEMA_VERSION:
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
+        # Read again under the write lock: another process opening the store at once may
+        # have upgraded it meanwhile (then there is nothing left to do).
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version >= SCHEMA_VERSION:
+            conn.execute("ROLLBACK")
+            return
         if version < 3:
             _run_script(conn, _V3_DDL)
         if version < 4:

@@ -943,3 +943,39 @@ async def test_submit_answers_through_its_callback_in_order_and_checks_like_appe
     assert [e.seq for e in events] == [1, 2]
     with pytest.raises(StoreClosedError):
         store.submit("r", [started()], expected_seq=2, on_done=on_done)
+
+
+async def test_two_processes_opening_an_older_store_at_once_upgrade_it_once(
+    tmp_path: Path,
+) -> None:
+    # Two workers of a new release start on a store of the previous schema version: both
+    # read its version, and one upgrades it while the other waits for the write lock.
+    # Before, the second then ran the same upgrade again on the upgraded file and failed
+    # ("duplicate column name"): the version is read again under the lock.
+    path = tmp_path / "s.db"
+    await make_store(path)
+    downgrade(path, 8)
+    plain = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    plain.execute("BEGIN IMMEDIATE")  # holds both openers at the upgrade's write lock
+    opened: list[str] = []
+
+    async def open_and_append(run_id: str) -> None:
+        async with SqliteEventStore(path) as store:
+            await store.append(run_id, [MemoryWritten(key="k", value=1)], expected_seq=0)
+            opened.append(run_id)
+
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(open_and_append, "w1")
+                tasks.start_soon(open_and_append, "w2")
+                await anyio.sleep(0.5)  # both read version 8 and wait for the lock
+                plain.execute("COMMIT")
+    finally:
+        plain.close()
+    assert sorted(opened) == ["w1", "w2"]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        conn.close()
