@@ -200,7 +200,7 @@ async def copy_prefix(
             f"outgoing edge is not taken yet; fork at the edge's seq or before the node",
         )
     if check is not None and state.graph is not None:
-        check(graph_from_dict(state.graph))
+        check(graph_from_dict(state.graph, recorded=True))
     source = prefix[-1]
     bodies: list[EventBody] = [event.body for event in prefix]
     bodies.append(RunForked(source_run_id=run_id, source_seq=at_seq, source_hash=source.hash))

@@ -159,7 +159,7 @@ class RunLogs:
                 raise StoreError(f"cannot read the heads file: {exc}") from exc
             if missing is not None:
                 raise CorruptLogError(run_id, *missing)
-        graph = graph_from_dict(state.graph)
+        graph = graph_from_dict(state.graph, recorded=True)
         if state.graph_hash is not None and graph_hash(graph) != state.graph_hash:
             # The log holds the graph without its defaults (compact_graph_dict): fields or
             # defaults changed since the run started, and it goes on with today's reading.

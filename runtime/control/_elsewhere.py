@@ -186,7 +186,7 @@ def partial_outputs(state: RunState) -> list[EventBody]:
     process keeps the same work."""
     if state.fanout is not None or state.graph is None:
         return []
-    reducers = {key.name: key.reducer for key in graph_from_dict(state.graph).memory}
+    reducers = {key.name: key.reducer for key in graph_from_dict(state.graph, recorded=True).memory}
     return [
         MemoryWritten(key=key, value=value, op=reducers.get(key, "replace"), node_id=node_id)
         for node_id in state.running

@@ -65,6 +65,7 @@ from ._expr_ops import (
     _Meter,
     _Refusal,
 )
+from ._expr_types import check_kinds
 
 __all__ = [
     "FUNCTIONS",
@@ -184,4 +185,5 @@ def _compile_cached(source: str) -> Expression:
         raise ExpressionError(source, f"nested deeper than {MAX_DEPTH} levels")
     compiler = Compiler(source, text, lead)
     fn = compiler.compile(tree.body)
+    check_kinds(tree.body, source, compiler.column)  # what fails whatever memory holds
     return Expression(source, frozenset(compiler.names), fn)

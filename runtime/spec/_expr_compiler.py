@@ -10,6 +10,7 @@ closure that evaluates it, charging the work meter and checking sizes as it goes
 from __future__ import annotations
 
 import ast
+import difflib
 import operator
 from collections.abc import Callable
 from typing import Any, Final
@@ -38,6 +39,7 @@ class Compiler:
 
     def __init__(self, source: str, text: str, lead: int) -> None:
         self.source = source
+        self.text = text
         self.lines = text.split("\n")
         self.lead = lead
         self.names: set[str] = set()
@@ -71,8 +73,13 @@ class Compiler:
             raise self.refuse(node, f"integer literal above 2**{MAX_INT_BITS}")
         return lambda env: value
 
+    def spelling(self, node: ast.expr) -> str:
+        """``node``'s text as written (a name as written: Python reads the identifier
+        ``ﬁx`` as ``fix``, NFKC-normalised, but a memory key is matched exactly)."""
+        return ast.get_source_segment(self.text, node) or ""
+
     def c_Name(self, node: ast.Name) -> _Fn:
-        name = node.id
+        name = self.spelling(node) or node.id
         if name.startswith("_"):
             raise self.refuse(node, f"names starting with '_' are not allowed: {name!r}")
         self.names.add(name)
@@ -250,12 +257,26 @@ class Compiler:
 
         return run
 
+    def c_Attribute(self, node: ast.Attribute) -> _Fn:
+        hint = (
+            ""
+            if node.attr.startswith("_")
+            else f": write {self.spelling(node.value)}[{node.attr!r}]"
+        )
+        raise self.refuse(node, f"attribute access is not allowed{hint}")
+
     def c_Call(self, node: ast.Call) -> _Fn:
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in FUNCTIONS:  # s.lower()
+            written = ", ".join(self.spelling(part) for part in (func.value, *node.args))
+            raise self.refuse(node, f"method calls are not allowed: write {func.attr}({written})")
+        if not isinstance(func, ast.Name) or func.id not in FUNCTIONS:
             allowed = ", ".join(sorted(FUNCTIONS))
-            what = node.func.id if isinstance(node.func, ast.Name) else "anything but a name"
-            raise self.refuse(node, f"calling {what} is not allowed (allowed: {allowed})")
-        name = node.func.id
+            what = func.id if isinstance(func, ast.Name) else "anything but a name"
+            close = difflib.get_close_matches(what, list(FUNCTIONS), n=1)
+            hint = f"; did you mean {close[0]}()?" if close and isinstance(func, ast.Name) else ""
+            raise self.refuse(node, f"calling {what} is not allowed{hint} (allowed: {allowed})")
+        name = func.id
         if node.keywords:
             raise self.refuse(node, f"keyword arguments are not allowed ({name})")
         impl, low, high = FUNCTIONS[name]

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import msgspec
 
 from .._errors import SpecError
+from ._locate import with_places
 from ._model import GraphSpec
 from ._parse import MAX_SPEC_BYTES, check_values, parse_text
 from ._types import spec_error as _spec_error
@@ -33,8 +34,10 @@ _SUFFIXES: dict[str, SpecFormat] = {
 }
 
 
-def graph_from_dict(data: Any, *, validate: bool = True) -> GraphSpec:
+def graph_from_dict(data: Any, *, validate: bool = True, recorded: bool = False) -> GraphSpec:
     """Build a GraphSpec from builtins (as ``graph_to_dict`` gives); validate it unless told.
+    ``recorded``: the graph of a run's log, validated without the lint checks
+    (``validate_graph(lint=False)``: a run started before one came in goes on).
 
     Strict types: a string is never coerced to a number. Unknown fields are errors.
     Raises :class:`SpecError` (a type or shape problem, with its path) or
@@ -46,9 +49,9 @@ def graph_from_dict(data: Any, *, validate: bool = True) -> GraphSpec:
     try:
         graph = msgspec.convert(data, GraphSpec)
     except msgspec.ValidationError as exc:
-        raise _spec_error(exc, GraphSpec) from exc
+        raise _spec_error(exc, GraphSpec, data) from exc
     if validate:
-        validate_graph(graph)
+        validate_graph(graph, lint=not recorded)
     return graph
 
 
@@ -59,14 +62,18 @@ def parse_graph(
 
     ``source`` names the text in error messages. Raises :class:`SpecError` for a syntax
     error (path empty, line and column in the reason), a type problem (with its path)
-    or, if ``validate``, :class:`SpecErrors`.
+    or, if ``validate``, :class:`SpecErrors`; a problem with a field has the line and
+    column where the text writes it at the end of its reason.
     """
     data = parse_text(text, format, source=source)
     try:
         return graph_from_dict(data, validate=validate)
     except SpecError as exc:
-        exc.add_note(f"in {source}")
-        raise
+        placed = with_places(exc, text, format)
+        placed.add_note(f"in {source}")
+        if placed is exc:
+            raise
+        raise placed.with_traceback(exc.__traceback__) from exc.__cause__
 
 
 def _unreadable(file: Path, exc: OSError) -> str:

@@ -202,6 +202,7 @@ def _parse(text: str | bytes, format: DataFormat, limits: Limits) -> Any:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _Unreadable(f"not UTF-8 text: {exc}") from exc
+    text = text.removeprefix("\ufeff")  # a byte order mark, as some editors write one
     label = _LABELS[format]
     try:
         if format == "toml":

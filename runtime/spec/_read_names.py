@@ -18,10 +18,12 @@ then exactly those keys); names read at run time are checked again then.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Set
 
 from .._errors import ExpressionError, SpecError
 from ._expr import compile_expression
+from ._flow import lookups
 from ._model import GraphSpec, NodeSpec
 from ._verifier import ExpressionVerifier
 
@@ -36,10 +38,11 @@ def check_read_names(graph: GraphSpec) -> list[SpecError]:
     """Each expression of ``graph`` that reads a name the graph cannot have, naming it."""
     known = _known_keys(graph)
     errors: list[SpecError] = []
+    unknown = _Unknown()
     if known is not None:
         for i, edge in enumerate(graph.edges):
             if edge.condition == "conditional" and edge.expression:
-                errors.extend(_unknown(f"edges[{i}].expression", edge.expression, known, _NOWHERE))
+                errors.extend(unknown(f"edges[{i}].expression", edge.expression, known, _NOWHERE))
     for i, node in enumerate(graph.nodes):
         if not isinstance(node.verifier, ExpressionVerifier) or not node.verifier.expression:
             continue
@@ -51,7 +54,7 @@ def check_read_names(graph: GraphSpec) -> list[SpecError]:
             allowed, why = _VERIFIER_NAMES | known, _NOWHERE
         else:
             continue
-        errors.extend(_unknown(where, node.verifier.expression, allowed, why))
+        errors.extend(unknown(where, node.verifier.expression, allowed, why))
     if graph.goal is not None and known is not None:
         goal = graph.goal
         items: Iterable[tuple[str, object]] = [
@@ -61,22 +64,38 @@ def check_read_names(graph: GraphSpec) -> list[SpecError]:
         for where, item in items:
             source = getattr(item, "expression", None)  # a plain string item has none
             if isinstance(source, str):
-                errors.extend(
-                    _unknown(f"{where}.expression", source, _GOAL_NAMES | known, _NOWHERE)
-                )
+                errors.extend(unknown(f"{where}.expression", source, _GOAL_NAMES | known, _NOWHERE))
     return errors
 
 
-def _unknown(where: str, source: str, allowed: Set[str], why: str) -> list[SpecError]:
-    try:
-        names = compile_expression(source).names
-    except ExpressionError:
-        return []  # reported where the expression is checked
-    unknown = sorted(names - allowed)
-    if not unknown:
-        return []
-    listed = ", ".join(repr(name) for name in unknown)
-    return [SpecError(where, f"reads {listed}, {why}")]
+class _Unknown:
+    """The problem of an expression reading names it cannot have, naming the known names
+    closest to them for the first few (each lookup costs in proportion to the names known:
+    ``_flow.lookups``)."""
+
+    def __init__(self) -> None:
+        self.left: int | None = None  # set from the first names known
+
+    def __call__(self, where: str, source: str, allowed: Set[str], why: str) -> list[SpecError]:
+        try:
+            names = compile_expression(source).names
+        except ExpressionError:
+            return []  # reported where the expression is checked
+        unknown = sorted(names - allowed)
+        if not unknown:
+            return []
+        listed = ", ".join(repr(name) for name in unknown)
+        hints: list[str] = []
+        if self.left is None:
+            self.left = lookups(len(allowed))
+        for name in unknown[: max(self.left, 0)]:
+            self.left -= 1
+            close = difflib.get_close_matches(name, sorted(allowed), n=1)
+            hints += (
+                [f"{close[0]!r}" + (f" for {name!r}" if len(unknown) > 1 else "")] if close else []
+            )
+        hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+        return [SpecError(where, f"reads {listed}, {why}{hint}")]
 
 
 def _known_keys(graph: GraphSpec) -> set[str] | None:

@@ -12,6 +12,13 @@ from .._errors import ExpressionError, SpecError, SpecErrors
 from ._branches import nested_fanouts
 from ._compiled import adopt_compiled, remember_compiled
 from ._expr import compile_expression
+from ._flow import (
+    NodeIds,
+    conflicting_edges,
+    dead_end_routers,
+    ignored_fields,
+    loops_without_exit,
+)
 from ._goal import check_goal_items
 from ._model import GraphSpec, NodeSpec, RetryPolicy
 from ._parallel import check_parallel
@@ -22,7 +29,7 @@ from ._verifier import check_verifier
 __all__ = ["validate_graph"]
 
 
-def validate_graph(graph: GraphSpec) -> None:
+def validate_graph(graph: GraphSpec, *, lint: bool = True) -> None:
     """Check ``graph``; return None if it is sound, else raise :class:`SpecErrors`.
 
     Checked: node ids (empty, duplicate), node settings (function nodes need a
@@ -37,8 +44,14 @@ def validate_graph(graph: GraphSpec) -> None:
     names that an edge's, an expression verifier's or a goal item's expression reads and
     the graph cannot have (``_read_names``).
 
+    ``lint=False`` leaves out the checks of what a graph surely does that nobody meant
+    (fields its nodes' kinds ignore, a loop no run can leave, contradicting edges, a
+    router that ends a run failed: ``_flow.py``), for a graph a run already recorded: a
+    run started before such a check came in still resumes, forks and cancels as it
+    did. (An expression that fails whatever memory holds is refused by either.)
+
     A spec is frozen, so a graph found sound is remembered as such: starting many runs
-    of one GraphSpec validates it once.
+    of one GraphSpec validates it once (with ``lint``).
     """
     if not isinstance(graph, GraphSpec):
         raise TypeError(
@@ -54,6 +67,7 @@ def validate_graph(graph: GraphSpec) -> None:
     if errors:  # a later check would trip over the wrong type
         raise SpecErrors(errors)
     known = {node.id for node in graph.nodes}
+    ids = NodeIds(list(dict.fromkeys(node.id for node in graph.nodes)))
 
     if not graph.id:
         errors.append(SpecError("id", "must not be empty"))
@@ -65,12 +79,15 @@ def validate_graph(graph: GraphSpec) -> None:
         elif node.id in seen:
             errors.append(SpecError(f"nodes[{i}].id", f"duplicate node id {node.id!r}"))
         seen.add(node.id)
-        errors.extend(_check_node(f"nodes[{i}]", node))
+        errors.extend(_check_node(f"nodes[{i}]", node, lint))
     if not graph.nodes:
         errors.append(SpecError("nodes", "a graph needs at least one node"))
 
+    # A misspelt id in an edge is one mistake: reachability follows the node meant, so
+    # the nodes after it are not reported unreachable as well.
+    edge_errors, meant = _check_edges(graph, known, ids, lint)
     if graph.entry_node in known:
-        reachable = _reachable(graph)
+        reachable = _reachable(graph, meant)
         reported: set[str] = set()
         for i, node in enumerate(graph.nodes):
             if node.id and node.id not in reachable and node.id not in reported:
@@ -82,49 +99,22 @@ def validate_graph(graph: GraphSpec) -> None:
                     )
                 )
 
-    for i, edge in enumerate(graph.edges):
-        where = f"edges[{i}]"
-        if edge.source not in known:
-            errors.append(SpecError(f"{where}.source", f"unknown node {edge.source!r}"))
-        if edge.target not in known:
-            errors.append(SpecError(f"{where}.target", f"unknown node {edge.target!r}"))
-        if edge.condition == "conditional":
-            if edge.expression is None or not edge.expression.strip():
-                errors.append(
-                    SpecError(f"{where}.expression", "a conditional edge needs an expression")
-                )
-            else:
-                errors.extend(_check_expression(f"{where}.expression", edge.expression))
-        elif edge.expression is not None:
-            errors.append(
-                SpecError(
-                    f"{where}.expression",
-                    f"only conditional edges take an expression (condition is {edge.condition!r})",
-                )
-            )
-        if edge.condition == "llm_decide":
-            if edge.fallback is None:
-                errors.append(
-                    SpecError(f"{where}.fallback", "an llm_decide edge needs a fallback node")
-                )
-            elif edge.fallback not in known:
-                errors.append(
-                    SpecError(f"{where}.fallback", f"unknown fallback node {edge.fallback!r}")
-                )
-        elif edge.fallback is not None:
-            errors.append(SpecError(f"{where}.fallback", "only llm_decide edges take a fallback"))
+    if lint:
+        errors.extend(dead_end_routers(graph))
+        errors.extend(loops_without_exit(graph))
+    errors.extend(edge_errors)
 
     if not graph.entry_node:
         errors.append(SpecError("entry_node", "must name the node the run starts at"))
     elif graph.entry_node not in known:
-        errors.append(SpecError("entry_node", f"unknown node {graph.entry_node!r}"))
-    for field, ids in (
+        errors.append(SpecError("entry_node", ids.unknown(graph.entry_node)[0]))
+    for field, listed in (
         ("terminal_nodes", graph.terminal_nodes),
         ("pause_nodes", graph.pause_nodes),
     ):
-        for j, node_id in enumerate(ids):
+        for j, node_id in enumerate(listed):
             if node_id not in known:
-                errors.append(SpecError(f"{field}[{j}]", f"unknown node {node_id!r}"))
+                errors.append(SpecError(f"{field}[{j}]", ids.unknown(node_id)[0]))
 
     errors.extend(_check_ranges("", graph))
     for i, edge in enumerate(graph.edges):
@@ -147,18 +137,65 @@ def validate_graph(graph: GraphSpec) -> None:
 
     if errors:
         raise SpecErrors(errors)
-    index.valid = True
-    remember_compiled(graph)
+    if lint:  # sound as a new graph: remembered for equal specs to come
+        index.valid = True
+        remember_compiled(graph)
 
 
-def _reachable(graph: GraphSpec) -> set[str]:
-    """Node ids reachable from the entry along edges (and llm_decide fallbacks)."""
+def _check_edges(
+    graph: GraphSpec, known: set[str], ids: NodeIds, lint: bool
+) -> tuple[list[SpecError], dict[str, str]]:
+    """The problems of each edge, and the id each misspelt reference was meant as."""
+    errors: list[SpecError] = []
+    meant: dict[str, str] = {}
+    for i, edge in enumerate(graph.edges):
+        where = f"edges[{i}]"
+        for field, node_id in (("source", edge.source), ("target", edge.target)):
+            if node_id not in known:
+                reason, close = ids.unknown(node_id)
+                errors.append(SpecError(f"{where}.{field}", reason))
+                if close is not None:
+                    meant[node_id] = close
+        if edge.condition == "conditional":
+            if edge.expression is None or not edge.expression.strip():
+                errors.append(
+                    SpecError(f"{where}.expression", "a conditional edge needs an expression")
+                )
+            else:
+                errors.extend(_check_expression(f"{where}.expression", edge.expression))
+        elif edge.expression is not None:
+            errors.append(
+                SpecError(
+                    f"{where}.expression",
+                    f"only conditional edges take an expression (condition is {edge.condition!r})",
+                )
+            )
+        if edge.condition == "llm_decide":
+            if edge.fallback is None:
+                errors.append(
+                    SpecError(f"{where}.fallback", "an llm_decide edge needs a fallback node")
+                )
+            elif edge.fallback not in known:
+                reason, close = ids.unknown(edge.fallback, "fallback node")
+                errors.append(SpecError(f"{where}.fallback", reason))
+                if close is not None:
+                    meant[edge.fallback] = close
+        elif edge.fallback is not None:
+            errors.append(SpecError(f"{where}.fallback", "only llm_decide edges take a fallback"))
+    if lint:
+        errors.extend(conflicting_edges(graph))
+    return errors, meant
+
+
+def _reachable(graph: GraphSpec, meant: dict[str, str]) -> set[str]:
+    """Node ids reachable from the entry along edges (and llm_decide fallbacks), an
+    unknown id of an edge read as the one ``meant``."""
     successors: dict[str, set[str]] = {}
     for edge in graph.edges:
-        targets = successors.setdefault(edge.source, set())
-        targets.add(edge.target)
+        targets = successors.setdefault(meant.get(edge.source, edge.source), set())
+        targets.add(meant.get(edge.target, edge.target))
         if edge.fallback is not None:
-            targets.add(edge.fallback)
+            targets.add(meant.get(edge.fallback, edge.fallback))
     reached = {graph.entry_node}
     queue = deque([graph.entry_node])
     while queue:
@@ -178,7 +215,7 @@ def _check_expression(path: str, source: str) -> list[SpecError]:
     return []
 
 
-def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
+def _check_node(where: str, node: NodeSpec, lint: bool) -> list[SpecError]:
     errors: list[SpecError] = []
     if node.kind == "function" and not node.function:
         errors.append(
@@ -189,6 +226,8 @@ def _check_node(where: str, node: NodeSpec) -> list[SpecError]:
             )
         )
     errors.extend(_check_ranges(f"{where}.", node))
+    if lint:
+        errors.extend(ignored_fields(where, node))
     outputs = set(node.output_keys)
     for j, key in enumerate(node.nullable_keys):
         if key not in outputs:

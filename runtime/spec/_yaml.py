@@ -13,7 +13,7 @@ import yaml
 
 from ._limits import Limits, Refused, mark_text
 
-__all__ = ["parse_yaml"]
+__all__ = ["compose_yaml", "parse_yaml"]
 
 
 class _Loader(yaml.SafeLoader):
@@ -84,4 +84,41 @@ def parse_yaml(text: str, limits: Limits) -> Any:
     except yaml.YAMLError as exc:  # the text's characters are checked as the loader is made
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())  # on one line
-        raise Refused(str(problem), mark_text(mark)) from exc
+        context, began = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and began is not None and mark is not None and began.line != mark.line:
+            # Where the construct that went wrong began: a missing ':' shows at the next line.
+            problem = f"{context} ({mark_text(began)}): {problem}"
+        where = f" ({mark_text(mark)})" if mark is not None else ""
+        raise Refused(f"{problem}{where}{_quote_hint(text, mark)}") from exc
+
+
+_VALUE_LINE = re.compile(r"^\s*(?:-\s+)?(?P<key>[A-Za-z_][\w-]*):\s+(?P<value>\S.*?)\s*$")
+
+
+def _quote_hint(text: str, mark: Any) -> str:
+    """What to write when a problem is inside a plain ``key: value`` line's value: a value
+    holding ``: `` or starting with a quote it does not end with is read as YAML syntax
+    (``expression: 'a' == x``), so quoting all of it is what was meant."""
+    if mark is None:
+        return ""
+    lines = text.split("\n")
+    match = _VALUE_LINE.match(lines[mark.line]) if mark.line < len(lines) else None
+    if match is None or mark.column < match.start("value") or match["value"][0] in "[{|>&*!":
+        return ""  # (a flow list or mapping, a block scalar, an alias or tag: YAML meant)
+    value = match["value"]
+    if '"' not in value:
+        quoted = '"' + value.replace("\\", "\\\\") + '"'
+    else:
+        quoted = "'" + value.replace("'", "''") + "'"
+    return f"; if that is one value, quote the whole value: {match['key']}: {quoted}"
+
+
+def compose_yaml(text: str, limits: Limits) -> Any:
+    """The node tree of YAML ``text`` (positions kept, nothing constructed), within the
+    nesting bound of ``limits``; PyYAML's errors as they are."""
+    loader = _Loader(text)
+    loader.max_depth = limits.max_depth
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
