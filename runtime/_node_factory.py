@@ -108,64 +108,72 @@ class NodeFactory:
         errors: list[SpecError] = []
         for index, node in enumerate(graph.nodes):
             where = f"nodes[{index}]"
-            if node.kind not in RUNNABLE_KINDS:
-                errors.append(
-                    SpecError(
-                        f"{where}.kind",
-                        f"this runtime cannot run {node.kind!r} nodes "
-                        f"(it runs: {', '.join(sorted(RUNNABLE_KINDS))})",
-                    )
-                )
-            try:
-                if node.kind in ("function", "router") and node.function is not None:
-                    resolve_callable(
-                        node.function,
-                        self.functions,
-                        path=f"{where}.function",
-                        allow_imports=self.allow_imports,
-                    )
-                if node.kind == "llm" and node.judge is not None:
-                    self.judges.setdefault(
-                        node.judge,
-                        resolve_judge(
-                            node.judge,
-                            self.judges,
-                            path=f"{where}.judge",
-                            allow_imports=self.allow_imports,
-                        ),
-                    )
-            except SpecError as exc:
-                errors.append(exc)
-            if node.kind == "llm":
-                for j, name in enumerate(node.tools):
-                    if name != SET_OUTPUT and name not in self.tools and ":" in name:
-                        try:
-                            self._import_tool(name, f"{where}.tools[{j}]")
-                        except SpecError as exc:
-                            errors.append(exc)
-                        continue
-                    if name != SET_OUTPUT and name not in self.tools:
-                        known = ", ".join(self.tools.names) or "none"
-                        errors.append(
-                            SpecError(
-                                f"{where}.tools[{j}]",
-                                f"no tool {name!r} is registered with the runtime (known: {known}; "
-                                "--tools MODULE on the command line, Runtime(tools=...) in "
-                                "an app)",
-                            )
-                        )
-                if self.provider is None:
-                    errors.append(
-                        SpecError(
-                            f"{where}.kind",
-                            "an llm node needs a provider (--provider on the command line, "
-                            "Runtime(provider=...) in an app)",
-                        )
-                    )
+            named = len(errors)  # this node's problems name it (nodes[3] says little)
+            self._check_node(node, where, errors)
+            errors[named:] = [
+                SpecError(e.path, f"{e.reason} (node {node.id!r})") for e in errors[named:]
+            ]
         errors.extend(check_named_providers(graph, self.provider_named))
         errors.extend(check_parallel_names(graph, self.provider_named, self.branch_strategies))
         if errors:
             raise SpecErrors(errors)
+
+    def _check_node(self, node: NodeSpec, where: str, errors: list[SpecError]) -> None:
+        """:meth:`check` of one node (``where``: its path), its problems added to ``errors``."""
+        if node.kind not in RUNNABLE_KINDS:
+            errors.append(
+                SpecError(
+                    f"{where}.kind",
+                    f"this runtime cannot run {node.kind!r} nodes "
+                    f"(it runs: {', '.join(sorted(RUNNABLE_KINDS))})",
+                )
+            )
+        try:
+            if node.kind in ("function", "router") and node.function is not None:
+                resolve_callable(
+                    node.function,
+                    self.functions,
+                    path=f"{where}.function",
+                    allow_imports=self.allow_imports,
+                )
+            if node.kind == "llm" and node.judge is not None:
+                self.judges.setdefault(
+                    node.judge,
+                    resolve_judge(
+                        node.judge,
+                        self.judges,
+                        path=f"{where}.judge",
+                        allow_imports=self.allow_imports,
+                    ),
+                )
+        except SpecError as exc:
+            errors.append(exc)
+        if node.kind == "llm":
+            for j, name in enumerate(node.tools):
+                if name != SET_OUTPUT and name not in self.tools and ":" in name:
+                    try:
+                        self._import_tool(name, f"{where}.tools[{j}]")
+                    except SpecError as exc:
+                        errors.append(exc)
+                    continue
+                if name != SET_OUTPUT and name not in self.tools:
+                    known = ", ".join(self.tools.names) or "none"
+                    errors.append(
+                        SpecError(
+                            f"{where}.tools[{j}]",
+                            f"no tool {name!r} is registered with the runtime (known: {known}; "
+                            "--tools MODULE on the command line, Runtime(tools=...) in "
+                            "an app)",
+                        )
+                    )
+            if self.provider is None:
+                errors.append(
+                    SpecError(
+                        f"{where}.kind",
+                        "an llm node needs a provider (--provider on the command line, "
+                        "Runtime(provider=...) in an app)",
+                    )
+                )
 
     def __call__(self, graph: GraphSpec, spec: NodeSpec, executor: ActorRef, log: RunLog) -> Actor:
         """:meth:`build`: the factory itself is what a run's executor is given."""

@@ -338,9 +338,13 @@ async def _run(args: argparse.Namespace) -> int:
         # Everything that can be refused is, before the store is opened (or created).
         unopened = await store_for(args, create=True)
         wiring = await _wire(args, graph, stack, allow=allow)
-        Runtime(provider=wiring.provider, tools=wiring.tools, allow_imports=allow).nodes.check(
-            graph
-        )
+        try:
+            Runtime(provider=wiring.provider, tools=wiring.tools, allow_imports=allow).nodes.check(
+                graph
+            )
+        except SpecError as exc:
+            exc.add_note(f"in {args.graph_file}")
+            raise
         store = await stack.enter_async_context(opened(unopened))
 
         async def start(rt: Runtime) -> RunHandle:

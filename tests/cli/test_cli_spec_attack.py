@@ -78,3 +78,20 @@ def test_an_expression_comparing_a_number_with_a_string_is_refused(workdir: Work
     assert "edges[0].expression: invalid expression" in problem
     assert "(column 1): compares a number with a string" in problem
     assert problem.endswith("(line 10, column 5)"), problem
+
+
+def test_a_function_that_cannot_be_imported_names_its_node_and_file(workdir: Workdir) -> None:
+    # Found when the run starts (imports are checked then, not by the format): the error
+    # names the node, not only its index, and the file, and records nothing.
+    workdir.write(
+        "imports.yaml",
+        "id: imports\nentry_node: load\nnodes:\n"
+        '  - {id: load, function: "triage_funcs:load", output_keys: [ticket]}\n'
+        '  - {id: fetch, function: "triage_funcs:no_such_function"}\n'
+        "edges:\n  - {source: load, target: fetch}\n",
+    )
+    done = workdir.run("run", "imports.yaml", "--input", "text=hi", "-q")
+    assert done.code == 2, done.err
+    assert "nodes[1].function: " in done.err and "(node 'fetch')" in done.err, done.err
+    assert done.err.rstrip().endswith("in imports.yaml"), done.err
+    assert not (workdir.path / "magistrate.db").exists()
