@@ -95,8 +95,8 @@ class NodeFactory:
     def check(self, graph: GraphSpec) -> None:
         """Raise SpecErrors for what a run would otherwise trip on only when it reaches a
         node: kinds without a runner, functions and judges that are neither registered nor
-        allowed imports, unknown tools, LLM nodes without a provider, unknown named
-        providers and branch strategies."""
+        allowed imports, unknown tools, LLM nodes and ``llm_decide`` edges without a
+        provider, unknown named providers and branch strategies."""
         names = graph.derived(_plain_functions)
         if names is not None:
             functions = self.functions
@@ -113,6 +113,17 @@ class NodeFactory:
             errors[named:] = [
                 SpecError(e.path, f"{e.reason} (node {node.id!r})") for e in errors[named:]
             ]
+        if self.provider is None:
+            errors.extend(
+                SpecError(
+                    f"edges[{i}].condition",
+                    "an llm_decide edge needs a provider to choose (--provider on the command "
+                    "line, Runtime(provider=...) in an app): without one every run would take "
+                    "its fallback",
+                )
+                for i, edge in enumerate(graph.edges)
+                if edge.condition == "llm_decide"
+            )
         errors.extend(check_named_providers(graph, self.provider_named))
         errors.extend(check_parallel_names(graph, self.provider_named, self.branch_strategies))
         if errors:
@@ -215,11 +226,14 @@ class NodeFactory:
 
 def _plain_functions(graph: GraphSpec) -> tuple[str, ...] | None:
     """The functions a graph of function and router nodes alone names, when nothing else
-    in it needs checking against a runtime (no verifier, parallel branches or goal
-    evaluator); None for any other graph (NodeFactory.check looks at every node)."""
+    in it needs checking against a runtime (no verifier, parallel branches, goal
+    evaluator or ``llm_decide`` edge); None for any other graph (NodeFactory.check looks
+    at every node)."""
     goal = graph.goal
     if goal is not None and goal.evaluator is not None:
         return None
+    if any(edge.condition == "llm_decide" for edge in graph.edges):
+        return None  # its choices need a provider
     names: list[str] = []
     for node in graph.nodes:
         if node.kind not in _PLAIN or node.verifier is not None or node.parallel is not None:
