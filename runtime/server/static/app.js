@@ -21,7 +21,7 @@ function h(tag, attrs, ...children) {
     else if (key === "text") el.textContent = value;
     else el.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -36,6 +36,22 @@ function fill(el, ...children) {
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
 }
+
+// Text from a run is shown in a <bdi>: a right-to-left override in it ends where it does,
+// never turning around the text after it ("(hitl)", "tokens"). An identifier (a run id, a
+// node id, a memory key) also shows its invisible characters (controls, zero-width and
+// direction marks) as "⟨U+202E⟩": two ids that look alike are told apart, and "abc" RLO
+// "gnp.exe" does not pass for "abcexe.png".
+const HIDDEN = /[\p{Cc}\p{Cf}\u2028\u2029]/gu;
+const reveal = (text) => String(text ?? "").replace(HIDDEN, (c) =>
+  `\u27e8U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}\u27e9`);
+const ident = (text) => h("bdi", { class: "ident" }, reveal(text));
+const iso = (text) => h("bdi", {}, text);
+// Ids joined for a sentence ("a, b"), each an ident.
+const idents = (list, sep = ", ") => list.flatMap((x, i) => (i ? [sep, ident(x)] : [ident(x)]));
+// A path of node ids (thousands, for a long run) as one text: each id revealed and in
+// isolate marks (FSI ... PDI), so ids written right to left keep their order.
+const pathText = (list) => (list.length ? list.map((x) => `\u2068${reveal(x)}\u2069`).join(" → ") : "—");
 
 const fmtTime = (t) => (t ? new Date(t * 1000).toLocaleString() : "");
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
@@ -67,24 +83,34 @@ function token() {
   return sessionStorage.getItem("magistrate-token") || "";
 }
 
+// The token handed over in the address's fragment (#token=...), taken out of the address.
+// A fragment that is not valid percent-encoding is taken as it is, not left to stop the page.
 function takeTokenFromHash() {
   const match = location.hash.match(/token=([^&]+)/);
   if (match) {
-    sessionStorage.setItem("magistrate-token", decodeURIComponent(match[1]));
+    let given = match[1];
+    try { given = decodeURIComponent(given); } catch { /* kept as written */ }
+    sessionStorage.setItem("magistrate-token", given);
     history.replaceState(null, "", location.pathname + location.search);
   }
 }
 
+// Setting or forgetting the token shows the page again: what a missing token kept from
+// it (a 401) is read now.
 function renderTokenState() {
   const box = document.getElementById("token-state");
   fill(box);
+  const changed = () => { renderTokenState(); route(); };
   if (token()) {
     box.append("API token set ", h("button", { class: "small", onclick: () => {
-      sessionStorage.removeItem("magistrate-token"); renderTokenState(); } }, "forget"));
+      sessionStorage.removeItem("magistrate-token"); changed(); } }, "forget"));
   } else {
-    const input = h("input", { type: "password", placeholder: "API token", id: "token-input" });
-    box.append(input, " ", h("button", { onclick: () => {
-      sessionStorage.setItem("magistrate-token", input.value.trim()); renderTokenState(); } }, "use"));
+    const input = h("input", { type: "password", placeholder: "API token", id: "token-input", "aria-label": "API token" });
+    box.append(h("form", { id: "token-form", onsubmit: (e) => {
+      e.preventDefault();
+      if (!input.value.trim()) return;
+      sessionStorage.setItem("magistrate-token", input.value.trim()); changed();
+    } }, input, " ", h("button", { type: "submit" }, "use")));
   }
 }
 
@@ -101,7 +127,9 @@ async function api(path, options = {}) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
   }
-  const response = await fetch(ROOT + path, init);
+  let response;
+  try { response = await fetch(ROOT + path, init); }
+  catch (e) { throw unreachable(e); }
   const data = await response.text().then(parseJSON).catch(() => ({}));
   if (!response.ok) {
     const error = new Error(data.detail || `HTTP ${response.status}`);
@@ -111,15 +139,45 @@ async function api(path, options = {}) {
   return data;
 }
 
+// A request that got no answer at all (the server is down or restarting, the network is
+// gone): said as such, not as the browser's "Failed to fetch".
+function unreachable(e) {
+  const error = new Error(`cannot reach the server (${e.message})`);
+  error.status = 0;
+  return error;
+}
+
+// Whether the page's live stream is connected, in the header: a page whose stream dropped
+// says so (what it shows may be stale) until it is back, and then reads what it missed.
+function liveState(state, text = "") {
+  const box = document.getElementById("live");
+  if (!box) return;
+  box.dataset.state = state;
+  box.className = `small live-${state}`;
+  box.textContent = text;
+}
+
 // A server-sent event stream read with fetch (EventSource cannot send the token): calls
-// onMessage(type, data, id) per message and reconnects a second after it drops, asking
-// url() again (a page passes where it got to). close() ends it.
-function openStream(url, onMessage) {
+// onMessage(type, data, id) per message and reconnects after it drops (a second, then
+// longer, up to 5 s), asking url() again (a page passes where it got to). onOpen(again)
+// is called on each connection, again true after a drop: a page reads what it missed.
+// close() ends it.
+function openStream(url, onMessage, onOpen) {
   const abort = new AbortController();
   let closed = false;
+  let opened = 0;
   async function read() {
-    const response = await fetch(ROOT + url(), { headers: authHeaders({ Accept: "text/event-stream" }), signal: abort.signal });
-    if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+    let response;
+    try {
+      response = await fetch(ROOT + url(), { headers: authHeaders({ Accept: "text/event-stream" }), signal: abort.signal });
+    } catch (e) { throw unreachable(e); }
+    if (!response.ok || !response.body) {
+      const data = await response.text().then(parseJSON).catch(() => ({}));
+      throw Object.assign(new Error(data.detail || `HTTP ${response.status}`), { status: response.status });
+    }
+    liveState("live", "live");
+    onOpen?.(opened++ > 0);
+    wait = 1000;
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     for (;;) {
@@ -140,18 +198,38 @@ function openStream(url, onMessage) {
       }
     }
   }
+  let wait = 1000;
   (async () => {
+    liveState("connecting", "connecting…");
     while (!closed) {
-      try { await read(); } catch { /* dropped: reconnect below */ }
-      if (!closed) await new Promise((resolve) => setTimeout(resolve, 1000));
+      let why = "the server closed the stream";
+      try { await read(); } catch (e) {
+        why = e.status > 0 ? `refused: ${refusal(e)}` : e.status === 0 ? e.message : `the connection broke (${e.message})`;
+      }
+      if (closed) break;
+      liveState("lost", `live updates lost: ${why}; retrying, what is shown may be out of date`);
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(wait * 2, 5000);
     }
   })();
-  return { close() { closed = true; abort.abort(); } };
+  return { close() { closed = true; abort.abort(); liveState("off"); } };
 }
 
-function debounce(fn, ms) {
+// fn at most once per ms: the first call starts a wait of ms, and the calls during it are
+// served by the one run at its end. A steady stream of calls (a busy run's events) runs fn
+// every ms, where a debounce would put it off for as long as the calls go on.
+function coalesce(fn, ms) {
   let timer = null;
-  return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
+  return () => { if (timer === null) timer = setTimeout(() => { timer = null; fn(); }, ms); };
+}
+
+// Runs action() with button (and the other buttons of its form) disabled: a double click
+// sends one request, not two (the second would start a second run, or be refused).
+async function once(button, action) {
+  const group = button.form ? [...button.form.querySelectorAll("button")] : [button];
+  if (button.disabled) return;
+  group.forEach((b) => { b.disabled = true; });
+  try { await action(); } finally { group.forEach((b) => { b.disabled = false; }); }
 }
 
 // Numbers as the JSON text has them. A JS number holds integers exactly only up to 2^53,
@@ -233,7 +311,9 @@ function recorded(text, refused = false) {
 }
 
 // Why the server refused a request, as the API said it.
-const refusal = (e) => (e.status === 401 ? "401: set the API token first (top right)" : e.message);
+const refusal = (e) => (e.status !== 401 ? e.message : token()
+  ? "401: the API token was refused: forget it and set the right one (top right)"
+  : "401: set the API token first (top right)");
 
 function approveForm(run, onDone) {
   const gate = run.paused?.reason === "hitl";
@@ -270,33 +350,37 @@ function approveForm(run, onDone) {
   };
   const done = (text) => {
     form.replaceChildren(h("p", { class: "recorded" }, text));
-    recorded(`${run.run_id}: ${text}`);
+    recorded([ident(run.run_id), `: ${text}`]);
     onDone?.();
   };
-  const send = async (action, body, said) => {
+  // One decision at a time: the form's buttons are disabled while one is on its way.
+  const send = (button, action, body, said) => {
     message.textContent = "";
     if (gate && !by.value.trim()) { message.textContent = "say who you are first (approved by)"; return; }
     if (gate) localStorage.setItem(APPROVER_KEY, by.value.trim());
-    try {
-      const answer = await api(`/api/runs/${encodeURIComponent(run.run_id)}/${action}`, { body });
-      done(`${said}${answer.detail ? ` — ${answer.detail}` : ""}`);
-    } catch (e) {
-      message.textContent = refusal(e);
-      recorded(`${run.run_id}: ${action} refused: ${refusal(e)}`, true);
-    }
+    return once(button, async () => {
+      try {
+        const answer = await api(`/api/runs/${encodeURIComponent(run.run_id)}/${action}`, { body });
+        done(`${said}${answer.detail ? ` — ${answer.detail}` : ""}`);
+      } catch (e) {
+        message.textContent = refusal(e);
+        recorded([ident(run.run_id), `: ${action} refused: ${refusal(e)}`], true);
+      }
+    });
   };
+  const submit = h("button", { class: "primary", type: "submit" }, gate ? "Approve and resume" : "Resume");
   form.addEventListener("submit", (e) => {
     e.preventDefault();
+    if (submit.disabled) return;
     const input = changed();
     const given = Object.keys(input).length ? ` with ${Object.keys(input).join(", ")}` : " with no change to memory";
-    if (gate) send("approve", { by: by.value.trim(), input, expected_seq: seen }, `Approved by ${by.value.trim()}${given}`);
-    else send("resume", { input }, `Resumed${given}`);
+    if (gate) send(submit, "approve", { by: by.value.trim(), input, expected_seq: seen }, `Approved by ${by.value.trim()}${given}`);
+    else send(submit, "resume", { input }, `Resumed${given}`);
   });
-  const buttons = h("div", { class: "row" },
-    h("button", { class: "primary", type: "submit" }, gate ? "Approve and resume" : "Resume"),
-    gate ? h("button", { class: "danger reject", type: "button", onclick: () =>
-      send("reject", { by: by.value.trim(), reason: reason.value.trim(), expected_seq: seen }, `Rejected by ${by.value.trim()}`) }, "Reject") : "",
-    h("button", { class: "danger", type: "button", onclick: () => send("cancel", { reason: "cancelled from the dashboard" }, "Cancelled") }, "Cancel run"));
+  const buttons = h("div", { class: "row" }, submit,
+    gate ? h("button", { class: "danger reject", type: "button", onclick: (e) =>
+      send(e.currentTarget, "reject", { by: by.value.trim(), reason: reason.value.trim(), expected_seq: seen }, `Rejected by ${by.value.trim()}`) }, "Reject") : "",
+    h("button", { class: "danger", type: "button", onclick: (e) => send(e.currentTarget, "cancel", { reason: "cancelled from the dashboard" }, "Cancelled") }, "Cancel run"));
   form.append(about, rows, gate ? h("div", { class: "row" }, by, reason) : "", buttons, message);
   // What the listing's pause view carries (no read per card): the keys the gated node
   // reads with memory's values, what it still lacks, its description and criteria.
@@ -307,9 +391,9 @@ function approveForm(run, onDone) {
   const criteria = paused.success_criteria || [];
   const missing = paused.waiting_for || [];
   fill(about,
-    paused.description ? h("p", {}, paused.description) : "",
-    criteria.length ? h("div", {}, h("b", {}, "Success criteria: "), h("ul", { class: "criteria" }, ...criteria.map((c) => h("li", {}, typeof c === "string" ? c : JSON.stringify(c))))) : "",
-    gate ? h("p", { class: "waiting" }, missing.length ? `waiting for: ${missing.join(", ")}` : "the node has all it reads") : "");
+    paused.description ? h("p", {}, iso(paused.description)) : "",
+    criteria.length ? h("div", {}, h("b", {}, "Success criteria: "), h("ul", { class: "criteria" }, ...criteria.map((c) => h("li", {}, iso(typeof c === "string" ? c : JSON.stringify(c)))))) : "",
+    gate ? h("p", { class: "waiting" }, missing.length ? ["waiting for: ", idents(missing)] : "the node has all it reads") : "");
   if (!reads.length) addRow();
   return form;
 }
@@ -333,7 +417,7 @@ async function route() {
     else if (path === "/approvals") await approvalsPage();
     else await runsPage();
   } catch (e) {
-    fill(main, h("p", { class: "error" }, e.message));
+    fill(main, h("p", { class: "error" }, refusal(e)));
   }
 }
 

@@ -1,78 +1,8 @@
-// The magistrate dashboard: a run's page (graph, verdicts, timeline, time travel, fork, replay,
-// actions). Uses the helpers of app.js, which loads first.
+// The magistrate dashboard: a run's page (verdicts, timeline, time travel, fork, replay,
+// actions; its graph is drawn by graph.js). Uses the helpers of app.js, which loads first.
 "use strict";
 
 const PAGE = 200; // events per timeline page
-
-function s(tag, attrs, ...children) {
-  return h(tag, { ...attrs, svg: true }, ...children);
-}
-
-// ---------------------------------------------------------------- run page: graph
-
-function layout(graph) {
-  const nodes = graph.nodes.map((n) => n.id);
-  const out = dict();
-  for (const n of nodes) out[n] = [];
-  for (const e of graph.edges || []) own(out, e.source)?.push(e.target);
-  const depth = dict();
-  depth[graph.entry_node] = 0;
-  const queue = [graph.entry_node];
-  while (queue.length) {
-    const n = queue.shift();
-    for (const t of own(out, n) || []) if (!(t in depth)) { depth[t] = depth[n] + 1; queue.push(t); }
-  }
-  let deepest = Math.max(0, ...Object.values(depth));
-  for (const n of nodes) if (!(n in depth)) depth[n] = ++deepest;
-  const layers = dict();
-  for (const n of nodes) (layers[depth[n]] ||= []).push(n);
-  const pos = dict();
-  const W = 150, H = 46, GX = 60, GY = 34;
-  const widest = Math.max(...Object.values(layers).map((l) => l.length));
-  for (const [d, members] of Object.entries(layers)) {
-    members.forEach((n, i) => {
-      const offset = (widest - members.length) * (W + GY) / 2;
-      pos[n] = { x: 20 + Number(d) * (W + GX), y: 20 + offset + i * (H + GY) };
-    });
-  }
-  const width = 40 + (Math.max(...Object.keys(layers).map(Number)) + 1) * (W + GX) - GX;
-  const height = 40 + widest * (H + GY) - GY;
-  return { pos, W, H, width, height };
-}
-
-function drawGraph(detail, takenEdges) {
-  const graph = detail.graph;
-  if (!graph) return h("p", { class: "muted" }, "No graph recorded.");
-  const { pos, W, H, width, height } = layout(graph);
-  const current = new Set(detail.current);
-  const failed = new Set(detail.failed_nodes);
-  const svg = s("svg", { class: "graph", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "graph" },
-    s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
-      s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#9aa5b4" }))));
-  for (const e of graph.edges || []) {
-    const a = pos[e.source], b = pos[e.target];
-    if (!a || !b) continue;
-    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
-    const back = x2 <= x1;
-    const d = back
-      ? `M ${a.x + W / 2} ${a.y + H} C ${a.x + W / 2} ${a.y + H + 40}, ${b.x + W / 2} ${b.y + H + 40}, ${b.x + W / 2} ${b.y + H}`
-      : `M ${x1} ${y1} C ${x1 + 30} ${y1}, ${x2 - 30} ${y2}, ${x2} ${y2}`;
-    const taken = takenEdges.has(`${e.source}>${e.target}`);
-    svg.append(s("path", { class: `edge${taken ? " taken" : ""}`, d, "marker-end": "url(#arrow)" },
-      s("title", {}, `${e.source} → ${e.target} (${e.condition || "on_success"})${e.expression ? ": " + e.expression : ""}`)));
-  }
-  for (const n of graph.nodes) {
-    const p = pos[n.id];
-    const visits = own(detail.visit_counts, n.id) || 0;
-    const classes = ["node", visits ? "visited" : "", current.has(n.id) ? "current" : "", failed.has(n.id) ? "failed" : ""].join(" ");
-    svg.append(s("g", { class: classes, "data-node": n.id, transform: `translate(${p.x},${p.y})` },
-      s("rect", { width: W, height: H, rx: 7 }),
-      s("text", { x: 10, y: 19 }, n.id),
-      s("text", { x: 10, y: 36, class: "small" }, `${n.kind || "function"}${(graph.pause_nodes || []).includes(n.id) ? " · pause" : ""}`),
-      visits ? s("text", { x: W - 10, y: 19, "text-anchor": "end", class: "count" }, `×${visits}`) : null));
-  }
-  return svg;
-}
 
 // ---------------------------------------------------------------- run page: summaries
 
@@ -82,40 +12,49 @@ const CATEGORIES = {
   "pauses": "run.paused,run.resumed,input.injected,run.cancelled", "nodes": "node.", "run": "run.",
 };
 
+// The node an event is about, its id cut to a timeline cell (the event, picked, has it whole).
 function nodeOf(ev) {
   const body = ev.body;
-  return body.node_id || (ev.type === "edge.taken" ? `${body.source} → ${body.target}` : body.source || "");
+  const id = (x) => ident(short(x, 60));
+  if (body.node_id) return id(body.node_id);
+  return ev.type === "edge.taken" ? [id(body.source), " → ", id(body.target)] : body.source ? id(body.source) : "";
 }
 
+// A value as text cut to n characters (never between the halves of a surrogate pair).
 function short(value, n = 140) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
-  return text && text.length > n ? text.slice(0, n) + "…" : text || "";
+  if (!text || text.length <= n) return text || "";
+  const end = /[\uD800-\uDBFF]/.test(text[n - 1]) ? n - 1 : n;
+  return text.slice(0, end) + "…";
 }
+// A value in a row: cut, and isolated (its direction marks end with it).
+const cut = (value) => iso(short(value));
 
 function describe(ev) {
   const body = ev.body;
   switch (ev.type) {
-    case "run.started": return `started with input ${short(body.input)}`;
+    case "run.started": return ["started with input ", cut(body.input)];
     case "node.started": return `visit ${body.visit}${body.attempt > 1 ? `, attempt ${body.attempt}` : ""}`;
-    case "llm.turn": return `turn ${body.iteration}: ${short(body.text) || "(no text)"}${body.tool_calls.length ? ` · calls ${body.tool_calls.map((c) => c.name).join(", ")}` : ""} · ${body.input_tokens}/${body.output_tokens} tokens`;
-    case "tool.result": return `${body.name} → ${short(body.content)}${body.is_error ? " (error)" : ""}`;
+    case "llm.turn": return [`turn ${body.iteration}: `, body.text ? cut(body.text) : "(no text)",
+      body.tool_calls.length ? [" · calls ", idents(body.tool_calls.map((c) => c.name))] : "", ` · ${body.input_tokens}/${body.output_tokens} tokens`];
+    case "tool.result": return [ident(body.name), " → ", cut(body.content), body.is_error ? " (error)" : ""];
     case "judge.verdict": if (body.level === "bail_out") return `tool turn ${body.iteration}: not judged (RETRY, bail_out)`;
-      return `${body.action.toUpperCase()} (${body.level}${body.confidence !== null ? `, ${body.confidence}` : ""})${body.feedback ? ": " + short(body.feedback) : ""}`;
+      return [`${body.action.toUpperCase()} (${body.level}${body.confidence !== null ? `, ${body.confidence}` : ""})`, body.feedback ? [": ", cut(body.feedback)] : ""];
     case "node.stalled": return `stall warning at turn ${body.iteration}`;
-    case "conversation.message": return `${body.role} (${body.kind}): ${short(body.content)}`;
-    case "conversation.compacted": return `compacted ${plural(body.upto, "entry", "entries")}: ${short(body.summary)}`;
-    case "run.forked": return `forked from ${body.source_run_id} at seq ${body.source_seq}`;
-    case "graph.replaced": return `moved to graph ${body.graph.id ?? "?"} (${body.graph_hash.slice(0, 12)})${body.forced ? `, forced past ${plural(body.divergences, "divergence")}` : ""}`;
-    case "run.pause_requested": return `pause requested${body.by ? ` by ${body.by}` : ""}`;
-    case "output.set": return `output ${body.key} = ${short(body.value)}`;
-    case "memory.written": return `${body.key} ${body.op === "replace" ? "=" : body.op} ${short(body.value)}`;
-    case "node.failed": return `${body.error_type}: ${short(body.error)}${body.will_retry ? " (will retry)" : ""}`;
-    case "edge.taken": return `${body.condition}${body.reason ? ": " + short(body.reason) : ""}`;
+    case "conversation.message": return [`${body.role} (${body.kind}): `, cut(body.content)];
+    case "conversation.compacted": return [`compacted ${plural(body.upto, "entry", "entries")}: `, cut(body.summary)];
+    case "run.forked": return ["forked from ", ident(body.source_run_id), ` at seq ${body.source_seq}`];
+    case "graph.replaced": return ["moved to graph ", ident(body.graph.id ?? "?"), ` (${body.graph_hash.slice(0, 12)})${body.forced ? `, forced past ${plural(body.divergences, "divergence")}` : ""}`];
+    case "run.pause_requested": return ["pause requested", body.by ? [" by ", iso(body.by)] : ""];
+    case "output.set": return ["output ", ident(body.key), " = ", cut(body.value)];
+    case "memory.written": return [ident(body.key), ` ${body.op === "replace" ? "=" : body.op} `, cut(body.value)];
+    case "node.failed": return [`${body.error_type}: `, cut(body.error), body.will_retry ? " (will retry)" : ""];
+    case "edge.taken": return [body.condition, body.reason ? [": ", cut(body.reason)] : ""];
     case "run.paused": return `paused (${body.reason})`;
-    case "input.injected": return `input ${short(body.data)}`;
-    case "run.cancelled": return `cancelled${body.reason ? ": " + body.reason : ""}`;
-    case "run.finished": return `${body.status}, quality ${body.quality}${body.error ? ": " + short(body.error) : ""}`;
-    default: return short(Object.fromEntries(Object.entries(body).filter(([k]) => k !== "type")));
+    case "input.injected": return ["input ", cut(body.data)];
+    case "run.cancelled": return ["cancelled", body.reason ? [": ", cut(body.reason)] : ""];
+    case "run.finished": return [`${body.status}, quality ${body.quality}`, body.error ? [": ", cut(body.error)] : ""];
+    default: return cut(Object.fromEntries(Object.entries(body).filter(([k]) => k !== "type")));
   }
 }
 
@@ -135,7 +74,7 @@ function verdictCount(node) {
 function verdictStrips(detail) {
   if (!detail.llm_nodes.length) return h("p", { class: "muted" }, "No LLM nodes.");
   return detail.llm_nodes.map((node) => h("div", { class: "strip-block", "data-node": node.node_id },
-    h("h2", {}, node.node_id, " ", h("span", { class: "muted small" },
+    h("h2", {}, ident(node.node_id), " ", h("span", { class: "muted small" },
       verdictCount(node))),
     h("div", { class: "strip" }, node.verdicts.map((v) => v.level === "bail_out"
       // A turn that called tools is not judged: shown as a tool turn, not as a RETRY.
@@ -146,7 +85,7 @@ function verdictStrips(detail) {
         "data-action": v.action.toUpperCase() },
         h("b", {}, v.action.toUpperCase()), ` ${v.level}`, v.confidence !== null ? ` ${v.confidence}` : "", ` #${v.iteration}`))),
     node.verdicts.filter((v) => v.feedback || v.error).map((v) => h("div", { class: "feedback" },
-      h("span", { class: "muted" }, `turn ${v.iteration} ${v.action.toUpperCase()}: `), v.feedback || v.error)),
+      h("span", { class: "muted" }, `turn ${v.iteration} ${v.action.toUpperCase()}: `), iso(v.feedback || v.error))),
     node.stalls.map((st) => h("div", { class: "stall" }, `⚠ stall at turn ${st.iteration}: the same tool calls turn after turn (seq ${st.seq})`))));
 }
 
@@ -158,7 +97,7 @@ function judgeFailures(failures) {
     h("b", {}, "Judge failures: "), h("span", { "data-total": failures.total }, `${fmtInt(failures.total)} (${kinds})`),
     h("span", { class: "muted small" }, " checks that did not run"),
     h("ul", { class: "small" }, ...failures.reasons.map((f) => h("li", { "data-kind": f.kind, "data-seq": f.seq },
-      h("span", { class: "muted" }, `seq ${f.seq} · ${f.kind}${f.node_id ? " at " + f.node_id : ""}: `), f.reason))));
+      h("span", { class: "muted" }, `seq ${f.seq} · ${f.kind}`, f.node_id ? [" at ", ident(f.node_id)] : "", ": "), iso(f.reason)))));
 }
 
 function chainText(v) {
@@ -180,11 +119,11 @@ function chainView(full, read) {
 // has): recorded model answers, tool results and function outputs are served from the
 // log, every decision is made again, nothing is written (docs/replay.md).
 function replayCard(enc) {
-  const choice = h("select", { id: "replay-graph" }, h("option", { value: "" }, "the recorded graph"));
+  const choice = h("select", { id: "replay-graph", "aria-label": "graph to replay against" }, h("option", { value: "" }, "the recorded graph"));
   api("/api/graphs").then((list) => list.graphs.forEach((g) =>
-    choice.append(h("option", { value: g.name }, g.name)))).catch(() => {});
+    choice.append(h("option", { value: g.name }, reveal(g.name))))).catch(() => {});
   const out = h("div", { id: "replay-report", class: "small" });
-  const button = h("button", { id: "replay", onclick: async () => {
+  const button = h("button", { id: "replay", onclick: (e) => once(e.currentTarget, async () => {
     fill(out, h("span", { class: "muted" }, "replaying…"));
     try {
       const report = await api(`/api/runs/${enc}/replay`, { body: choice.value ? { graph: choice.value } : {} });
@@ -192,7 +131,7 @@ function replayCard(enc) {
     } catch (e) {
       fill(out, h("span", { class: "error" }, refusal(e)));
     }
-  } }, "Replay");
+  }) }, "Replay");
   return h("div", { class: "card", id: "replay-card" }, h("h2", {}, "Replay"),
     h("p", { class: "small muted" }, "Run it again in memory against a graph: what would today's graph decide otherwise? Model answers, tool results and function outputs come from the log; nothing is called or written."),
     h("div", { class: "row small" }, choice, button), out);
@@ -224,15 +163,18 @@ async function runPage(runId) {
   const actions = h("div", { class: "card", id: "actions" });
   const travel = h("div", { class: "card", id: "travel" }, h("h2", {}, "Time travel"),
     h("p", { class: "muted small" }, "Pick an event in the timeline to see the state after it."));
-  const nodeFilter = h("select", { id: "node-filter" }, h("option", { value: "" }, "all nodes"));
+  const nodeFilter = h("select", { id: "node-filter", "aria-label": "node" }, h("option", { value: "" }, "all nodes"));
   const typeBoxes = Object.entries(CATEGORIES).map(([label, types]) =>
     h("label", { class: "small" }, h("input", { type: "checkbox", value: types, checked: true, "data-category": label }), ` ${label} `));
   const rows = h("tbody");
   const more = h("div", { class: "small muted" });
   const scroller = h("div", { class: "timeline", id: "timeline" },
     h("table", {}, h("thead", {}, h("tr", {}, ["seq", "time", "type", "node", "what"].map((t) => h("th", {}, t)))), rows));
-  fill(main, 
-    h("h1", {}, "Run ", h("span", { class: "mono" }, runId)), head, actions,
+  // Shown when a read of the run fails: what the page shows is then as of its last read.
+  const staleNote = h("p", { class: "error", id: "stale", role: "alert" });
+  let readAt = null; // when the run was last read
+  fill(main,
+    h("h1", {}, "Run ", h("span", { class: "mono" }, ident(runId))), staleNote, head, actions,
     h("div", { class: "row" }, graphBox, verdictBox),
     h("div", { class: "row" },
       h("div", { class: "card grow" }, h("h2", {}, "Timeline"),
@@ -256,10 +198,12 @@ async function runPage(runId) {
     return types.split(",").some((t) => (t.endsWith(".") ? ev.type.startsWith(t) : ev.type === t));
   };
   const addRow = (ev) => {
-    rows.append(h("tr", { "data-seq": ev.seq, "data-type": ev.type, onclick: (e) => pick(ev, e.currentTarget) },
-      h("td", { class: "mono" }, ev.seq),
-      h("td", { class: "small nowrap" }, new Date(ev.ts * 1000).toLocaleTimeString([], { hour12: false })),
-      h("td", { class: `mono ${tagClass(ev.type)}` }, ev.type),
+    // A row is picked by a click, or from the keyboard (Tab to it, then Enter or Space).
+    rows.append(h("tr", { "data-seq": ev.seq, "data-type": ev.type, tabindex: 0, onclick: (e) => pick(ev, e.currentTarget),
+      onkeydown: (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pick(ev, e.currentTarget); } } },
+      h("td", { class: "mono tight" }, ev.seq),
+      h("td", { class: "small tight" }, new Date(ev.ts * 1000).toLocaleTimeString([], { hour12: false })),
+      h("td", { class: `mono tight ${tagClass(ev.type)}` }, ev.type),
       h("td", { class: "small" }, nodeOf(ev)),
       h("td", {}, describe(ev))));
   };
@@ -277,7 +221,12 @@ async function runPage(runId) {
       const q = new URLSearchParams({ after: timelineAfter, limit: PAGE });
       if (nodeFilter.value) q.set("node", nodeFilter.value);
       if (wantedTypes()) q.set("type", wantedTypes());
-      const page = await api(`/api/runs/${enc}/events?${q}`);
+      let page;
+      try { page = await api(`/api/runs/${enc}/events?${q}`); }
+      catch (e) {
+        if (mine === generation) more.textContent = `Could not read more events: ${refusal(e)}; scroll to try again.`;
+        return;
+      }
       stale = mine !== generation;
       if (stale) return;
       page.events.forEach(addRow);
@@ -308,36 +257,46 @@ async function runPage(runId) {
     rows.querySelectorAll("tr.selected").forEach((r) => r.classList.remove("selected"));
     row.classList.add("selected");
     const mine = ++picks;
-    const state = await api(`/api/runs/${enc}/state?at=${ev.seq}`);
+    const heading = () => h("h2", {}, `State after seq ${ev.seq} `, h("span", { class: "mono small" }, ev.type));
+    let state;
+    try { state = await api(`/api/runs/${enc}/state?at=${ev.seq}`); }
+    catch (e) {
+      if (mine === picks) fill(travel, heading(), h("p", { class: "error" }, `Could not read it: ${refusal(e)}`));
+      return;
+    }
     if (mine !== picks) return;
     const editor = h("textarea", { rows: 5, class: "wide", id: "fork-input" }, JSON.stringify(state.memory, null, 2));
     const message = h("div", { class: "small" });
-    fill(travel, h("h2", {}, `State after seq ${ev.seq} `, h("span", { class: "mono small" }, ev.type)),
+    const visits = Object.entries(state.visit_counts).map(([k, n]) => [ident(k), `×${n}`]);
+    fill(travel, heading(),
       h("div", { class: "kv small", id: "state-at" },
         h("span", { class: "muted" }, "status"), h("span", {}, state.status),
-        h("span", { class: "muted" }, "path"), h("span", {}, state.path.join(" → ") || "—"),
-        h("span", { class: "muted" }, "next"), h("span", {}, state.pending.join(", ") || "—"),
-        h("span", { class: "muted" }, "visits"), h("span", {}, Object.entries(state.visit_counts).map(([k, v]) => `${k}×${v}`).join(", ") || "—")),
+        h("span", { class: "muted" }, "path"), h("span", {}, pathText(state.path)),
+        h("span", { class: "muted" }, "next"), h("span", {}, state.pending.length ? idents(state.pending) : "—"),
+        h("span", { class: "muted" }, "visits"), h("span", {}, visits.length ? visits.flatMap((x, i) => (i ? [", ", x] : [x])) : "—")),
+      // The event itself, whole: the timeline's row cuts long text short.
+      h("h2", {}, "event"), h("pre", { id: "event-body" }, JSON.stringify(ev.body, null, 2)),
       h("h2", {}, "memory"), h("pre", { id: "state-memory" }, JSON.stringify(state.memory, null, 2)),
       Object.keys(state.outputs).length ? [h("h2", {}, "node outputs so far"), h("pre", {}, JSON.stringify(state.outputs, null, 2))] : "",
       h("h2", {}, "Fork from here"),
       h("p", { class: "small muted" }, "A new run whose log starts as a copy of the first events up to this one; the input below is injected into it."),
-      h("label", { class: "small" }, "input to inject (JSON object)"), editor,
-      h("button", { class: "primary", id: "fork", onclick: async () => {
+      h("label", { class: "small", for: "fork-input" }, "input to inject (JSON object)"), editor,
+      h("button", { class: "primary", id: "fork", onclick: (click) => once(click.currentTarget, async () => {
         message.textContent = "";
         let input;
         try { input = JSON.parse(editor.value || "{}", asTyped); } catch (e) { message.textContent = `not JSON: ${e.message}`; return; }
         const changed = Object.fromEntries(Object.entries(input).filter(([k, v]) => JSON.stringify(own(state.memory, k)) !== JSON.stringify(v)));
         try {
           const ref = await api(`/api/runs/${enc}/fork`, { body: { at_seq: ev.seq, input: changed } });
-          fill(message, "forked: ", h("a", { href: `${ROOT}/runs/${encodeURIComponent(ref.run_id)}` }, ref.run_id));
+          fill(message, "forked: ", h("a", { href: `${ROOT}/runs/${encodeURIComponent(ref.run_id)}` }, ident(ref.run_id)));
         } catch (e) { message.textContent = refusal(e); }
-      } }, "Fork run"), message);
+      }) }, "Fork run"), message);
   }
 
   let refreshes = 0;
   let verify = null;
   let verifiedAs = null;
+  let drawn = null; // what the actions card was drawn for: kept (and what is typed in it) while the same
   async function refresh() {
     const mine = ++refreshes;
     const fresh = await api(`/api/runs/${enc}`);
@@ -347,43 +306,53 @@ async function runPage(runId) {
       verifiedAs = status;
     }
     if (mine !== refreshes) return;
+    staleNote.textContent = "";
+    readAt = new Date();
     detail = fresh;
     const sum = detail.summary;
     const chain = chainView(verify, detail.chain);
     recheckOwners([sum], refreshSoon, head);
-    fill(head, 
+    fill(head,
       h("div", { class: "row" },
         h("span", {}, badge("s", sum.status)), h("span", {}, badge("q", sum.quality)),
         sum.ownership === "unclaimed" ? "" : h("span", { id: "owner", class: `small o-${sum.ownership}` }, sum.ownership === "claimed" ? "owner " : "", h("b", {}, ownerText(sum))),
-        h("span", {}, "graph ", h("b", {}, sum.graph_id || "?")),
-        h("span", { class: "muted" }, `${plural(sum.last_seq, "event")} · started ${fmtTime(sum.created)} · updated ${fmtTime(sum.updated)}`),
+        h("span", {}, "graph ", h("b", {}, ident(sum.graph_id || "?"))),
+        h("span", { class: "muted", id: "run-events", "data-last-seq": sum.last_seq }, `${plural(sum.last_seq, "event")} · started ${fmtTime(sum.created)} · updated ${fmtTime(sum.updated)}`),
         sum.forked_from ? h("span", { id: "forked", class: "small" }, "fork of ",
-          h("a", { href: `${ROOT}/runs/${encodeURIComponent(sum.forked_from.run_id)}`, class: "mono" }, sum.forked_from.run_id),
+          h("a", { href: `${ROOT}/runs/${encodeURIComponent(sum.forked_from.run_id)}`, class: "mono" }, ident(sum.forked_from.run_id)),
           ` at seq ${fmtInt(sum.forked_from.seq)}`) : "",
         h("span", { id: "chain", class: chain.ok ? "chain-ok" : "chain-bad" }, chain.text)),
-      detail.current.length && !["completed", "failed"].includes(sum.status) ? h("p", {}, "at node ", h("b", { id: "current" }, detail.current.join(", "))) : "",
-      detail.goal ? h("p", { class: "small" }, h("b", {}, "Goal: "), detail.goal.description,
-        detail.goal.success_criteria?.length ? h("span", { class: "muted" }, ` (success: ${detail.goal.success_criteria.join("; ")})`) : "") : "",
+      detail.current.length && !["completed", "failed"].includes(sum.status) ? h("p", {}, "at node ", h("b", { id: "current" }, idents(detail.current))) : "",
+      detail.goal ? h("p", { class: "small" }, h("b", {}, "Goal: "), iso(detail.goal.description),
+        detail.goal.success_criteria?.length ? h("span", { class: "muted" }, " (success: ", detail.goal.success_criteria.map((c, i) => [i ? "; " : "", iso(c)]), ")") : "") : "",
       judgeFailures(detail.judge_failures),
       detail.goal_outcome ? h("div", { id: "goal-outcome" }, h("b", {}, "Goal outcome"), h("pre", {}, JSON.stringify(detail.goal_outcome, null, 2))) : "",
       sum.status === "running" && sum.unrunnable?.length ? h("ul", { id: "unrunnable", class: "error" },
-        ...sum.unrunnable.map((reason) => h("li", {}, "a worker cannot execute it: ", reason))) : "",
-      sum.error ? h("p", { class: "error" }, sum.error) : "",
+        ...sum.unrunnable.map((reason) => h("li", {}, "a worker cannot execute it: ", iso(reason)))) : "",
+      sum.error ? h("p", { class: "error" }, iso(sum.error)) : "",
       ["completed", "failed"].includes(sum.status) ? h("div", {}, h("b", {}, "Final memory"), h("pre", { id: "memory" }, JSON.stringify(detail.memory, null, 2))) : "");
-    fill(graphBox, h("h2", {}, "Graph"), drawGraph(detail, new Set(detail.edges_taken)),
-      h("p", { class: "small muted" }, "path: ", detail.path.join(" → ") || "—"));
+    const svg = drawGraph(detail, new Set(detail.edges_taken));
+    fill(graphBox, h("h2", {}, "Graph"), svg,
+      h("p", { class: "small muted" }, "path: ", pathText(detail.path)));
+    if (svg instanceof SVGElement) fitLabels(svg);
     fill(verdictBox, h("h2", {}, "Verdicts"), verdictStrips(detail));
     const nodes = (detail.graph?.nodes || []).map((n) => n.id);
-    if (nodeFilter.options.length === 1) nodes.forEach((n) => nodeFilter.append(h("option", { value: n }, n)));
+    if (nodeFilter.options.length === 1) nodes.forEach((n) => nodeFilter.append(h("option", { value: n }, reveal(n))));
+    // The card is drawn again only when the run moved on: a busy run's refreshes must not
+    // swap a button under a click, nor a paused run's wipe what is typed in its form.
+    const state = JSON.stringify([sum.status, sum.status === "paused" ? sum.last_seq : null]);
+    if (state === drawn) return;
+    drawn = state;
     fill(actions, h("h2", {}, "Actions"));
-    const act = (action, label, cls) => h("button", { class: cls, onclick: async () => {
-      // A refusal goes to the top of the page: the refresh that follows redraws this card.
+    const act = (action, label, cls) => h("button", { class: cls, onclick: (e) => once(e.currentTarget, async () => {
+      // A refusal goes to the top of the page, where it stays.
       try { await api(`/api/runs/${enc}/${action}`, { body: {} }); }
-      catch (e) { recorded(`${runId}: ${label} refused: ${refusal(e)}`, true); }
-      refreshSoon(); } }, label);
+      catch (error) { recorded([ident(runId), `: ${label} refused: ${refusal(error)}`], true); }
+      refreshSoon();
+    }) }, label);
     if (sum.status === "paused") {
-      actions.append(h("p", { class: "small" }, `Paused (${sum.paused?.reason || "?"}) before `, h("b", {}, sum.paused?.node_id || "?"),
-        sum.paused?.waiting_for?.length ? `, waiting for ${sum.paused.waiting_for.join(", ")}` : ""), approveForm(sum, refreshSoon));
+      actions.append(h("p", { class: "small" }, `Paused (${sum.paused?.reason || "?"}) before `, h("b", {}, ident(sum.paused?.node_id || "?")),
+        sum.paused?.waiting_for?.length ? [", waiting for ", idents(sum.paused.waiting_for)] : ""), approveForm(sum, refreshSoon));
     } else if (sum.status === "running") {
       actions.append(act("pause", "Pause"), " ", act("cancel", "Cancel", "danger"));
     } else if (sum.status === "cancelled") {
@@ -392,7 +361,13 @@ async function runPage(runId) {
       actions.append(h("span", { class: "muted small" }, `The run is ${sum.status}.`));
     }
   }
-  const refreshSoon = debounce(refresh, 150);
+  // Each event read live asks for a refresh: at most one every 150 ms, however busy the run.
+  // A failed one says so above the head, which then shows the run as of its last read, and
+  // is tried again 3 s later while the page is shown.
+  const refreshSoon = coalesce(() => refresh().catch((e) => {
+    staleNote.textContent = `Could not read the run again: ${refusal(e)}. What is shown is as read at ${readAt?.toLocaleTimeString() ?? "?"}; trying again.`;
+    setTimeout(() => { if (main.contains(head)) refreshSoon(); }, 3000);
+  }), 150);
 
   await refresh();
   await loadPage();
@@ -404,5 +379,5 @@ async function runPage(runId) {
     // Live rows join the table only once every stored page is shown, so order holds.
     if (timelineAfter === null && matches(ev)) addRow(ev);
     refreshSoon();
-  });
+  }, (again) => { if (again) refreshSoon(); });
 }

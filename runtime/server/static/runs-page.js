@@ -34,9 +34,10 @@ async function runsPage() {
     h("h1", {}, "Runs"),
     h("div", { class: "card" }, form),
     h("div", { class: "card" },
-      h("table", { id: "runs" },
+      // A narrow window scrolls the table, not the page.
+      h("div", { class: "scroll-x" }, h("table", { id: "runs" },
         h("thead", {}, h("tr", {}, ["run", "graph", "status", "owner", "quality", "waiting for", "created", "updated", "events"].map((t) => h("th", {}, t)))),
-        body),
+        body)),
       pager),
     startBox);
 
@@ -60,22 +61,23 @@ async function runsPage() {
     let data;
     try { data = await api(`/api/runs?${query}`); }
     catch (e) {
-      if (mine === loads) fill(body, h("tr", {}, h("td", { colspan: 9, class: "error" }, e.message)));
+      if (mine === loads) fill(body, h("tr", {}, h("td", { colspan: 9, class: "error" }, refusal(e))));
       return;
     }
     if (mine !== loads) return;
     fill(body, ...data.runs.map((r) => h("tr", { "data-run": r.run_id },
-      h("td", { class: "mono" }, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}` }, r.run_id),
+      h("td", { class: "mono" }, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}` }, ident(r.run_id)),
         r.origin ? h("span", { class: "small muted fork" }, " fork of ",
-          h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.origin)}` }, r.origin)) : ""),
-      h("td", {}, r.graph_id || ""),
-      h("td", {}, badge("s", r.status)),
+          h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.origin)}` }, ident(r.origin))) : ""),
+      h("td", {}, r.graph_id ? ident(r.graph_id) : ""),
+      h("td", { class: "tight" }, badge("s", r.status)),
       ownerCell(r),
-      h("td", {}, badge("q", r.quality)),
-      h("td", { class: "small" }, r.paused ? `${r.paused.node_id || ""} (${r.paused.reason})${r.paused.waiting_for.length ? ": " + r.paused.waiting_for.join(", ") : ""}` : ""),
+      h("td", { class: "tight" }, badge("q", r.quality)),
+      h("td", { class: "small" }, r.paused ? [ident(r.paused.node_id || ""), ` (${r.paused.reason})`,
+        r.paused.waiting_for.length ? [": ", idents(r.paused.waiting_for)] : ""] : ""),
       h("td", { class: "small" }, fmtTime(r.created)),
       h("td", { class: "small" }, fmtTime(r.updated)),
-      h("td", {}, fmtInt(r.last_seq)))));
+      h("td", { class: "tight" }, fmtInt(r.last_seq)))));
     if (!data.runs.length) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No runs match.")));
     recheckOwners(data.runs, load, body);
     // Older pages follow the listing's cursor; each is a history entry, so "newer" (and
@@ -94,12 +96,14 @@ async function runsPage() {
     fill(pager,
       current.get("cursor") ? h("button", { id: "newer", onclick: () => (depth > 0 ? history.back() : newest()) }, "← newer") : "",
       current.get("cursor") ? h("button", { id: "newest", onclick: newest }, "newest") : "",
-      data.next_cursor !== null ? h("button", { id: "older", onclick: older }, "older →") : "",
-      h("span", { class: "muted" }, "live: updates as runs change"));
+      data.next_cursor !== null ? h("button", { id: "older", onclick: older }, "older →") : "");
   }
   await load();
-  const refresh = debounce(load, 250);
-  pageStream = openStream(() => "/api/stream", (type) => { if (type === "run") refresh(); });
+  // Every change of a run reloads the page of runs, at most every 250 ms; after a drop of
+  // the stream (a restart) it reloads at once: what changed meanwhile sent no message.
+  const refresh = coalesce(load, 250);
+  pageStream = openStream(() => "/api/stream", (type) => { if (type === "run") refresh(); },
+    (again) => { if (again) refresh(); });
   window.onpopstate = () => route();
 }
 
@@ -107,14 +111,20 @@ function startForm(graphs) {
   const graph = h("select", { name: "graph" }, graphs.map((g) => h("option", { value: g.name }, g.name)));
   const rows = inputRows([]);
   const message = h("div", { class: "error" });
+  const start = h("button", { class: "primary", type: "submit" }, "Start");
+  // One run per click: the button is disabled while the run is being started.
   return h("div", { class: "card" }, h("h2", {}, "Start a run"),
-    h("form", { onsubmit: async (e) => {
-      e.preventDefault(); message.textContent = "";
-      try {
-        const ref = await api("/api/runs", { body: { graph: graph.value, input: rows.values() } });
-        location.href = `${ROOT}/runs/${encodeURIComponent(ref.run_id)}`;
-      } catch (err) { message.textContent = refusal(err); }
-    } }, h("label", {}, "graph ", graph), rows, h("button", { class: "primary", type: "submit" }, "Start"), message));
+    h("form", { onsubmit: (e) => {
+      e.preventDefault();
+      if (start.disabled) return;
+      message.textContent = "";
+      once(start, async () => {
+        try {
+          const ref = await api("/api/runs", { body: { graph: graph.value, input: rows.values() } });
+          location.href = `${ROOT}/runs/${encodeURIComponent(ref.run_id)}`;
+        } catch (err) { message.textContent = refusal(err); }
+      });
+    } }, h("label", {}, "graph ", graph), rows, start, message));
 }
 
 // ---------------------------------------------------------------- approvals page
@@ -124,7 +134,8 @@ const APPROVALS_PAGE = 50; // paused runs per approvals page
 async function approvalsPage() {
   const list = h("div", { id: "approvals" });
   const pager = h("div", { class: "row small", id: "approvals-pager" });
-  fill(main, h("h1", {}, "Waiting for approval"), list, pager);
+  const failure = h("p", { class: "error", id: "approvals-error" });
+  fill(main, h("h1", {}, "Waiting for approval"), failure, list, pager);
   // Newest first, APPROVALS_PAGE at a time; older pages follow the listing's cursor.
   const cursors = [null]; // the cursor of each page shown so far (null: the newest)
   // Every change of any run reloads the list: the card of a run that did not change is
@@ -136,8 +147,15 @@ async function approvalsPage() {
     const query = new URLSearchParams({ status: "paused", limit: APPROVALS_PAGE });
     const cursor = cursors.at(-1);
     if (cursor) query.set("cursor", cursor);
-    const data = await api(`/api/runs?${query}`);
+    let data;
+    try { data = await api(`/api/runs?${query}`); }
+    catch (e) {
+      // The cards shown stay (with what was typed); the page says they may be stale.
+      if (mine === loads) failure.textContent = `Could not read the paused runs: ${refusal(e)}`;
+      return;
+    }
     if (mine !== loads) return;
+    failure.textContent = "";
     const kept = cards;
     cards = new Map(data.runs.map((r) => {
       const same = kept.get(r.run_id);
@@ -152,16 +170,17 @@ async function approvalsPage() {
       h("span", { class: "muted" }, `page ${cursors.length} · ${APPROVALS_PAGE} a page, newest first`));
   }
   await load();
-  const reload = debounce(load, 250);
-  pageStream = openStream(() => "/api/stream", (type) => { if (type === "run") reload(); });
+  const reload = coalesce(load, 250);
+  pageStream = openStream(() => "/api/stream", (type) => { if (type === "run") reload(); },
+    (again) => { if (again) reload(); });
 }
 
 function approvalCard(r, onDone) {
   return h("div", { class: "card", "data-run": r.run_id },
-    h("h2", {}, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}`, class: "mono" }, r.run_id), " ",
-      h("span", { class: "muted" }, r.graph_id || "")),
-    h("p", { class: "small" }, `Paused (${r.paused?.reason || "?"}) before node `, h("b", {}, r.paused?.node_id || "?"),
-      r.paused?.waiting_for?.length ? `; waiting for ${r.paused.waiting_for.join(", ")}` : "",
+    h("h2", {}, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}`, class: "mono" }, ident(r.run_id)), " ",
+      h("span", { class: "muted" }, r.graph_id ? ident(r.graph_id) : "")),
+    h("p", { class: "small" }, `Paused (${r.paused?.reason || "?"}) before node `, h("b", {}, ident(r.paused?.node_id || "?")),
+      r.paused?.waiting_for?.length ? ["; waiting for ", idents(r.paused.waiting_for)] : "",
       ` · updated ${fmtTime(r.updated)}`),
     approveForm(r, onDone));
 }
