@@ -220,9 +220,18 @@ class RunControl:
         a start's first append meeting them: a run of that id is in the store already."""
         started = self.starting.get(run_id)
         unstarted = started is not None and not started.done()
-        self._start_answered(run_id)
-        if self._tasks is not None:
-            self._tasks.start_soon(self._settle, run_id, error, unstarted)
+        if self._tasks is None:
+            self._start_answered(run_id)
+            return
+        # A start is answered once its refusal is settled (_settled), not now: a control
+        # right after it must not meet the refused run as if live here.
+        self._tasks.start_soon(self._settled, run_id, error, unstarted)
+
+    async def _settled(self, run_id: str, error: BaseException | None, unstarted: bool) -> None:
+        try:
+            await self._settle(run_id, error, unstarted)
+        finally:
+            self._start_answered(run_id)  # (done already if the outcome was: see forget)
 
     async def ready_to_resume(self, run_id: str) -> None:
         """Before a resume here: an abandoned attempt of the run here ends first."""
