@@ -26,7 +26,7 @@ from ._events import UNCHANGED_INDEX, chain_digests
 from ._format import HASH_WIDTH
 from ._protocol import AppendResult
 from ._requests import AppendRequest
-from ._schema import check_schema, create_schema, migrate_schema
+from ._schema import describe, file_uri, open_file
 from ._sqlite_claims import PLAIN, ClaimFence
 from ._sqlite_turn import Request
 from ._statements import (
@@ -94,33 +94,36 @@ class WriterCore:
         self._next_run: int | None = None
         #: The claims this store holds, checked in every append of their runs.
         self.fence = ClaimFence()
+        #: Why the file is read as it is and nothing can be written to it, or None.
+        self.read_only: str | None = None
 
     def connect(self, create: bool, page_size: int) -> None:
         """Open the write connection, creating or upgrading the schema (blocking).
 
-        Raises StoreFileError (with the path) when SQLite cannot open or read the file.
+        Raises StoreFileError (with the path) when SQLite cannot open or read the file. A
+        store whose directory cannot be written is opened to be read as it is
+        (:attr:`read_only` says why; see eventstore._schema.open_file): its appends fail.
         """
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StoreFileError(self.path, str(exc)) from exc
-        try:
-            conn.execute("PRAGMA busy_timeout = 10000")
-            if create:
-                create_schema(conn, page_size)
-            check_schema(conn, self.path)
-            migrate_schema(conn)
-            _to_wal(conn)
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StoreFileError(self.path, str(exc)) from exc
-        except BaseException:
-            conn.close()
-            raise
+        conn, self.read_only = open_file(self.path, create, page_size)
+        if self.read_only is None:
+            try:
+                _to_wal(conn)
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {wal_autocheckpoint_pages(conn)}")
+            except sqlite3.Error as exc:
+                conn.close()
+                raise StoreFileError(self.path, describe(self.path, exc)) from exc
+            except BaseException:
+                conn.close()
+                raise
         self.conn = conn
         self._db = conn.cursor()
+
+    @property
+    def uri(self) -> str | None:
+        """The URI the store's other connections open its file with (a store read as it
+        is), or None: they open its path."""
+        return None if self.read_only is None else file_uri(self.path)
 
     def close(self) -> None:
         conn, self.conn = self.conn, None
@@ -135,7 +138,8 @@ class WriterCore:
             # in the WAL, which the next opening merges. Closing goes on: raising here
             # would hide the error that brought the caller to close, and stop the heads
             # file from being written.
-            _log.warning("could not merge the WAL of %s into it on close: %s", self.path, exc)
+            why = describe(self.path, exc)
+            _log.warning("could not merge the WAL of %s into it on close: %s", self.path, why)
         finally:
             conn.close()
 

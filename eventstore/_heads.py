@@ -341,7 +341,9 @@ class HeadsFile:
             for run_id, (seq, hash) in batch.items():
                 line, previous = _line(previous, run_id, seq, hash)
                 parts.append(line)
-            os.write(fd, "".join(parts).encode())
+            data = "".join(parts).encode()
+            while data:  # a full disk or a file size limit cuts a write short first
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -3,12 +3,16 @@
 A store is identified by SQLite's ``application_id`` header field and versioned by its
 ``user_version`` field. Both are read from the raw file header *before* SQLite opens the
 file, so a file that is not a store (or comes from a newer release) is never modified.
+:func:`open_file` opens it (reading it as it is where its directory cannot be written) and
+:func:`describe` says what SQLite's refusals mean for the file.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import sqlite3
+from urllib.parse import quote
 
 from ._errors import NotAStoreError, SchemaVersionError, StoreFileError
 from ._format import add_form_bytes
@@ -20,7 +24,11 @@ __all__ = [
     "check_file",
     "check_schema",
     "create_schema",
+    "describe",
+    "file_uri",
     "migrate_schema",
+    "open_file",
+    "sqlite_name",
 ]
 
 #: "MAGS" in ASCII: marks a SQLite file as a magistrate event store.
@@ -149,12 +157,14 @@ def check_file(path: str) -> bool:
 
     Raises NotAStoreError for a directory, a non-SQLite file or another application's SQLite
     database, SchemaVersionError for a store of a newer schema version, and StoreFileError
-    for a path in a directory that does not exist.
+    for a path in a directory that does not exist (a symbolic link's: its target's).
     """
     if not os.path.exists(path):
-        directory = os.path.dirname(os.path.abspath(path))
+        link = os.path.islink(path)  # dangling: SQLite would create its target
+        directory = os.path.dirname(os.path.realpath(path) if link else os.path.abspath(path))
         if not os.path.isdir(directory):
-            raise StoreFileError(path, f"its directory {directory} does not exist")
+            target = f" (it is a symbolic link to {os.readlink(path)})" if link else ""
+            raise StoreFileError(path, f"its directory {directory} does not exist{target}")
         return True
     if os.path.isdir(path):
         raise NotAStoreError(path, "it is a directory")
@@ -269,3 +279,171 @@ def check_schema(conn: sqlite3.Connection, path: str) -> None:
     missing = {"runs", "events"} - tables
     if missing:
         raise NotAStoreError(path, f"tables missing: {', '.join(sorted(missing))}")
+
+
+def open_file(path: str, create: bool, page_size: int) -> tuple[sqlite3.Connection, str | None]:
+    """Open the write connection to the store at ``path`` (blocking): create the schema
+    (``create``), check it and upgrade an older one; return it and None.
+    For a store in a directory this process may not write (SQLite cannot make the ``-shm``
+    file of its WAL there), a connection reading the file as it is, and why it is so.
+    Raises StoreFileError (saying what SQLite's refusal means), NotAStoreError or
+    SchemaVersionError (see :func:`check_schema`)."""
+    what = "create" if create else "open or read"
+    try:
+        conn = sqlite3.connect(sqlite_name(path), isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreFileError(path, describe(path, exc), what) from exc
+    read_only: str | None = None
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        if create:
+            create_schema(conn, page_size)
+        try:
+            check_schema(conn, path)
+        except sqlite3.OperationalError as exc:
+            read_only = _read_as_is(path, exc)
+            if read_only is None:
+                raise
+        if read_only is None:
+            try:
+                migrate_schema(conn)
+            except sqlite3.OperationalError as exc:
+                if not str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_READONLY"):
+                    raise
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                raise _not_upgraded(path, f"the file is read-only ({exc})", version) from exc
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreFileError(path, describe(path, exc), what) from exc
+    except BaseException:
+        conn.close()
+        raise
+    if read_only is None:
+        return conn, None
+    conn.close()
+    return _open_as_is(path, read_only), read_only
+
+
+def _open_as_is(path: str, read_only: str) -> sqlite3.Connection:
+    """A connection reading the store at ``path`` as it is (:func:`file_uri`), checked."""
+    conn = None
+    try:
+        conn = sqlite3.connect(
+            file_uri(path), uri=True, isolation_level=None, check_same_thread=False
+        )
+        check_schema(conn, path)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
+            raise _not_upgraded(path, read_only, version)
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise StoreFileError(path, describe(path, exc)) from exc
+        raise
+    return conn
+
+
+def _not_upgraded(path: str, why: str, version: int) -> StoreFileError:
+    return StoreFileError(
+        path,
+        f"{why}, and the store (schema version {version}) must be upgraded to "
+        f"{SCHEMA_VERSION}, which writes to it: open it once where it can be written",
+    )
+
+
+def sqlite_name(path: str) -> str:
+    """The name SQLite opens the store at ``path`` by: ``path``, unless SQLite would read it
+    as a URI (``file:x.db``, if built to read URIs anywhere): another file than ``path``."""
+    return "./" + path if path.startswith("file:") else path
+
+
+def file_uri(path: str) -> str:
+    """The URI that opens the store at ``path`` as it is, read-only, without the WAL's
+    ``-shm`` file: for a store whose directory cannot be written (see :func:`open_file`)."""
+    return f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1"
+
+
+def _read_as_is(path: str, exc: sqlite3.OperationalError) -> str | None:
+    """Why the store at ``path`` is read as it is, when ``exc`` is SQLite failing to make
+    the ``-shm`` file of a store in a directory this process may not write, else None.
+    StoreFileError if a WAL file waits there (reading the file as it is would miss it)."""
+    directory = os.path.dirname(os.path.realpath(path))
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    if not name.startswith("SQLITE_CANTOPEN") or os.access(directory, os.W_OK):
+        return None
+    why = f"its directory {directory} is not writable (a store keeps its WAL files there)"
+    wal = os.path.realpath(path) + "-wal"  # where SQLite keeps it (beside a link's target)
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        raise StoreFileError(
+            path,
+            f"{why}, and {wal} may hold commits not yet merged into the file, which SQLite "
+            "reads only with a -shm file it cannot make there: make the directory "
+            "writable and open the store once (that merges them)",
+        ) from exc
+    return why
+
+
+def describe(path: str, exc: sqlite3.Error) -> str:
+    """SQLite's refusal of the store's file, with what it means for the file where that
+    can be told: a directory that is missing or cannot be written, a write lock held
+    elsewhere, a file cut short or damaged, a full disk or a file size limit."""
+    said = str(exc)
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    directory = os.path.dirname(os.path.realpath(path))
+    if name.startswith("SQLITE_CANTOPEN"):
+        if not os.path.isdir(directory):
+            return f"{said}: its directory {directory} does not exist"
+        if not os.access(directory, os.W_OK):
+            return f"{said}: its directory {directory} is not writable"
+        return said
+    if name.startswith("SQLITE_BUSY"):
+        return (
+            f"{said}: another process has held its write lock for over 10 s (upgrading a "
+            "large store, or stopped while writing); try again once it is done"
+        )
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return f"{said}: {_damage(path)}"
+    if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR_WRITE"):
+        return f"{said}: the file could not grow: {_no_room(directory)}"
+    return said
+
+
+def _no_room(directory: str) -> str:
+    """Why a file in ``directory`` may not have grown: this process's file size limit, if
+    it has one, and the disk's free space (unless there is plenty beside a limit)."""
+    reasons = []
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        reasons.append(f"it reached this process's file size limit ({limit} bytes)")
+    try:
+        stat = os.statvfs(directory)
+        free = stat.f_bavail * stat.f_frsize
+    except OSError:
+        free = 0
+    if not reasons or free < 64_000_000:
+        room = f"{free} bytes" if free < 10_000_000 else f"{free // 1_000_000} MB"
+        reasons.append(f"the disk may be full ({room} free there)")
+    return ", or ".join(reasons)
+
+
+def _damage(path: str) -> str:
+    """What is wrong with a store file SQLite finds malformed, as far as its header tells."""
+    damaged = "the file is damaged; restore it from a backup"
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return damaged
+    if len(header) == 100 and header.startswith(_SQLITE_MAGIC):
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        valid = header[24:28] == header[92:96]  # the header's page count is kept up to date
+        if valid and size < page_size * pages:
+            return (
+                f"the file is cut short ({size} bytes, its header says {page_size * pages}); "
+                "restore it from a backup"
+            )
+    return damaged

@@ -14,6 +14,7 @@ import threading
 
 from ._errors import StoreClosedError, StoreError
 from ._protocol import Snapshot
+from ._schema import sqlite_name
 
 __all__ = ["SnapshotTable"]
 
@@ -26,12 +27,19 @@ class SnapshotTable:
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._lock = threading.Lock()
+        #: The URI to open the file with instead of its path (a store read as it is).
+        self.uri: str | None = None
 
     def _connection(self, operation: str) -> sqlite3.Connection:
         if self._closed:
             raise StoreClosedError(operation)
         if self._conn is None:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                sqlite_name(self._path) if self.uri is None else self.uri,
+                uri=self.uri is not None,
+                isolation_level=None,
+                check_same_thread=False,
+            )
             conn.execute("PRAGMA busy_timeout = 10000")
             self._conn = conn
         return self._conn

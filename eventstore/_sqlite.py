@@ -85,7 +85,9 @@ class SqliteEventStore:
         file is left byte-for-byte unchanged), StoreFileError if it cannot be created,
         opened or read (a missing directory, a truncated file), StoreMissingError if there
         is none (no file, or an empty one) and ``create=False``, StoreClosedError if the
-        store was already opened.
+        store was already opened. A store in a directory this process may not write (where
+        SQLite keeps the WAL's files) is read as it is, without locks (nothing may write it
+        meanwhile); its writes raise StoreFileError saying so.
         """
         await self._front.open(self._start, on_failure="new")
 
@@ -96,8 +98,9 @@ class SqliteEventStore:
             reason = "the file is empty" if there else "no such file"
             raise StoreMissingError(self.path, reason)
         await anyio.to_thread.run_sync(self._core.connect, create, self.config.page_size)
+        self._snapshots.uri = self._core.uri
         try:
-            await self._reader.connect()
+            await self._reader.connect(self._core.uri)
         except BaseException:
             await self._release()
             raise

@@ -16,6 +16,7 @@ from ._format import HASH_WIDTH
 from ._protocol import VerifyReport
 from ._rows import check_row, row_events
 from ._runquery import RunInfo, RunPage, RunQuery, page_of, page_sql
+from ._schema import describe, sqlite_name
 
 __all__ = ["CHUNK", "SqliteReader", "page_statement"]
 
@@ -67,13 +68,18 @@ class SqliteReader:
         self._conn: aiosqlite.Connection | None = None
         self._run_keys: dict[str, int] = {}
 
-    async def connect(self) -> None:
-        """Open the read connection; StoreFileError if the file cannot be opened."""
+    async def connect(self, uri: str | None = None) -> None:
+        """Open the read connection (to ``uri`` if given, else to the path); StoreFileError
+        if the file cannot be opened."""
         try:
-            self._conn = await aiosqlite.connect(self.path)
+            # Waits for a lock as long as the writer does (10 s: see eventstore._schema).
+            if uri is None:
+                self._conn = await aiosqlite.connect(sqlite_name(self.path), timeout=10.0)
+            else:
+                self._conn = await aiosqlite.connect(uri, uri=True, timeout=10.0)
             await self._conn.execute("PRAGMA query_only = ON")
         except sqlite3.Error as exc:
-            raise StoreFileError(self.path, str(exc)) from exc
+            raise StoreFileError(self.path, describe(self.path, exc)) from exc
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -94,7 +100,7 @@ class SqliteReader:
                 raise StoreClosedError(operation) from exc
             raise
         except sqlite3.Error as exc:  # a damaged or truncated file, an I/O error
-            raise StoreFileError(self.path, f"{operation}: {exc}") from exc
+            raise StoreFileError(self.path, f"{operation}: {describe(self.path, exc)}") from exc
 
     async def _run_key(self, operation: str, run_id: str) -> int | None:
         key = self._run_keys.get(run_id)

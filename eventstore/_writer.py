@@ -10,6 +10,7 @@ hand-back to the event loop whatever its size. While a batch commits the next on
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -22,6 +23,7 @@ from ._errors import StoreClosedError, StoreError, StoreFileError
 from ._front import CommitCounters
 from ._protocol import StoreStatistics
 from ._requests import AppendRequest
+from ._schema import describe
 from ._sqlite_turn import OwnershipRequest, Request
 
 __all__ = ["ThreadWriter"]
@@ -296,7 +298,7 @@ class ThreadWriter:
             except Exception as exc:
                 # sqlite3 errors, and anything unforeseen: every waiter of the batch
                 # learns it failed, and the thread goes on with the next batch.
-                error = _failed(core.path, exc)
+                error = _failed(core.path, exc, core.read_only)
             self._answers.append((batch, error, time.perf_counter() - started))
             # Blocked in get() next: hold nothing of this batch there (its requests, their
             # lists and callbacks are the loop's to answer and let go of).
@@ -318,11 +320,19 @@ class ThreadWriter:
             pass  # the event loop is closed: nobody is waiting any more
 
 
-def _failed(path: str, exc: Exception) -> StoreError:
+def _failed(path: str, exc: Exception, read_only: str | None = None) -> StoreError:
     """What a batch that raised ``exc`` fails with: StoreFileError for a file that cannot be
-    written at all (read-only: it says so, and nothing of the batch was written)."""
+    written at all (read-only, or ``read_only``: why the store reads its file as it is; it
+    says so, and nothing of the batch was written); else StoreError, with what SQLite's
+    refusal means for the file where that can be told (a full disk, a size limit)."""
     if getattr(exc, "sqlite_errorname", None) == "SQLITE_READONLY":
-        error: StoreError = StoreFileError(path, f"the file is read-only ({exc})", "write to")
+        if read_only is None:
+            reason = f"the file is read-only ({exc})"
+        else:
+            reason = f"{read_only}, so it was opened for reading only"
+        error: StoreError = StoreFileError(path, reason, "write to")
+    elif isinstance(exc, sqlite3.Error):
+        error = StoreError(f"{path}: append failed: {describe(path, exc)}")
     else:
         error = StoreError(f"{path}: append failed: {exc}")
     error.__cause__ = exc
