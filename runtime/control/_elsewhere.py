@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 import anyio
 
-from actors import finish
 from eventstore import ConcurrencyError, EventBody
 
 from .._errors import RunChangedError, RunStateError
@@ -107,9 +106,9 @@ class ControlElsewhere:
                     log.observers = (_Unended(log.observers),)
                 elif action == "cancel" and self.graph_seen is not None and state.graph:
                     self.graph_seen(run_id, state.graph.get("id"))  # its end counts here
-                # Answered whatever cancels the caller (asyncio's wait_for goes through
-                # the log's shield): a control event committed reaches the commit hooks.
-                await finish(log.append(bodies if action == "cancel" else [body]))
+                # The log answers it whatever cancels the caller (RunLog.append): a
+                # control event committed reaches the commit hooks.
+                await log.append(bodies if action == "cancel" else [body])
                 return
             except ConcurrencyError:
                 if type(body) is PauseRequested and await self._request_at_head(run_id, body):
@@ -127,7 +126,7 @@ class ControlElsewhere:
             if info is None or info.status != "running" or info.owner is None:
                 return False  # the caller reads the state again
             try:
-                await finish(self.logs.reopen(run_id, info.last_seq).append([body]))
+                await self.logs.reopen(run_id, info.last_seq).append([body])
                 return True
             except ConcurrencyError:
                 continue

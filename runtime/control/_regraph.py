@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from actors import finish
 from eventstore import ConcurrencyError
 
 from .._errors import RunStateError
@@ -87,7 +86,7 @@ async def replace_graph(
     )
     log = logs.reopen(run_id, state.last_seq)
     try:
-        await finish(log.append([moved]))  # committed, it reaches the hooks (see _elsewhere)
+        await log.append([moved])  # committed, it reaches the hooks (RunLog.append)
     except ConcurrencyError:
         now = await logs.get_state(run_id)
         raise RunStateError(
