@@ -85,7 +85,13 @@ def import_reference(
         raise SpecError(
             path,
             f"{reference!r} is defined in module {defined_in!r}, outside the allowed "
-            "prefixes (only objects defined in an allowed module can be imported)",
+            "prefixes (only objects defined in an allowed module can be imported"
+            + (
+                f"; to use it, allow {defined_in!r} too: --allow-imports {defined_in} "
+                f"on the command line, allow_imports=[..., {defined_in!r}] in an app)"
+                if isinstance(defined_in, str)
+                else ")"
+            ),
         )
     return target
 

@@ -67,6 +67,17 @@ async def test_allow_imports_admits_only_objects_defined_under_the_prefixes() ->
             assert reason in str(caught.value), reference
 
 
+async def test_an_object_defined_in_another_module_names_the_module_to_allow_too() -> None:
+    # os.getcwd is defined in posix: allowing "os" alone is not enough, and the refusal
+    # says what else to allow, so one more try is the last.
+    async with Runtime(None, allow_imports=["os"]) as rt:
+        with pytest.raises(SpecErrors) as caught:
+            await rt.start(parse_graph(_graph("os:getcwd"), "yaml"))
+    message = str(caught.value)
+    assert "defined in module 'posix'" in message
+    assert "allow 'posix' too: --allow-imports posix" in message
+
+
 def test_allow_imports_takes_a_list_not_one_string() -> None:
     with pytest.raises(TypeError, match="sequence of module prefixes"):
         Runtime(None, allow_imports="tests")
