@@ -97,7 +97,7 @@ def resolve_edges(
         names: Mapping[str, Any] = ChainMap(outputs, memory)  # type: ignore[arg-type]
         for index, edge in edges.conditional:
             assert edge.expression is not None  # validated
-            if compile_expression(edge.expression).truthy(names):
+            if compile_expression(edge.expression, kinds=False).truthy(names):
                 return [
                     Route(
                         index=index,
@@ -130,7 +130,7 @@ def edge_failure(
         "?",
     )
     read: list[str] = []
-    for name in sorted(compile_expression(error.expression).names):
+    for name in sorted(compile_expression(error.expression, kinds=False).names):
         if name in outputs:
             read.append(f"{name}={_shown(outputs[name])}")
         elif name in memory:

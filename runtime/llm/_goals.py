@@ -195,7 +195,7 @@ def _expression(
     """A criterion with an ``expression``, scored over the final memory."""
     assert criterion.expression is not None
     try:
-        value = compile_expression(criterion.expression).evaluate(names)
+        value = compile_expression(criterion.expression, kinds=False).evaluate(names)
     except ExpressionError as exc:
         return outcome("expression", score=0.0, met=False, reasoning=str(exc))
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -226,7 +226,7 @@ def _constraint(index: int, item: str | Constraint, names: Mapping[str, Any]) ->
         description = item if isinstance(item, str) else item.description
         return ConstraintOutcome(id=ident, description=description, method="unchecked")
     try:
-        held = bool(compile_expression(item.expression).evaluate(names))
+        held = bool(compile_expression(item.expression, kinds=False).evaluate(names))
         reasoning = f"{item.expression} is {'true' if held else 'false'}"
     except ExpressionError as exc:
         held, reasoning = False, str(exc)

@@ -72,7 +72,7 @@ def verify_expression(
     """
     names = {**memory, "memory": dict(memory), "goal": goal}
     try:
-        value = compile_expression(config.expression).evaluate(names)
+        value = compile_expression(config.expression, kinds=False).evaluate(names)
         passed = bool(value)
     except ExpressionError as exc:
         raise CheckFailed("ExpressionError", str(exc)) from exc

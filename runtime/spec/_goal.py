@@ -121,9 +121,13 @@ def constraint_id(item: str | Constraint, index: int) -> str:
 
 
 def check_goal_items(
-    criteria: list[str | SuccessCriterion], constraints: list[str | Constraint]
+    criteria: list[str | SuccessCriterion],
+    constraints: list[str | Constraint],
+    *,
+    lint: bool = True,
 ) -> list[SpecError]:
-    """Validation problems of a goal's criteria and constraints, each naming its field."""
+    """Validation problems of a goal's criteria and constraints, each naming its field
+    (``lint``: with the expressions' kind check, see ``compile_expression``)."""
     errors: list[SpecError] = []
     seen: set[str] = set()
     for i, criterion in enumerate(criteria):
@@ -146,7 +150,7 @@ def check_goal_items(
                     f"{where}.threshold", f"must be between 0 and 1, got {criterion.threshold}"
                 )
             )
-        errors.extend(_check_expression(f"{where}.expression", criterion.expression))
+        errors.extend(_check_expression(f"{where}.expression", criterion.expression, lint))
     seen = set()
     for i, constraint in enumerate(constraints):
         where = f"goal.constraints[{i}]"
@@ -155,15 +159,15 @@ def check_goal_items(
             errors.append(SpecError(f"{where}.id", f"duplicate constraint id {ident!r}"))
         seen.add(ident)
         if isinstance(constraint, Constraint):
-            errors.extend(_check_expression(f"{where}.expression", constraint.expression))
+            errors.extend(_check_expression(f"{where}.expression", constraint.expression, lint))
     return errors
 
 
-def _check_expression(where: str, source: str | None) -> list[SpecError]:
+def _check_expression(where: str, source: str | None, lint: bool) -> list[SpecError]:
     if source is None:
         return []
     try:
-        compile_expression(source)
+        compile_expression(source, kinds=lint)
     except ExpressionError as exc:
         return [SpecError(where, f"invalid expression {source!r}: {exc.reason}")]
     return []

@@ -78,7 +78,7 @@ class _Unknown:
 
     def __call__(self, where: str, source: str, allowed: Set[str], why: str) -> list[SpecError]:
         try:
-            names = compile_expression(source).names
+            names = compile_expression(source, kinds=False).names
         except ExpressionError:
             return []  # reported where the expression is checked
         unknown = sorted(names - allowed)

@@ -130,7 +130,8 @@ def validate_graph(graph: GraphSpec, *, lint: bool = True) -> None:
 
     errors.extend(_check_retry("retry", graph.retry))
     if graph.goal is not None:
-        errors.extend(check_goal_items(graph.goal.success_criteria, graph.goal.constraints))
+        goal = graph.goal
+        errors.extend(check_goal_items(goal.success_criteria, goal.constraints, lint=lint))
     errors.extend(check_read_names(graph))
     if not errors:  # (its walk needs every edge's nodes to exist)
         errors.extend(nested_fanouts(graph))
@@ -162,7 +163,7 @@ def _check_edges(
                     SpecError(f"{where}.expression", "a conditional edge needs an expression")
                 )
             else:
-                errors.extend(_check_expression(f"{where}.expression", edge.expression))
+                errors.extend(_check_expression(f"{where}.expression", edge.expression, lint))
         elif edge.expression is not None:
             errors.append(
                 SpecError(
@@ -206,9 +207,9 @@ def _reachable(graph: GraphSpec, meant: dict[str, str]) -> set[str]:
     return reached
 
 
-def _check_expression(path: str, source: str) -> list[SpecError]:
+def _check_expression(path: str, source: str, lint: bool) -> list[SpecError]:
     try:
-        compile_expression(source)
+        compile_expression(source, kinds=lint)
     except ExpressionError as exc:
         where = f" (column {exc.position})" if exc.position is not None else ""
         return [SpecError(path, f"invalid expression {source!r}{where}: {exc.reason}")]
@@ -253,7 +254,7 @@ def _check_node(where: str, node: NodeSpec, lint: bool) -> list[SpecError]:
                     f"{where}.verifier", f"only verifier nodes take one (kind is {node.kind!r})"
                 )
             )
-        errors.extend(check_verifier(where, node.id, node.output_keys, node.verifier))
+        errors.extend(check_verifier(where, node.id, node.output_keys, node.verifier, lint=lint))
     if node.parallel is not None:
         errors.extend(check_parallel(where, node.kind, node.parallel))
     return errors

@@ -161,11 +161,12 @@ def result_keys(node_id: str, spec: VerifierSpec) -> tuple[str, str]:
 
 
 def check_verifier(
-    where: str, node_id: str, output_keys: list[str], spec: VerifierSpec
+    where: str, node_id: str, output_keys: list[str], spec: VerifierSpec, *, lint: bool = True
 ) -> list[SpecError]:
     """Validation problems of a verifier node's configuration, each naming its field.
 
     ``where`` is the node's path (``nodes[3]``); the config is at ``<where>.verifier``.
+    ``lint``: with the expression's kind check (see ``compile_expression``).
     """
     path = f"{where}.verifier"
     errors: list[SpecError] = []
@@ -186,7 +187,7 @@ def check_verifier(
             )
         else:
             try:
-                compile_expression(spec.expression)
+                compile_expression(spec.expression, kinds=lint)
             except ExpressionError as exc:
                 column = f" (column {exc.position})" if exc.position is not None else ""
                 errors.append(

@@ -78,3 +78,44 @@ async def test_a_recorded_graph_with_an_ignored_field_still_resumes_and_forks(
         async with Runtime(tmp_path / "again.db") as other:
             await other.cancel("old", reason="not wanted")
             assert (await other.get_state("old")).status == "cancelled"
+
+
+def _recorded_branching_graph() -> dict[str, Any]:
+    """A graph an earlier release started: from ``a``, an edge on ``'1' == 1`` (always
+    false, which a new graph is refused for) to ``b``, and one on ``True`` to ``c``."""
+    graph = compact_graph_dict(linear_graph(["a"]))
+    graph["nodes"] += [{"id": "b", "function": "b"}, {"id": "c", "function": "c"}]
+    graph["edges"] = [
+        {"source": "a", "target": "b", "condition": "conditional", "expression": "'1' == 1"},
+        {"source": "a", "target": "c", "condition": "conditional", "expression": "True"},
+    ]
+    graph["terminal_nodes"] = ["b", "c"]
+    return graph
+
+
+def test_a_new_graph_with_an_expression_that_always_fails_its_kinds_is_refused() -> None:
+    with pytest.raises(SpecErrors, match="'1' == 1"):
+        graph_from_dict(_recorded_branching_graph())
+
+
+async def test_a_recorded_expression_edge_evaluates_as_it_did_when_the_run_began(
+    tmp_path: Path,
+) -> None:
+    # The run paused at a's start; resumed, a's edges are evaluated as the release that
+    # recorded it did: '1' == 1 is false (not a failure at that edge), so the run goes to c.
+    path = tmp_path / "runs.db"
+    async with SqliteEventStore(path) as store:
+        await store.append(
+            "old",
+            [
+                RunStarted(graph=_recorded_branching_graph(), graph_hash="", entry="a"),
+                RunPaused(reason="user", node_id=None),
+            ],
+            expected_seq=0,
+        )
+    functions = {**FUNCTIONS, "c": lambda inputs: {"z": 3}}
+    with anyio.fail_after(30):
+        async with Runtime(path, functions=functions) as rt:
+            result = await (await rt.resume("old")).result()
+    assert result.status == "completed", result.error
+    assert result.path == ["a", "c"]
