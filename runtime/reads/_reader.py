@@ -102,7 +102,8 @@ class RunReader:
 
     async def summary(self, info: RunInfo | str) -> RunSummary:
         """The run's row: status, graph and quality from the listing; why a paused run
-        waits and why a run failed from its last event (read with its hash checked)."""
+        waits (its values bounded, as ``PauseView`` says) and why a run failed from its
+        last event (read with its hash checked)."""
         if isinstance(info, str):
             info = await self.info(info)
         paused: PauseView | None = None
@@ -135,11 +136,12 @@ class RunReader:
         )
 
     async def _paused(self, info: RunInfo) -> PauseView | None:
-        """Why the paused run waits, with what its memory holds (cached: one per seq)."""
+        """Why the paused run waits, with what its memory holds as a listing's row carries
+        it: a bounded part of the values (cached: one per seq)."""
         key = (info.run_id, info.last_seq)
         if key not in self._pauses:
             state = (await self.state(info.run_id)).state
-            self._remember(self._pauses, key, pause_view(state))
+            self._remember(self._pauses, key, pause_view(state, listed=True))
         view: PauseView | None = self._pauses[key]
         return view
 

@@ -103,9 +103,13 @@ class EventPage(msgspec.Struct, frozen=True, kw_only=True):
 class PauseView(msgspec.Struct, frozen=True, kw_only=True):
     """Why a paused run waits: ``reason`` (hitl, user, input), the node, the keys it reads
     (``reads``) and those of them memory still lacks (``waiting_for``: what an approval
-    must give). What an approver sees, in the listing too: ``values``, memory's current
-    value of each key read that memory holds, and the node's ``description`` and
-    ``success_criteria``."""
+    must give). What an approver sees: ``values``, memory's current value of each key
+    read that memory holds, and the node's ``description`` and ``success_criteria``.
+
+    A listing's row holds the values that fit in 2,048 bytes of JSON together (taken in
+    ``reads`` order); ``values_omitted`` names the keys memory holds whose values
+    it leaves out, which the run's detail gives whole (its ``values_omitted`` is empty),
+    so one run's large value does not weigh on every page of runs."""
 
     reason: str
     node_id: str | None
@@ -114,6 +118,7 @@ class PauseView(msgspec.Struct, frozen=True, kw_only=True):
     values: dict[str, Any] = {}
     description: str = ""
     success_criteria: list[Any] = []
+    values_omitted: list[str] = []
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):

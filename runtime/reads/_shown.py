@@ -17,13 +17,19 @@ from ..providers._base import Usage
 from ._records import ChainStatus, JudgeFailures, JudgeFailureView, PauseView, Tokens
 
 __all__ = [
+    "LISTED_VALUES_BYTES",
     "broken_chain",
     "judge_failures",
+    "listed_pause",
     "node_of",
     "paid_tokens",
     "pause_view",
     "waiting_for",
 ]
+
+#: The JSON bytes of memory values a listing's row carries at most: a page of runs stays
+#: light whatever a paused run holds; the run's detail gives the values whole.
+LISTED_VALUES_BYTES = 2048
 
 
 def own_events(events: Sequence[Event]) -> Sequence[Event]:
@@ -96,12 +102,37 @@ def waiting_for(
     )
 
 
-def pause_view(state: RunState) -> PauseView | None:
+def pause_view(state: RunState, *, listed: bool = False) -> PauseView | None:
+    """Why the run waits, if it is paused; ``listed``: as a listing's row carries it
+    (:func:`listed_pause`)."""
     paused = state.paused
     if paused is None or state.status != "paused":
         return None
     view = waiting_for(state.graph, paused.node_id, state.memory)
-    return msgspec.structs.replace(view, reason=paused.reason)
+    view = msgspec.structs.replace(view, reason=paused.reason)
+    return listed_pause(view) if listed else view
+
+
+def listed_pause(view: PauseView) -> PauseView:
+    """``view`` as a listing's row carries it: the values that fit in
+    ``LISTED_VALUES_BYTES`` of JSON together, in ``reads`` order, and the keys of the
+    others in ``values_omitted``."""
+    kept: dict[str, Any] = {}
+    omitted: list[str] = []
+    room = LISTED_VALUES_BYTES
+    for key, value in view.values.items():
+        # A string's JSON is at least as long as the string: a long one is not encoded.
+        size = len(value) if isinstance(value, str) else 0
+        if size <= room:
+            size = len(msgspec.json.encode(value))
+        if size <= room:
+            kept[key] = value
+            room -= size
+        else:
+            omitted.append(key)
+    if not omitted:
+        return view
+    return msgspec.structs.replace(view, values=kept, values_omitted=omitted)
 
 
 def judge_failures(state: RunState) -> JudgeFailures | None:

@@ -232,25 +232,28 @@ async function once(button, action) {
   try { await action(); } finally { group.forEach((b) => { b.disabled = false; }); }
 }
 
-// Numbers as the JSON text has them. A JS number holds integers exactly only up to 2^53,
-// so a longer one read from the server is kept as its digits (JSON.rawJSON, which
-// JSON.stringify writes back as they were): a value shown or sent back is the one memory
-// holds. Typed input keeps every number as typed (1.0 stays a float, 1e400 goes to the
-// server, which refuses it, instead of turning into null).
+// Numbers as the JSON text has them. A JS number forgets how it was written: 1.0 reads
+// as 1, and an integer past 2^53 loses digits. A number whose text JS would not write back
+// the same (1.0, 1e16, 12345678901234567891) is kept as an Exact: shown as its text,
+// written back by JSON.stringify as that text (JSON.rawJSON), a number in arithmetic. So
+// a value shown or sent back is the one the log holds (1.0 and 1 differ in Python), and
+// typed input keeps every number as typed (1e400 goes to the server, which refuses it,
+// instead of turning into null). A browser without JSON.parse's source text (a reviver's
+// context.source, with JSON.rawJSON) reads numbers as JS numbers.
 const RAW = typeof JSON.rawJSON === "function";
-function exactIntegers(key, value, context) {
-  if (RAW && typeof value === "number" && !Number.isSafeInteger(value) && /^-?[0-9]+$/.test(context?.source ?? "")) {
-    return JSON.rawJSON(context.source);
-  }
-  return value;
+class Exact {
+  constructor(source) { this.source = source; }
+  toJSON() { return JSON.rawJSON(this.source); }
+  toString() { return this.source; }
+  valueOf() { return Number(this.source); }
 }
-function asTyped(key, value, context) {
+function exact(key, value, context) {
   if (RAW && typeof value === "number" && context?.source !== undefined && JSON.stringify(value) !== context.source) {
-    return JSON.rawJSON(context.source);
+    return new Exact(context.source);
   }
   return value;
 }
-const parseJSON = (text) => JSON.parse(text, exactIntegers);
+const parseJSON = (text) => JSON.parse(text, exact);
 
 // Memory keys and node ids are data: a name such as "constructor" or "__proto__" must not
 // meet Object.prototype, so maps keyed by them have none and lookups ask for own keys.
@@ -261,7 +264,7 @@ const own = (object, key) => (object && Object.hasOwn(object, key) ? object[key]
 function typedValue(text) {
   const trimmed = text.trim();
   if (trimmed === "") return "";
-  try { return JSON.parse(trimmed, asTyped); } catch { return text; }
+  try { return JSON.parse(trimmed, exact); } catch { return text; }
 }
 
 // A value as a field's text that typedValue reads back as the same value: a string that
@@ -382,8 +385,9 @@ function approveForm(run, onDone) {
       send(e.currentTarget, "reject", { by: by.value.trim(), reason: reason.value.trim(), expected_seq: seen }, `Rejected by ${by.value.trim()}`) }, "Reject") : "",
     h("button", { class: "danger", type: "button", onclick: (e) => send(e.currentTarget, "cancel", { reason: "cancelled from the dashboard" }, "Cancelled") }, "Cancel run"));
   form.append(about, rows, gate ? h("div", { class: "row" }, by, reason) : "", buttons, message);
-  // What the listing's pause view carries (no read per card): the keys the gated node
-  // reads with memory's values, what it still lacks, its description and criteria.
+  // What the run's pause view carries (a listing's row too, unless it left values out):
+  // the keys the gated node reads with memory's values, what it still lacks, its
+  // description and criteria.
   const paused = run.paused || {};
   const reads = paused.reads || [];
   const values = paused.values || {};

@@ -284,7 +284,7 @@ async function runPage(runId) {
       h("button", { class: "primary", id: "fork", onclick: (click) => once(click.currentTarget, async () => {
         message.textContent = "";
         let input;
-        try { input = JSON.parse(editor.value || "{}", asTyped); } catch (e) { message.textContent = `not JSON: ${e.message}`; return; }
+        try { input = JSON.parse(editor.value || "{}", exact); } catch (e) { message.textContent = `not JSON: ${e.message}`; return; }
         const changed = Object.fromEntries(Object.entries(input).filter(([k, v]) => JSON.stringify(own(state.memory, k)) !== JSON.stringify(v)));
         try {
           const ref = await api(`/api/runs/${enc}/fork`, { body: { at_seq: ev.seq, input: changed } });

@@ -175,14 +175,29 @@ async function approvalsPage() {
     (again) => { if (again) reload(); });
 }
 
+// A card's form is drawn from the listing's row, unless the row leaves values out (too
+// large for a listing: values_omitted): then from the run's detail, which has them whole,
+// so a field is never prefilled with less than memory holds.
 function approvalCard(r, onDone) {
+  const href = `${ROOT}/runs/${encodeURIComponent(r.run_id)}`;
+  const omitted = r.paused?.values_omitted || [];
+  const slot = h("div", { class: "form-slot" });
+  if (!omitted.length) slot.append(approveForm(r, onDone));
+  else {
+    slot.append(h("p", { class: "muted small" }, "reading the values of ", idents(omitted), "…"));
+    api(`/api/runs/${encodeURIComponent(r.run_id)}`).then(
+      (detail) => fill(slot, detail.summary.status === "paused" ? approveForm(detail.summary, onDone)
+        : h("p", { class: "muted small" }, `The run is ${detail.summary.status} now.`)),
+      (e) => fill(slot, h("p", { class: "error" }, `Could not read the run's values: ${refusal(e)}; `,
+        h("a", { href }, "open the run"), " to decide.")));
+  }
   return h("div", { class: "card", "data-run": r.run_id },
-    h("h2", {}, h("a", { href: `${ROOT}/runs/${encodeURIComponent(r.run_id)}`, class: "mono" }, ident(r.run_id)), " ",
+    h("h2", {}, h("a", { href, class: "mono" }, ident(r.run_id)), " ",
       h("span", { class: "muted" }, r.graph_id ? ident(r.graph_id) : "")),
     h("p", { class: "small" }, `Paused (${r.paused?.reason || "?"}) before node `, h("b", {}, ident(r.paused?.node_id || "?")),
       r.paused?.waiting_for?.length ? ["; waiting for ", idents(r.paused.waiting_for)] : "",
       ` · updated ${fmtTime(r.updated)}`),
-    approveForm(r, onDone));
+    slot);
 }
 
 // Show ``elements`` in ``parent``, in order, moving only what is out of place: an element

@@ -34,6 +34,7 @@ async def test_a_run_started_over_http_pauses_shows_its_verdicts_and_finishes_wh
             "values": {},  # memory holds none of what it reads
             "description": "",
             "success_criteria": [],
+            "values_omitted": [],
         }
         assert detail["current"] == ["review"]
         assert detail["visit_counts"] == {"draft": 1}
