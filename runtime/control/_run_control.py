@@ -194,6 +194,8 @@ class RunControl:
     def forget(self, run_id: str, outcome: RunOutcome) -> None:
         """A run launched here is done (its outcome's ``on_done``)."""
         self._start_answered(run_id)
+        if self.unrunnable is not None and self.recover_concurrency is not None:
+            self.unrunnable.ended(run_id, outcome.error, self.live.log(run_id))  # a store error?
         dropped = self.live.drop(run_id, outcome)
         if not isinstance(outcome, OwnedOutcome):
             return
@@ -360,8 +362,7 @@ class RunControl:
             return
         assert self.unrunnable is not None
         try:
-            await self._resume(run_id, None)
-            self.unrunnable.executed(run_id)
+            await self._resume(run_id, None)  # its end forgets its wait, or doubles it (forget)
         except SpecErrors as exc:
             # A graph this worker cannot execute: recorded, given up, left for a while.
             await self.unrunnable.refused(run_id, exc)
@@ -370,9 +371,9 @@ class RunControl:
             _log.warning("run %s: claimed for recovery but not resumed: %s", run_id, exc)
             await self.ownership.release(run_id)
         except StoreError as exc:
-            # The store failed under it (a lost connection, which the store reconnects):
-            # one line; a later round claims the run again.
-            _log.warning("run %s: claimed for recovery, not resumed: %s", run_id, exc)
+            # The store failed under it (a full disk, a lost connection): said once, and
+            # left for a while as an unrunnable run is.
+            self.unrunnable.failed(run_id, exc)
             await self.ownership.release(run_id)
         except Exception:
             _log.exception("run %s: claimed for recovery, resuming it failed", run_id)
