@@ -81,6 +81,12 @@ def _sqlite_path(url: str | os.PathLike[str]) -> str | None:
 def heads_path_beside(url: str | os.PathLike[str]) -> str | None:
     """The heads file beside the SQLite store ``url`` names (its path plus ``.heads``), or
     None for a store that is not a file (a PostgreSQL store's heads file is named
-    explicitly)."""
+    explicitly). A path through a symbolic link (the file's, or a directory's on the way)
+    names the heads file beside the file it resolves to, as SQLite resolves it, so every
+    path to one store names one heads file; a path through none is kept as it is given.
+    Reads the file system (blocking), but needs no file to exist."""
     path = _sqlite_path(url)
-    return None if path is None else path + ".heads"
+    if path is None:
+        return None
+    real = os.path.realpath(path)
+    return (path if real == os.path.abspath(path) else real) + ".heads"

@@ -21,7 +21,13 @@ from typing import Annotated, Any
 
 import msgspec
 
-from eventstore import EventStore, RunInfo
+from eventstore import (
+    EventStore,
+    HeadsFileContents,
+    RecordedHead,
+    RunInfo,
+    StoreFileError,
+)
 
 from .. import RunNotFoundError
 from ..reads import RunReader
@@ -100,7 +106,7 @@ async def _head(store: EventStore, info: RunInfo) -> Head | None:
 
 
 async def _heads(args: argparse.Namespace) -> int:
-    async with open_store(args) as store:
+    async with open_store(args, heads="unused") as store:
         heads: list[Head] = []
         for info in await _all_runs(store):
             if args.all or info.status in _FINISHED:
@@ -141,51 +147,70 @@ def read_heads(path: str) -> list[Head]:
         raise UsageError(f"heads file {path} is not valid: {exc}") from exc
 
 
+def _damaged(exc: StoreFileError) -> bool:
+    """Whether SQLite found the store's file cut short or damaged (a failed verification),
+    rather than being kept from reading it (locked, or not upgraded: exit 2)."""
+    name = str(getattr(exc.__cause__, "sqlite_errorname", ""))
+    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+
+
 async def _verify(args: argparse.Namespace) -> int:
     if (args.run_id is None) == (not args.all):
         raise UsageError("verify takes a RUN or --all (exactly one of them)")
     problems: list[Problem] = []
     checked: list[dict[str, Any]] = []
-    async with open_store(args) as store:
-        if args.all:
-            run_ids = [info.run_id for info in await _all_runs(store)]
-        else:
-            if await store.get_run(args.run_id) is None:
-                raise RunNotFoundError(args.run_id)
-            run_ids = [args.run_id]
-        heads = read_heads(args.against) if args.against else []
-        if args.run_id is not None:
-            heads = [h for h in heads if h.run_id == args.run_id]
-        reader = RunReader(store)
-        # The store's heads file: verify checks each run against every head recorded there;
-        # here, its own break and (with --all) the runs it names that the store lost.
-        try:
-            recorded = await reader.heads_file()
-        except OSError as exc:
-            raise UsageError(f"cannot read heads file: {exc}") from exc
-        if recorded is not None and not recorded.ok:
-            problems.append(
-                Problem(
-                    f"heads file {recorded.path}",
-                    None,
-                    f"line {recorded.broken_line}: {recorded.reason}",
+    kept_elsewhere = read_heads(args.against) if args.against else []
+    heads = [h for h in kept_elsewhere if args.run_id in (None, h.run_id)]
+    recorded: HeadsFileContents | None = None
+    newest: dict[str, RecordedHead] = {}
+    try:
+        async with open_store(args, heads="check") as store:
+            if args.all:
+                run_ids = [info.run_id for info in await _all_runs(store)]
+            else:
+                if await store.get_run(args.run_id) is None:
+                    raise RunNotFoundError(args.run_id)
+                run_ids = [args.run_id]
+            reader = RunReader(store)
+            # The store's heads file: verify checks each run against every head recorded
+            # there; here, its own break and (with --all) the runs it names the store lost.
+            try:
+                recorded = await reader.heads_file()
+            except OSError as exc:
+                raise UsageError(
+                    f"heads file {exc.filename}: it cannot be read: {exc.strerror or exc}"
+                ) from exc
+            if recorded is not None and not recorded.ok:
+                problems.append(
+                    Problem(
+                        f"heads file {recorded.path}",
+                        None,
+                        f"line {recorded.broken_line}: {recorded.reason}",
+                    )
                 )
-            )
-        for run_id in run_ids:
-            report = await reader.verify(run_id)
-            checked.append({"run_id": run_id, "ok": report.ok, "events": report.checked})
-            if not report.ok:
-                problems.append(Problem(run_id, report.broken_at, report.reason or "broken"))
-        newest = {} if recorded is None else recorded.newest()
-        if args.all:
-            listed = set(run_ids)
-            heads += [
-                Head(h.run_id, h.seq, h.hash) for h in newest.values() if h.run_id not in listed
-            ]
-        for head in heads:
-            reason = await reader.check_head(head.run_id, head.seq, head.hash)
-            if reason is not None:
-                problems.append(Problem(head.run_id, head.seq, reason))
+            for run_id in run_ids:
+                report = await reader.verify(run_id)
+                checked.append({"run_id": run_id, "ok": report.ok, "events": report.checked})
+                if not report.ok:
+                    problems.append(Problem(run_id, report.broken_at, report.reason or "broken"))
+            newest = {} if recorded is None else recorded.newest()
+            if args.all:
+                listed = set(run_ids)
+                heads += [
+                    Head(h.run_id, h.seq, h.hash) for h in newest.values() if h.run_id not in listed
+                ]
+            for head in heads:
+                reason = await reader.check_head(head.run_id, head.seq, head.hash)
+                if reason is not None:
+                    problems.append(Problem(head.run_id, head.seq, reason))
+    except StoreFileError as exc:
+        if not _damaged(exc):
+            raise
+        # A file SQLite finds cut short or damaged fails verification, met where it may
+        # be (opening it, listing its runs, finding the run), as in a run's events.
+        problems.append(
+            Problem(f"store {exc.path}", None, f"the file cannot be read: {exc.reason}")
+        )
     ok = not problems
     kept = len([h for h in newest.values() if args.all or h.run_id == args.run_id])
     if args.output == "json":

@@ -18,6 +18,7 @@ from actors import MagistrateError
 from eventstore import EventStore, StoreMissingError, StoreUnreachableError, heads_path_beside
 from eventstore import open_store as eventstore_open
 
+from ._printable import printable
 from ._stdout import dropped
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "HEADS_ENV",
     "MAX_INT",
     "Handler",
+    "HeadsUse",
     "UsageError",
     "add_allow_imports_option",
     "add_output_option",
@@ -195,41 +197,100 @@ def _sqlite_path(url: str) -> str | None:
     return None if "://" in url else url
 
 
-async def _check_heads_path(path: str) -> None:
-    """Refuse a heads file (``--heads``, ``$MAGISTRATE_HEADS``) that no head could be
-    recorded in or read from: a directory, or a file in a directory that does not exist
-    (exit 2), rather than warn of it at each commit and keep no heads."""
-    file = anyio.Path(path)
-    if await file.is_dir():
-        raise UsageError(f"heads file {path}: it is a directory (name a file, or --heads none)")
-    if not await file.parent.is_dir():
-        raise UsageError(
-            f"heads file {path}: its directory {file.parent} does not exist "
-            "(name a file in one that does, or --heads none)"
-        )
+#: What a command does with the store's heads file: ``record`` heads in it (the commands
+#: that write runs), ``check`` it (``verify``), ``read`` it where it can (the commands
+#: that show runs: they check the heads recorded for what they show), or nothing
+#: (``unused``: ``export``, ``heads``).
+HeadsUse = Literal["record", "check", "read", "unused"]
 
 
-async def store_for(args: argparse.Namespace, *, create: bool = False) -> EventStore:
+def _heads_problem(path: str, url: str, use: HeadsUse) -> tuple[bool, str | None]:
+    """Whether ``path`` is the store's own heads file (the one beside it, however either
+    is spelled), and what keeps the command from using it (blocking), or None: a
+    directory, a file that cannot be read (for a command that reads it), or a named one
+    in a directory that does not exist."""
+    beside = heads_path_beside(url)
+    own = beside is not None and os.path.realpath(path) == os.path.realpath(beside)
+    if os.path.isdir(path):
+        return own, "it is a directory"
+    directory = os.path.dirname(path)
+    if not own and not os.path.isdir(directory or "."):  # the own: the store says so
+        return own, f"its directory {directory} does not exist"
+    if use in ("check", "read"):
+        try:
+            open(path, "rb").close()
+        except FileNotFoundError:
+            return own, None  # no heads recorded yet
+        except OSError as exc:
+            return own, f"it cannot be read: {exc.strerror or exc}"
+    return own, None
+
+
+async def _usable_heads(path: str, url: str, use: HeadsUse) -> str | None:
+    """``path``, the command's heads file, once it can be used as ``use`` says; None for
+    the store's own that a reading command cannot read (said on stderr: it shows runs
+    without checking their recorded heads). Raises UsageError (exit 2) for a heads file
+    no head could be recorded in or read from (a directory, an unreadable file, or a
+    ``--heads`` in a directory that does not exist), rather than warn of it at each
+    commit and keep no heads."""
+    own, problem = await anyio.to_thread.run_sync(_heads_problem, path, url, use)
+    if problem is None:
+        return path
+    if own and use in ("read", "unused"):
+        if use == "read":
+            sys.stderr.write(
+                printable(
+                    f"magistrate: warning: heads file {path}: {problem}; the heads recorded "
+                    "for runs are not checked (move it away, or name a file with --heads)\n"
+                )
+            )
+        return None
+    if own:
+        fix = "move it away, name another file with --heads, or --heads none"
+    elif problem.startswith("its directory"):
+        fix = "name a file in one that does, or --heads none"
+    else:
+        fix = "name a file, or --heads none"
+    raise UsageError(f"heads file {path}: {problem} ({fix})")
+
+
+async def _no_store(path: str, url: str) -> UsageError:
+    """The refusal of a store file that is not there, saying so when the heads file
+    beside it shows a store was there (moved or deleted: its runs are gone with it)."""
+    beside = heads_path_beside(url)
+    if beside is not None and await anyio.Path(beside).is_file():
+        if (await anyio.Path(beside).stat()).st_size > 0:
+            return UsageError(
+                f"no store at {path}, but its heads file {beside} records runs: the store "
+                "was moved or deleted (restore it, or name another with --store or "
+                "MAGISTRATE_STORE)"
+            )
+    return UsageError(f"no store at {path} (name one with --store or MAGISTRATE_STORE)")
+
+
+async def store_for(
+    args: argparse.Namespace, *, create: bool = False, heads: HeadsUse = "record"
+) -> EventStore:
     """The command's store (:func:`eventstore.open_store` reads the URL), not opened yet:
     nothing is created until :func:`opened` opens it.
 
     ``create=False`` (read and control commands): a missing or empty SQLite file is a
     usage error, so a mistyped path never leaves an empty store behind (SQLite would make
-    an empty file a database). Raises UsageError for a bad URL or heads file.
+    an empty file a database). ``heads``: what the command does with the heads file (see
+    :data:`HeadsUse`). Raises UsageError for a bad URL or heads file.
     """
     url = store_url(args)
     path = _sqlite_path(url)
     if path is not None and not create:
         file = anyio.Path(path)
         if not await file.exists():
-            raise UsageError(f"no store at {path} (name one with --store or MAGISTRATE_STORE)")
+            raise await _no_store(path, url)
         if await file.is_file() and (await file.stat()).st_size == 0:
             raise UsageError(f"no store at {path}: the file is empty")
-    heads = heads_path(args)
-    if heads is not None and heads != heads_path_beside(url):  # the store's own: checked too
-        await _check_heads_path(heads)
+    named = heads_path(args)
+    kept = None if named is None else await _usable_heads(named, url, heads)
     try:
-        return eventstore_open(url, heads_file=heads, create=create)
+        return eventstore_open(url, heads_file=kept, create=create)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -256,10 +317,10 @@ async def opened(store: EventStore) -> AsyncIterator[EventStore]:
 
 @asynccontextmanager
 async def open_store(
-    args: argparse.Namespace, *, create: bool = False
+    args: argparse.Namespace, *, create: bool = False, heads: HeadsUse = "record"
 ) -> AsyncIterator[EventStore]:
     """Open the command's store for the block: :func:`store_for`, then :func:`opened`."""
-    async with opened(await store_for(args, create=create)) as store:
+    async with opened(await store_for(args, create=create, heads=heads)) as store:
         yield store
 
 

@@ -174,7 +174,7 @@ async def _runs(args: argparse.Namespace) -> int:
         since=args.since,
         until=args.until,
     )
-    async with open_store(args) as store:
+    async with open_store(args, heads="read") as store:
         try:
             page = await RunReader(store).list_runs(query, cursor=args.cursor, limit=args.limit)
         except ValueError as exc:
@@ -219,7 +219,7 @@ async def _runs(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    async with open_store(args) as store:
+    async with open_store(args, heads="read") as store:
         report = await RunReader(store).report(args.run_id)
     data: dict[str, Any] = to_builtins(report)
     if args.output == "json":
@@ -313,7 +313,7 @@ def _scorecard(outcome: dict[str, Any] | None) -> list[str]:
 
 
 async def _timeline(args: argparse.Namespace) -> int:
-    async with open_store(args) as store:
+    async with open_store(args, heads="read") as store:
         reader = RunReader(store)
         events = [event async for event, _ in reader.records(args.run_id)]
         if not events:
@@ -350,7 +350,7 @@ async def _timeline(args: argparse.Namespace) -> int:
 
 
 async def _state_of(args: argparse.Namespace, *, to_seq: int | None) -> Any:
-    async with open_store(args) as store:
+    async with open_store(args, heads="read") as store:
         return await RunReader(store).state(args.run_id, at_seq=to_seq)
 
 
@@ -388,7 +388,7 @@ async def _export(args: argparse.Namespace) -> int:
     encoder = msgspec.json.Encoder()
     out = sys.stdout
     chain: ChainStatus | None = None
-    async with open_store(args) as store:
+    async with open_store(args, heads="unused") as store:
         async for event, status in RunReader(store).records(args.run_id):
             out.write(encoder.encode(EventRecord.of(event)).decode())
             out.write("\n")
