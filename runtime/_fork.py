@@ -19,6 +19,9 @@ from .control._ownership import RunOwnership
 from .events._catalogue import (
     BranchesForked,
     BranchesJoined,
+    BranchesJudged,
+    BranchesSelected,
+    BranchJudgeWarning,
     EdgeTaken,
     LlmTurn,
     MemoryWritten,
@@ -49,7 +52,8 @@ def _together(before: EventBody, after: EventBody) -> bool:
     the end of its last branch with its ``branches.joined``; a
     turn's tool results with the outputs its ``set_output`` calls set; a turn with the
     answers to its refused calls; a stall warning with its verdicts, a RETRY with the
-    feedback it adds to the conversation, and a visit's opening messages with its turn.
+    feedback it adds to the conversation, a visit's opening messages with its turn, and
+    the branch judge's warning with its call.
     """
     match after:
         case MemoryWritten(node_id=node) if node is not None:
@@ -76,6 +80,8 @@ def _together(before: EventBody, after: EventBody) -> bool:
             return isinstance(before, ToolResult) and before.node_id == node
         case Verdict(node_id=node):
             return isinstance(before, StallDetected | Verdict) and before.node_id == node
+        case BranchesJudged(node_id=node):
+            return isinstance(before, BranchJudgeWarning) and before.node_id == node
         case MessageAdded(node_id=node, kind="feedback" | "stall_warning"):
             return isinstance(before, Verdict) and before.node_id == node
         case MessageAdded(node_id=node, kind="inputs" | "input") | LlmTurn(node_id=node):
@@ -127,11 +133,41 @@ def _inside(events: list[Event], at_seq: int, group_end: int) -> str:
 
 def _group_end(events: list[Event], at_seq: int) -> int:
     """The seq of the last event recorded in one append with event ``at_seq`` (as far as
-    :func:`_together` tells), or ``at_seq`` itself when the next append starts after it."""
-    end = at_seq
+    :func:`_selection_end` and :func:`_together` tell), or ``at_seq`` itself when the next
+    append starts after it."""
+    end = _selection_end(events, at_seq) or at_seq
     while end < len(events) and _together(events[end - 1].body, events[end].body):
         end += 1
     return end
+
+
+_WINNER = (LlmTurn, ToolResult, OutputSet)
+
+
+def _selection_end(events: list[Event], at_seq: int) -> int | None:
+    """The seq of the last event of a parallel round's selection when event ``at_seq`` is
+    in it: ``branches.selected`` and the winner's turns, tool results and outputs as the
+    node's own events, one append (llm/_parallel.py). Turns before the winner's last call
+    tools; its last calls none, and only its outputs follow it. None: not in one."""
+    start = at_seq - 1
+    while start >= 0 and isinstance(events[start].body, _WINNER):
+        start -= 1
+    selected = events[start].body if start >= 0 else None
+    if not isinstance(selected, BranchesSelected):
+        return None
+    end, last = start + 1, False  # last: the winner's last turn is passed
+    while end < len(events):
+        body = events[end].body
+        if not isinstance(body, _WINNER) or body.node_id != selected.node_id:
+            break
+        if isinstance(body, LlmTurn):
+            if last or body.iteration <= selected.round:
+                break
+            last = not body.tool_calls
+        elif last and not isinstance(body, OutputSet):
+            break
+        end += 1
+    return end if end > at_seq else None  # ``end``: the batch's last index + 1, its seq
 
 
 async def copy_prefix(
@@ -152,7 +188,7 @@ async def copy_prefix(
     Raises RunNotFoundError for an unknown run, RunStateError when ``at_seq`` is outside
     the log, the prefix already holds the run's end (a finished run cannot go on), it
     ends between a node's completion and its edge, or inside what one append recorded
-    (:func:`_together`), and
+    (:func:`_group_end`), and
     the store's errors (CorruptLogError if the hash chain of seqs 1..``at_seq`` is broken,
     ConcurrencyError if ``new_run_id`` already exists).
     """

@@ -366,10 +366,10 @@ class Runtime:
         run is not touched. Raises RunNotFoundError, RunStateError when ``at_seq`` is
         outside the log, at or after the run's ``run.finished`` event, or inside what one
         append recorded (a node's writes, completion and edges; a fan-out's edges; a
-        turn's results and outputs; a RETRY and its feedback: the message names the seq
-        where it ends), CorruptLogError when the hash chain of
-        seqs 1..``at_seq`` is broken or no longer holds a head the store's heads file
-        recorded in them (a fork never launders an edit), and SpecErrors,
+        turn's results and outputs; a parallel round's selection and the winner's turns;
+        a RETRY and its feedback: the message names the seq where it ends), CorruptLogError
+        when the hash chain of seqs 1..``at_seq`` is broken or no longer holds a head the
+        store's heads file recorded in them (a fork never launders an edit), and SpecErrors,
         writing nothing, for a graph this runtime cannot run; TypeError for an ``at_seq``
         that is not an int.
         """

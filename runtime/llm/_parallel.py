@@ -106,11 +106,14 @@ class BranchRunner:
             pending = [b for b in state.branches if b.finished is None]
             if pending:
                 tools = (registry, tool_timeout)
-                async with anyio.create_task_group() as tasks:
-                    for branch in pending:
-                        tasks.start_soon(
-                            self._run_branch, branch, state, request, node, log, tools, graph
-                        )
+                try:
+                    async with anyio.create_task_group() as tasks:
+                        for branch in pending:
+                            tasks.start_soon(
+                                self._run_branch, branch, state, request, node, log, tools, graph
+                            )
+                except BaseExceptionGroup as group:  # the node's crash names what a branch raised
+                    raise _first(group) from None
             state.selected = await select(
                 self.spec,
                 state,
@@ -317,6 +320,12 @@ class BranchRunner:
         branch.finished_rank = state.finished
         state.finished += 1
         await log.append([finished])
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first error a branch raised: a store's or a provider's that is no ProviderError."""
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _ended(turn: BranchTurn) -> str | None:

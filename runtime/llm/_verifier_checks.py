@@ -14,8 +14,9 @@ from typing import Any, Final
 
 import msgspec
 
-from .._errors import ExpressionError
+from .._errors import ExpressionError, MemoryValueError
 from ..events._catalogue import PaidUsage
+from ..events._values import check_memory_value
 from ..spec._expr import compile_expression
 from ..spec._verifier import (
     AssertionOp,
@@ -32,6 +33,7 @@ __all__ = [
     "now",
     "plain",
     "short",
+    "storable",
     "verify_expression",
     "verify_jsonpath",
 ]
@@ -82,9 +84,19 @@ def verify_expression(
         type="expression",
         passed=passed,
         reasoning=f"{config.expression} is {'truthy' if passed else 'falsy'}",
-        extracted_value=plain(value),
+        extracted_value=storable(plain(value)),
         evaluated_at=now(),
     )
+
+
+def storable(value: Any) -> Any:
+    """``value``, or its short repr when the log cannot hold it unchanged (an overflowed
+    float is infinite): the result reads the same live and from the log."""
+    try:
+        check_memory_value("extracted_value", value)
+    except MemoryValueError:
+        return short(value)
+    return value
 
 
 def verify_jsonpath(config: JsonPathVerifier, memory: Mapping[str, Any]) -> VerificationResult:

@@ -12,6 +12,7 @@ times inside results are not compared; facts the runtime decides are.
 from __future__ import annotations
 
 import bisect
+import re
 import reprlib
 from collections.abc import Sequence
 from typing import Any, Final
@@ -30,6 +31,7 @@ from ..events._catalogue import (
     GraphReplaced,
     InputInjected,
     MemoryWritten,
+    MessageAdded,
     NodeCompleted,
     NodeFailed,
     NodeStarted,
@@ -81,6 +83,8 @@ _VOLATILE: Final = frozenset(
     }
 )
 _LEVELS: Final = {"structural": "0", "quality": "2"}
+#: A result's time as a node's messages show it (its inputs, a phase transition's outputs).
+_TIMED: Final = re.compile(r'("evaluated_at":\s*")[^"]*')
 _REPR = reprlib.Repr()
 _REPR.maxstring = 60
 _REPR.maxother = 60
@@ -112,13 +116,15 @@ def _key(body: EventBody) -> EventBody:
     cleared = _CLEARED.get(cls)
     if cleared is None:
         cleared = _CLEARED[cls] = dict.fromkeys(f for f in cls.__struct_fields__ if f in _VOLATILE)
-    # Times inside values (a verifier's result, a goal outcome) differ on every run.
+    # Times inside values (a verifier's result, a goal outcome, messages) differ each run.
     if isinstance(body, VerificationRecorded):
         body = msgspec.structs.replace(body, result=_untimed(body.result))
     elif isinstance(body, RunFinished) and body.goal_outcome:
         body = msgspec.structs.replace(body, goal_outcome=_untimed(body.goal_outcome))
     elif isinstance(body, MemoryWritten | OutputSet) and isinstance(body.value, dict | list):
         body = msgspec.structs.replace(body, value=_untimed(body.value))
+    elif isinstance(body, MessageAdded):
+        body = msgspec.structs.replace(body, content=_TIMED.sub(r"\1", body.content))
     return msgspec.structs.replace(body, **cleared) if cleared else body
 
 
