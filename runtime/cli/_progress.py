@@ -144,9 +144,10 @@ class Progress:
                 tokens = f" [dim]{body.input_tokens}+{body.output_tokens} tokens[/dim]"
                 self._line(f"{elapsed}   turn {body.iteration}: {what}{tokens}")
             case Verdict():
-                if body.level == "bail_out":
+                if body.level != "bail_out":
+                    self.verdicts += 1
+                elif not body.error:  # (a judge that failed on it is shown)
                     return  # a tool-call turn: the judge waits for the node's answer
-                self.verdicts += 1
                 style = _ACTION_STYLE.get(body.action, "white")
                 level = LEVEL_NAMES.get(body.level, body.level)
                 text = f"{elapsed}   [{style}]{body.action.upper()}[/] [{escape(level)}]"
@@ -154,6 +155,8 @@ class Progress:
                     text += f" confidence {body.confidence:.2f}"
                 if body.feedback:
                     text += f": {escape(body.feedback)}"
+                if body.error:  # a check that did not run: why the run is degraded
+                    text += f" [red](judge error: {escape(body.error)})[/]"
                 self._line(text)
             case StallDetected():
                 self._line(

@@ -109,8 +109,11 @@ def describe_event(event: Event) -> tuple[str, str, str]:
         limit = 400 if body.kind in ("feedback", "stall_warning") else _DETAIL_CHARS
         return node, f"message:{body.kind}", _clip(body.content, limit)
     if isinstance(body, Verdict) and body.level == "bail_out":
-        # Not judged: the seed's rule records it as RETRY at the bail-out level.
-        return node, f"tool turn #{body.iteration}", "not judged (RETRY [tool-call bail-out])"
+        # Not judged: the seed's rule records it as RETRY at the bail-out level (after a
+        # custom judge that failed on it too: a check that did not run, shown).
+        failed = f" (judge error: {body.error})" if body.error else ""
+        text = f"not judged (RETRY [tool-call bail-out]){failed}"
+        return node, f"tool turn #{body.iteration}", text
     if isinstance(body, Verdict):
         level = LEVEL_NAMES.get(body.level, body.level)
         text = f"{body.action.upper()} [{level}]"

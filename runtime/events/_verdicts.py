@@ -144,13 +144,16 @@ def overrules(after: Verdict, before: VerdictEntry | Verdict | None) -> bool:
     """Whether ``after`` is a node's ``max_iterations`` bound accepting its outputs over
     ``before``, the RETRY its judge ruled on that same turn and recorded just before it
     (llm/_turn_loop.py): a check that ran and was not passed (kind ``overruled``). A tool
-    turn's mark (level ``bail_out``, action retry) was no check."""
+    turn's mark (level ``bail_out``, action retry) was no check, nor a conversation
+    node's wait for its user (a structural RETRY with nothing to fix: a client-facing
+    node with no output keys, which its bound ends as the seed says)."""
     return (
         before is not None
         and after.level == "max_iterations"
         and after.action == "accept"
         and before.action == "retry"
         and before.level != "bail_out"
+        and (before.level != "structural" or bool(before.feedback))
         and before.iteration == after.iteration
     )
 

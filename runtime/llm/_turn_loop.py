@@ -302,7 +302,7 @@ class TurnLoop:
         spec = self.spec
         calls = turn.tool_calls
         bodies: list[EventBody] = []
-        verdict: JudgeVerdict | None = None
+        verdict: JudgeVerdict
         if self.stall.observe(calls):
             bodies.append(
                 StallDetected(
@@ -326,21 +326,18 @@ class TurnLoop:
                 messages=messages,
             )
             verdict = await self.judge_client.ask(context)
-        if verdict is None or verdict.action == "retry":
+        else:  # a tool turn the judge is not asked about: its bail-out, as the cascade's
+            verdict = JudgeVerdict(action="retry", level="bail_out")
+        if verdict.action == "retry":
             final = max_iterations_verdict(
                 turn.iteration, spec.max_iterations, missing_keys=self._missing()
             )
             if final is not None:
-                if verdict is not None:
-                    # The bound ends the node whatever was ruled, but the RETRY it overrules
-                    # is a fact of the turn (and what a replay serves the judge): recorded.
-                    bodies.append(self._verdict_event(verdict, iteration=turn.iteration))
-                    overruled = f" It overrules the {verdict.level} RETRY of this turn."
-                    final = msgspec.structs.replace(final, feedback=final.feedback + overruled)
-                verdict = final
-        if verdict is None:
-            await self.log.flush()  # the turn's results, before the model acts on them
-            return None  # not judged this turn: the model just goes on
+                # The bound ends the node whatever was ruled, but the RETRY it overrules is
+                # a fact of the turn (and what a replay serves the judge): recorded.
+                bodies.append(self._verdict_event(verdict, iteration=turn.iteration))
+                overruled = f" It overrules the {verdict.level} RETRY of this turn."
+                verdict = msgspec.structs.replace(final, feedback=final.feedback + overruled)
         ask_user = waits_for_user(self.spec.client_facing, verdict, turn)
         if verdict.action == "retry" and not verdict.feedback and not calls and not ask_user:
             # Asking again with an unchanged conversation would get the same answer.

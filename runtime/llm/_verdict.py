@@ -157,7 +157,7 @@ def should_judge(iteration: int, every_n: int, had_tool_calls: bool) -> bool:
     calls are judged on every ``every_n``-th iteration (``every_n <= 1``: every turn);
     for the implicit judge those are bail-out RETRYs anyway, so ``judge_every_n_turns``
     matters for custom judges that watch work in progress. A turn that is not judged
-    counts as a RETRY with nothing injected.
+    counts as a RETRY with nothing injected: the node records it as the bail-out.
     """
     if not had_tool_calls or every_n <= 1:
         return True

@@ -385,18 +385,18 @@ class RuntimeMetrics:
                 self._count_tokens(event)
             case VerificationRecorded() | BranchFinished():  # an evaluator's call, a branch's
                 self._count_tokens(event)  # (BranchFinished: a paid call that gave no turn)
-            case Verdict() if event.level == "bail_out":
-                _child(self.tool_turns, *self._labels(run_id)).inc()
             case Verdict():
                 self._count_tokens(event)  # the quality check's calls (or a custom judge's)
-                action = _closed(event.action, _ACTIONS)
-                level = _closed(event.level, _LEVELS)
+                if event.error:  # a judge that failed, on a tool turn too (its bail-out)
+                    self.provider_errors.labels("judge").inc()
+                    self.judge_failures.labels("judge").inc()
+                if event.level == "bail_out":
+                    _child(self.tool_turns, *self._labels(run_id)).inc()
+                    return
+                action, level = _closed(event.action, _ACTIONS), _closed(event.level, _LEVELS)
                 _child(self.verdicts, *self._labels(run_id), action, level).inc()
                 if action == "escalate":
                     self.escalations.inc()
-                if event.error:
-                    self.provider_errors.labels("judge").inc()
-                    self.judge_failures.labels("judge").inc()
             case EdgeTaken() if event.condition == "llm_decide":  # the router's call
                 self._count_tokens(event)
                 if event.judge_error is not None:

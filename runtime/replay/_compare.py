@@ -133,6 +133,8 @@ def _lane(body: EventBody) -> str | None:
         return None
     if isinstance(body, RunPaused):
         return None if body.reason == "user" else "run"
+    if isinstance(body, Verdict) and body.level == "bail_out":
+        return None  # a tool turn's mark, which its turn tells (older runs lack some)
     if isinstance(body, EdgeTaken):
         return f"edges {body.source}"
     if isinstance(body, BranchTurn | BranchToolResult | BranchFinished):

@@ -605,7 +605,15 @@ async def test_judge_every_n_turns_judges_tool_turns_every_nth_and_text_turns_al
     result, events = await run_graph(tmp_path, graph([node]), provider, judges={"mine": judge})
     assert result.memory == {"answer": "good"}
     assert [c.iteration for c in judge.contexts] == [2, 4, 6]
-    assert [v.iteration for v in of(events, Verdict)] == [2, 4, 6]
+    # A tool turn the judge is not asked about is recorded as its bail-out.
+    assert [(v.iteration, v.level) for v in of(events, Verdict)] == [
+        (1, "bail_out"),
+        (2, "custom"),
+        (3, "bail_out"),
+        (4, "custom"),
+        (5, "bail_out"),
+        (6, "custom"),
+    ]
     assert provider.calls == 6
 
 
