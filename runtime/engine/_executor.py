@@ -253,6 +253,11 @@ class ExecutorActor(Actor):
             else:
                 await self.end.record(RunCancelled(node_id=node_id, reason=failed.error))
             return
+        if attempt == 1 and not rerun and self.state.steps >= self.graph.max_steps:
+            # Before any pause: a gate the run can never pass asks nobody for approval.
+            error = out_of_steps(self.graph, node_id, self.state.failed_nodes)
+            await self.end.finish(self, "failed", error)
+            return
         if self.pauses.hold(self.state, node_id, branch, attempt):
             await self._maybe_pause()
             return
@@ -260,10 +265,6 @@ class ExecutorActor(Actor):
             other = self.running[node_id][1]
             error = f"node {node_id!r} is already running in branch {other!r}"
             await self._follow(self.join.branch_failed(self.log, branch, error))
-            return
-        if attempt == 1 and not rerun and self.state.steps >= self.graph.max_steps:
-            error = out_of_steps(self.graph, node_id, self.state.failed_nodes)
-            await self.end.finish(self, "failed", error)
             return
         started, ref, message = self.steps.starting(self, node_id, branch, attempt, rerun)
         # The node starts once this step's events are committed; durably, the store's answer
@@ -286,8 +287,9 @@ class ExecutorActor(Actor):
             self.pauses.wait_for_input(done.node_id, done.branch)
             await self._maybe_pause()
             return
-        routes: list[Route] | None = None
-        if done.success:
+        routes: list[Route] | None = []  # none for a terminal node ending the run: not read
+        main = done.branch is None or self.join.fan is None
+        if done.success and not (main and done.node_id in self.terminal_nodes):
             try:
                 routes = resolve_edges(
                     self.graph,

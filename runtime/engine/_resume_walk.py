@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..events._catalogue import InputInjected, RunResumed
+from ..events._catalogue import InputInjected, MemoryWritten, RunResumed
+from ..events._state import RunState
 from ._join import FanOutJoin
 from ._pause_points import PausePoints
 from ._runlog import RunLog
@@ -25,7 +26,32 @@ def resume_walk(
     unfinished = set(state.running)
     gates_due = state.gates_due  # read before RunResumed clears it
     log.stage(RunResumed())
+    for node_id in state.running:
+        _take_back_appends(log, state, join.reducers, node_id)
     if resume_input:
         log.stage(InputInjected(data=dict(resume_input)))
     pauses.resume(pending, unfinished, state, fork=gates_due)
     return join.resume(pending), unfinished
+
+
+def _take_back_appends(
+    log: RunLog, state: RunState, reducers: Mapping[str, str], node_id: str
+) -> None:
+    """Take the items a cancel's flush appended for ``node_id``, which runs again, back out
+    of their lists: its completion appends its value once, as a run never cancelled does.
+
+    What a node that has not finished wrote since it last started is that flush (a node
+    writes memory when it completes); ``replace`` and ``merge`` writes stay, since the
+    completion's own writes supersede them, and the node may read them meanwhile.
+    """
+    visit = state.visits.get(node_id)
+    if visit is None:
+        return
+    for key, item in list(visit.written.items()):
+        held = state.memory.get(key)
+        if reducers.get(key) != "append" or not isinstance(held, list):
+            continue
+        at = next((i for i in range(len(held) - 1, -1, -1) if held[i] == item), None)
+        if at is not None:
+            kept = held[:at] + held[at + 1 :]
+            log.stage(MemoryWritten(key=key, value=kept, op="replace", node_id=node_id))

@@ -157,9 +157,8 @@ def _untimed(value: Any) -> Any:
 def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
     lanes: dict[str, list[_Item]] = {}
     unended: dict[str, tuple[NodeStarted, int]] = {}  # a lane's unended attempt, its index
-    # What a cut attempt recorded after its node.started, which its start again records
-    # anew (an expression verifier's result) up to the first event it does not repeat
-    # (an LLM node goes on from its recorded turns): one execution records them once.
+    # What a cut attempt recorded after its node.started (less a cancel's flush) that its
+    # start again records anew, up to the first event it does not repeat: counted once.
     repeats: dict[str, list[_Item]] = {}
     for seq, body in pairs:
         lane = _lane(body)
@@ -179,6 +178,8 @@ def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
             started = unended.get(lane)
             if started is not None and started[0] == body:
                 # The attempt a cancel, a crash or a fork cut, started again: one execution.
+                while len(items) > started[1] + 1 and isinstance(items[-1].body, MemoryWritten):
+                    items.pop()
                 repeats[lane] = items[started[1] + 1 :]
                 continue
             unended[lane] = (body, len(items))

@@ -184,6 +184,10 @@ class RecordedRun:
                 case NodeStarted(node_id=node):
                     visit[node], attempt[node] = body.visit, body.attempt
                     started.append((node, body.visit, body.attempt))
+                    # A cut attempt started again sets its outputs anew, and its visit's
+                    # writes come when it completes (not a cancel's flush): one execution.
+                    partial.pop((node, body.visit, body.attempt), None)
+                    writes.pop((node, body.visit), None)
                     if body.branch is not None:
                         in_branch.add((node, body.visit))
                 case LlmTurn(node_id=node):

@@ -389,11 +389,21 @@ def graph_hash(graph: GraphSpec) -> str:
     index = graph._index()
     if index.hash is None:
         try:
-            canonical = msgspec.json.encode(graph, order="sorted")
+            canonical = msgspec.json.encode(_as_read_back(graph), order="sorted")
         except (TypeError, msgspec.EncodeError) as exc:
             raise SpecError("", f"graph cannot be encoded as JSON: {exc}") from exc
         index.hash = hashlib.sha256(canonical).hexdigest()
     return index.hash
+
+
+def _as_read_back(graph: GraphSpec) -> GraphSpec:
+    """``graph`` as a file or a run's log gives it back: an int in a float field (``timeout=30``
+    in Python) reads back as a float, so the same spec hashes the same whichever it came
+    from, and a resumed run finds the hash it recorded. Unchanged if it cannot convert."""
+    try:
+        return msgspec.convert(msgspec.to_builtins(graph), GraphSpec)
+    except (TypeError, msgspec.ValidationError):
+        return graph
 
 
 def function_ref(fn: Callable[..., Any]) -> str:
