@@ -1,229 +1,50 @@
-"""Compare a replay's events with the recorded ones, lane by lane, and say why they differ.
+"""Set a replay's lanes beside the recorded ones and say, in words, why they differ.
 
-Concurrent branches interleave differently from one execution to the next, so the two
-logs are not compared as one sequence: each event belongs to a lane (a node's events,
-one parallel branch's events of an LLM node, the edges leaving one node, the run's own
-events), and each lane is compared in order.
-The first difference in a lane is a :class:`Divergence`; what follows it in that lane is
-its consequence and is not reported again. Timings, token counts, model names and the
-times inside results are not compared; facts the runtime decides are.
+Each lane (``_lanes``) is compared in order. The first difference in a lane is a
+:class:`Divergence`; what follows it in that lane is its consequence and is not reported
+again. Its reason names the decision, and shows the values that differ; two values whose
+shortened forms look the same are shown around their first difference.
 """
 
 from __future__ import annotations
 
 import bisect
-import re
 import reprlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import msgspec
 
-from eventstore import EventBody, SnapshotTaken, event_tag
+from eventstore import EventBody, event_tag
 
 from ..events._catalogue import (
     BranchesForked,
     BranchesJoined,
-    BranchFinished,
-    BranchToolResult,
-    BranchTurn,
     EdgeTaken,
-    GraphReplaced,
-    InputInjected,
     MemoryWritten,
-    MessageAdded,
     NodeCompleted,
     NodeFailed,
     NodeStarted,
-    OutputSet,
-    PauseRequested,
-    RunCancelled,
     RunFinished,
-    RunForked,
     RunPaused,
-    RunResumed,
-    RunStarted,
-    RunUnrunnable,
     StallDetected,
     Verdict,
     VerificationRecorded,
 )
 from ..spec._model import GraphSpec
+from ._lanes import VOLATILE, Item, by_lane
 from ._report import Divergence
 
-__all__ = ["LaneCounter", "compare", "lane_counts"]
+__all__ = ["compare"]
 
-_SKIPPED: Final = (
-    RunStarted,
-    PauseRequested,
-    GraphReplaced,
-    RunResumed,
-    RunForked,
-    RunUnrunnable,
-    InputInjected,
-    RunCancelled,
-    SnapshotTaken,
-)
-_VOLATILE: Final = frozenset(
-    {
-        "input_tokens",
-        "output_tokens",
-        "latency_ms",
-        "model",
-        "input_cached",
-        "input_cache_write",
-        "goal_input_tokens",
-        "goal_output_tokens",
-        "goal_input_cached",
-        "goal_input_cache_write",
-        "usage",  # edge.taken's: an llm_decide call's tokens
-        "prompt_tokens",
-        "error",
-        "confidence",
-    }
-)
 _LEVELS: Final = {"structural": "0", "quality": "2"}
-#: A result's time as a node's messages show it (its inputs, a phase transition's outputs).
-_TIMED: Final = re.compile(r'("evaluated_at":\s*")[^"]*')
 _REPR = reprlib.Repr()
 _REPR.maxstring = 60
 _REPR.maxother = 60
-
-
-class _Item:
-    """One event of a lane: its seq, its body, and the body as compared (volatile fields
-    cleared)."""
-
-    __slots__ = ("body", "key", "seq")
-
-    def __init__(self, seq: int, body: EventBody) -> None:
-        self.seq = seq
-        self.body = body
-        self.key = _key(body)
-
-    @property
-    def form(self) -> dict[str, Any]:
-        """The compared body as builtins (for the report)."""
-        data: dict[str, Any] = msgspec.to_builtins(self.key)
-        return {k: v for k, v in data.items() if k not in _VOLATILE}
-
-
-_CLEARED: dict[type[EventBody], dict[str, None]] = {}
-
-
-def _key(body: EventBody) -> EventBody:
-    cls = type(body)
-    cleared = _CLEARED.get(cls)
-    if cleared is None:
-        cleared = _CLEARED[cls] = dict.fromkeys(f for f in cls.__struct_fields__ if f in _VOLATILE)
-    # Times inside values (a verifier's result, a goal outcome, messages) differ each run.
-    if isinstance(body, VerificationRecorded):
-        body = msgspec.structs.replace(body, result=_untimed(body.result))
-    elif isinstance(body, RunFinished) and body.goal_outcome:
-        body = msgspec.structs.replace(body, goal_outcome=_untimed(body.goal_outcome))
-    elif isinstance(body, MemoryWritten | OutputSet) and isinstance(body.value, dict | list):
-        body = msgspec.structs.replace(body, value=_untimed(body.value))
-    elif isinstance(body, MessageAdded):
-        body = msgspec.structs.replace(body, content=_TIMED.sub(r"\1", body.content))
-    return msgspec.structs.replace(body, **cleared) if cleared else body
-
-
-def _lane(body: EventBody) -> str | None:
-    if isinstance(body, _SKIPPED):
-        return None
-    if isinstance(body, RunPaused):
-        return None if body.reason == "user" else "run"
-    if isinstance(body, Verdict) and body.level == "bail_out":
-        return None  # a tool turn's mark, which its turn tells (older runs lack some)
-    if isinstance(body, EdgeTaken):
-        return f"edges {body.source}"
-    if isinstance(body, BranchTurn | BranchToolResult | BranchFinished):
-        # An LLM node's parallel branches run concurrently: each is a lane of its own.
-        return f"node {body.node_id} branch {body.visit}/{body.round}/{body.branch}"
-    node = getattr(body, "node_id", None)
-    if isinstance(node, str):
-        return f"node {node}"
-    return "run"
-
-
-def _untimed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if k != "evaluated_at"}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
-def _lanes(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[_Item]]:
-    lanes: dict[str, list[_Item]] = {}
-    unended: dict[str, tuple[NodeStarted, int]] = {}  # a lane's unended attempt, its index
-    # What a cut attempt recorded after its node.started (less a cancel's flush) that its
-    # start again records anew, up to the first event it does not repeat: counted once.
-    repeats: dict[str, list[_Item]] = {}
-    for seq, body in pairs:
-        lane = _lane(body)
-        if lane is None:
-            continue
-        items = lanes.setdefault(lane, [])
-        if isinstance(body, RunPaused) and items and items[-1].body == body:
-            continue  # waiting at the same gate again (after a resume there, a fork)
-        item = _Item(seq, body)
-        repeated = repeats.get(lane)
-        if repeated:
-            if repeated[0].key == item.key:
-                del repeated[0]
-                continue
-            del repeats[lane]
-        if isinstance(body, NodeStarted):
-            started = unended.get(lane)
-            if started is not None and started[0] == body:
-                # The attempt a cancel, a crash or a fork cut, started again: one execution.
-                while len(items) > started[1] + 1 and isinstance(items[-1].body, MemoryWritten):
-                    items.pop()
-                repeats[lane] = items[started[1] + 1 :]
-                continue
-            unended[lane] = (body, len(items))
-        elif isinstance(body, NodeCompleted | NodeFailed):
-            unended.pop(lane, None)
-        items.append(item)
-    return lanes
-
-
-def lane_counts(
-    pairs: Sequence[tuple[int, EventBody]], before: Sequence[int]
-) -> list[dict[str, int]]:
-    """For each seq of ``before``: how many events each lane of ``pairs`` holds before
-    it, as :func:`compare` counts them (lanes with none left out)."""
-    lanes = {lane: [item.seq for item in items] for lane, items in _lanes(pairs).items()}
-    counts: list[dict[str, int]] = []
-    for seq in before:
-        held = {lane: bisect.bisect_left(seqs, seq) for lane, seqs in lanes.items()}
-        counts.append({lane: n for lane, n in held.items() if n})
-    return counts
-
-
-class LaneCounter:
-    """The events of each lane of one execution's log as it grows, counted as
-    :func:`compare` counts them (a pause at the same gate again counts once)."""
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self._run: EventBody | None = None  # the run lane's last event
-
-    def add(self, bodies: Sequence[EventBody]) -> None:
-        for body in bodies:
-            lane = _lane(body)
-            if lane is None:
-                continue
-            if lane == "run":
-                if isinstance(body, RunPaused) and body == self._run:
-                    continue
-                self._run = body
-            self.counts[lane] = self.counts.get(lane, 0) + 1
-
-    def reached(self, counts: dict[str, int]) -> bool:
-        """Whether every lane holds at least the events ``counts`` gives it."""
-        return all(self.counts.get(lane, 0) >= count for lane, count in counts.items())
+#: The longest value a reason shows as it is.
+_SHORT: Final = 160
+#: Characters shown on each side of two values' first difference.
+_AROUND: Final = 24
 
 
 def compare(
@@ -238,8 +59,8 @@ def compare(
     recorded order. ``complete`` is False when the replay stopped before the end: a lane
     it did not finish is then no divergence."""
     nodes = {node.id for node in graph.nodes}
-    before = _lanes(recorded)
-    after = _lanes(replayed)
+    before = by_lane(recorded)
+    after = by_lane(replayed)
     matched: dict[int, int] = {}  # replayed seq -> recorded seq of its equal event
     found: list[tuple[str, int]] = []
     for lane in [*before, *(name for name in after if name not in before)]:
@@ -296,15 +117,19 @@ class _Reasons:
         self.nodes = {node.id for node in graph.nodes}
         self.recorded_nodes = {node.id for node in recorded_graph.nodes}
 
-    def why(self, r: _Item | None, n: _Item | None) -> str:
+    def why(self, r: Item | None, n: Item | None) -> str:
         old = None if r is None else r.body
         new = None if n is None else n.body
+        # The values as compared (times inside them left out), to show where they differ.
+        was: Any = None if r is None else r.key
+        now: Any = None if n is None else n.key
         match old, new:
             case (Verdict(), Verdict()):
                 if old.action != new.action:
                     return self.verdict(new, f" where {old.action.upper()} was recorded")
-                recorded = f"level {_level(old.level)}: {_short(old.feedback)}"
-                return f"{self.verdict(new)} (recorded: {recorded})"
+                before, after, at = _contrast(old.feedback, new.feedback, _short)
+                recorded = f"level {_level(old.level)}: {before}" + (f"; {at}" if at else "")
+                return f"{self.verdict(new, shown=after)} (recorded: {recorded})"
             case (StallDetected(), _) if not isinstance(new, StallDetected):
                 threshold = self.stall_threshold(old.node_id)
                 return (
@@ -329,9 +154,12 @@ class _Reasons:
             case (VerificationRecorded(), VerificationRecorded()):
                 reasoning = _short(str(new.result.get("reasoning", "")))
                 if old.passed != new.passed:
-                    now = "passes" if new.passed else "fails"
-                    return f"verifier `{new.node_id}` now {now}: {reasoning}"
-                return f"verifier `{new.node_id}` gives another result: {reasoning}"
+                    verb = "passes" if new.passed else "fails"
+                    return f"verifier `{new.node_id}` now {verb}: {reasoning}"
+                head = f"verifier `{new.node_id}` gives another result"
+                if reasoning != _short(str(old.result.get("reasoning", ""))):
+                    return f"{head}: {reasoning}"
+                return f"{head}{_apart(was.result, now.result)}"
             case (_, NodeFailed()):
                 return f"node `{new.node_id}` now fails: {_short(new.error)}"
             case (NodeFailed(), _):
@@ -354,10 +182,12 @@ class _Reasons:
                     )
                 return _goal_change(old, new)
             case (MemoryWritten(), MemoryWritten()) if old.key == new.key:
-                return f"memory key `{new.key}` is now written {_REPR.repr(new.value)}"
+                before, after, at = _contrast(was.value, now.value, _repr)
+                recorded = f" where {before} was recorded ({at})" if at else ""
+                return f"memory key `{new.key}` is now written {after}{recorded}"
             case (None, MemoryWritten()):
                 return (
-                    f"memory key `{new.key}` is now written {_REPR.repr(new.value)} by "
+                    f"memory key `{new.key}` is now written {_repr(new.value)} by "
                     f"`{new.node_id}`; the recorded run did not write it there"
                 )
             case (MemoryWritten(), None):
@@ -365,17 +195,23 @@ class _Reasons:
             case (_, None):
                 return f"{_describe(old)} was recorded; the replay has nothing in its place"
             case _:
-                return f"now {_describe(new)} where {_describe(old)} was recorded"
+                shown = _describe(new)
+                if r is not None and n is not None and shown == _describe(old):
+                    return f"now {shown}{_apart(r.form, n.form)}"
+                return f"now {shown} where {_describe(old)} was recorded"
 
-    def verdict(self, verdict: Verdict, where: str = "") -> str:
-        feedback = f": {_short(verdict.feedback)}" if verdict.feedback else ""
+    def verdict(self, verdict: Verdict, where: str = "", shown: str | None = None) -> str:
+        """``shown``: its feedback as the reason shows it (default: shortened)."""
+        if shown is None:
+            shown = _short(verdict.feedback)
+        feedback = f": {shown}" if verdict.feedback else ""
         return f"verdict {verdict.action.upper()} at level {_level(verdict.level)}{where}{feedback}"
 
     def stall_threshold(self, node_id: str) -> int | str:
         return self.graph.node(node_id).stall_threshold if node_id in self.nodes else "?"
 
     def stall(self, stall: StallDetected) -> str:
-        return f"stall detected at turn {stall.iteration} ({stall.signature})"
+        return f"stall detected at turn {stall.iteration} ({_short(stall.signature)})"
 
     def absent(self, node: str) -> str:
         if node not in self.nodes:
@@ -393,17 +229,19 @@ class _Reasons:
                 and e.target == old.target
                 and e.condition == old.condition
             ]
-            head = f"edge `{old.reason}` now false"
+            head = f"edge `{_short(old.reason)}` now false"
             if now and now[0] != old.reason:
-                head += f" (its expression is now `{now[0]}`)"
+                before, after, at = _contrast(old.reason, now[0], _short)
+                head = f"edge `{before}` now false (its expression is now `{after}`"
+                head += f"; {at})" if at else ")"
         elif old.condition == "llm_decide":
             head = f"the llm_decide choice of `{old.target}` after `{old.source}` is not made now"
         else:
             head = f"edge from `{old.source}` to `{old.target}` ({old.condition}) not taken now"
         if isinstance(new, EdgeTaken):
             if new.target == old.target:
-                return f"edge to `{new.target}` now fires as {new.condition} `{new.reason}`"
-            shown = f" `{new.reason}`" if new.condition == "conditional" else ""
+                return f"edge to `{new.target}` now fires as {new.condition} `{_short(new.reason)}`"
+            shown = f" `{_short(new.reason)}`" if new.condition == "conditional" else ""
             return f"{head}; now edge {new.condition}{shown} to `{new.target}`"
         if new is None:
             return head
@@ -433,8 +271,68 @@ def _level(level: str) -> str:
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else _REPR.repr(value)
-    return text if len(text) <= 160 else text[:157] + "..."
+    """``value`` for a one-line reason: a string as its words, another value as
+    :func:`_repr` shows it."""
+    if not isinstance(value, str):
+        return _repr(value)
+    text = " ".join(value.split())
+    return text if len(text) <= _SHORT else text[: _SHORT - 3] + "..."
+
+
+def _repr(value: Any) -> str:
+    """``value``'s repr with its long strings and containers cut (head and tail)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= _SHORT else text[: _SHORT - 3] + "..."
+
+
+def _contrast(old: Any, new: Any, show: Callable[[Any], str]) -> tuple[str, str, str]:
+    """``old`` and ``new`` as ``show`` shortens them, and ``""``; when their shortened
+    forms look the same but they differ, each around their first difference instead, and
+    where that is (:func:`_around`)."""
+    before, after = show(old), show(new)
+    if before != after or old == new:
+        return before, after, ""
+    return _around(old, new)
+
+
+def _apart(old: Any, new: Any) -> str:
+    """``": NEW where OLD was recorded (first difference at ...)"``, each around the
+    first difference of ``old`` and ``new``; ``""`` when they read the same."""
+    before, after, at = _around(old, new)
+    return f": {after} where {before} was recorded ({at})" if at else ""
+
+
+def _around(old: Any, new: Any) -> tuple[str, str, str]:
+    """Both values cut to a window around their first difference (``'...'`` marks a
+    cut), and where it is: strings as they are, other values as their JSON text."""
+    texts = _text(old, new)
+    if texts is None:
+        return _repr(old), _repr(new), ""
+    before, after = texts
+    pairs = zip(before, after, strict=False)
+    at = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(before), len(after)))
+    start = max(0, at - _AROUND)
+    of = "" if isinstance(old, str) and isinstance(new, str) else " of their JSON"
+    where = f"first difference at offset {at}{of}"
+    return _window(before, start, at), _window(after, start, at), where
+
+
+def _text(old: Any, new: Any) -> tuple[str, str] | None:
+    """The texts to find the first difference in, None when they are the same."""
+    if isinstance(old, str) and isinstance(new, str):
+        texts = (old, new)
+    else:
+        try:
+            texts = (msgspec.json.encode(old).decode(), msgspec.json.encode(new).decode())
+        except (TypeError, msgspec.EncodeError):
+            texts = (repr(old), repr(new))
+    return None if texts[0] == texts[1] else texts
+
+
+def _window(text: str, start: int, at: int) -> str:
+    end = at + _AROUND
+    cut = ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+    return repr(cut)  # quoted, its newlines escaped: one line
 
 
 def _describe(body: EventBody | None) -> str:
@@ -456,5 +354,5 @@ def _describe(body: EventBody | None) -> str:
         case RunFinished():
             return f"the run's end ({body.status}, {body.quality})"
         case _:
-            data = {k: v for k, v in msgspec.to_builtins(body).items() if k not in _VOLATILE}
+            data = {k: v for k, v in msgspec.to_builtins(body).items() if k not in VOLATILE}
             return f"{event_tag(body)} {_short(data)}"

@@ -4,7 +4,7 @@ LLM node's parallel branches finished (:class:`BranchFinishes`), which a ``first
 round (and a custom strategy) goes by.
 
 The driver's commit hook hands each batch the replay commits to both. An injection is
-due once the replay's log has every lane (``_compare``) as far as the recorded log had it
+due once the replay's log has every lane (``_lanes``) as far as the recorded log had it
 before the injection; it is told to the run's executor from that hook, in the task that
 committed the batch, before anything else can happen: whatever the run does next (a node
 telling it is done, and the edges its end fires) comes after it in the executor's
@@ -24,7 +24,7 @@ import msgspec
 from eventstore import Event, EventBody
 
 from ..events._catalogue import BranchFinished
-from ._compare import LaneCounter, lane_counts
+from ._lanes import LaneCounter, lane_counts
 
 __all__ = ["BranchFinishes", "Injection", "Injections"]
 
