@@ -18,7 +18,12 @@ a write goes in the next, one line for each run that moved: its newest head), un
 exclusive ``flock`` (the processes sharing a store
 share its heads file, each line linked to the file's last one), and fsynced after each
 batch. Recording never waits for the disk: a head recorded just
-before a crash may be lost, which weakens the check but never makes it wrong.
+before a crash may be lost, which weakens the check but never makes it wrong. The writer
+keeps the file open; before each batch, under the lock, it checks that the path still
+names that file, and once it does not (the file moved away, replaced or deleted, as log
+rotation does) it opens the path again, creating the file if need be, and logs one
+warning: the heads go on to the file at the path, linked to its last line (the first
+line of a new file links to the empty link, as any file's first line does).
 """
 
 from __future__ import annotations
@@ -246,6 +251,7 @@ class HeadsFile:
     __slots__ = (
         "_closed",
         "_condition",
+        "_fd",
         "_pending",
         "_stopping",
         "_thread",
@@ -260,6 +266,8 @@ class HeadsFile:
         #: The newest head recorded of each run since the last write (one line a run).
         self._pending: dict[str, tuple[int, str]] = {}
         self._thread: threading.Thread | None = None
+        #: The writer thread's open file (the one the path named when it was opened).
+        self._fd: int | None = None
         self._closed = False
         self._stopping = threading.Event()
         #: Heads recorded, and heads written (or given up on after an error) so far.
@@ -305,7 +313,6 @@ class HeadsFile:
             thread.join(timeout)
 
     def _run(self) -> None:
-        fd: int | None = None
         try:
             while True:
                 with self._condition:
@@ -315,9 +322,7 @@ class HeadsFile:
                     if not batch:
                         return
                 try:
-                    if fd is None:
-                        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-                    self._append(fd, batch)
+                    self._append(batch)
                 except OSError as exc:
                     _log.warning(
                         "could not record %d head(s) in %s: %s", len(batch), self.path, exc
@@ -329,21 +334,56 @@ class HeadsFile:
                 # and one fsync per interval, not one per run at rest. Close cuts it short.
                 self._stopping.wait(_GATHER_SECONDS)
         finally:
-            if fd is not None:
-                os.close(fd)
+            self._drop()
 
-    @staticmethod
-    def _append(fd: int, batch: Mapping[str, tuple[int, str]]) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    def _drop(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def _moved(self, fd: int) -> bool:
+        """Whether the path no longer names the open file ``fd`` (moved away, replaced or
+        deleted). A path that cannot be looked up for another reason keeps the file."""
         try:
-            previous, cut = _last_link(fd)
-            parts = ["\n"] if cut else []
-            for run_id, (seq, hash) in batch.items():
-                line, previous = _line(previous, run_id, seq, hash)
-                parts.append(line)
-            data = "".join(parts).encode()
-            while data:  # a full disk or a file size limit cuts a write short first
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            named = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:
+            return False
+        opened = os.fstat(fd)
+        return (named.st_ino, named.st_dev) != (opened.st_ino, opened.st_dev)
+
+    def _append(self, batch: Mapping[str, tuple[int, str]]) -> None:
+        # Checked under the lock, so a file replaced by a writer that holds it is seen;
+        # a path replaced again at once is written on the third time, as it then is.
+        for attempt in range(3):
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = self._fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if attempt == 2 or not self._moved(fd):
+                    _write(fd, batch)
+                    return
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            self._drop()
+            _log.warning(
+                "heads file %s was moved, replaced or deleted while this process wrote it: "
+                "its heads go to the file now at that path from here on (those recorded "
+                "before are only in the file it had open)",
+                self.path,
+            )
+
+
+def _write(fd: int, batch: Mapping[str, tuple[int, str]]) -> None:
+    """Append the batch's lines to ``fd`` (locked), linked to its last line, and fsync."""
+    previous, cut = _last_link(fd)
+    parts = ["\n"] if cut else []
+    for run_id, (seq, hash) in batch.items():
+        line, previous = _line(previous, run_id, seq, hash)
+        parts.append(line)
+    data = "".join(parts).encode()
+    while data:  # a full disk or a file size limit cuts a write short first
+        data = data[os.write(fd, data) :]
+    os.fsync(fd)

@@ -19,8 +19,8 @@ import msgspec
 from eventstore import RunQuery, VerifyReport
 
 from .. import RunNotFoundError, load_graph
-from ..events import describe_event, fold, render_timeline
-from ..reads import ChainStatus, EventRecord, RunReader, RunSummary
+from ..events import RunState, describe_event, fold, render_timeline
+from ..reads import ChainStatus, EventRecord, RunReader, RunSummary, StateView
 from ..spec import graph_to_mermaid
 from ._commands import add_command
 from ._common import (
@@ -349,14 +349,44 @@ async def _timeline(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else _chain_broken(args.run_id, report)
 
 
-async def _state_of(args: argparse.Namespace, *, to_seq: int | None) -> Any:
+async def _state_of(args: argparse.Namespace, *, to_seq: int | None) -> tuple[StateView, bool]:
+    """The run's state after event ``to_seq`` (None: its last), and whether nothing
+    executes its started nodes now: the state is the run's newest, running, and no live
+    claim holds the run (``show``'s ``(waiting for a worker)``: its owner died or handed
+    it back)."""
     async with open_store(args, heads="read") as store:
-        return await RunReader(store).state(args.run_id, at_seq=to_seq)
+        reader = RunReader(store)
+        view = await reader.state(args.run_id, at_seq=to_seq)
+        state = view.state
+        if state.status != "running" or not state.running:
+            return view, False
+        row = await reader.summary(args.run_id)
+    return view, row.ownership == "waiting" and row.last_seq == state.last_seq
+
+
+#: Why a state's started, unfinished nodes are not running, by the run's status.
+_STOPPED_BY = {"cancelled": "the run was cancelled", "paused": "the run paused"}
+
+
+def _started_line(state: RunState, waiting: bool) -> str | None:
+    """The line naming the state's started, unfinished nodes (``running``: what a resume
+    runs again): ``running:`` while the run runs; ``interrupted:`` with why when it does
+    not (cancelled, paused, or waiting for a worker). The pause's own node is on the
+    ``paused:`` line, as ``show`` has it."""
+    nodes = list(state.running)
+    if state.status == "paused" and state.paused is not None:
+        nodes = [node for node in nodes if node != state.paused.node_id]
+    if not nodes:
+        return None
+    if state.status == "running" and not waiting:
+        return f"running: {', '.join(nodes)}"
+    why = _STOPPED_BY.get(state.status, "waiting for a worker")
+    return f"interrupted: {', '.join(nodes)} ({why})"
 
 
 async def _state(args: argparse.Namespace) -> int:
     try:
-        view = await _state_of(args, to_seq=args.at)
+        view, waiting = await _state_of(args, to_seq=args.at)
     except ValueError as exc:  # past the run's last event
         raise UsageError(f"--at {args.at}: {exc}") from None
     if not view.chain.ok:
@@ -373,8 +403,9 @@ async def _state(args: argparse.Namespace) -> int:
         f"path: {' -> '.join(state.path) or '-'}",
         f"next: {', '.join(state.pending) or '-'}",
     ]
-    if state.running:
-        lines.append(f"running: {', '.join(state.running)}")
+    started = _started_line(state, waiting)
+    if started is not None:
+        lines.append(started)
     if state.paused:
         lines.append(f"paused: {state.paused.reason} before {state.paused.node_id or '-'}")
     lines.append("memory:")

@@ -93,7 +93,8 @@ async def _replay(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph) if args.graph else None
     async with AsyncExitStack() as stack:
         provider = await _judge_model(args, stack)
-        store = await stack.enter_async_context(open_store(args))
+        # It only reads the store (the replay runs on an in-memory log), as show does.
+        store = await stack.enter_async_context(open_store(args, heads="read"))
         rt = await stack.enter_async_context(Runtime(store, provider=provider))
         if args.run_id is not None:
             report = await _one(rt, args.run_id, graph, args, allow)
