@@ -413,10 +413,12 @@ class Runtime:
         await self._running.cancel(run_id, reason)
 
     async def inject_input(self, run_id: str, data: Mapping[str, Any]) -> None:
-        """Merge ``data`` into the run's memory, recorded as an InputInjected event.
+        """Merge ``data`` into the run's memory, recorded as an InputInjected event (a run
+        live here has taken it once this returns: it is recorded before its walk ends).
 
         Raises MemoryValueError, recording nothing, for a value the log cannot store
-        unchanged."""
+        unchanged; RunChangedError, recording nothing, for a finished run or one whose goal
+        is being scored (its graph has ended: the scorecard reads memory as it was)."""
         check_input(data, "data")
         await self._running.inject_input(run_id, dict(data))
 

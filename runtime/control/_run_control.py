@@ -25,11 +25,12 @@ from .._errors import (
 from .._result import RunOutcome, RunResult, result_from_state
 from .._run_logs import RunLogs
 from ..engine._foreign import take_in_foreign
-from ..engine._messages import CancelRun, InjectInput, PauseRun
+from ..engine._messages import CancelRun, PauseRun
 from ..engine._runlog import RunLog
 from ..events._catalogue import RunCancelled
 from ._draining import DrainingRuns
 from ._elsewhere import ControlElsewhere, cancellation
+from ._inject import inject_live
 from ._live_runs import LiveRuns
 from ._own_run import check_not_own_run
 from ._owned_outcome import OwnedOutcome
@@ -268,11 +269,8 @@ class RunControl:
         await self.control_elsewhere(run_id, "cancel", reason=reason)
 
     async def inject_input(self, run_id: str, data: dict[str, Any]) -> None:
-        live = self.live.active(run_id)
-        if live is not None:
-            await live.executor.tell(InjectInput(data=data))
-            return
-        await self.control_elsewhere(run_id, "inject", data=data)
+        if not await inject_live(self.live, run_id, data):  # its executor's, or the log's
+            await self.control_elsewhere(run_id, "inject", data=data)
 
     # ------------------------------------------------------------------ closing
 

@@ -20,6 +20,7 @@ from actors import Actor, ActorStoppedError, MailboxFullError
 from ..events._catalogue import NodeCompleted
 from ..spec._model import GraphSpec
 from ._ending import RunEnding
+from ._intake import close
 from ._join import FanOutJoin
 from ._messages import CommitFailed, EndStaged, NodeDone
 from ._runlog import RunLog, Submission
@@ -82,6 +83,7 @@ def end_now(
         del running[done.node_id]
         join.node_outputs(log, done)  # no conflict outside a fan-out
         log.stage(NodeCompleted(node_id=done.node_id, branch=None))
+        close(log, "ended")  # the input given so far first; none after
         log.stage(end.finished("completed", None))
         if not running:  # nothing of the run runs on: its claim may go with its end
             end.outcome.ending(log.last_seq)

@@ -4,14 +4,14 @@ error, or stopped at a pause or a cancel the executor records; then the result i
 Scoring the goal may call a model, so it runs in a task of its own (as an llm_decide
 choice does) and its answer comes back to the executor as :class:`GoalScored`;
 ``RunFinished`` is recorded then. Meanwhile the run's walk is over (``stopping``: no node
-starts, a pause has no node boundary left to stop at, input is not taken) and only a
-cancel is handled. A cancel then stops the scoring and records the end the graph reached,
-unscored (``goal_outcome`` None): the run did reach that end, so recording it cancelled
-would leave a resume nothing to run and lose its status and error (a resume of a run with
-no node due completes it). A scorer that raises ends the run failed, the error recorded.
-The scorecard leaves the status as the graph made it; a criterion its evaluator failed to
-score is a judge failure (the fold counts it from the scorecard), so a "clean" run is
-recorded "degraded".
+starts, a pause has no node boundary left to stop at, input given is refused: the input
+given before was recorded first, see _intake.py) and only a cancel is handled. A cancel
+then stops the scoring and records the end the graph reached, unscored (``goal_outcome``
+None): the run did reach that end, so recording it cancelled would leave a resume nothing
+to run and lose its status and error (a resume of a run with no node due completes it). A
+scorer that raises ends the run failed, the error recorded. The scorecard leaves the
+status as the graph made it; a criterion its evaluator failed to score is a judge failure
+(the fold counts it from the scorecard), so a "clean" run is recorded "degraded".
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..events._tokens import goal_usage_fields
 from ..events._verdicts import goal_failures
 from ..llm._goals import GoalScorer
 from ..spec._model import Goal, GraphSpec
+from ._intake import RECORDING, close
 from ._messages import GoalScored
 from ._runlog import RunLog
 
@@ -69,6 +70,7 @@ class RunEnding:
         #: While the goal is scored: the scoring task's scope and the end it is to record.
         self.scoring: anyio.CancelScope | None = None
         self.ending: RunFinished | None = None
+        log.intake = None  # the stretch takes input (an in-memory log outlives its pauses)
 
     async def finish(self, owner: Actor, status: FinishedStatus, error: str | None) -> None:
         """End the run of the executor ``owner`` with ``status``: recorded now, or once its
@@ -81,7 +83,9 @@ class RunEnding:
             await self.record(finished)
             return
         # Measurement: the scorecard never changes the status (on_goal_scored: the quality
-        # only when an evaluator call failed).
+        # only when an evaluator call failed). It reads memory as the walk ended: the input
+        # given so far is recorded first, and none is taken while it scores.
+        close(self.log, "scoring")
         scope = anyio.CancelScope()
         owner.system.start_task(self._score, self.score_goal, goal, finished, scope, owner.ref)
         self.scoring, self.ending = scope, finished
@@ -146,10 +150,15 @@ class RunEnding:
         """Record the event ending the stretch (finished, paused, cancelled), with what
         is staged, durably whatever the graph's durability, and a snapshot of the state
         at rest in the same commit when due (its head recorded as every commit's is); then
-        report the result."""
+        report the result. The input given before it is recorded first; none is taken after."""
+        close(self.log, "ended")
         self.log.stage(body)
-        # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
-        await self.log.append((), durable=True, shield=False, at_rest=True)
+        recording = RECORDING.set(self.run_id)  # for its commit hooks (_intake.py)
+        try:
+            # Unshielded: only the actor system's exit cancels an executor (RunLog.append).
+            await self.log.append((), durable=True, shield=False, at_rest=True)
+        finally:
+            RECORDING.reset(recording)
         self.report()
 
     async def fail_run(self, owner: Actor, exc: Exception) -> bool:

@@ -29,7 +29,6 @@ from eventstore import EventBody
 from .._errors import ExpressionError
 from .._result import RunOutcome
 from ..events._catalogue import (
-    InputInjected,
     NodeCompleted,
     RunCancelled,
     RunPaused,
@@ -42,6 +41,7 @@ from ._choices import EdgeChoices
 from ._edges import Route, edge_failure, edge_taken, failure_routes, resolve_edges
 from ._ending import RunEnding
 from ._failures import dead_end, node_failed, out_of_steps, rejection
+from ._intake import record_next
 from ._join import EndRun, FanOutJoin, JoinOutcome, StartNode, StopBranches
 from ._messages import (
     CancelRun,
@@ -193,9 +193,9 @@ class ExecutorActor(Actor):
                 await self.steps.staged(self, message)  # could not hand its batch over
             case NodeHeld():  # a pause from another process held its start (_foreign.py)
                 self.pauses.held_elsewhere(message.node_id, message.branch, self.running)
-            case InjectInput():
-                self.emit(InputInjected(data=dict(message.data)))
-                await self.commit()
+            case InjectInput():  # the oldest input given (engine/_intake.py)
+                if record_next(self.log):
+                    await self.commit()
             case _:
                 raise TypeError(f"executor got an unknown message {type(message).__name__}")
 

@@ -137,9 +137,8 @@ class CancelRun(Message, frozen=True, kw_only=True, gc=False, tag="executor.canc
 
 
 class InjectInput(Message, frozen=True, kw_only=True, gc=False, tag="executor.inject_input"):
-    """Merge data into the run's memory (recorded as an event)."""
-
-    data: dict[str, Any]
+    """Record the oldest input given to the run and waiting in its log's intake (an
+    ``input.injected``): see engine/_intake.py."""
 
 
 class StartStaged(Message, frozen=True, kw_only=True, gc=False, tag="executor.start_staged"):

@@ -27,6 +27,7 @@ from ..events._new_state import new_state
 from ..events._snapshots import SNAPSHOT_EVERY
 from ..events._state import RunState, apply
 from ._foreign import FailedBatch, Rebase
+from ._intake import Intake
 from ._log_hooks import CommitHook, CommitObserver, RunHooks
 from ._log_snapshot import snapshot_due, untake
 
@@ -121,8 +122,7 @@ class RunLog:
         self.pending: list[EventBody] = _NO_PENDING
         self.hooks = tuple(hooks)
         self.observers = tuple(observers)
-        # The in-memory log (no store only; a store's run keeps none).
-        self.memory_events: list[EventBody] = [] if store is None else _NO_EVENTS
+        self.memory_events: list[EventBody] = [] if store is None else _NO_EVENTS  # in-memory log
         #: A snapshot of the live state goes with the first batch, whatever path it takes,
         #: once this many events were handed over since the last (see runtime.events._snapshots).
         self.snapshot_every = SNAPSHOT_EVERY
@@ -138,6 +138,8 @@ class RunLog:
         self.run_hooks: RunHooks | None = None
         #: Batches handed to the store and not answered yet.
         self.in_flight = 0
+        #: Input given for the run, its executor to record it (_intake.py); None: none yet.
+        self.intake: Intake | None = None
         #: Starts a task (a runtime's, on a store other processes append to): then a
         #: batch that meets another process's pause requests takes them in and goes again
         #: (see _foreign.py); None: every conflict fails the log.

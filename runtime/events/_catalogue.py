@@ -318,6 +318,8 @@ class ApprovalRejected(EventBody, frozen=True, tag="approval.rejected"):
 
 class RunResumed(EventBody, frozen=True, tag="run.resumed"):
     note: str = ""
+    #: The node whose ask for input the resume's input answers, its pause unrecorded.
+    input_for: str | None = None
 
 
 class RunCancelled(EventBody, frozen=True, tag="run.cancelled"):

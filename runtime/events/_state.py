@@ -99,6 +99,14 @@ def _finish_node(s: RunState, node_id: str) -> None:
     s.outputs.pop(node_id, None)
 
 
+def _wait_for_input(s: RunState, node_id: str) -> None:
+    # The node asked for input: the data injected from now on is shown to it when it runs.
+    visit = s.visits.get(node_id)
+    if visit is not None:
+        visit.paused_for_input = True
+        visit.injected = NO_INJECTED
+
+
 def _due(s: RunState, node_id: str) -> None:
     if node_id not in s.pending:
         s.pending.append(node_id)
@@ -328,10 +336,7 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 if body.reason == "hitl":
                     s.gate = body.node_id
                 if body.reason == "input" and body.node_id is not None:
-                    visit = s.visits.get(body.node_id)
-                    if visit is not None:
-                        visit.paused_for_input = True
-                        visit.injected = NO_INJECTED
+                    _wait_for_input(s, body.node_id)
             case events.ApprovalGranted:
                 assert isinstance(body, ApprovalGranted)
                 s.memory.update(body.input)
@@ -352,6 +357,8 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                 s.paused = None
                 s.error = None  # why it had stopped (a cancel's reason, a failure)
                 s.gates_due = False
+                if body.input_for is not None:  # its pause for input was not recorded
+                    _wait_for_input(s, body.input_for)
             case events.RunForked:
                 assert isinstance(body, RunForked)
                 s.gates_due = s.status == "running"
