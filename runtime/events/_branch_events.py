@@ -114,7 +114,11 @@ class BranchJudgeWarning(EventBody, frozen=True, tag="branches.judge_warning"):
 
 class BranchesSelected(EventBody, frozen=True, tag="branches.selected"):
     """The winner of a round (``winner``: its 0-based index) and why; ``candidates`` are
-    the branches that answered."""
+    the branches that answered. ``error``: why the strategy's answer named no candidate,
+    so the first one won by fallback (the branch judge's reply had no number in 1..N, a
+    custom strategy returned no candidate's index): a check that did not run. None when
+    it chose, when the judge's call failed (``branches.judged``'s ``error`` says so), and
+    in older logs (an added field with a default)."""
 
     node_id: str
     visit: int
@@ -124,3 +128,4 @@ class BranchesSelected(EventBody, frozen=True, tag="branches.selected"):
     label: str
     reason: str = ""
     candidates: list[int] = []
+    error: str | None = None

@@ -371,10 +371,11 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
 
     ``result`` is the VerificationResult as a mapping; for ``llm_judge``, ``reply`` is the
     evaluator's raw answer with its token usage (the cached counts as ``llm.turn``'s, 0 in
-    older logs) and model. ``stop`` is ``"max_tokens"``
-    when that answer was cut at the token cap twice: no result (``passed`` False, the
-    reason in ``result``), recorded for its tokens, and the attempt failed with a
-    TruncatedError (None otherwise, and in older logs). The verifier's outputs are
+    older logs) and model. ``stop`` is ``"max_tokens"`` when that answer was cut at the
+    token cap twice: no result (``passed`` False, the reason in ``result``), recorded for
+    its tokens, and the attempt failed with a TruncatedError (None otherwise, and in older
+    logs). ``error``: why the evaluator's reply is no score in 0..1 (not passed: a check
+    that did not run), None otherwise and in older logs. The verifier's outputs are
     MemoryWritten events like any node's; the fold keeps this result in the node's visit
     (by attempt), where a rerun of an ``llm_judge`` verifier's attempt after a crash or a
     cancel finds it and reuses it instead of asking the evaluator again.
@@ -393,6 +394,7 @@ class VerificationRecorded(EventBody, frozen=True, tag="verifier.result"):
     stop: str | None = None
     input_cached: int = 0
     input_cache_write: int = 0
+    error: str | None = None
 
 
 AnyEvent = (

@@ -61,6 +61,7 @@ from ._run_state import RunState, StateStatus
 from ._shared_empty import NO_ITEMS
 from ._state_copy import copy_state
 from ._verdicts import (
+    check_failure,
     count_verdict,
     goal_failures,
     keep,
@@ -295,13 +296,15 @@ def apply(state: RunState, body: EventBody, seq: int) -> None:
                     | BranchesJudged
                     | BranchesSelected,
                 )
-                if isinstance(body, BranchesJudged) and body.error is not None:
-                    _judge_failed(s, "branch_judge", body.node_id, body.error, seq)
+                if (failed := check_failure(body)) is not None:
+                    _judge_failed(s, failed[0], body.node_id, failed[1], seq)
                 visit = s.visits.get(body.node_id)
                 if visit is not None and visit.visit == body.visit:
                     visit.branch_event(body)
             case events.VerificationRecorded:
                 assert isinstance(body, VerificationRecorded)
+                if (failed := check_failure(body)) is not None:
+                    _judge_failed(s, failed[0], body.node_id, failed[1], seq)
                 visit = s.visits.get(body.node_id)
                 if visit is not None and visit.visit == body.visit:
                     visit.verifications = {**visit.verifications, body.attempt: body}

@@ -5,9 +5,12 @@ its snapshots stay small); and the checks that did not run (judge failures).
 A **judge failure** is a check that did not run, by kind (:data:`JUDGE_FAILURE_KINDS`):
 ``judge`` (a verdict with an ``error``: its quality call failed), ``route`` (an
 ``llm_decide`` fallback after a failed or unusable call: ``edge.taken``'s
-``judge_error``), ``branch_judge`` (``branches.judged`` with an ``error``) and ``goal``
-(a criterion the goal's evaluator was to score and did not: its ``error`` in the
-scorecard ``run.finished`` records); and a check that ran and was not passed:
+``judge_error``), ``branch_judge`` (a round's selection by fallback: ``branches.judged``
+with an ``error``, its call failed; ``branches.selected`` with an ``error``, the judge's
+reply or a custom strategy named no candidate), ``verify`` (``verifier.result`` with an
+``error``: the evaluator's reply had no score) and ``goal`` (a criterion the goal's
+evaluator was to score and did not: its ``error`` in the scorecard ``run.finished``
+records); and a check that ran and was not passed:
 ``overruled`` (a node's ``max_iterations`` bound accepting its outputs over the RETRY its
 judge ruled on that last turn). A completed run with any is at best "degraded".
 """
@@ -18,7 +21,15 @@ from typing import Any, Final
 
 import msgspec
 
-from ._catalogue import StallDetected, Verdict
+from eventstore import EventBody
+
+from ._catalogue import (
+    BranchesJudged,
+    BranchesSelected,
+    StallDetected,
+    Verdict,
+    VerificationRecorded,
+)
 
 __all__ = [
     "JUDGE_FAILURE_KINDS",
@@ -28,6 +39,7 @@ __all__ = [
     "StallEntry",
     "VerdictEntry",
     "VerdictRecord",
+    "check_failure",
     "count_verdict",
     "goal_failures",
     "keep",
@@ -42,7 +54,7 @@ __all__ = [
 KEPT_PER_NODE = 500
 
 #: Kinds of judge failures (RunState.judge_failures' keys, the metric's reasons).
-JUDGE_FAILURE_KINDS: Final = ("judge", "route", "branch_judge", "goal", "overruled")
+JUDGE_FAILURE_KINDS: Final = ("judge", "route", "branch_judge", "verify", "goal", "overruled")
 
 #: Judge failures a state keeps with their reasons, the newest; the counts stay exact.
 KEPT_FAILURES = 100
@@ -156,6 +168,20 @@ def overrules(after: Verdict, before: VerdictEntry | Verdict | None) -> bool:
         and (before.level != "structural" or bool(before.feedback))
         and before.iteration == after.iteration
     )
+
+
+def check_failure(body: EventBody) -> tuple[str, str] | None:
+    """``(kind, reason)`` of the check that did not run which ``body`` records in an
+    ``error`` of its own (a branch judge's call, a round's selection, a verifier's
+    evaluator), or None. The fold and the metrics both count by it."""
+    error = getattr(body, "error", None)
+    if error is None:
+        return None
+    if isinstance(body, BranchesJudged | BranchesSelected):
+        return "branch_judge", error
+    if isinstance(body, VerificationRecorded):
+        return "verify", error
+    return None
 
 
 def goal_failures(goal_outcome: object) -> list[str]:

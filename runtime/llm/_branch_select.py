@@ -7,7 +7,11 @@ judge's model (the prompt and the reply's reading are ``_branch_judge``'s) and r
 its call as ``branches.judged`` before anything acts on it, with what it cost (a reply
 cut at the token cap twice is no choice, but its tokens were paid for; so were those of
 a reply that could not be read but said what it cost); a custom strategy is the user's
-object, registered with the runtime.
+object, registered with the runtime. With one answer there is nothing to choose: the
+judge is not asked (unless the round recorded its call before a crash: that reply is
+used). A strategy's answer that names no candidate (a judge's reply without a number in
+1..N, a custom strategy's index that is no candidate's) gives the first answer, the
+selection's ``error`` saying why: a check that did not run, a judge failure.
 """
 
 from __future__ import annotations
@@ -56,9 +60,9 @@ async def select(
 ) -> BranchesSelected:
     """The round's winner by ``spec``'s strategy, among the branches that finished ok.
 
-    Blocks on the branch judge's model (``llm_judge``, unless the round recorded its
-    call) and on the log; raises RoundFailed when no branch answered or a custom strategy
-    failed.
+    Blocks on the branch judge's model (``llm_judge`` with several answers, unless the
+    round recorded its call) and on the log; raises RoundFailed when no branch answered
+    or a custom strategy failed.
     """
     candidates = [
         BranchCandidate(
@@ -82,7 +86,10 @@ async def select(
         raise RoundFailed(f"no branch answered ({errors})")
     strategy = spec.strategy
     _, query = split_query(request.messages)
-    if strategy == "first_success":
+    error: str | None = None  # why the strategy's answer named no candidate
+    if strategy == "llm_judge" and len(candidates) == 1 and state.judged is None:
+        chosen, reason = candidates[0], "the only answer: the judge is not asked"
+    elif strategy == "first_success":
         chosen = min(candidates, key=lambda c: c.finished)
         reason = f"finished first of {len(candidates)} answers"
     elif strategy in ("fewest_tokens", "most_tokens"):
@@ -97,9 +104,9 @@ async def select(
         chosen = best[0]
         reason = f"{len(best)} of {len(candidates)} answers agree"
     elif strategy == "llm_judge":
-        chosen, reason = await _judge(spec, state, request, candidates, log, providers)
+        chosen, reason, error = await _judge(spec, state, request, candidates, log, providers)
     else:
-        chosen, reason = await _custom(strategies, strategy, candidates, query)
+        chosen, reason, error = await _custom(strategies, strategy, candidates, query)
     return BranchesSelected(
         node_id=state.node_id,
         visit=state.visit,
@@ -109,6 +116,7 @@ async def select(
         label=chosen.label,
         reason=reason,
         candidates=[c.index for c in candidates],
+        error=error,
     )
 
 
@@ -117,7 +125,7 @@ async def _custom(
     name: str,
     candidates: list[BranchCandidate],
     query: str,
-) -> tuple[BranchCandidate, str]:
+) -> tuple[BranchCandidate, str, str | None]:
     strategy = strategies.get(name)
     if strategy is None:
         raise RoundFailed(f"no branch strategy {name!r} is registered")
@@ -129,8 +137,9 @@ async def _custom(
         raise RoundFailed(f"branch strategy {name!r} raised {exc!r}") from exc
     for candidate in candidates:
         if isinstance(choice, int) and candidate.index == choice:
-            return candidate, f"chosen by {name}"
-    return candidates[0], f"{name} returned {choice!r}, not a candidate: the first answer"
+            return candidate, f"chosen by {name}", None
+    error = f"{name} returned {choice!r}, not a candidate"
+    return candidates[0], f"{error}: the first answer", error
 
 
 async def _judge(
@@ -140,7 +149,7 @@ async def _judge(
     candidates: list[BranchCandidate],
     log: RunLog,
     providers: ProviderLookup,
-) -> tuple[BranchCandidate, str]:
+) -> tuple[BranchCandidate, str, str | None]:
     judged = state.judged
     if judged is None:
         judge = spec.judge
@@ -202,9 +211,11 @@ async def _judge(
         await log.append(bodies)  # the judge's reply, before anything acts on it
     choice = parse_choice(judged.text, len(candidates))
     if choice is None:
-        why = judged.error or f"no response number in {judged.text[:80]!r}"
-        return candidates[0], f"judge fallback to the first answer: {why}"
-    return candidates[choice], f"judge chose response {choice + 1}"
+        if judged.error is not None:  # a failed call: counted on its branches.judged
+            return candidates[0], f"judge fallback to the first answer: {judged.error}", None
+        unread = f"no response number in {judged.text[:80]!r}"  # the selection's failure
+        return candidates[0], f"judge fallback to the first answer: {unread}", unread
+    return candidates[choice], f"judge chose response {choice + 1}", None
 
 
 _NOT_WORD = re.compile(r"[^\w\s]")

@@ -7,16 +7,21 @@ An LLM node with ``parallel`` (see ``runtime.spec._parallel``) hands each of its
    same tools, its own provider, model, temperature or focus prompt) and runs the LLM
    loop on its own: model call, tool calls (``set_output`` goes to the branch's own
    accumulator), model call ... until the model answers without tool calls, or
-   ``max_turns`` calls. The branches run concurrently. Each turn is a ``branch.turn``
-   event and each tool result a ``branch.tool_result`` event, tagged with the branch
-   (its index, 0-based, and label); a branch's end is a ``branch.finished`` event, in
-   the order the branches finished. A turn the model refused, or cut at the token cap
-   twice, is recorded (with its tokens: it was paid for) and ends its branch, not ok; a
-   call that failed ends it too, its ``branch.finished`` recording what it cost when it
-   was paid for all the same (an answer that could not be read but said what it cost).
+   ``max_turns`` calls (no answer), or the node's turns left under its ``max_iterations``
+   (the winner's turns become the node's, so no node exceeds its bound): when those are
+   no more than ``max_turns``, a branch that reaches them ends with what it has, as the
+   node's own last turn does, and the node's bound rules on the winner's last turn. The
+   branches run concurrently. Each turn is a ``branch.turn`` event and each tool result
+   a ``branch.tool_result`` event, tagged with the branch (its index, 0-based, and
+   label); a branch's end is a ``branch.finished`` event, in the order the branches
+   finished. A turn the model refused, or cut at the token cap twice, is recorded (with
+   its tokens: it was paid for) and ends its branch, not ok; a call that failed ends it
+   too, its ``branch.finished`` recording what it cost when it was paid for all the same
+   (an answer that could not be read but said what it cost).
 2. The strategy picks a winner among the branches that answered (``_branch_select``;
    the ``llm_judge`` strategy's call is a ``branches.judged`` event, and a prompt that
-   cannot be fitted to the judge's budget a ``branches.judge_warning`` event).
+   cannot be fitted to the judge's budget a ``branches.judge_warning`` event; with one
+   answer the judge is not asked).
 3. ``branches.selected`` and the winner's messages, as the node's own ``llm.turn``,
    ``tool.result`` and ``output.set`` events, are committed in one batch: only the winner
    continues the node's conversation. The node's judge then rules on the winner's final
@@ -162,7 +167,8 @@ class BranchRunner:
                 output_keys=node.output_keys,
                 nullable_keys=node.nullable_keys,
             )
-        while len(branch.turns) < self.spec.max_turns:
+        limit, at_bound = self._limit(node, state)
+        while len(branch.turns) < limit:
             if provider is None:
                 await self._finish(branch, state, log, ok=False, error="no provider")
                 return
@@ -243,6 +249,9 @@ class BranchRunner:
             runnable = [c for c in calls if c.id not in refused]
             if runnable and not await self._run_tools(branch, state, runnable, node, log, tools):
                 return
+        if at_bound:  # the node's last turn: it ends with what it has, as the node would
+            await self._finish(branch, state, log, ok=True)
+            return
         await self._finish(
             branch,
             state,
@@ -250,6 +259,13 @@ class BranchRunner:
             ok=False,
             error=f"no answer within max_turns ({self.spec.max_turns})",
         )
+
+    def _limit(self, node: NodeSpec, state: Round) -> tuple[int, bool]:
+        """The model calls a branch of this round may make, and whether that is the
+        node's own bound: its turns left (the winner's turns become the node's) when they
+        are no more than ``max_turns``."""
+        left = max(1, node.max_iterations - state.round)
+        return min(left, self.spec.max_turns), left <= self.spec.max_turns
 
     async def _run_tools(
         self,

@@ -18,7 +18,10 @@ token usage), and tells the executor ``NodeDone``:
   (``complete_uncut``); cut again, it is no result but was paid for: its
   ``VerificationRecorded`` (``stop`` "max_tokens", not passed, its tokens) is recorded,
   then the attempt fails with a TruncatedError (retryable), on a rerun of the attempt
-  after a crash too, without asking again.
+  after a crash too, without asking again;
+- an evaluator's reply with no score in 0..1 is a failed check (not passed), and one that
+  did not run: its ``VerificationRecorded`` carries the reason as ``error``, which the
+  fold counts as a judge failure (kind ``verify``).
 
 Record before act: the result is committed before the node reports. An ``llm_judge``
 attempt that finds its result already recorded (a crash after the evaluator answered)
@@ -160,6 +163,7 @@ class VerifierNodeActor(Actor):
         usage: Usage | None = None
         model = ""
         stop: str | None = None
+        error: str | None = None  # why the evaluator's reply is no score
         match config:
             case ExpressionVerifier():
                 result = verify_expression(config, memory, self.goal)
@@ -167,7 +171,7 @@ class VerifierNodeActor(Actor):
                 result = verify_jsonpath(config, memory)
             case LlmJudgeVerifier():
                 with asked_at(message.node_id, visit=message.visit, iteration=message.attempt):
-                    result, reply, usage, model, stop = await self._judge(config, memory)
+                    result, reply, usage, model, stop, error = await self._judge(config, memory)
         return VerificationRecorded(
             node_id=message.node_id,
             visit=message.visit,
@@ -178,12 +182,15 @@ class VerifierNodeActor(Actor):
             reply=reply,
             model=model,
             stop=stop,
+            error=error,
             **usage_fields(usage),
         )
 
     async def _judge(
         self, config: LlmJudgeVerifier, memory: Mapping[str, Any]
-    ) -> tuple[VerificationResult, str, Usage | None, str, str | None]:
+    ) -> tuple[VerificationResult, str, Usage | None, str, str | None, str | None]:
+        """The evaluator's result, reply, usage, model, stop, and why its reply is no
+        score (None when it scored, or was not asked: nothing to evaluate, a reply cut)."""
         if config.target_key not in memory:
             result = VerificationResult(
                 type="llm_judge",
@@ -192,7 +199,7 @@ class VerifierNodeActor(Actor):
                 threshold=config.pass_threshold,
                 evaluated_at=now(),
             )
-            return result, "", None, "", None
+            return result, "", None, "", None, None
         provider = self.providers(config.evaluator)
         if provider is None:
             name = "the runtime's provider" if config.evaluator is None else repr(config.evaluator)
@@ -227,13 +234,15 @@ class VerifierNodeActor(Actor):
                 threshold=config.pass_threshold,
                 evaluated_at=now(),
             )
-            return result, cut.text, cut.usage, cut.model, cut.stop
+            return result, cut.text, cut.usage, cut.model, cut.stop, None
         score, reasoning = parse_score(response.text)
-        if score is None:
+        error: str | None = None
+        if score is None:  # not passed, and a check that did not run: a judge failure
+            error = f"the evaluator's reply has no score from 0 to 1 ({reasoning})"
             result = VerificationResult(
                 type="llm_judge",
                 passed=False,
-                reasoning=f"the evaluator's reply has no score from 0 to 1 ({reasoning})",
+                reasoning=error,
                 threshold=config.pass_threshold,
                 extracted_value=response.text,
                 evaluated_at=now(),
@@ -250,7 +259,7 @@ class VerifierNodeActor(Actor):
                 extracted_value=response.text,
                 evaluated_at=now(),
             )
-        return result, response.text, response.usage, response.model, None
+        return result, response.text, response.usage, response.model, None, error
 
     def _done(
         self,

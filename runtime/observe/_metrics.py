@@ -54,7 +54,7 @@ from ..events._catalogue import (
 from ..events._run_state import RunState
 from ..events._snapshots import SnapshotOutcome
 from ..events._tokens import paid
-from ..events._verdicts import JUDGE_FAILURE_KINDS, goal_failures, overrules
+from ..events._verdicts import JUDGE_FAILURE_KINDS, check_failure, goal_failures, overrules
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
 from ._labels import RunGraphs, RunInfo, provider_error_kind, resume_kind
@@ -225,9 +225,9 @@ class RuntimeMetrics:
         self.judge_failures = Counter(
             "magistrate_judge_failures",
             "Checks that did not run, by reason: judge (a verdict with an error), route "
-            "(an llm_decide fallback after a failed call), branch_judge, goal (a criterion "
-            "the goal's evaluator failed to score); and checks not passed: overruled (a "
-            "RETRY a node's max_iterations overruled)",
+            "(an llm_decide fallback after a failed call), branch_judge, verify (an "
+            "evaluator's reply with no score), goal (a criterion the goal's evaluator failed "
+            "to score); and checks not passed: overruled (a RETRY max_iterations overruled)",
             ("reason",),
             registry=r,
         )
@@ -329,6 +329,8 @@ class RuntimeMetrics:
                 # The winner's turns copied as the node's own: counted already, as branch turns.
                 continue
             self._count(run_id, run, body, now)
+            if (failed := check_failure(body)) is not None:  # the fold counts the same
+                self.judge_failures.labels(failed[0]).inc()
             if type(body) is Verdict and type(before) is Verdict:
                 if before.node_id == body.node_id and overrules(body, before):
                     self.judge_failures.labels("overruled").inc()
@@ -383,7 +385,7 @@ class RuntimeMetrics:
             case LlmTurn() | BranchTurn():  # a node's model call, or a parallel branch's
                 self.llm_turn.observe(event.latency_ms / 1000.0)
                 self._count_tokens(event)
-            case VerificationRecorded() | BranchFinished():  # an evaluator's call, a branch's
+            case VerificationRecorded() | BranchFinished() | BranchesJudged():
                 self._count_tokens(event)  # (BranchFinished: a paid call that gave no turn)
             case Verdict():
                 self._count_tokens(event)  # the quality check's calls (or a custom judge's)
@@ -401,10 +403,6 @@ class RuntimeMetrics:
                 self._count_tokens(event)
                 if event.judge_error is not None:
                     self.judge_failures.labels("route").inc()
-            case BranchesJudged():  # the branch judge's call
-                self._count_tokens(event)
-                if event.error is not None:
-                    self.judge_failures.labels("branch_judge").inc()
             case StallDetected():
                 self.stalls.inc()
             case RunStarted():

@@ -184,8 +184,8 @@ class StallView(msgspec.Struct, frozen=True, kw_only=True):
 
 class JudgeFailureView(msgspec.Struct, frozen=True, kw_only=True):
     """One check that did not run (or, ``overruled``, was not passed), at event ``seq``: its
-    kind (judge, route, branch_judge, goal, overruled), the node it was to check (None for
-    the goal) and why."""
+    kind (judge, route, branch_judge, verify, goal, overruled), the node it was to check
+    (None for the goal) and why."""
 
     seq: int
     kind: str

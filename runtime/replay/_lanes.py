@@ -20,7 +20,10 @@ import msgspec
 from eventstore import EventBody, SnapshotTaken
 
 from ..events._catalogue import (
+    BranchesJudged,
+    BranchesSelected,
     BranchFinished,
+    BranchJudgeWarning,
     BranchToolResult,
     BranchTurn,
     EdgeTaken,
@@ -114,6 +117,8 @@ def _key(body: EventBody) -> EventBody:
         body = msgspec.structs.replace(body, value=_untimed(body.value))
     elif isinstance(body, MessageAdded):
         body = msgspec.structs.replace(body, content=_TIMED.sub(r"\1", body.content))
+    elif isinstance(body, BranchesSelected) and len(body.candidates) == 1:
+        body = msgspec.structs.replace(body, reason="")  # the only answer, however told
     return msgspec.structs.replace(body, **cleared) if cleared else body
 
 
@@ -178,7 +183,27 @@ def by_lane(pairs: Sequence[tuple[int, EventBody]]) -> dict[str, list[Item]]:
         elif isinstance(body, NodeCompleted | NodeFailed):
             unended.pop(lane, None)
         items.append(item)
+    for items in lanes.values():
+        _lone_rounds(items)
     return lanes
+
+
+def _lone_rounds(items: list[Item]) -> None:
+    """Drop from a node's lane the branch judge's call (and its warning) in a round that
+    had one answer: an older run asked the judge there, which now is not asked (it could
+    not change the winner); a call that failed still shows on the run's quality."""
+    lone = {
+        (i.body.visit, i.body.round)
+        for i in items
+        if isinstance(i.body, BranchesSelected) and len(i.body.candidates) == 1
+    }
+    if lone:
+        items[:] = [
+            i
+            for i in items
+            if not isinstance(i.body, BranchesJudged | BranchJudgeWarning)
+            or (i.body.visit, i.body.round) not in lone
+        ]
 
 
 def lane_counts(

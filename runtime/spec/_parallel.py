@@ -83,7 +83,8 @@ class ParallelSpec(_Config, frozen=True):
     branches: list[BranchSpec]
     strategy: str = "llm_judge"
     judge: BranchJudgeSpec = BranchJudgeSpec()
-    #: Model calls one branch may make in one round before it must answer.
+    #: Model calls one branch may make in one round before it must answer (fewer when the
+    #: node has fewer turns left under its ``max_iterations``: it then ends with those).
     max_turns: int = 8
 
 
@@ -109,7 +110,8 @@ class BranchStrategy(Protocol):
     """A custom strategy: return the ``index`` of the chosen candidate.
 
     ``select`` may be sync or async; ``query`` is the request the branches answered.
-    Returning an index that is not a candidate's falls back to the first candidate.
+    Returning an index that is not a candidate's falls back to the first candidate, a check
+    that did not run (a judge failure of kind ``branch_judge``).
     """
 
     def select(self, candidates: Sequence[BranchCandidate], query: str) -> int | Awaitable[int]: ...

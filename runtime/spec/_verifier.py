@@ -123,7 +123,8 @@ class LlmJudgeVerifier(_Verifier, frozen=True, tag="llm_judge"):
     the runtime's ``provider``. ``model`` overrides that provider's default model. The
     reply may be JSON (``{"score": 0.9, "reasoning": "..."}``) or text holding a number
     (``0.9``, ``9/10``, ``90%``); a reply with no score in 0..1 is a failed verification
-    whose reasoning says why, never a crash.
+    whose reasoning says why, never a crash, and a check that did not run (a judge failure
+    of kind ``verify``: a completed run is at best degraded).
     """
 
     target_key: str = ""

@@ -87,7 +87,9 @@ async def test_an_evaluator_reply_off_the_scale_is_a_failed_verification_not_a_c
         events = [e.body for e in await rt.read_events(result.run_id)]
         await assert_replays(rt, result.run_id)
     assert not [b for b in events if isinstance(b, NodeFailed)]
-    assert result.status == "completed" and result.quality == "clean"
+    # A reply with no score is a check that did not run: a judge failure, so degraded.
+    assert result.status == "completed"
+    assert result.quality == ("degraded" if score is None else "clean")
     verification = result.memory["check_verification"]
     assert verification["score"] == score and verification["passed"] is passed
     assert result.path[-1] == ("publish" if passed else "redo")
