@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from .._errors import MalformedResponseError, TruncatedError
+from .._errors import MalformedResponseError, ProviderHTTPError, TruncatedError
 
 __all__ = [
     "ChatMessage",
@@ -168,14 +168,27 @@ async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmRespo
     node records as its cut turn (a provider that serves a recorded cut turn raises it
     at once: see the replay).
 
+    A larger cap cannot mend an answer cut at the model's context window (Anthropic's
+    ``model_context_window_exceeded``): it raises TruncatedError at once, the whole
+    context not paid for again. Nor can one the API refuses (HTTP 400: above what the
+    model writes at most, where the request sent no cap and the model stopped at its
+    own limit): TruncatedError with the cut answer too, the 400 as its cause.
+
     Blocks on the model; raises what ``complete`` raises, and TruncatedError.
     """
     cut = await provider.complete(request)
     if cut.stop != "max_tokens":
         return cut
     written = cut.usage.output_tokens
+    if cut.stop_reason == "model_context_window_exceeded":
+        raise TruncatedError(provider.name, written, response=_no_calls(cut))
     cap = max(_RETRY_CAP, 2 * written, 2 * (request.max_tokens or 0))
-    response = await provider.complete(msgspec.structs.replace(request, max_tokens=cap))
+    try:
+        response = await provider.complete(msgspec.structs.replace(request, max_tokens=cap))
+    except ProviderHTTPError as exc:
+        if exc.status != 400:  # only the cap changed: a 400 refuses the cap
+            raise
+        raise TruncatedError(provider.name, written, response=_no_calls(cut)) from exc
     first, again = cut.usage, response.usage
     both = Usage(
         input_tokens=first.input_tokens + again.input_tokens,
@@ -187,6 +200,10 @@ async def complete_uncut(provider: LlmProvider, request: LlmRequest) -> LlmRespo
         paid = msgspec.structs.replace(response, usage=both, tool_calls=[])
         raise TruncatedError(provider.name, again.output_tokens, response=paid)
     return msgspec.structs.replace(response, usage=both)
+
+
+def _no_calls(cut: LlmResponse) -> LlmResponse:
+    return msgspec.structs.replace(cut, tool_calls=[])  # a cut call's input is incomplete
 
 
 def truncated(stop: str | None) -> str | None:

@@ -155,9 +155,10 @@ class _HttpTransport:
         """POST ``payload`` and return the decoded JSON object of a 2xx answer.
 
         Blocks through every attempt and wait; cancellation abandons the call. Raises
-        ProviderHTTPError, ProviderTimeoutError, ProviderError (connection) or
-        MalformedResponseError (a 2xx whose body is not a JSON object; not retried).
-        """
+        ProviderHTTPError, ProviderTimeoutError, ProviderError (connection; a client
+        closed, or bound to another event loop: not retried) or MalformedResponseError
+        (a 2xx whose body is not a JSON object; not retried). No error shows a password
+        in ``url``."""
         self._stats["calls"] += 1
         body = json.dumps(payload).encode()
         retrying = AsyncRetrying(
@@ -219,6 +220,7 @@ class _HttpTransport:
         import httpx  # loaded by __init__ already (the client)
 
         self._stats["attempts"] += 1
+        where = shown_url(url)  # errors name the URL, never a password in it
         request_headers = {"content-type": "application/json", **headers}
         response: httpx.Response | None = None
         try:
@@ -231,23 +233,31 @@ class _HttpTransport:
             if isinstance(exc, httpx.WriteTimeout | httpx.PoolTimeout):
                 kind = "write" if isinstance(exc, httpx.WriteTimeout) else "pool"
             error: ProviderError = ProviderTimeoutError(
-                self.provider, f"{kind} timeout after {self.timeout}s calling {url}", retryable=True
+                self.provider,
+                f"{kind} timeout after {self.timeout}s calling {where}",
+                retryable=True,
             )
             error.__cause__ = exc
             raise _Retry(error) from exc
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
             error = ProviderError(
-                self.provider, f"connection failed calling {url}: {exc!r}", retryable=True
+                self.provider, f"connection failed calling {where}: {exc!r}", retryable=True
             )
             error.__cause__ = exc
             raise _Retry(error) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise ProviderError(self.provider, f"request to {url} failed: {exc!r}") from exc
+            raise ProviderError(self.provider, f"request to {where} failed: {exc!r}") from exc
+        except RuntimeError as exc:  # httpx's word for a client that can send no more
+            raise ProviderError(
+                self.provider,
+                f"cannot call {where}: {exc} (a provider cannot call after aclose(), nor from "
+                "another event loop than the one it first called from: make a new one)",
+            ) from exc
         if response is None:
             raise _Retry(
                 ProviderTimeoutError(
                     self.provider,
-                    f"no complete answer within {self.timeout}s calling {url}",
+                    f"no complete answer within {self.timeout}s calling {where}",
                     retryable=True,
                 )
             )
@@ -288,7 +298,9 @@ class _HttpTransport:
         request = self._client.build_request(
             "POST", url, content=body, headers=headers, timeout=httpx.Timeout(self.timeout)
         )
-        streamed = await self._client.send(request, stream=True)
+        # Never followed, whatever a caller's client does: a redirect to another origin
+        # would carry the key (httpx drops only ``authorization``), and the body again.
+        streamed = await self._client.send(request, stream=True, follow_redirects=False)
         chunks: list[bytes] = []
         size = 0
         try:
@@ -297,7 +309,7 @@ class _HttpTransport:
                 if size > self.max_response_bytes:
                     raise ProviderError(
                         self.provider,
-                        f"the answer from {url} is larger than the limit of "
+                        f"the answer from {shown_url(url)} is larger than the limit of "
                         f"{self.max_response_bytes} bytes (max_response_bytes), decompressed",
                         status=streamed.status_code,
                     )
@@ -375,3 +387,12 @@ def parse_guarded(
 
 def elapsed_ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000.0
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error shows it: credentials in it (``user:password@``) as ``***``."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return url
+    return f"{scheme}{sep}***@{authority.rpartition('@')[2]}{slash}{path}"

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ProviderHTTPError
+from ._base import mend
 
 if TYPE_CHECKING:
     import httpx
@@ -125,7 +126,9 @@ def body_error(
 
 
 def _said(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
-    """What an error body says: its message, error type, code and request id."""
+    """What an error body says: its message (one line of at most 500 characters), error
+    type, code and request id, each with a lone surrogate as U+FFFD (see ``mend``): they
+    go into the error a node's failure records, which must be UTF-8."""
     reason = error_type = code = None
     err = body.get("error")
     if isinstance(err, dict):
@@ -137,6 +140,9 @@ def _said(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None, 
         reason = err
     elif isinstance(body.get("message"), str):
         reason = str(body["message"])
+    if reason is not None:
+        reason = _SPACE.sub(" ", mend(reason)).strip()
+        reason = reason if len(reason) <= 500 else reason[:497] + "..."
     return reason, error_type, code, _word(body.get("request_id"))
 
 
@@ -149,7 +155,8 @@ def _word(value: Any) -> str | None:
     """A short identifier from an error body (a code may be a number), else None."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    return str(value)[:200]
+    word: str = mend(str(value)[:200])
+    return word
 
 
 _SKIPPED = re.compile(r"<(script|style)\b.*?</\1\s*>", re.DOTALL | re.IGNORECASE)

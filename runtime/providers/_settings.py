@@ -33,8 +33,9 @@ class ProviderSettings(msgspec.Struct, frozen=True, kw_only=True):
     """How a provider reaches its API.
 
     ``api_key``, ``base_url`` and ``model`` unset (None) come from the environment, then
-    the provider's defaults (a missing or blank key is a ProviderError when the provider
-    is made);
+    the provider's defaults (the key's surrounding whitespace is dropped; a missing or
+    blank key, or one holding a control or non-ASCII character, is a ProviderError when
+    the provider is made);
     ``name`` unset is the provider's (``"openai"``, ``"anthropic"``). ``timeout`` bounds
     each HTTP attempt as a whole and ``deadline`` (None: no bound) the whole call with its
     retries, in seconds; ``max_retries`` attempts follow the first, waiting from
@@ -92,15 +93,27 @@ def resolve(
     """``settings`` with ``options`` applied and nothing left unset: the key, base URL
     (without a trailing ``/``) and model from the arguments, else the ``{env}_API_KEY``,
     ``{env}_BASE_URL`` and ``{env}_MODEL`` environment variables, else ``defaults`` (a
-    key has none: its absence, or one of spaces only, raises ProviderError)."""
+    key has none: its absence, or one of spaces only, raises ProviderError). The key is
+    taken without surrounding whitespace; one holding a control or non-ASCII character
+    (which httpx would refuse, quoting the key) raises ProviderError, which never shows
+    the key."""
     env, name, base_url, model = defaults.env, defaults.name, defaults.base_url, defaults.model
     given = msgspec.structs.replace(settings or ProviderSettings(), **options)
     named = given.name or name
     key = given.api_key if given.api_key is not None else os.environ.get(f"{env}_API_KEY")
-    if not key or key.isspace():  # a blank key is none: refused here, not by the API's 401
+    # A key pasted with its line ending ("\r\n" from a .env file) is the key without it.
+    key = key.strip() if key else key
+    if not key:  # a blank key is none: refused here, not by the API's 401
         raise ProviderError(
             named,
             f"no API key: pass api_key=... or set the {env}_API_KEY environment variable",
+        )
+    odd = next((i for i, c in enumerate(key) if not " " <= c <= "~"), None)
+    if odd is not None:  # httpx would quote the whole header (the key) in its error
+        raise ProviderError(
+            named,
+            f"the API key holds U+{ord(key[odd]):04X} at position {odd}, a control or "
+            f"non-ASCII character no API key has: check api_key=... or {env}_API_KEY",
         )
     url = given.base_url or os.environ.get(f"{env}_BASE_URL") or base_url
     return msgspec.structs.replace(
