@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     # model over HTTP.
     import httpx
 
+#: Seconds to connect at most (the attempt's ``timeout`` if less), as the official SDKs do:
+#: an unreachable host is retried soon, while an answer may take the whole ``timeout``.
+_CONNECT = 5.0
 # A JSON escape of a surrogate in a raw body: the only way decoded JSON holds one alone.
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -295,8 +298,9 @@ class _HttpTransport:
         ProviderError once they pass ``max_response_bytes`` (the rest is never read)."""
         import httpx
 
+        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, _CONNECT))
         request = self._client.build_request(
-            "POST", url, content=body, headers=headers, timeout=httpx.Timeout(self.timeout)
+            "POST", url, content=body, headers=headers, timeout=timeout
         )
         # Never followed, whatever a caller's client does: a redirect to another origin
         # would carry the key (httpx drops only ``authorization``), and the body again.

@@ -37,7 +37,8 @@ class ProviderSettings(msgspec.Struct, frozen=True, kw_only=True):
     blank key, or one holding a control or non-ASCII character, is a ProviderError when
     the provider is made);
     ``name`` unset is the provider's (``"openai"``, ``"anthropic"``). ``timeout`` bounds
-    each HTTP attempt as a whole and ``deadline`` (None: no bound) the whole call with its
+    each HTTP attempt as a whole (600 s, as the official SDKs: a model may write for
+    minutes; connecting takes 5 s at most) and ``deadline`` (None: no bound) the whole call with its
     retries, in seconds; ``max_retries`` attempts follow the first, waiting from
     ``retry_wait_initial`` up to ``retry_wait_max`` seconds between them (or what the
     API asks for, capped by it); ``max_response_bytes`` bounds an answer's body. Its
@@ -48,7 +49,7 @@ class ProviderSettings(msgspec.Struct, frozen=True, kw_only=True):
     base_url: str | None = None
     model: str | None = None
     name: str | None = None
-    timeout: float = 30.0
+    timeout: float = 600.0
     max_retries: int = 3
     retry_wait_initial: float = 0.5
     retry_wait_max: float = 20.0

@@ -88,6 +88,29 @@ def test_a_key_no_header_can_carry_is_refused_when_made_and_never_shown(key: str
         assert "API_KEY" in str(caught.value)
 
 
+# -- how long an attempt may take ----------------------------------------------------------
+
+
+async def test_an_attempt_may_take_as_long_as_the_sdks_allow_and_connecting_is_short(
+    openai_server: OpenAIServer,
+) -> None:
+    # A reasoning model may think for minutes before its answer: the default bound of an
+    # attempt is the official SDKs' 600 s (it was 30 s: such turns timed out, were paid
+    # for, retried and failed); connecting to an unreachable host takes 5 s at most.
+    openai_server.respond(openai_completion("fine"))
+    sent: list[dict[str, Any]] = []
+
+    async def record(request: httpx.Request) -> None:
+        sent.append(request.extensions["timeout"])
+
+    async with httpx.AsyncClient(event_hooks={"request": [record]}) as client:
+        async with openai(openai_server, http_client=client) as llm_:
+            assert llm_.settings.timeout == 600.0
+            assert (await llm_.complete(ask())).text == "fine"
+    [timeout] = sent
+    assert (timeout["read"], timeout["connect"]) == (600.0, 5.0)
+
+
 # -- a password in base_url ----------------------------------------------------------------
 
 
