@@ -65,9 +65,16 @@ async def submit_resume(control: RunControl, run_id: str, input: Mapping[str, An
         check_resumable(run_id, state)  # a gate opens only by an approval
         bodies: list[EventBody] = [InputInjected(data=dict(input))] if input else []
         bodies.append(RunResumed(note="handed to any worker"))
+        began = time.perf_counter()
         try:
             await store.append(run_id, bodies, expected_seq=state.last_seq)
-            return
         except ConcurrencyError:
             await anyio.sleep(0.01)  # appended to meanwhile: read again
+            continue
+        if input:
+            # Its input is counted here, where it was given; its resumption where a worker
+            # executes it (that worker's own run.resumed), as a run cancelled elsewhere is.
+            for observer in control.logs.observers:
+                observer(run_id, bodies[:1], time.perf_counter() - began)
+        return
     raise RunStateError(run_id, "paused", "could not hand it on: the run kept moving")

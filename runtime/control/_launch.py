@@ -82,6 +82,10 @@ def launch(
         ref = control.live.system.spawn(executor, name=f"run:{run_id}")
         control.add_live(run_id, ref, outcome, log, hooks)
         ref.tell_nowait(StartRun())
+    except BaseException:
+        if metrics is not None:
+            metrics.run_stopped(run_id)  # it does not execute here (the system stopped)
+        raise
     finally:
         if token is not None:
             NODE_OF_RUN.reset(token)

@@ -52,6 +52,8 @@ async def open_control(
         observers.append(metrics.observe)
         if store is not None:
             metrics.watch_store(store)
+            # Last before the store closes: what it counted stays in the totals.
+            stack.callback(metrics.unwatch_store, store)
     logs = RunLogs(
         store,
         hooks=hooks,

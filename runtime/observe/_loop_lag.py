@@ -11,12 +11,13 @@ comes after a stall still sees it.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from typing import Final
 
-from prometheus_client import Gauge
+from prometheus_client import CollectorRegistry, Gauge
 
-__all__ = ["INTERVAL", "WINDOW", "watch_loop_lag"]
+__all__ = ["INTERVAL", "WINDOW", "LoopLag"]
 
 #: How often the loop is asked to wake the watcher, in seconds.
 INTERVAL: Final = 0.25
@@ -24,16 +25,43 @@ INTERVAL: Final = 0.25
 WINDOW: Final = 15.0
 
 
-async def watch_loop_lag(gauge: Gauge) -> None:
-    """Set ``gauge`` to the loop's largest wake-up lag of the last WINDOW seconds, for
-    as long as the task runs (cancel it to stop)."""
-    loop = asyncio.get_running_loop()
-    recent: deque[tuple[float, float]] = deque()
-    while True:
-        before = loop.time()
-        await asyncio.sleep(INTERVAL)
-        now = loop.time()
-        recent.append((now, max(0.0, now - before - INTERVAL)))
-        while recent[0][0] < now - WINDOW:
-            recent.popleft()
-        gauge.set(max(lag for _, lag in recent))
+class LoopLag:
+    """The ``magistrate_event_loop_lag_seconds`` gauge in ``registry``, kept by a watcher
+    task of each runtime open with the metrics (:meth:`watch`): the largest lag any of them
+    measured over its window; 0 while none watches (nothing measures a loop then, and a
+    stall of the past is not shown as current)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.gauge = Gauge(
+            "magistrate_event_loop_lag_seconds",
+            "Largest delay of the event loop's wake-ups over the last 15 s (blocking code "
+            "in an async node, or a C call holding the GIL, stalls every run)",
+            registry=registry,
+        )
+        self._lags: dict[object, float] = {}  # each watcher's largest lag over its window
+        self._lock = threading.Lock()  # runtimes on other threads' loops may share it
+
+    async def watch(self) -> None:
+        """Measure the running loop's lag until cancelled; its part of the gauge then goes."""
+        loop = asyncio.get_running_loop()
+        me = object()
+        recent: deque[tuple[float, float]] = deque()
+        try:
+            while True:
+                before = loop.time()
+                await asyncio.sleep(INTERVAL)
+                now = loop.time()
+                recent.append((now, max(0.0, now - before - INTERVAL)))
+                while recent[0][0] < now - WINDOW:
+                    recent.popleft()
+                self._set(me, max(lag for _, lag in recent))
+        finally:
+            self._set(me, None)
+
+    def _set(self, watcher: object, lag: float | None) -> None:
+        with self._lock:
+            if lag is None:
+                self._lags.pop(watcher, None)
+            else:
+                self._lags[watcher] = lag
+            self.gauge.set(max(self._lags.values(), default=0.0))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, get_args
 
@@ -58,7 +57,7 @@ from ..events._verdicts import JUDGE_FAILURE_KINDS, check_failure, goal_failures
 from ..llm._verdict import Action, Level
 from ..spec._model import GraphSpec, NodeKind
 from ._labels import RunGraphs, RunInfo, provider_error_kind, resume_kind
-from ._loop_lag import watch_loop_lag
+from ._loop_lag import LoopLag
 from ._store_metrics import StoreCollector
 
 _log = logging.getLogger("magistrate.metrics")
@@ -143,12 +142,8 @@ class RuntimeMetrics:
         self.runs_active = Gauge(
             "magistrate_runs_active", "Runs executing in this process now", registry=r
         )
-        self.loop_lag = Gauge(
-            "magistrate_event_loop_lag_seconds",
-            "Largest delay of the event loop's wake-ups over the last 15 s (blocking code "
-            "in an async node, or a C call holding the GIL, stalls every run)",
-            registry=r,
-        )
+        self._lag = LoopLag(r)
+        self.loop_lag = self._lag.gauge
         self.node_duration = Histogram(
             "magistrate_node_duration_seconds",
             "Time from a node's start to its completion or failure, by node kind",
@@ -249,23 +244,28 @@ class RuntimeMetrics:
             self.snapshot_reads.labels(outcome)  # present from the first scrape, at 0
         for reason in JUDGE_FAILURE_KINDS:
             self.judge_failures.labels(reason)  # present from the first scrape, at 0
-        self._stores: weakref.WeakSet[EventStore] = weakref.WeakSet()
+        self._stores = StoreCollector()
         self._runs: dict[str, RunInfo] = {}
         self._graphs = RunGraphs()  # per_graph: each run's graph id, from its events
         self._active: set[str] = set()
         self._lock = threading.Lock()
-        r.register(StoreCollector(self._stores))
+        r.register(self._stores)
 
     # -- what the runtime tells it -----------------------------------------------------------
 
     async def watch_event_loop(self) -> None:
         """Keep ``magistrate_event_loop_lag_seconds`` current until cancelled (a runtime
-        with these metrics runs it while it is open)."""
-        await watch_loop_lag(self.loop_lag)
+        with these metrics runs it while it is open; 0 once none does)."""
+        await self._lag.watch()
 
     def watch_store(self, store: EventStore) -> None:
-        """Include ``store``'s statistics in the scrape (held weakly)."""
-        self._stores.add(store)
+        """Include ``store``'s statistics in the scrape (held weakly) until as many
+        :meth:`unwatch_store` calls; what it counted meanwhile stays in the totals."""
+        self._stores.watch(store)
+
+    def unwatch_store(self, store: EventStore) -> None:
+        """A runtime is done with ``store`` (it closes): see :meth:`watch_store`."""
+        self._stores.unwatch(store)
 
     def snapshot_read(self, outcome: SnapshotOutcome) -> None:
         """Count one read of a run's state: ``outcome`` is hit, miss or stale."""
@@ -342,7 +342,7 @@ class RuntimeMetrics:
         # The tokens of the paid calls ``body`` records, read as the run's report reads them.
         if (call := paid(body)) is not None:
             for direction, count in zip(_DIRECTIONS, astuple(call[1]), strict=True):
-                if count:
+                if count > 0:  # (a custom provider's negative count: no counter goes back)
                     self.tokens.labels(direction).inc(count)
 
     def _learn(self, run_id: str, graph: object) -> None:
@@ -383,7 +383,8 @@ class RuntimeMetrics:
                         now - run.started.pop(node_id)
                     )
             case LlmTurn() | BranchTurn():  # a node's model call, or a parallel branch's
-                self.llm_turn.observe(event.latency_ms / 1000.0)
+                # 0.0 first: a negative or NaN latency (a custom provider's) counts as 0.
+                self.llm_turn.observe(max(0.0, event.latency_ms / 1000.0))
                 self._count_tokens(event)
             case VerificationRecorded() | BranchFinished() | BranchesJudged():
                 self._count_tokens(event)  # (BranchFinished: a paid call that gave no turn)
