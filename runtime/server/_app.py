@@ -8,8 +8,10 @@ reads need it too with ``read_token`` (see ``_guard``).
 
 from __future__ import annotations
 
+import asyncio
 import html
 import secrets
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,10 @@ class _Api:
         self.registry = registry
         self.reader = RunReader(store)
         self.openapi = _ENCODER.encode(openapi_document(list(graphs)))
+        #: A lock per run id a start names, held while it is checked and started.
+        self.starting: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self.index = (_STATIC / "index.html").read_text(encoding="utf-8")
 
     # -- reads ---------------------------------------------------------------------------
@@ -223,10 +229,20 @@ class _Api:
         if graph is None:
             known = ", ".join(sorted(self.graphs)) or "none"
             return _error(404, "unknown_graph", f"no graph named {body.graph!r} (known: {known})")
-        if body.run_id is not None and await self.store.get_run(body.run_id) is not None:
-            return _error(
-                409, "run_exists", f"run {body.run_id} already exists", run_id=body.run_id
-            )
+        if body.run_id is None:
+            return await self._start(body, graph)
+        # Starts naming one id (a client's retry) one after the other: the next finds the run.
+        lock = self.starting.get(body.run_id)
+        if lock is None:
+            lock = self.starting[body.run_id] = asyncio.Lock()
+        async with lock:
+            if await self.store.get_run(body.run_id) is not None:
+                return _error(
+                    409, "run_exists", f"run {body.run_id} already exists", run_id=body.run_id
+                )
+            return await self._start(body, graph)
+
+    async def _start(self, body: StartRequest, graph: GraphSpec) -> Response:
         if body.execute == "workers":
             run_id = await self.runtime.submit(graph, input=body.input, run_id=body.run_id)
             return _json(RunRef(run_id=run_id, action="submitted", detail=_FOR_WORKERS), 201)

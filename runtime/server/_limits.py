@@ -22,9 +22,10 @@ class ServerLimits(msgspec.Struct, frozen=True, kw_only=True):
     ``max_connections``: open connections at once; one more is closed as soon as it is
     accepted (event streams count: each dashboard page holds one). ``header_timeout``:
     seconds a connection has to send a request's head, from its start and after each
-    answer; then it is closed. ``keep_alive``: seconds an idle connection stays open
-    between requests. ``max_header_bytes``: the largest request head (a larger one is
-    answered 400).
+    answer, and as many again for its body, from the head (a body a refused request still
+    owes: from the answer); then it is closed. ``keep_alive``: seconds an idle connection
+    stays open between requests. ``max_header_bytes``: the largest request head (a larger
+    one is answered 400).
     """
 
     max_connections: int = 256
@@ -65,6 +66,12 @@ class _BoundedH11(H11Protocol):
         self._disarm_head_deadline()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        waiting = self.conn.their_state is h11.IDLE
+        super().data_received(data)
+        if waiting and self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self._arm_head_deadline()  # the head came: its body has the same time
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing():
@@ -102,9 +109,12 @@ class _BoundedH11(H11Protocol):
 
     def _head_late(self) -> None:
         self._head_deadline = None
-        # IDLE: no complete request head came since the deadline was armed (a request being
-        # answered has moved the client's state on, and its answer re-arms the deadline).
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        # IDLE: no complete request head came since the deadline was armed; SEND_BODY: its
+        # body did not end (a request being answered has moved the client's state on to
+        # DONE, and its answer re-arms the deadline). A body the server no longer reads
+        # (the answer went before it: a 401) would otherwise hold the socket for ever.
+        late = self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
+        if late and not self.transport.is_closing():
             self.transport.abort()
 
 

@@ -11,7 +11,7 @@ import re
 from typing import TypeVar
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from ._openapi import MAX_INT
 
@@ -113,11 +113,14 @@ async def read_body(request: Request, kind: type[B]) -> B:
         raise _too_large()
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise _too_large()
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise _too_large()
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client's doing (or its deadline's), no bug to log
+        raise HttpError(400, "bad_request", "the connection closed before the body ended") from None
     data = b"".join(chunks)
     if not data.strip():
         data = b"{}"
