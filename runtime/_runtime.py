@@ -21,7 +21,7 @@ from ._result import RunOutcome, RunResult
 from .control._approvals import decide_gate, grant, reject
 from .control._draining import claim_to_resume
 from .control._handover import submit, submit_resume
-from .control._launch import start_run
+from .control._launch import start_named, start_run
 from .control._open import open_control
 from .control._ownership import default_worker_id
 from .control._regraph import replace_graph
@@ -219,9 +219,8 @@ class Runtime:
         check_input(input)
         check_run_id(run_id)
         control = self._running
-        if run_id is not None and control.live.running_here(run_id):
-            raise RunStateError(run_id, "running", "it is already running in this runtime")
-        return await start_run(control, self.nodes, self.metrics, graph, dict(input or {}), run_id)
+        start = start_run if run_id is None else start_named  # one start of an id at a time
+        return await start(control, self.nodes, self.metrics, graph, dict(input or {}), run_id)
 
     async def submit(
         self,

@@ -25,7 +25,7 @@ from ._run_control import RunControl
 if TYPE_CHECKING:
     from ..observe._metrics import RuntimeMetrics  # prometheus_client: loaded by who makes metrics
 
-__all__ = ["launch", "start_run"]
+__all__ = ["launch", "start_named", "start_run"]
 
 
 def launch(
@@ -91,6 +91,24 @@ def launch(
             NODE_OF_RUN.reset(token)
     since = 0 if resume_from is None else resume_from.last_seq
     return RunHandle(run_id, outcome, control.logs, since)
+
+
+async def start_named(
+    control: RunControl,
+    nodes: NodeFactory,
+    metrics: RuntimeMetrics | None,
+    graph: GraphSpec,
+    input: dict[str, Any],
+    run_id: str | None,
+) -> RunHandle:
+    """:func:`start_run` of a run whose id the caller names, one at a time (a client's
+    retries, sent at once): the next finds it running here (RunStateError), or in the
+    store once it ended (refused as any start of a stored id is)."""
+    assert run_id is not None
+    async with control.actions.acting_on(run_id):
+        if control.live.running_here(run_id):
+            raise RunStateError(run_id, "running", "it is already running in this runtime")
+        return await start_run(control, nodes, metrics, graph, input, run_id)
 
 
 async def start_run(

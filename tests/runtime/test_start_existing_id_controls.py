@@ -57,3 +57,38 @@ async def test_a_cancel_right_after_a_refused_start_cancels_the_stored_running_r
             assert (await rt.get_state("X")).status == "cancelled"
             with pytest.raises(RunStateError, match="already in the store"):
                 await refused.result()
+
+
+@pytest.mark.parametrize("store", [True, False])
+async def test_starts_naming_one_id_at_once_start_it_once(tmp_path: Path, store: bool) -> None:
+    # A client's retries of one start, sent at once: one starts the run; each other is
+    # refused as a start of a run running here is (before: an ActorError about an actor
+    # named 'run:X' from the second spawn).
+    release = anyio.Event()
+
+    async def a(inputs: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"x": 1}
+
+    outcomes: list[object] = []
+
+    async def start(rt: Runtime) -> None:
+        try:
+            outcomes.append(await rt.start(GRAPH, run_id="X"))
+        except RunStateError as exc:
+            outcomes.append(exc)
+
+    with anyio.fail_after(30):
+        async with Runtime(
+            tmp_path / "runs.db" if store else None, functions={**FUNCTIONS, "a": a}
+        ) as rt:
+            async with anyio.create_task_group() as tasks:
+                for _ in range(5):
+                    tasks.start_soon(start, rt)
+            handles = [o for o in outcomes if not isinstance(o, RunStateError)]
+            refusals = [o for o in outcomes if isinstance(o, RunStateError)]
+            assert len(handles) == 1 and len(refusals) == 4, outcomes
+            assert all("already running in this runtime" in str(r) for r in refusals)
+            release.set()
+            result = await handles[0].result()  # type: ignore[attr-defined]
+    assert (result.status, result.memory) == ("completed", {"x": 1, "y": 2})
