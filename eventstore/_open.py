@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 from ._protocol import EventStore
 from ._sqlite import SqliteEventStore
@@ -46,8 +46,13 @@ def open_store(
         schema = [value for key, value in query if key == "schema"]
         if len(schema) > 1:  # which one was meant is not for the store to guess
             raise ValueError(f"a store URL names one schema, got {len(schema)}: {text!r}")
-        rest = urlencode([(key, value) for key, value in query if key != "schema"])
-        plain = urlunsplit(parts._replace(query=rest))
+        # The other parameters go to libpq as written: it decodes %-escapes, not "+".
+        rest = [
+            item
+            for item in parts.query.split("&")
+            if item and unquote_plus(item).split("=")[0] != "schema"
+        ]
+        plain = urlunsplit(parts._replace(query="&".join(rest)))
         if schema:
             return PostgresEventStore(
                 plain, schema=schema[-1], heads_file=heads_file, create=create

@@ -21,7 +21,7 @@ from ._postgres_alive import check_on_checkout
 from ._postgres_listen import Listener, channels
 from ._postgres_ownership import PostgresOwnership
 from ._postgres_read import CHUNK, read_events, tail_chunk, verify_run
-from ._postgres_schema import check_text, ensure_schema, valid_schema_name
+from ._postgres_schema import check_text, ensure_schema, one_line, valid_schema_name
 from ._postgres_snapshots import PostgresSnapshots
 from ._postgres_url import address, connect_failure
 from ._postgres_writer import Connection, PostgresWriter
@@ -268,12 +268,12 @@ class PostgresEventStore:
                     return rows
             except psycopg_pool.PoolClosed as exc:
                 raise StoreClosedError(operation) from exc
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
                 # A read may run twice: once more on another connection when this one
                 # was lost under it (the pool replaces a broken connection).
                 if attempt == 0 and lent is not None and lent.broken:
                     continue
-                raise StoreError(f"{operation}: {self.where}: {exc}") from exc
+                raise StoreError(f"{operation}: {self.where}: {one_line(exc)}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def read(
@@ -332,10 +332,15 @@ class PostgresEventStore:
     ) -> RunPage:
         """A page of the runs matching ``query``, newest first; see SqliteEventStore."""
         statement, params = runs_sql.page_statement(query, cursor, limit)
+        texts = (query.status, query.quality, query.graph_id, query.graph_hash)
+        if any("\x00" in text for text in texts if text):  # PostgreSQL text holds none
+            return RunPage([], None)
         return page_of(await self._fetch("query_runs", statement, params), limit)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         """The run's listing row, or None if no event of it was ever appended."""
+        if "\x00" in run_id:  # PostgreSQL text holds no NUL: no run has this id
+            return None
         rows = await self._fetch(
             "get_run",
             f"SELECT {runs_sql.RUN_COLUMNS} FROM runs r WHERE r.run_id = %s AND r.last_seq > 0",

@@ -15,6 +15,7 @@ import psycopg
 from ._claims import Claim
 from ._errors import RunOwnedError, StoreClosedError, StoreError
 from ._postgres_alive import spoke_unasked
+from ._postgres_schema import one_line
 
 __all__ = [
     "EXTEND",
@@ -77,7 +78,7 @@ class LeaseConnection:
                     await conn.close()
                     if attempt == 0 and again:
                         continue
-                    raise StoreError(f"{operation}: {self._where}: {exc}") from exc
+                    raise StoreError(f"{operation}: {self._where}: {one_line(exc)}") from exc
             raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:

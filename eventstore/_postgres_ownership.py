@@ -129,8 +129,11 @@ class PostgresOwnership:
 
     async def heads(self, run_ids: Sequence[str]) -> dict[str, int]:
         """See :meth:`PostgresEventStore.heads`."""
+        held = [run_id for run_id in run_ids if "\x00" not in run_id]  # no stored id has NUL
         rows = await self._fetch(
-            "heads", "SELECT run_id, last_seq FROM runs WHERE run_id = ANY(%s)", (list(run_ids),)
+            "heads",
+            "SELECT run_id, last_seq FROM runs WHERE run_id = ANY(%s) AND last_seq > 0",
+            (held,),
         )
         return {str(run_id): int(seq) for run_id, seq in rows}
 
@@ -139,10 +142,11 @@ class PostgresOwnership:
     ) -> list[Claim]:
         """See :meth:`PostgresEventStore.claim_runnable`."""
         check_text("claim_runnable", "the owner", owner)
+        excluded = [run_id for run_id in exclude if "\x00" not in run_id]  # none is stored
         asked = time.monotonic()
         got: list[Claim] = await self.leases.call(
             "claim_runnable",
-            lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit, list(exclude)),
+            lambda conn: claims_sql.claim_runnable(conn, owner, lease, limit, excluded),
             again=True,
         )
         self._fence(got, lease, asked)

@@ -49,6 +49,8 @@ async def read_events(
     fetch: Fetch, run_id: str, from_seq: int, to_seq: int | None, verify: bool
 ) -> AsyncIterator[Event]:
     """See PostgresEventStore.read."""
+    if "\x00" in run_id:  # PostgreSQL text holds no NUL: no run has this id
+        return
     rows = await fetch(
         "read", "SELECT run, last_seq, last_hash FROM runs WHERE run_id = %s", (run_id,)
     )
@@ -96,6 +98,8 @@ async def read_events(
 
 async def verify_run(fetch: Fetch, run_id: str) -> VerifyReport:
     """See PostgresEventStore.verify."""
+    if "\x00" in run_id:  # PostgreSQL text holds no NUL: no run has this id
+        return VerifyReport(run_id, False, 0, None, "no such run")
     rows = await fetch("verify", "SELECT run, last_seq FROM runs WHERE run_id = %s", (run_id,))
     if not rows:
         return VerifyReport(run_id, False, 0, None, "no such run")
@@ -126,6 +130,8 @@ async def verify_run(fetch: Fetch, run_id: str) -> VerifyReport:
         if len(rows) < CHUNK:
             break
     checked = expected - 1
+    if head == checked == 0:  # a row a claim made before the run's first append
+        return VerifyReport(run_id, False, 0, None, "no such run")
     if head != checked:
         return VerifyReport(
             run_id,

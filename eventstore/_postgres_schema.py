@@ -27,6 +27,7 @@ __all__ = [
     "PG_SCHEMA_VERSION",
     "check_text",
     "ensure_schema",
+    "one_line",
     "valid_schema_name",
 ]
 
@@ -148,14 +149,15 @@ async def ensure_schema(
     try:
         await _ensure(conn, schema, where, create)
     except psycopg.OperationalError as exc:
-        raise StoreUnreachableError(where, _one_line(exc)) from exc
+        raise StoreUnreachableError(where, one_line(exc)) from exc
     except psycopg.Error as exc:
         raise StoreError(
-            f"{where}: cannot open the event store: {_one_line(exc)}; nothing was changed"
+            f"{where}: cannot open the event store: {one_line(exc)}; nothing was changed"
         ) from exc
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
+    """``error``'s message on one line (the server's DETAIL, HINT and CONTEXT lines kept)."""
     return " ".join(str(error).split()) or type(error).__name__
 
 

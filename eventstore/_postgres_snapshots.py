@@ -12,7 +12,7 @@ import psycopg_pool
 
 from ._errors import StoreClosedError, StoreError
 from ._postgres_read import Fetch
-from ._postgres_schema import check_text
+from ._postgres_schema import check_text, one_line
 from ._protocol import Snapshot
 
 __all__ = ["SNAPSHOT_UPSERT", "PostgresSnapshots"]
@@ -59,7 +59,7 @@ class PostgresSnapshots:
         except psycopg_pool.PoolClosed as exc:
             raise StoreClosedError(operation) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"{operation}: {self._where}: {exc}") from exc
+            raise StoreError(f"{operation}: {self._where}: {one_line(exc)}") from exc
         return rows
 
     async def save(self, snapshot: Snapshot) -> None:
@@ -68,7 +68,9 @@ class PostgresSnapshots:
         check_text("save_snapshot", "the run id", snapshot.run_id)
         check_text("save_snapshot", f"run {snapshot.run_id!r}: the version", snapshot.version)
         if not await self._fetch(
-            "save_snapshot", "SELECT 1 FROM runs WHERE run_id = %s", (snapshot.run_id,)
+            "save_snapshot",
+            "SELECT 1 FROM runs WHERE run_id = %s AND last_seq > 0",
+            (snapshot.run_id,),
         ):
             raise StoreError(f"save_snapshot: run {snapshot.run_id!r} has no events in the store")
         await self._rows(
@@ -87,6 +89,8 @@ class PostgresSnapshots:
 
     async def load(self, run_id: str) -> Snapshot | None:
         """See :meth:`PostgresEventStore.load_snapshot`."""
+        if "\x00" in run_id:  # PostgreSQL text holds no NUL: no run has this id
+            return None
         rows = await self._rows(
             "load_snapshot",
             [
@@ -104,6 +108,8 @@ class PostgresSnapshots:
 
     async def delete(self, run_id: str | None) -> int:
         """See :meth:`PostgresEventStore.delete_snapshots`."""
+        if run_id is not None and "\x00" in run_id:  # no run has this id
+            return 0
         if run_id is None:
             statement: tuple[str, tuple[Any, ...]] = ("DELETE FROM snapshots", ())
         else:

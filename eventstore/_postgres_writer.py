@@ -26,6 +26,7 @@ from ._errors import StoreClosedError, StoreError
 from ._front import CommitCounters
 from ._postgres_alive import spoke_unasked
 from ._postgres_batch import Retry, write_batch
+from ._postgres_schema import one_line
 from ._protocol import AppendResult, StoreStatistics
 from ._requests import AppendRequest, HeldRelease
 
@@ -204,7 +205,7 @@ class PostgresWriter:
                 error = (
                     exc
                     if isinstance(exc, StoreError)
-                    else StoreError(f"append: the PostgreSQL transaction failed: {exc}")
+                    else StoreError(f"append: the PostgreSQL transaction failed: {one_line(exc)}")
                 )
                 for request in batch:
                     request.error = error
