@@ -10,7 +10,7 @@ import msgspec
 
 from .._errors import ExpressionError, ProviderError
 from ..events._catalogue import EdgeTaken
-from ..events._tokens import add_usage, paid_usage
+from ..llm._meter import Meter, MeteredProvider
 from ..providers._asked import asked_at
 from ..providers._base import (
     ChatMessage,
@@ -199,12 +199,13 @@ async def _llm_decide(
         purpose="route",
         max_tokens=256,
     )
-    usage: Usage | None = None
+    # Each call's tokens as it returns: paid whether or not it reads as a choice, and a
+    # cut answer's too when asking once more fails (a 5xx, a timeout).
+    meter = Meter()
     try:
         with asked_at(node_id):
             # A cut answer is no choice: asked once more, then a TruncatedError (fallback).
-            response = await complete_uncut(provider, request)
-        usage = add_usage(None, response.usage)  # paid, whether or not it reads as a choice
+            response = await complete_uncut(MeteredProvider(provider, meter), request)
         answer = parse_json_object(response.text)
     except ProviderError as exc:
         return Route(
@@ -213,7 +214,7 @@ async def _llm_decide(
             condition="llm_decide",
             reason=f"fallback: {exc}",
             judge_error=f"{type(exc).__name__}: {exc}",
-            usage=usage or paid_usage(exc),
+            usage=meter.usage,
         )
     target = answer.get("target")
     if not isinstance(target, str) or target not in by_target:
@@ -223,7 +224,7 @@ async def _llm_decide(
             condition="llm_decide",
             reason=f"fallback: unknown target {target!r}",
             judge_error=f"the router answered no candidate: {target!r}",
-            usage=usage,
+            usage=meter.usage,
         )
     reasoning = answer.get("reasoning", "")
     return Route(
@@ -231,5 +232,5 @@ async def _llm_decide(
         target=target,
         condition="llm_decide",
         reason=str(reasoning),
-        usage=usage,
+        usage=meter.usage,
     )

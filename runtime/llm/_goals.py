@@ -29,7 +29,7 @@ import msgspec
 
 from .._errors import ExpressionError, ProviderError
 from ..events._state import RunState
-from ..events._tokens import add_usage, paid_usage
+from ..events._tokens import add_usage
 from ..providers._asked import asked_at
 from ..providers._base import ChatMessage, LlmRequest, Usage, complete_uncut
 from ..spec._expr import compile_expression
@@ -44,6 +44,7 @@ from ..spec._goal import (
     plain,
 )
 from ..spec._model import Goal
+from ._meter import Meter, MeteredProvider
 from ._names import ProviderLookup
 from ._verifier import parse_score
 
@@ -80,7 +81,8 @@ async def evaluate_goal(
 ) -> tuple[GoalOutcome, Usage | None]:
     """Score ``goal`` against a finished run's ``memory`` and ``run`` facts: the
     scorecard, and the tokens of the evaluator's calls (a failed but paid one's too: a
-    TruncatedError's cut answer; None when no call was made or none reported usage).
+    cut answer whose re-ask was cut again or failed; None when no call was made or none
+    reported usage).
 
     ``run`` holds ``status``, ``quality``, ``total_retries``, ``steps`` and ``path``.
     Blocks only on evaluator calls (criteria without an expression, when the goal has an
@@ -167,24 +169,26 @@ async def _criterion(
         json_response=True,
         purpose="outcome",
     )
+    # Each call's tokens as it returns: a cut answer's too when asking once more fails.
+    meter = Meter()
     try:
         with asked_at("goal", item=ident):
             # A cut answer is no score: asked once more, then a TruncatedError (unscored).
-            response = await complete_uncut(provider, request)
+            response = await complete_uncut(MeteredProvider(provider, meter), request)
     except ProviderError as exc:
-        return failed(f"the evaluator failed: {exc}"), paid_usage(exc)
+        return failed(f"the evaluator failed: {exc}"), meter.usage
     except Exception as exc:  # a provider's own bug: still a check that did not run
-        return failed(f"the evaluator failed: {type(exc).__name__}: {exc}"), None
+        return failed(f"the evaluator failed: {type(exc).__name__}: {exc}"), meter.usage
     score_or_none, reasoning = parse_score(response.text)
     if score_or_none is None:
-        return failed(f"the evaluator gave no score ({reasoning})"), response.usage
+        return failed(f"the evaluator gave no score ({reasoning})"), meter.usage
     scored = outcome(
         "model",
         score=score_or_none,
         met=score_or_none >= criterion.threshold,
         reasoning=reasoning,
     )
-    return scored, response.usage
+    return scored, meter.usage
 
 
 def _expression(

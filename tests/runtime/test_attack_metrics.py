@@ -194,12 +194,12 @@ async def test_a_start_that_meets_the_runtime_closing_leaves_no_run_active(tmp_p
 async def test_a_providers_impossible_figures_neither_stop_the_count_nor_poison_it(
     tmp_path: Path,
 ) -> None:
-    """A custom provider's answer with a negative token count and a latency that is not a
-    number: the run's other events still count, and no counter goes back or turns NaN."""
+    """A custom provider's answers with a latency that is not a number or is negative:
+    the run's events count, and no counter goes back or turns NaN (the runtime records its
+    own measurement instead; an impossible token count never reaches the log, see
+    test_tokens_router_goal.py)."""
     calls = reply("", tool_call("set_output", key="out", value="x")).tool_calls
-    odd = LlmResponse(
-        tool_calls=calls, usage=Usage(input_tokens=-5, output_tokens=3), latency_ms=math.nan
-    )
+    odd = LlmResponse(tool_calls=calls, usage=Usage(output_tokens=3), latency_ms=math.nan)
     late = LlmResponse(text="done", usage=Usage(input_tokens=7), latency_ms=-1000.0)
     provider = ScriptedProvider([odd, late])
     graph = GraphSpec(
@@ -216,4 +216,5 @@ async def test_a_providers_impossible_figures_neither_stop_the_count_nor_poison_
     assert _value(registry, "magistrate_llm_tokens_total", direction="output") == 3
     assert _value(registry, "magistrate_llm_tokens_total", direction="input") == 7
     assert _value(registry, "magistrate_llm_turn_seconds_count") == 2
-    assert _value(registry, "magistrate_llm_turn_seconds_sum") == 0
+    seconds = _value(registry, "magistrate_llm_turn_seconds_sum")
+    assert math.isfinite(seconds) and seconds >= 0
