@@ -49,7 +49,7 @@ from ..providers._base import (
     complete_uncut,
     parse_json_object,
 )
-from ._meter import Meter, MeteredProvider
+from ._meter import Meter, MeteredProvider, usage_problem
 from ._verdict import (
     RECENT_MESSAGES,
     Action,
@@ -324,10 +324,9 @@ def _normalise(result: object) -> JudgeVerdict:
             raise TypeError(
                 f"a custom judge returned the feedback {result.feedback!r}; expected text"
             )
-        if result.usage is not None and not isinstance(result.usage, Usage):
-            raise TypeError(
-                f"a custom judge returned the usage {result.usage!r}; expected a Usage or None"
-            )
+        problem = None if result.usage is None else usage_problem(result.usage)
+        if problem is not None:  # the log never holds a count that cannot be true
+            raise TypeError(f"a custom judge returned {problem}; expected a Usage or None")
         confidence = _confidence(result.confidence)
         if result.level == "custom" and result.action == action:
             if confidence is result.confidence:

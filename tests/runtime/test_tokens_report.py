@@ -142,3 +142,27 @@ async def test_a_custom_judges_usage_that_is_no_usage_is_a_judge_failure(tmp_pat
     assert [(v.action, v.input_tokens) for v in verdicts] == [("retry", 0), ("accept", 0)]
     assert all("expected a Usage or None" in (v.error or "") for v in verdicts)
     assert result.status == "completed"
+
+
+class Impossible:
+    """A custom judge whose usage holds a count that cannot be true."""
+
+    async def evaluate(self, context: JudgeContext) -> JudgeVerdict:
+        return JudgeVerdict(action="accept", level="custom", usage=Usage(input_tokens=-7))
+
+
+async def test_a_custom_judges_impossible_token_count_is_a_judge_failure_not_recorded(
+    tmp_path: Path,
+) -> None:
+    node = llm("a", output_keys=["a"], judge="impossible")
+    async with Runtime(
+        tmp_path / "r.db",
+        provider=ScriptedProvider(turn("a", 100)),
+        judges={"impossible": Impossible()},
+    ) as rt:
+        result = await (await rt.start(graph([node]))).result()
+        events = [e.body for e in await rt.read_events(result.run_id)]
+    verdicts = of(events, Verdict)
+    assert verdicts and all(v.input_tokens >= 0 for v in verdicts)
+    assert all("usage.input_tokens = -7" in (v.error or "") for v in verdicts)
+    assert result.status == "completed"
