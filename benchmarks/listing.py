@@ -16,7 +16,10 @@ socket). Figures (medians):
   first request (no snapshot yet, the whole log read once), then each request after five
   more events were appended (the snapshot plus the events after it), then the first
   request of a second app started on the same store (a restarted server: it too reads
-  only the snapshot and the events after it).
+  only the snapshot and the events after it);
+- 200 idle event streams (``GET /api/runs/{run}/stream``, 200 runs, nothing appended):
+  the process's CPU time per second of wall time while they are open, beside the same
+  without them (the app called directly as ASGI, as httpx buffers a whole answer).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+from starlette.types import ASGIApp, Message, Scope
 
 from eventstore import EventBody, RunQuery, SqliteEventStore
 from eventstore._sqlite import page_statement
@@ -39,6 +43,8 @@ from runtime.server import create_app
 from ._common import Timer, figure, print_table
 
 __all__ = ["main"]
+
+STREAMS = 200
 
 
 def _run(graph: str, quality: str) -> list[EventBody]:
@@ -80,6 +86,61 @@ async def _fill(path: Path, runs: int, long_events: int) -> None:
                 batch += _step(step)
                 step += 1
             seq = (await store.append("long", batch, expected_seq=seq)).last_seq
+
+
+async def _cpu_per_second(seconds: float) -> float:
+    """The process's CPU time (every thread's) per second of ``seconds`` of wall time."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    await anyio.sleep(seconds)
+    return (time.process_time() - cpu) / (time.perf_counter() - wall)
+
+
+async def _idle_streams_cpu(app: ASGIApp, runs: list[str], seconds: float) -> float:
+    """CPU per second while each of ``runs`` has an open, idle event stream."""
+    opened = anyio.Event()
+    started: set[str] = set()
+    leave = anyio.Event()
+
+    async def stream(run_id: str) -> None:
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": f"/api/runs/{run_id}/stream",
+            "raw_path": f"/api/runs/{run_id}/stream".encode(),
+            "query_string": b"after=2",
+            "root_path": "",
+            "headers": [(b"host", b"bench"), (b"authorization", b"Bearer t")],
+            "client": ("127.0.0.1", 1),
+            "server": ("bench", 80),
+        }
+
+        async def receive() -> Message:
+            await leave.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                assert message["status"] == 200, message
+            elif run_id not in started:
+                started.add(run_id)  # its first line: the stream is open
+                if len(started) == len(runs):
+                    opened.set()
+
+        await app(scope, receive, send)
+        assert leave.is_set(), f"the stream of {run_id} ended by itself"
+
+    async with anyio.create_task_group() as tg:
+        for run_id in runs:
+            tg.start_soon(stream, run_id)
+        await opened.wait()
+        await anyio.sleep(0.5)  # every stream read its run and follows the store
+        cpu = await _cpu_per_second(seconds)
+        leave.set()
+        tg.cancel_scope.cancel()
+    return cpu
 
 
 def _sql_ms(path: Path, sql: str, params: tuple[object, ...], reps: int) -> float:
@@ -170,6 +231,10 @@ async def _measure(quick: bool) -> dict[str, float]:
                         response = await other.get("/api/runs/long")
                     assert response.status_code == 200, response.text
                 figures["detail_restarted"] = t.seconds * 1000
+            window = 2.0 if quick else 5.0
+            figures["no_streams_cpu"] = await _cpu_per_second(window) * 100
+            streamed = [f"r{i:07d}" for i in range(STREAMS)]
+            figures["idle_streams_cpu"] = await _idle_streams_cpu(app, streamed, window) * 100
     return figures
 
 
@@ -190,6 +255,14 @@ def main(quick: bool = False) -> None:
             ["GET /api/runs/{run}, first request of a restarted server", f["detail_restarted"]],
         ],
     )
+    print_table(
+        f"CPU of the server's process, {STREAMS} idle event streams open or none",
+        ["what", "% of a core"],
+        [
+            ["no stream open", f["no_streams_cpu"]],
+            [f"{STREAMS} idle streams (GET /api/runs/{{run}}/stream)", f["idle_streams_cpu"]],
+        ],
+    )
     figure("listing.first_page_ms", f["first_page"], "ms")
     figure("listing.last_page_ms", f["deep_page"], "ms")
     figure("listing.keyset_sql_ms", f["keyset_sql"], "ms")
@@ -198,3 +271,4 @@ def main(quick: bool = False) -> None:
     figure("listing.detail_first_ms", f["detail_first"], "ms")
     figure("listing.detail_next_ms", f["detail_next"], "ms")
     figure("listing.detail_restarted_ms", f["detail_restarted"], "ms")
+    figure("listing.idle_streams_cpu_pct", f["idle_streams_cpu"], "%")

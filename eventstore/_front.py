@@ -16,6 +16,7 @@ import anyio
 
 from ._errors import ConcurrencyError, StoreClosedError
 from ._events import Event, EventBody
+from ._followers import Followers, Head, TailChunk
 from ._heads import HeadsFile
 from ._protocol import AppendResult, SnapshotAfter, StoreStatistics
 from ._requests import AppendRequest, Pending
@@ -28,10 +29,6 @@ State = Literal["new", "opening", "open", "closing", "closed"]
 
 #: Encodes a checked batch into the backend's request (raising for what it cannot store).
 Prepare = Callable[[str, Sequence[EventBody], "int | None", "SnapshotAfter | None"], AppendRequest]
-
-#: One chunk of a follower's catch-up after a position: its events, and whether the chunk
-#: was full (more may follow at once, so the follower does not wait before the next).
-TailChunk = Callable[[int], Awaitable[tuple[list[Event], bool]]]
 
 
 class Writer(Protocol):
@@ -78,7 +75,7 @@ class StoreFront(Generic[W]):
     such as PostgreSQL's refusal of NUL characters in text).
     """
 
-    __slots__ = ("_committed", "_prepare", "heads", "state", "writer")
+    __slots__ = ("_followers", "_prepare", "heads", "state", "writer")
 
     def __init__(self, prepare: Prepare, heads: HeadsFile | None = None) -> None:
         self.state: State = "new"
@@ -87,9 +84,7 @@ class StoreFront(Generic[W]):
         #: Set by :meth:`open`; kept after close (its statistics stay readable).
         self.writer: W | None = None
         self._prepare = prepare
-        # Set at the next commit; made by a follower when it waits, so a store nobody
-        # tails makes none.
-        self._committed: anyio.Event | None = None
+        self._followers = Followers(self._is_live)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -203,31 +198,19 @@ class StoreFront(Generic[W]):
 
     def wake_followers(self) -> None:
         """Wake every follower waiting in :meth:`follow` (at a commit, or at close)."""
-        committed, self._committed = self._committed, None
-        if committed is not None:
-            committed.set()
+        self._followers.wake()
 
-    async def follow(
-        self, chunk: TailChunk, from_position: int, poll_interval: float
+    def follow(
+        self, chunk: TailChunk, head: Head, from_position: int, poll_interval: float
     ) -> AsyncIterator[Event]:
         """Yield the events after ``from_position`` chunk by chunk, then wait for the next
-        commit (:meth:`wake_followers`) or ``poll_interval`` seconds, whichever is first;
-        end when the store closes."""
-        position = from_position
-        while self.state == "open" or self.state == "closing":
-            wake = self._committed
-            if wake is None:
-                wake = self._committed = anyio.Event()
-            try:
-                events, full = await chunk(position)
-            except StoreClosedError:
-                return
-            for event in events:
-                position = event.position
-                yield event
-            if not full:
-                with anyio.move_on_after(poll_interval):
-                    await wake.wait()
+        commit (:meth:`wake_followers`) or for a poll of ``head`` (one for every follower
+        of the store, each ``poll_interval`` seconds) to pass the last position yielded;
+        end when the store closes. See eventstore._followers."""
+        return self._followers.follow(chunk, head, from_position, poll_interval)
+
+    def _is_live(self) -> bool:
+        return self.state == "open" or self.state == "closing"
 
 
 def _check_snapshot(events: Sequence[EventBody], snapshot: SnapshotAfter) -> None:

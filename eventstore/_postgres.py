@@ -305,11 +305,12 @@ class PostgresEventStore:
     ) -> AsyncIterator[Event]:
         """Yield every event with ``position > from_position`` in position order, then follow.
 
-        Woken by this store's commits and by other processes' NOTIFY (a hint: every wait
-        also ends after ``poll_interval`` seconds). Ends when the store closes.
+        Woken by this store's commits and by other processes' NOTIFY (a hint: the head is
+        also polled every ``poll_interval`` s, one query for all followers). Ends at close.
         """
         self._listener.start()
-        async for event in self._front.follow(self._tail_chunk, from_position, poll_interval):
+        chunk, head = self._tail_chunk, self.head_position
+        async for event in self._front.follow(chunk, head, from_position, poll_interval):
             yield event
 
     async def _tail_chunk(self, position: int) -> tuple[list[Event], bool]:

@@ -259,11 +259,15 @@ class SqliteEventStore:
         """Yield every event with ``position > from_position`` in position order, then follow.
 
         Catches up in chunks, then waits for new commits: woken by this store's writer at
-        each commit, and polling every ``poll_interval`` seconds for other writers of the
-        file. Runs until the caller stops iterating (or is cancelled) or the store closes,
-        when it ends. Raises CorruptLogError / UnknownEventError like :meth:`read`.
+        each commit, and, for other writers of the file, by a poll of the store's head every
+        ``poll_interval`` seconds that every follower of this store shares (one query of
+        the head, however many follow; a follower reads only once the head passed its
+        position). Runs until the caller stops iterating (or is cancelled) or the store
+        closes, when it ends. Raises CorruptLogError / UnknownEventError like :meth:`read`.
         """
-        return self._front.follow(self._reader.tail_chunk, from_position, poll_interval)
+        return self._front.follow(
+            self._reader.tail_chunk, self._reader.head_position, from_position, poll_interval
+        )
 
     async def head_position(self) -> int:
         """The position of the newest committed event (0 for an empty store): a follower
