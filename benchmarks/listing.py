@@ -12,11 +12,12 @@ socket). Figures (medians):
   instead of the cursor (what a listing without a cursor costs);
 - ``quality=degraded``: the ten oldest runs behind every other one, found through the
   quality index;
-- ``GET /api/runs/{run}`` of a run of 100,000 events (20,000 with ``--quick``): the
-  first request (no snapshot yet, the whole log read once), then each request after five
-  more events were appended (the snapshot plus the events after it), then the first
-  request of a second app started on the same store (a restarted server: it too reads
-  only the snapshot and the events after it);
+- ``GET /api/runs/{run}`` of a run of 100,000 events (20,000 with ``--quick``) whose
+  last batch carries a snapshot, as its owner's log does: the first request, then each
+  request after five more events were appended, then the first request of a second app
+  started on the same store (a restarted server); each reads the snapshot and the
+  events after it (a read saves no snapshot: only the run's owner appends the event
+  that binds one);
 - 200 idle event streams (``GET /api/runs/{run}/stream``, 200 runs, nothing appended):
   the process's CPU time per second of wall time while they are open, beside the same
   without them (the app called directly as ASGI, as httpx buffers a whole answer).
@@ -37,7 +38,9 @@ from starlette.types import ASGIApp, Message, Scope
 from eventstore import EventBody, RunQuery, SqliteEventStore
 from eventstore._sqlite import page_statement
 from runtime import Runtime
+from runtime.engine._log_snapshot import snapshot_due
 from runtime.events import EdgeTaken, NodeCompleted, NodeStarted, RunFinished, RunStarted, Verdict
+from runtime.events._state import apply, fold
 from runtime.server import create_app
 
 from ._common import Timer, figure, print_table
@@ -86,6 +89,14 @@ async def _fill(path: Path, runs: int, long_events: int) -> None:
                 batch += _step(step)
                 step += 1
             seq = (await store.append("long", batch, expected_seq=seq)).last_seq
+        # Its last batch carries a snapshot, as its owner's log does (a read saves none).
+        state = fold(await store.read_all("long"))
+        batch = _step(step)
+        for body in batch:
+            state.last_seq += 1
+            apply(state, body, state.last_seq)
+        snapshot = snapshot_due(state, batch, len(batch), True, since_seq=0, every=1, last_bytes=0)
+        await store.append("long", batch, expected_seq=seq, snapshot=snapshot)
 
 
 async def _cpu_per_second(seconds: float) -> float:
