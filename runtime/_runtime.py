@@ -167,7 +167,7 @@ class Runtime:
         control = self._running  # not open: RunStateError
         assert self._stack is not None
         try:
-            await control.cancel_live_runs()
+            await control.closing.cancel_live_runs()
         finally:
             control.live.clear()
             stack, self._stack = self._stack, None
@@ -270,6 +270,7 @@ class Runtime:
         :meth:`approve` passes it; a run cancelled there waits there again);
         GraphChangeRefused, recording nothing, when the replay diverged.
         """
+        self._running.closing.check()  # before a graph.replaced is recorded
         if graph is not None:
             logs, replay = self._running.logs, self.replay
             await replace_graph(logs, self.nodes, replay, run_id, graph, force=force)
@@ -279,7 +280,7 @@ class Runtime:
         self, run_id: str, input: Mapping[str, Any] | None, gated: bool
     ) -> RunHandle:
         control = self._running
-        async with control.actions.acting_on(run_id):  # after an approval or resume under way
+        async with control.acting_on(run_id):  # after an approval or resume under way
             if control.live.running_here(run_id):
                 raise RunStateError(run_id, "running", "it is already running in this runtime")
             check_input(input)

@@ -125,7 +125,7 @@ async def decide_gate(
     worker takes it meanwhile. None: the decision ended the run, or it is left to its
     owner or a worker. One action on the run at a time here: a second decision, or a
     resume, waits for this one and then finds the run as it left it."""
-    async with control.actions.acting_on(run_id):  # after a resume or decision under way
+    async with control.acting_on(run_id):  # after a resume or decision under way
         return await _decide(control, nodes, run_id, record, resume)
 
 
@@ -172,8 +172,15 @@ async def _record(
     here: bool,
     resume: Resume,
 ) -> RunHandle | None:
-    """Record the decision; then continue the run here if it goes on and ``here``."""
+    """Record the decision; then continue the run here if it goes on and ``here`` (a
+    run the runtime's closing did not let go on is ended as the close ends the runs live
+    here, _closing.py)."""
     if await record(control.logs, run_id, state, graph) and here:
         # Goes on from the decision only: a control after it (a cancel) wins.
-        return await resume(run_id, state.last_seq + 1)
+        try:
+            return await resume(run_id, state.last_seq + 1)
+        except RunStateError as exc:
+            if not control.closing.refused(exc):
+                raise
+            raise await control.closing.unlaunched(run_id) from None
     return None

@@ -27,6 +27,7 @@ async def submit(
     control: RunControl, graph: GraphSpec, input: dict[str, Any], run_id: str | None
 ) -> str:
     """Record the start of a run for any worker (see :meth:`Runtime.submit`)."""
+    control.closing.check()
     store = control.logs.store
     if store is None or control.ownership is None:
         raise RunStateError("-", "no store", "submit needs a store that records ownership")
@@ -41,7 +42,7 @@ async def submit(
     began = time.perf_counter()
     # Answered whatever cancels the caller: a run submitted is counted (the anyio shield
     # holds a scope's cancellation; settle, asyncio's own, raised once counted).
-    with anyio.CancelScope(shield=True):
+    with control.closing.acting(), anyio.CancelScope(shield=True):  # closing waits for it
         appending, cancelled = await settle(store.append(run_id, [started], expected_seq=0))
     appending.result()
     # Counted here, where it started (the worker that claims it counts a resume).
@@ -55,6 +56,7 @@ async def submit(
 async def submit_resume(control: RunControl, run_id: str, input: Mapping[str, Any] | None) -> None:
     """Record a paused run's resumption for any worker (see
     :meth:`Runtime.submit_resume`)."""
+    control.closing.check()
     store = control.logs.store
     if store is None or control.ownership is None:
         raise RunStateError(run_id, "-", "submit_resume needs a store that records ownership")
@@ -67,7 +69,8 @@ async def submit_resume(control: RunControl, run_id: str, input: Mapping[str, An
         bodies.append(RunResumed(note="handed to any worker"))
         began = time.perf_counter()
         try:
-            await store.append(run_id, bodies, expected_seq=state.last_seq)
+            with control.closing.acting():  # refused once closing began, which waits for it
+                await store.append(run_id, bodies, expected_seq=state.last_seq)
         except ConcurrencyError:
             await anyio.sleep(0.01)  # appended to meanwhile: read again
             continue

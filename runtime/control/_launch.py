@@ -48,7 +48,9 @@ def launch(
     ``started`` (from ``Runtime.start``) is set once the run stopped or met a conflict, in
     case its first commit never came. A resume whose first append meets another writer's
     events fails with RunChangedError (it did nothing), unless ``acted`` (something was
-    recorded for it already: a gate's decision)."""
+    recorded for it already: a gate's decision). Raises RunStateError, launching
+    nothing, once the runtime's closing began (_closing.py)."""
+    control.closing.check()  # nothing awaited from here to the spawn: closing lists it
     hooks = None
     if outcome is None:
         hooks = control.new_hooks(run_id, started)
@@ -105,7 +107,7 @@ async def start_named(
     retries, sent at once): the next finds it running here (RunStateError), or in the
     store once it ended (refused as any start of a stored id is)."""
     assert run_id is not None
-    async with control.actions.acting_on(run_id):
+    async with control.acting_on(run_id):
         if control.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
         return await start_run(control, nodes, metrics, graph, input, run_id)
@@ -120,7 +122,10 @@ async def start_run(
     run_id: str | None,
 ) -> RunHandle:
     """Start a new run of a checked ``graph`` (``Runtime.start``): wait for the store's
-    room first, claim it, launch it; return its handle once its start is committed."""
+    room first, claim it, launch it; return its handle once its start is committed.
+    Raises RunStateError, having made nothing of the run, once the runtime's closing
+    began (_closing.py)."""
+    control.closing.check()
     room = control.logs.room  # the store, if it has room to wait for
     if room is not None and not room.has_room():
         # Backpressure before anything of the run is made: a start waiting for the writer
@@ -130,40 +135,57 @@ async def start_run(
         if run_id is not None and control.live.running_here(run_id):
             raise RunStateError(run_id, "running", "it is already running in this runtime")
     ownership = control.ownership
+    with control.closing.acting():  # closing waits for its launch, or refuses it
+        run_id = await _claim(control, graph, run_id)
+        started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
+        first = FirstCommit(started)
+        log = control.logs.create(run_id, observers=(first,))
+        try:
+            handle = launch(
+                control, nodes, metrics, run_id, graph, log, input=input, started=started
+            )
+        except BaseException:  # (closing began while it was claimed): nothing of it runs
+            _answered(control, run_id, log, first)
+            if ownership is not None:
+                await ownership.release(run_id)
+            raise
+    try:
+        await started
+    finally:
+        _answered(control, run_id, log, first)
+    return handle
+
+
+async def _claim(control: RunControl, graph: GraphSpec, run_id: str | None) -> str:
+    """Claim the run a start creates, where the store records ownership; its id."""
+    ownership = control.ownership
     if ownership is not None:
-        claimed = None
         if run_id is None and graph.durability == "sync":
             # The common start: its claim rides with its first append, nothing awaited.
             claimed = ownership.claim_with_first_append()
-        if claimed is None:
-            run_id = run_id or new_run_id()
-            held = run_id in ownership.claims
-            try:
-                await ownership.claim(run_id)
-            except BaseException:
-                # Cancelled once asked, the claim is held here all the same (claim): no
-                # run of it exists, so it is given up, not renewed for the runtime's life.
-                if not held:
-                    await ownership.release(run_id)
-                raise
-        else:
-            run_id = claimed
-    run_id = run_id or new_run_id()
-    started = new_waiter()  # a bare one-shot waiter: an anyio.Event costs a deque a run
-    first = FirstCommit(started)
-    log = control.logs.create(run_id, observers=(first,))
-    try:
-        handle = launch(control, nodes, metrics, run_id, graph, log, input=input, started=started)
-        await started
-    finally:
-        # Its work is done: the run's later commits need not call it, nor the run
-        # hold it and its waiter.
-        control.starting.pop(run_id, None)
-        observers = log.observers
-        if observers and observers[-1] is first:  # the last, as logs.create adds it
-            rest = observers[:-1]
-            shared = control.logs.observers  # the runtime's own: one tuple, not one a run
-            log.observers = shared if rest == shared else rest
-        else:
-            log.observers = tuple(o for o in observers if o is not first)
-    return handle
+            if claimed is not None:
+                return claimed
+        run_id = run_id or new_run_id()
+        held = run_id in ownership.claims
+        try:
+            await ownership.claim(run_id)
+        except BaseException:
+            # Cancelled once asked, the claim is held here all the same (claim): no
+            # run of it exists, so it is given up, not renewed for the runtime's life.
+            if not held:
+                await ownership.release(run_id)
+            raise
+    return run_id or new_run_id()
+
+
+def _answered(control: RunControl, run_id: str, log: RunLog, first: FirstCommit) -> None:
+    """A start's wait for its run's first commit is over: the run's later commits need
+    not call ``first``, nor the run hold it and its waiter."""
+    control.starting.pop(run_id, None)
+    observers = log.observers
+    if observers and observers[-1] is first:  # the last, as logs.create adds it
+        rest = observers[:-1]
+        shared = control.logs.observers  # the runtime's own: one tuple, not one a run
+        log.observers = shared if rest == shared else rest
+    else:
+        log.observers = tuple(o for o in observers if o is not first)

@@ -71,8 +71,8 @@ async def open_control(
     )
     # Runs out first: claims are given up once the actor system has stopped.
     stack.push_async_callback(control.release_all)
-    # Runs once the actor system has stopped (see RunControl.cancel_live_runs).
-    stack.push_async_callback(control.record_unstopped)
+    # Runs once the actor system has stopped (see Closing.cancel_live_runs).
+    stack.push_async_callback(control.closing.record_unstopped)
     await stack.enter_async_context(system)
     if metrics is not None:
         system.start_task(metrics.watch_event_loop)

@@ -98,13 +98,20 @@ async def fork_here(
     the new id). Carried through to the launch whatever cancels the caller meanwhile (an
     anyio scope, or asyncio's ``wait_for``), the cancellation raised after it: a copy
     written and not launched would be left running, claimed here, with nothing to run it
-    (and after the runtime closes, running with no owner)."""
+    (and after the runtime closes, running with no owner). A copy whose launch the
+    runtime's closing refused is ended as the close ends the runs live here (_closing.py)."""
 
     async def fork() -> RunHandle:
-        new_id = await copy_prefix(
-            control.logs, run_id, at_seq, ownership=control.ownership, check=check
-        )
-        return await resume(new_id)
+        with control.closing.acting():  # closing waits for its launch, or refuses it
+            new_id = await copy_prefix(
+                control.logs, run_id, at_seq, ownership=control.ownership, check=check
+            )
+            try:
+                return await resume(new_id)
+            except RunStateError as exc:
+                if not control.closing.refused(exc):
+                    raise
+                raise await control.closing.unlaunched(new_id) from None
 
     return await finish(fork())
 

@@ -1,19 +1,19 @@
 """Control of a runtime's runs from outside their executors: cancel, pause and input for
 runs live here (told to their executor) or not (appended to their log), runs handed to
 any worker, the runtime's background tasks and the ownership callbacks (a lost claim,
-another process's events, recovery), and what closing does to the runs still live."""
+another process's events, recovery); what closing does to the runs is _closing.py's."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from actors import ActorRef, ActorStoppedError, Waiter
+from actors import ActorRef, Waiter
 from eventstore import LeaseLostError, StoreError
 
 from .._errors import (
@@ -28,6 +28,7 @@ from ..engine._foreign import take_in_foreign
 from ..engine._messages import CancelRun, PauseRun
 from ..engine._runlog import RunLog
 from ..events._catalogue import RunCancelled
+from ._closing import Closing
 from ._draining import DrainingRuns
 from ._elsewhere import ControlElsewhere, cancellation
 from ._inject import inject_live
@@ -39,15 +40,9 @@ from ._run_hooks import RunHooks
 from ._run_locks import RunLocks
 from ._unrunnable import Unrunnable
 
-__all__ = ["CLOSED", "RunControl"]
+__all__ = ["RunControl"]
 
 _log = logging.getLogger("magistrate.runtime")
-
-#: The reason recorded for runs cancelled because their runtime closed.
-CLOSED = "the runtime closed"
-#: How long closing waits for the runs' executors to record their cancellation, and then
-#: for each cancellation recorded from the log of a run whose executor did not.
-CLOSE_GRACE = 5.0
 
 #: Continues a run from its log here, reporting to ``outcome`` if given (else a new one).
 Resume = Callable[[str, RunOutcome | None], Awaitable[object]]
@@ -83,8 +78,6 @@ class RunControl:
         self._spawn: Callable[..., object] | None = None  # a run log's spawn (see add_live)
         #: Runs this worker claimed and could not execute, and when to claim each again.
         self.unrunnable = None if ownership is None else Unrunnable(logs, ownership.owner)
-        #: Runs that closing asked to cancel and whose executor did not report in time.
-        self._unstopped: list[tuple[str, RunOutcome]] = []
         #: Runs with abandoned attempts still running here, and those of them whose claim
         #: is kept (marked draining) until they end (their executor stopped meanwhile).
         self.drains = DrainingRuns(live, logs, ownership)
@@ -98,6 +91,15 @@ class RunControl:
         )
         #: One resume, approval or rejection of a run at a time here (_run_locks.py).
         self.actions = RunLocks()
+        #: What closing does to the runs (_closing.py): from its start, none is launched.
+        self.closing = Closing(
+            logs,
+            live,
+            self.control_elsewhere,
+            ownership,
+            worker=self.worker,
+            starting=self.starting,
+        )
 
     @property
     def worker(self) -> bool:
@@ -157,8 +159,8 @@ class RunControl:
                 hooks = RunHooks(self, run_id)
         log.run_hooks = hooks
         if self.ownership is not None:
-            # Another process's pause requests are taken in, not settled (_foreign.py);
-            # from the store's answer too, which runs outside any task.
+            # Another process's pause requests and input are taken in, not settled
+            # (_foreign.py); from the store's answer too, which runs outside any task.
             if self._spawn is None:  # one bound method for every run
                 self._spawn = self.live.system.start_task
             log.spawn = self._spawn
@@ -236,6 +238,15 @@ class RunControl:
         finally:
             self._start_answered(run_id)  # (done already if the outcome was: see forget)
 
+    @asynccontextmanager
+    async def acting_on(self, run_id: str) -> AsyncIterator[None]:
+        """Hold ``run_id`` for a control action that may launch it (a resume, a gate's
+        decision, a named start): one at a time here (``actions``); refused once the
+        runtime's closing began, which waits for it (``closing.acting``)."""
+        with self.closing.acting():
+            async with self.actions.acting_on(run_id):
+                yield
+
     async def ready_to_resume(self, run_id: str) -> None:
         """Before a resume here: an abandoned attempt of the run here ends first."""
         await self.drains.ready_to_resume(run_id)
@@ -273,62 +284,6 @@ class RunControl:
             await self.control_elsewhere(run_id, "inject", data=data)
 
     # ------------------------------------------------------------------ closing
-
-    async def cancel_live_runs(self) -> None:
-        """Closing, before the actors stop: every run still live here is cancelled and
-        its cancellation recorded (its resume point is where ``resume`` continues), unless
-        this runtime is a worker: then its runs are handed over (their claims are released
-        with nothing recorded, and another worker resumes them).
-
-        Each executor records its own cancellation, as for :meth:`cancel`; one that does
-        not within ``CLOSE_GRACE`` (it waits on something else, such as a store that does
-        not answer) is stopped with the others and its cancellation is recorded from the
-        committed log afterwards (:meth:`record_unstopped`). Shielded: a closing that
-        was itself cancelled still records what it can, within those bounds."""
-        self._unstopped = []
-        # Each run's executor and outcome as they are now (a run's hooks drop its outcome
-        # once it is done).
-        live = [
-            (run_id, run.executor, run.outcome) for run_id, run in self.live if not run.outcome.done
-        ]
-        if not live or self.worker:
-            return
-        with anyio.move_on_after(CLOSE_GRACE, shield=True):
-            for _, executor, _ in live:
-                try:
-                    await executor.tell(CancelRun(reason=CLOSED))
-                except ActorStoppedError:
-                    pass  # stopped meanwhile (settling, or its claim lost): see below
-            for _, _, outcome in live:
-                await outcome.settled()
-        for run_id, _, outcome in live:
-            if not outcome.done:
-                if isinstance(outcome, OwnedOutcome):
-                    outcome.holding = True  # its executor's stop is not its result
-                self._unstopped.append((run_id, outcome))
-
-    async def record_unstopped(self) -> None:
-        """Closing, once the actors have stopped: record the cancellation of each run
-        whose executor did not, as a cancel from elsewhere would (the committed log's
-        pending nodes are its resume point), and report it to the run's handle."""
-        if self.logs.store is None:
-            return  # the in-memory log closes with the runtime
-        for run_id, outcome in self._unstopped:
-            error: BaseException = RunStateError(run_id, "running", "the runtime closed")
-            with anyio.move_on_after(CLOSE_GRACE, shield=True):
-                try:
-                    try:
-                        await self.control_elsewhere(run_id, "cancel", reason=CLOSED)
-                    except RunStateError:
-                        pass  # it ended (or was cancelled) before it stopped
-                    outcome.set(result_from_state(await self.logs.get_state(run_id)))
-                except (RunNotFoundError, RunStateError, StoreError) as exc:
-                    error = exc
-            if not outcome.done:
-                _log.warning("run %s: closing could not record its cancellation: %s", run_id, error)
-                assert isinstance(outcome, OwnedOutcome)  # a store's run
-                outcome.fail_now(error)
-        self._unstopped = []
 
     async def release_all(self) -> None:
         """Closing, once the actors have stopped: give up every claim held here."""
@@ -399,17 +354,18 @@ class RunControl:
         outcome = live.outcome  # (its hooks drop it once it is done)
         if isinstance(outcome, OwnedOutcome) and not outcome.done:
             if await take_in_foreign(log) != "other":
-                return  # pause requests, obeyed at the next node boundary (or looked at again)
+                return  # pause requests and input taken in (or looked at again)
             outcome.holding = True
             await self._settle(run_id, None)
 
     async def _settle(
         self, run_id: str, error: BaseException | None, unstarted: bool = False
     ) -> None:
-        """Stop the run's executor here and continue from its log: another process
-        appended to it (a cancel, pause or input), or the claim was lost. ``unstarted``: a
-        start whose first append met a run already stored under its id, which is not
-        this start's to resume or report: it fails with RunStateError, having done nothing."""
+        """Stop the run's executor here and continue from its log (or, closing, end it as
+        the close ends the live runs): another process appended to it (a cancel, input it
+        could not take in), or the claim was lost. ``unstarted``: a start whose first
+        append met a run already stored under its id, which is not this start's to resume
+        or report: it fails with RunStateError, having done nothing."""
         live = self.live.get(run_id)
         if live is None:
             return
@@ -430,7 +386,19 @@ class RunControl:
                 outcome.fail_now(RunStateError(run_id, state.status, why))
                 return
             if state.status == "running":
-                await self._resume(run_id, outcome)
+                try:
+                    await self._resume(run_id, outcome)
+                    return
+                except RunStateError as exc:
+                    if not self.closing.refused(exc):
+                        raise
+                # Not continued here: ended as the close ends the runs live here.
+                error = await self.closing.unlaunched(run_id)
+                state = await self.logs.get_state(run_id)
+                if state.status == "running":
+                    outcome.fail_now(error)
+                else:
+                    outcome.set(result_from_state(state))
                 return
             ended: RunCancelled | None = None
             if state.status == "cancelled" and self.ownership and self.ownership.holds(run_id):

@@ -1,25 +1,36 @@
-"""Taking another process's pause requests into a live run's log without stopping it.
+"""Taking another process's pause requests and input into a live run's log without
+stopping it.
 
 A pause asked for from outside the run's owner is one ``run.pause_requested`` appended to
-the run's log. The owner's watch of the store's heads may see it first
-(:func:`take_in_foreign`), or the owner's appends meet it (ConcurrencyError): every batch
-of the run handed to the store after the request's seq fails then, and the log is
-*rebased* (:class:`Rebase`): no batch is handed over meanwhile, and once every batch in
-flight has been answered the failed ones are appended again, in their order, as one batch
-after the request, except the start of a node (its first attempt, from the executor's
-non-waiting start) held by the pause: the executor is told (:class:`StartHeld`) and holds
-that node, so the run pauses at the first node boundary after the request was committed,
-the node running then finishing with its outputs kept, as an in-process pause does.
+the run's log; input given there is one ``input.injected``. The owner's watch of the
+store's heads may see them first (:func:`take_in_foreign`), or the owner's appends meet
+them (ConcurrencyError): every batch of the run handed to the store after their seq fails
+then, and the log is *rebased* (:class:`Rebase`): no batch is handed over meanwhile, and
+once every batch in flight has been answered the failed ones are appended again, in their
+order, as one batch after the foreign events, except the start of a node (its first
+attempt, from the executor's non-waiting start) held by a pause: the executor is told
+(:class:`StartHeld`) and holds that node, so the run pauses at the first node boundary
+after the request was committed, the node running then finishing with its outputs kept,
+as an in-process pause does.
 
 Either way the live state is then *refolded* (:func:`refold`): the fold of the committed
 log, and the bodies staged since applied after it; no seq the state records is moved by
-hand. Anything else another process appended (a cancel, input, an approval), or a batch
-that committed after the request (its numbers are wrong), is not taken in: the conflict
-stands and the runtime settles the run from its log.
+hand. Input reaches memory so, as input given in-process does: the nodes that start after
+it read it, those running go on. But a batch the owner decided before it saw the input
+(a node's end and the edges it takes, a start and the inputs it read, the run's end) may
+not go after it: so input is taken in only while everything the owner staged and every
+failed batch is :data:`UNDECIDED` (a running node's own progress, other controls), and
+only while the run's walk takes input (its intake is open: not while its goal is scored);
+with input, the state is refolded before the failed batches go again, so that what the run
+stages meanwhile reads it. Anything else another process appended (a cancel, an
+approval), input met otherwise, or a batch that committed after the foreign events (its
+numbers are wrong), is not taken in: the conflict stands and the runtime settles the run
+from its log (its running nodes run again).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -34,11 +45,41 @@ from eventstore import (
     StoreError,
 )
 
-from ..events._catalogue import NodeStarted, PauseRequested
+from ..events._catalogue import (
+    ConversationCompacted,
+    InputInjected,
+    LlmTurn,
+    MessageAdded,
+    NodeStarted,
+    OutputSet,
+    PauseRequested,
+    StallDetected,
+    ToolResult,
+    Verdict,
+)
 from ..events._snapshots import load_state
 from ..events._state import RunState, apply
+from ._intake import Intake
 
-__all__ = ["FailedBatch", "Rebase", "StartHeld", "refold", "take_in_foreign"]
+__all__ = ["UNDECIDED", "FailedBatch", "Rebase", "StartHeld", "refold", "take_in_foreign"]
+
+#: What another process appends that the owner takes in without stopping the run.
+TAKEN: frozenset[type[EventBody]] = frozenset({PauseRequested, InputInjected})
+#: Events that decide nothing from the run's memory: a running node's own progress (made
+#: from the inputs it started with) and the controls. Only these may go after input the
+#: owner had not seen when it staged them.
+UNDECIDED: frozenset[type[EventBody]] = frozenset(
+    {
+        OutputSet,
+        LlmTurn,
+        ToolResult,
+        MessageAdded,
+        ConversationCompacted,
+        Verdict,
+        StallDetected,
+        *TAKEN,
+    }
+)
 
 
 class RunLog(Protocol):
@@ -54,6 +95,7 @@ class RunLog(Protocol):
     pending: list[EventBody]
     rebase: Rebase | None
     observers: tuple[Any, ...]
+    intake: Intake | None
 
     def committed(self, result: AppendResult | None) -> None: ...
 
@@ -63,60 +105,90 @@ class StartHeld(Exception):
     the rest of the batch is committed, the node is not to run (the executor holds it)."""
 
 
-async def _requests_after(log: RunLog, seq: int) -> list[Event] | None:
-    """The run's committed events after ``seq`` if they are all pause requests (or there
-    are none), else None."""
+def _inputs(events: Iterable[Event]) -> bool:
+    return any(type(event.body) is InputInjected for event in events)
+
+
+def _takes_input(log: RunLog, kept: Sequence[EventBody] = ()) -> bool:
+    """Whether input appended by another process can go into ``log``'s run now: its walk
+    takes input, and nothing it staged (nor ``kept``, failed batches to append again after
+    the input) was decided without it."""
+    intake = log.intake
+    if intake is not None and intake.closed is not None:
+        return False
+    return all(type(body) in UNDECIDED for body in (*kept, *log.pending))
+
+
+async def _foreign_after(log: RunLog, seq: int) -> list[Event] | None:
+    """The run's committed events after ``seq`` if they are all pause requests or input
+    (or there are none), else None."""
     assert log.store is not None
     events = [event async for event in log.store.read(log.run_id, from_seq=seq + 1)]
-    if not all(type(event.body) is PauseRequested for event in events):
+    if not all(type(event.body) in TAKEN for event in events):
         return None
     return events
 
 
-async def refold(log: RunLog, through: int, *, unchanged: int | None = None) -> bool:
+async def refold(
+    log: RunLog,
+    through: int,
+    *,
+    unchanged: int | None = None,
+    inputs: bool = False,
+    kept: Sequence[EventBody] = (),
+) -> bool:
     """Make the live state the fold of the committed log through seq ``through`` (read
-    through its snapshot), with the bodies staged since (``log.pending``) applied after
-    it; the state object stays the same (the executor and the nodes hold it).
-    ``unchanged``: only if the log still ends at that seq with nothing in flight once the
-    read is done (else False, nothing changed: a batch handed over meanwhile meets the
-    foreign events, and the rebase that follows refolds)."""
+    through its snapshot), with ``kept`` (bodies about to be appended after it) and the
+    bodies staged since (``log.pending``) applied after it; the state object stays the
+    same (the executor and the nodes hold it). ``unchanged``: only if the log still ends
+    at that seq with nothing in flight once the read is done (else False, nothing changed:
+    a batch handed over meanwhile meets the foreign events, and the rebase that follows
+    refolds). ``inputs``: the foreign events hold input, taken in only if the run takes
+    it once the read is done (else False, nothing changed)."""
     assert log.store is not None
     folded, _events, _snapshot = await load_state(log.store, log.run_id, to_seq=through)
     if unchanged is not None and (
         log.last_seq != unchanged or log.in_flight or log.rebase is not None
     ):
         return False
+    if inputs and not _takes_input(log, kept):
+        return False
     seq = folded.last_seq
-    for body in log.pending:
+    for body in (*kept, *log.pending):
         seq += 1
         apply(folded, body, seq)
     folded.last_seq = seq
     state = log.state
     for field in state.__struct_fields__:
         setattr(state, field, getattr(folded, field))
-    log.last_seq = through
+    log.last_seq = through + len(kept)
     log.snapshot_seq = min(log.snapshot_seq, through)
     return True
 
 
 async def take_in_foreign(log: RunLog) -> Literal["taken", "busy", "other"]:
     """Another process appended to the run (its head in the store is past this log's):
-    take its pause requests in now, before the owner's next append meets them. "busy":
-    a batch is in flight (its answer, or the next look, decides); "other": something
-    else was appended, the run must be settled from its log."""
+    take its pause requests and input in now, before the owner's next append meets them.
+    "busy": a batch is in flight, or input waits for what the run staged (its answer, or
+    the next look, decides); "other": something else was appended, or input the run
+    cannot take now, the run must be settled from its log."""
     if log.failed is not None:
         return "other"
     if log.in_flight or log.store is None or log.rebase is not None:
         return "busy"
     at = log.last_seq
-    events = await _requests_after(log, at)
+    events = await _foreign_after(log, at)
     if log.in_flight or log.last_seq != at or log.rebase is not None:
         return "busy"  # appended meanwhile: looked at again later
     if events is None:
         return "other"
     if not events:
         return "busy"
-    return "taken" if await refold(log, at + len(events), unchanged=at) else "busy"
+    inputs = _inputs(events)
+    if inputs and not _takes_input(log):
+        return "other"
+    through = at + len(events)
+    return "taken" if await refold(log, through, unchanged=at, inputs=inputs) else "busy"
 
 
 class FailedBatch:
@@ -182,19 +254,20 @@ class Rebase:
         failed.kept = bodies
         return bodies
 
-    async def _head_after(self, first: int) -> int | None:
-        """The run's head if what follows ``first`` in the log is pause requests (one at
-        least) and this log's batches that landed meanwhile; else None."""
+    async def _head_after(self, first: int) -> tuple[int, bool] | None:
+        """The run's head, and whether input came, if what follows ``first`` in the log is
+        pause requests and input (one at least) and this log's batches that landed
+        meanwhile; else None."""
         log = self.log
         assert log.store is not None
         events = [event async for event in log.store.read(log.run_id, from_seq=first + 1)]
         foreign = [event for event in events if event.seq not in self.landed]
-        if not foreign or not all(type(event.body) is PauseRequested for event in foreign):
+        if not foreign or not all(type(event.body) in TAKEN for event in foreign):
             return None
-        return events[-1].seq
+        return events[-1].seq, _inputs(foreign)
 
     async def run(self) -> None:
-        """Append the failed batches again after the pause requests, refold the state,
+        """Append the failed batches again after the foreign events, refold the state,
         and answer each batch (their failure, if the conflict stands)."""
         log = self.log
         result: AppendResult | None = None
@@ -204,10 +277,16 @@ class Rebase:
                 failed = sorted(self.failed, key=lambda f: f.expected)
                 first = failed[0].expected
                 for _ in range(5):  # each try takes in what was appended since the last
-                    head = None if self.broken else await self._head_after(first)
-                    if head is None:
+                    found = None if self.broken else await self._head_after(first)
+                    if found is None:
                         break
+                    head, inputs = found
                     bodies = [body for f in failed for body in self._kept(f)]
+                    # Input reaches the state before the batches go again (what the run
+                    # stages meanwhile reads it), if nothing kept or staged was decided
+                    # without it; else the conflict stands.
+                    if inputs and not await refold(log, head, inputs=True, kept=bodies):
+                        break
                     assert log.store is not None
                     try:
                         through = head

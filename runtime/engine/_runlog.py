@@ -63,7 +63,7 @@ class Submission:
         log = self.log
         log.in_flight -= 1
         if type(error) is ConcurrencyError and log.spawn is not None:
-            # Another process appended: its pause requests are taken in (_foreign.py).
+            # Another process appended: its pause requests and input are taken in (_foreign.py).
             log.conflicted(self.batch, self.expected, error, self)
             return
         if log.rebase is not None:
@@ -141,10 +141,10 @@ class RunLog:
         #: Input given for the run, its executor to record it (_intake.py); None: none yet.
         self.intake: Intake | None = None
         #: Starts a task (a runtime's, on a store other processes append to): then a
-        #: batch that meets another process's pause requests takes them in and goes again
-        #: (see _foreign.py); None: every conflict fails the log.
+        #: batch that meets another process's pause requests or input takes them in and
+        #: goes again (see _foreign.py); None: every conflict fails the log.
         self.spawn: Callable[..., object] | None = None
-        #: The batches that met another process's pause requests, appended again once
+        #: The batches that met another process's pause requests or input, appended again once
         #: every batch in flight was answered (_foreign.py); none is handed over meanwhile.
         self.rebase: Rebase | None = None
 
