@@ -20,7 +20,7 @@ from ._base import (
 )
 from ._http import _HttpProvider
 from ._models import DEFAULT_ANTHROPIC_MODEL, anthropic_family, wire_token_cap
-from ._settings import ApiDefaults, ProviderOptions, ProviderSettings
+from ._settings import ApiDefaults, ProviderOptions, ProviderSettings, endpoint
 
 if TYPE_CHECKING:
     import httpx
@@ -40,7 +40,8 @@ _STOPS: dict[str, Stop] = {
 
 
 class AnthropicProvider(_HttpProvider):
-    """Messages over HTTP: ``POST {base_url}/v1/messages``.
+    """Messages over HTTP: ``POST {base_url}/v1/messages`` (a query in ``base_url`` is
+    kept after the path).
 
     Configured as :class:`OpenAIProvider` is (a :class:`ProviderSettings`, its fields as
     keyword arguments, or both), from the ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``
@@ -83,17 +84,18 @@ class AnthropicProvider(_HttpProvider):
 
         Blocks until the API answered, through retries and their waits; cancellation
         abandons the call. Raises ProviderHTTPError, ProviderTimeoutError, ProviderError
-        (connection failed) after the last attempt, or MalformedResponseError at once
-        for an answer that cannot be parsed. A ``tool_use`` input that is no JSON object
-        does not fail the answer: its call keeps it as text (``ToolCall.raw_arguments``).
+        (connection failed) after the last attempt, or MalformedResponseError (with the
+        answer's request id) at once for an answer that cannot be parsed. A ``tool_use``
+        input that is no JSON object does not fail the answer: its call keeps it as text
+        (``ToolCall.raw_arguments``).
         """
         started = time.perf_counter()
-        data = await self._transport.post_json(
-            f"{self.base_url}/v1/messages",
+        answer = await self._transport.post_json(
+            endpoint(self.base_url, "/v1/messages"),
             self.build_payload(request),
             {"x-api-key": self._api_key, "anthropic-version": _API_VERSION},
         )
-        return self._transport.read(self.parse_response, read_usage, data, started)
+        return self._transport.read(self.parse_response, read_usage, answer, started)
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""

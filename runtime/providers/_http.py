@@ -14,14 +14,14 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from .._errors import MalformedResponseError, ProviderError, ProviderTimeoutError
 from ._base import LlmResponse, ProviderStatistics, Usage, mend
-from ._http_errors import body_error, http_error, readable, retry_wait, retryable
+from ._http_errors import body_error, http_error, readable, request_id, retry_wait
 from ._settings import ApiDefaults, ProviderOptions, ProviderSettings, resolve
 
 if TYPE_CHECKING:
@@ -37,6 +37,13 @@ _CONNECT = 5.0
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+class Answer(NamedTuple):
+    """A 2xx answer's decoded JSON object, and the request id its headers carry."""
+
+    data: dict[str, Any]
+    request_id: str | None
+
+
 class _Retry(Exception):
     """Internal: a retryable failure of one attempt, carrying the error to raise at the end."""
 
@@ -50,9 +57,10 @@ class _Retry(Exception):
 class _HttpTransport:
     """POST JSON with retries; the part both HTTP providers share.
 
-    Retried: HTTP 429 (waiting ``Retry-After`` when given, capped by ``retry_wait_max``),
-    HTTP 5xx, connect errors and timeouts, read timeouts, dropped connections, and a 2xx
-    answer whose JSON is an error object of a passing kind (see ``_http_errors``). Other
+    Retried: HTTP 429 (waiting ``Retry-After`` when it asks for a wait, capped by
+    ``retry_wait_max``; not a billing error such as ``insufficient_quota``), HTTP 5xx,
+    connect errors and timeouts, read timeouts, dropped connections, and a 2xx answer
+    whose JSON is an error object of a passing kind (see ``_http_errors``). Other
     statuses fail at once; a redirect is never followed. Up to ``1 + max_retries``
     attempts; otherwise exponential backoff with jitter starting at
     ``retry_wait_initial`` seconds.
@@ -101,25 +109,30 @@ class _HttpTransport:
         self,
         parse: Callable[..., LlmResponse],
         usage: Callable[[str, dict[str, Any]], Usage],
-        data: dict[str, Any],
+        answer: Answer,
         started: float,
     ) -> LlmResponse:
-        """The answer ``parse`` reads from ``data`` (see :func:`parse_guarded`), its
-        tokens counted; an answer it cannot read counts as a failed call and raises
-        MalformedResponseError, its tokens still counted when ``usage`` can read them
-        (the model was paid for it), and carried as the error's ``usage``."""
+        """The answer ``parse`` reads from ``answer.data`` (see :func:`parse_guarded`),
+        its tokens counted; an answer it cannot read counts as a failed call and raises
+        MalformedResponseError with the answer's request id, its tokens still counted
+        when ``usage`` can read them (the model was paid for it), and carried as the
+        error's ``usage``."""
+        data = answer.data
         try:
             response = parse_guarded(self.provider, parse, data, started)
         except MalformedResponseError as exc:
             self._stats["failures"] += 1
+            error = _quoting(exc, answer.request_id)
             try:
                 paid: Usage | None = usage(self.provider, data)
             except (MalformedResponseError, TypeError, ValueError, AttributeError):
                 paid = None  # the usage is what could not be read
             if paid is not None:
                 self._count(paid)
-                exc.usage = paid  # for the caller to record (events/_tokens.py: paid_usage)
-            raise
+                error.usage = paid  # for the caller to record (events/_tokens.py: paid_usage)
+            if error is exc:
+                raise
+            raise error from exc
         self._count(response.usage)
         return response
 
@@ -154,14 +167,15 @@ class _HttpTransport:
         url: str,
         payload: Mapping[str, Any],
         headers: Mapping[str, str],
-    ) -> dict[str, Any]:
-        """POST ``payload`` and return the decoded JSON object of a 2xx answer.
+    ) -> Answer:
+        """POST ``payload`` and return the decoded JSON object of a 2xx answer, with its
+        request id.
 
         Blocks through every attempt and wait; cancellation abandons the call. Raises
         ProviderHTTPError, ProviderTimeoutError, ProviderError (connection; a client
         closed, or bound to another event loop: not retried) or MalformedResponseError
-        (a 2xx whose body is not a JSON object; not retried). No error shows a password
-        in ``url``."""
+        (a 2xx whose body is not a JSON object; not retried). Every error of an answer
+        carries its request id. No error shows a password in ``url``."""
         self._stats["calls"] += 1
         body = json.dumps(payload).encode()
         retrying = AsyncRetrying(
@@ -172,14 +186,14 @@ class _HttpTransport:
             sleep=anyio.sleep,
             reraise=True,
         )
-        data: dict[str, Any] | None = None
+        answer: Answer | None = None
         ends = None if self.deadline is None else anyio.current_time() + self.deadline
         try:
             with anyio.move_on_after(self.deadline):
                 async for attempt in retrying:
                     with attempt:
                         try:
-                            data = await self._attempt(url, body, headers)
+                            answer = await self._attempt(url, body, headers)
                         except _Retry as exc:
                             number = attempt.retry_state.attempt_number
                             exc.wait = self._next_wait(exc, number)
@@ -191,12 +205,12 @@ class _HttpTransport:
         except ProviderError:
             self._stats["failures"] += 1
             raise
-        if data is None:
+        if answer is None:
             self._stats["failures"] += 1
             raise ProviderTimeoutError(
                 self.provider, f"no answer within the call's deadline of {self.deadline}s"
             )
-        return data
+        return answer
 
     def _refuse_wait_past(self, ends: float | None, exc: _Retry, attempt: int) -> None:
         """Raise ProviderTimeoutError (with the last error's status) when the next retry
@@ -219,7 +233,7 @@ class _HttpTransport:
             status=exc.error.status,
         ) from exc.error
 
-    async def _attempt(self, url: str, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+    async def _attempt(self, url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
         import httpx  # loaded by __init__ already (the client)
 
         self._stats["attempts"] += 1
@@ -265,12 +279,12 @@ class _HttpTransport:
                 )
             )
 
-        status = response.status_code
+        status, said_id = response.status_code, request_id(response)
         if status >= 300:  # an error, or a redirect (never followed)
-            if retryable(response):
-                error = http_error(self.provider, response, retryable=True)
-                raise _Retry(error, retry_wait(response))
-            raise http_error(self.provider, response, retryable=False)
+            failed = http_error(self.provider, response)
+            if failed.retryable:
+                raise _Retry(failed, retry_wait(response))
+            raise failed
         try:
             data = response.json()
             if _SURROGATE_ESCAPE_BYTES.search(response.content):
@@ -278,18 +292,23 @@ class _HttpTransport:
         except (ValueError, RecursionError) as exc:
             shown = readable(response, 200)
             raise MalformedResponseError(
-                self.provider, f"response body is not JSON: {shown!r}", status=status
+                self.provider,
+                f"response body is not JSON: {shown!r}",
+                status=status,
+                request_id=said_id,
             ) from exc
         if not isinstance(data, dict):
             raise MalformedResponseError(
-                self.provider, f"response body is not a JSON object: {str(data)[:200]!r}"
+                self.provider,
+                f"response body is not a JSON object: {str(data)[:200]!r}",
+                request_id=said_id,
             )
         said = body_error(self.provider, response, data)
         if said is not None:  # an error object sent with a 2xx status
             if said.retryable:
                 raise _Retry(said, retry_wait(response))
             raise said
-        return data
+        return Answer(data, said_id)
 
     async def _post_capped(
         self, url: str, body: bytes, headers: Mapping[str, str]
@@ -387,6 +406,21 @@ def parse_guarded(
         return parse(data, latency_ms=elapsed_ms(started))
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
         raise MalformedResponseError(provider, f"unreadable answer: {exc!r}") from exc
+
+
+def _quoting(error: MalformedResponseError, said_id: str | None) -> MalformedResponseError:
+    """``error`` with the request id of the answer it is about, which the provider's
+    support asks for (a parser's error knows no headers)."""
+    if said_id is None or error.request_id is not None:
+        return error
+    return MalformedResponseError(
+        error.provider,
+        error.reason,
+        status=error.status,
+        error_type=error.error_type,
+        code=error.code,
+        request_id=said_id,
+    )
 
 
 def elapsed_ms(started: float) -> float:

@@ -21,11 +21,21 @@ from ._base import mend
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["body_error", "http_error", "parse_retry_after", "readable", "retry_wait", "retryable"]
+__all__ = [
+    "body_error",
+    "http_error",
+    "parse_retry_after",
+    "readable",
+    "request_id",
+    "retry_wait",
+    "retryable",
+]
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date)."""
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date);
+    None when absent or when it asks for no wait (0, negative, a date past, NaN): as the
+    official SDKs do, the caller then backs off by itself rather than retry at once."""
     if value is None:
         return None
     value = value.strip()
@@ -38,7 +48,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
             return None
         current = time.time() if now is None else now
         seconds = when.timestamp() - current
-    return max(0.0, seconds)
+    return seconds if seconds > 0 else None  # NaN too: no comparison holds for it
 
 
 #: Statuses retried, as the official SDKs do: timeout, conflict, rate limit, server
@@ -52,32 +62,45 @@ _TRANSIENT = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
 )
 
+#: The error types and codes of a billing state (OpenAI's ``insufficient_quota``, sent
+#: with a 429; Anthropic's ``billing_error``): never retried (the official SDKs retry
+#: every 429), since no wait ends it: only a change of plan or credit does.
+_BILLING = frozenset({"insufficient_quota", "billing_error"})
 
-def retryable(response: httpx.Response) -> bool:
+
+def retryable(response: httpx.Response, words: tuple[str | None, ...] = ()) -> bool:
     """Whether an error answer is retried: the provider's ``x-should-retry`` header
-    decides when present, else the status (a redirect never is)."""
+    decides when present, else a billing error type or code among ``words`` (never),
+    else the status (a redirect never is)."""
     should: str = response.headers.get("x-should-retry", "").strip().lower()
     if should in ("true", "false"):
         return should == "true"
+    if _BILLING.intersection(words):
+        return False
     return response.status_code in _RETRYABLE or response.status_code >= 500
 
 
 def retry_wait(response: httpx.Response) -> float | None:
-    """The wait the provider asked for: ``retry-after-ms``, else ``Retry-After``."""
+    """The wait the provider asked for: ``retry-after-ms``, else ``Retry-After``; None
+    when neither asks for a wait (see :func:`parse_retry_after`)."""
     millis = response.headers.get("retry-after-ms")
     if millis is not None:
         try:
-            return max(0.0, float(millis) / 1000.0)
+            seconds = float(millis) / 1000.0
         except ValueError:
             pass
+        else:
+            if seconds > 0:  # not NaN either
+                return seconds
     return parse_retry_after(response.headers.get("retry-after"))
 
 
-def http_error(provider: str, response: httpx.Response, *, retryable: bool) -> ProviderHTTPError:
+def http_error(provider: str, response: httpx.Response) -> ProviderHTTPError:
     """The error of an error answer, with the provider's message, error type, code and
-    request id (OpenAI and Anthropic body shapes and headers); a redirect names where it
-    leads (the providers follow none: a ``base_url`` to correct, most often)."""
-    error_type = code = request_id = None
+    request id (OpenAI and Anthropic body shapes and headers), retryable as
+    :func:`retryable` says; a redirect names where it leads (the providers follow none:
+    a ``base_url`` to correct, most often)."""
+    error_type = code = said_id = None
     try:
         body = response.json()
     except (ValueError, RecursionError):
@@ -85,20 +108,21 @@ def http_error(provider: str, response: httpx.Response, *, retryable: bool) -> P
     else:
         reason = json.dumps(body)[:500]
         if isinstance(body, dict):
-            said, error_type, code, request_id = _said(body)
+            said, error_type, code, said_id = _said(body)
             reason = said or reason
     if 300 <= response.status_code < 400:
         where = response.headers.get("location")
         reason = f"redirected to {where[:300]!r}" if where else f"a redirect ({reason})"
         reason += " (redirects are not followed: check base_url)"
+    again = retryable(response, (error_type, code))
     return ProviderHTTPError(
         provider,
-        reason,
+        _billing_said(reason, error_type, code, again),
         status=response.status_code,
-        retryable=retryable,
+        retryable=again,
         error_type=error_type,
         code=code,
-        request_id=_request_id(response) or request_id,
+        request_id=request_id(response) or said_id,
     )
 
 
@@ -111,18 +135,29 @@ def body_error(
     server error) or the provider's ``x-should-retry`` says so."""
     if not body.get("error") or "choices" in body or "content" in body:
         return None
-    said, error_type, code, request_id = _said(body)
+    said, error_type, code, said_id = _said(body)
     transient = bool({error_type, code} & _TRANSIENT)
     should: str = response.headers.get("x-should-retry", "").strip().lower()
+    again = should == "true" if should in ("true", "false") else transient
     return ProviderHTTPError(
         provider,
-        f"the answer is an error: {said or json.dumps(body)[:500]}",
+        _billing_said(
+            f"the answer is an error: {said or json.dumps(body)[:500]}", error_type, code, again
+        ),
         status=response.status_code,
-        retryable=should == "true" if should in ("true", "false") else transient,
+        retryable=again,
         error_type=error_type,
         code=code,
-        request_id=_request_id(response) or request_id,
+        request_id=request_id(response) or said_id,
     )
+
+
+def _billing_said(reason: str, error_type: str | None, code: str | None, again: bool) -> str:
+    """``reason``, naming the billing error type or code it carries and what to do."""
+    word = code if code in _BILLING else error_type if error_type in _BILLING else None
+    if word is None or again:
+        return reason
+    return f"{reason} ({word}: check your plan and billing; not retried, as no wait ends it)"
 
 
 def _said(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
@@ -146,7 +181,9 @@ def _said(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None, 
     return reason, error_type, code, _word(body.get("request_id"))
 
 
-def _request_id(response: httpx.Response) -> str | None:
+def request_id(response: httpx.Response) -> str | None:
+    """The request id an answer's headers carry (OpenAI's ``x-request-id``, Anthropic's
+    ``request-id``), the one the provider's support asks for."""
     found: str | None = response.headers.get("x-request-id") or response.headers.get("request-id")
     return found
 

@@ -21,7 +21,7 @@ from ._base import (
 )
 from ._http import _HttpProvider
 from ._models import DEFAULT_OPENAI_MODEL, VERDICT_PURPOSES, openai_family, wire_token_cap
-from ._settings import ApiDefaults, ProviderOptions, ProviderSettings
+from ._settings import ApiDefaults, ProviderOptions, ProviderSettings, endpoint
 
 if TYPE_CHECKING:
     import httpx
@@ -38,7 +38,8 @@ _STOPS: dict[str, Stop] = {
 
 
 class OpenAIProvider(_HttpProvider):
-    """Chat completions over HTTP: ``POST {base_url}/chat/completions``.
+    """Chat completions over HTTP: ``POST {base_url}/chat/completions`` (a query in
+    ``base_url``, such as Azure's ``?api-version=...``, is kept after the path).
 
     Settings come as a :class:`ProviderSettings`, as keyword arguments of its fields
     (``OpenAIProvider(model=..., timeout=...)``, which override the object's), or both;
@@ -88,18 +89,19 @@ class OpenAIProvider(_HttpProvider):
 
         Blocks until the API answered, through retries and their waits; cancellation
         abandons the call. Raises ProviderHTTPError, ProviderTimeoutError, ProviderError
-        (connection failed) after the last attempt, or MalformedResponseError at once
-        for an answer that cannot be parsed. Tool arguments that are no JSON object do
-        not fail the answer: their call keeps the text (``ToolCall.raw_arguments``).
+        (connection failed) after the last attempt, or MalformedResponseError (with the
+        answer's request id) at once for an answer that cannot be parsed. Tool arguments
+        that are no JSON object do not fail the answer: their call keeps the text
+        (``ToolCall.raw_arguments``).
         """
         started = time.perf_counter()
         payload = self.build_payload(request)
-        data = await self._transport.post_json(
-            f"{self.base_url}/chat/completions",
+        answer = await self._transport.post_json(
+            endpoint(self.base_url, "/chat/completions"),
             payload,
             {"authorization": f"Bearer {self._api_key}"},
         )
-        return self._transport.read(self.parse_response, read_usage, data, started)
+        return self._transport.read(self.parse_response, read_usage, answer, started)
 
     def build_payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and logs can show the wire form)."""

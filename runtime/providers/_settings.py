@@ -22,6 +22,7 @@ __all__ = [
     "ApiDefaults",
     "ProviderOptions",
     "ProviderSettings",
+    "endpoint",
     "resolve",
 ]
 
@@ -92,9 +93,10 @@ def resolve(
     settings: ProviderSettings | None, options: ProviderOptions, defaults: ApiDefaults
 ) -> ProviderSettings:
     """``settings`` with ``options`` applied and nothing left unset: the key, base URL
-    (without a trailing ``/``) and model from the arguments, else the ``{env}_API_KEY``,
-    ``{env}_BASE_URL`` and ``{env}_MODEL`` environment variables, else ``defaults`` (a
-    key has none: its absence, or one of spaces only, raises ProviderError). The key is
+    (its path without a trailing ``/``, its query kept: see :func:`endpoint`) and model
+    from the arguments, else the ``{env}_API_KEY``, ``{env}_BASE_URL`` and
+    ``{env}_MODEL`` environment variables, else ``defaults`` (a key has none: its
+    absence, or one of spaces only, raises ProviderError). The key is
     taken without surrounding whitespace; one holding a control or non-ASCII character
     (which httpx would refuse, quoting the key) raises ProviderError, which never shows
     the key."""
@@ -120,7 +122,15 @@ def resolve(
     return msgspec.structs.replace(
         given,
         api_key=key,
-        base_url=url.rstrip("/"),
+        base_url=endpoint(url, ""),
         model=given.model or os.environ.get(f"{env}_MODEL") or model,
         name=named,
     )
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """The URL of the API's ``path`` (``"/chat/completions"``) under ``base_url``: the
+    path goes after the base's path and before its query, which is kept (an Azure-style
+    ``...?api-version=...``); a fragment, never sent, is dropped."""
+    base, mark, query = base_url.partition("#")[0].partition("?")
+    return f"{base.rstrip('/')}{path}{mark}{query}"
