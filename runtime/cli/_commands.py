@@ -15,6 +15,7 @@ __all__ = ["COMMANDS", "add_command"]
 
 _RUN: Final = "runtime.cli._run"
 _READ: Final = "runtime.cli._read"
+_SHOW: Final = "runtime.cli._show"
 _AUDIT: Final = "runtime.cli._audit"
 _CONTROL: Final = "runtime.cli._control"
 
@@ -37,8 +38,12 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "pause": (_CONTROL, "pause a running run, here or in another process"),
     "cancel": (_CONTROL, "cancel a run: running here or in another process, paused or interrupted"),
     "runs": (_READ, "list runs, newest first"),
-    "show": (_READ, "a run's status, owner, path, verdicts and chain check"),
-    "timeline": (_READ, "a run's audit timeline, with its hash chain verified"),
+    "show": (
+        _SHOW,
+        "a run's status, owner, path, gate decisions, failed nodes, verdicts, tokens and "
+        "chain check",
+    ),
+    "timeline": (_SHOW, "a run's audit timeline, with its hash chain verified"),
     "state": (_READ, "a run's state (the fold of its log), now or at a seq"),
     "export": (_READ, "a run's events as JSON lines, one event per line"),
     "graph": (_READ, "a graph file as a Mermaid flowchart"),

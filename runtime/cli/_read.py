@@ -1,4 +1,5 @@
-"""Read commands: ``runs``, ``show``, ``timeline``, ``state``, ``export`` and ``graph``.
+"""Read commands: ``runs``, ``state``, ``export`` and ``graph`` (``show`` and ``timeline``
+are in ``_show``).
 
 They only read: nothing here appends to a store. Data goes to stdout (``--output json``
 for programs), diagnostics to stderr.
@@ -19,7 +20,7 @@ import msgspec
 from eventstore import RunQuery, VerifyReport
 
 from .. import RunNotFoundError, load_graph
-from ..events import RunState, describe_event, fold, render_timeline
+from ..events import RunState
 from ..reads import ChainStatus, EventRecord, RunReader, RunSummary, StateView
 from ..spec import graph_to_mermaid
 from ._commands import add_command
@@ -30,7 +31,6 @@ from ._common import (
     add_output_option,
     add_store_option,
     bounded_int,
-    counted,
     emit_json,
     open_store,
     text_arg,
@@ -94,18 +94,6 @@ def register(sub: Any) -> None:
     add_store_option(p)
     add_output_option(p)
     p.set_defaults(handler=_runs)
-
-    p = add_command(sub, "show")
-    p.add_argument("run_id", metavar="RUN", type=text_arg)
-    add_store_option(p)
-    add_output_option(p)
-    p.set_defaults(handler=_show)
-
-    p = add_command(sub, "timeline")
-    p.add_argument("run_id", metavar="RUN", type=text_arg)
-    add_store_option(p)
-    add_output_option(p)
-    p.set_defaults(handler=_timeline)
 
     p = add_command(sub, "state")
     p.add_argument("run_id", metavar="RUN", type=text_arg)
@@ -218,137 +206,6 @@ async def _runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _show(args: argparse.Namespace) -> int:
-    async with open_store(args, heads="read") as store:
-        report = await RunReader(store).report(args.run_id)
-    data: dict[str, Any] = to_builtins(report)
-    if args.output == "json":
-        emit_json(data)
-        return EXIT_OK if report.chain.ok else EXIT_FAILED
-    paused = data["paused"]
-    lines = [
-        f"run:       {data['run_id']}",
-        f"graph:     {data['graph']} ({data['graph_hash']})",
-        f"status:    {data['status']}"
-        + (f", quality {data['quality']}" if data["quality"] else ""),
-        f"owner:     {_owner_words(report.ownership, data['owner'], report.draining)}",
-        f"created:   {_when(data['created'])} UTC, last event {_when(data['updated'])} UTC",
-        f"events:    {data['events']}",
-        f"path:      {' -> '.join(data['path']) or '-'}",
-    ]
-    if data["pending"]:
-        lines.append(f"next:      {', '.join(data['pending'])}")
-    if paused:
-        lines.append(f"paused:    {paused['reason']} before {paused['node_id'] or '-'}")
-    if report.draining:
-        since = (
-            "" if report.draining_since is None else f" since {_when(report.draining_since)} UTC"
-        )
-        lines.append(
-            f"draining:  {report.draining}{since} (an abandoned attempt still runs in its "
-            "owner, which keeps the claim until it ends)"
-        )
-    if data["error"]:
-        lines.append(f"error:     {data['error']}")
-    verdicts = ", ".join(f"{n} {a.upper()}" for a, n in sorted(data["verdicts"].items()))
-    lines.append(
-        f"turns:     {data['turns']}, verdicts: {verdicts or 'none'}, "
-        f"node retries: {data['total_retries']}"
-    )
-    tokens = data["tokens"]
-    # Every paid model call's (turns, branches, judges, routes, evaluators), by purpose.
-    parts = ", ".join(
-        f"{purpose} {t['input']} + {t['output']}"
-        for purpose, t in data["tokens_by_purpose"].items()
-    )
-    lines.append(
-        f"tokens:    {tokens['input']} input + {counted(tokens['output'], 'output token')}"
-        + (f" ({parts})" if parts else "")
-    )
-    failures = data["judge_failures"]
-    if failures:
-        kinds = ", ".join(f"{n} {kind}" for kind, n in failures["by_kind"].items())
-        lines.append(f"judge failures: {failures['total']} ({kinds}), checks not run or passed:")
-        for item in failures["reasons"]:
-            at = f" at {item['node_id']}" if item["node_id"] else ""
-            lines.append(f"           seq {item['seq']}, {item['kind']}{at}: {item['reason']}")
-    lines.extend(_scorecard(data["goal_outcome"]))
-    for reason in data["unrunnable"] if data["status"] == "running" else []:
-        lines.append(f"blocked:   a worker cannot execute it: {reason}")
-    if data["forked_from"]:
-        src = data["forked_from"]
-        lines.append(f"forked:    from run {src['run_id']} at seq {src['seq']}")
-    chain = report.chain
-    lines.append(
-        f"chain:     verified: {counted(chain.to_seq, 'event')} intact"
-        if chain.ok
-        else f"chain:     BROKEN at seq {chain.broken_at}: {chain.reason}"
-    )
-    sys.stdout.write("\n".join(lines) + "\n")
-    return EXIT_OK if chain.ok else _chain_broken(args.run_id, chain)
-
-
-def _scorecard(outcome: dict[str, Any] | None) -> list[str]:
-    """The goal's scorecard (``run.finished``'s), a line a criterion or constraint."""
-    if outcome is None:
-        return []
-    met = {True: "met", False: "NOT met", None: "not scored"}[outcome["met"]]
-    score = "" if outcome["score"] is None else f", score {outcome['score']:.2f}"
-    lines = [f"goal:      {met}{score}"]
-    for item in outcome["criteria"]:
-        scored = "-" if item["score"] is None else f"{item['score']:.2f}"
-        why = item["error"] or item["reasoning"]
-        lines.append(
-            f"           {item['id']}: {scored} ({item['method']}"
-            f"{', met' if item['met'] else ', not met' if item['met'] is False else ''})"
-            + (f": {why}" if why else "")
-        )
-    for item in outcome["constraints"]:
-        held = {True: "held", False: "BROKEN", None: "unchecked"}[item["held"]]
-        lines.append(
-            f"           {item['id']}: {held}"
-            + (f": {item['reasoning']}" if item["reasoning"] else "")
-        )
-    return lines
-
-
-async def _timeline(args: argparse.Namespace) -> int:
-    async with open_store(args, heads="read") as store:
-        reader = RunReader(store)
-        events = [event async for event, _ in reader.records(args.run_id)]
-        if not events:
-            raise RunNotFoundError(args.run_id)
-        report = await reader.verify(args.run_id)
-    if args.output == "json":
-        rows = []
-        for event in events:
-            node, label, detail = describe_event(event)
-            record = EventRecord.of(event)
-            rows.append(
-                {
-                    "seq": event.seq,
-                    "ts": event.ts,
-                    "node": None if node == "-" else node,
-                    "type": record.type,
-                    "label": label,
-                    "detail": detail,
-                }
-            )
-        state = fold(events)
-        emit_json(
-            {
-                "run_id": args.run_id,
-                "status": state.status,
-                "quality": state.quality,
-                "events": rows,
-                "verify": report,
-            }
-        )
-    else:
-        sys.stdout.write("\n".join(render_timeline(events, report)) + "\n")
-    return EXIT_OK if report.ok else _chain_broken(args.run_id, report)
-
-
 async def _state_of(args: argparse.Namespace, *, to_seq: int | None) -> tuple[StateView, bool]:
     """The run's state after event ``to_seq`` (None: its last), and whether nothing
     executes its started nodes now: the state is the run's newest, running, and no live
@@ -408,6 +265,10 @@ async def _state(args: argparse.Namespace) -> int:
         lines.append(started)
     if state.paused:
         lines.append(f"paused: {state.paused.reason} before {state.paused.node_id or '-'}")
+    if state.failed_nodes:
+        lines.append(f"failed: {', '.join(state.failed_nodes)}")
+    if state.error:
+        lines.append(f"error: {state.error}")
     lines.append("memory:")
     for key, value in state.memory.items():
         lines.append(f"  {key}: {msgspec.json.encode(to_builtins(value)).decode()}")

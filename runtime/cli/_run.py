@@ -59,6 +59,7 @@ from ._common import (
     store_for,
     text_arg,
 )
+from ._graph_id import check_graph_id
 from ._import_path import search_working_directory
 from ._left import left_elsewhere
 from ._progress import Progress, StderrConsole
@@ -337,6 +338,7 @@ async def _run(args: argparse.Namespace) -> int:
     async with AsyncExitStack() as stack:
         # Everything that can be refused is, before the store is opened (or created).
         unopened = await store_for(args, create=True)
+        check_graph_id(graph, unopened, args.graph_file)
         wiring = await _wire(args, graph, stack, allow=allow)
         try:
             Runtime(provider=wiring.provider, tools=wiring.tools, allow_imports=allow).nodes.check(
@@ -367,6 +369,7 @@ async def _resume(args: argparse.Namespace) -> int:
         graph, resume_at, _ = await _graph_of(store, args.run_id)
         allow = allowed_imports(args)
         if new is not None:  # a file named here is trusted as run FILE's is
+            check_graph_id(new, store, args.graph)
             graph, allow = new, imports_named(new) if allow is None else allow
 
         async def start(rt: Runtime) -> RunHandle:

@@ -22,10 +22,12 @@ from ._common import (
     add_output_option,
     add_store_option,
     emit_json,
-    open_store,
+    opened,
     parse_inputs,
     stdout_may_go,
+    store_for,
 )
+from ._graph_id import check_graph_id
 
 __all__ = ["register"]
 
@@ -60,7 +62,9 @@ async def _submit(args: argparse.Namespace) -> int:
         raise UsageError(f"--run-id: {exc}") from None
     graph = load_graph(args.graph_file)
     data = parse_inputs(args.input, args.input_file)
-    async with open_store(args, create=True) as store, Runtime(store) as rt:
+    unopened = await store_for(args, create=True)
+    check_graph_id(graph, unopened, args.graph_file)  # before the store is created
+    async with opened(unopened) as store, Runtime(store) as rt:
         try:
             run_id = await rt.submit(graph, input=data, run_id=args.run_id)
         except ConcurrencyError as exc:

@@ -197,7 +197,8 @@ def render_timeline(events: Sequence[Event], report: VerifyReport | None) -> lis
     lines = [header + "  detail", rule]
     for seq, node, label, detail in rows:
         line = f"{seq.rjust(widths[0])}  {node.ljust(widths[1])}  {label.ljust(label_width)}"
-        lines.append(f"{line}  {detail}".rstrip())
+        # One line an event: a text's line breaks (a judge's feedback, a reason) as spaces.
+        lines.append(f"{line}  {' '.join(detail.split())}".rstrip())
     lines.append(rule)
     state = fold(events)
     every = [e.body for e in events if isinstance(e.body, Verdict)]

@@ -12,10 +12,12 @@ Start here::
 from ._reader import RunReader
 from ._records import (
     ChainStatus,
+    DecisionView,
     EventPage,
     EventRecord,
     JudgeFailures,
     JudgeFailureView,
+    NodeFailureView,
     NodeVerdicts,
     PauseView,
     RunDetail,
@@ -30,10 +32,12 @@ from ._records import (
 
 __all__ = [
     "ChainStatus",
+    "DecisionView",
     "EventPage",
     "EventRecord",
     "JudgeFailureView",
     "JudgeFailures",
+    "NodeFailureView",
     "NodeVerdicts",
     "PauseView",
     "RunDetail",

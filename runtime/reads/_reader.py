@@ -11,7 +11,6 @@ exits 1, the HTTP API answers 200 with the chain status).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -32,11 +31,12 @@ from eventstore import (
 
 from .._errors import RunNotFoundError
 from ..control._ownership import listed_ownership
-from ..events._catalogue import LlmTurn, RunFinished, RunPaused, RunStarted, Verdict
+from ..events._catalogue import RunFinished, RunPaused, RunStarted
 from ..events._snapshots import check_snapshot, load_state
 from ..events._state import RunState, fold
 from ._audit import audited
 from ._heads import HeadsCache, check_head
+from ._listed import listed_row
 from ._records import (
     ChainScope,
     ChainStatus,
@@ -52,7 +52,8 @@ from ._records import (
     StateView,
     VerdictView,
 )
-from ._shown import broken_chain, judge_failures, node_of, own_events, paid_tokens, pause_view
+from ._report import run_report
+from ._shown import broken_chain, judge_failures, node_of, pause_view
 
 __all__ = ["SCAN_EVENTS", "RunReader"]
 
@@ -85,12 +86,12 @@ class RunReader:
     async def list_runs(
         self, query: RunQuery | None = None, *, cursor: str | None = None, limit: int = 100
     ) -> RunList:
-        """A page of the runs matching ``query``, newest first, after ``cursor``.
-
-        Raises ValueError for a cursor that no listing gave.
+        """A page of the runs matching ``query``, newest first, after ``cursor``: each
+        row's texts bounded as ``RunSummary`` and ``PauseView`` say (:meth:`detail` gives
+        them whole). Raises ValueError for a cursor that no listing gave.
         """
         page = await self.store.query_runs(query or RunQuery(), cursor=cursor, limit=limit)
-        rows = [await self.summary(info) for info in page.runs]
+        rows = [listed_row(await self.summary(info)) for info in page.runs]
         return RunList(runs=rows, next_cursor=page.next_cursor)
 
     async def info(self, run_id: str) -> RunInfo:
@@ -249,6 +250,7 @@ class RunReader:
             path=state.path,
             current=[*state.running, *(p for p in state.pending if p not in state.running)],
             pending=state.pending,
+            running=list(state.running),
             visit_counts=state.visit_counts,
             failed_nodes=state.failed_nodes,
             total_retries=state.total_retries,
@@ -283,43 +285,7 @@ class RunReader:
             raise RunNotFoundError(run_id)
         # A forged snapshot, a log rechained or cut after a head was recorded: as verify says.
         chain = await audited(self.store, self._heads, run_id, events, chain)
-        info = await self.store.get_run(run_id)
-        state = fold(events)
-        own = own_events(events)  # a fork's: not those copied from its source
-        verdicts: Counter[str] = Counter(
-            e.body.action for e in own if isinstance(e.body, Verdict) and e.body.level != "bail_out"
-        )
-        turns = sum(1 for e in own if isinstance(e.body, LlmTurn))
-        tokens, by_purpose = paid_tokens(events)
-        return RunReport(
-            run_id=run_id,
-            graph=(state.graph or {}).get("id"),
-            graph_hash=state.graph_hash,
-            status=state.status,
-            quality=state.quality,
-            owner=None if info is None else info.owner,
-            ownership=None if info is None else listed_ownership(info, self.store),
-            created=events[0].ts,
-            updated=events[-1].ts,
-            events=len(events),
-            path=state.path,
-            pending=state.pending,
-            paused=pause_view(state),
-            error=state.error,
-            total_retries=state.total_retries,
-            turns=turns,
-            tokens=tokens,
-            tokens_by_purpose=by_purpose,
-            verdicts=dict(verdicts),
-            goal_outcome=state.goal_outcome,
-            forked_from=state.forked_from,
-            unrunnable=list(state.unrunnable),
-            listed_status=None if info is None else info.status,
-            chain=chain,
-            judge_failures=judge_failures(state),
-            draining=None if info is None else info.draining,
-            draining_since=None if info is None else info.draining_since,
-        )
+        return run_report(events, chain, await self.store.get_run(run_id), self.store)
 
     async def _all(self, run_id: str) -> tuple[list[Event], ChainStatus]:
         """Every event of the run the log holds, and the check of the whole chain."""

@@ -19,10 +19,12 @@ from ..events._state import ForkOrigin, RunState
 
 __all__ = [
     "ChainStatus",
+    "DecisionView",
     "EventPage",
     "EventRecord",
     "JudgeFailureView",
     "JudgeFailures",
+    "NodeFailureView",
     "NodeVerdicts",
     "PauseView",
     "RunDetail",
@@ -109,7 +111,12 @@ class PauseView(msgspec.Struct, frozen=True, kw_only=True):
     A listing's row holds the values that fit in 2,048 bytes of JSON together (taken in
     ``reads`` order); ``values_omitted`` names the keys memory holds whose values
     it leaves out, which the run's detail gives whole (its ``values_omitted`` is empty),
-    so one run's large value does not weigh on every page of runs."""
+    so one run's large value does not weigh on every page of runs. It holds the first 500
+    characters of a longer ``description``, followed by "…", and of the
+    ``success_criteria`` the criteria that fit in 500 characters together (the first that
+    does not is cut there, followed by "…", and those after it are left out);
+    ``shortened`` names what it cut (``description``, ``success_criteria``), which the
+    run's detail gives whole (its ``shortened`` is empty)."""
 
     reason: str
     node_id: str | None
@@ -119,6 +126,7 @@ class PauseView(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
     success_criteria: list[Any] = []
     values_omitted: list[str] = []
+    shortened: list[str] = []
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,7 +144,9 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     the run could not execute it, each reason once. ``draining`` (the store's claims too):
     the nodes whose abandoned attempts still run in the owner's process, which keeps the
     claim until they end (a resume elsewhere is refused meanwhile), and since when
-    (``draining_since``); None otherwise.
+    (``draining_since``); None otherwise. A listing's row holds the first 500 characters
+    of a longer ``error``, followed by "…", and ``shortened`` is ``["error"]``; the run's
+    detail gives it whole (its ``shortened`` is empty).
     """
 
     run_id: str
@@ -156,6 +166,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     unrunnable: list[str] = []
     draining: str | None = None
     draining_since: float | None = None
+    shortened: list[str] = []
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):
@@ -202,6 +213,33 @@ class JudgeFailures(msgspec.Struct, frozen=True, kw_only=True):
     reasons: list[JudgeFailureView]
 
 
+class DecisionView(msgspec.Struct, frozen=True, kw_only=True):
+    """A decision at a gate, event ``seq`` appended at ``ts`` (Unix seconds): ``approved``
+    (``approval.granted``, with the ``input`` the approval gave) or ``rejected``
+    (``approval.rejected``, with its ``reason``), of the gate before ``node_id``, by whom
+    (``by``: ``approve --by``, the API's ``by``)."""
+
+    seq: int
+    ts: float
+    decision: Literal["approved", "rejected"]
+    node_id: str
+    by: str
+    input: dict[str, Any] = {}
+    reason: str = ""
+
+
+class NodeFailureView(msgspec.Struct, frozen=True, kw_only=True):
+    """A node that failed for good at event ``seq`` (its ``node.failed`` with no retry
+    left: an attempt retried is not one): the attempt, the error's type (``Escalated`` for
+    an LLM node its judge or its bound escalated) and message."""
+
+    seq: int
+    node_id: str
+    attempt: int
+    error_type: str
+    error: str
+
+
 class NodeVerdicts(msgspec.Struct, frozen=True, kw_only=True):
     """An LLM node's judged history in log order: its verdicts and stall warnings (the
     newest 500 of each; ``verdicts`` includes its tool turns, level ``bail_out``), how many
@@ -218,8 +256,10 @@ class NodeVerdicts(msgspec.Struct, frozen=True, kw_only=True):
 class RunDetail(msgspec.Struct, frozen=True, kw_only=True):
     """A run as its log folds: summary, graph, where it is, memory, verdicts and goal outcome.
 
-    ``current`` lists the nodes running or due next; ``visit_counts`` counts each node's
-    starts; ``edges_taken`` lists each edge taken at least once as ``"source>target"``;
+    ``current`` lists the nodes running or due next; ``running`` those of them started and
+    not finished (a cancelled, paused or waiting run's were interrupted: a resume runs them
+    again); ``visit_counts`` counts each node's starts; ``edges_taken`` lists each edge
+    taken at least once as ``"source>target"``;
     ``event_counts`` counts events by type; ``turns`` and ``tokens`` count LLM turns and
     their tokens over the run. ``judge_failures``: the checks that did not run, None when
     every check ran. ``chain`` is the check of the read that folded it.
@@ -234,6 +274,7 @@ class RunDetail(msgspec.Struct, frozen=True, kw_only=True):
     path: list[str]
     current: list[str]
     pending: list[str]
+    running: list[str]
     visit_counts: dict[str, int]
     failed_nodes: list[str]
     total_retries: int
@@ -281,7 +322,14 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     turns recorded again carry none, so nothing counts twice). ``tokens_by_purpose``
     splits it by what the calls were for, the requests' ``purpose``: ``turn``,
     ``branch``, ``branch_judge``, ``judge``, ``route``, ``verify``, ``outcome`` (the
-    goal); a purpose with no tokens is left out.
+    goal); a purpose with no tokens is left out. ``tokens_by_node`` splits it by the node
+    the calls were made for (a route's under the node it leaves; the goal's evaluator
+    belongs to no node and is left out), in the order the nodes first paid.
+
+    ``decisions``: every approval and rejection in the log, in order (a fork's copied
+    ones included: its seq is at most ``forked_from.seq``); ``node_failures``: the nodes
+    that failed for good, in order (with ``judge_failures``, why a completed run is
+    ``degraded``).
     """
 
     run_id: str
@@ -313,3 +361,6 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     draining: str | None = None
     draining_since: float | None = None
     tokens_by_purpose: dict[str, Tokens] = {}
+    tokens_by_node: dict[str, Tokens] = {}
+    decisions: list[DecisionView] = []
+    node_failures: list[NodeFailureView] = []

@@ -3,18 +3,16 @@ chain as a :class:`ChainStatus`. Pure functions of the log's facts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from eventstore import CorruptLogError, Event, UnknownEventError
 
-from ..events._catalogue import EdgeTaken, RunForked
+from ..events._catalogue import EdgeTaken
 from ..events._state import RunState
-from ..events._tokens import PURPOSES, add_usage, paid
-from ..providers._base import Usage
-from ._records import ChainStatus, JudgeFailures, JudgeFailureView, PauseView, Tokens
+from ._records import ChainStatus, JudgeFailures, JudgeFailureView, PauseView
 
 __all__ = [
     "LISTED_VALUES_BYTES",
@@ -22,7 +20,6 @@ __all__ = [
     "judge_failures",
     "listed_pause",
     "node_of",
-    "paid_tokens",
     "pause_view",
     "waiting_for",
 ]
@@ -30,42 +27,6 @@ __all__ = [
 #: The JSON bytes of memory values a listing's row carries at most: a page of runs stays
 #: light whatever a paused run holds; the run's detail gives the values whole.
 LISTED_VALUES_BYTES = 2048
-
-
-def own_events(events: Sequence[Event]) -> Sequence[Event]:
-    """The events a run recorded itself: a fork's copied events (those before its
-    ``run.forked``) are its source's, counted in the source's report, not again in the
-    fork's (its turns, tokens and verdicts). (A fork of a fork copied its source's marker
-    too: its own is the last.)"""
-    for index in range(len(events) - 1, -1, -1):
-        if isinstance(events[index].body, RunForked):
-            return events[index + 1 :]
-    return events
-
-
-def paid_tokens(events: Sequence[Event]) -> tuple[Tokens, dict[str, Tokens]]:
-    """The tokens of every paid model call ``events`` record, in all and by purpose (see
-    ``RunReport``): of the run's own events only (:func:`own_events`)."""
-    by_purpose: dict[str, Usage] = {}
-    for event in own_events(events):
-        call = paid(event.body)
-        if call is not None:
-            purpose, usage = call
-            by_purpose[purpose] = add_usage(by_purpose.get(purpose), usage) or usage
-    total: Usage | None = None
-    for usage in by_purpose.values():
-        total = add_usage(total, usage)
-    shown: dict[str, Tokens] = {p: _tokens(by_purpose[p]) for p in PURPOSES if p in by_purpose}
-    return _tokens(total or Usage()), shown
-
-
-def _tokens(usage: Usage) -> Tokens:
-    return Tokens(
-        input=usage.input_tokens,
-        output=usage.output_tokens,
-        input_cached=usage.input_cached,
-        input_cache_write=usage.input_cache_write,
-    )
 
 
 def node_of(event: Event) -> set[str]:

@@ -155,6 +155,29 @@ function replayReport(r) {
 
 // ---------------------------------------------------------------- run page
 
+// Why a started node is not running, by the run's status (as `magistrate state` says it).
+const STOPPED_BY = { cancelled: "the run was cancelled", paused: "the run paused" };
+
+// Where the run is: "at node X" while something executes it. A run nothing executes (it
+// was cancelled, it paused, or it is running with no live claim: waiting for a worker)
+// names its started, unfinished nodes "interrupted", with why (a resume runs them again),
+// as `magistrate state` does, and the nodes due next "next" (a pause's own node among
+// them, which the actions card names).
+function whereLine(detail, sum) {
+  if (!detail.current.length || ["completed", "failed"].includes(sum.status)) return "";
+  if (sum.status === "running" && sum.ownership !== "waiting") {
+    return h("p", {}, "at node ", h("b", { id: "current" }, idents(detail.current)));
+  }
+  const pausedAt = sum.status === "paused" ? sum.paused?.node_id : null;
+  const started = (detail.running || []).filter((n) => n !== pausedAt);
+  const next = detail.current.filter((n) => !started.includes(n));
+  return h("p", { id: "where" },
+    started.length ? h("span", { id: "interrupted" }, "interrupted: ", idents(started),
+      ` (${STOPPED_BY[sum.status] || "waiting for a worker"})`) : "",
+    started.length && next.length ? " · " : "",
+    next.length ? h("span", {}, "next: ", h("b", { id: "current" }, idents(next))) : "");
+}
+
 async function runPage(runId) {
   const enc = encodeURIComponent(runId);
   const head = h("div", { class: "card", id: "run-head" });
@@ -322,7 +345,7 @@ async function runPage(runId) {
           h("a", { href: `${ROOT}/runs/${encodeURIComponent(sum.forked_from.run_id)}`, class: "mono" }, ident(sum.forked_from.run_id)),
           ` at seq ${fmtInt(sum.forked_from.seq)}`) : "",
         h("span", { id: "chain", class: chain.ok ? "chain-ok" : "chain-bad" }, chain.text)),
-      detail.current.length && !["completed", "failed"].includes(sum.status) ? h("p", {}, "at node ", h("b", { id: "current" }, idents(detail.current))) : "",
+      whereLine(detail, sum),
       detail.goal ? h("p", { class: "small" }, h("b", {}, "Goal: "), iso(detail.goal.description),
         detail.goal.success_criteria?.length ? h("span", { class: "muted" }, " (success: ", detail.goal.success_criteria.map((c, i) => [i ? "; " : "", iso(c)]), ")") : "") : "",
       judgeFailures(detail.judge_failures),

@@ -175,16 +175,17 @@ async function approvalsPage() {
     (again) => { if (again) reload(); });
 }
 
-// A card's form is drawn from the listing's row, unless the row leaves values out (too
-// large for a listing: values_omitted): then from the run's detail, which has them whole,
-// so a field is never prefilled with less than memory holds.
+// A card's form is drawn from the listing's row, unless the row leaves values out or
+// shortens the node's description or criteria (too large for a listing: values_omitted,
+// shortened): then from the run's detail, which has them whole, so a field is never
+// prefilled with less than memory holds and the approver reads the node's texts whole.
 function approvalCard(r, onDone) {
   const href = `${ROOT}/runs/${encodeURIComponent(r.run_id)}`;
-  const omitted = r.paused?.values_omitted || [];
+  const omitted = [...(r.paused?.values_omitted || []), ...(r.paused?.shortened || [])];
   const slot = h("div", { class: "form-slot" });
   if (!omitted.length) slot.append(approveForm(r, onDone));
   else {
-    slot.append(h("p", { class: "muted small" }, "reading the values of ", idents(omitted), "…"));
+    slot.append(h("p", { class: "muted small" }, "reading ", idents(omitted), " whole…"));
     api(`/api/runs/${encodeURIComponent(r.run_id)}`).then(
       (detail) => fill(slot, detail.summary.status === "paused" ? approveForm(detail.summary, onDone)
         : h("p", { class: "muted small" }, `The run is ${detail.summary.status} now.`)),

@@ -35,6 +35,7 @@ async def test_a_run_started_over_http_pauses_shows_its_verdicts_and_finishes_wh
             "description": "",
             "success_criteria": [],
             "values_omitted": [],
+            "shortened": [],
         }
         assert detail["current"] == ["review"]
         assert detail["visit_counts"] == {"draft": 1}
