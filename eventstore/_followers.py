@@ -54,9 +54,13 @@ class Followers:
         self._signal: anyio.Event | None = None
 
     def wake(self) -> None:
-        """Wake every waiting follower to read its chunk (at a commit, or at close)."""
+        """Wake every waiting follower to read its chunk (at a commit, or at close). On
+        every commit's path: no call beyond this one when nobody waits."""
         self._changes += 1
-        self._set()
+        signal = self._signal
+        if signal is not None:
+            self._signal = None
+            signal.set()
 
     def _set(self) -> None:
         signal, self._signal = self._signal, None

@@ -75,7 +75,7 @@ class StoreFront(Generic[W]):
     such as PostgreSQL's refusal of NUL characters in text).
     """
 
-    __slots__ = ("_followers", "_prepare", "heads", "state", "writer")
+    __slots__ = ("_followers", "_prepare", "heads", "state", "wake_followers", "writer")
 
     def __init__(self, prepare: Prepare, heads: HeadsFile | None = None) -> None:
         self.state: State = "new"
@@ -85,6 +85,9 @@ class StoreFront(Generic[W]):
         self.writer: W | None = None
         self._prepare = prepare
         self._followers = Followers(self._is_live)
+        #: Wake every follower waiting in :meth:`follow` (at a commit, or at close): the
+        #: followers' own method, called once a commit (no call of ours around it).
+        self.wake_followers: Callable[[], None] = self._followers.wake
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -195,10 +198,6 @@ class StoreFront(Generic[W]):
         return _NO_STATISTICS if self.writer is None else self.writer.statistics()
 
     # -- following -------------------------------------------------------------------------
-
-    def wake_followers(self) -> None:
-        """Wake every follower waiting in :meth:`follow` (at a commit, or at close)."""
-        self._followers.wake()
 
     def follow(
         self, chunk: TailChunk, head: Head, from_position: int, poll_interval: float
