@@ -3,9 +3,10 @@ recorded.
 
 A run's graph id is a value of the store's run listing. SQLite keeps any text there; a
 PostgreSQL store holds no NUL character in text, and its indexes hold no text longer than
-2,000 bytes (UTF-8). Such a store refuses the run's first append, so ``run`` would end
-the run failed and ``submit`` would fail on an internal error: the command refuses the
-graph instead, exit 2, one line naming the field and the limit, creating nothing.
+2,000 bytes (UTF-8). Such a store refuses the run's first append (``Runtime.start`` and
+``submit`` raise its ValueError, nothing written); the command refuses the graph before
+it opens the store, exit 2, one line naming the field and the limit, creating nothing
+(not even the store's schema).
 """
 
 from __future__ import annotations

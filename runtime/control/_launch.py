@@ -124,7 +124,9 @@ async def start_run(
     """Start a new run of a checked ``graph`` (``Runtime.start``): wait for the store's
     room first, claim it, launch it; return its handle once its start is committed.
     Raises RunStateError, having made nothing of the run, once the runtime's closing
-    began (_closing.py)."""
+    began (_closing.py); raises what refused the run's first batch before it reached the
+    store (a store's ValueError for text it cannot hold, a StoreError), nothing of the
+    run written and its claim given up."""
     control.closing.check()
     room = control.logs.room  # the store, if it has room to wait for
     if room is not None and not room.has_room():
@@ -144,6 +146,8 @@ async def start_run(
             handle = launch(
                 control, nodes, metrics, run_id, graph, log, input=input, started=started
             )
+            live = control.live.get(run_id)  # as launched: its start is still to be taken
+            outcome = None if live is None else live.outcome
         except BaseException:  # (closing began while it was claimed): nothing of it runs
             _answered(control, run_id, log, first)
             if ownership is not None:
@@ -153,6 +157,11 @@ async def start_run(
         await started
     finally:
         _answered(control, run_id, log, first)
+    if outcome is not None and outcome.error is not None and log.last_seq == 0:
+        # Its first batch was refused before it reached the store (bad input a store's
+        # checks refuse, a closed store): nothing of the run exists, so no handle either.
+        # The outcome raises it once the run's claim is given up (OwnedOutcome).
+        await outcome.wait()
     return handle
 
 

@@ -164,8 +164,14 @@ class RunEnding:
     async def fail_run(self, owner: Actor, exc: Exception) -> bool:
         """Record an unexpected error (a commit hook, a node factory, a value the log cannot
         encode) as the run's failure, so no run stays "running" because something raised.
-        False when the log cannot take it (a store error): the caller re-raises."""
-        if self.outcome.done or self.log.failed is not None or isinstance(exc, StoreError):
+        False when the log cannot take it (a store error), or when nothing of the run was
+        ever handed to the store and nothing is staged (its first batch refused as bad
+        input: a log holding only its end is no run's): the caller re-raises, and the
+        start waiting for that batch raises the error (control/_launch.py)."""
+        log = self.log
+        if self.outcome.done or log.failed is not None or isinstance(exc, StoreError):
+            return False
+        if log.last_seq == 0 and not log.pending:
             return False
         seq = self.log.last_seq
         error = f"{type(exc).__name__}: {exc}"

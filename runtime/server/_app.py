@@ -243,10 +243,15 @@ class _Api:
             return await self._start(body, graph)
 
     async def _start(self, body: StartRequest, graph: GraphSpec) -> Response:
-        if body.execute == "workers":
-            run_id = await self.runtime.submit(graph, input=body.input, run_id=body.run_id)
-            return _json(RunRef(run_id=run_id, action="submitted", detail=_FOR_WORKERS), 201)
-        handle = await self.runtime.start(graph, input=body.input, run_id=body.run_id)
+        try:
+            if body.execute == "workers":
+                run_id = await self.runtime.submit(graph, input=body.input, run_id=body.run_id)
+                return _json(RunRef(run_id=run_id, action="submitted", detail=_FOR_WORKERS), 201)
+            handle = await self.runtime.start(graph, input=body.input, run_id=body.run_id)
+        except ValueError as exc:  # the run id is checked: a graph the store cannot keep
+            if isinstance(exc, MagistrateError):
+                raise
+            raise HttpError(400, "bad_graph", str(exc)) from None
         return _json(RunRef(run_id=handle.run_id, action="started", detail=_HERE), 201)
 
     async def pause(self, request: Request) -> Response:
